@@ -1,0 +1,446 @@
+"""Exact, shared-prefix log-probability scorer: log P(continuation | context) for many candidates.
+
+This is the heart of factprobe (DESIGN.md section 4). Every multiple-choice probe asks, for a
+context `c` and candidates `y_1..y_M`, for `sum_t log P(y_j[t] | c, y_j[:t])`. Running the whole
+context again per candidate (the papers' setup and lm-evaluation-harness) costs ~80k tokens per
+IC-LKE fact; here a fact costs its own subject and candidate tokens.
+
+How the work is shared
+----------------------
+1. *Tokenize like the harness.* Whitespace at the end of a context moves to the continuation.
+   The continuation's tokens are `encode(c + y)[len(encode(c)):]`. If the joint encoding does not
+   start with `encode(c)`, that candidate is scored by an exact full forward of `encode(c + y)`
+   (same split point), never by a silently different number. `ScoreStats.fallbacks` counts them.
+2. *Context once.* A `PrefixCache` holds the key/value tensors of a prefix (for IC-LKE: the 50
+   in-context examples of a relation, shared by all of its facts) and the log-distribution of the
+   token after it.
+3. *Candidates together, several facts per forward.* Tokens after the prefix are organised as a
+   tree of `Segment`s: a fact's own context tokens (`" Germany"`) are a segment whose parent is
+   the prefix; each candidate is a segment whose parent is the fact's segment. All segments of a
+   chunk go through the model in ONE packed sequence of batch 1, with a 4D additive attention mask
+   in which a token sees the prefix, its ancestors' tokens and its own earlier tokens, and with
+   position ids that continue from the parent's end. Sliding-window layers (Gemma-3) get their own
+   mask built from the same positions. Chunks are cut at tree boundaries to stay within
+   `token_budget` query tokens.
+4. *Only the needed log-probs.* The model body returns hidden states; the LM head runs only on the
+   positions that predict a scored token, `head_chunk` rows at a time, so `[tokens x vocab]` is
+   never materialised for a whole batch.
+
+Exactness against a naive full-sequence forward is tested to 1e-4 (fp32) on tiny random GPT-2
+and Llama models and on the real SmolLM2 and Gemma-3 models (tests/lm/test_scorer*.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import ContextTooLongError
+
+
+@dataclass
+class ScoreStats:
+    """Counters for what the scorer did; tokens are counted as model input positions."""
+
+    prefix_tokens: int = 0  # tokens forwarded to build prefix caches
+    packed_tokens: int = 0  # tokens forwarded in packed segment passes
+    fallback_tokens: int = 0  # tokens forwarded by exact per-candidate fallbacks
+    forwards: int = 0
+    fallbacks: int = 0  # candidates whose joint tokenization broke the context prefix
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prefix_tokens + self.packed_tokens + self.fallback_tokens
+
+
+@dataclass
+class PrefixCache:
+    """Key/value states of a token prefix plus the log-distribution of the next token.
+
+    `kv` holds one (keys, values) pair per layer, each `[1, heads, len, head_dim]`. For an empty
+    prefix `kv` is None and `next_logprobs` is None (nothing can predict the first token).
+    """
+
+    token_ids: tuple[int, ...]
+    kv: list[tuple[torch.Tensor, torch.Tensor]] | None
+    next_logprobs: torch.Tensor | None  # [vocab], float32
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class Segment:
+    """A run of tokens that continues its parent: the prefix (`parent=-1`) or an earlier segment.
+
+    `spans` are half-open [start, end) token ranges inside `token_ids` whose log-probs are summed
+    and returned; None means one span over the whole segment. A scored token at index 0 is
+    predicted from the parent's last position (or the prefix's `next_logprobs`).
+    """
+
+    token_ids: Sequence[int]
+    parent: int = -1
+    spans: Sequence[tuple[int, int]] | None = None
+
+    def span_list(self) -> list[tuple[int, int]]:
+        return [(0, len(self.token_ids))] if self.spans is None else [tuple(s) for s in self.spans]
+
+
+@dataclass
+class ChoiceRequest:
+    """One multiple-choice question: a context string and candidate continuation strings."""
+
+    context: str
+    options: Sequence[str]
+
+
+@dataclass
+class _Encoded:
+    ctx_ids: list[int]
+    cont_ids: list[list[int]]
+    fallback: list[bool]
+    whole_ids: list[list[int]] = field(default_factory=list)
+
+
+def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str]:
+    """Move whitespace at the end of `context` to the start of `continuation` (harness rule)."""
+    stripped = context.rstrip()
+    n = len(context) - len(stripped)
+    if n:
+        return stripped, context[len(stripped):] + continuation
+    return context, continuation
+
+
+def apply_lm_head(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """Logits for hidden states `[n, d]` -> `[n, vocab]` float32, as the model's own head does it.
+
+    Reproduces final-logit soft-capping where the config has it (Gemma-2 style).
+    """
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+class Scorer:
+    """Exact summed log-probs of continuations, sharing prefixes and packing candidates.
+
+    Args:
+        model: a causal LM (transformers `PreTrainedModel` with `base_model` and an output head).
+        tokenizer: its tokenizer. Contexts are encoded with the tokenizer's default special tokens
+            (BOS where the tokenizer adds one, as lm-evaluation-harness does for Gemma), and
+            continuations never get special tokens.
+        device: where to run; defaults to the model's device.
+        token_budget: most query tokens in one packed forward (CPU default 1024; use ~8192 on GPU).
+        head_chunk: rows of hidden states sent through the LM head at once (bounds memory at
+            `head_chunk x vocab` floats).
+        max_length: the model's context window; longer inputs raise ContextTooLongError.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        device: torch.device | str | None = None,
+        token_budget: int | None = None,
+        head_chunk: int = 256,
+        max_length: int | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.token_budget = token_budget or (8192 if self.device.type == "cuda" else 1024)
+        self.head_chunk = head_chunk
+        cfg = model.config.get_text_config()
+        self.max_length = max_length or getattr(cfg, "max_position_embeddings", None) or 2048
+        self.dtype = next(model.parameters()).dtype
+        layer_types = getattr(cfg, "layer_types", None)
+        self.sliding_window = getattr(cfg, "sliding_window", None)
+        self.layer_types = sorted(set(layer_types)) if layer_types else None
+        self.stats = ScoreStats()
+
+    # ------------------------------------------------------------------ tokenization
+    def encode_context(self, text: str) -> list[int]:
+        """Token ids of a context, with the tokenizer's default special tokens (e.g. BOS)."""
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def encode_continuation(self, text: str) -> list[int]:
+        """Token ids of a text piece on its own, without special tokens."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _encode_request(self, context: str, options: Sequence[str]) -> _Encoded:
+        pairs = [split_trailing_whitespace(context, o) for o in options]
+        ctx = pairs[0][0] if pairs else context
+        ctx_ids = self.encode_context(ctx)
+        wholes = self.tokenizer([ctx + cont for _, cont in pairs], add_special_tokens=True)["input_ids"]
+        n = len(ctx_ids)
+        cont_ids, fallback = [], []
+        for (_, cont), whole in zip(pairs, wholes):
+            whole = list(whole)
+            if not cont or len(whole) <= n:
+                raise ValueError(f"empty continuation {cont!r} for context ending {ctx[-40:]!r}")
+            cont_ids.append(whole[n:])
+            fallback.append(whole[:n] != ctx_ids)
+        return _Encoded(ctx_ids=ctx_ids, cont_ids=cont_ids, fallback=fallback, whole_ids=[list(w) for w in wholes])
+
+    # ------------------------------------------------------------------ model calls
+    def _check_length(self, n: int) -> None:
+        if n > self.max_length:
+            raise ContextTooLongError(
+                f"{n} tokens exceed the model's context window of {self.max_length} tokens"
+            )
+
+    @torch.inference_mode()
+    def prefix(self, text_or_ids: str | Sequence[int]) -> PrefixCache:
+        """Run a prefix once and keep its KV states and next-token log-distribution.
+
+        A string is encoded as a context (with default special tokens); a list is used as-is.
+        """
+        ids = self.encode_context(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
+        if not ids:
+            return PrefixCache(token_ids=(), kv=None, next_logprobs=None)
+        self._check_length(len(ids))
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        input_ids = torch.tensor([ids], device=self.device)
+        out = self.model.base_model(input_ids=input_ids, past_key_values=cache, use_cache=True)
+        hidden = out.last_hidden_state[0, -1:]
+        next_lp = torch.log_softmax(apply_lm_head(self.model, hidden)[0], dim=-1)
+        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        self.stats.prefix_tokens += len(ids)
+        self.stats.forwards += 1
+        return PrefixCache(token_ids=tuple(ids), kv=kv, next_logprobs=next_lp)
+
+    def extend(self, prefix: PrefixCache, ids: Sequence[int]) -> PrefixCache:
+        """A new prefix = `prefix` + `ids`, computed with `prefix`'s cache (two-level sharing)."""
+        if not ids:
+            return prefix
+        if prefix.kv is None:
+            return self.prefix(list(ids))
+        (lp,), (last_kv,) = self._forward_packed(prefix, [Segment(list(ids))], keep_kv=True)
+        del lp
+        return last_kv
+
+    def _masks(self, prefix_len: int, segments: Sequence[Segment]):
+        """Position ids and additive 4D masks for a packed chunk of segments."""
+        total = sum(len(s.token_ids) for s in segments)
+        seg_start, starts, positions, seg_of = [], 0, [], []
+        end_pos = []  # position id of each segment's last token
+        for i, s in enumerate(segments):
+            seg_start.append(starts)
+            first = prefix_len if s.parent < 0 else end_pos[s.parent] + 1
+            positions.extend(range(first, first + len(s.token_ids)))
+            end_pos.append(first + len(s.token_ids) - 1)
+            seg_of.extend([i] * len(s.token_ids))
+            starts += len(s.token_ids)
+        # visible[q, k] for packed keys: k in an ancestor segment of q, or same segment and k <= q
+        seg_of_t = torch.tensor(seg_of)
+        n_seg = len(segments)
+        ancestor = torch.zeros(n_seg, n_seg, dtype=torch.bool)
+        for i, s in enumerate(segments):
+            ancestor[i, i] = True
+            if s.parent >= 0:
+                if s.parent >= i:
+                    raise ValueError("a segment's parent must come before it")
+                ancestor[i] |= ancestor[s.parent]
+        idx = torch.arange(total)
+        vis_packed = ancestor[seg_of_t][:, seg_of_t] & ((seg_of_t[:, None] != seg_of_t[None, :]) | (idx[None, :] <= idx[:, None]))
+        vis = torch.cat([torch.ones(total, prefix_len, dtype=torch.bool), vis_packed], dim=1)
+        pos_q = torch.tensor(positions)
+        pos_k = torch.cat([torch.arange(prefix_len), pos_q])
+        neg = torch.finfo(self.dtype).min
+
+        def additive(v: torch.Tensor) -> torch.Tensor:
+            m = torch.zeros(v.shape, dtype=self.dtype)
+            m.masked_fill_(~v, neg)
+            return m[None, None].to(self.device)
+
+        full = additive(vis)
+        if self.layer_types and "sliding_attention" in self.layer_types and self.sliding_window:
+            window = (pos_q[:, None] - pos_k[None, :]) < self.sliding_window
+            mask = {"full_attention": full, "sliding_attention": additive(vis & window)}
+            for t in self.layer_types:
+                mask.setdefault(t, full)
+        else:
+            mask = full
+        return pos_q, mask, seg_start, end_pos
+
+    @torch.inference_mode()
+    def _forward_packed(self, prefix: PrefixCache, segments: Sequence[Segment], keep_kv: bool = False):
+        """One packed forward. Returns per-segment lists of span sums (and, with keep_kv, a
+        PrefixCache of prefix + the single segment, used by `extend`)."""
+        from transformers import DynamicCache
+
+        plen = len(prefix)
+        max_pos = plen + max(
+            (len(s.token_ids) for s in segments), default=0
+        )  # lower bound; exact check below
+        pos_q, mask, seg_start, end_pos = self._masks(plen, segments)
+        self._check_length(max(end_pos) + 1 if end_pos else max_pos)
+        ids = torch.tensor([[t for s in segments for t in s.token_ids]], device=self.device)
+        cache = DynamicCache(ddp_cache_data=prefix.kv) if prefix.kv is not None else DynamicCache()
+        out = self.model.base_model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos_q[None].to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        hidden = out.last_hidden_state[0]
+        self.stats.packed_tokens += ids.shape[1]
+        self.stats.forwards += 1
+
+        # For every scored token: the row of `hidden` that predicts it (-1 = the prefix's last
+        # logits) and the target id.
+        rows, targets, owners = [], [], []  # owners: (segment, span) for accumulation
+        for si, s in enumerate(segments):
+            for sj, (a, b) in enumerate(s.span_list()):
+                for t in range(a, b):
+                    if t > 0:
+                        row = seg_start[si] + t - 1
+                    elif s.parent >= 0:
+                        row = seg_start[s.parent] + len(segments[s.parent].token_ids) - 1
+                    else:
+                        row = -1
+                    rows.append(row)
+                    targets.append(s.token_ids[t])
+                    owners.append((si, sj))
+        token_lp = torch.empty(len(rows), dtype=torch.float64)
+        rows_t = torch.tensor(rows, dtype=torch.long)
+        targets_t = torch.tensor(targets, dtype=torch.long)
+        from_prefix = rows_t < 0
+        if from_prefix.any():
+            if prefix.next_logprobs is None:
+                raise ValueError("cannot score the first token of an empty prefix")
+            token_lp[from_prefix] = prefix.next_logprobs[targets_t[from_prefix].to(prefix.next_logprobs.device)].double().cpu()
+        need = (~from_prefix).nonzero().flatten()
+        # Unique rows only: several candidates share the row that predicts their first token.
+        uniq_rows, inverse = torch.unique(rows_t[need], return_inverse=True)
+        for c0 in range(0, len(uniq_rows), self.head_chunk):
+            sel = uniq_rows[c0 : c0 + self.head_chunk]
+            lp = torch.log_softmax(apply_lm_head(self.model, hidden[sel.to(self.device)]), dim=-1)
+            in_chunk = (inverse >= c0) & (inverse < c0 + len(sel))
+            k = need[in_chunk]
+            token_lp[k] = lp[(inverse[in_chunk] - c0).to(lp.device), targets_t[k].to(lp.device)].double().cpu()
+
+        sums = [[0.0] * len(s.span_list()) for s in segments]
+        for (si, sj), v in zip(owners, token_lp.tolist()):
+            sums[si][sj] += v
+        if not keep_kv:
+            return sums
+        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        last = torch.log_softmax(apply_lm_head(self.model, hidden[-1:])[0], dim=-1)
+        seg = segments[0]
+        return sums, [PrefixCache(token_ids=prefix.token_ids + tuple(seg.token_ids), kv=kv, next_logprobs=last)]
+
+    # ------------------------------------------------------------------ public scoring
+    def score_segments(self, prefix: PrefixCache, segments: Sequence[Segment]) -> list[list[float]]:
+        """Summed log-probs per span of each segment, given `prefix`.
+
+        Segments form trees rooted at the prefix (`parent=-1`); parents come before children.
+        Root trees are packed into forwards of at most `token_budget` query tokens (a tree larger
+        than the budget goes alone).
+        """
+        trees: list[list[int]] = []
+        root_of: list[int] = []
+        for i, s in enumerate(segments):
+            if s.parent < 0:
+                root_of.append(len(trees))
+                trees.append([i])
+            else:
+                root_of.append(root_of[s.parent])
+                trees[root_of[s.parent]].append(i)
+        results: list[list[float] | None] = [None] * len(segments)
+        chunk: list[int] = []
+        chunk_tokens = 0
+
+        def flush() -> None:
+            nonlocal chunk, chunk_tokens
+            if not chunk:
+                return
+            local = {g: k for k, g in enumerate(chunk)}
+            segs = [
+                Segment(segments[g].token_ids, local[segments[g].parent] if segments[g].parent >= 0 else -1, segments[g].spans)
+                for g in chunk
+            ]
+            for g, r in zip(chunk, self._forward_packed(prefix, segs)):
+                results[g] = r
+            chunk, chunk_tokens = [], 0
+
+        for tree in trees:
+            n = sum(len(segments[i].token_ids) for i in tree)
+            if chunk and chunk_tokens + n > self.token_budget:
+                flush()
+            chunk.extend(tree)
+            chunk_tokens += n
+        flush()
+        return results  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def _full_forward_logprob(self, whole: Sequence[int], start: int) -> float:
+        """Exact fallback: one full forward of `whole`, summing log-probs of tokens from `start`."""
+        self._check_length(len(whole))
+        ids = torch.tensor([list(whole)], device=self.device)
+        hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0]
+        total = 0.0
+        for c0 in range(start - 1, len(whole) - 1, self.head_chunk):
+            rows = torch.arange(c0, min(c0 + self.head_chunk, len(whole) - 1))
+            lp = torch.log_softmax(apply_lm_head(self.model, hidden[rows.to(self.device)]), dim=-1)
+            tgt = torch.tensor([whole[r + 1] for r in rows.tolist()], device=lp.device)
+            total += lp[torch.arange(len(rows), device=lp.device), tgt].double().sum().item()
+        self.stats.fallback_tokens += len(whole)
+        self.stats.fallbacks += 1
+        self.stats.forwards += 1
+        return total
+
+    def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None) -> list[np.ndarray]:
+        """Summed log-prob of every option of every request, `[len(options)]` float64 each.
+
+        `shared_prefix` (a string or a PrefixCache) is a context prefix common to the requests,
+        e.g. a relation's in-context examples. A request whose encoded context does not start
+        with the prefix's tokens is scored with its own prefix (exact, just not shared).
+        The numbers equal `naive_logprob(context, option)` up to float rounding.
+        """
+        if isinstance(shared_prefix, str):
+            shared_prefix = self.prefix(shared_prefix) if shared_prefix else None
+        results: list[np.ndarray | None] = [None] * len(requests)
+        segments: list[Segment] = []
+        owners: list[tuple[int, int]] = []  # (request, option) per candidate segment; (-1,-1) for context
+        solo: list[int] = []
+        encoded = [self._encode_request(r.context, r.options) for r in requests]
+        base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
+        for ri, enc in enumerate(encoded):
+            results[ri] = np.full(len(enc.cont_ids), np.nan)
+            if base is None or enc.ctx_ids[: len(base)] != list(base.token_ids) or len(enc.ctx_ids) == len(base):
+                solo.append(ri)
+                continue
+            ctx_seg = len(segments)
+            segments.append(Segment(enc.ctx_ids[len(base):], -1, spans=[]))
+            owners.append((-1, -1))
+            for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
+                if fb:
+                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], len(enc.ctx_ids))
+                    continue
+                segments.append(Segment(cont, ctx_seg))
+                owners.append((ri, oi))
+        if segments:
+            for (ri, oi), sums in zip(owners, self.score_segments(base, segments)):
+                if ri >= 0:
+                    results[ri][oi] = sums[0]
+        for ri in solo:
+            enc = encoded[ri]
+            own = self.prefix(enc.ctx_ids)
+            segs, where = [], []
+            for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
+                if fb:
+                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], len(enc.ctx_ids))
+                else:
+                    segs.append(Segment(cont, -1))
+                    where.append(oi)
+            for oi, sums in zip(where, self.score_segments(own, segs)):
+                results[ri][oi] = sums[0]
+        return results  # type: ignore[return-value]

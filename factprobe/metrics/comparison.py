@@ -1,0 +1,338 @@
+"""Compare two runs fact by fact: subsumption, McNemar, per-relation correlation, regression gate.
+
+Both runs are per-fact tables with columns `fact_id, relation, correct` (the table every probe
+logs). They are inner-joined on `fact_id`, so every paired statistic is computed on the facts
+both runs answered.
+
+- subsumption rate (Wu et al. 2024, section 4.2.2):
+  eta(theta1 | theta2) = |phi1 ∩ phi2| / |phi1|, phi = the set of facts a model gets right;
+  the share of what model 1 knows that model 2 also knows.
+- McNemar's test on the discordant pairs: exact two-sided binomial test when there are fewer
+  than 25 discordant facts, else the chi-square test with continuity correction.
+- Pearson correlation of per-relation accuracies (paper, Figure 6).
+- `regression_gate`: the pass/fail rule for CI and nightly runs (see its docstring).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+from .bootstrap import paired_bootstrap_diff
+
+# Below this many discordant facts the chi-square approximation is poor; use the exact test.
+EXACT_MCNEMAR_BELOW = 25
+COMPARE_COLUMNS = ("relation", "correct")
+
+
+def _as_bool_array(values: Sequence[bool] | np.ndarray | pd.Series, name: str) -> np.ndarray:
+    arr = np.asarray(values).ravel()
+    if arr.dtype != bool:
+        series = pd.Series(arr)
+        if arr.dtype.kind not in "iufO" or series.isna().any() or not series.isin([0, 1]).all():
+            raise ValueError(f"{name} must be bool or 0/1 (no missing values), got dtype {arr.dtype}")
+    return arr.astype(bool)
+
+
+def _aligned(correct_a, correct_b, names=("correct_a", "correct_b")) -> tuple[np.ndarray, np.ndarray]:
+    a = _as_bool_array(correct_a, names[0])
+    b = _as_bool_array(correct_b, names[1])
+    if a.shape != b.shape:
+        raise ValueError(f"{names[0]} and {names[1]} must be aligned per fact; lengths {a.size} vs {b.size}")
+    return a, b
+
+
+def subsumption_rate(correct_1: Sequence[bool], correct_2: Sequence[bool]) -> float:
+    """eta(theta1 | theta2) = |phi1 ∩ phi2| / |phi1|; NaN when model 1 knows no fact.
+
+    Inputs are aligned per fact (row i is the same fact in both).
+    """
+    known_1, known_2 = _aligned(correct_1, correct_2, ("correct_1", "correct_2"))
+    n_known_1 = int(known_1.sum())
+    if n_known_1 == 0:
+        return float("nan")
+    return int((known_1 & known_2).sum()) / n_known_1
+
+
+def _binom_two_sided_half(k: int, n: int) -> float:
+    """Exact two-sided p of k successes in n trials at p = 0.5: min(1, 2 * P(X <= min(k, n-k)))."""
+    low = min(k, n - k)
+    tail = sum(math.comb(n, i) for i in range(low + 1))
+    return min(1.0, 2.0 * tail / 2.0**n)
+
+
+def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> dict:
+    """McNemar's test for two aligned 0/1 vectors (same facts, two runs).
+
+    `b01` counts facts run a gets wrong and run b gets right; `b10` the reverse. Under H0 (equal
+    accuracy) a discordant fact is equally likely to go either way.
+
+    - `b01 + b10 < 25`: exact two-sided binomial test, p = min(1, 2 * P(X <= min(b01, b10))),
+      X ~ Bin(b01 + b10, 1/2); `statistic` is min(b01, b10); `method` = "exact".
+    - otherwise: chi-square with continuity correction (Edwards),
+      statistic = (|b01 - b10| - 1)^2 / (b01 + b10), p = P(chi2_1 > statistic)
+      = erfc(sqrt(statistic / 2)); `method` = "chi2_cc".
+
+    No discordant facts gives p = 1 (method "exact").
+    """
+    a, b = _aligned(correct_a, correct_b)
+    b01 = int((~a & b).sum())
+    b10 = int((a & ~b).sum())
+    n = b01 + b10
+    if n < EXACT_MCNEMAR_BELOW:
+        statistic = float(min(b01, b10))
+        p_value = _binom_two_sided_half(b01, n) if n else 1.0
+        method = "exact"
+    else:
+        statistic = max(0.0, abs(b01 - b10) - 1.0) ** 2 / n
+        p_value = math.erfc(math.sqrt(statistic / 2.0))
+        method = "chi2_cc"
+    return {"b01": b01, "b10": b10, "statistic": float(statistic), "p_value": float(p_value), "method": method}
+
+
+def pearson_per_relation(acc_a: dict[str, float], acc_b: dict[str, float]) -> float:
+    """Pearson r of per-relation accuracies over the relations both runs have.
+
+    NaN when fewer than two relations are shared or either side is constant over them.
+    """
+    shared = sorted(set(acc_a) & set(acc_b))
+    if len(shared) < 2:
+        return float("nan")
+    x = np.array([acc_a[r] for r in shared], dtype=float)
+    y = np.array([acc_b[r] for r in shared], dtype=float)
+    if np.isnan(x).any() or np.isnan(y).any():
+        return float("nan")
+    x -= x.mean()
+    y -= y.mean()
+    denom = math.sqrt(float((x * x).sum()) * float((y * y).sum()))
+    if denom == 0.0:
+        return float("nan")
+    return float((x * y).sum() / denom)
+
+
+def _check_table(df: pd.DataFrame, key: str, name: str) -> None:
+    missing = [c for c in (key, *COMPARE_COLUMNS) if c not in df.columns]
+    if missing:
+        raise DataError(f"run {name}: per-fact table lacks column(s) {missing}; has {list(df.columns)}")
+    dup = df[key][df[key].duplicated()]
+    if len(dup):
+        examples = ", ".join(map(repr, dup.unique()[:3]))
+        raise DataError(
+            f"run {name}: {dup.nunique()} duplicate {key!r} value(s), e.g. {examples}; "
+            f"each fact must appear once to be joined fact by fact"
+        )
+
+
+def join_runs(df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id") -> pd.DataFrame:
+    """Inner join of two per-fact tables: columns `key, relation, correct_a, correct_b`.
+
+    Raises DataError (a ValueError) for missing columns, duplicate keys, an empty join, or a fact
+    whose relation differs between the runs.
+    """
+    _check_table(df_a, key, "a")
+    _check_table(df_b, key, "b")
+    left = df_a[[key, "relation", "correct"]].rename(columns={"correct": "correct_a"})
+    right = df_b[[key, "relation", "correct"]].rename(columns={"correct": "correct_b", "relation": "relation_b"})
+    joined = left.merge(right, on=key, how="inner", validate="one_to_one")
+    if joined.empty:
+        raise DataError(
+            f"the runs share no {key!r}: run a has {len(df_a)} facts, run b {len(df_b)}; "
+            f"were they built from the same dataset?"
+        )
+    clash = joined["relation"].astype(str) != joined["relation_b"].astype(str)
+    if clash.any():
+        row = joined[clash].iloc[0]
+        raise DataError(
+            f"{int(clash.sum())} fact(s) have a different relation in the two runs, e.g. {row[key]!r}: "
+            f"{row['relation']!r} vs {row['relation_b']!r}"
+        )
+    joined = joined.drop(columns="relation_b")
+    joined["correct_a"] = _as_bool_array(joined["correct_a"], "run a 'correct'")
+    joined["correct_b"] = _as_bool_array(joined["correct_b"], "run b 'correct'")
+    return joined
+
+
+def compare_runs(
+    df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id", n_boot: int = 2000, seed: int = 0,
+    alpha: float = 0.05,
+) -> dict:
+    """Compare run b against run a on the facts both answered.
+
+    Returns::
+
+        {"acc_a", "acc_b", "diff" (= acc_b - acc_a), "diff_ci" [lo, hi] (paired bootstrap),
+         "mcnemar" {b01, b10, statistic, p_value, method},
+         "subsumption_a_given_b" (eta(a|b): share of a's known facts that b also knows),
+         "subsumption_b_given_a", "pearson_per_relation",
+         "n_joined", "n_only_a", "n_only_b",
+         "per_relation": {rel: {"acc_a", "acc_b", "diff", "n"}}}
+    """
+    joined = join_runs(df_a, df_b, key)
+    a = joined["correct_a"].to_numpy(dtype=bool)
+    b = joined["correct_b"].to_numpy(dtype=bool)
+    diff, lo, hi = paired_bootstrap_diff(a, b, n_boot=n_boot, seed=seed, alpha=alpha)
+
+    per_relation: dict[str, dict] = {}
+    relation = joined["relation"].astype(str).to_numpy()
+    for rel in sorted(set(relation.tolist())):
+        mask = relation == rel
+        acc_a, acc_b = float(a[mask].mean()), float(b[mask].mean())
+        per_relation[rel] = {"acc_a": acc_a, "acc_b": acc_b, "diff": acc_b - acc_a, "n": int(mask.sum())}
+
+    shared = set(joined[key].tolist())
+    return {
+        "acc_a": float(a.mean()),
+        "acc_b": float(b.mean()),
+        "diff": diff,
+        "diff_ci": [lo, hi],
+        "mcnemar": mcnemar(a, b),
+        "subsumption_a_given_b": subsumption_rate(a, b),
+        "subsumption_b_given_a": subsumption_rate(b, a),
+        "pearson_per_relation": pearson_per_relation(
+            {r: v["acc_a"] for r, v in per_relation.items()}, {r: v["acc_b"] for r, v in per_relation.items()}
+        ),
+        "n_joined": int(len(joined)),
+        "n_only_a": int((~df_a[key].isin(shared)).sum()),
+        "n_only_b": int((~df_b[key].isin(shared)).sum()),
+        "per_relation": per_relation,
+    }
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Outcome of `regression_gate`. `diff` is candidate minus baseline accuracy."""
+
+    passed: bool  # False means: block the candidate
+    reason: str  # one sentence a CI log can show as is
+    diff: float  # acc(candidate) - acc(baseline) on the shared facts
+    diff_ci: tuple[float, float]  # paired bootstrap (1 - alpha) interval of diff
+    p_value: float  # McNemar p (exact or chi2 with continuity correction)
+    n: int  # facts both runs answered
+    acc_candidate: float = float("nan")
+    acc_baseline: float = float("nan")
+    max_drop: float = float("nan")  # tolerated accuracy drop, absolute
+    alpha: float = float("nan")  # significance level of both tests
+    mcnemar_method: str = ""
+    b01: int = 0  # facts the baseline gets wrong and the candidate right
+    b10: int = 0  # facts the baseline gets right and the candidate wrong
+    n_only_candidate: int = 0
+    n_only_baseline: int = 0
+
+    def report(self) -> str:
+        """Multi-line, human-readable summary for CI logs and MLflow text artifacts."""
+        lo, hi = self.diff_ci
+        ci_pct = round(100 * (1 - self.alpha)) if not math.isnan(self.alpha) else 95
+        lines = [
+            f"regression gate: {'PASS' if self.passed else 'FAIL'}",
+            f"  shared facts      {self.n}"
+            + (
+                f"  (only candidate: {self.n_only_candidate}, only baseline: {self.n_only_baseline})"
+                if self.n_only_candidate or self.n_only_baseline
+                else ""
+            ),
+            f"  accuracy          candidate {self.acc_candidate:.4f}  baseline {self.acc_baseline:.4f}",
+            f"  diff (cand-base)  {self.diff:+.4f}  {ci_pct}% CI [{lo:+.4f}, {hi:+.4f}] (paired bootstrap)",
+            f"  McNemar           p = {self.p_value:.4g} ({self.mcnemar_method}; "
+            f"base wrong->cand right {self.b01}, base right->cand wrong {self.b10})",
+            f"  rule              fail iff diff < -{self.max_drop:g} and p < {self.alpha:g} and CI upper < 0",
+            f"  reason            {self.reason}",
+        ]
+        return "\n".join(lines)
+
+
+def regression_gate(
+    df_candidate: pd.DataFrame,
+    df_baseline: pd.DataFrame,
+    max_drop: float = 0.02,
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+    key: str = "fact_id",
+) -> GateDecision:
+    """Decide whether a candidate run regressed against a baseline on the same facts.
+
+    Rule: FAIL iff all three hold, else PASS:
+
+    1. the drop is larger than the tolerance: diff = acc_cand - acc_base < -max_drop;
+    2. McNemar's test on the shared facts rejects equal accuracy: p < alpha;
+    3. the paired bootstrap (1 - alpha) interval of diff lies entirely below 0.
+
+    Why: (1) alone fails on noise (with 200 facts, a 2-point swing is a handful of flips);
+    (2)+(3) alone fail on drops too small to matter once there are many facts. Requiring
+    practical size AND significance blocks only real, material regressions. The two tests check
+    the same question by different routes (exact/asymptotic test on discordant pairs vs.
+    resampling the whole table); requiring both keeps the gate conservative, which suits a nightly
+    gate where a false alarm costs a human investigation. Because (1) already fixes the
+    direction, the two-sided p < alpha is in effect a one-sided test at alpha / 2.
+    The tolerance is tested on the point estimate, not on the CI (CI upper < -max_drop would need
+    several thousand facts before it could ever fire for drops just above the tolerance).
+
+    Raises DataError (a ValueError) when the runs share no fact or repeat a fact.
+    """
+    if not 0.0 <= max_drop < 1.0:
+        raise ValueError(f"max_drop must be in [0, 1), got {max_drop}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    cmp = compare_runs(df_baseline, df_candidate, key=key, n_boot=n_boot, seed=seed, alpha=alpha)
+    diff = cmp["diff"]
+    lo, hi = cmp["diff_ci"]
+    mc = cmp["mcnemar"]
+    p = mc["p_value"]
+
+    material = diff < -max_drop
+    significant = p < alpha
+    ci_below_zero = hi < 0.0
+    passed = not (material and significant and ci_below_zero)
+
+    if not material:
+        reason = (
+            f"accuracy changed by {diff:+.4f}, within the tolerated drop of {max_drop:g}"
+            if diff < 0
+            else f"no drop: accuracy changed by {diff:+.4f}"
+        )
+    elif passed:
+        why = []
+        if not significant:
+            why.append(f"McNemar p = {p:.3g} >= {alpha:g}")
+        if not ci_below_zero:
+            why.append(f"the CI upper bound {hi:+.4f} is not below 0")
+        reason = f"drop {diff:+.4f} exceeds the tolerance {max_drop:g} but is not significant ({'; '.join(why)})"
+    else:
+        reason = (
+            f"significant drop {diff:+.4f} beyond the tolerance {max_drop:g} "
+            f"(McNemar p = {p:.3g}, CI [{lo:+.4f}, {hi:+.4f}]) on {cmp['n_joined']} shared facts"
+        )
+
+    return GateDecision(
+        passed=passed,
+        reason=reason,
+        diff=diff,
+        diff_ci=(lo, hi),
+        p_value=p,
+        n=cmp["n_joined"],
+        acc_candidate=cmp["acc_b"],
+        acc_baseline=cmp["acc_a"],
+        max_drop=float(max_drop),
+        alpha=float(alpha),
+        mcnemar_method=mc["method"],
+        b01=mc["b01"],
+        b10=mc["b10"],
+        n_only_candidate=cmp["n_only_b"],
+        n_only_baseline=cmp["n_only_a"],
+    )
+
+
+__all__ = [
+    "EXACT_MCNEMAR_BELOW",
+    "GateDecision",
+    "compare_runs",
+    "join_runs",
+    "mcnemar",
+    "pearson_per_relation",
+    "regression_gate",
+    "subsumption_rate",
+]
