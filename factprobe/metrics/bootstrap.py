@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-# Upper bound on resampled indices materialised at once (8 bytes each -> ~32 MB).
+# Upper bound on resampled indices materialised at once (plus the gathered float64 values).
 _MAX_CHUNK_ELEMENTS = 4_000_000
 
 Stat = Callable[..., float]
@@ -54,10 +54,11 @@ def _bootstrap_replicates(arr: np.ndarray, stat: Stat, n_boot: int, rng: np.rand
     """`n_boot` values of `stat` over resamples (with replacement, same size) of `arr`."""
     n = arr.shape[0]
     rows_per_chunk = max(1, _MAX_CHUNK_ELEMENTS // max(n, 1))
+    index_dtype = np.int32 if n < 2**31 else np.int64  # int32 draws are about twice as fast
     out = np.empty(n_boot, dtype=float)
     for start in range(0, n_boot, rows_per_chunk):
         stop = min(n_boot, start + rows_per_chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
+        idx = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
         out[start:stop] = _apply_stat(stat, arr[idx])
     return out
 

@@ -1,0 +1,110 @@
+"""Nobel laureates CSV -> the `birth_year` relation of the IC-LKE paper.
+
+Input: `nobel.csv` (a dump of the Nobel Prize API) with at least the columns `id`
+(laureate id), `laureate_type`, `full_name` and `birth_date`. One fact per laureate:
+subject = `full_name`, subject_id = `id`, object = the 4-digit year of `birth_date`
+(`1922-06-19`, or `1943-00-00` when only the year is known), object_id = None.
+
+Rows that are skipped, and counted in `NobelStats`:
+- organisations (`laureate_type` other than `Individual`);
+- individuals with an empty / `NaN` birth date;
+- repeated laureates (same `id`: Marie Curie, Linus Pauling, Frederick Sanger, John Bardeen,
+  K. Barry Sharpless won twice); the first row is kept.
+A malformed birth date for an individual, or a repeated id with a different birth year,
+raises DataError naming `file:line`.
+"""
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataError
+from ..facts import Fact, FactSet, Relation
+
+log = logging.getLogger(__name__)
+
+BIRTH_YEAR = Relation(
+    id="birth_year", label="birth year", template="[X] was born in [Y] .", cardinality="N-1",
+    description="year of birth of a Nobel laureate",
+)
+REQUIRED_COLUMNS = ("id", "laureate_type", "full_name", "birth_date")
+_DATE = re.compile(r"(\d{4})(-\d{2}-\d{2})?")
+_EMPTY = {"", "nan", "none", "null"}
+
+
+@dataclass(frozen=True)
+class NobelStats:
+    """Row accounting of one `read_nobel` call: rows = facts + the three skip counts."""
+
+    rows: int
+    facts: int
+    organisations: int
+    missing_birth_date: int
+    repeated_laureates: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.facts} laureates from {self.rows} rows; skipped {self.organisations} organisation rows, "
+            f"{self.missing_birth_date} without birth date, {self.repeated_laureates} repeated laureates"
+        )
+
+
+def read_nobel(path: str | Path) -> tuple[FactSet, NobelStats]:
+    """Read the Nobel CSV (a file, or a folder holding `nobel.csv`) into birth-year facts.
+
+    Returns the FactSet (source `nobel:<path>`) and the skip counts (also logged at INFO).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "nobel.csv"
+    try:
+        fh = path.open("r", encoding="utf-8-sig", newline="")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    facts: list[Fact] = []
+    first_line: dict[str, tuple[int, str]] = {}
+    rows = organisations = missing = repeated = 0
+    with fh:
+        reader = csv.DictReader(fh)
+        missing_cols = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing_cols:
+            raise DataError(f"{path}:1: missing column(s) {', '.join(missing_cols)}")
+        start = reader.line_num + 1  # 1-based line where the next record starts
+        for row in reader:
+            lineno, start = start, reader.line_num + 1
+            rows += 1
+            where = f"{path}:{lineno}"
+            if (row.get("laureate_type") or "").strip() != "Individual":
+                organisations += 1
+                continue
+            birth = (row.get("birth_date") or "").strip()
+            if birth.lower() in _EMPTY:
+                missing += 1
+                continue
+            m = _DATE.fullmatch(birth)
+            if not m:
+                raise DataError(f"{where}: malformed birth_date {birth!r} (expected YYYY-MM-DD, e.g. 1943-00-00)")
+            year = m.group(1)
+            lid = (row.get("id") or "").strip()
+            name = (row.get("full_name") or "").strip()
+            if not lid or not name:
+                raise DataError(f"{where}: empty {'id' if not lid else 'full_name'} for an individual laureate")
+            if lid in first_line:
+                first, first_year = first_line[lid]
+                if first_year != year:
+                    raise DataError(f"{where}: laureate {lid} born {year} here but {first_year} at line {first}")
+                repeated += 1
+                continue
+            first_line[lid] = (lineno, year)
+            facts.append(Fact(relation=BIRTH_YEAR.id, subject=name, object=year, subject_id=lid))
+    stats = NobelStats(rows, len(facts), organisations, missing, repeated)
+    log.info("%s: %s", path, stats.summary())
+    return FactSet(facts=facts, relations={BIRTH_YEAR.id: BIRTH_YEAR}, source=f"nobel:{path}"), stats
+
+
+def load_nobel(path: str | Path) -> FactSet:
+    """The birth-year facts of `read_nobel`, without the stats."""
+    return read_nobel(path)[0]

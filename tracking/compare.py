@@ -1,0 +1,157 @@
+"""`factprobe compare` and `factprobe regress`: join runs fact by fact, and the CI gate.
+
+A run reference is any of:
+- a results folder or a `results.jsonl` file written by `factprobe probe`;
+- an MLflow run id (its `tables/per_fact.parquet` artifact is downloaded);
+- a tag filter `key=value` (e.g. `factprobe.trigger=nightly`, or `baseline=true`): the latest
+  FINISHED run in any factprobe experiment carrying that tag.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from factprobe.errors import ConfigError, DataError
+from factprobe.metrics.comparison import compare_runs, regression_gate
+
+from .conventions import default_tracking_uri, tag
+
+
+def _client(uri: str | None):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    uri = uri or default_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(uri), uri
+
+
+def _from_results_file(path: Path) -> pd.DataFrame:
+    f = path / "results.jsonl" if path.is_dir() else path
+    if not f.exists():
+        raise DataError(f"{f}: no results.jsonl here")
+    df = pd.read_json(f, lines=True)
+    if "template" in df.columns:  # prompt baselines: one row per fact and template -> key per pair
+        df["fact_id"] = df["fact_id"] + "#" + df["template"]
+    return df
+
+
+def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Per-fact table and a description dict (`{"ref", "run_id"?, "params"?}`) for a run reference."""
+    p = Path(ref)
+    if p.exists():
+        return _from_results_file(p), {"ref": ref}
+    client, uri = _client(tracking_uri)
+    run_id = ref
+    if "=" in ref:
+        key, value = ref.split("=", 1)
+        exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
+        runs = client.search_runs(exps, filter_string=f"tags.`{key}` = '{value}' and attributes.status = 'FINISHED'",
+                                  order_by=["attributes.start_time DESC"], max_results=50) if exps else []
+        runs = [r for r in runs if "acc" in r.data.metrics]
+        if not runs:
+            raise ConfigError(f"no finished probe run tagged {key}={value} at {uri}")
+        run_id = runs[0].info.run_id
+    try:
+        run = client.get_run(run_id)
+    except Exception as e:  # noqa: BLE001
+        raise ConfigError(f"{ref!r} is neither a results folder nor a run at {uri} ({str(e).splitlines()[0][:120]})") from None
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            local = client.download_artifacts(run_id, "tables/per_fact.parquet", d)
+        except Exception as e:  # noqa: BLE001
+            raise DataError(f"run {run_id} has no tables/per_fact.parquet artifact ({str(e).splitlines()[0][:120]})") from None
+        df = pd.read_parquet(local)
+    if "template" in df.columns:
+        df["fact_id"] = df["fact_id"] + "#" + df["template"]
+    return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags)}
+
+
+def format_comparison(res: dict, name_a: str, name_b: str) -> str:
+    mc = res["mcnemar"]
+    lo, hi = res["diff_ci"]
+    lines = [
+        f"A = {name_a}\nB = {name_b}",
+        f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
+        f"accuracy A {res['acc_a']:.4f}   B {res['acc_b']:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
+        f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
+        f"subsumption eta(A|B) = {res['subsumption_a_given_b']:.3f}  (share of A's known facts B also knows)",
+        f"subsumption eta(B|A) = {res['subsumption_b_given_a']:.3f}",
+        f"Pearson r of per-relation accuracy: {res.get('pearson_per_relation', float('nan')):.3f}",
+        "",
+        f"{'relation':<14}{'n':>6}{'acc A':>9}{'acc B':>9}{'B - A':>9}",
+    ]
+    for rel, r in sorted(res["per_relation"].items()):
+        lines.append(f"{rel:<14}{r['n']:>6}{r['acc_a']:>9.3f}{r['acc_b']:>9.3f}{r['diff']:>+9.3f}")
+    return "\n".join(lines)
+
+
+def compare_cli(args) -> int:
+    a, da = resolve_run(args.run_a, args.tracking_uri)
+    b, db = resolve_run(args.run_b, args.tracking_uri)
+    res = compare_runs(a, b, n_boot=args.n_boot)
+    if args.json:
+        print(json.dumps(res, indent=2, default=float))
+    else:
+        print(format_comparison(res, args.run_a, args.run_b))
+    return 0
+
+
+def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.DataFrame:
+    """Probe `model` with the baseline run's configuration, so both see the same facts."""
+    from factprobe.probes.config import ProbeConfig
+    from factprobe.probes.runner import run_probe
+
+    from .probe_logging import log_probe_outcome, probe_run
+
+    fields = ProbeConfig.__dataclass_fields__
+    kw = {}
+    for k, v in baseline_params.items():
+        if k not in fields or k in ("model", "extra"):
+            continue
+        if v in ("None", ""):
+            kw[k] = None
+        elif k == "relations":
+            kw[k] = json.loads(v.replace("'", '"')) if v.startswith("[") else v
+        elif isinstance(fields[k].default, int) or k in ("max_facts_per_relation", "token_budget"):
+            kw[k] = int(v)
+        else:
+            kw[k] = v
+    cfg = ProbeConfig(model=model, **kw)
+    with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci", run_name=f"regress-candidate-{Path(model).name}") as run:
+        outcome = run_probe(cfg, out)
+        log_probe_outcome(run, outcome, cfg)
+    return _from_results_file(out)
+
+
+def regress_cli(args) -> int:
+    baseline, bdesc = resolve_run(args.baseline, args.tracking_uri)
+    cand_ref = args.candidate
+    is_run = Path(cand_ref).joinpath("results.jsonl").exists() or cand_ref.endswith(".jsonl")
+    if not is_run and not Path(cand_ref).exists():
+        try:
+            candidate, _ = resolve_run(cand_ref, args.tracking_uri)
+            is_run = True
+        except (ConfigError, DataError):
+            is_run = False
+    if is_run and Path(cand_ref).exists():
+        candidate = _from_results_file(Path(cand_ref))
+    elif not is_run:
+        params = bdesc.get("params")
+        if params is None:
+            cfg_file = Path(args.baseline) / "run_config.json"
+            if not cfg_file.exists():
+                raise ConfigError(f"baseline {args.baseline} records no probe configuration to repeat for the candidate")
+            params = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in json.loads(cfg_file.read_text())["config"].items()}
+        out = Path(args.out or tempfile.mkdtemp(prefix="factprobe-regress-"))
+        candidate = _probe_candidate(cand_ref, params, out, args)
+    decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
+    report = f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + decision.report()
+    print(report)
+    if args.report:
+        Path(args.report).write_text(report + "\n")
+    return 0 if decision.passed else 1

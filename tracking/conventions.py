@@ -1,0 +1,46 @@
+"""Names and tags every factprobe run follows.
+
+- Experiment: `factprobe/<pipeline>` (`factprobe/probe` for a plain CLI probe run).
+- Parent run per pipeline run; one nested child per step (`mlflow.parentRunId`).
+- Tags: `factprobe.model`, `factprobe.model_revision`, `factprobe.dataset_digest`,
+  `factprobe.git_sha`, `factprobe.trigger` (local|ui|nightly|ci), `factprobe.kfp_run_id`,
+  `factprobe.step`, `factprobe.probe`, `factprobe.config_key`.
+- Metrics: `acc`, `prob_mass`, `macro_acc`, `n`, `acc/<relation>`, `prob_mass/<relation>`,
+  `acc_at_k/<K>`.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+TRIGGERS = ("local", "ui", "nightly", "ci")
+TAG_PREFIX = "factprobe."
+
+
+def experiment_name(pipeline: str) -> str:
+    """MLflow experiment for a pipeline (or `probe` for CLI runs)."""
+    return f"factprobe/{pipeline}"
+
+
+def default_tracking_uri() -> str:
+    """`MLFLOW_TRACKING_URI` if set, else the embedded sqlite store in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+
+
+def git_sha() -> str:
+    """Commit of the factprobe checkout (env `FACTPROBE_GIT_SHA` wins, e.g. inside containers)."""
+    env = os.environ.get("FACTPROBE_GIT_SHA")
+    if env:
+        return env
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def tag(name: str) -> str:
+    return TAG_PREFIX + name

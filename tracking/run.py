@@ -1,0 +1,211 @@
+"""A tracked MLflow run that never loses results and never stays RUNNING.
+
+`TrackedRun` wraps one MLflow run (a CLI probe run, a pipeline parent run, or one step's nested
+child run). Contract:
+
+- On enter it checks the tracking store with an authenticated call. If that fails:
+  `required=False` -> one warning naming the URI, and tracking is switched off (the caller still
+  writes its results to disk); `required=True` -> `TrackingError` with one clear line.
+- Runs left RUNNING by an earlier crash of the same step (same `factprobe.step_key` tag) are
+  marked FAILED before a new run starts.
+- On exit the run ends FINISHED, or FAILED if an exception escaped the block.
+- A logging call that fails later (server gone) warns once and disables tracking, or raises
+  `TrackingError` when `required`.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from .conventions import default_tracking_uri, experiment_name, git_sha, tag
+
+# Fail fast instead of retrying for minutes when a server is down.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+
+
+class TrackingError(RuntimeError):
+    """The tracking server is unreachable, rejected us, or failed mid-run."""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else type(exc).__name__
+    low = str(exc).lower()
+    if "401" in low or "unauthorized" in low or "credentials" in low:
+        return "the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD"
+    if "403" in low or "permission" in low:
+        return "permission denied (HTTP 403)"
+    return msg[:300]
+
+
+class TrackedRun:
+    """Context manager around one MLflow run; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        pipeline: str = "probe",
+        run_name: str | None = None,
+        tracking_uri: str | None = None,
+        tags: dict[str, str] | None = None,
+        parent_run_id: str | None = None,
+        step_key: str | None = None,
+        required: bool = False,
+        enabled: bool = True,
+        warn: Callable[[str], None] | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.uri = tracking_uri or default_tracking_uri()
+        self.pipeline = pipeline
+        self.run_name = run_name
+        self.tags = {tag("git_sha"): git_sha(), **(tags or {})}
+        self.parent_run_id = parent_run_id or None
+        self.step_key = step_key
+        self.required = required
+        self.enabled = enabled
+        self.warn = warn or (lambda m: warnings.warn(m, stacklevel=3))
+        self.run_id: str | None = run_id
+        self._resume = run_id is not None
+        self._client = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _fail(self, what: str, exc: BaseException) -> None:
+        msg = f"MLflow tracking at {self.uri}: {what} failed: {_describe(exc)}"
+        if self.required:
+            raise TrackingError(msg) from exc
+        self.warn(msg + "; results are kept on disk only")
+        self.enabled = False
+
+    def __enter__(self) -> "TrackedRun":
+        if not self.enabled:
+            return self
+        try:
+            import mlflow
+            from mlflow.tracking import MlflowClient
+
+            mlflow.set_tracking_uri(self.uri)
+            client = MlflowClient(self.uri)
+            client.search_experiments(max_results=1)  # authenticated reachability check
+            self._client = client
+        except Exception as exc:  # noqa: BLE001 - any failure here means "not reachable"
+            self._fail("connecting", exc)
+            return self
+        try:
+            exp = client.get_experiment_by_name(experiment_name(self.pipeline))
+            exp_id = exp.experiment_id if exp else client.create_experiment(experiment_name(self.pipeline))
+            if self._resume:
+                client.update_run(self.run_id, status="RUNNING")
+                return self
+            if self.step_key:
+                self._fail_stale(client, exp_id)
+            tags = dict(self.tags)
+            if self.step_key:
+                tags[tag("step_key")] = self.step_key
+            if self.parent_run_id:
+                tags["mlflow.parentRunId"] = self.parent_run_id
+            run = client.create_run(exp_id, run_name=self.run_name, tags=tags)
+            self.run_id = run.info.run_id
+        except TrackingError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._fail("starting a run", exc)
+        return self
+
+    def _fail_stale(self, client, exp_id: str) -> None:
+        stale = client.search_runs(
+            [exp_id], filter_string=f"tags.`{tag('step_key')}` = '{self.step_key}' and attributes.status = 'RUNNING'"
+        )
+        for r in stale:
+            client.set_terminated(r.info.run_id, status="FAILED")
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self.enabled and self.run_id and self._client is not None:
+            status = "FAILED" if exc_type is not None else "FINISHED"
+            try:
+                self._client.set_terminated(self.run_id, status=status)
+            except Exception as e:  # noqa: BLE001
+                if exc_type is None:
+                    self._fail("ending the run", e)
+        return False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.enabled and self.run_id and self._client is not None)
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        if not self.active:
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001
+            self._fail(what, exc)
+            return None
+
+    # ------------------------------------------------------------------ logging
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self._call("setting tags", lambda: [self._client.set_tag(self.run_id, k, str(v)) for k, v in tags.items()])
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        def do() -> None:
+            ps = [Param(k, str(v)[:6000]) for k, v in params.items()]
+            for i in range(0, len(ps), 100):
+                self._client.log_batch(self.run_id, params=ps[i : i + 100])
+
+        self._call("logging parameters", do)
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
+        import math
+        import time
+
+        from mlflow.entities import Metric
+
+        def do() -> None:
+            now = int(time.time() * 1000)
+            ms = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and not math.isnan(float(v))]
+            for i in range(0, len(ms), 500):
+                self._client.log_batch(self.run_id, metrics=ms[i : i + 500])
+
+        self._call("logging metrics", do)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._call("uploading an artifact", lambda: self._client.log_artifact(self.run_id, str(path), artifact_path))
+
+    def log_artifacts(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._call("uploading artifacts", lambda: self._client.log_artifacts(self.run_id, str(path), artifact_path))
+
+    def log_table(self, df, artifact_file: str) -> None:
+        self._call("logging a table", lambda: self._client.log_table(self.run_id, df, artifact_file))
+
+    def log_figure(self, fig, artifact_file: str) -> None:
+        self._call("logging a figure", lambda: self._client.log_figure(self.run_id, fig, artifact_file))
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self._call("logging text", lambda: self._client.log_text(self.run_id, text, artifact_file))
+
+    def log_parquet(self, df, artifact_file: str) -> None:
+        def do() -> None:
+            with tempfile.TemporaryDirectory() as d:
+                p = Path(d) / Path(artifact_file).name
+                df.to_parquet(p, index=False)
+                parent = str(Path(artifact_file).parent)
+                self._client.log_artifact(self.run_id, str(p), None if parent == "." else parent)
+
+        self._call("logging a parquet table", do)
+
+    def log_input(self, df, name: str, source: str, digest: str | None = None, context: str = "test") -> None:
+        def do() -> None:
+            import mlflow.data
+            from mlflow.entities import DatasetInput, InputTag
+
+            ds = mlflow.data.from_pandas(df, source=source, name=name, digest=digest)
+            self._client.log_inputs(
+                self.run_id, datasets=[DatasetInput(ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])]
+            )
+
+        self._call("logging the dataset", do)
