@@ -97,8 +97,7 @@ class TrackedRun:
         try:
             exp = client.get_experiment_by_name(experiment_name(self.pipeline))
             exp_id = exp.experiment_id if exp else client.create_experiment(experiment_name(self.pipeline))
-            if self._resume:
-                client.update_run(self.run_id, status="RUNNING")
+            if self._resume:  # logging into an existing run (e.g. the parent): its status is not ours
                 return self
             if self.step_key:
                 self._fail_stale(client, exp_id)

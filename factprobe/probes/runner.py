@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -80,9 +80,7 @@ def prepare_data(cfg: ProbeConfig) -> PreparedData:
         test = test.select(cfg.relations)
     if cfg.train_data:
         train = load_facts("lpaqa-train", cfg.train_data, None)
-        test_subjects = {f.subject_key for f in test}
         train = FactSet([f for f in train if f.relation in test.relations], dict(test.relations), train.source)
-        del test_subjects
     else:
         train, test = split_train_test(test, seed=cfg.seed)
     if cfg.source == "nobel":
@@ -106,6 +104,43 @@ def prepare_data(cfg: ProbeConfig) -> PreparedData:
         why = "; ".join(f"{r}: {w}" for r, w in dropped.items()) or "no facts"
         raise ConfigError(f"no relation of {test.source or cfg.source} can be probed with --choices {cfg.choices} ({why})")
     return PreparedData(items=items, train=train, test=test, dropped=dropped)
+
+
+def save_prepared(prepared: PreparedData, folder: str | Path) -> None:
+    """Write prepared data to `folder` (items.jsonl, train.jsonl, test.jsonl, meta.json), atomically
+    per file; `load_prepared` reads it back. This is the data-build step's output artifact."""
+    folder = Path(folder)
+    atomic_write_jsonl(folder / "items.jsonl", [it.to_dict() for its in prepared.items.values() for it in its])
+    atomic_write_jsonl(folder / "train.jsonl", [f.to_dict() for f in prepared.train])
+    atomic_write_jsonl(folder / "test.jsonl", [f.to_dict() for f in prepared.test])
+    rels = {r.id: asdict(r) for r in list(prepared.test.relations.values()) + list(prepared.train.relations.values())}
+    atomic_write_json(folder / "meta.json", {
+        "dropped": prepared.dropped, "relations": rels, "test_source": prepared.test.source,
+        "train_source": prepared.train.source, "digest": prepared.test.digest(), "n_items": prepared.n_items,
+    })
+
+
+def load_prepared(folder: str | Path) -> PreparedData:
+    """Read what `save_prepared` wrote; a missing or malformed file raises DataError with its line."""
+    from ..errors import DataError
+    from ..facts import Relation
+    from ..io import read_jsonl
+
+    folder = Path(folder)
+    meta_path = folder / "meta.json"
+    if not meta_path.exists():
+        raise DataError(f"{folder}: not a prepared dataset (no meta.json)")
+    meta = json.loads(meta_path.read_text())
+    rels = {k: Relation(**v) for k, v in meta["relations"].items()}
+    items: dict[str, list[MCItem]] = {}
+    for _, rec in read_jsonl(folder / "items.jsonl", required=("relation", "subject", "gold", "options")):
+        it = MCItem.from_dict(rec)
+        items.setdefault(it.relation, []).append(it)
+    def facts(name: str) -> list[Fact]:
+        return [Fact(**rec) for _, rec in read_jsonl(folder / name, required=("relation", "subject", "object"))]
+    train = FactSet(facts("train.jsonl"), {k: v for k, v in rels.items()}, meta.get("train_source", ""))
+    test = FactSet(facts("test.jsonl"), {k: v for k, v in rels.items()}, meta.get("test_source", ""))
+    return PreparedData(items=items, train=train, test=test, dropped=meta.get("dropped", {}))
 
 
 def _row(item: MCItem, context: str, logprobs: np.ndarray, probe: str, template: str | None = None) -> dict:
@@ -304,11 +339,13 @@ def run_probe(
     progress: bool = True,
     log: Callable[[str], None] = print,
     on_batch: Callable[[int, int], None] | None = None,
+    prepared: PreparedData | None = None,
 ) -> ProbeOutcome:
     """Run (or resume) a probe; see the module docstring for the files written.
 
     `loaded` is an optional `factprobe.lm.models.LoadedModel` (else the model is loaded here,
     only if something is left to score). `on_batch(done, total)` is called after each batch.
+    `prepared` skips data loading (the pipeline's data-build step made it already).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -324,7 +361,7 @@ def run_probe(
     else:
         atomic_write_json(cfg_path, {"results_key": key, "config": cfg.to_dict()})
 
-    prepared = prepare_data(cfg)
+    prepared = prepared or prepare_data(cfg)
     notes: list[str] = []
 
     def note(msg: str) -> None:

@@ -158,10 +158,10 @@ def countryinfo_stats() -> dict[str, int]:
 def load_countryinfo(relations: list[str] | None = None) -> FactSet:
     """The built-in country facts (module docstring); `relations` keeps only those ids
     (unknown ids raise ConfigError). Source: `countryinfo:<package version>`."""
-    from countryinfo import __version__
+    from importlib.metadata import version
 
     facts = list(_build()[0])
-    source = f"countryinfo:{__version__}"
+    source = f"countryinfo:{version('countryinfo')}"
     wanted = check_relations(relations, RELATION_IDS, source)
     keep = set(wanted) if wanted is not None else set(RELATION_IDS)
     facts = [f for f in facts if f.relation in keep]

@@ -1,0 +1,66 @@
+"""Component images and cluster scheduling defaults, read at pipeline compile time.
+
+- `FACTPROBE_IMAGE_CPU` / `FACTPROBE_IMAGE_GPU`: container images (containers/README.md says how
+  to build and tag them). Defaults: ghcr.io/factprobe/factprobe-{cpu,gpu}:<package version>.
+- `FACTPROBE_GPU_NODE_LABEL` (`key=value`, default `factprobe.io/node-pool=gpu`): node selector
+  of GPU steps.
+- `FACTPROBE_GPU_TOLERATION` (`key=value:Effect`, default `nvidia.com/gpu=present:NoSchedule`).
+- `FACTPROBE_GPU_ACCELERATOR` (default `nvidia.com/gpu`), `FACTPROBE_GPU_COUNT` (default 1).
+- Secrets (never parameters): `mlflow-credentials` (MLFLOW_TRACKING_USERNAME/PASSWORD) and
+  `s3-credentials` (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), overridable with
+  `FACTPROBE_MLFLOW_SECRET` / `FACTPROBE_S3_SECRET`.
+"""
+
+import os
+from dataclasses import dataclass
+
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    cpu_image: str
+    gpu_image: str
+    gpu_node_label: tuple[str, str]
+    gpu_toleration: tuple[str, str, str]  # key, value, effect
+    accelerator: str
+    gpu_count: int
+    mlflow_secret: str
+    s3_secret: str
+
+
+def _pair(text: str, name: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ValueError(f"{name} must look like key=value, got {text!r}")
+    k, v = text.split("=", 1)
+    return k.strip(), v.strip()
+
+
+def cluster_config() -> ClusterConfig:
+    """Current configuration from the environment (validated; raises ValueError naming the variable)."""
+    env = os.environ.get
+    tol = env("FACTPROBE_GPU_TOLERATION", "nvidia.com/gpu=present:NoSchedule")
+    if ":" not in tol:
+        raise ValueError(f"FACTPROBE_GPU_TOLERATION must look like key=value:Effect, got {tol!r}")
+    kv, effect = tol.rsplit(":", 1)
+    k, v = _pair(kv, "FACTPROBE_GPU_TOLERATION")
+    if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise ValueError(f"FACTPROBE_GPU_TOLERATION effect must be NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}")
+    count = env("FACTPROBE_GPU_COUNT", "1")
+    if not count.isdigit() or int(count) < 1:
+        raise ValueError(f"FACTPROBE_GPU_COUNT must be a positive integer, got {count!r}")
+    return ClusterConfig(
+        cpu_image=env("FACTPROBE_IMAGE_CPU", f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"),
+        gpu_image=env("FACTPROBE_IMAGE_GPU", f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"),
+        gpu_node_label=_pair(env("FACTPROBE_GPU_NODE_LABEL", "factprobe.io/node-pool=gpu"), "FACTPROBE_GPU_NODE_LABEL"),
+        gpu_toleration=(k, v, effect),
+        accelerator=env("FACTPROBE_GPU_ACCELERATOR", "nvidia.com/gpu"),
+        gpu_count=int(count),
+        mlflow_secret=env("FACTPROBE_MLFLOW_SECRET", "mlflow-credentials"),
+        s3_secret=env("FACTPROBE_S3_SECRET", "s3-credentials"),
+    )
+
+
+CONFIG = cluster_config()
+CPU_IMAGE = CONFIG.cpu_image
+GPU_IMAGE = CONFIG.gpu_image

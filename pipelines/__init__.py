@@ -1,0 +1,1 @@
+"""Kubeflow pipelines composed from `components/`: probe, nightly_sweep, regression."""

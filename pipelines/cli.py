@@ -1,0 +1,232 @@
+"""`factprobe pipeline run|compile|submit NAME` and `factprobe schedule NAME`.
+
+- run: the real DAG with `kfp.local.SubprocessRunner(use_venv=False)` in this Python, logging to
+  the embedded sqlite MLflow (`sqlite:///<cwd>/mlruns.db`) unless `--tracking-uri` says otherwise.
+- compile: the YAML to upload in the Kubeflow UI (default `build/pipelines/<name>.yaml`).
+- submit / schedule: `kfp.Client(host=...)`: `create_run_from_pipeline_func`, and
+  `create_recurring_run` with a six-field cron (seconds first).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from factprobe.errors import ConfigError, FactprobeError
+
+PIPELINES = ("probe", "nightly_sweep", "regression")
+
+
+def get_pipeline(name: str):
+    """The pipeline function for `name`; unknown names raise ConfigError listing the known ones."""
+    key = name.replace("-", "_")
+    if key not in PIPELINES:
+        raise ConfigError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
+    module = __import__(f"pipelines.{key}", fromlist=[key])
+    return getattr(module, key)
+
+
+def pipeline_parameters(pipe) -> dict[str, tuple[type, Any]]:
+    """{name: (python type, default)} of a pipeline's parameters."""
+    sig = inspect.signature(pipe.pipeline_func)
+    return {n: (p.annotation, p.default) for n, p in sig.parameters.items()}
+
+
+def _coerce(name: str, text: str, typ: type) -> Any:
+    if typ is str:
+        return text
+    if typ is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+    elif typ is int:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    elif typ is float:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    elif typ in (list, dict):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = [s.strip() for s in text.split(",") if s.strip()] if typ is list else None
+        if isinstance(value, typ):
+            return value
+    raise ConfigError(f"parameter {name}={text!r}: expected {typ.__name__}")
+
+
+def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
+    """`k=v` strings -> typed arguments; unknown names and wrong types raise ConfigError."""
+    spec = pipeline_parameters(pipe)
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--param needs key=value, got {pair!r}")
+        k, v = pair.split("=", 1)
+        k = k.strip().replace("-", "_")
+        if k not in spec:
+            raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)}")
+        out[k] = _coerce(k, v, spec[k][0])
+    return out
+
+
+def _absolute_paths(params: dict[str, Any]) -> dict[str, Any]:
+    """Local runs execute steps in other folders: make relative file arguments absolute."""
+    for k in ("data", "train_data", "work_root", "models_yaml"):
+        v = params.get(k)
+        if isinstance(v, str) and v and "://" not in v and "\n" not in v and Path(v).exists():
+            params[k] = str(Path(v).resolve())
+    return params
+
+
+def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None):
+    """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root)."""
+    from kfp import local
+
+    pipe = get_pipeline(name)
+    spec = pipeline_parameters(pipe)
+    params = _absolute_paths(dict(params))
+    if "tracking_uri" in spec and "tracking_uri" not in params:
+        params["tracking_uri"] = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+    if "trigger" in spec and "trigger" not in params:
+        params["trigger"] = "local"
+    root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
+    start = time.perf_counter()
+    try:
+        pipe(**params)
+        ok = True
+    except RuntimeError as e:  # KFP local raises RuntimeError naming the failed task
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        ok = False
+    return ok, time.perf_counter() - start, root
+
+
+def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:
+    """Compile pipelines to YAML (the files uploaded in the Kubeflow UI)."""
+    from kfp import compiler
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or list(PIPELINES):
+        path = out / f"{name}.yaml"
+        compiler.Compiler().compile(get_pipeline(name), str(path))
+        written.append(path)
+    return written
+
+
+def kfp_client(host: str):
+    """`kfp.Client` for `host`, failing fast with one line when the host cannot be reached."""
+    import requests
+
+    try:
+        requests.get(host.rstrip("/") + "/apis/v2beta1/healthz", timeout=10)
+    except requests.RequestException as e:
+        raise ConfigError(f"cannot reach the Kubeflow Pipelines host {host}: {type(e).__name__}") from None
+    import kfp
+
+    return kfp.Client(host=host)
+
+
+def validate_cron(cron: str) -> str:
+    """KFP cron has six fields, seconds first (`0 0 2 * * *` = 02:00 daily)."""
+    fields = cron.split()
+    if len(fields) != 6:
+        hint = f"; did you mean '0 {cron}'?" if len(fields) == 5 else ""
+        raise ConfigError(f"--cron {cron!r} has {len(fields)} fields; KFP cron needs 6, seconds first{hint}")
+    return cron
+
+
+def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None):
+    client = kfp_client(host)
+    pipe = get_pipeline(name)
+    params.setdefault("trigger", "ui") if "trigger" in pipeline_parameters(pipe) else None
+    return client.create_run_from_pipeline_func(pipe, arguments=params, run_name=run_name,
+                                                experiment_name=experiment or f"factprobe-{name}")
+
+
+def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment: str | None = None,
+             job_name: str | None = None, max_concurrency: int = 1):
+    validate_cron(cron)
+    client = kfp_client(host)
+    pipe = get_pipeline(name)
+    if "trigger" in pipeline_parameters(pipe):
+        params.setdefault("trigger", "nightly")
+    exp = client.create_experiment(name=experiment or f"factprobe-{name}")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.yaml"
+        from kfp import compiler
+
+        compiler.Compiler().compile(pipe, str(path))
+        return client.create_recurring_run(
+            experiment_id=exp.experiment_id, job_name=job_name or f"factprobe-{name}-scheduled", cron_expression=cron,
+            pipeline_package_path=str(path), params=params, max_concurrency=max_concurrency, enabled=True,
+        )
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog)
+
+
+def pipeline_cli(argv: list[str]) -> int:
+    p = _parser("factprobe pipeline")
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run", help="run locally with the KFP SubprocessRunner and embedded MLflow")
+    r.add_argument("name")
+    r.add_argument("--param", action="append", default=[], metavar="K=V")
+    r.add_argument("--tracking-uri")
+    r.add_argument("--pipeline-root")
+    c = sub.add_parser("compile", help="write pipeline YAML for the Kubeflow UI")
+    c.add_argument("names", nargs="*")
+    c.add_argument("--out", default="build/pipelines")
+    s = sub.add_parser("submit", help="submit a run to a Kubeflow Pipelines host")
+    s.add_argument("name")
+    s.add_argument("--host", required=True)
+    s.add_argument("--param", action="append", default=[], metavar="K=V")
+    s.add_argument("--experiment")
+    s.add_argument("--run-name")
+    s.add_argument("--list-params", action="store_true")
+    args = p.parse_args(argv)
+    if args.action == "compile":
+        for path in compile_all(args.out, args.names or None):
+            print(path)
+        return 0
+    pipe = get_pipeline(args.name)
+    params = parse_params(pipe, args.param, args.name)
+    if args.action == "run":
+        ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root)
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+        print(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; MLflow: {uri}")
+        return 0 if ok else 1
+    result = submit(args.name, args.host, params, args.experiment, args.run_name)
+    print(f"submitted run {getattr(result, 'run_id', result)} to {args.host}")
+    return 0
+
+
+def schedule_cli(argv: list[str]) -> int:
+    p = _parser("factprobe schedule")
+    p.add_argument("name")
+    p.add_argument("--host", required=True)
+    p.add_argument("--cron", required=True, help="six fields, seconds first: '0 0 2 * * *' = daily at 02:00")
+    p.add_argument("--param", action="append", default=[], metavar="K=V")
+    p.add_argument("--experiment")
+    p.add_argument("--job-name")
+    p.add_argument("--max-concurrency", type=int, default=1)
+    args = p.parse_args(argv)
+    pipe = get_pipeline(args.name)
+    params = parse_params(pipe, args.param, args.name)
+    job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency)
+    print(f"scheduled {args.name} on {args.host} with cron '{args.cron}': recurring run {getattr(job, 'recurring_run_id', job)}")
+    return 0

@@ -1,0 +1,89 @@
+"""Shared fixtures.
+
+- `real_data_root`: the real probing data (`factprobe.paths.data_root()`, env FACTPROBE_DATA);
+  tests that use it are skipped with the reason when the folder is missing.
+- `moto_s3_endpoint`: a real S3-compatible HTTP server (`moto_server` from `moto[server]`) on
+  127.0.0.1 and a free port, started once per session in its own process group and killed at
+  teardown. Yields the endpoint URL (`http://127.0.0.1:PORT`).
+- `s3_env`: env for boto3 clients against that server (dummy credentials, region, and
+  `AWS_ENDPOINT_URL`); yields the endpoint URL.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from factprobe.paths import data_root
+
+
+@pytest.fixture(scope="session")
+def real_data_root() -> Path:
+    root = data_root()
+    if not root.is_dir():
+        pytest.skip(f"real probing data not found at {root} (set FACTPROBE_DATA)")
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_s3_endpoint():
+    exe = Path(sys.executable).parent / "moto_server"
+    exe = str(exe) if exe.exists() else shutil.which("moto_server")
+    if not exe:
+        pytest.skip("moto_server not installed (pip install 'moto[server]')")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"moto_server exited with {proc.returncode}: {log.read().decode(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"moto_server did not answer on {url} within 60 s")
+                time.sleep(0.1)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def s3_env(monkeypatch, moto_s3_endpoint):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_s3_endpoint)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "MLFLOW_S3_ENDPOINT_URL"):
+        monkeypatch.delenv(var, raising=False)
+    yield moto_s3_endpoint
