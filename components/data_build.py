@@ -1,56 +1,7 @@
-"""Step: build the multiple-choice dataset once for every model and probe of a pipeline run."""
-
+"""KFP component. Step: build the multiple-choice dataset once for every model and probe of a pipeline run (the logic is in components/steps/data_build.py)."""
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Output
-
 from .config import CPU_IMAGE
-
-
-def data_config(source: str, data: str, train_data: str, relations: str, max_facts_per_relation: int,
-                examples: int, choices: int, seed: int):
-    """A ProbeConfig holding the data-deciding fields (the probe/model fields are placeholders)."""
-    from factprobe.probes.config import ProbeConfig
-
-    from ._common import optional
-
-    return ProbeConfig(source=source, data=optional(data), train_data=optional(train_data), relations=optional(relations),
-                       max_facts_per_relation=int(max_facts_per_relation) or None, examples=int(examples),
-                       choices=int(choices), seed=int(seed))
-
-
-def run_data_build(out_dir: str, source: str, data: str, train_data: str, relations: str, max_facts_per_relation: int,
-                   examples: int, choices: int, seed: int, parent_run_id: str, tracking_uri: str) -> dict:
-    """Prepare items (factprobe.probes.runner.prepare_data), save them to `out_dir`, log a child
-    run with the dataset as `log_input`. Returns {"n_items", "n_relations", "digest", "dropped"}."""
-    import pandas as pd
-
-    from factprobe.probes.runner import prepare_data, save_prepared
-    from tracking.conventions import tag
-    from tracking.run import TrackedRun
-
-    from ._common import resolve_tracking_uri
-
-    cfg = data_config(source, data, train_data, relations, max_facts_per_relation, examples, choices, seed)
-    uri = resolve_tracking_uri(tracking_uri)
-    with TrackedRun(pipeline="probe", run_name="data-build", tracking_uri=uri, parent_run_id=parent_run_id,
-                    required=True, enabled=uri is not None and bool(parent_run_id),
-                    tags={tag("step"): "data-build", tag("source"): source}) as run:
-        prepared = prepare_data(cfg)
-        save_prepared(prepared, out_dir)
-        from factprobe.io import atomic_write_json
-
-        atomic_write_json(f"{out_dir}/data_config.json", cfg.to_dict())
-        digest = prepared.test.digest()
-        run.set_tags({tag("dataset_digest"): digest})
-        run.log_params({"source": source, "data": data, "relations": relations, "choices": choices, "seed": seed,
-                        "max_facts_per_relation": max_facts_per_relation})
-        run.log_metrics({"n_items": prepared.n_items, "n_relations": len(prepared.items), "n_dropped": len(prepared.dropped)})
-        items = pd.DataFrame([{"fact_id": it.fact_id, "relation": it.relation, "subject": it.subject, "gold": it.gold}
-                              for its in prepared.items.values() for it in its])
-        run.log_input(items, name=f"{source}-mc{choices}", source=str(data or source), digest=digest)
-        if prepared.dropped:
-            run.log_text("\n".join(f"{r}: {w}" for r, w in prepared.dropped.items()), "dropped_relations.txt")
-    return {"n_items": prepared.n_items, "n_relations": len(prepared.items), "digest": digest, "dropped": prepared.dropped}
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
@@ -59,7 +10,7 @@ def data_build(
     choices: int, seed: int, parent_run_id: str, tracking_uri: str, items: Output[Dataset], stats: Output[Metrics],
 ):
     """Build the multiple-choice test items (gold + distractors) and training facts for in-context examples."""
-    from components.data_build import run_data_build
+    from components.steps.data_build import run_data_build
 
     info = run_data_build(items.path, source, data, train_data, relations, max_facts_per_relation, examples, choices,
                           seed, parent_run_id, tracking_uri)

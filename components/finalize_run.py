@@ -1,43 +1,11 @@
-"""Exit-handler step: end the parent run FINISHED or FAILED, and fail any child left RUNNING."""
-
+"""KFP component. Exit-handler step: end the parent run FINISHED or FAILED, and fail any child left RUNNING (the logic is in components/steps/finalize_run.py)."""
 from kfp import dsl
-
 from .config import CPU_IMAGE
-
-
-def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, error: str = "") -> str:
-    """Find the parent run by its `factprobe.kfp_run_id` tag and terminate it with the pipeline's
-    final state (SUCCEEDED -> FINISHED, anything else -> FAILED); children still RUNNING become
-    FAILED. Returns the status set ('' when tracking is off or no parent exists)."""
-    from mlflow.tracking import MlflowClient
-
-    from tracking.conventions import experiment_name, tag
-
-    from ._common import resolve_tracking_uri
-
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri is None:
-        return ""
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment_name(pipeline))
-    if exp is None:
-        return ""
-    parents = client.search_runs([exp.experiment_id], filter_string=f"tags.`{tag('kfp_run_id')}` = '{kfp_run_id}'")
-    status = "FINISHED" if state == "SUCCEEDED" else "FAILED"
-    for p in parents:
-        children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{p.info.run_id}'")
-        for c in children:
-            if c.info.status == "RUNNING":
-                client.set_terminated(c.info.run_id, status="FAILED")
-        if error:
-            client.set_tag(p.info.run_id, tag("error"), error[:5000])
-        client.set_terminated(p.info.run_id, status=status)
-    return status if parents else ""
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def finalize_run(pipeline: str, kfp_run_id: str, tracking_uri: str, status: dsl.PipelineTaskFinalStatus) -> str:
     """Exit handler: mark the MLflow parent run FINISHED or FAILED, and any child left RUNNING as FAILED."""
-    from components.finalize_run import run_finalize
+    from components.steps.finalize_run import run_finalize
 
     return run_finalize(pipeline, kfp_run_id, tracking_uri, status.state, status.error_message or "")

@@ -1,45 +1,14 @@
-"""Step: the CI regression gate: candidate results against a baseline run, on the same facts."""
-
+"""KFP component. Step: the CI regression gate: candidate results against a baseline run, on the same facts (the logic is in components/steps/regression_gate.py)."""
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Markdown, Metrics, Output
-
 from .config import CPU_IMAGE
-
-
-def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, md_path: str, parent_run_id: str,
-             tracking_uri: str) -> dict:
-    """Gate decision (factprobe.metrics.comparison.regression_gate) of the candidate's results
-    against `baseline` (run id, tag filter or results folder). Logs the decision to the parent
-    run and writes a Markdown report. Returns {"decision": "PASS"|"FAIL", ...}."""
-    from factprobe.io import atomic_write_text
-    from factprobe.metrics.comparison import regression_gate
-    from tracking.compare import _from_results_file, resolve_run
-    from tracking.conventions import tag
-    from tracking.run import TrackedRun
-
-    from ._common import resolve_tracking_uri
-    from pathlib import Path
-
-    uri = resolve_tracking_uri(tracking_uri)
-    base_df, _ = resolve_run(baseline, uri)
-    cand_df = _from_results_file(Path(candidate_dir))
-    d = regression_gate(cand_df, base_df, max_drop=float(max_drop), alpha=float(alpha))
-    decision = "PASS" if d.passed else "FAIL"
-    atomic_write_text(md_path, f"# Regression gate: {decision}\n\n```\n{d.report()}\n```\n")
-    if uri is not None and parent_run_id:
-        run = TrackedRun(pipeline="regression", tracking_uri=uri, required=True, run_id=parent_run_id)
-        run.__enter__()
-        run.set_tags({tag("gate"): decision, tag("baseline"): baseline})
-        run.log_metrics({"gate/diff": d.diff, "gate/p_value": d.p_value, "gate/passed": float(d.passed), "gate/n": d.n})
-        run.log_text(d.report(), "gate/report.txt")
-    return {"decision": decision, "diff": d.diff, "p_value": d.p_value, "n": d.n, "report": d.report()}
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def regression_gate_step(candidate: Input[list[Dataset]], baseline: str, max_drop: float, alpha: float, parent_run_id: str,
                          tracking_uri: str, report: Output[Markdown], gate: Output[Metrics]) -> str:
     """Compare the candidate with the baseline fact by fact (paired bootstrap + McNemar); return PASS or FAIL."""
-    from components.regression_gate import run_gate
+    from components.steps.regression_gate import run_gate
 
     if len(candidate) != 1:
         raise ValueError(f"the regression gate expects one candidate result, got {len(candidate)}")

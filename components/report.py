@@ -1,70 +1,14 @@
-"""Step: aggregate all (model, probe) results; heatmap, per-relation bars, HTML + Markdown report."""
-
+"""KFP component. Step: aggregate all (model, probe) results; heatmap, per-relation bars, HTML + Markdown report (the logic is in components/steps/report.py)."""
 from kfp import dsl
 from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Output
-
 from .config import CPU_IMAGE
-
-
-def load_results(dirs: list[str]) -> dict[str, dict]:
-    """{"<probe>:<model>": metrics} from probe output folders (metrics.json + run_config.json)."""
-    import json
-    from pathlib import Path
-
-    out = {}
-    for d in dirs:
-        cfg = json.loads((Path(d) / "run_config.json").read_text())["config"]
-        out[f"{cfg['probe']}:{cfg['model']}"] = json.loads((Path(d) / "metrics.json").read_text())
-    return out
-
-
-def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_id: str, tracking_uri: str,
-               pipeline: str = "probe") -> dict[str, dict]:
-    """Write the HTML and Markdown reports; log figures, the summary table and per-run metrics to
-    the parent run. Returns the metrics by run name."""
-    from pathlib import Path
-
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from factprobe.io import atomic_write_text
-    from factprobe.report.html import figure_png, html_report, markdown_report, summary_rows
-    from factprobe.report.plots import accuracy_heatmap, relation_bars
-    from tracking.run import TrackedRun
-
-    from ._common import resolve_tracking_uri
-
-    metrics = load_results(result_dirs)
-    heat, bars = accuracy_heatmap(metrics), relation_bars(metrics)
-    figures = {"accuracy heatmap (model x relation)": figure_png(heat), "per-relation accuracy": figure_png(bars)}
-    title = f"factprobe {pipeline}: {len(metrics)} run(s)"
-    atomic_write_text(html_path, html_report(metrics, figures, title))
-    atomic_write_text(md_path, markdown_report(metrics, title))
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri is not None and parent_run_id:
-        run = TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True, run_id=parent_run_id)
-        run.__enter__()
-        run.log_figure(heat, "figures/accuracy_heatmap.png")
-        run.log_figure(bars, "figures/per_relation_accuracy.png")
-        run.log_table(pd.DataFrame(summary_rows(metrics)), "tables/summary.json")
-        run.log_text(__import__("json").dumps(metrics, indent=1, default=float), "summary/summary.json")
-        run.log_artifact(html_path, "report")
-        flat = {}
-        for name, m in metrics.items():
-            safe = name.replace(":", "/")
-            flat[f"acc/{safe}"] = m["accuracy"]
-            for rel, r in m.get("per_relation", {}).items():
-                flat[f"acc/{safe}/{rel}"] = r["accuracy"]
-        run.log_metrics(flat)
-    plt.close("all")
-    return metrics
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def report(results: Input[list[Dataset]], parent_run_id: str, tracking_uri: str, pipeline: str,
            html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
     """Aggregate all models and probes: model x relation accuracy heatmap, per-relation bars, summary tables."""
-    from components.report import run_report
+    from components.steps.report import run_report
 
     by_run = run_report([r.path for r in results], html_report.path, summary.path, parent_run_id, tracking_uri, pipeline)
     for name, m in by_run.items():

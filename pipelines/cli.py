@@ -94,6 +94,7 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root)."""
     from kfp import local
 
+    os.environ["FACTPROBE_LOCAL_RUN"] = "1"  # read when pipelines/platform.py is first imported
     pipe = get_pipeline(name)
     spec = pipeline_parameters(pipe)
     params = _absolute_paths(dict(params))

@@ -14,7 +14,10 @@ from components.config import CONFIG
 
 MLFLOW_SECRET_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
-GPU_RETRIES = 2
+import os
+
+# Retries are for preemptible cluster nodes; a local run fails fast instead of backing off minutes.
+GPU_RETRIES = 0 if os.environ.get("FACTPROBE_LOCAL_RUN") else 2
 
 
 def with_secrets(task: PipelineTask, s3: bool = True) -> PipelineTask:
@@ -41,6 +44,7 @@ def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> Pipelin
     kubernetes.add_node_selector(task, label_key=key, label_value=value)
     tkey, tvalue, effect = CONFIG.gpu_toleration
     kubernetes.add_toleration(task, key=tkey, operator="Equal", value=tvalue, effect=effect)
-    task.set_retry(num_retries=GPU_RETRIES, backoff_duration="60s", backoff_factor=2.0)
+    if GPU_RETRIES:
+        task.set_retry(num_retries=GPU_RETRIES, backoff_duration="60s", backoff_factor=2.0)
     task.set_caching_options(False)
     return with_secrets(task, s3=True)

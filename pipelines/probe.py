@@ -35,13 +35,15 @@ def probe_dag(pipeline: str, models, probes, source: str, data: str, train_data:
                                     max_facts_per_relation=max_facts_per_relation, examples=examples, choices=choices,
                                     seed=seed), s3=False)
         parent.set_display_name("start-mlflow-run")
-        plan = cpu_step(plan_matrix(models=models, probes=probes), s3=False)
+        # The parent run id travels inside each loop item: kfp 2.17's local runner hands a loop
+        # item to a task-output argument used inside a ParallelFor over another task's output.
+        plan = cpu_step(plan_matrix(models=models, probes=probes, parent_run_id=parent.output), s3=False)
         build = cpu_step(data_build(source=source, data=data, train_data=train_data, relations=relations,
                                     max_facts_per_relation=max_facts_per_relation, examples=examples, choices=choices,
                                     seed=seed, parent_run_id=parent.output, tracking_uri=tracking_uri), memory="8G")
         with dsl.ParallelFor(plan.output, name="models-x-probes") as cell:
             probed = gpu_step(probe_model(items=build.outputs["items"], model=cell.model, probe=cell.probe,
-                                          examples=examples, choices=choices, seed=seed, parent_run_id=parent.output,
+                                          examples=examples, choices=choices, seed=seed, parent_run_id=cell.parent_run_id,
                                           tracking_uri=tracking_uri, work_root=work_root, kfp_run_id=job,
                                           trigger=trigger, pipeline=pipeline))
         rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), parent_run_id=parent.output, tracking_uri=tracking_uri,

@@ -398,49 +398,60 @@ def _logits(model: Any, tokenizer: Any, text: str) -> torch.Tensor:
         return model(**enc).logits.float()
 
 
-def _convert(spec: ModelSpec, gguf: Path, final: Path) -> None:
-    """Dequantise `gguf` to a float32 HF folder and move it atomically to `final`."""
+def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]:
+    """Dequantise `gguf` to float32 and `save_pretrained` model + tokenizer into `out`.
+
+    Reloads what was written and compares logits with the freshly converted model (raises
+    `ModelError` beyond `LOGIT_CHECK_TOL`). Returns facts for the completion marker.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    t0 = time.monotonic()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
+    t_convert = time.monotonic() - t0
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.eval()
+    has_template = getattr(tok, "chat_template", None) is not None
+    if has_template != spec.has_chat_template:
+        log.warning("factprobe: %s: chat template present=%s, registry says %s",
+                    spec.alias, has_template, spec.has_chat_template)
+    ref = _logits(model, tok, LOGIT_CHECK_TEXT)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    del model
+    # Reload what was written and compare: the cache must reproduce the converted model.
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32,
+                                                    local_files_only=True).eval()
+    tok2 = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    diff = float((_logits(reloaded, tok2, LOGIT_CHECK_TEXT) - ref).abs().max())
+    del reloaded
+    if diff > LOGIT_CHECK_TOL:
+        raise ModelError(f"converted {spec.alias} does not reload faithfully "
+                         f"(max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
+    return {"has_chat_template": has_template, "convert_seconds": round(t_convert, 1),
+            "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff}}
+
+
+def _build(spec: ModelSpec, gguf: Path, final: Path) -> None:
+    """Convert into a temp sibling of `final`, write the marker last, rename into place."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{spec.alias}.tmp-{uuid.uuid4().hex[:8]}"
     _say(f"converting {spec.alias} ({gguf.name}) to float32 safetensors; "
          "this takes about a minute and happens once ...")
     t0 = time.monotonic()
     try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
-        t_convert = time.monotonic() - t0
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer.remove_quantization_config(model)
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.config.name_or_path = spec.alias
-        model.eval()
-        has_template = getattr(tok, "chat_template", None) is not None
-        if has_template != spec.has_chat_template:
-            log.warning("factprobe: %s: chat template present=%s, registry says %s",
-                        spec.alias, has_template, spec.has_chat_template)
-        ref = _logits(model, tok, LOGIT_CHECK_TEXT)
         tmp.mkdir()
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        del model
-        # Reload what was written and compare: the cache must reproduce the converted model.
-        reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32,
-                                                        local_files_only=True).eval()
-        tok2 = AutoTokenizer.from_pretrained(tmp, local_files_only=True)
-        diff = float((_logits(reloaded, tok2, LOGIT_CHECK_TEXT) - ref).abs().max())
-        del reloaded
-        if diff > LOGIT_CHECK_TOL:
-            raise ModelError(f"converted {spec.alias} does not reload faithfully "
-                             f"(max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
+        facts = _convert_gguf_into(spec, gguf, tmp)
         files: dict[str, dict[str, Any]] = {}
         for p in sorted(tmp.iterdir()):
             if p.is_file():
-                p.chmod(0o644)
+                p.chmod(0o644)  # save_pretrained writes weights 0600; the cache is shared
                 files[p.name] = {"size": p.stat().st_size, "sha256": _sha256_file(p)}
         marker = {
             "format": CACHE_FORMAT,
@@ -450,10 +461,8 @@ def _convert(spec: ModelSpec, gguf: Path, final: Path) -> None:
             "gguf_sha256": spec.sha256,
             "revision": spec.revision,
             "dtype": "float32",
-            "has_chat_template": has_template,
             "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "convert_seconds": round(t_convert, 1),
-            "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff},
+            **facts,
             "versions": _versions(),
             "files": files,
         }
@@ -479,7 +488,7 @@ def _convert(spec: ModelSpec, gguf: Path, final: Path) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    _say(f"{spec.alias} ready at {final} (converted in {time.monotonic() - t0:.0f} s)")
+    _say(f"{spec.alias} ready at {final} (built in {time.monotonic() - t0:.0f} s)")
 
 
 def prepare_alias(alias: str, force: bool = False) -> Path:
@@ -500,10 +509,11 @@ def prepare_alias(alias: str, force: bool = False) -> Path:
         if problem not in (None, "not cached"):
             log.warning("factprobe: cached model %r at %s is unusable (%s); rebuilding it",
                         alias, final, problem)
-        for stale in final.parent.glob(f".{spec.alias}.tmp-*"):
+        for stale in [*final.parent.glob(f".{spec.alias}.tmp-*"),
+                      *final.parent.glob(f".{spec.alias}.old-*")]:
             shutil.rmtree(stale, ignore_errors=True)  # left by a crashed build (we hold the lock)
         gguf = ensure_gguf(alias)
-        _convert(spec, gguf, final)
+        _build(spec, gguf, final)
     return final
 
 
@@ -536,6 +546,15 @@ def _hub_timeout() -> float:
         return 10.0
 
 
+def _hub_cache_dir() -> str | None:
+    """HF_HUB_CACHE / HF_HOME read at call time (huggingface_hub reads them at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return None
+
+
 def _looks_like_path(name: str) -> bool:
     return (name.startswith(("/", "./", "../", "~", ".\\")) or "\\" in name
             or name.count("/") > 1 or name in (".", ".."))
@@ -556,7 +575,7 @@ def _resolve_hub(repo_id: str) -> _Resolved:
     timeout = _hub_timeout()
     reason: str
     if _hub_offline():
-        reason = "the Hugging Face hub is disabled (HF_HUB_OFFLINE=1)"
+        reason = "the Hugging Face hub is switched off (HF_HUB_OFFLINE=1)"
     else:
         try:
             info = HfApi(endpoint=endpoint).model_info(repo_id, timeout=timeout)
@@ -576,19 +595,22 @@ def _resolve_hub(repo_id: str) -> _Resolved:
             _say(f"downloading {repo_id} from the Hugging Face hub (revision {info.sha}) ...")
             try:
                 path = snapshot_download(repo_id, revision=info.sha, allow_patterns=_HUB_PATTERNS,
-                                         endpoint=endpoint, etag_timeout=timeout)
+                                         endpoint=endpoint, etag_timeout=timeout,
+                                         cache_dir=_hub_cache_dir())
             except Exception as err:  # noqa: BLE001
                 raise ModelError(f"cannot download {repo_id!r} from the Hugging Face hub: "
                                  f"{_first_line(err)}") from err
             return _Resolved(Path(path), "hub", f"hub:{repo_id}@{info.sha}")
     # Offline or unreachable: a copy in the local Hugging Face cache is still fine.
     try:
-        path = snapshot_download(repo_id, local_files_only=True, allow_patterns=_HUB_PATTERNS)
+        path = snapshot_download(repo_id, local_files_only=True, allow_patterns=_HUB_PATTERNS,
+                                 cache_dir=_hub_cache_dir())
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
-        raise _unknown(repo_id, f"{reason} and it is not in the local Hugging Face cache") from None
+        raise _unknown(repo_id, f"{reason}, nor is it in the local Hugging Face cache") from None
     p = Path(path)
     if not (p / "config.json").is_file():
-        raise _unknown(repo_id, f"{reason} and its local Hugging Face cache copy is incomplete")
+        raise _unknown(repo_id, f"{reason}, and its copy in the local Hugging Face cache has "
+                                "no config.json")
     return _Resolved(p, "hub", f"hub:{repo_id}@{p.name}")
 
 
@@ -605,10 +627,11 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> _Resolved:
         what = "a folder without config.json" if p.is_dir() else "a file, not a folder"
         raise ModelError(f"model path {name!r} is {what}; expected a Hugging Face model folder "
                          f"or an alias (known: {', '.join(_REGISTRY)})")
-    if _looks_like_path(name) or not _HUB_ID.match(name) or ".." in name or "--" in name:
+    if _looks_like_path(name):
         raise ModelError(f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), "
-                         f"no local folder exists at {p.resolve()}, and it is not a valid "
-                         "Hugging Face hub id")
+                         f"and no local folder exists at {p.resolve()}")
+    if not _HUB_ID.match(name) or ".." in name or "--" in name:
+        raise _unknown(name, "not a valid Hugging Face hub id")
     return _resolve_hub(name)
 
 
@@ -694,14 +717,16 @@ def context_window(config: Any, tokenizer: Any | None = None) -> int:
 
 def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code: bool,
                attn_implementation: str | None) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code),
                               "local_files_only": True}
+    # The config first: custom code is refused here with transformers' clear message.
+    config = AutoConfig.from_pretrained(path, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dt, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dt, **kwargs)
     model.to(dev)
     model.eval()
     return model, tokenizer
@@ -731,8 +756,12 @@ def load_model(name_or_path: str, device: str | torch.device = "auto",
         raise
     except Exception as err:
         if res.kind != "alias":
+            hint = ""
+            if "custom code" in str(err) or "trust_remote_code" in str(err):
+                hint = (" (the model ships its own code; factprobe runs it only when "
+                        "trust_remote_code=True is passed)")
             raise ModelError(f"cannot load model {name!r} from {res.path}: "
-                             f"{_first_line(err)}") from err
+                             f"{_first_line(err)}{hint}") from err
         log.warning("factprobe: cached model %r at %s failed to load (%s); rebuilding it",
                     name, res.path, _first_line(err))
         prepare_alias(name, force=True)
@@ -811,11 +840,12 @@ def make_tiny_random_model(kind: Literal["gpt2", "llama"], path: str | os.PathLi
     """Build (once) a TINY model with RANDOM weights and a real tokenizer, for unit tests.
 
     Creates `<path>/tiny-random-<kind>` (or uses `path` itself when it already ends in that
-    name) and returns it. 2 layers, hidden size 32, 512-token byte-level BPE vocabulary, context
-    256; weights are deterministic for a given `seed`. "gpt2" adds no BOS token and has no chat
-    template; "llama" prepends `<s>` and has a ChatML-style chat template. The config carries
-    `factprobe_random_weights: true` and a name containing "RANDOM": numbers from these models
-    are never results. An existing complete folder is reused.
+    name) and returns it. 2 layers, hidden size 32, a byte-level BPE vocabulary of ~450 tokens
+    (any text encodes), context 256; weights are deterministic for a given `seed`. "gpt2" adds
+    no BOS token and has no chat template; "llama" prepends `<s>` and has a ChatML-style chat
+    template. config.json carries `factprobe_random_weights: true` and a `factprobe_name`
+    containing "RANDOM": numbers from these models are never results. An existing complete
+    folder is reused.
     """
     import torch
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
@@ -838,7 +868,9 @@ def make_tiny_random_model(kind: Literal["gpt2", "llama"], path: str | os.PathLi
                              max_position_embeddings=256, pad_token_id=tok.pad_token_id,
                              **common)
     config.factprobe_random_weights = True
-    config.name_or_path = f"factprobe/{folder_name} (RANDOM WEIGHTS, unit tests only)"
+    # transformers 5 does not serialise `_name_or_path`; keep the warning in config.json itself.
+    config.factprobe_name = f"factprobe/{folder_name} (RANDOM WEIGHTS, unit tests only)"
+    config.name_or_path = config.factprobe_name
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from ..build.examples import sample_examples, split_train_test
 from ..build.nobel_mc import build_nobel_mc_items
-from ..build.trex_mc import build_mc_items
+from ..build.trex_mc import build_mc_items, sample_facts_per_relation
 from ..errors import ConfigError, ContextTooLongError
 from ..facts import Fact, FactSet, MCItem
 from ..io import atomic_write_json, atomic_write_jsonl
@@ -45,6 +45,7 @@ CHECKPOINT = "checkpoint.jsonl"
 RESULTS = "results.jsonl"
 METRICS = "metrics.json"
 RUN_CONFIG = "run_config.json"
+TRAIN_FRACTION = 0.5  # without --train-data: share of each relation's facts (by subject) used for examples
 FACTS_PER_BATCH = 8  # facts scored per scorer call (IC-LKE / prompts); a checkpoint per batch
 
 
@@ -82,11 +83,10 @@ def prepare_data(cfg: ProbeConfig) -> PreparedData:
         train = load_facts("lpaqa-train", cfg.train_data, None)
         train = FactSet([f for f in train if f.relation in test.relations], dict(test.relations), train.source)
     else:
-        train, test = split_train_test(test, seed=cfg.seed)
+        train, test = split_train_test(test, train_fraction=TRAIN_FRACTION, seed=cfg.seed)
     if cfg.source == "nobel":
-        items_list, dropped = build_nobel_mc_items(
-            test, n_choices=cfg.choices, seed=cfg.seed, max_facts_per_relation=cfg.max_facts_per_relation
-        )
+        test = sample_facts_per_relation(test, cfg.max_facts_per_relation, seed=cfg.seed)
+        items_list, dropped = build_nobel_mc_items(test, n_choices=cfg.choices, seed=cfg.seed)
     else:
         items_list, dropped = build_mc_items(
             test, n_choices=cfg.choices, seed=cfg.seed, max_facts_per_relation=cfg.max_facts_per_relation

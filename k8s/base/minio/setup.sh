@@ -15,6 +15,15 @@ root_password="$(cat /run/secrets/minio/MINIO_ROOT_PASSWORD)"
 access_key="$(cat /run/secrets/s3/AWS_ACCESS_KEY_ID)"
 secret_key="$(cat /run/secrets/s3/AWS_SECRET_ACCESS_KEY)"
 
+for value in "$root_user" "$root_password" "$access_key" "$secret_key"; do
+  case "$value" in
+    "" | CHANGE_ME*)
+      echo "a MinIO or S3 credential is empty or still CHANGE_ME: fill k8s/secrets/*.env and re-apply (k8s/README.md)" >&2
+      exit 1
+      ;;
+  esac
+done
+
 attempt=0
 until mc alias set factprobe "$endpoint" "$root_user" "$root_password" >/dev/null 2>&1; do
   attempt=$((attempt + 1))

@@ -1,0 +1,47 @@
+"""Step: the model x probe matrix the probe loop fans out over."""
+
+
+def run_plan(models: list, probes: list, parent_run_id: str = "") -> list:
+    """[{"model": m, "probe": p, "parent_run_id": id}, ...] for every pair; rejects empty or unknown
+    entries. The parent run id rides along in each cell (see pipelines/probe.py for why)."""
+    from factprobe.errors import ConfigError
+    from factprobe.probes.config import PROBES
+
+    if not models:
+        raise ConfigError("no models to probe: the models list is empty")
+    bad = [p for p in probes if p not in PROBES]
+    if bad or not probes:
+        raise ConfigError(f"unknown probe(s) {bad or probes}; choose from {', '.join(PROBES)}")
+    return [{"model": str(m), "probe": str(p), "parent_run_id": parent_run_id} for m in models for p in probes]
+
+
+def run_read_models(models_yaml: str) -> list:
+    """Models from a YAML file (path) or inline YAML: a list, or a mapping with a `models:` list.
+    Entries are strings or mappings with a `name` (alias, folder or hub id)."""
+    from pathlib import Path
+
+    import yaml
+
+    from factprobe.errors import ConfigError
+
+    text = models_yaml
+    where = "inline YAML"
+    if "\n" not in models_yaml and Path(models_yaml).expanduser().exists():
+        where = str(Path(models_yaml).expanduser())
+        text = Path(where).read_text()
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"models YAML ({where}) does not parse at{at}: {getattr(e, 'problem', e)}") from None
+    models = doc.get("models") if isinstance(doc, dict) else doc
+    if not isinstance(models, list) or not models:
+        raise ConfigError(f"models YAML ({where}) must be a non-empty list or have a non-empty `models:` list")
+    out = []
+    for i, m in enumerate(models):
+        name = m.get("name") if isinstance(m, dict) else m
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"models YAML ({where}): entry {i + 1} has no model name: {m!r}")
+        out.append(name.strip())
+    return out

@@ -1,0 +1,28 @@
+"""Step: open the MLflow parent run of a pipeline run and return its id."""
+import json
+
+
+def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, params_json: str) -> str:
+    """Create the parent run (experiment `factprobe/<pipeline>`), tagged with trigger, KFP run id,
+    git sha and a config key (hash of the parameters, for finding previous comparable runs).
+    Returns the run id, or '' when tracking is off. Raises TrackingError if the server is
+    unreachable or rejects the credentials."""
+    import hashlib
+
+    from tracking.conventions import tag
+    from tracking.run import TrackedRun
+
+    from ._common import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    if uri is None:
+        return ""
+    params = json.loads(params_json or "{}")
+    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    run = TrackedRun(pipeline=pipeline, run_name=f"{pipeline}-{kfp_run_id}", tracking_uri=uri, required=True,
+                     tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
+                           tag("config_key"): key, tag("role"): "parent",
+                           tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
+    run.__enter__()  # stays RUNNING; the exit handler (finalize step) ends it
+    run.log_params(params)
+    return run.run_id or ""
