@@ -14,7 +14,8 @@ Three kinds of names are accepted, tried in this order:
 
 Cache layout (root = `factprobe.paths.cache_root()`, env `FACTPROBE_CACHE`)::
 
-    <root>/gguf/<gguf file name>              downloaded GGUF, sha256-checked before each use
+    <root>/gguf/<gguf file name>              downloaded GGUF, sha256-checked whenever it is
+                                              (re)converted; kept so rebuilds need no download
     <root>/models/<alias>/                    converted model (config.json, model.safetensors,
                                               tokenizer files, factprobe_complete.json)
     <root>/models/.<alias>.lock               flock taken while (re)building <alias>
@@ -593,8 +594,12 @@ def _resolve_hub(repo_id: str) -> _Resolved:
             reason = f"the Hugging Face hub is unreachable ({_first_line(err)})"
         else:
             _say(f"downloading {repo_id} from the Hugging Face hub (revision {info.sha}) ...")
+            names = [s.rfilename for s in (info.siblings or [])]
+            patterns = list(_HUB_PATTERNS)
+            if not any(n.endswith(".safetensors") for n in names):
+                patterns.append("*.bin")  # old repos ship only PyTorch pickles
             try:
-                path = snapshot_download(repo_id, revision=info.sha, allow_patterns=_HUB_PATTERNS,
+                path = snapshot_download(repo_id, revision=info.sha, allow_patterns=patterns,
                                          endpoint=endpoint, etag_timeout=timeout,
                                          cache_dir=_hub_cache_dir())
             except Exception as err:  # noqa: BLE001
@@ -603,8 +608,7 @@ def _resolve_hub(repo_id: str) -> _Resolved:
             return _Resolved(Path(path), "hub", f"hub:{repo_id}@{info.sha}")
     # Offline or unreachable: a copy in the local Hugging Face cache is still fine.
     try:
-        path = snapshot_download(repo_id, local_files_only=True, allow_patterns=_HUB_PATTERNS,
-                                 cache_dir=_hub_cache_dir())
+        path = snapshot_download(repo_id, local_files_only=True, cache_dir=_hub_cache_dir())
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
         raise _unknown(repo_id, f"{reason}, nor is it in the local Hugging Face cache") from None
     p = Path(path)
@@ -679,7 +683,7 @@ class LoadedModel:
 
     @property
     def dtype_name(self) -> str:
-        """"float32", "bfloat16" or "float16"."""
+        """Name of `dtype` without the torch prefix: float32, bfloat16 or float16."""
         return dtype_name(self.dtype)
 
 

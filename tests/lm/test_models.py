@@ -136,6 +136,40 @@ def test_hub_id_found_in_local_hf_cache_when_offline(monkeypatch, tmp_path, tiny
     assert lm.source == "hub" and lm.revision == f"hub:someorg/tiny@{commit}"
 
 
+def test_hub_download_path_and_not_found(monkeypatch, tmp_path, tiny_model_path) -> None:
+    """The online hub path, with huggingface_hub's two calls replaced (no network here)."""
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    seen: dict = {}
+
+    def model_info(self, repo_id, timeout=None, **kw):
+        seen["timeout"] = timeout
+        if repo_id == "someorg/missing":
+            err = RepositoryNotFoundError.__new__(RepositoryNotFoundError)
+            Exception.__init__(err, "404 Repository Not Found")
+            raise err
+        return SimpleNamespace(sha=commit, siblings=[SimpleNamespace(rfilename="model.safetensors")])
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None, **kw):
+        seen.update(revision=revision, patterns=allow_patterns)
+        return str(tiny_model_path("gpt2"))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setenv("FACTPROBE_HUB_TIMEOUT", "4")
+    lm = load_model("someorg/tiny-gpt2")
+    assert lm.source == "hub" and lm.revision == f"hub:someorg/tiny-gpt2@{commit}"
+    assert seen["timeout"] == 4.0 and seen["revision"] == commit
+    assert "*.safetensors" in seen["patterns"] and "*.bin" not in seen["patterns"]
+    with pytest.raises(ModelError) as exc:
+        resolve_model_path("someorg/missing")
+    assert "returned 'repository not found'" in _one_line(exc.value)
+
+
 # ------------------------------------------------------------------------------------------
 # Tiny random models
 # ------------------------------------------------------------------------------------------
@@ -381,6 +415,27 @@ def test_stale_temp_folders_are_cleaned(fake_alias) -> None:
     (stale / "config.json").write_text("{}")
     prepare_alias(fake_alias.alias)
     assert not stale.exists()
+
+
+def test_concurrent_prepare_builds_once(fake_alias, monkeypatch) -> None:
+    import threading
+
+    slow_convert = models._convert_gguf_into
+
+    def convert_slowly(*a, **k):
+        time.sleep(0.5)
+        return slow_convert(*a, **k)
+
+    monkeypatch.setattr(models, "_convert_gguf_into", convert_slowly)
+    results: list[Path] = []
+    threads = [threading.Thread(target=lambda: results.append(prepare_alias(fake_alias.alias)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [fake_alias.folder] * 3
+    assert fake_alias.calls["convert"] == 1 and fake_alias.calls["download"] == 1
 
 
 def test_download_failure_is_one_line(tmp_cache, monkeypatch) -> None:

@@ -69,6 +69,8 @@ def main() -> int:
     )
     username = read_secret(USER_DIR, "MLFLOW_TRACKING_USERNAME")
     password = read_secret(USER_DIR, "MLFLOW_TRACKING_PASSWORD")
+    if len(password) < 12:
+        raise SystemExit("MLFLOW_TRACKING_PASSWORD must have at least 12 characters (MLflow's password policy)")
     if username == admin[0]:
         print("mlflow-credentials names the admin user; nothing to create")
         return 0

@@ -27,6 +27,8 @@ from pathlib import Path
 # credentials must be safe inside a URI without escaping: RFC 3986 unreserved characters.
 URI_SAFE = re.compile(r"^[A-Za-z0-9._~-]+$")
 PLACEHOLDER = "CHANGE_ME"
+# MLflow's password policy (mlflow.server.auth): it refuses to bootstrap a shorter admin password.
+MIN_MLFLOW_PASSWORD_LENGTH = 12
 
 
 def read_secret(directory: Path, key: str) -> str:
@@ -68,10 +70,16 @@ def render(
                 f"{key} may contain only A-Z a-z 0-9 . _ ~ - because it is embedded in a database "
                 "URI; generate one with `openssl rand -hex 32`"
             )
+    admin_password = read_secret(admin_dir, "MLFLOW_AUTH_ADMIN_PASSWORD")
+    if len(admin_password) < MIN_MLFLOW_PASSWORD_LENGTH:
+        raise ValueError(
+            f"MLFLOW_AUTH_ADMIN_PASSWORD must have at least {MIN_MLFLOW_PASSWORD_LENGTH} characters "
+            "(MLflow's password policy)"
+        )
     values = {
         "database_uri": f"postgresql://{user}:{password}@{postgres_host}:{postgres_port}/{database}",
         "admin_username": read_secret(admin_dir, "MLFLOW_AUTH_ADMIN_USERNAME"),
-        "admin_password": read_secret(admin_dir, "MLFLOW_AUTH_ADMIN_PASSWORD"),
+        "admin_password": admin_password,
     }
     # MLflow reads the file with configparser, whose interpolation gives '%' a meaning.
     escaped = {key: value.replace("%", "%%") for key, value in values.items()}

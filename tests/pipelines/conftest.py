@@ -1,0 +1,282 @@
+"""Fixtures for the pipeline tests: compiled pipeline YAML and a loopback KFP REST API.
+
+- `compiled`: every pipeline compiled by `pipelines.cli.compile_all` in a *fresh* Python with no
+  `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
+  (`pipelines/platform.py` and `components/config.py` read the environment once, at import).
+  Yields {name: CompiledPipeline}.
+- `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
+  GPU label/toleration/count, secret names, and `FACTPROBE_LOCAL_RUN`, which turns retries off).
+  Both compiles start together, in the background, the first time either is asked for.
+- `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
+  `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
+
+This folder has no `__init__.py` on purpose: `tests/` is on `sys.path` while pytest collects
+(root conftest), so a `tests/pipelines` *package* would shadow the real `pipelines` package. The
+repository root goes on `sys.path` below so that `import pipelines` / `import components` find the
+real packages even when pytest runs as `.venv/bin/pytest` (where the directory `tests/pipelines`
+alone would otherwise be picked up as a namespace package).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _use_real_packages() -> None:
+    for name in ("pipelines", "components"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None) is None:  # namespace pkg = tests/<name>
+            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+                del sys.modules[key]
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+
+
+_use_real_packages()
+
+PIPELINE_NAMES = ("probe", "nightly_sweep", "regression")
+
+# Everything pipelines/platform.py and components/config.py read; the overridden compile sets all.
+OVERRIDES = {
+    "FACTPROBE_IMAGE_CPU": "registry.example.com/team/fp-cpu:test-1",
+    "FACTPROBE_IMAGE_GPU": "registry.example.com/team/fp-gpu:test-1",
+    "FACTPROBE_GPU_NODE_LABEL": "cloud.google.com/gke-accelerator=nvidia-l4",
+    "FACTPROBE_GPU_TOLERATION": "gpu-team=reserved:NoExecute",
+    "FACTPROBE_GPU_ACCELERATOR": "nvidia.com/mig-1g.10gb",
+    "FACTPROBE_GPU_COUNT": "2",
+    "FACTPROBE_MLFLOW_SECRET": "team-mlflow",
+    "FACTPROBE_S3_SECRET": "team-s3",
+    "FACTPROBE_LOCAL_RUN": "1",
+}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without any FACTPROBE_* variable (plus `extra`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
+    env.update(extra)
+    return env
+
+
+@dataclass
+class CompiledPipeline:
+    """One compiled pipeline file: the raw text, the pipeline spec and the Kubernetes platform spec."""
+
+    name: str
+    path: Path
+    text: str
+    spec: dict
+    platform: dict  # platforms.kubernetes, {} when the file has no platform document
+
+    @property
+    def k8s_executors(self) -> dict:
+        return self.platform.get("deploymentSpec", {}).get("executors", {})
+
+    @property
+    def executors(self) -> dict:
+        return self.spec["deploymentSpec"]["executors"]
+
+    def executor_of(self, component: str) -> str:
+        """`probe-model` -> `exec-probe-model` (via the component's executorLabel)."""
+        return self.spec["components"][f"comp-{component}"]["executorLabel"]
+
+    def step_names(self) -> set[str]:
+        """Container components of this pipeline (`probe-model`, `report`, ...), not DAGs."""
+        return {k[len("comp-"):] for k, c in self.spec["components"].items() if "executorLabel" in c}
+
+    def tasks(self) -> dict[str, tuple[str, dict]]:
+        """Every task in every DAG: {task name: (owning DAG, task spec)}; the root DAG is 'root'."""
+        out = {}
+        dags = {"root": self.spec["root"]}
+        dags.update({k: c for k, c in self.spec["components"].items() if "dag" in c})
+        for owner, comp in dags.items():
+            for tname, task in comp["dag"].get("tasks", {}).items():
+                assert tname not in out, f"task name {tname} is not unique in {self.name}"
+                out[tname] = (owner, task)
+        return out
+
+
+def split_documents(text: str) -> tuple[dict, dict]:
+    """The pipeline spec and the platform spec of a compiled file.
+
+    KFP writes a `# PIPELINE DEFINITION` comment header first. kfp 2.17 copies string defaults
+    into that header verbatim, so a default with a newline breaks the header (see
+    test_compiled_specs.test_compiled_file_loads_like_the_kfp_client). The spec proper starts at
+    the first top-level key, `components:`; parse from there so that the structural tests still
+    say something useful when the header is broken.
+    """
+    start = text.find("\ncomponents:\n")
+    assert start >= 0, "compiled pipeline has no top-level `components:` key"
+    docs = [d for d in yaml.safe_load_all(text[start + 1:]) if d is not None]
+    assert 1 <= len(docs) <= 2, f"expected a pipeline spec and at most one platform spec, got {len(docs)} documents"
+    platform = docs[1]["platforms"]["kubernetes"] if len(docs) == 2 else {}
+    return docs[0], platform
+
+
+def load_compiled(path: Path) -> CompiledPipeline:
+    text = path.read_text()
+    spec, platform = split_documents(text)
+    return CompiledPipeline(path.stem, path, text, spec, platform)
+
+
+_COMPILE = "import sys; from pipelines.cli import compile_all; compile_all(sys.argv[1], sys.argv[2:])"
+
+
+class _CompileJob:
+    def __init__(self, out: Path, names: tuple[str, ...], env: dict[str, str]):
+        self.out = out
+        self.names = names
+        self.proc = subprocess.Popen([sys.executable, "-c", _COMPILE, str(out), *names], cwd=REPO, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def result(self) -> dict[str, CompiledPipeline]:
+        log, _ = self.proc.communicate(timeout=180)
+        if self.proc.returncode != 0:
+            pytest.fail(f"compiling {self.names} failed (exit {self.proc.returncode}):\n{log[-4000:]}")
+        return {n: load_compiled(self.out / f"{n}.yaml") for n in self.names}
+
+
+@pytest.fixture(scope="session")
+def _compile_jobs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("compiled")
+    jobs = {
+        "default": _CompileJob(base / "default", PIPELINE_NAMES, clean_env()),
+        "overridden": _CompileJob(base / "overridden", ("probe",), clean_env(**OVERRIDES)),
+    }
+    yield jobs
+    for job in jobs.values():
+        if job.proc.poll() is None:
+            job.proc.kill()
+            job.proc.communicate()
+
+
+@pytest.fixture(scope="session")
+def compiled(_compile_jobs) -> dict[str, CompiledPipeline]:
+    return _compile_jobs["default"].result()
+
+
+@pytest.fixture(scope="session")
+def compiled_overridden(_compile_jobs) -> CompiledPipeline:
+    return _compile_jobs["overridden"].result()["probe"]
+
+
+# --- a loopback KFP v2beta1 REST API -------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: dict | None
+
+
+@dataclass
+class FakeKfpApi:
+    """What `kfp.Client` (kfp_server_api) calls, answered like the KFP API server does.
+
+    - GET  /apis/v2beta1/healthz                     -> {"multi_user": false}
+    - GET  /apis/v2beta1/experiments?filter=...      -> experiments whose display_name matches
+    - POST /apis/v2beta1/experiments                 -> the experiment with an experiment_id
+    - POST /apis/v2beta1/runs                        -> the run with run_id, state PENDING
+    - POST /apis/v2beta1/recurringruns               -> the recurring run with recurring_run_id
+    Anything else is recorded and answered 404 (a gRPC-gateway style error body).
+    """
+
+    experiments: dict[str, dict] = field(default_factory=dict)  # display_name -> experiment
+    requests: list[Request] = field(default_factory=list)
+    host: str = ""
+
+    def calls(self, method: str, path: str) -> list[Request]:
+        return [r for r in self.requests if r.method == method and r.path == path]
+
+    def only(self, method: str, path: str) -> Request:
+        found = self.calls(method, path)
+        assert len(found) == 1, f"expected one {method} {path}, got {len(found)}: {[(r.method, r.path) for r in self.requests]}"
+        return found[0]
+
+    def answer(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
+        if method == "GET" and path == "/apis/v2beta1/healthz":
+            return 200, {"multi_user": False}
+        if method == "GET" and path == "/apis/v2beta1/experiments":
+            flt = json.loads(query.get("filter", ["{}"])[0] or "{}")
+            names = [p["stringValue"] for p in flt.get("predicates", []) if p.get("key") == "display_name"]
+            found = [e for n, e in self.experiments.items() if not names or n in names]
+            return 200, ({"experiments": found, "total_size": len(found)} if found else {})
+        if method == "POST" and path == "/apis/v2beta1/experiments":
+            exp = dict(body, experiment_id=str(uuid.uuid4()), storage_state="AVAILABLE")
+            self.experiments[exp["display_name"]] = exp
+            return 200, exp
+        if method == "POST" and path == "/apis/v2beta1/runs":
+            return 200, dict(body, run_id=str(uuid.uuid4()), state="PENDING")
+        if method == "POST" and path == "/apis/v2beta1/recurringruns":
+            return 200, dict(body, recurring_run_id=str(uuid.uuid4()), status="ENABLED")
+        return 404, {"error": f"no route for {method} {path}", "code": 5, "message": "Not Found"}
+
+
+def _handler(api: FakeKfpApi):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep pytest output clean
+            pass
+
+        def _serve(self, method: str):
+            url = urlsplit(self.path)
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            body = json.loads(raw) if raw else None
+            query = parse_qs(url.query)
+            api.requests.append(Request(method, url.path, query, body))
+            code, out = api.answer(method, url.path, query, body)
+            data = json.dumps(out).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._serve("GET")
+
+        def do_POST(self):
+            self._serve("POST")
+
+        def do_DELETE(self):
+            self._serve("DELETE")
+
+    return Handler
+
+
+@pytest.fixture
+def kfp_api(monkeypatch, tmp_path):
+    api = FakeKfpApi()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
+    api.host = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    # Loopback only: no proxy, no user kube/KFP context, no KFP env overrides.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    for var in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
+                "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    import kfp
+
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    try:
+        yield api
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

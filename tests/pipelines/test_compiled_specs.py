@@ -1,0 +1,373 @@
+"""The compiled pipeline YAML (what the Kubeflow UI uploads and `factprobe pipeline submit` sends).
+
+Pipelines are compiled in a fresh Python with no FACTPROBE_* variables (see conftest.py), then
+the pipeline spec and the Kubernetes platform spec are checked: GPU placement, secrets, retries,
+the ExitHandler, ParallelFor + Collected, images, parameter docs, the regression gate's If, and
+a snapshot of the whole spec.
+
+Regenerate the snapshots after an intended change:
+    UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_compiled_specs.py
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+GPU_STEPS = {"probe-model"}
+CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
+             "regression-gate-step", "fail-run"}
+S3_STEPS = {"data-build", "probe-model"}  # read facts from s3://; MLflow artifacts are proxied by the server
+STEPS_OF = {
+    "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
+    "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
+                      "nightly-compare", "finalize-run"},
+    "regression": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "regression-gate-step",
+                   "fail-run", "finalize-run"},
+}
+NAMES = tuple(STEPS_OF)
+CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
+GPU_IMAGE = "ghcr.io/factprobe/factprobe-gpu:0.1.0"
+
+
+def _module(name: str) -> ast.Module:
+    return ast.parse((REPO / "pipelines" / f"{name}.py").read_text())
+
+
+def pipeline_source(name: str) -> ast.FunctionDef:
+    """The @dsl.pipeline function `name` in pipelines/<name>.py, read without importing it."""
+    return next(n for n in _module(name).body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def declared_parameters(name: str) -> dict[str, object]:
+    """{parameter: default} as written in the pipeline function (module-level constants resolved)."""
+    constants = {t.id: node.value for node in _module(name).body if isinstance(node, ast.Assign)
+                 for t in node.targets if isinstance(t, ast.Name)}
+    fn = pipeline_source(name)
+    args = fn.args.args
+    defaults = [None] * (len(args) - len(fn.args.defaults)) + list(fn.args.defaults)
+    resolve = lambda d: constants.get(d.id, d) if isinstance(d, ast.Name) else d  # noqa: E731
+    return {a.arg: (ast.literal_eval(resolve(d)) if d is not None else None) for a, d in zip(args, defaults)}
+
+
+def documented_parameters(name: str) -> dict[str, str]:
+    """{parameter: description} from the `Args:` section of the pipeline's docstring."""
+    doc = ast.get_docstring(pipeline_source(name)) or ""
+    args = doc.split("Args:", 1)[1] if "Args:" in doc else ""
+    out, current = {}, None
+    for line in args.splitlines():
+        m = re.match(r"^\s{4}(\w+):\s*(.*)$", line)
+        if m:
+            current = m.group(1)
+            out[current] = m.group(2).strip()
+        elif current and line.strip():
+            out[current] += " " + line.strip()
+    return out
+
+
+def multiline_string_defaults(name: str) -> list[str]:
+    return [k for k, v in declared_parameters(name).items() if isinstance(v, str) and "\n" in v]
+
+
+def _header_bug(name: str):
+    """kfp 2.17 writes string defaults into the YAML comment header unescaped: a default with a
+    newline makes the file unparseable (by the KFP client, by the UI's upload). Known for
+    nightly_sweep's `models_yaml`; the mark goes away by itself once the default is one line."""
+    bad = multiline_string_defaults(name)
+    return pytest.mark.xfail(bool(bad), strict=True, reason=f"multi-line string default(s) {bad} in pipelines/{name}.py "
+                             "break kfp's YAML comment header (see the report: use a one-line default)")
+
+
+def secrets_of(compiled, executor: str) -> dict[str, dict[str, str]]:
+    """{secret name: {env var: secret key}} mapped into an executor's container."""
+    out = {}
+    for entry in compiled.k8s_executors.get(executor, {}).get("secretAsEnv", []):
+        out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
+        assert entry.get("optional") is False, f"{executor}: secret {entry['secretName']} must not be optional"
+    return out
+
+
+def loop_task(compiled) -> tuple[str, dict]:
+    loops = [(n, t) for n, (_, t) in compiled.tasks().items() if "parameterIterator" in t]
+    assert len(loops) == 1, f"{compiled.name}: expected one ParallelFor, got {[n for n, _ in loops]}"
+    return loops[0]
+
+
+# --- the file itself ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_header_bug(n)) for n in NAMES])
+def test_compiled_file_loads_like_the_kfp_client(compiled, name):
+    """kfp.Client and the UI parse the whole file (header included) with a YAML loader."""
+    c = compiled[name]
+    docs = [d for d in yaml.safe_load_all(c.text) if d is not None]
+    assert docs[0] == c.spec
+    assert docs[1]["platforms"]["kubernetes"] == c.platform
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pipeline_has_its_steps_and_a_platform_spec(compiled, name):
+    c = compiled[name]
+    assert c.spec["pipelineInfo"]["name"] == f"factprobe-{name.replace('_', '-')}"
+    assert c.spec["pipelineInfo"].get("description")
+    assert c.step_names() == STEPS_OF[name]
+    assert set(c.k8s_executors) == {c.executor_of(s) for s in STEPS_OF[name]}, "every step needs a platform entry"
+
+
+# --- GPU placement ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_probe_step_requests_one_gpu_on_the_gpu_pool(compiled, name):
+    c = compiled[name]
+    ex = c.executor_of("probe-model")
+    accel = c.executors[ex]["container"]["resources"]["accelerator"]
+    assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == "1"
+    assert accel.get("type", "nvidia.com/gpu") == "nvidia.com/gpu" and accel.get("count", "1") == "1"
+    k8s = c.k8s_executors[ex]
+    assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}
+    assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_steps_request_no_accelerator_and_stay_off_the_gpu_pool(compiled, name):
+    c = compiled[name]
+    cpu_steps = c.step_names() - GPU_STEPS
+    assert cpu_steps <= CPU_STEPS, f"unclassified steps {cpu_steps - CPU_STEPS}: add them to CPU_STEPS or GPU_STEPS"
+    for step in cpu_steps:
+        ex = c.executor_of(step)
+        resources = c.executors[ex]["container"]["resources"]
+        assert "accelerator" not in resources, f"{step} requests an accelerator"
+        assert resources.get("resourceCpuLimit") and resources.get("resourceMemoryLimit"), f"{step} has no limits"
+        k8s = c.k8s_executors.get(ex, {})
+        assert "nodeSelector" not in k8s, f"{step} has a node selector {k8s.get('nodeSelector')}"
+        assert not k8s.get("tolerations"), f"{step} tolerates the GPU taint"
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_step_gets_mlflow_credentials_and_only_s3_steps_get_s3_credentials(compiled, name):
+    c = compiled[name]
+    for step in c.step_names():
+        secrets = secrets_of(c, c.executor_of(step))
+        assert secrets.get("mlflow-credentials") == {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
+                                                     "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}, step
+        if step in S3_STEPS:
+            assert secrets.get("s3-credentials") == {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
+                                                     "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}, step
+        else:
+            assert "s3-credentials" not in secrets, f"{step} does not touch S3 but gets its credentials"
+
+
+CREDENTIAL_PARAM = re.compile(r"pass|secret|token|cred|key", re.I)
+CREDENTIAL_LITERALS = [
+    re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s@'\"]+@"),  # user:password@ in a URL
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"(MLFLOW_TRACKING_PASSWORD|AWS_SECRET_ACCESS_KEY|MLFLOW_TRACKING_TOKEN)\s*[=:]\s*\S"),
+    re.compile(r"CHANGE_ME|minioadmin", re.I),
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_credentials_in_parameters_or_yaml(compiled, name):
+    c = compiled[name]
+    params = c.spec["root"]["inputDefinitions"]["parameters"]
+    assert not [p for p in params if CREDENTIAL_PARAM.search(p)], "credentials come from secrets, never parameters"
+    for pattern in CREDENTIAL_LITERALS:
+        assert not pattern.search(c.text), f"{pattern.pattern!r} found in the compiled YAML"
+    for ex, spec in c.executors.items():
+        env = {e["name"] for e in spec["container"].get("env", [])}
+        assert not {n for n in env if CREDENTIAL_PARAM.search(n)}, f"{ex} sets a credential as a literal env var"
+
+
+# --- retries and caching ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_probe_is_retried_and_nothing_else(compiled, name):
+    """`set_retry(num_retries=2, backoff_duration="60s", backoff_factor=2.0)` compiles to the
+    task's `retryPolicy` (kfp 2.17 fills in backoffMaxDuration 3600s)."""
+    c = compiled[name]
+    tasks = c.tasks()
+    assert tasks["probe-model"][1]["retryPolicy"] == {"maxRetryCount": 2, "backoffDuration": "60s",
+                                                      "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}
+    assert [t for t, (_, spec) in tasks.items() if "retryPolicy" in spec] == ["probe-model"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_step_is_cached(compiled, name):
+    """Every step has MLflow side effects (a cached start-run would hand out an old run id)."""
+    for tname, (_, task) in compiled[name].tasks().items():
+        if "componentRef" in task and "executorLabel" in compiled[name].spec["components"][task["componentRef"]["name"]]:
+            assert task.get("cachingOptions", {}).get("enableCache", False) is False, f"{tname} is cached"
+
+
+# --- DAG structure ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
+    c = compiled[name]
+    root = c.spec["root"]["dag"]["tasks"]
+    # Everything after the parent MLflow run opens runs inside the handler; nightly_sweep reads its
+    # models list first (no run exists yet, so a bad list leaves nothing to finalize).
+    before = {"read-models"} if name == "nightly_sweep" else set()
+    assert set(root) == {"exit-handler-1", "finalize-run"} | before
+    handler = root["exit-handler-1"]
+    assert handler["taskInfo"]["name"] == "track-and-probe"
+    final = root["finalize-run"]
+    assert final["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    assert final["dependentTasks"] == ["exit-handler-1"]
+    assert final["inputs"]["parameters"]["status"] == {"taskFinalStatus": {"producerTask": "exit-handler-1"}}
+    assert final["inputs"]["parameters"]["kfp_run_id"] == {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
+    assert final["inputs"]["parameters"]["pipeline"] == {"runtimeValue": {"constant": name}}
+    assert c.spec["components"]["comp-finalize-run"]["inputDefinitions"]["parameters"]["status"]["parameterType"] == "TASK_FINAL_STATUS"
+    inside = c.spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
+    assert "start-run" in inside and inside["start-run"]["taskInfo"]["name"] == "start-mlflow-run"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
+    c = compiled[name]
+    tasks = c.tasks()
+    loop_name, loop = loop_task(c)
+    assert loop["taskInfo"]["name"] == "models-x-probes"
+    items = loop["parameterIterator"]["items"]["inputParameter"]
+    assert loop["inputs"]["parameters"][items] == {"taskOutputParameter": {"outputParameterKey": "Output",
+                                                                            "producerTask": "plan-matrix"}}
+    assert tasks["probe-model"][0] == loop["componentRef"]["name"], "the probe runs inside the loop"
+    probe_inputs = tasks["probe-model"][1]["inputs"]
+    item = loop["parameterIterator"]["itemInput"]
+    for field in ("model", "probe", "parent_run_id"):
+        assert probe_inputs["parameters"][field] == {"componentInputParameter": item,
+                                                     "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
+    assert probe_inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
+    assert loop["inputs"]["artifacts"]["pipelinechannel--data-build-items"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "items", "producerTask": "data-build"}
+    # Collected: the loop DAG outputs the list of all probe results, and consumers take a list.
+    loop_comp = c.spec["components"][loop["componentRef"]["name"]]
+    out = loop_comp["dag"]["outputs"]["artifacts"]["pipelinechannel--probe-model-results"]
+    assert out == {"artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": "probe-model"}]}
+    assert loop_comp["outputDefinitions"]["artifacts"]["pipelinechannel--probe-model-results"]["isArtifactList"] is True
+    consumers = {"probe": {"report": "results"}, "nightly_sweep": {"report": "results", "nightly-compare": "results"},
+                 "regression": {"report": "results", "regression-gate-step": "candidate"}}[name]
+    for step, arg in consumers.items():
+        assert tasks[step][1]["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {
+            "outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}}
+        assert c.spec["components"][f"comp-{step}"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
+
+
+def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
+    c = compiled["nightly_sweep"]
+    tasks = c.tasks()
+    assert tasks["read-models"][0] == "root"
+    assert "read-models" in c.spec["root"]["dag"]["tasks"]["exit-handler-1"].get("dependentTasks", [])
+    assert tasks["plan-matrix"][1]["inputs"]["parameters"]["models"]["taskOutputParameter"] == {
+        "outputParameterKey": "Output", "producerTask": "read-models"}
+    assert "report" in tasks["nightly-compare"][1]["dependentTasks"]
+
+
+def test_regression_fails_the_run_when_the_gate_says_fail(compiled):
+    c = compiled["regression"]
+    tasks = c.tasks()
+    conditions = [(n, t) for n, (_, t) in tasks.items() if "condition" in t.get("triggerPolicy", {})]
+    assert len(conditions) == 1
+    cname, cond = conditions[0]
+    assert cond["taskInfo"]["name"] == "gate-failed"
+    assert cond["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--regression-gate-step-Output'] == 'FAIL'"
+    assert cond["inputs"]["parameters"]["pipelinechannel--regression-gate-step-Output"] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "regression-gate-step"}}
+    assert tasks["fail-run"][0] == cond["componentRef"]["name"], "fail-run only runs inside the If"
+    assert c.spec["components"]["comp-regression-gate-step"]["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRING"
+    # one candidate x one probe: the matrix gets one-element lists built from the scalar parameters
+    plan = tasks["plan-matrix"][1]["inputs"]["parameters"]
+    assert set(plan) >= {"models", "probes"}
+
+
+# --- images -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_default_images(compiled, name):
+    c = compiled[name]
+    for step in c.step_names():
+        image = c.executors[c.executor_of(step)]["container"]["image"]
+        assert image == (GPU_IMAGE if step in GPU_STEPS else CPU_IMAGE), step
+
+
+def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
+    """Every FACTPROBE_* knob, set before compiling (fresh Python), lands in the spec."""
+    c = compiled_overridden
+    for step in c.step_names():
+        image = c.executors[c.executor_of(step)]["container"]["image"]
+        assert image == ("registry.example.com/team/fp-gpu:test-1" if step in GPU_STEPS
+                         else "registry.example.com/team/fp-cpu:test-1"), step
+        secrets = secrets_of(c, c.executor_of(step))
+        assert "team-mlflow" in secrets and "mlflow-credentials" not in secrets, step
+        assert ("team-s3" in secrets) == (step in S3_STEPS) and "s3-credentials" not in secrets, step
+    ex = c.executor_of("probe-model")
+    accel = c.executors[ex]["container"]["resources"]["accelerator"]
+    assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", "2")
+    assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
+                                                   "effect": "NoExecute"}]
+    # FACTPROBE_LOCAL_RUN (set by `factprobe pipeline run`) turns retries off: local runs fail fast.
+    assert not [t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec]
+
+
+# --- parameters ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parameters_have_defaults_and_descriptions(compiled, name):
+    params = compiled[name].spec["root"]["inputDefinitions"]["parameters"]
+    declared, documented = declared_parameters(name), documented_parameters(name)
+    assert set(params) == set(declared) == set(documented), "every parameter is declared and documented"
+    for p, spec in params.items():
+        assert spec.get("isOptional") is True and "defaultValue" in spec, f"{p} has no default"
+        assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
+        assert spec.get("description") == documented[p], p
+    assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
+                                                                         "regression": "ci"}[name]
+
+
+# --- snapshot -----------------------------------------------------------------------------------
+
+SNAPSHOT_HEADER = ("# Normalised `factprobe pipeline compile {name}` (pipeline spec, then platform spec; sdkVersion\n"
+                   "# dropped, keys sorted). Regenerate after an intended change:\n"
+                   "#   UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_compiled_specs.py\n")
+
+
+def normalised(c) -> str:
+    spec = copy.deepcopy(c.spec)
+    spec.pop("sdkVersion", None)
+    text = yaml.safe_dump_all([spec, {"platforms": {"kubernetes": c.platform}}], sort_keys=True, width=100,
+                              default_flow_style=False, allow_unicode=True)
+    return SNAPSHOT_HEADER.format(name=c.name) + text.replace(str(REPO), "<repo>")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_snapshot(compiled, name):
+    actual = normalised(compiled[name])
+    path = SNAPSHOTS / f"{name}.yaml"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(actual)
+        return
+    assert path.exists(), f"no snapshot {path}; create it with UPDATE_SNAPSHOTS=1"
+    expected = path.read_text()
+    if actual != expected:
+        diff = "".join(list(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
+                                                 f"snapshots/{name}.yaml", "compiled"))[:120])
+        pytest.fail(f"compiled {name} differs from its snapshot (UPDATE_SNAPSHOTS=1 if intended):\n{diff}")
