@@ -272,9 +272,13 @@ def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
     c = compiled["nightly_sweep"]
     tasks = c.tasks()
     assert tasks["read-models"][0] == "root"
-    assert "read-models" in c.spec["root"]["dag"]["tasks"]["exit-handler-1"].get("dependentTasks", [])
-    assert tasks["plan-matrix"][1]["inputs"]["parameters"]["models"]["taskOutputParameter"] == {
-        "outputParameterKey": "Output", "producerTask": "read-models"}
+    handler = c.spec["root"]["dag"]["tasks"]["exit-handler-1"]
+    assert handler["dependentTasks"] == ["read-models"]
+    assert handler["inputs"]["parameters"]["pipelinechannel--read-models-Output"] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "read-models"}}
+    for step in ("plan-matrix", "start-run"):  # the matrix and the run's params use the list read
+        assert tasks[step][1]["inputs"]["parameters"]["models"] == {
+            "componentInputParameter": "pipelinechannel--read-models-Output"}
     assert "report" in tasks["nightly-compare"][1]["dependentTasks"]
 
 
