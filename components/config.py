@@ -9,6 +9,7 @@
 - Secrets (never parameters): `mlflow-credentials` (MLFLOW_TRACKING_USERNAME/PASSWORD) and
   `s3-credentials` (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), overridable with
   `FACTPROBE_MLFLOW_SECRET` / `FACTPROBE_S3_SECRET`.
+- `FACTPROBE_S3_ENDPOINT`: S3-compatible endpoint (MinIO) set as AWS_ENDPOINT_URL on every step.
 """
 
 import os
@@ -27,6 +28,7 @@ class ClusterConfig:
     gpu_count: int
     mlflow_secret: str
     s3_secret: str
+    s3_endpoint: str  # '' for AWS S3; e.g. http://minio.factprobe.svc.cluster.local:9000 for MinIO
 
 
 def _pair(text: str, name: str) -> tuple[str, str]:
@@ -58,6 +60,7 @@ def cluster_config() -> ClusterConfig:
         gpu_count=int(count),
         mlflow_secret=env("FACTPROBE_MLFLOW_SECRET", "mlflow-credentials"),
         s3_secret=env("FACTPROBE_S3_SECRET", "s3-credentials"),
+        s3_endpoint=env("FACTPROBE_S3_ENDPOINT", ""),
     )
 
 

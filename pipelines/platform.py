@@ -26,6 +26,10 @@ def with_secrets(task: PipelineTask, s3: bool = True) -> PipelineTask:
     if s3:
         kubernetes.use_secret_as_env(task, secret_name=CONFIG.s3_secret, secret_key_to_env=S3_SECRET_KEYS)
     kubernetes.add_pod_label(task, "factprobe.io/role", "pipeline-step")
+    # The images run as UID 1000 (containers/); KFP's launcher writes artifacts as that user.
+    kubernetes.set_security_context(task, run_as_user=1000, run_as_group=1000, run_as_non_root=True)
+    if CONFIG.s3_endpoint:
+        task.set_env_variable("AWS_ENDPOINT_URL", CONFIG.s3_endpoint)
     return task
 
 

@@ -126,7 +126,8 @@ class Postgres:
 
     @property
     def uri(self) -> str:
-        return f"postgresql://{DB_USER}:{DB_PASSWORD}@127.0.0.1:{self.port}/{DB_NAME}"
+        # Name the driver: SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3, which is not installed.
+        return f"postgresql+psycopg2://{DB_USER}:{DB_PASSWORD}@127.0.0.1:{self.port}/{DB_NAME}"
 
     def _cmd(self, *args: str) -> list[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if self._as_postgres else []
@@ -266,6 +267,8 @@ class MlflowServer:
             MLFLOW_S3_ENDPOINT_URL=self.s3_endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
             AWS_DEFAULT_REGION="us-east-1", MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
             MLFLOW_AUTH_CONFIG_PATH=str(self.auth_ini),
+            # The auth app refuses to start without a static CSRF key (stable across restarts).
+            MLFLOW_FLASK_SERVER_SECRET_KEY="factprobe-integration-tests-csrf-key",
         )
         return env
 

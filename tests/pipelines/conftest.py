@@ -181,6 +181,8 @@ class Request:
     path: str
     query: dict[str, list[str]]
     body: dict | None
+    status: int = 0
+    response: dict | None = None  # what the fake server answered
 
 
 @dataclass
@@ -237,8 +239,8 @@ def _handler(api: FakeKfpApi):
             raw = self.rfile.read(n) if n else b""
             body = json.loads(raw) if raw else None
             query = parse_qs(url.query)
-            api.requests.append(Request(method, url.path, query, body))
             code, out = api.answer(method, url.path, query, body)
+            api.requests.append(Request(method, url.path, query, body, code, out))
             data = json.dumps(out).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -263,7 +265,7 @@ def kfp_api(monkeypatch, tmp_path):
     api = FakeKfpApi()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
     api.host = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     # Loopback only: no proxy, no user kube/KFP context, no KFP env overrides.
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")

@@ -1,0 +1,211 @@
+"""User input checked before anything reaches a cluster: `--param k=v`, models YAML, env knobs.
+
+Every user mistake is a `ConfigError` (or `ValueError` for the compile-time environment) whose
+one-line message names the culprit and the valid choices.
+"""
+from __future__ import annotations
+
+import pytest
+
+from factprobe.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def cli():
+    from pipelines import cli
+
+    return cli
+
+
+# --- pipelines.cli.parse_params -----------------------------------------------------------------
+
+
+def test_unknown_pipeline_lists_the_known_ones(cli):
+    with pytest.raises(ConfigError) as err:
+        cli.get_pipeline("probes")
+    msg = str(err.value)
+    assert "'probes'" in msg
+    for known in ("probe", "nightly_sweep", "regression"):
+        assert known in msg
+    assert cli.get_pipeline("nightly-sweep") is cli.get_pipeline("nightly_sweep")  # dashes work too
+
+
+def test_unknown_parameter_is_named_with_the_valid_ones(cli):
+    pipe = cli.get_pipeline("probe")
+    with pytest.raises(ConfigError) as err:
+        cli.parse_params(pipe, ["model=gemma-3-270m"], "probe")
+    msg = str(err.value)
+    assert "'model'" in msg and "probe" in msg
+    for valid in ("models", "probes", "max_facts_per_relation", "tracking_uri"):
+        assert valid in msg
+
+
+def test_parameter_without_equals_sign(cli):
+    with pytest.raises(ConfigError, match="key=value"):
+        cli.parse_params(cli.get_pipeline("probe"), ["models"], "probe")
+
+
+@pytest.mark.parametrize("pipeline, pair, name, typ", [
+    ("probe", "max_facts_per_relation=abc", "max_facts_per_relation", "int"),
+    ("probe", "examples=1.5", "examples", "int"),
+    ("regression", "max_drop=x", "max_drop", "float"),
+    ("regression", "alpha=", "alpha", "float"),
+    ("probe", 'models={"a": 1}', "models", "list"),
+])
+def test_wrong_type_names_the_parameter_and_the_expected_type(cli, pipeline, pair, name, typ):
+    with pytest.raises(ConfigError) as err:
+        cli.parse_params(cli.get_pipeline(pipeline), [pair], pipeline)
+    msg = str(err.value)
+    assert name in msg and f"expected {typ}" in msg and "\n" not in msg
+
+
+def test_values_are_typed(cli):
+    got = cli.parse_params(cli.get_pipeline("regression"),
+                           ["max-drop=0.05", "seed=3", "candidate=/mnt/models/x", "alpha=1e-2", "trigger=ci"], "regression")
+    assert got == {"max_drop": 0.05, "seed": 3, "candidate": "/mnt/models/x", "alpha": 0.01, "trigger": "ci"}
+    assert type(got["seed"]) is int and type(got["max_drop"]) is float
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('["smollm2-135m-instruct", "gemma-3-270m"]', ["smollm2-135m-instruct", "gemma-3-270m"]),
+    ("smollm2-135m-instruct,gemma-3-270m", ["smollm2-135m-instruct", "gemma-3-270m"]),
+    ("smollm2-135m-instruct, gemma-3-270m ,", ["smollm2-135m-instruct", "gemma-3-270m"]),
+    ("gemma-3-270m", ["gemma-3-270m"]),
+    ("[]", []),
+])
+def test_lists_as_json_or_comma_separated(cli, text, expected):
+    got = cli.parse_params(cli.get_pipeline("probe"), [f"models={text}"], "probe")
+    assert got == {"models": expected}
+
+
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                   reason="known: '[a,b]' (not JSON) falls back to comma splitting -> ['[a', 'b]'] (see the report)")
+def test_bracketed_list_that_is_not_json_is_refused(cli):
+    with pytest.raises(ConfigError, match="models"):
+        cli.parse_params(cli.get_pipeline("probe"), ["models=[smollm2-135m-instruct,gemma-3-270m]"], "probe")
+
+
+def test_value_may_contain_equals_signs(cli):
+    got = cli.parse_params(cli.get_pipeline("regression"), ["baseline=factprobe.baseline=true"], "regression")
+    assert got == {"baseline": "factprobe.baseline=true"}
+
+
+def test_cli_reports_a_bad_param_as_one_error_line(capsys):
+    from factprobe.cli import main
+
+    code = main(["pipeline", "submit", "probe", "--host", "http://127.0.0.1:9", "--param", "max_facts_per_relation=abc"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "max_facts_per_relation" in err[0]
+
+
+# --- components.steps.plan.run_read_models ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def read_models():
+    from components.steps.plan import run_read_models
+
+    return run_read_models
+
+
+def test_models_yaml_from_a_file_and_inline(read_models, tmp_path):
+    doc = "models:\n  - smollm2-135m-instruct\n  - name: gemma-3-270m\n    note: base model\n"
+    path = tmp_path / "models.yaml"
+    path.write_text(doc)
+    assert read_models(str(path)) == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert read_models(doc) == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert read_models("- a\n- b\n") == ["a", "b"]
+    assert read_models("[smollm2-135m-instruct, gemma-3-270m]") == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert read_models("models: [/mnt/models/x]") == ["/mnt/models/x"]
+
+
+def test_models_yaml_that_does_not_parse_names_line_and_column(read_models, tmp_path):
+    bad = "models:\n  - smollm2-135m-instruct\n  - [gemma-3-270m\n"
+    with pytest.raises(ConfigError) as err:
+        read_models(bad)
+    msg = str(err.value)
+    assert "inline YAML" in msg and "does not parse" in msg and "\n" not in msg
+    assert "line" in msg and "column" in msg
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - a\n - b\n")  # bad indentation on line 3
+    with pytest.raises(ConfigError) as err:
+        read_models(str(path))
+    msg = str(err.value)
+    assert str(path) in msg and "line 3, column 2" in msg
+
+
+@pytest.mark.parametrize("doc", ["[]", "models: []", "models:\n", "{}", "just-a-string", "  \n"])
+def test_empty_or_not_a_list_is_refused(read_models, doc):
+    with pytest.raises(ConfigError, match="non-empty"):
+        read_models(doc)
+
+
+# Known bug (see the report for the patch to components/steps/plan.py): a one-line value is
+# taken as a path when `Path(value).exists()`, and Path("") is ".", so "" or any folder reaches
+# read_text() -> IsADirectoryError; a mistyped *.yaml path is parsed as inline YAML (a string)
+# and the error blames "inline YAML". strict: once fixed these pass; then drop the marks.
+@pytest.mark.xfail(strict=True, raises=IsADirectoryError, reason="run_read_models reads '' / a folder as a file")
+@pytest.mark.parametrize("value", ["", "{tmp}"])
+def test_empty_value_or_a_folder_is_a_config_error(read_models, tmp_path, value):
+    with pytest.raises(ConfigError):
+        read_models(value.format(tmp=tmp_path))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a missing models file is reported as bad inline YAML")
+def test_missing_models_file_is_named(read_models, tmp_path):
+    path = tmp_path / "modles.yaml"
+    with pytest.raises(ConfigError, match="not found") as err:
+        read_models(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_entry_without_a_name_is_refused(read_models):
+    with pytest.raises(ConfigError, match="entry 2 has no model name"):
+        read_models("models:\n  - a\n  - {revision: main}\n")
+
+
+# --- components.config.cluster_config -----------------------------------------------------------
+
+
+@pytest.fixture
+def cluster_config(monkeypatch):
+    from components.config import cluster_config
+
+    for var in ("FACTPROBE_GPU_TOLERATION", "FACTPROBE_GPU_COUNT", "FACTPROBE_GPU_NODE_LABEL"):
+        monkeypatch.delenv(var, raising=False)
+    return cluster_config
+
+
+def test_cluster_config_defaults(cluster_config):
+    cfg = cluster_config()
+    assert cfg.gpu_toleration == ("nvidia.com/gpu", "present", "NoSchedule")
+    assert cfg.gpu_node_label == ("factprobe.io/node-pool", "gpu")
+    assert cfg.gpu_count == 1
+
+
+@pytest.mark.parametrize("value", ["nvidia.com/gpu", "nvidia.com/gpu:NoSchedule", "nvidia.com/gpu=present:Never",
+                                   "nvidia.com/gpu=present:"])
+def test_malformed_gpu_toleration_names_the_variable(cluster_config, monkeypatch, value):
+    monkeypatch.setenv("FACTPROBE_GPU_TOLERATION", value)
+    with pytest.raises(ValueError, match="FACTPROBE_GPU_TOLERATION"):
+        cluster_config()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", ""])
+def test_malformed_gpu_count_names_the_variable(cluster_config, monkeypatch, value):
+    monkeypatch.setenv("FACTPROBE_GPU_COUNT", value)
+    with pytest.raises(ValueError, match="FACTPROBE_GPU_COUNT"):
+        cluster_config()
+
+
+def test_malformed_node_label_names_the_variable(cluster_config, monkeypatch):
+    monkeypatch.setenv("FACTPROBE_GPU_NODE_LABEL", "gpu-pool")
+    with pytest.raises(ValueError, match="FACTPROBE_GPU_NODE_LABEL"):
+        cluster_config()
+
+
+def test_valid_overrides_are_parsed(cluster_config, monkeypatch):
+    monkeypatch.setenv("FACTPROBE_GPU_TOLERATION", "gpu-team=reserved:NoExecute")
+    monkeypatch.setenv("FACTPROBE_GPU_COUNT", "4")
+    cfg = cluster_config()
+    assert cfg.gpu_toleration == ("gpu-team", "reserved", "NoExecute") and cfg.gpu_count == 4

@@ -1,0 +1,115 @@
+"""run_probe end to end on a tiny RANDOM model (numbers are not results; only the mechanics are
+tested): output files and fields, resume without duplicates, torn checkpoints, refused config
+mix-ups, context-window truncation, and the prompt baselines."""
+import json
+
+import pytest
+
+from factprobe.errors import ConfigError, ContextTooLongError
+from factprobe.lm.models import load_model
+from factprobe.probes.config import ProbeConfig
+from factprobe.probes.runner import CHECKPOINT, RESULTS, load_prepared, prepare_data, run_probe, save_prepared
+
+FIELDS = {"relation", "subject", "gold", "correct_objects", "options", "logprobs", "prediction", "correct",
+          "gold_prob", "context", "fact_id"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_path):
+    return load_model(str(tiny_model_path("llama")))
+
+
+def cfg(tiny, **kw):
+    base = dict(probe="ic-lke", model=str(tiny.path), relations=["P36", "P1376"], max_facts_per_relation=3,
+                examples=5, choices=8)
+    base.update(kw)
+    return ProbeConfig(**base)
+
+
+def rows(path):
+    return [json.loads(line) for line in (path / RESULTS).read_text().splitlines()]
+
+
+def test_outputs_have_every_field(tiny, tmp_path):
+    out = run_probe(cfg(tiny), tmp_path, loaded=tiny, progress=False)
+    rs = rows(tmp_path)
+    assert len(rs) == 6 and FIELDS <= set(rs[0])
+    for r in rs:
+        assert len(r["options"]) == len(r["logprobs"]) == 8
+        assert r["gold"] in r["options"] and r["gold"] in r["correct_objects"]
+        assert r["context"].endswith(r["subject"])
+        assert r["correct"] == (r["prediction"] == r["gold"])
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert {"accuracy", "prob_mass", "n", "per_relation"} <= set(m)
+    assert m["n"] == 6 and set(m["per_relation"]) == {"P36", "P1376"}
+    assert m["per_relation"]["P36"]["n"] == 3
+    assert out.n_scored_now == 6 and not (tmp_path / CHECKPOINT).exists()
+
+
+def test_rerun_resumes_without_duplicates(tiny, tmp_path):
+    c = cfg(tiny)
+    run_probe(c, tmp_path, loaded=tiny, progress=False)
+    full = rows(tmp_path)
+    # simulate a crash: three rows made it to the checkpoint, the fourth was torn mid-write
+    (tmp_path / RESULTS).unlink()
+    lines = [json.dumps(r) for r in full[:3]]
+    (tmp_path / CHECKPOINT).write_text("\n".join(lines) + "\n" + json.dumps(full[3])[:40])
+    out = run_probe(c, tmp_path, loaded=tiny, progress=False)
+    again = rows(tmp_path)
+    assert out.n_resumed == 3 and out.n_scored_now == 3
+    assert [r["key"] for r in again] == [r["key"] for r in full]
+    assert len({r["key"] for r in again}) == len(again)
+    for a, b in zip(full, again):
+        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-5)
+    # a complete rerun recomputes nothing
+    out = run_probe(c, tmp_path, loaded=tiny, progress=False)
+    assert out.n_scored_now == 0 and out.n_resumed == 6
+
+
+def test_other_config_in_same_folder_is_refused(tiny, tmp_path):
+    run_probe(cfg(tiny), tmp_path, loaded=tiny, progress=False)
+    with pytest.raises(ConfigError, match="different configuration"):
+        run_probe(cfg(tiny, seed=1), tmp_path, loaded=tiny, progress=False)
+
+
+def test_long_context_is_truncated_from_the_left_or_refused(tiny, tmp_path):
+    # the tiny model's window is 256 tokens: 60 examples do not fit
+    out = run_probe(cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1), tmp_path / "t", loaded=tiny,
+                    progress=False)
+    assert any("kept the last" in n for n in out.notes)
+    ctx = rows(tmp_path / "t")[0]["context"]
+    assert len(tiny.tokenizer(ctx)["input_ids"]) <= tiny.max_length
+    with pytest.raises(ContextTooLongError, match="context window"):
+        run_probe(cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1, on_too_long="refuse"),
+                  tmp_path / "r", loaded=tiny, progress=False)
+
+
+def test_examples_never_come_from_test_facts(tiny):
+    p = prepare_data(cfg(tiny))
+    test_subjects = {it.subject for its in p.items.values() for it in its}
+    assert test_subjects and not test_subjects & {f.subject for f in p.train}
+
+
+def test_unknown_relation_and_too_few_objects(tiny, tmp_path):
+    with pytest.raises(ConfigError, match="unknown relation"):
+        prepare_data(cfg(tiny, relations=["P999"]))
+    with pytest.raises(ConfigError, match="P30"):
+        prepare_data(cfg(tiny, relations=["P30"], choices=100))
+
+
+def test_prepared_roundtrip(tiny, tmp_path):
+    p = prepare_data(cfg(tiny))
+    save_prepared(p, tmp_path)
+    q = load_prepared(tmp_path)
+    assert q.items == p.items and len(q.train) == len(p.train) and q.test.digest() == p.test.digest()
+
+
+@pytest.mark.parametrize("probe", ["eic-lke", "hgp", "mmp"])
+def test_other_probes_run(tiny, tmp_path, probe, real_data_root):
+    c = cfg(tiny, probe=probe, relations=["P36"], max_facts_per_relation=3, eic_tests_per_sequence=2, eic_interleave=1,
+            templates_per_relation=2)
+    out = run_probe(c, tmp_path, loaded=tiny, progress=False)
+    n = 3 * (2 if probe in ("hgp", "mmp") else 1)
+    assert out.metrics["n"] == n
+    if probe in ("hgp", "mmp"):
+        assert {r["template"] for r in rows(tmp_path)} and "per_template" in out.metrics
