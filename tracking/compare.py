@@ -22,11 +22,9 @@ from .conventions import default_tracking_uri, tag
 
 
 def _client(uri: str | None):
-    import mlflow
     from mlflow.tracking import MlflowClient
 
     uri = uri or default_tracking_uri()
-    mlflow.set_tracking_uri(uri)
     return MlflowClient(uri), uri
 
 

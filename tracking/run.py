@@ -84,10 +84,8 @@ class TrackedRun:
         if not self.enabled:
             return self
         try:
-            import mlflow
             from mlflow.tracking import MlflowClient
 
-            mlflow.set_tracking_uri(self.uri)
             client = MlflowClient(self.uri)
             client.search_experiments(max_results=1)  # authenticated reachability check
             self._client = client

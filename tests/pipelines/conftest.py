@@ -6,7 +6,7 @@
   Yields {name: CompiledPipeline}.
 - `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
   GPU label/toleration/count, secret names, and `FACTPROBE_LOCAL_RUN`, which turns retries off).
-  Both compiles start together, in the background, the first time either is asked for.
+  Both compiles start together, in the background, as soon as collection shows a test needs one.
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
 
@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -49,7 +51,8 @@ _use_real_packages()
 
 PIPELINE_NAMES = ("probe", "nightly_sweep", "regression")
 
-# Everything pipelines/platform.py and components/config.py read; the overridden compile sets all.
+# Everything pipelines/platform.py and components/config.py read; the overridden compile sets all
+# (test_compiled_specs.test_environment_overrides_reach_the_compiled_spec checks each one).
 OVERRIDES = {
     "FACTPROBE_IMAGE_CPU": "registry.example.com/team/fp-cpu:test-1",
     "FACTPROBE_IMAGE_GPU": "registry.example.com/team/fp-gpu:test-1",
@@ -59,6 +62,7 @@ OVERRIDES = {
     "FACTPROBE_GPU_COUNT": "2",
     "FACTPROBE_MLFLOW_SECRET": "team-mlflow",
     "FACTPROBE_S3_SECRET": "team-s3",
+    "FACTPROBE_S3_ENDPOINT": "http://minio.factprobe.svc.cluster.local:9000",
     "FACTPROBE_LOCAL_RUN": "1",
 }
 
@@ -148,28 +152,44 @@ class _CompileJob:
         return {n: load_compiled(self.out / f"{n}.yaml") for n in self.names}
 
 
-@pytest.fixture(scope="session")
-def _compile_jobs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("compiled")
-    jobs = {
-        "default": _CompileJob(base / "default", PIPELINE_NAMES, clean_env()),
-        "overridden": _CompileJob(base / "overridden", ("probe",), clean_env(**OVERRIDES)),
-    }
-    yield jobs
-    for job in jobs.values():
-        if job.proc.poll() is None:
+_JOBS: dict[str, _CompileJob] = {}
+_JOBS_DIR: list[Path] = []
+
+
+def _start_compile_jobs() -> dict[str, _CompileJob]:
+    """Start both compiles once (idempotent); they run while other tests run."""
+    if not _JOBS:
+        base = Path(tempfile.mkdtemp(prefix="factprobe-compiled-"))
+        _JOBS_DIR.append(base)
+        _JOBS["default"] = _CompileJob(base / "default", PIPELINE_NAMES, clean_env())
+        _JOBS["overridden"] = _CompileJob(base / "overridden", ("probe",), clean_env(**OVERRIDES))
+    return _JOBS
+
+
+def pytest_collection_modifyitems(session, config, items):
+    # Compiling means importing kfp and every pipeline in fresh interpreters (seconds): start as
+    # soon as collection shows a test will need it, rather than when that test comes up.
+    if any({"compiled", "compiled_overridden"} & set(getattr(item, "fixturenames", ())) for item in items):
+        _start_compile_jobs()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for job in _JOBS.values():
+        if job.proc.poll() is None:  # started but never waited for (its tests were deselected)
             job.proc.kill()
             job.proc.communicate()
+    for base in _JOBS_DIR:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def compiled(_compile_jobs) -> dict[str, CompiledPipeline]:
-    return _compile_jobs["default"].result()
+def compiled() -> dict[str, CompiledPipeline]:
+    return _start_compile_jobs()["default"].result()
 
 
 @pytest.fixture(scope="session")
-def compiled_overridden(_compile_jobs) -> CompiledPipeline:
-    return _compile_jobs["overridden"].result()["probe"]
+def compiled_overridden() -> CompiledPipeline:
+    return _start_compile_jobs()["overridden"].result()["probe"]
 
 
 # --- a loopback KFP v2beta1 REST API -------------------------------------------------------------

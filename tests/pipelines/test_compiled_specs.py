@@ -191,6 +191,18 @@ def test_no_credentials_in_parameters_or_yaml(compiled, name):
         assert not {n for n in env if CREDENTIAL_PARAM.search(n)}, f"{ex} sets a credential as a literal env var"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_step_runs_as_the_image_user_not_root(compiled, name):
+    c = compiled[name]
+    for step in c.step_names():
+        ex = c.executor_of(step)
+        assert c.k8s_executors[ex]["securityContext"] == {"runAsUser": "1000", "runAsGroup": "1000",
+                                                          "runAsNonRoot": True}, step
+        assert c.k8s_executors[ex]["podMetadata"]["labels"]["factprobe.io/role"] == "pipeline-step", step
+        # No FACTPROBE_S3_ENDPOINT at compile time: boto3 talks to AWS S3 itself.
+        assert "AWS_ENDPOINT_URL" not in {e["name"] for e in c.executors[ex]["container"].get("env", [])}, step
+
+
 # --- retries and caching ------------------------------------------------------------------------
 
 
@@ -320,6 +332,8 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
         secrets = secrets_of(c, c.executor_of(step))
         assert "team-mlflow" in secrets and "mlflow-credentials" not in secrets, step
         assert ("team-s3" in secrets) == (step in S3_STEPS) and "s3-credentials" not in secrets, step
+        env = {e["name"]: e["value"] for e in c.executors[c.executor_of(step)]["container"].get("env", [])}
+        assert env.get("AWS_ENDPOINT_URL") == "http://minio.factprobe.svc.cluster.local:9000", step
     ex = c.executor_of("probe-model")
     accel = c.executors[ex]["container"]["resources"]["accelerator"]
     assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", "2")

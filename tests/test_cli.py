@@ -1,0 +1,69 @@
+"""The CLI: one-line errors (exit 2) for bad input, and a real probe run end to end."""
+import json
+
+import pytest
+
+from factprobe.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--relations", "P999"], "unknown relation(s) P999"),
+    (["--relations", "P30", "--choices", "100"], "P30: 6 unique objects < 100 choices"),
+    (["--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
+    (["--choices", "1"], "--choices must be at least 2"),
+    (["--source", "triples"], "--source triples needs --data"),
+])
+def test_bad_input_is_one_line(capsys, tmp_path, argv, needle, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rc, out, err = run(capsys, "probe", "ic-lke", "--no-track", "--no-progress", "--out", str(tmp_path / "o"), *argv)
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: ") and needle in lines[-1]
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_malformed_jsonl_names_file_and_line(capsys, tmp_path):
+    lama = tmp_path / "lama"
+    (lama / "trex").mkdir(parents=True)
+    (lama / "relations.jsonl").write_text('{"relation": "P36", "template": "[X] capital [Y] .", "label": "capital", "type": "N-1"}\n')
+    good = '{"sub_uri": "Q1", "obj_uri": "Q2", "sub_label": "A", "obj_label": "B"}\n'
+    (lama / "trex" / "P36.jsonl").write_text(good + '{"sub_uri": "Q3", "obj_uri": \n')
+    rc, _, err = run(capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o"))
+    assert rc == 2 and "P36.jsonl:2" in err
+    (lama / "trex" / "P36.jsonl").write_text(good + '{"sub_uri": "Q3", "obj_uri": "Q4", "sub_label": "C"}\n')
+    rc, _, err = run(capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o"))
+    assert rc == 2 and "P36.jsonl:3" not in err and "P36.jsonl:2" in err and "obj_label" in err
+
+
+def test_unreachable_tracking_uri_still_writes_results(capsys, tmp_path, tiny_model_path):
+    model = str(tiny_model_path("gpt2"))
+    with pytest.warns(UserWarning, match=r"http://127\.0\.0\.1:9"):
+        rc, out, _ = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "2",
+                         "--choices", "5", "--examples", "3", "--tracking-uri", "http://127.0.0.1:9", "--no-progress",
+                         "--out", str(tmp_path / "o"))
+    assert rc == 0 and (tmp_path / "o" / "results.jsonl").exists()
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["n"] == 2
+
+
+@pytest.mark.real_model
+def test_real_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, real_model_path):
+    from mlflow.tracking import MlflowClient
+
+    real_model_path("smollm2-135m-instruct")
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = run(capsys, "probe", "ic-lke", "--relations", "P36", "--max-facts-per-relation", "4", "--choices", "20",
+                     "--no-progress", "--out", "o")
+    assert rc == 0 and "P36" in out and "MLflow run" in out
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("factprobe/probe")
+    (r,) = client.search_runs([exp.experiment_id])
+    assert r.info.status == "FINISHED" and r.data.metrics["n"] == 4 and "acc/P36" in r.data.metrics
+    assert r.data.params["model"] == "smollm2-135m-instruct"
+    assert r.data.tags["factprobe.dataset_digest"]
+    assert r.inputs.dataset_inputs
