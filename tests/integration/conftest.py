@@ -10,16 +10,11 @@
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from .servers import ADMIN_PASSWORD, ADMIN_USER, MlflowServer, ServerError, Stack, client_env, postgres_bin_dir
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
@@ -65,21 +60,3 @@ def factprobe_env(servers, tmp_path) -> dict[str, str]:
     env = client_env(servers.mlflow.uri)
     env["FACTPROBE_WORK"] = str(tmp_path / "work")
     return env
-
-
-def factprobe_cmd(*args: str) -> list[str]:
-    """The `factprobe` CLI in this Python (works from any cwd)."""
-    return [sys.executable, "-m", "factprobe.cli", *args]
-
-
-def run_factprobe(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(factprobe_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
-
-def explain(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n{proc.stderr[-3000:]}"

@@ -1,6 +1,6 @@
 """The compiled pipeline YAML (what the Kubeflow UI uploads and `factprobe pipeline submit` sends).
 
-Pipelines are compiled in a fresh Python with no FACTPROBE_* variables (see conftest.py), then
+Pipelines are compiled in a fresh Python with no FACTPROBE_* variables (pipeline_fixtures.py), then
 the pipeline spec and the Kubernetes platform spec are checked: GPU placement, secrets, retries,
 the ExitHandler, ParallelFor + Collected, images, parameter docs, the regression gate's If, and
 a snapshot of the whole spec.
@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pipeline_fixtures import compiled, compiled_overridden, start_compile_jobs  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
+# Start both compiles (fresh interpreters, seconds each) at collection so they overlap other tests.
+start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 GPU_STEPS = {"probe-model"}
@@ -83,22 +86,22 @@ def _header_bug(name: str):
     newline makes the file unparseable (by the KFP client, by the UI's upload). Known for
     nightly_sweep's `models_yaml`; the mark goes away by itself once the default is one line."""
     bad = multiline_string_defaults(name)
-    return pytest.mark.xfail(bool(bad), strict=True, reason=f"multi-line string default(s) {bad} in pipelines/{name}.py "
+    return pytest.mark.xfail(bool(bad), strict=True, raises=yaml.YAMLError, reason=f"multi-line string default(s) {bad} in pipelines/{name}.py "
                              "break kfp's YAML comment header (see the report: use a one-line default)")
 
 
-def secrets_of(compiled, executor: str) -> dict[str, dict[str, str]]:
+def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     """{secret name: {env var: secret key}} mapped into an executor's container."""
     out = {}
-    for entry in compiled.k8s_executors.get(executor, {}).get("secretAsEnv", []):
+    for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
         assert entry.get("optional") is False, f"{executor}: secret {entry['secretName']} must not be optional"
     return out
 
 
-def loop_task(compiled) -> tuple[str, dict]:
-    loops = [(n, t) for n, (_, t) in compiled.tasks().items() if "parameterIterator" in t]
-    assert len(loops) == 1, f"{compiled.name}: expected one ParallelFor, got {[n for n, _ in loops]}"
+def loop_task(c) -> tuple[str, dict]:
+    loops = [(n, t) for n, (_, t) in c.tasks().items() if "parameterIterator" in t]
+    assert len(loops) == 1, f"{c.name}: expected one ParallelFor, got {[n for n, _ in loops]}"
     return loops[0]
 
 
@@ -247,6 +250,8 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert c.spec["components"]["comp-finalize-run"]["inputDefinitions"]["parameters"]["status"]["parameterType"] == "TASK_FINAL_STATUS"
     inside = c.spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
     assert "start-run" in inside and inside["start-run"]["taskInfo"]["name"] == "start-mlflow-run"
+    # The finalizer finds the parent run by the KFP run id start-run tagged it with.
+    assert inside["start-run"]["inputs"]["parameters"]["kfp_run_id"] == final["inputs"]["parameters"]["kfp_run_id"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -299,16 +304,19 @@ def test_regression_fails_the_run_when_the_gate_says_fail(compiled):
     tasks = c.tasks()
     conditions = [(n, t) for n, (_, t) in tasks.items() if "condition" in t.get("triggerPolicy", {})]
     assert len(conditions) == 1
-    cname, cond = conditions[0]
+    _, cond = conditions[0]
     assert cond["taskInfo"]["name"] == "gate-failed"
     assert cond["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--regression-gate-step-Output'] == 'FAIL'"
     assert cond["inputs"]["parameters"]["pipelinechannel--regression-gate-step-Output"] == {
         "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "regression-gate-step"}}
     assert tasks["fail-run"][0] == cond["componentRef"]["name"], "fail-run only runs inside the If"
     assert c.spec["components"]["comp-regression-gate-step"]["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRING"
-    # one candidate x one probe: the matrix gets one-element lists built from the scalar parameters
+    # One candidate x one probe: one-element lists around the scalar parameters, resolved by the
+    # KFP driver from placeholders.
     plan = tasks["plan-matrix"][1]["inputs"]["parameters"]
-    assert set(plan) >= {"models", "probes"}
+    assert plan["models"] == {"runtimeValue": {"constant": ["{{$.inputs.parameters['pipelinechannel--candidate']}}"]}}
+    assert plan["probes"] == {"runtimeValue": {"constant": ["{{$.inputs.parameters['pipelinechannel--probe_name']}}"]}}
+    assert plan["pipelinechannel--candidate"] == {"componentInputParameter": "pipelinechannel--candidate"}
 
 
 # --- images -------------------------------------------------------------------------------------

@@ -1,23 +1,28 @@
-"""Fixtures for the pipeline tests: compiled pipeline YAML and a loopback KFP REST API.
+"""Shared fixtures of the pipeline tests: compiled pipeline YAML and a loopback KFP REST API.
+
+Test modules import what they use (`from pipeline_fixtures import compiled, kfp_api`); importing
+this module first also makes `import pipelines` / `import components` find the real packages.
 
 - `compiled`: every pipeline compiled by `pipelines.cli.compile_all` in a *fresh* Python with no
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
   (`pipelines/platform.py` and `components/config.py` read the environment once, at import).
-  Yields {name: CompiledPipeline}.
+  {name: CompiledPipeline}.
 - `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
-  GPU label/toleration/count, secret names, and `FACTPROBE_LOCAL_RUN`, which turns retries off).
-  Both compiles start together, in the background, as soon as collection shows a test needs one.
+  GPU label/toleration/count, secret names, S3 endpoint, and `FACTPROBE_LOCAL_RUN`, which turns
+  retries off). `start_compile_jobs()` starts both compiles in the background (idempotent).
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
 
-This folder has no `__init__.py` on purpose: `tests/` is on `sys.path` while pytest collects
-(root conftest), so a `tests/pipelines` *package* would shadow the real `pipelines` package. The
-repository root goes on `sys.path` below so that `import pipelines` / `import components` find the
-real packages even when pytest runs as `.venv/bin/pytest` (where the directory `tests/pipelines`
-alone would otherwise be picked up as a namespace package).
+Why not a conftest.py: this folder has no `__init__.py` (with one, `tests/pipelines` would be a
+package named `pipelines` on `sys.path` and shadow the real one), and a second package-less
+`conftest.py` replaces `sys.modules["conftest"]`, which breaks `from conftest import ...` in
+other test folders. Without a package, `tests/pipelines` can still be taken for a *namespace*
+package `pipelines` when the repository root is not on `sys.path` (pytest started as
+`.venv/bin/pytest`), so the root is put there below.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -156,7 +161,7 @@ _JOBS: dict[str, _CompileJob] = {}
 _JOBS_DIR: list[Path] = []
 
 
-def _start_compile_jobs() -> dict[str, _CompileJob]:
+def start_compile_jobs() -> dict[str, _CompileJob]:
     """Start both compiles once (idempotent); they run while other tests run."""
     if not _JOBS:
         base = Path(tempfile.mkdtemp(prefix="factprobe-compiled-"))
@@ -166,14 +171,8 @@ def _start_compile_jobs() -> dict[str, _CompileJob]:
     return _JOBS
 
 
-def pytest_collection_modifyitems(session, config, items):
-    # Compiling means importing kfp and every pipeline in fresh interpreters (seconds): start as
-    # soon as collection shows a test will need it, rather than when that test comes up.
-    if any({"compiled", "compiled_overridden"} & set(getattr(item, "fixturenames", ())) for item in items):
-        _start_compile_jobs()
-
-
-def pytest_sessionfinish(session, exitstatus):
+@atexit.register
+def _stop_compile_jobs() -> None:
     for job in _JOBS.values():
         if job.proc.poll() is None:  # started but never waited for (its tests were deselected)
             job.proc.kill()
@@ -184,12 +183,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def compiled() -> dict[str, CompiledPipeline]:
-    return _start_compile_jobs()["default"].result()
+    return start_compile_jobs()["default"].result()
 
 
 @pytest.fixture(scope="session")
 def compiled_overridden() -> CompiledPipeline:
-    return _start_compile_jobs()["overridden"].result()["probe"]
+    return start_compile_jobs()["overridden"].result()["probe"]
 
 
 # --- a loopback KFP v2beta1 REST API -------------------------------------------------------------
@@ -218,6 +217,7 @@ class FakeKfpApi:
     """
 
     experiments: dict[str, dict] = field(default_factory=dict)  # display_name -> experiment
+    healthz_status: int = 200  # e.g. 404: a host that answers, but is not the KFP API
     requests: list[Request] = field(default_factory=list)
     host: str = ""
 
@@ -231,6 +231,8 @@ class FakeKfpApi:
 
     def answer(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
         if method == "GET" and path == "/apis/v2beta1/healthz":
+            if self.healthz_status != 200:
+                return self.healthz_status, {"error": "Not Found", "code": 5, "message": "Not Found"}
             return 200, {"multi_user": False}
         if method == "GET" and path == "/apis/v2beta1/experiments":
             flt = json.loads(query.get("filter", ["{}"])[0] or "{}")
