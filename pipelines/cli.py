@@ -23,12 +23,28 @@ from factprobe.errors import ConfigError, FactprobeError
 PIPELINES = ("probe", "nightly_sweep", "regression")
 
 
-def get_pipeline(name: str):
-    """The pipeline function for `name`; unknown names raise ConfigError listing the known ones."""
+def get_pipeline(name: str, local: bool = False):
+    """The pipeline function for `name`; unknown names raise ConfigError listing the known ones.
+
+    Pipelines are built at import; `local=True` builds them for the local runner (no retries on
+    preemption, see pipelines/platform.py), `False` for a cluster. Switching mode re-imports.
+    """
     key = name.replace("-", "_")
     if key not in PIPELINES:
         raise ConfigError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
-    module = __import__(f"pipelines.{key}", fromlist=[key])
+    platform = sys.modules.get("pipelines.platform")
+    if platform is not None and (platform.GPU_RETRIES == 0) != local:
+        for m in ["pipelines.platform", *(f"pipelines.{n}" for n in PIPELINES)]:
+            sys.modules.pop(m, None)
+    old = os.environ.pop("FACTPROBE_LOCAL_RUN", None)
+    if local:
+        os.environ["FACTPROBE_LOCAL_RUN"] = "1"
+    try:
+        module = __import__(f"pipelines.{key}", fromlist=[key])
+    finally:
+        os.environ.pop("FACTPROBE_LOCAL_RUN", None)
+        if old is not None:
+            os.environ["FACTPROBE_LOCAL_RUN"] = old
     return getattr(module, key)
 
 
@@ -60,7 +76,8 @@ def _coerce(name: str, text: str, typ: type) -> Any:
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
-            value = [s.strip() for s in text.split(",") if s.strip()] if typ is list else None
+            looks_json = text.lstrip().startswith(("[", "{"))
+            value = [s.strip() for s in text.split(",") if s.strip()] if typ is list and not looks_json else None
         if isinstance(value, typ):
             return value
     raise ConfigError(f"parameter {name}={text!r}: expected {typ.__name__}")
@@ -94,8 +111,7 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root)."""
     from kfp import local
 
-    os.environ["FACTPROBE_LOCAL_RUN"] = "1"  # read when pipelines/platform.py is first imported
-    pipe = get_pipeline(name)
+    pipe = get_pipeline(name, local=True)
     spec = pipeline_parameters(pipe)
     params = _absolute_paths(dict(params))
     if "tracking_uri" in spec and "tracking_uri" not in params:
@@ -132,10 +148,14 @@ def kfp_client(host: str):
     """`kfp.Client` for `host`, failing fast with one line when the host cannot be reached."""
     import requests
 
+    url = host.rstrip("/") + "/apis/v2beta1/healthz"
     try:
-        requests.get(host.rstrip("/") + "/apis/v2beta1/healthz", timeout=10)
+        response = requests.get(url, timeout=10)
     except requests.RequestException as e:
         raise ConfigError(f"cannot reach the Kubeflow Pipelines host {host}: {type(e).__name__}") from None
+    if response.status_code != 200:
+        raise ConfigError(f"{host} does not serve the Kubeflow Pipelines API: GET {url} answered HTTP "
+                          f"{response.status_code} (a full Kubeflow install serves it under <host>/pipeline)")
     import kfp
 
     return kfp.Client(host=host)
@@ -153,7 +173,9 @@ def validate_cron(cron: str) -> str:
 def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None):
     client = kfp_client(host)
     pipe = get_pipeline(name)
-    params.setdefault("trigger", "ui") if "trigger" in pipeline_parameters(pipe) else None
+    params = dict(params)
+    if "trigger" in pipeline_parameters(pipe):
+        params.setdefault("trigger", "ui")
     return client.create_run_from_pipeline_func(pipe, arguments=params, run_name=run_name,
                                                 experiment_name=experiment or f"factprobe-{name}")
 
@@ -163,6 +185,7 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
     validate_cron(cron)
     client = kfp_client(host)
     pipe = get_pipeline(name)
+    params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "nightly")
     exp = client.create_experiment(name=experiment or f"factprobe-{name}")

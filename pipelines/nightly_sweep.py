@@ -11,7 +11,9 @@ from .probe import probe_dag
 
 @dsl.pipeline(name="factprobe-nightly-sweep", description="Nightly knowledge sweep over a list of models from YAML, compared with the previous nightly run of the same configuration.")
 def nightly_sweep(
-    models_yaml: str = "models:\n  - smollm2-135m-instruct\n  - gemma-3-270m\n",
+    # One line on purpose: kfp 2.17 copies string defaults unescaped into the YAML's comment
+    # header, and a newline there makes the compiled file unparseable.
+    models_yaml: str = "models: [smollm2-135m-instruct, gemma-3-270m]",
     probes: list = ["ic-lke"],
     source: str = "countryinfo",
     data: str = "",

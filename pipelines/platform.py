@@ -17,6 +17,7 @@ S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_K
 import os
 
 # Retries are for preemptible cluster nodes; a local run fails fast instead of backing off minutes.
+# pipelines.cli.get_pipeline(name, local=...) sets FACTPROBE_LOCAL_RUN around the import.
 GPU_RETRIES = 0 if os.environ.get("FACTPROBE_LOCAL_RUN") else 2
 
 

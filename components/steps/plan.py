@@ -26,9 +26,15 @@ def run_read_models(models_yaml: str) -> list:
 
     text = models_yaml
     where = "inline YAML"
-    if "\n" not in models_yaml and Path(models_yaml).expanduser().exists():
-        where = str(Path(models_yaml).expanduser())
-        text = Path(where).read_text()
+    one_line = models_yaml.strip()
+    if one_line and "\n" not in one_line:
+        path = Path(one_line).expanduser()
+        if path.is_file():
+            where, text = str(path), path.read_text()
+        elif path.is_dir():
+            raise ConfigError(f"models YAML path {path} is a folder; give a YAML file or inline YAML")
+        elif path.suffix in (".yaml", ".yml"):
+            raise ConfigError(f"models YAML file {path} not found")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:

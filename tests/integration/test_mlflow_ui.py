@@ -22,7 +22,7 @@ import pytest
 from .helpers import REPO, explain, run_factprobe
 from .servers import ADMIN_PASSWORD, ADMIN_USER
 
-pytestmark = [pytest.mark.server, pytest.mark.real_model, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.real_model, pytest.mark.slow]
 
 MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
 SCREENSHOT = REPO / "test-artifacts" / "mlflow_compare.png"
@@ -61,8 +61,8 @@ def two_model_runs(servers, factprobe_env, tmp_path) -> dict[str, str]:
     uri = servers.mlflow.uri
     runs = {}
     for model in MODELS:
-        proc = run_factprobe(["probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "1",
-                              "--examples", "5", "--choices", "5", "--out", str(tmp_path / model), "--tracking-uri", uri,
+        proc = run_factprobe(["probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "4",
+                              "--examples", "10", "--choices", "10", "--out", str(tmp_path / model), "--tracking-uri", uri,
                               "--require-tracking", "--no-progress"], env=factprobe_env, cwd=tmp_path)
         assert proc.returncode == 0, explain(proc)
         found = re.search(r"MLflow run ([0-9a-f]{32}) at " + re.escape(uri), proc.stdout)

@@ -18,7 +18,7 @@ import pytest
 from .helpers import explain, read_jsonl, run_factprobe
 from .servers import BUCKET
 
-pytestmark = [pytest.mark.server, pytest.mark.pipeline, pytest.mark.real_model, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.pipeline, pytest.mark.real_model, pytest.mark.slow]
 
 MODEL = "smollm2-135m-instruct"
 RELATIONS = ["P36", "P1376"]

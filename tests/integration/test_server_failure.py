@@ -16,7 +16,7 @@ import pytest
 from .helpers import explain, factprobe_cmd, last_line, read_jsonl, run_factprobe
 from .servers import client_env, closed_port
 
-pytestmark = [pytest.mark.server, pytest.mark.real_model]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.real_model]
 
 MODEL = "smollm2-135m-instruct"
 # Three checkpoint batches (factprobe.probes.runner.FACTS_PER_BATCH = 8): the server is killed after

@@ -28,7 +28,9 @@ from factprobe.lm.models import (MARKER_NAME, LoadedModel, ModelSpec, check_cach
                                  resolve_model_path)
 from factprobe.lm.models_cli import models_cli
 
-from conftest import REAL_CACHE_ROOT
+from factprobe.paths import cache_root as _cache_root
+
+REAL_CACHE_ROOT = _cache_root()
 
 ALIASES = ["smollm2-135m-instruct", "gemma-3-270m"]
 

@@ -79,8 +79,6 @@ def test_lists_as_json_or_comma_separated(cli, text, expected):
     assert got == {"models": expected}
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="known: '[a,b]' (not JSON) falls back to comma splitting -> ['[a', 'b]'] (see the report)")
 def test_bracketed_list_that_is_not_json_is_refused(cli):
     with pytest.raises(ConfigError, match="models"):
         cli.parse_params(cli.get_pipeline("probe"), ["models=[smollm2-135m-instruct,gemma-3-270m]"], "probe")
@@ -145,14 +143,12 @@ def test_empty_or_not_a_list_is_refused(read_models, doc):
 # taken as a path when `Path(value).exists()`, and Path("") is ".", so "" or any folder reaches
 # read_text() -> IsADirectoryError; a mistyped *.yaml path is parsed as inline YAML (a string)
 # and the error blames "inline YAML". strict: once fixed these pass; then drop the marks.
-@pytest.mark.xfail(strict=True, raises=IsADirectoryError, reason="run_read_models reads '' / a folder as a file")
 @pytest.mark.parametrize("value", ["", "{tmp}"])
 def test_empty_value_or_a_folder_is_a_config_error(read_models, tmp_path, value):
     with pytest.raises(ConfigError):
         read_models(value.format(tmp=tmp_path))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a missing models file is reported as bad inline YAML")
 def test_missing_models_file_is_named(read_models, tmp_path):
     path = tmp_path / "modles.yaml"
     with pytest.raises(ConfigError, match="not found") as err:

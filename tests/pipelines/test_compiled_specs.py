@@ -349,7 +349,8 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
     assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
                                                    "effect": "NoExecute"}]
     # FACTPROBE_LOCAL_RUN (set by `factprobe pipeline run`) turns retries off: local runs fail fast.
-    assert not [t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec]
+    # compile always builds the cluster graph: FACTPROBE_LOCAL_RUN affects only `pipeline run`
+    assert [t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec] == ["probe-model"]
 
 
 # --- parameters ---------------------------------------------------------------------------------

@@ -180,9 +180,6 @@ def test_unreachable_host_is_one_clear_config_error():
     assert host in msg and "\n" not in msg and "cannot reach" in msg
 
 
-@pytest.mark.xfail(strict=True, raises=TimeoutError,
-                   reason="known: kfp_client ignores the healthz status; kfp.Client then retries 5 x 5 s and raises "
-                          "TimeoutError (see the report)")
 def test_host_that_is_not_the_kfp_api_is_one_clear_config_error(kfp_api, monkeypatch):
     """E.g. a full Kubeflow install reached without its `/pipeline` prefix answers 404 there."""
     from pipelines import cli

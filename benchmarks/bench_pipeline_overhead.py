@@ -1,0 +1,110 @@
+"""Overhead of the local KFP `probe` pipeline over calling the same library steps directly.
+
+    python benchmarks/bench_pipeline_overhead.py      # writes benchmarks/results/pipeline_overhead.json
+
+Both sides run in a fresh Python process on the same tiny workload (smollm2-135m-instruct,
+IC-LKE, relation P36, 3 facts, 10 choices, 10 examples), each with its own empty work folder and
+sqlite MLflow store, so both score every fact and log the same runs:
+
+- direct: one process calls the step adapters in order (components/steps: start, data build,
+  plan, probe, report, finalize);
+- pipeline: `factprobe pipeline run probe` (kfp.local.SubprocessRunner: one process per step).
+
+overhead_per_component_s = (pipeline - direct) / number of components. Target: <= ~1.5 s.
+The two are run alternately, `--repeats` times each, and the medians are compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PARAMS = {"models": ["smollm2-135m-instruct"], "probes": ["ic-lke"], "relations": "P36", "max_facts_per_relation": 3,
+          "choices": 10, "examples": 10}
+N_COMPONENTS = 6  # start-run, plan-matrix, data-build, probe-model, report, finalize-run
+
+DIRECT = r'''
+import json, sys, time
+t0 = time.perf_counter()
+from components.steps.start_run import run_start
+from components.steps.plan import run_plan
+from components.steps.data_build import run_data_build
+from components.steps.probe import run_probe_step
+from components.steps.report import run_report
+from components.steps.finalize_run import run_finalize
+p = json.loads(sys.argv[1]); uri = sys.argv[2]; d = sys.argv[3]
+parent = run_start("probe", "direct", "local", uri, json.dumps(p))
+cells = run_plan(p["models"], p["probes"], parent)
+run_data_build(d + "/items", "countryinfo", "", "", p["relations"], p["max_facts_per_relation"], p["examples"],
+               p["choices"], 0, parent, uri)
+outs = []
+for i, c in enumerate(cells):
+    run_probe_step(d + "/items", d + f"/res{i}", c["model"], c["probe"], p["examples"], p["choices"], 0, parent, uri,
+                   d + "/work", "direct", "local", "probe")
+    outs.append(d + f"/res{i}")
+run_report(outs, d + "/r.html", d + "/r.md", parent, uri)
+run_finalize("probe", "direct", uri, "SUCCEEDED")
+print(json.dumps({"seconds": time.perf_counter() - t0}))
+'''
+
+
+def run_direct(tmp: Path) -> float:
+    uri = f"sqlite:///{tmp / 'mlruns.db'}"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", DIRECT, json.dumps(PARAMS), uri, str(tmp)], cwd=REPO, check=True,
+                   capture_output=True, text=True)
+    return time.perf_counter() - start
+
+
+def run_pipeline(tmp: Path) -> float:
+    env = {**os.environ, "FACTPROBE_WORK": str(tmp / "work")}
+    args = [sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe"]
+    for k, v in PARAMS.items():
+        args += ["--param", f"{k}={json.dumps(v) if isinstance(v, list) else v}"]
+    start = time.perf_counter()
+    p = subprocess.run(args + ["--tracking-uri", f"sqlite:///{tmp / 'mlruns.db'}"], cwd=tmp, env=env,
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(p.stdout[-2000:] + p.stderr[-2000:])
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pipeline_overhead.json"))
+    args = ap.parse_args()
+    direct, pipe = [], []
+    for i in range(args.repeats):
+        for kind, fn, acc in (("direct", run_direct, direct), ("pipeline", run_pipeline, pipe)):
+            with tempfile.TemporaryDirectory() as d:
+                acc.append(fn(Path(d)))
+            print(f"[{i + 1}/{args.repeats}] {kind}: {acc[-1]:.1f} s", flush=True)
+    d_med, p_med = statistics.median(direct), statistics.median(pipe)
+    result = {
+        "workload": PARAMS, "n_components": N_COMPONENTS, "repeats": args.repeats,
+        "direct_seconds": direct, "pipeline_seconds": pipe,
+        "direct_median_s": d_med, "pipeline_median_s": p_med,
+        "overhead_per_component_s": (p_med - d_med) / N_COMPONENTS,
+        "target_overhead_per_component_s": 1.5,
+        "cpu_count": os.cpu_count(),
+    }
+    result["meets_target"] = result["overhead_per_component_s"] <= 1.5
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
+    print(f"direct {d_med:.1f} s, pipeline {p_med:.1f} s -> overhead {result['overhead_per_component_s']:.2f} s "
+          f"per component (target <= 1.5 s): {'met' if result['meets_target'] else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,629 @@
+#!/usr/bin/env python
+"""Scorer benchmark: factprobe's shared-prefix scorer vs. a naive per-option forward vs. lm-eval.
+
+Workload (DESIGN.md section 4): IC-LKE on one LAMA relation (P36) with 50 in-context examples
+drawn from the LPAQA T-REx training facts, 100 choices per fact, 20 facts, on
+`smollm2-135m-instruct`, fp32 on CPU. The contexts are built exactly as the probe runner builds
+them (checked against `runner._score_ic_lke` with a recording stub scorer).
+
+Three methods, measured in ONE process, interleaved round by round so that load from other
+processes hits all of them alike:
+
+- ours:   `Scorer.prefix(relation prefix)` once, then `score_choices(batch, shared_prefix=...)`
+          over all facts in the runner's batches (`FACTS_PER_BATCH`), default token budget.
+- naive:  `factprobe.lm.naive.naive_logprob`, one full forward per (context, option), on the
+          first fact only (all options, or an evenly spaced subset when the time budget says so;
+          then extrapolated to the fact by token count and flagged in the JSON).
+- lm-eval: `lm_eval.models.huggingface.HFLM(pretrained=<cached folder>, device="cpu",
+          dtype="float32")` `.loglikelihood(...)` on the same (context, continuation) requests
+          of the same options. Its one-token-continuation logits cache is left on (its default).
+
+Also: log-prob agreement, tokens forwarded, a plain-forward tokens/s (for the token floor), and
+peak RSS growth after 5 and after 20 facts (streamed in batches of 5).
+
+Writes `benchmarks/results/scorer.json` atomically and prints a summary. See benchmarks/README.md.
+Run: `python benchmarks/bench_scorer.py` (`--help` for knobs; defaults stay under ~10 minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+TARGETS = {
+    "speedup_vs_naive": (">=", 30.0),
+    "speedup_vs_lm_eval": (">=", 30.0),
+    "token_floor_fraction": (">=", 0.5),
+    "max_abs_logprob_diff_vs_naive": ("<=", 1e-4),
+    "max_abs_logprob_diff_vs_lm_eval": ("<=", 1e-3),
+}
+
+
+# ------------------------------------------------------------------------------------ helpers
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--relation", default="P36")
+    p.add_argument("--facts", type=int, default=20)
+    p.add_argument("--choices", type=int, default=100)
+    p.add_argument("--examples", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds (ours runs once per round; naive/lm-eval options are split across rounds)")
+    p.add_argument("--token-budget", type=int, default=None, help="Scorer token_budget (default: the scorer's device default, as the runner uses)")
+    p.add_argument("--lm-eval-batch-size", type=int, default=4)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    p.add_argument("--max-seconds", type=float, default=540.0, help="soft wall-time budget; the naive/lm-eval option subset is sized to fit it")
+    p.add_argument("--naive-max-seconds", type=float, default=240.0, help="most seconds for the naive baseline on its fact (brief: ~4 min)")
+    p.add_argument("--naive-options", type=int, default=None, help="force this many (evenly spaced) options for naive and lm-eval")
+    p.add_argument("--tps-tokens", type=int, default=1024, help="length of the plain forward used to measure tokens/s")
+    p.add_argument("--out", default=str(HERE / "results" / "scorer.json"))
+    p.add_argument("--no-lm-eval", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def cpu() -> float:
+    """CPU seconds of this process (all threads): less sensitive to other processes than wall time."""
+    return time.process_time()
+
+
+class Memory:
+    """Current and peak RSS in MB. Peak is reset with /proc/self/clear_refs (exact, Linux); where
+    that is not allowed a 5 ms psutil sampler stands in."""
+
+    def __init__(self) -> None:
+        self.exact = False
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            self.exact = self._status("VmHWM") is not None
+        except OSError:
+            self.exact = False
+        self._peak = 0.0
+        self._stop = threading.Event()
+        self._thread = None
+
+    @staticmethod
+    def _status(key: str) -> float | None:
+        try:
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith(key + ":"):
+                        return int(line.split()[1]) / 1024.0
+        except OSError:
+            return None
+        return None
+
+    def rss(self) -> float:
+        v = self._status("VmRSS")
+        if v is not None:
+            return v
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+
+    def reset_peak(self) -> None:
+        if self.exact:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            return
+        self._peak = self.rss()
+        if self._thread is None:
+            def sample() -> None:
+                while not self._stop.wait(0.005):
+                    self._peak = max(self._peak, self.rss())
+
+            self._thread = threading.Thread(target=sample, daemon=True)
+            self._thread.start()
+
+    def peak(self) -> float:
+        if self.exact:
+            return float(self._status("VmHWM"))
+        return max(self._peak, self.rss())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def machine_info() -> dict:
+    import transformers
+
+    info = {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import lm_eval
+
+        info["lm_eval_version"] = getattr(lm_eval, "__version__", None)
+    except Exception:  # pragma: no cover
+        pass
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except Exception:  # pragma: no cover
+        pass
+    return info
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------------------ workload
+class _RecordingScorer:
+    """Stands in for the Scorer inside `runner._score_ic_lke`: records the prefix and requests."""
+
+    def __init__(self, tokenizer, max_length: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.prefix_texts: list[str] = []
+        self.requests: list = []
+
+    def encode_context(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def encode_continuation(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prefix(self, text):
+        self.prefix_texts.append(text)
+        return text
+
+    def score_choices(self, requests, shared_prefix=None):
+        self.requests.extend(requests)
+        return [np.zeros(len(r.options)) for r in requests]
+
+
+def build_workload(args, tokenizer, max_length: int) -> dict:
+    from factprobe.build.examples import sample_examples
+    from factprobe.lm.scorer import ChoiceRequest
+    from factprobe.paths import data_root
+    from factprobe.probes import ic_lke, runner
+    from factprobe.probes.config import ProbeConfig
+
+    root = data_root()
+    cfg = ProbeConfig(
+        probe="ic-lke", model=args.model, source="lama", data=str(root / "lama"),
+        train_data=str(root / "lpaqa" / "trex_train"), relations=[args.relation],
+        max_facts_per_relation=args.facts, choices=args.choices, examples=args.examples, seed=args.seed,
+    )
+    prepared = runner.prepare_data(cfg)
+    items = prepared.items[args.relation]
+    sep = cfg.separator
+    exclude = [it.subject_id or it.subject for it in items] + [it.subject for it in items]
+    examples = sample_examples(prepared.train, args.relation, cfg.examples, seed=cfg.seed, exclude_subjects=exclude)
+    prefix_text = ic_lke.relation_prefix(examples, sep)
+    requests = [
+        ChoiceRequest(ic_lke.fact_context(prefix_text, it.subject, sep), [ic_lke.option_continuation(o, sep) for o in it.options])
+        for it in items
+    ]
+    # Same contexts as the runner? Run its IC-LKE loop with a recording stub scorer.
+    check: dict = {"checked": False}
+    try:
+        stub = _RecordingScorer(tokenizer, max_length)
+        runner._score_ic_lke(stub, cfg, args.relation, items, prepared.train, lambda m: None, lambda rows: None)
+        same = stub.prefix_texts == [prefix_text] and [(r.context, list(r.options)) for r in stub.requests] == [
+            (r.context, list(r.options)) for r in requests
+        ]
+        check = {"checked": True, "identical": bool(same)}
+        if not same:  # trust the runner: it is what users run
+            prefix_text = stub.prefix_texts[0]
+            requests = list(stub.requests)
+            check["note"] = "contexts differ from the public helpers; the runner's were used"
+    except Exception as err:  # the runner's private API moved: keep going, say so
+        check = {"checked": False, "error": f"{type(err).__name__}: {err}"}
+    return {
+        "cfg": cfg, "items": items, "examples": examples, "prefix_text": prefix_text, "requests": requests,
+        "runner_check": check, "data_root": str(root),
+    }
+
+
+# ------------------------------------------------------------------------------------ methods
+def run_ours(loaded, prefix_text: str, requests, batch: int, token_budget, desc: str, progress: bool,
+             memory: Memory | None = None, mem_marks: tuple[int, ...] = ()) -> dict:
+    """The runner's IC-LKE scoring loop: relation prefix once, then batches of facts."""
+    from factprobe.lm.scorer import Scorer
+
+    scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, token_budget=token_budget, max_length=loaded.max_length)
+    marks: dict[int, float] = {}
+    if memory is not None:
+        gc.collect()
+        base = memory.rss()
+        memory.reset_peak()
+    t0, c0 = now(), cpu()
+    prefix = scorer.prefix(prefix_text)
+    t_prefix = now() - t0
+    out: list[np.ndarray] = []
+    batch_seconds = []
+    with tqdm(total=len(requests), desc=desc, unit="fact", disable=not progress, leave=False) as bar:
+        for b in range(0, len(requests), batch):
+            tb = now()
+            out.extend(scorer.score_choices(requests[b : b + batch], shared_prefix=prefix))
+            batch_seconds.append(now() - tb)
+            bar.update(len(requests[b : b + batch]))
+            if memory is not None and len(out) in mem_marks:
+                marks[len(out)] = memory.peak() - base
+    total = now() - t0
+    res = {
+        "seconds_total": total, "cpu_seconds_total": cpu() - c0, "seconds_prefix": t_prefix, "batch_seconds": batch_seconds, "logprobs": out,
+        "stats": {
+            "prefix_tokens": scorer.stats.prefix_tokens, "packed_tokens": scorer.stats.packed_tokens,
+            "fallback_tokens": scorer.stats.fallback_tokens, "total_tokens": scorer.stats.total_tokens,
+            "forwards": scorer.stats.forwards, "fallbacks": scorer.stats.fallbacks,
+        },
+        "token_budget": scorer.token_budget,
+    }
+    if memory is not None:
+        res["rss_baseline_mb"] = base
+        res["peak_growth_mb"] = marks
+        res["peak_abs_mb"] = memory.peak()
+    return res
+
+
+def run_naive(model, tokenizer, context: str, options: list[str], desc: str, progress: bool) -> dict:
+    from factprobe.lm.naive import naive_logprob
+
+    lps = []
+    t0, c0 = now(), cpu()
+    for o in tqdm(options, desc=desc, unit="opt", disable=not progress, leave=False):
+        lps.append(naive_logprob(model, tokenizer, context, o))
+    return {"seconds": now() - t0, "cpu_seconds": cpu() - c0, "logprobs": lps}
+
+
+def run_lm_eval(lm, context: str, options: list[str], progress: bool) -> dict:
+    from lm_eval.api.instance import Instance
+
+    inst = [Instance(request_type="loglikelihood", doc={}, arguments=(context, o), idx=i) for i, o in enumerate(options)]
+    t0, c0 = now(), cpu()
+    res = lm.loglikelihood(inst, disable_tqdm=not progress)
+    return {"seconds": now() - t0, "cpu_seconds": cpu() - c0, "logprobs": [float(r[0]) for r in res]}
+
+
+@torch.inference_mode()
+def plain_forward_tps(model, ids: list[int], reps: int = 2) -> list[float]:
+    """Tokens/s of a plain forward of `ids` through the model body (no LM head)."""
+    x = torch.tensor([ids])
+    out = []
+    for _ in range(reps):
+        t0 = now()
+        model.base_model(input_ids=x, use_cache=False)
+        out.append(len(ids) / (now() - t0))
+    return out
+
+
+# ------------------------------------------------------------------------------------ token accounting
+def naive_tokens(enc) -> list[int]:
+    """Tokens a full forward of context+option costs, per option (from the scorer's encoding)."""
+    return [len(w) for w in enc.whole_ids]
+
+
+def lm_eval_groups(ctx_ids: list[int], cont_ids: list[list[int]], idx: list[int]) -> dict[tuple, list[int]]:
+    """lm-eval's causal grouping (logits_cache=True): key = context + continuation[:-1]; one
+    forward of length len(key) per key (its input drops the last token)."""
+    groups: dict[tuple, list[int]] = {}
+    for i in idx:
+        groups.setdefault(tuple(ctx_ids + cont_ids[i][:-1]), []).append(i)
+    return groups
+
+
+def lm_eval_tokens(groups: dict[tuple, list[int]]) -> int:
+    return sum(len(k) for k in groups)
+
+
+def split_options(idx: list[int], k: int) -> list[list[int]]:
+    """Interleaved chunks (every k-th option) so that each round times a like mix of options."""
+    return [c for c in (idx[j::k] for j in range(k)) if c]
+
+
+# ------------------------------------------------------------------------------------ main
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    warnings.filterwarnings("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    progress = not args.no_progress
+    t_start = now()
+    load_start = loadavg()
+    memory = Memory()
+
+    from factprobe.lm.models import load_model, resolve_model_path
+    from factprobe.probes.runner import FACTS_PER_BATCH
+
+    def say(msg: str) -> None:
+        tqdm.write(f"[{now() - t_start:6.1f}s] {msg}")
+
+    say(f"loading {args.model} (fp32, cpu); torch {torch.__version__}, {torch.get_num_threads()} threads, load {load_start}")
+    loaded = load_model(args.model, device="cpu", dtype="float32")
+    model, tok = loaded.model, loaded.tokenizer
+    wl = build_workload(args, tok, loaded.max_length)
+    requests, prefix_text = wl["requests"], wl["prefix_text"]
+    n_facts = len(requests)
+    say(f"workload: {args.relation}, {len(wl['examples'])} examples, {n_facts} facts x {len(requests[0].options)} options; runner check {wl['runner_check']}")
+
+    from factprobe.lm.scorer import Scorer
+
+    enc_scorer = Scorer(model, tok, device="cpu", max_length=loaded.max_length)  # tokenization only
+    prefix_ids = enc_scorer.encode_context(prefix_text)
+    encs = [enc_scorer._encode_request(r.context, r.options) for r in requests]
+    floor_tokens = len(prefix_ids) + sum(len(e.ctx_ids) - len(prefix_ids) + sum(len(c) for c in e.cont_ids) for e in encs)
+    fact0, enc0 = requests[0], encs[0]
+    n_opt = len(fact0.options)
+    naive_tok0 = naive_tokens(enc0)
+
+    # Plain-forward input for tokens/s: real text of the workload, cut to --tps-tokens.
+    tps_ids = (enc0.whole_ids[0] * (args.tps_tokens // len(enc0.whole_ids[0]) + 1))[: args.tps_tokens]
+
+    # ---- warm-up: the first forwards page in the (mmapped) weights and build kernels; keep that
+    # one-time cost out of both the memory pass and the timings.
+    warm = run_ours(loaded, prefix_text, requests[:1], 1, args.token_budget, "warm-up", False)
+    plain_forward_tps(model, tps_ids[:128], reps=1)
+
+    # ---- memory pass (also a first timed run of ours): batches of 5, peak after 5 and 20 facts
+    mem_batch = 5
+    say(f"memory pass: ours over {n_facts} facts in batches of {mem_batch} (peak RSS after 5 and {n_facts} facts)")
+    mem = run_ours(loaded, prefix_text, requests, mem_batch, args.token_budget, "ours (memory pass)", progress,
+                   memory=memory, mem_marks=(5, n_facts))
+    say(f"  {mem['seconds_total']:.1f}s; peak RSS growth {', '.join(f'{k} facts: {v:.1f} MB' for k, v in mem['peak_growth_mb'].items())}")
+
+    # ---- warm-ups and cost estimates for the baselines
+    t_naive_one = run_naive(model, tok, fact0.context, [fact0.options[0]], "warm-up naive", False)["seconds"]
+
+    lm = None
+    lm_info: dict = {}
+    if not args.no_lm_eval:
+        from lm_eval.models.huggingface import HFLM
+
+        path = resolve_model_path(args.model)
+        say(f"lm-eval HFLM(pretrained={path}, batch_size={args.lm_eval_batch_size}, device=cpu, dtype=float32)")
+        lm = HFLM(pretrained=str(path), batch_size=args.lm_eval_batch_size, device="cpu", dtype="float32")
+        # Are lm-eval's requests the ones we score? Compare its own (context, continuation) split.
+        same = True
+        for o, cont in zip(fact0.options, enc0.cont_ids):
+            c_enc, k_enc = lm._encode_pair(fact0.context, o)
+            same &= (list(c_enc) == enc0.ctx_ids) and (list(k_enc) == cont)
+        lm_info = {
+            "batch_size": args.lm_eval_batch_size, "add_bos_token": lm.add_bos_token, "logits_cache": lm.logits_cache,
+            "max_length": lm.max_length, "tokenizer_adds_bos": tok("x")["input_ids"][:1] == [tok.bos_token_id],
+            "requests_identical_to_ours": bool(same),
+            "model_dtype": str(next(lm.model.parameters()).dtype),
+            "attn_implementation": getattr(lm.model.config, "_attn_implementation", None),
+        }
+        say(f"  lm-eval token split identical to ours: {same}; add_bos_token={lm.add_bos_token}")
+        run_lm_eval(lm, fact0.context, fact0.options[:2], False)  # warm-up
+        # Count what lm-eval really forwards (batch x padded length per model call).
+        lm_calls: list[tuple[int, int]] = []
+        orig_call = lm._model_call
+
+        def counted_call(inps, *a, **kw):
+            lm_calls.append(tuple(inps.shape))
+            return orig_call(inps, *a, **kw)
+
+        lm._model_call = counted_call
+
+    # ---- size the naive / lm-eval option subset to the time budget
+    elapsed = now() - t_start
+    t_ours_est = mem["seconds_total"]
+    tps_cost = 3 * args.tps_tokens / max(1.0, np.mean(plain_forward_tps(model, tps_ids[:256], reps=1)))
+    naive_full_est = t_naive_one * sum(naive_tok0) / naive_tok0[0]
+    groups_all = lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, list(range(n_opt)))
+    lm_full_est = 0.0 if lm is None else 1.3 * naive_full_est * lm_eval_tokens(groups_all) / sum(naive_tok0)
+    left = args.max_seconds - elapsed - args.rounds * (t_ours_est + tps_cost) - 15
+    frac = min(1.0, args.naive_max_seconds / naive_full_est, max(left, 0.0) / (naive_full_est + lm_full_est))
+    k = args.naive_options or max(min(10, n_opt), int(math.floor(frac * n_opt)))
+    k = min(k, n_opt)
+    subset = sorted(set(np.linspace(0, n_opt - 1, k).round().astype(int).tolist()))
+    say(f"estimates: naive {naive_full_est:.0f}s/fact, lm-eval {lm_full_est:.0f}s/fact, ours {t_ours_est:.0f}s/{n_facts} facts; "
+        f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval")
+    chunks = split_options(subset, args.rounds)
+
+    # ---- interleaved rounds
+    rounds = []
+    naive_lp: dict[int, float] = {}
+    lm_lp: dict[int, float] = {}
+    for r in range(args.rounds):
+        rr: dict = {"round": r + 1}
+        o = run_ours(loaded, prefix_text, requests, FACTS_PER_BATCH, args.token_budget, f"round {r + 1}: ours", progress)
+        rr["ours_seconds_total"] = o["seconds_total"]
+        rr["ours_seconds_prefix"] = o["seconds_prefix"]
+        rr["ours_batch_seconds"] = o["batch_seconds"]
+        rr["ours_stats"] = o["stats"]
+        if r == 0:
+            ours_lp, ours_stats, budget = o["logprobs"], o["stats"], o["token_budget"]
+        rr["tokens_per_second_samples"] = plain_forward_tps(model, tps_ids, reps=2)
+        chunk = chunks[r] if r < len(chunks) else []
+        if chunk:
+            opts = [fact0.options[i] for i in chunk]
+            nv = run_naive(model, tok, fact0.context, opts, f"round {r + 1}: naive", progress)
+            naive_lp.update(zip(chunk, nv["logprobs"]))
+            rr["naive_options"] = len(chunk)
+            rr["naive_seconds"] = nv["seconds"]
+            rr["naive_tokens"] = sum(naive_tok0[i] for i in chunk)
+            if lm is not None:
+                n_calls = len(lm_calls)
+                le = run_lm_eval(lm, fact0.context, opts, progress)
+                rr["lm_eval_forwarded_tokens_measured"] = sum(b * n for b, n in lm_calls[n_calls:])
+                rr["lm_eval_sequences_measured"] = sum(b for b, _ in lm_calls[n_calls:])
+                lm_lp.update(zip(chunk, le["logprobs"]))
+                rr["lm_eval_seconds"] = le["seconds"]
+                rr["lm_eval_tokens"] = lm_eval_tokens(lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, chunk))
+        rr["tokens_per_second_samples"] += plain_forward_tps(model, tps_ids, reps=1)
+        rr["loadavg"] = loadavg()
+        rounds.append(rr)
+        say(f"round {r + 1}: ours {o['seconds_total']:.1f}s/{n_facts} facts; "
+            + (f"naive {rr['naive_seconds']:.1f}s/{rr['naive_options']} opts; " if chunk else "")
+            + (f"lm-eval {rr['lm_eval_seconds']:.1f}s; " if chunk and lm is not None else "")
+            + f"plain forward {statistics.median(rr['tokens_per_second_samples']):.0f} tok/s; load {rr['loadavg']}")
+
+    # ---- aggregate
+    ours_totals = [rr["ours_seconds_total"] for rr in rounds]
+    ours_per_fact = statistics.median(ours_totals) / n_facts
+    tps_all = [x for rr in rounds for x in rr["tokens_per_second_samples"]]
+    tokens_per_second = statistics.median(tps_all)
+    floor_per_round = [floor_tokens / statistics.median(rr["tokens_per_second_samples"]) for rr in rounds]
+    floor_fraction_per_round = [f / rr["ours_seconds_total"] for f, rr in zip(floor_per_round, rounds)]
+
+    timed = sorted(naive_lp)
+    naive_sub_seconds = sum(rr.get("naive_seconds", 0.0) for rr in rounds)
+    naive_sub_tokens = sum(naive_tok0[i] for i in timed)
+    extrapolated = len(timed) < n_opt
+    naive_per_fact = naive_sub_seconds * sum(naive_tok0) / naive_sub_tokens
+    d_naive = max(abs(naive_lp[i] - ours_lp[0][i]) for i in timed)
+
+    res: dict = {}
+    if lm is not None:
+        lm_sub_seconds = sum(rr.get("lm_eval_seconds", 0.0) for rr in rounds)
+        lm_sub_tokens = lm_eval_tokens(groups_sub)
+        lm_per_fact = lm_sub_seconds * lm_eval_tokens(groups_all) / lm_sub_tokens
+        d_lm = max(abs(lm_lp[i] - ours_lp[0][i]) for i in timed)
+        d_lm_naive = max(abs(lm_lp[i] - naive_lp[i]) for i in timed)
+    # Paired per-round speedups (same round, same load) for transparency.
+    paired = []
+    for rr in rounds:
+        if rr.get("naive_options"):
+            p = {"round": rr["round"],
+                 "vs_naive": (rr["naive_seconds"] / rr["naive_tokens"] * sum(naive_tok0)) / (rr["ours_seconds_total"] / n_facts)}
+            if lm is not None:
+                p["vs_lm_eval"] = (rr["lm_eval_seconds"] / rr["lm_eval_tokens"] * lm_eval_tokens(groups_all)) / (rr["ours_seconds_total"] / n_facts)
+            paired.append(p)
+
+    res.update({
+        "speedup_vs_naive": naive_per_fact / ours_per_fact,
+        "speedup_vs_lm_eval": (lm_per_fact / ours_per_fact) if lm is not None else None,
+        "max_abs_logprob_diff_vs_naive": d_naive,
+        "max_abs_logprob_diff_vs_lm_eval": d_lm if lm is not None else None,
+        "max_abs_logprob_diff_lm_eval_vs_naive": d_lm_naive if lm is not None else None,
+        "token_floor_fraction": statistics.median(floor_fraction_per_round),
+        "token_floor_fraction_per_round": floor_fraction_per_round,
+        "token_floor_tokens": floor_tokens,
+        "token_floor_seconds_per_fact": statistics.median(floor_per_round) / n_facts,
+        "ours_seconds_per_fact": ours_per_fact,
+        "ours_seconds_total_per_round": ours_totals,
+        "ours_seconds_prefix_per_round": [rr["ours_seconds_prefix"] for rr in rounds],
+        "ours_seconds_cold_memory_pass": mem["seconds_total"],
+        "naive_seconds_per_fact": naive_per_fact,
+        "lm_eval_seconds_per_fact": lm_per_fact if lm is not None else None,
+        "tokens_per_fact_ours": ours_stats["total_tokens"] / n_facts,
+        "tokens_per_fact_ours_excluding_prefix": (ours_stats["total_tokens"] - ours_stats["prefix_tokens"]) / n_facts,
+        "tokens_per_fact_naive": sum(naive_tok0),
+        "tokens_per_fact_lm_eval": lm_eval_tokens(groups_all),
+        "tokens_per_second": tokens_per_second,
+        "tokens_per_second_samples": tps_all,
+        "tokens_per_second_how": f"plain forward of {len(tps_ids)} tokens through the model body (no LM head), median of all samples",
+        "peak_rss_mb_5_facts": mem["peak_growth_mb"].get(5),
+        "peak_rss_mb_20_facts": mem["peak_growth_mb"].get(n_facts),
+        "peak_rss_how": ("growth of peak RSS (VmHWM, reset via /proc/self/clear_refs)" if memory.exact else "growth of peak RSS (5 ms psutil sampler)")
+        + f" over the RSS before scoring ({mem['rss_baseline_mb']:.0f} MB, model loaded); facts streamed in batches of {mem_batch}",
+        "scorer_stats": ours_stats,
+        "scorer_token_budget": budget,
+        "facts_per_batch": FACTS_PER_BATCH,
+        "baseline_fact": {"index": 0, "subject": wl["items"][0].subject, "options": n_opt,
+                          "options_timed": len(timed), "options_timed_indices": timed,
+                          "extrapolated": extrapolated,
+                          "extrapolation": ("time of the timed options x (tokens of all options / tokens of timed options); "
+                                            "for lm-eval tokens are counted after its one-token-continuation grouping")
+                          if extrapolated else None,
+                          "naive_seconds_timed": naive_sub_seconds,
+                          "lm_eval_seconds_timed": lm_sub_seconds if lm is not None else None,
+                          "single_token_options": sum(1 for c in enc0.cont_ids if len(c) == 1),
+                          "lm_eval_forwards_per_fact": len(groups_all)},
+        "paired_speedups_per_round": paired,
+        "lm_eval": lm_info,
+        "workload": {
+            "relation": args.relation, "facts": n_facts, "choices": n_opt, "examples": len(wl["examples"]),
+            "model": args.model, "model_path": str(loaded.path), "dtype": "float32", "device": "cpu",
+            "prefix_tokens": len(prefix_ids), "context_tokens_fact0": len(enc0.ctx_ids),
+            "data_root": wl["data_root"], "runner_context_check": wl["runner_check"],
+            "seed": args.seed,
+        },
+        "rounds": rounds,
+        "machine": machine_info(),
+        "loadavg_start": load_start,
+        "loadavg_end": loadavg(),
+        "wall_seconds": None,
+    })
+    passed = {}
+    for key, (op, thr) in TARGETS.items():
+        v = res.get(key)
+        passed[key] = None if v is None else bool(v >= thr if op == ">=" else v <= thr)
+    res["targets"] = {k: f"{op} {thr:g}" for k, (op, thr) in TARGETS.items()}
+    res["passed"] = passed
+    res["all_passed"] = all(v for v in passed.values() if v is not None)
+    res["wall_seconds"] = now() - t_start
+    memory.stop()
+
+    from factprobe.io import atomic_write_json
+
+    out = Path(args.out)
+    atomic_write_json(out, res)
+    print_summary(res, out)
+    return 0
+
+
+def print_summary(r: dict, out: Path) -> None:
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    b = r["baseline_fact"]
+    w = r["workload"]
+    lines = [
+        "",
+        f"Scorer benchmark: {w['relation']}, {w['examples']} examples ({w['prefix_tokens']} prefix tokens), {w['facts']} facts x {w['choices']} options, {w['model']} fp32 CPU, {r['machine']['torch_threads']} threads",
+        f"  load average start {r['loadavg_start']} end {r['loadavg_end']} (noisy machine: numbers are interleaved; ratios matter)",
+        f"  {'method':<10}{'s/fact':>10}{'tokens/fact':>13}{'speedup':>10}",
+        f"  {'ours':<10}{r['ours_seconds_per_fact']:>10.3f}{r['tokens_per_fact_ours']:>13.0f}{1:>10.1f}",
+        f"  {'naive':<10}{r['naive_seconds_per_fact']:>10.2f}{r['tokens_per_fact_naive']:>13.0f}{r['speedup_vs_naive']:>10.1f}",
+        f"  {'lm-eval':<10}{fmt(r['lm_eval_seconds_per_fact'], '>10.2f')}{r['tokens_per_fact_lm_eval']:>13.0f}{fmt(r['speedup_vs_lm_eval'], '>10.1f')}",
+        f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options" + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
+        f"  paired per-round speedups: " + "; ".join(
+            f"round {p['round']}: naive {p['vs_naive']:.1f}x" + (f", lm-eval {p['vs_lm_eval']:.1f}x" if 'vs_lm_eval' in p else "") for p in r["paired_speedups_per_round"]),
+        f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; floor fraction {r['token_floor_fraction']:.2f} (per round {', '.join(f'{x:.2f}' for x in r['token_floor_fraction_per_round'])})",
+        f"  max |logprob diff|: vs naive {r['max_abs_logprob_diff_vs_naive']:.2e}, vs lm-eval {fmt(r['max_abs_logprob_diff_vs_lm_eval'], '.2e')} (lm-eval vs naive {fmt(r['max_abs_logprob_diff_lm_eval_vs_naive'], '.2e')})",
+        f"  peak RSS growth: 5 facts {fmt(r['peak_rss_mb_5_facts'], '.1f')} MB, 20 facts {fmt(r['peak_rss_mb_20_facts'], '.1f')} MB",
+        "  targets: " + ", ".join(f"{k} {r['targets'][k]}: {'PASS' if v else ('n/a' if v is None else 'FAIL')}" for k, v in r["passed"].items()),
+        f"  wrote {out} ({r['wall_seconds']:.0f}s)",
+    ]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
