@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import platform
@@ -614,7 +613,7 @@ def print_summary(r: dict, out: Path) -> None:
         f"  {'naive':<10}{r['naive_seconds_per_fact']:>10.2f}{r['tokens_per_fact_naive']:>13.0f}{r['speedup_vs_naive']:>10.1f}",
         f"  {'lm-eval':<10}{fmt(r['lm_eval_seconds_per_fact'], '>10.2f')}{r['tokens_per_fact_lm_eval']:>13.0f}{fmt(r['speedup_vs_lm_eval'], '>10.1f')}",
         f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options" + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
-        f"  paired per-round speedups: " + "; ".join(
+        "  paired per-round speedups: " + "; ".join(
             f"round {p['round']}: naive {p['vs_naive']:.1f}x" + (f", lm-eval {p['vs_lm_eval']:.1f}x" if 'vs_lm_eval' in p else "") for p in r["paired_speedups_per_round"]),
         f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; floor fraction {r['token_floor_fraction']:.2f} (per round {', '.join(f'{x:.2f}' for x in r['token_floor_fraction_per_round'])})",
         f"  max |logprob diff|: vs naive {r['max_abs_logprob_diff_vs_naive']:.2e}, vs lm-eval {fmt(r['max_abs_logprob_diff_vs_lm_eval'], '.2e')} (lm-eval vs naive {fmt(r['max_abs_logprob_diff_lm_eval_vs_naive'], '.2e')})",

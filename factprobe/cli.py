@@ -12,7 +12,6 @@ User errors (bad data, unknown relation or model, ...) print one line `error: ..
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence

@@ -16,9 +16,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from factprobe.errors import ConfigError, FactprobeError
+from factprobe.errors import ConfigError
 
 PIPELINES = ("probe", "nightly_sweep", "regression")
 

@@ -9,7 +9,6 @@ A run reference is any of:
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pandas as pd
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import compare_runs, regression_gate
 
-from .conventions import default_tracking_uri, tag
+from .conventions import default_tracking_uri
 
 
 def _client(uri: str | None):

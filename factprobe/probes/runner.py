@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -422,7 +421,8 @@ def run_probe(
             bar.close()
             ckpt.close()
         stats = scorer.stats
-        token_stats = {"tokens_forwarded": stats.total_tokens, "forwards": stats.forwards, "tokenization_fallbacks": stats.fallbacks}
+        token_stats = {"tokens_forwarded": stats.total_tokens, "forwards": stats.forwards,
+                       "tokenization_fallbacks": stats.fallbacks, "model_revision": getattr(loaded, "revision", "")}
     else:
         token_stats = {}
 
