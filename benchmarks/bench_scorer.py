@@ -409,6 +409,7 @@ def main(argv=None) -> int:
 
     lm = None
     lm_info: dict = {}
+    lm_calls: list[tuple[int, int]] = []
     if not args.no_lm_eval:
         from lm_eval.models.huggingface import HFLM
 
@@ -430,7 +431,6 @@ def main(argv=None) -> int:
         say(f"  lm-eval token split identical to ours: {same}; add_bos_token={lm.add_bos_token}")
         run_lm_eval(lm, fact0.context, fact0.options[:2], False)  # warm-up
         # Count what lm-eval really forwards (batch x padded length per model call).
-        lm_calls: list[tuple[int, int]] = []
         orig_call = lm._model_call
 
         def counted_call(inps, *a, **kw):
@@ -455,36 +455,36 @@ def main(argv=None) -> int:
         f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval")
     chunks = split_options(subset, args.rounds)
 
-    # ---- interleaved rounds
+    # ---- interleaved rounds: ours (all facts), plain forward, naive chunk, lm-eval chunk, plain forward
     rounds = []
     naive_lp: dict[int, float] = {}
     lm_lp: dict[int, float] = {}
+    ours_lp = ours_stats = budget = None
     for r in range(args.rounds):
         rr: dict = {"round": r + 1}
         o = run_ours(loaded, prefix_text, requests, FACTS_PER_BATCH, args.token_budget, f"round {r + 1}: ours", progress)
-        rr["ours_seconds_total"] = o["seconds_total"]
-        rr["ours_seconds_prefix"] = o["seconds_prefix"]
-        rr["ours_batch_seconds"] = o["batch_seconds"]
-        rr["ours_stats"] = o["stats"]
-        if r == 0:
+        rr.update({"ours_seconds_total": o["seconds_total"], "ours_cpu_seconds_total": o["cpu_seconds_total"],
+                   "ours_seconds_prefix": o["seconds_prefix"], "ours_batch_seconds": o["batch_seconds"], "ours_stats": o["stats"]})
+        if ours_lp is None:
             ours_lp, ours_stats, budget = o["logprobs"], o["stats"], o["token_budget"]
+        else:  # deterministic: every round must give the same numbers
+            rr["ours_max_abs_diff_vs_round1"] = float(max(np.abs(a - b).max() for a, b in zip(o["logprobs"], ours_lp)))
         rr["tokens_per_second_samples"] = plain_forward_tps(model, tps_ids, reps=2)
         chunk = chunks[r] if r < len(chunks) else []
         if chunk:
             opts = [fact0.options[i] for i in chunk]
             nv = run_naive(model, tok, fact0.context, opts, f"round {r + 1}: naive", progress)
             naive_lp.update(zip(chunk, nv["logprobs"]))
-            rr["naive_options"] = len(chunk)
-            rr["naive_seconds"] = nv["seconds"]
-            rr["naive_tokens"] = sum(naive_tok0[i] for i in chunk)
+            rr.update({"naive_options": len(chunk), "naive_seconds": nv["seconds"], "naive_cpu_seconds": nv["cpu_seconds"],
+                       "naive_tokens": sum(naive_tok0[i] for i in chunk)})
             if lm is not None:
                 n_calls = len(lm_calls)
                 le = run_lm_eval(lm, fact0.context, opts, progress)
-                rr["lm_eval_forwarded_tokens_measured"] = sum(b * n for b, n in lm_calls[n_calls:])
-                rr["lm_eval_sequences_measured"] = sum(b for b, _ in lm_calls[n_calls:])
                 lm_lp.update(zip(chunk, le["logprobs"]))
-                rr["lm_eval_seconds"] = le["seconds"]
-                rr["lm_eval_tokens"] = lm_eval_tokens(lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, chunk))
+                rr.update({"lm_eval_seconds": le["seconds"], "lm_eval_cpu_seconds": le["cpu_seconds"],
+                           "lm_eval_tokens": sum(b * n for b, n in lm_calls[n_calls:]),
+                           "lm_eval_padded_sequences": sum(b for b, _ in lm_calls[n_calls:]),
+                           "lm_eval_model_calls": len(lm_calls) - n_calls})
         rr["tokens_per_second_samples"] += plain_forward_tps(model, tps_ids, reps=1)
         rr["loadavg"] = loadavg()
         rounds.append(rr)
@@ -493,93 +493,113 @@ def main(argv=None) -> int:
             + (f"lm-eval {rr['lm_eval_seconds']:.1f}s; " if chunk and lm is not None else "")
             + f"plain forward {statistics.median(rr['tokens_per_second_samples']):.0f} tok/s; load {rr['loadavg']}")
 
-    # ---- aggregate
+    # ---- aggregate. Baselines: their timed seconds scaled to the whole fact by tokens (exactly
+    # 1 when all options were timed for naive; lm-eval also corrects for a context forward that
+    # splitting the options over rounds repeats). Ours: median over rounds of total / facts.
+    timed = sorted(naive_lp)
+    extrapolated = len(timed) < n_opt
+    naive_all_tokens = sum(naive_tok0)
+    lm_all_tokens = lm_eval_tokens(groups_all)
+
+    def per_fact(kind: str, clock: str) -> float | None:
+        rs = [rr for rr in rounds if rr.get("naive_options")]
+        if kind == "naive":
+            return sum(rr[f"naive_{clock}"] for rr in rs) * naive_all_tokens / sum(rr["naive_tokens"] for rr in rs)
+        if lm is None:
+            return None
+        return sum(rr[f"lm_eval_{clock}"] for rr in rs) * lm_all_tokens / sum(rr["lm_eval_tokens"] for rr in rs)
+
     ours_totals = [rr["ours_seconds_total"] for rr in rounds]
     ours_per_fact = statistics.median(ours_totals) / n_facts
+    ours_cpu_per_fact = statistics.median(rr["ours_cpu_seconds_total"] for rr in rounds) / n_facts
+    naive_per_fact, lm_per_fact = per_fact("naive", "seconds"), per_fact("lm_eval", "seconds")
+    naive_cpu_per_fact, lm_cpu_per_fact = per_fact("naive", "cpu_seconds"), per_fact("lm_eval", "cpu_seconds")
+
     tps_all = [x for rr in rounds for x in rr["tokens_per_second_samples"]]
     tokens_per_second = statistics.median(tps_all)
     floor_per_round = [floor_tokens / statistics.median(rr["tokens_per_second_samples"]) for rr in rounds]
     floor_fraction_per_round = [f / rr["ours_seconds_total"] for f, rr in zip(floor_per_round, rounds)]
 
-    timed = sorted(naive_lp)
-    naive_sub_seconds = sum(rr.get("naive_seconds", 0.0) for rr in rounds)
-    naive_sub_tokens = sum(naive_tok0[i] for i in timed)
-    extrapolated = len(timed) < n_opt
-    naive_per_fact = naive_sub_seconds * sum(naive_tok0) / naive_sub_tokens
     d_naive = max(abs(naive_lp[i] - ours_lp[0][i]) for i in timed)
+    d_lm = max(abs(lm_lp[i] - ours_lp[0][i]) for i in timed) if lm is not None else None
+    d_lm_naive = max(abs(lm_lp[i] - naive_lp[i]) for i in timed) if lm is not None else None
 
-    res: dict = {}
-    if lm is not None:
-        lm_sub_seconds = sum(rr.get("lm_eval_seconds", 0.0) for rr in rounds)
-        lm_sub_tokens = lm_eval_tokens(groups_sub)
-        lm_per_fact = lm_sub_seconds * lm_eval_tokens(groups_all) / lm_sub_tokens
-        d_lm = max(abs(lm_lp[i] - ours_lp[0][i]) for i in timed)
-        d_lm_naive = max(abs(lm_lp[i] - naive_lp[i]) for i in timed)
-    # Paired per-round speedups (same round, same load) for transparency.
+    # Paired per-round speedups (adjacent in time, so under the same outside load).
     paired = []
     for rr in rounds:
         if rr.get("naive_options"):
-            p = {"round": rr["round"],
-                 "vs_naive": (rr["naive_seconds"] / rr["naive_tokens"] * sum(naive_tok0)) / (rr["ours_seconds_total"] / n_facts)}
+            ours_fact = rr["ours_seconds_total"] / n_facts
+            p = {"round": rr["round"], "vs_naive": rr["naive_seconds"] / rr["naive_tokens"] * naive_all_tokens / ours_fact}
             if lm is not None:
-                p["vs_lm_eval"] = (rr["lm_eval_seconds"] / rr["lm_eval_tokens"] * lm_eval_tokens(groups_all)) / (rr["ours_seconds_total"] / n_facts)
+                p["vs_lm_eval"] = rr["lm_eval_seconds"] / rr["lm_eval_tokens"] * lm_all_tokens / ours_fact
             paired.append(p)
 
-    res.update({
-        "speedup_vs_naive": naive_per_fact / ours_per_fact,
-        "speedup_vs_lm_eval": (lm_per_fact / ours_per_fact) if lm is not None else None,
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
+
+    res = {
+        "speedup_vs_naive": ratio(naive_per_fact, ours_per_fact),
+        "speedup_vs_lm_eval": ratio(lm_per_fact, ours_per_fact),
         "max_abs_logprob_diff_vs_naive": d_naive,
-        "max_abs_logprob_diff_vs_lm_eval": d_lm if lm is not None else None,
-        "max_abs_logprob_diff_lm_eval_vs_naive": d_lm_naive if lm is not None else None,
+        "max_abs_logprob_diff_vs_lm_eval": d_lm,
+        "max_abs_logprob_diff_lm_eval_vs_naive": d_lm_naive,
         "token_floor_fraction": statistics.median(floor_fraction_per_round),
         "token_floor_fraction_per_round": floor_fraction_per_round,
         "token_floor_tokens": floor_tokens,
         "token_floor_seconds_per_fact": statistics.median(floor_per_round) / n_facts,
         "ours_seconds_per_fact": ours_per_fact,
+        "ours_seconds_total": statistics.median(ours_totals),
         "ours_seconds_total_per_round": ours_totals,
         "ours_seconds_prefix_per_round": [rr["ours_seconds_prefix"] for rr in rounds],
-        "ours_seconds_cold_memory_pass": mem["seconds_total"],
+        "ours_seconds_total_memory_pass": mem["seconds_total"],
         "naive_seconds_per_fact": naive_per_fact,
-        "lm_eval_seconds_per_fact": lm_per_fact if lm is not None else None,
+        "lm_eval_seconds_per_fact": lm_per_fact,
+        "cpu_time": {
+            "note": "process CPU seconds (all threads); less sensitive to other processes than wall time",
+            "ours_cpu_seconds_per_fact": ours_cpu_per_fact,
+            "naive_cpu_seconds_per_fact": naive_cpu_per_fact,
+            "lm_eval_cpu_seconds_per_fact": lm_cpu_per_fact,
+            "speedup_vs_naive": ratio(naive_cpu_per_fact, ours_cpu_per_fact),
+            "speedup_vs_lm_eval": ratio(lm_cpu_per_fact, ours_cpu_per_fact),
+        },
         "tokens_per_fact_ours": ours_stats["total_tokens"] / n_facts,
         "tokens_per_fact_ours_excluding_prefix": (ours_stats["total_tokens"] - ours_stats["prefix_tokens"]) / n_facts,
-        "tokens_per_fact_naive": sum(naive_tok0),
-        "tokens_per_fact_lm_eval": lm_eval_tokens(groups_all),
+        "tokens_per_fact_naive": naive_all_tokens,
+        "tokens_per_fact_lm_eval": lm_all_tokens,
         "tokens_per_second": tokens_per_second,
         "tokens_per_second_samples": tps_all,
         "tokens_per_second_how": f"plain forward of {len(tps_ids)} tokens through the model body (no LM head), median of all samples",
         "peak_rss_mb_5_facts": mem["peak_growth_mb"].get(5),
         "peak_rss_mb_20_facts": mem["peak_growth_mb"].get(n_facts),
         "peak_rss_how": ("growth of peak RSS (VmHWM, reset via /proc/self/clear_refs)" if memory.exact else "growth of peak RSS (5 ms psutil sampler)")
-        + f" over the RSS before scoring ({mem['rss_baseline_mb']:.0f} MB, model loaded); facts streamed in batches of {mem_batch}",
+        + f" over the RSS just before scoring ({mem['rss_baseline_mb']:.0f} MB, model loaded and warmed up);"
+        + f" facts streamed in batches of {mem_batch}; absolute peak {mem['peak_abs_mb']:.0f} MB",
         "scorer_stats": ours_stats,
         "scorer_token_budget": budget,
         "facts_per_batch": FACTS_PER_BATCH,
-        "baseline_fact": {"index": 0, "subject": wl["items"][0].subject, "options": n_opt,
-                          "options_timed": len(timed), "options_timed_indices": timed,
-                          "extrapolated": extrapolated,
-                          "extrapolation": ("time of the timed options x (tokens of all options / tokens of timed options); "
-                                            "for lm-eval tokens are counted after its one-token-continuation grouping")
-                          if extrapolated else None,
-                          "naive_seconds_timed": naive_sub_seconds,
-                          "lm_eval_seconds_timed": lm_sub_seconds if lm is not None else None,
-                          "single_token_options": sum(1 for c in enc0.cont_ids if len(c) == 1),
-                          "lm_eval_forwards_per_fact": len(groups_all)},
+        "baseline_fact": {
+            "index": 0, "subject": wl["items"][0].subject, "options": n_opt,
+            "options_timed": len(timed), "options_timed_indices": timed, "extrapolated": extrapolated,
+            "extrapolation": "timed seconds x (tokens of the whole fact / tokens forwarded while timing); lm-eval tokens as it "
+                             "forwards them (one sequence per context+continuation[:-1] group, padded batches)",
+            "naive_seconds_timed": sum(rr.get("naive_seconds", 0.0) for rr in rounds),
+            "lm_eval_seconds_timed": sum(rr.get("lm_eval_seconds", 0.0) for rr in rounds) if lm is not None else None,
+            "single_token_options": sum(1 for c in enc0.cont_ids if len(c) == 1),
+            "lm_eval_sequences_per_fact": len(groups_all),
+        },
         "paired_speedups_per_round": paired,
         "lm_eval": lm_info,
         "workload": {
             "relation": args.relation, "facts": n_facts, "choices": n_opt, "examples": len(wl["examples"]),
             "model": args.model, "model_path": str(loaded.path), "dtype": "float32", "device": "cpu",
             "prefix_tokens": len(prefix_ids), "context_tokens_fact0": len(enc0.ctx_ids),
-            "data_root": wl["data_root"], "runner_context_check": wl["runner_check"],
-            "seed": args.seed,
+            "data_root": wl["data_root"], "runner_context_check": wl["runner_check"], "seed": args.seed,
         },
         "rounds": rounds,
         "machine": machine_info(),
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
-        "wall_seconds": None,
-    })
+    }
     passed = {}
     for key, (op, thr) in TARGETS.items():
         v = res.get(key)
@@ -612,6 +632,7 @@ def print_summary(r: dict, out: Path) -> None:
         f"  {'ours':<10}{r['ours_seconds_per_fact']:>10.3f}{r['tokens_per_fact_ours']:>13.0f}{1:>10.1f}",
         f"  {'naive':<10}{r['naive_seconds_per_fact']:>10.2f}{r['tokens_per_fact_naive']:>13.0f}{r['speedup_vs_naive']:>10.1f}",
         f"  {'lm-eval':<10}{fmt(r['lm_eval_seconds_per_fact'], '>10.2f')}{r['tokens_per_fact_lm_eval']:>13.0f}{fmt(r['speedup_vs_lm_eval'], '>10.1f')}",
+        f"  CPU-time speedups (less load-sensitive): naive {fmt(r['cpu_time']['speedup_vs_naive'], '.1f')}x, lm-eval {fmt(r['cpu_time']['speedup_vs_lm_eval'], '.1f')}x",
         f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options" + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
         "  paired per-round speedups: " + "; ".join(
             f"round {p['round']}: naive {p['vs_naive']:.1f}x" + (f", lm-eval {p['vs_lm_eval']:.1f}x" if 'vs_lm_eval' in p else "") for p in r["paired_speedups_per_round"]),
