@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Scorer benchmark: factprobe's shared-prefix scorer vs. a naive per-option forward vs. lm-eval.
 
 Workload (DESIGN.md section 4): IC-LKE on one LAMA relation (P36) with 50 in-context examples
@@ -6,8 +5,10 @@ drawn from the LPAQA T-REx training facts, 100 choices per fact, 20 facts, on
 `smollm2-135m-instruct`, fp32 on CPU. The contexts are built exactly as the probe runner builds
 them (checked against `runner._score_ic_lke` with a recording stub scorer).
 
-Three methods, measured in ONE process, interleaved round by round so that load from other
-processes hits all of them alike:
+Three methods, measured in ONE process and time-sliced: the work is cut into units of a few
+seconds (one batch of facts of ours, a few naive options, one lm-eval model call, one plain
+forward) and a scheduler runs next whichever method is furthest behind its share of the time,
+so that load from other processes (this is a shared 2-core machine) hits all of them alike:
 
 - ours:   `Scorer.prefix(relation prefix)` once, then `score_choices(batch, shared_prefix=...)`
           over all facts in the runner's batches (`FACTS_PER_BATCH`), default token budget.
@@ -43,9 +44,9 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
+import numpy as np
+import torch
+from tqdm.auto import tqdm
 
 TARGETS = {
     "speedup_vs_naive": (">=", 30.0),
@@ -65,7 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--choices", type=int, default=100)
     p.add_argument("--examples", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds (ours runs once per round; naive/lm-eval options are split across rounds)")
+    p.add_argument("--min-ours-passes", type=int, default=3, help="complete passes of ours over all facts (spread over the run)")
+    p.add_argument("--naive-unit", type=int, default=4, help="naive options per time slice")
     p.add_argument("--token-budget", type=int, default=None, help="Scorer token_budget (default: the scorer's device default, as the runner uses)")
     p.add_argument("--lm-eval-batch-size", type=int, default=4)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
@@ -170,13 +172,13 @@ def machine_info() -> dict:
         import lm_eval
 
         info["lm_eval_version"] = getattr(lm_eval, "__version__", None)
-    except Exception:  # pragma: no cover
+    except ImportError:  # pragma: no cover
         pass
     try:
         import psutil
 
         info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except Exception:  # pragma: no cover
+    except ImportError:  # pragma: no cover
         pass
     return info
 
@@ -249,7 +251,7 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
             prefix_text = stub.prefix_texts[0]
             requests = list(stub.requests)
             check["note"] = "contexts differ from the public helpers; the runner's were used"
-    except Exception as err:  # the runner's private API moved: keep going, say so
+    except Exception as err:  # noqa: BLE001  (the runner's private API moved: keep going, say so)
         check = {"checked": False, "error": f"{type(err).__name__}: {err}"}
     return {
         "cfg": cfg, "items": items, "examples": examples, "prefix_text": prefix_text, "requests": requests,
@@ -280,7 +282,7 @@ def run_ours(loaded, prefix_text: str, requests, batch: int, token_budget, desc:
             out.extend(scorer.score_choices(requests[b : b + batch], shared_prefix=prefix))
             batch_seconds.append(now() - tb)
             bar.update(len(requests[b : b + batch]))
-            if memory is not None and len(out) in mem_marks:
+            if memory is not None and (len(out) in mem_marks or not mem_marks):
                 marks[len(out)] = memory.peak() - base
     total = now() - t0
     res = {
@@ -349,9 +351,64 @@ def lm_eval_tokens(groups: dict[tuple, list[int]]) -> int:
     return sum(len(k) for k in groups)
 
 
-def split_options(idx: list[int], k: int) -> list[list[int]]:
-    """Interleaved chunks (every k-th option) so that each round times a like mix of options."""
-    return [c for c in (idx[j::k] for j in range(k)) if c]
+def lm_eval_units(groups: dict[tuple, list[int]], batch_size: int) -> list[list[int]]:
+    """lm-eval time slices: whole groups (so its one-token cache still works), `batch_size` groups
+    per slice, longest first as lm-eval orders them; each slice is one lm-eval model call."""
+    keys = sorted(groups, key=len, reverse=True)
+    return [sorted(i for k in keys[j : j + batch_size] for i in groups[k]) for j in range(0, len(keys), batch_size)]
+
+
+class OursPasses:
+    """Ours as time slices: a pass = the relation prefix, then the runner's batches of facts.
+    A pass's time is the sum of its slices; other methods' slices may run in between."""
+
+    def __init__(self, loaded, prefix_text: str, requests, batch: int, token_budget) -> None:
+        self.loaded, self.prefix_text, self.requests, self.batch, self.token_budget = loaded, prefix_text, requests, batch, token_budget
+        self.passes: list[dict] = []
+        self.first_logprobs: list[np.ndarray] | None = None
+        self.cur: dict | None = None
+
+    @property
+    def in_pass(self) -> bool:
+        return self.cur is not None
+
+    def step(self) -> float:
+        """Run the next slice; returns its wall seconds."""
+        from factprobe.lm.scorer import Scorer
+
+        t0, c0 = now(), cpu()
+        if self.cur is None:
+            sc = Scorer(self.loaded.model, self.loaded.tokenizer, device=self.loaded.device,
+                        token_budget=self.token_budget, max_length=self.loaded.max_length)
+            self.cur = {"scorer": sc, "prefix": sc.prefix(self.prefix_text), "next": 0, "out": [],
+                        "seconds_prefix": now() - t0, "batch_seconds": [], "seconds": 0.0, "cpu_seconds": 0.0}
+        else:
+            c = self.cur
+            chunk = self.requests[c["next"] : c["next"] + self.batch]
+            c["out"].extend(c["scorer"].score_choices(chunk, shared_prefix=c["prefix"]))
+            c["next"] += len(chunk)
+            c["batch_seconds"].append(now() - t0)
+        dt = now() - t0
+        self.cur["seconds"] += dt
+        self.cur["cpu_seconds"] += cpu() - c0
+        if self.cur["next"] >= len(self.requests):
+            self._finish()
+        return dt
+
+    def _finish(self) -> None:
+        c, self.cur = self.cur, None
+        st = c["scorer"].stats
+        rec = {"seconds": c["seconds"], "cpu_seconds": c["cpu_seconds"], "seconds_prefix": c["seconds_prefix"],
+               "batch_seconds": c["batch_seconds"], "stats": {
+                   "prefix_tokens": st.prefix_tokens, "packed_tokens": st.packed_tokens, "fallback_tokens": st.fallback_tokens,
+                   "total_tokens": st.total_tokens, "forwards": st.forwards, "fallbacks": st.fallbacks},
+               "loadavg": loadavg()}
+        if self.first_logprobs is None:
+            self.first_logprobs = c["out"]
+            self.token_budget_used = c["scorer"].token_budget
+        else:  # deterministic: every pass must give the same numbers
+            rec["max_abs_diff_vs_pass1"] = float(max(np.abs(a - b).max() for a, b in zip(c["out"], self.first_logprobs)))
+        self.passes.append(rec)
 
 
 # ------------------------------------------------------------------------------------ main
@@ -394,14 +451,13 @@ def main(argv=None) -> int:
 
     # ---- warm-up: the first forwards page in the (mmapped) weights and build kernels; keep that
     # one-time cost out of both the memory pass and the timings.
-    warm = run_ours(loaded, prefix_text, requests[:1], 1, args.token_budget, "warm-up", False)
+    run_ours(loaded, prefix_text, requests[:1], 1, args.token_budget, "warm-up", False)
     plain_forward_tps(model, tps_ids[:128], reps=1)
 
     # ---- memory pass (also a first timed run of ours): batches of 5, peak after 5 and 20 facts
     mem_batch = 5
     say(f"memory pass: ours over {n_facts} facts in batches of {mem_batch} (peak RSS after 5 and {n_facts} facts)")
-    mem = run_ours(loaded, prefix_text, requests, mem_batch, args.token_budget, "ours (memory pass)", progress,
-                   memory=memory, mem_marks=(5, n_facts))
+    mem = run_ours(loaded, prefix_text, requests, mem_batch, args.token_budget, "ours (memory pass)", progress, memory=memory)
     say(f"  {mem['seconds_total']:.1f}s; peak RSS growth {', '.join(f'{k} facts: {v:.1f} MB' for k, v in mem['peak_growth_mb'].items())}")
 
     # ---- warm-ups and cost estimates for the baselines
@@ -442,115 +498,138 @@ def main(argv=None) -> int:
     # ---- size the naive / lm-eval option subset to the time budget
     elapsed = now() - t_start
     t_ours_est = mem["seconds_total"]
-    tps_cost = 3 * args.tps_tokens / max(1.0, np.mean(plain_forward_tps(model, tps_ids[:256], reps=1)))
+    tps_share = 0.08  # of naive's time: ~1 plain forward per 12 s of naive
     naive_full_est = t_naive_one * sum(naive_tok0) / naive_tok0[0]
     groups_all = lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, list(range(n_opt)))
-    lm_full_est = 0.0 if lm is None else 1.3 * naive_full_est * lm_eval_tokens(groups_all) / sum(naive_tok0)
-    left = args.max_seconds - elapsed - args.rounds * (t_ours_est + tps_cost) - 15
-    frac = min(1.0, args.naive_max_seconds / naive_full_est, max(left, 0.0) / (naive_full_est + lm_full_est))
-    k = args.naive_options or max(min(10, n_opt), int(math.floor(frac * n_opt)))
+    # lm-eval costs about what naive costs per forwarded token (measured: 0.6-0.9x); estimate 1x.
+    lm_full_est = 0.0 if lm is None else naive_full_est * lm_eval_tokens(groups_all) / sum(naive_tok0)
+    left = args.max_seconds - elapsed - args.min_ours_passes * t_ours_est - 15
+    limits = {"all options": 1.0, f"--naive-max-seconds {args.naive_max_seconds:g}": args.naive_max_seconds / naive_full_est,
+              f"--max-seconds {args.max_seconds:g}": max(left, 0.0) / ((1 + tps_share) * naive_full_est + lm_full_est)}
+    why, frac = min(limits.items(), key=lambda kv: kv[1])
+    k = args.naive_options or max(min(10, n_opt), math.floor(frac * n_opt))
     k = min(k, n_opt)
+    if args.naive_options:
+        why = "--naive-options"
     subset = sorted(set(np.linspace(0, n_opt - 1, k).round().astype(int).tolist()))
     say(f"estimates: naive {naive_full_est:.0f}s/fact, lm-eval {lm_full_est:.0f}s/fact, ours {t_ours_est:.0f}s/{n_facts} facts; "
-        f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval")
-    chunks = split_options(subset, args.rounds)
+        f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval (limited by {why})")
 
-    # ---- interleaved rounds: ours (all facts), plain forward, naive chunk, lm-eval chunk, plain forward
-    rounds = []
+    # ---- time-sliced run. Shares of wall time, relative to naive: lm-eval and ours get what
+    # they need to finish alongside naive (ours: --min-ours-passes passes), the plain forward a bit.
+    naive_q = [subset[j : j + args.naive_unit] for j in range(0, len(subset), args.naive_unit)]
+    naive_q = naive_q[::2] + naive_q[1::2]  # spread the option mix over time
+    groups_sub = lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, subset)
+    lm_q = lm_eval_units(groups_sub, args.lm_eval_batch_size) if lm is not None else []
+    naive_sub_est = naive_full_est * len(subset) / n_opt
+    share = {"naive": 1.0, "lm_eval": max(0.05, lm_full_est / naive_full_est), "tps": tps_share,
+             "ours": max(0.05, args.min_ours_passes * t_ours_est / max(naive_sub_est, 1e-9))}
+    spent = dict.fromkeys(share, 0.0)
+    ours = OursPasses(loaded, prefix_text, requests, FACTS_PER_BATCH, args.token_budget)
+    naive_units, lm_units, tps_samples = [], [], []
     naive_lp: dict[int, float] = {}
     lm_lp: dict[int, float] = {}
-    ours_lp = ours_stats = budget = None
-    for r in range(args.rounds):
-        rr: dict = {"round": r + 1}
-        o = run_ours(loaded, prefix_text, requests, FACTS_PER_BATCH, args.token_budget, f"round {r + 1}: ours", progress)
-        rr.update({"ours_seconds_total": o["seconds_total"], "ours_cpu_seconds_total": o["cpu_seconds_total"],
-                   "ours_seconds_prefix": o["seconds_prefix"], "ours_batch_seconds": o["batch_seconds"], "ours_stats": o["stats"]})
-        if ours_lp is None:
-            ours_lp, ours_stats, budget = o["logprobs"], o["stats"], o["token_budget"]
-        else:  # deterministic: every round must give the same numbers
-            rr["ours_max_abs_diff_vs_round1"] = float(max(np.abs(a - b).max() for a, b in zip(o["logprobs"], ours_lp)))
-        rr["tokens_per_second_samples"] = plain_forward_tps(model, tps_ids, reps=2)
-        chunk = chunks[r] if r < len(chunks) else []
-        if chunk:
-            opts = [fact0.options[i] for i in chunk]
-            nv = run_naive(model, tok, fact0.context, opts, f"round {r + 1}: naive", progress)
+    t_run = now()
+    bar = tqdm(total=len(naive_q) + len(lm_q), desc="interleaved (naive + lm-eval slices)", unit="slice", disable=not progress)
+    while True:
+        ready = []
+        if naive_q:
+            ready.append("naive")
+        if lm_q:
+            ready.append("lm_eval")
+        baselines_left = bool(naive_q or lm_q)
+        if baselines_left or ours.in_pass or len(ours.passes) < args.min_ours_passes:
+            ready.append("ours")
+        if ready or len(tps_samples) < 3:
+            ready.append("tps")
+        if not ready:
+            break
+        m = min(ready, key=lambda x: spent[x] / share[x])
+        if m == "naive":
+            chunk = naive_q.pop(0)
+            nv = run_naive(model, tok, fact0.context, [fact0.options[i] for i in chunk], "naive", False)
             naive_lp.update(zip(chunk, nv["logprobs"]))
-            rr.update({"naive_options": len(chunk), "naive_seconds": nv["seconds"], "naive_cpu_seconds": nv["cpu_seconds"],
-                       "naive_tokens": sum(naive_tok0[i] for i in chunk)})
-            if lm is not None:
-                n_calls = len(lm_calls)
-                le = run_lm_eval(lm, fact0.context, opts, progress)
-                lm_lp.update(zip(chunk, le["logprobs"]))
-                rr.update({"lm_eval_seconds": le["seconds"], "lm_eval_cpu_seconds": le["cpu_seconds"],
-                           "lm_eval_tokens": sum(b * n for b, n in lm_calls[n_calls:]),
-                           "lm_eval_padded_sequences": sum(b for b, _ in lm_calls[n_calls:]),
-                           "lm_eval_model_calls": len(lm_calls) - n_calls})
-        rr["tokens_per_second_samples"] += plain_forward_tps(model, tps_ids, reps=1)
-        rr["loadavg"] = loadavg()
-        rounds.append(rr)
-        say(f"round {r + 1}: ours {o['seconds_total']:.1f}s/{n_facts} facts; "
-            + (f"naive {rr['naive_seconds']:.1f}s/{rr['naive_options']} opts; " if chunk else "")
-            + (f"lm-eval {rr['lm_eval_seconds']:.1f}s; " if chunk and lm is not None else "")
-            + f"plain forward {statistics.median(rr['tokens_per_second_samples']):.0f} tok/s; load {rr['loadavg']}")
+            naive_units.append({"options": chunk, "seconds": nv["seconds"], "cpu_seconds": nv["cpu_seconds"],
+                                "tokens": sum(naive_tok0[i] for i in chunk), "t": now() - t_run})
+            dt = nv["seconds"]
+            bar.update(1)
+        elif m == "lm_eval":
+            chunk = lm_q.pop(0)
+            n_calls = len(lm_calls)
+            le = run_lm_eval(lm, fact0.context, [fact0.options[i] for i in chunk], False)
+            lm_lp.update(zip(chunk, le["logprobs"]))
+            lm_units.append({"options": chunk, "seconds": le["seconds"], "cpu_seconds": le["cpu_seconds"],
+                             "tokens": sum(b * n for b, n in lm_calls[n_calls:]), "model_calls": len(lm_calls) - n_calls,
+                             "t": now() - t_run})
+            dt = le["seconds"]
+            bar.update(1)
+        elif m == "ours":
+            dt = ours.step()
+        else:
+            tps_samples.append(plain_forward_tps(model, tps_ids, reps=1)[0])
+            dt = len(tps_ids) / tps_samples[-1]
+        spent[m] += dt
+        bar.set_postfix_str(f"ours passes {len(ours.passes)}, plain {statistics.median(tps_samples) if tps_samples else 0:.0f} tok/s")
+    bar.close()
+    passes_txt = ", ".join(f"{p['seconds']:.1f}s" for p in ours.passes)
+    say(f"interleaved run {now() - t_run:.0f}s: ours passes {passes_txt}; "
+        f"naive {sum(u['seconds'] for u in naive_units):.0f}s in {len(naive_units)} slices; "
+        f"lm-eval {sum(u['seconds'] for u in lm_units):.0f}s in {len(lm_units)} slices; "
+        f"plain forward median {statistics.median(tps_samples):.0f} tok/s ({len(tps_samples)} samples); load {loadavg()}")
 
-    # ---- aggregate. Baselines: their timed seconds scaled to the whole fact by tokens (exactly
-    # 1 when all options were timed for naive; lm-eval also corrects for a context forward that
-    # splitting the options over rounds repeats). Ours: median over rounds of total / facts.
+    # ---- aggregate. Baselines: timed seconds scaled to the whole fact by tokens (exactly 1x when
+    # all options were timed; lm-eval tokens as it forwards them). Ours: median pass / facts.
     timed = sorted(naive_lp)
     extrapolated = len(timed) < n_opt
     naive_all_tokens = sum(naive_tok0)
     lm_all_tokens = lm_eval_tokens(groups_all)
 
-    def per_fact(kind: str, clock: str) -> float | None:
-        rs = [rr for rr in rounds if rr.get("naive_options")]
-        if kind == "naive":
-            return sum(rr[f"naive_{clock}"] for rr in rs) * naive_all_tokens / sum(rr["naive_tokens"] for rr in rs)
-        if lm is None:
+    def per_fact(units: list[dict], all_tokens: int, clock: str) -> float | None:
+        if not units:
             return None
-        return sum(rr[f"lm_eval_{clock}"] for rr in rs) * lm_all_tokens / sum(rr["lm_eval_tokens"] for rr in rs)
+        return sum(u[clock] for u in units) * all_tokens / sum(u["tokens"] for u in units)
 
-    ours_totals = [rr["ours_seconds_total"] for rr in rounds]
-    ours_per_fact = statistics.median(ours_totals) / n_facts
-    ours_cpu_per_fact = statistics.median(rr["ours_cpu_seconds_total"] for rr in rounds) / n_facts
-    naive_per_fact, lm_per_fact = per_fact("naive", "seconds"), per_fact("lm_eval", "seconds")
-    naive_cpu_per_fact, lm_cpu_per_fact = per_fact("naive", "cpu_seconds"), per_fact("lm_eval", "cpu_seconds")
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
 
-    tps_all = [x for rr in rounds for x in rr["tokens_per_second_samples"]]
-    tokens_per_second = statistics.median(tps_all)
-    floor_per_round = [floor_tokens / statistics.median(rr["tokens_per_second_samples"]) for rr in rounds]
-    floor_fraction_per_round = [f / rr["ours_seconds_total"] for f, rr in zip(floor_per_round, rounds)]
+    pass_s = [p["seconds"] for p in ours.passes]
+    ours_per_fact = statistics.median(pass_s) / n_facts
+    ours_cpu_per_fact = statistics.median(p["cpu_seconds"] for p in ours.passes) / n_facts
+    naive_per_fact = per_fact(naive_units, naive_all_tokens, "seconds")
+    lm_per_fact = per_fact(lm_units, lm_all_tokens, "seconds")
+    naive_cpu_per_fact = per_fact(naive_units, naive_all_tokens, "cpu_seconds")
+    lm_cpu_per_fact = per_fact(lm_units, lm_all_tokens, "cpu_seconds")
+    tokens_per_second = statistics.median(tps_samples)
+    floor_seconds = floor_tokens / tokens_per_second
+    ours_stats = ours.passes[0]["stats"]
+    ours_lp = ours.first_logprobs
 
     d_naive = max(abs(naive_lp[i] - ours_lp[0][i]) for i in timed)
     d_lm = max(abs(lm_lp[i] - ours_lp[0][i]) for i in timed) if lm is not None else None
     d_lm_naive = max(abs(lm_lp[i] - naive_lp[i]) for i in timed) if lm is not None else None
 
-    # Paired per-round speedups (adjacent in time, so under the same outside load).
-    paired = []
-    for rr in rounds:
-        if rr.get("naive_options"):
-            ours_fact = rr["ours_seconds_total"] / n_facts
-            p = {"round": rr["round"], "vs_naive": rr["naive_seconds"] / rr["naive_tokens"] * naive_all_tokens / ours_fact}
-            if lm is not None:
-                p["vs_lm_eval"] = rr["lm_eval_seconds"] / rr["lm_eval_tokens"] * lm_all_tokens / ours_fact
-            paired.append(p)
-
-    def ratio(a, b):
-        return None if a is None or b is None else a / b
+    def quartiles(xs):
+        return [float(x) for x in np.percentile(xs, [0, 25, 50, 75, 100])] if xs else None
 
     res = {
         "speedup_vs_naive": ratio(naive_per_fact, ours_per_fact),
         "speedup_vs_lm_eval": ratio(lm_per_fact, ours_per_fact),
+        "speedup_range_over_ours_passes": {
+            "note": "baseline s/fact / (slowest .. fastest ours pass): how much the outside load moves the headline",
+            "vs_naive": [ratio(naive_per_fact, max(pass_s) / n_facts), ratio(naive_per_fact, min(pass_s) / n_facts)],
+            "vs_lm_eval": [ratio(lm_per_fact, max(pass_s) / n_facts), ratio(lm_per_fact, min(pass_s) / n_facts)],
+        },
         "max_abs_logprob_diff_vs_naive": d_naive,
         "max_abs_logprob_diff_vs_lm_eval": d_lm,
         "max_abs_logprob_diff_lm_eval_vs_naive": d_lm_naive,
-        "token_floor_fraction": statistics.median(floor_fraction_per_round),
-        "token_floor_fraction_per_round": floor_fraction_per_round,
+        "token_floor_fraction": floor_seconds / statistics.median(pass_s),
+        "token_floor_fraction_best": floor_tokens / max(tps_samples) / min(pass_s),
         "token_floor_tokens": floor_tokens,
-        "token_floor_seconds_per_fact": statistics.median(floor_per_round) / n_facts,
+        "token_floor_seconds_per_fact": floor_seconds / n_facts,
         "ours_seconds_per_fact": ours_per_fact,
-        "ours_seconds_total": statistics.median(ours_totals),
-        "ours_seconds_total_per_round": ours_totals,
-        "ours_seconds_prefix_per_round": [rr["ours_seconds_prefix"] for rr in rounds],
+        "ours_seconds_total": statistics.median(pass_s),
+        "ours_seconds_total_per_pass": pass_s,
+        "ours_seconds_prefix_per_pass": [p["seconds_prefix"] for p in ours.passes],
         "ours_seconds_total_memory_pass": mem["seconds_total"],
         "naive_seconds_per_fact": naive_per_fact,
         "lm_eval_seconds_per_fact": lm_per_fact,
@@ -567,27 +646,29 @@ def main(argv=None) -> int:
         "tokens_per_fact_naive": naive_all_tokens,
         "tokens_per_fact_lm_eval": lm_all_tokens,
         "tokens_per_second": tokens_per_second,
-        "tokens_per_second_samples": tps_all,
-        "tokens_per_second_how": f"plain forward of {len(tps_ids)} tokens through the model body (no LM head), median of all samples",
+        "tokens_per_second_samples": tps_samples,
+        "tokens_per_second_how": f"plain forward of {len(tps_ids)} tokens through the model body (no LM head), median of samples spread over the run",
         "peak_rss_mb_5_facts": mem["peak_growth_mb"].get(5),
         "peak_rss_mb_20_facts": mem["peak_growth_mb"].get(n_facts),
+        "peak_rss_mb_by_facts": {str(k): v for k, v in mem["peak_growth_mb"].items()},
         "peak_rss_how": ("growth of peak RSS (VmHWM, reset via /proc/self/clear_refs)" if memory.exact else "growth of peak RSS (5 ms psutil sampler)")
         + f" over the RSS just before scoring ({mem['rss_baseline_mb']:.0f} MB, model loaded and warmed up);"
         + f" facts streamed in batches of {mem_batch}; absolute peak {mem['peak_abs_mb']:.0f} MB",
         "scorer_stats": ours_stats,
-        "scorer_token_budget": budget,
+        "scorer_token_budget": ours.token_budget_used,
         "facts_per_batch": FACTS_PER_BATCH,
         "baseline_fact": {
             "index": 0, "subject": wl["items"][0].subject, "options": n_opt,
             "options_timed": len(timed), "options_timed_indices": timed, "extrapolated": extrapolated,
+            "subset_limited_by": why, "estimated_seconds_per_fact_before_timing": {"naive": naive_full_est, "lm_eval": lm_full_est},
             "extrapolation": "timed seconds x (tokens of the whole fact / tokens forwarded while timing); lm-eval tokens as it "
                              "forwards them (one sequence per context+continuation[:-1] group, padded batches)",
-            "naive_seconds_timed": sum(rr.get("naive_seconds", 0.0) for rr in rounds),
-            "lm_eval_seconds_timed": sum(rr.get("lm_eval_seconds", 0.0) for rr in rounds) if lm is not None else None,
+            "naive_seconds_timed": sum(u["seconds"] for u in naive_units),
+            "lm_eval_seconds_timed": sum(u["seconds"] for u in lm_units) if lm is not None else None,
+            "naive_seconds_per_option_quartiles": quartiles([u["seconds"] / len(u["options"]) for u in naive_units]),
             "single_token_options": sum(1 for c in enc0.cont_ids if len(c) == 1),
             "lm_eval_sequences_per_fact": len(groups_all),
         },
-        "paired_speedups_per_round": paired,
         "lm_eval": lm_info,
         "workload": {
             "relation": args.relation, "facts": n_facts, "choices": n_opt, "examples": len(wl["examples"]),
@@ -595,7 +676,9 @@ def main(argv=None) -> int:
             "prefix_tokens": len(prefix_ids), "context_tokens_fact0": len(enc0.ctx_ids),
             "data_root": wl["data_root"], "runner_context_check": wl["runner_check"], "seed": args.seed,
         },
-        "rounds": rounds,
+        "schedule": {"how": "time-sliced: next slice goes to the method furthest behind its share of wall time",
+                     "shares_relative_to_naive": share, "wall_seconds_spent": spent,
+                     "ours_passes": ours.passes, "naive_slices": naive_units, "lm_eval_slices": lm_units},
         "machine": machine_info(),
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
@@ -627,21 +710,27 @@ def print_summary(r: dict, out: Path) -> None:
     lines = [
         "",
         f"Scorer benchmark: {w['relation']}, {w['examples']} examples ({w['prefix_tokens']} prefix tokens), {w['facts']} facts x {w['choices']} options, {w['model']} fp32 CPU, {r['machine']['torch_threads']} threads",
-        f"  load average start {r['loadavg_start']} end {r['loadavg_end']} (noisy machine: numbers are interleaved; ratios matter)",
+        f"  load average start {r['loadavg_start']} end {r['loadavg_end']} (shared machine: methods are time-sliced; compare ratios)",
         f"  {'method':<10}{'s/fact':>10}{'tokens/fact':>13}{'speedup':>10}",
         f"  {'ours':<10}{r['ours_seconds_per_fact']:>10.3f}{r['tokens_per_fact_ours']:>13.0f}{1:>10.1f}",
         f"  {'naive':<10}{r['naive_seconds_per_fact']:>10.2f}{r['tokens_per_fact_naive']:>13.0f}{r['speedup_vs_naive']:>10.1f}",
         f"  {'lm-eval':<10}{fmt(r['lm_eval_seconds_per_fact'], '>10.2f')}{r['tokens_per_fact_lm_eval']:>13.0f}{fmt(r['speedup_vs_lm_eval'], '>10.1f')}",
         f"  CPU-time speedups (less load-sensitive): naive {fmt(r['cpu_time']['speedup_vs_naive'], '.1f')}x, lm-eval {fmt(r['cpu_time']['speedup_vs_lm_eval'], '.1f')}x",
         f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options" + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
-        "  paired per-round speedups: " + "; ".join(
-            f"round {p['round']}: naive {p['vs_naive']:.1f}x" + (f", lm-eval {p['vs_lm_eval']:.1f}x" if 'vs_lm_eval' in p else "") for p in r["paired_speedups_per_round"]),
-        f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; floor fraction {r['token_floor_fraction']:.2f} (per round {', '.join(f'{x:.2f}' for x in r['token_floor_fraction_per_round'])})",
+        "  ours passes (s): " + ", ".join(f"{x:.1f}" for x in r["ours_seconds_total_per_pass"])
+        + "; speedup range over them: naive " + "-".join(fmt(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_naive"])
+        + "x, lm-eval " + "-".join(fmt(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_lm_eval"]) + "x",
+        (f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; "
+         f"floor fraction {r['token_floor_fraction']:.2f} (best pass vs best plain forward: {r['token_floor_fraction_best']:.2f})"),
         f"  max |logprob diff|: vs naive {r['max_abs_logprob_diff_vs_naive']:.2e}, vs lm-eval {fmt(r['max_abs_logprob_diff_vs_lm_eval'], '.2e')} (lm-eval vs naive {fmt(r['max_abs_logprob_diff_lm_eval_vs_naive'], '.2e')})",
         f"  peak RSS growth: 5 facts {fmt(r['peak_rss_mb_5_facts'], '.1f')} MB, 20 facts {fmt(r['peak_rss_mb_20_facts'], '.1f')} MB",
         "  targets: " + ", ".join(f"{k} {r['targets'][k]}: {'PASS' if v else ('n/a' if v is None else 'FAIL')}" for k, v in r["passed"].items()),
         f"  wrote {out} ({r['wall_seconds']:.0f}s)",
     ]
+    la = r.get("loadavg_start") or [0]
+    if la[0] >= (r["machine"]["cpu_count"] or 1) and r["machine"]["torch_threads"] > 1:
+        lines.append(f"  note: load average {la[0]} >= {r['machine']['cpu_count']} CPUs; with {r['machine']['torch_threads']} torch threads "
+                     "every method slows down a lot (OpenMP threads wait for each other); --threads 1 gives steadier numbers")
     print("\n".join(lines))
 
 

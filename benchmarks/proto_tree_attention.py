@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Prototype (not used by factprobe): per-tree attention for the scorer's packed forward.
 
 Why: a packed chunk holds several facts' segment trees in one sequence of batch 1. Every query
@@ -29,13 +28,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from transformers import AttentionInterface  # noqa: E402
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward  # noqa: E402
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask  # noqa: E402
+import numpy as np
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from factprobe.lm.scorer import PrefixCache, Scorer, Segment  # noqa: E402
+from factprobe.lm.scorer import PrefixCache, Scorer
 
 NAME = "factprobe_tree"
 
@@ -103,7 +102,7 @@ class TreeScorer(Scorer):
 
 
 def main(argv=None) -> int:
-    import bench_scorer as B  # noqa: PLC0415  (same folder)
+    import bench_scorer as B  # same folder (on sys.path when run as a script)
 
     p = argparse.ArgumentParser()
     p.add_argument("--facts", type=int, default=20)

@@ -12,6 +12,7 @@ User errors (bad data, unknown relation or model, ...) print one line `error: ..
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -60,7 +61,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{args.probe}-{model_slug}-{args.source}")
     from tracking.probe_logging import log_probe_outcome, probe_run
 
-    with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, required=args.require_tracking, trigger=args.trigger) as run:
+    # Same config into the same folder on the same host = the same step: a rerun marks the run of a
+    # crashed attempt (left RUNNING when the server died) FAILED instead of leaving it RUNNING.
+    step_key = f"cli/{socket.gethostname()}/{out.resolve()}/{cfg.results_key()}"
+    with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, required=args.require_tracking,
+                   trigger=args.trigger, step_key=step_key) as run:
         outcome = run_probe(cfg, out, progress=not args.no_progress)
         log_probe_outcome(run, outcome, cfg)
     m = outcome.metrics
@@ -133,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FactprobeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - tracking failures (--require-tracking) are one line too
+        if type(e).__name__ != "TrackingError":
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; finished facts are kept in the output folder's checkpoint", file=sys.stderr)
         return 130

@@ -112,6 +112,9 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
     from kfp import local
 
     pipe = get_pipeline(name, local=True)
+    from tracking.conventions import git_sha
+
+    os.environ.setdefault("FACTPROBE_GIT_SHA", git_sha())  # one sha for every step of this run
     spec = pipeline_parameters(pipe)
     params = _absolute_paths(dict(params))
     if "tracking_uri" in spec and "tracking_uri" not in params:

@@ -28,6 +28,22 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 
+def _experiment_id(client, name: str) -> str:
+    """Id of experiment `name`, created if missing. Two first runs may race to create it: the
+    loser gets RESOURCE_ALREADY_EXISTS and uses the winner's experiment."""
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name)
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id
+
+
 class TrackingError(RuntimeError):
     """The tracking server is unreachable, rejected us, or failed mid-run."""
 
@@ -40,6 +56,10 @@ def _describe(exc: BaseException) -> str:
         return "the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD"
     if "403" in low or "permission" in low:
         return "permission denied (HTTP 403)"
+    if "connection refused" in low or "failed to establish a new connection" in low:
+        return "connection refused (is the server running and the URI right?)"
+    if "timed out" in low or "timeout" in low:
+        return "the server did not answer in time"
     return msg[:300]
 
 
@@ -93,8 +113,7 @@ class TrackedRun:
             self._fail("connecting", exc)
             return self
         try:
-            exp = client.get_experiment_by_name(experiment_name(self.pipeline))
-            exp_id = exp.experiment_id if exp else client.create_experiment(experiment_name(self.pipeline))
+            exp_id = _experiment_id(client, experiment_name(self.pipeline))
             if self._resume:  # logging into an existing run (e.g. the parent): its status is not ours
                 return self
             if self.step_key:

@@ -42,7 +42,7 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
         run.log_figure(bars, "figures/per_relation_accuracy.png")
         run.log_table(pd.DataFrame(summary_rows(metrics)), "tables/summary.json")
         run.log_text(__import__("json").dumps(metrics, indent=1, default=float), "summary/summary.json")
-        run.log_artifact(html_path, "report")
+        run.log_text(Path(html_path).read_text(), "report/report.html")  # .html: the MLflow UI renders it
         flat = {}
         for name, m in metrics.items():
             safe = name.replace(":", "/")

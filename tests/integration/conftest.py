@@ -10,11 +10,13 @@
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from .servers import ADMIN_PASSWORD, ADMIN_USER, MlflowServer, ServerError, Stack, client_env, postgres_bin_dir
+
 
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
@@ -27,6 +29,10 @@ def pytest_collection_modifyitems(config, items):
 def servers(tmp_path_factory) -> Stack:
     if postgres_bin_dir() is None:
         pytest.skip("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin: apt-get install -y postgresql")
+    missing = [m for m in ("psycopg2", "flask_wtf", "boto3") if importlib.util.find_spec(m) is None]
+    if missing:  # a broken test environment, not a reason to skip
+        pytest.fail(f"integration servers need {missing}: pip install -c constraints.txt 'mlflow[auth]' psycopg2-binary "
+                    "'moto[server]'", pytrace=False)
     stack = Stack(tmp_path_factory.mktemp("servers"))
     try:
         stack.start()

@@ -15,7 +15,7 @@ def factprobe_cmd(*args: str) -> list[str]:
 
 
 def run_factprobe(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(factprobe_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(factprobe_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def last_line(text: str) -> str:

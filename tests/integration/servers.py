@@ -134,11 +134,11 @@ class Postgres:
         return prefix + list(args)
 
     def _run(self, *args: str, timeout: float = 120) -> None:
-        out = subprocess.run(self._cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=self.root)
+        out = subprocess.run(self._cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=self.root, check=False)
         if out.returncode != 0:
             raise ServerError(f"{' '.join(args[:2])} failed ({out.returncode}): {out.stderr[-2000:]}\n{_tail(self.log)}")
 
-    def start(self) -> "Postgres":
+    def start(self) -> Postgres:
         b = self.bin_dir
         self._run(str(b / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth-local=trust",
                   "--auth-host=scram-sha-256", "--no-sync", "-E", "UTF8", "--locale=C")
@@ -183,7 +183,7 @@ class MotoS3:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, workdir: Path, timeout: float = 60) -> "MotoS3":
+    def start(self, workdir: Path, timeout: float = 60) -> MotoS3:
         exe = Path(sys.executable).parent / "moto_server"
         exe = str(exe) if exe.exists() else shutil.which("moto_server")
         if not exe:
@@ -318,7 +318,7 @@ class Stack:
     mlflow: MlflowServer | None = None
     startup_s: dict[str, float] = field(default_factory=dict)
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         bin_dir = postgres_bin_dir()
         if bin_dir is None:
             raise ServerError("PostgreSQL binaries not found (apt-get install -y postgresql)")
@@ -355,15 +355,14 @@ def main() -> int:
     print(f"S3 (moto)  : {stack.s3.endpoint}  bucket {BUCKET}  (AWS keys: testing/testing)")
     print(f"MLflow     : {stack.mlflow.uri}  (basic auth {ADMIN_USER} / {ADMIN_PASSWORD})")
     print(f"logs       : {root}")
-    print("\nexport MLFLOW_TRACKING_URI=%s MLFLOW_TRACKING_USERNAME=%s MLFLOW_TRACKING_PASSWORD=%s"
-          % (stack.mlflow.uri, ADMIN_USER, ADMIN_PASSWORD), flush=True)
+    print(f"\nexport MLFLOW_TRACKING_URI={stack.mlflow.uri} MLFLOW_TRACKING_USERNAME={ADMIN_USER} "
+          f"MLFLOW_TRACKING_PASSWORD={ADMIN_PASSWORD}", flush=True)
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job inherits it ignored
+        signal.signal(sig, lambda *_: stopping.append(1))
     try:
         while not stopping:
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -11,6 +11,7 @@ Needs `apt-get install -y chromium chromium-driver`; skipped with that command w
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -57,7 +58,8 @@ def chrome(tmp_path):
 
 @pytest.fixture
 def two_model_runs(servers, factprobe_env, tmp_path) -> dict[str, str]:
-    """{model: MLflow run id} of one tiny IC-LKE run per model."""
+    """{model: MLflow run id} of one small IC-LKE run per model (one after the other: run at once on
+    two cores they are no faster, and two first runs race to create the experiment)."""
     uri = servers.mlflow.uri
     runs = {}
     for model in MODELS:
@@ -116,9 +118,7 @@ def _close_assistant_panel(chrome) -> None:
     from selenium.webdriver.common.by import By
 
     for button in chrome.find_elements(By.CSS_SELECTOR, "button[aria-label='Close']"):
-        try:
+        with contextlib.suppress(Exception):  # cosmetic only: a stale or hidden button is fine
             if button.is_displayed():
                 button.click()
                 time.sleep(0.5)
-        except Exception:  # noqa: BLE001 - cosmetic only
-            pass

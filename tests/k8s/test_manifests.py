@@ -242,7 +242,7 @@ def test_mlflow_server_command_and_configuration(rendered):
             assert arg in args, f"{name}: mlflow server lacks {arg}"
         env = env_of(server)
         uri = env["MLFLOW_BACKEND_STORE_URI"]["value"]
-        assert uri == ("postgresql://$(POSTGRES_USER):$(POSTGRES_PASSWORD)"
+        assert uri == ("postgresql+psycopg2://$(POSTGRES_USER):$(POSTGRES_PASSWORD)"
                        "@postgres.factprobe.svc.cluster.local:5432/$(POSTGRES_DB)")
         names = list(env)
         for var in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"):
@@ -569,7 +569,7 @@ def test_render_auth_config_writes_an_ini_mlflow_can_read(tmp_path):
     config = configparser.ConfigParser()  # how mlflow.server.auth.config reads it
     config.read(out)
     section = config["mlflow"]
-    assert section["database_uri"] == "postgresql://mlflow:0a1b2c@postgres.factprobe.svc.cluster.local:5432/mlflow"
+    assert section["database_uri"] == "postgresql+psycopg2://mlflow:0a1b2c@postgres.factprobe.svc.cluster.local:5432/mlflow"
     assert section["admin_username"] == "admin"
     assert section["admin_password"] == "s3cr%t$x-admin-pw"  # '%' survives configparser interpolation
     assert section["default_permission"] == "READ"

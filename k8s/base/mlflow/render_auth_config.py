@@ -77,7 +77,7 @@ def render(
             "(MLflow's password policy)"
         )
     values = {
-        "database_uri": f"postgresql://{user}:{password}@{postgres_host}:{postgres_port}/{database}",
+        "database_uri": f"postgresql+psycopg2://{user}:{password}@{postgres_host}:{postgres_port}/{database}",
         "admin_username": read_secret(admin_dir, "MLFLOW_AUTH_ADMIN_USERNAME"),
         "admin_password": admin_password,
     }
