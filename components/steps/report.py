@@ -18,6 +18,8 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
     """Write the HTML and Markdown reports; log figures, the summary table and per-run metrics to
     the parent run. Returns the metrics by run name."""
 
+    from pathlib import Path
+
     import matplotlib.pyplot as plt
     import pandas as pd
 
