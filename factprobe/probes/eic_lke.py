@@ -78,7 +78,3 @@ def score_eic_group(
             out[i][j] = v
     return out
 
-
-def naive_eic_tokens(prefix_len: int, segments: Sequence[Segment]) -> int:
-    """Tokens a plain EIC-LKE implementation forwards: every full sequence once."""
-    return sum(prefix_len + len(s.token_ids) for s in segments)

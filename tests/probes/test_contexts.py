@@ -2,7 +2,7 @@
 import pytest
 
 from factprobe.errors import DataError
-from factprobe.facts import Fact, MCItem
+from factprobe.facts import Fact
 from factprobe.probes import ic_lke, prompt_lke
 
 

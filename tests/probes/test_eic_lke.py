@@ -6,7 +6,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factprobe.facts import Fact, MCItem
 from factprobe.lm.naive import naive_token_logprobs
 from factprobe.lm.scorer import Scorer
-from factprobe.probes.eic_lke import eic_group_segments, naive_eic_tokens, score_eic_group
+from factprobe.probes.eic_lke import eic_group_segments, score_eic_group
 
 
 def _item(subject, gold, opts):
@@ -35,4 +35,3 @@ def test_layout_and_exact_scores(scorer):
         per = naive_token_logprobs(scorer.model, prefix_ids + list(seg.token_ids))[len(prefix_ids):]
         for (i, jj), (a, b) in zip(owners[j], seg.spans):
             assert scores[i][jj] == pytest.approx(sum(per[a:b]), abs=1e-4)
-    assert naive_eic_tokens(len(prefix_ids), segs) == sum(len(prefix_ids) + len(s.token_ids) for s in segs)
