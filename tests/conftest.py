@@ -101,9 +101,7 @@ def s3_env(monkeypatch, moto_s3_endpoint):
 # - `tmp_cache`: points `FACTPROBE_CACHE` at an empty temp folder for one test; yields it.
 
 
-import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 

@@ -1,7 +1,6 @@
 """The CI regression gate on a REAL model: it passes the model against itself and catches a
 deliberately damaged copy (output-embedding rows of the gold objects' first tokens permuted)."""
 import json
-import shutil
 
 import pytest
 import torch

@@ -241,9 +241,8 @@ class Scorer:
             return prefix
         if prefix.kv is None:
             return self.prefix(list(ids))
-        (lp,), (last_kv,) = self._forward_packed(prefix, [Segment(list(ids))], keep_kv=True)
-        del lp
-        return last_kv
+        _, (extended,) = self._forward_packed(prefix, [Segment(list(ids), spans=[])], keep_kv=True)
+        return extended
 
     def _masks(self, prefix_len: int, segments: Sequence[Segment]):
         """Position ids and additive 4D masks for a packed chunk of segments."""
@@ -296,11 +295,8 @@ class Scorer:
         from transformers import DynamicCache
 
         plen = len(prefix)
-        max_pos = plen + max(
-            (len(s.token_ids) for s in segments), default=0
-        )  # lower bound; exact check below
         pos_q, mask, seg_start, end_pos = self._masks(plen, segments)
-        self._check_length(max(end_pos) + 1 if end_pos else max_pos)
+        self._check_length(max(end_pos) + 1)
         ids = torch.tensor([[t for s in segments for t in s.token_ids]], device=self.device)
         cache = DynamicCache(ddp_cache_data=prefix.kv) if prefix.kv is not None else DynamicCache()
         out = self.model.base_model(

@@ -15,12 +15,14 @@ group is one segment on top of it, and the scorer packs several sequences per fo
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..facts import Fact, MCItem
-from ..lm.scorer import PrefixCache, Scorer, Segment
+
+if TYPE_CHECKING:  # torch stays unimported for callers that only build data
+    from ..lm.scorer import PrefixCache, Scorer, Segment
 
 
 def eic_group_segments(
@@ -35,6 +37,8 @@ def eic_group_segments(
     Returns one segment per option index j and, per segment, the (item, option) pair of each of
     its spans.
     """
+    from ..lm.scorer import Segment
+
     enc = scorer.encode_continuation
     n_opt = len(items[0].options)
     if any(len(it.options) != n_opt for it in items):

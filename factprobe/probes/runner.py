@@ -241,6 +241,11 @@ def _fit_examples(scorer, examples: list[Fact], items: Sequence[MCItem], cfg: Pr
     return kept
 
 
+def _test_subjects(items: Sequence[MCItem]) -> list[str]:
+    """Ids and labels of the test subjects: in-context examples must avoid both."""
+    return [it.subject_id or it.subject for it in items] + [it.subject for it in items]
+
+
 def _empty_context_text(tokenizer) -> str:
     """What an empty context becomes: the BOS (else EOS) token text, as the harness does."""
     return tokenizer.bos_token or tokenizer.eos_token or ""
@@ -248,7 +253,7 @@ def _empty_context_text(tokenizer) -> str:
 
 def _score_ic_lke(scorer, cfg, rel, items, train, note, emit) -> None:
     sep = cfg.separator
-    examples = sample_examples(train, rel, cfg.examples, seed=cfg.seed, exclude_subjects=[it.subject_id or it.subject for it in items] + [it.subject for it in items])
+    examples = sample_examples(train, rel, cfg.examples, seed=cfg.seed, exclude_subjects=_test_subjects(items))
     if len(examples) < cfg.examples:
         note(f"{rel}: only {len(examples)} training facts for {cfg.examples} examples")
     examples = _fit_examples(scorer, examples, items, cfg, note)
@@ -272,7 +277,7 @@ def _score_eic_lke(scorer, cfg, rel, items, train, note, emit) -> None:
     n_between = cfg.eic_interleave * (per_seq - 1)
     pool = sample_examples(
         train, rel, cfg.examples + n_between, seed=cfg.seed,
-        exclude_subjects=[it.subject_id or it.subject for it in items] + [it.subject for it in items],
+        exclude_subjects=_test_subjects(items),
     )
     lead, rest = pool[: cfg.examples], pool[cfg.examples :]
     if len(pool) < cfg.examples + n_between:

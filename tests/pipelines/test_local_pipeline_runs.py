@@ -1,5 +1,4 @@
 """Real pipeline runs with the KFP local SubprocessRunner, a real model and embedded MLflow."""
-import json
 import os
 import subprocess
 import sys

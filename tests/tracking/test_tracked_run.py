@@ -1,5 +1,4 @@
 """TrackedRun and probe logging against a real embedded sqlite MLflow store."""
-import warnings
 
 import pandas as pd
 import pytest
