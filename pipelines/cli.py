@@ -108,29 +108,43 @@ def _absolute_paths(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None):
-    """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root)."""
-    from kfp import local
+    """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
 
-    pipe = get_pipeline(name, local=True)
-    from tracking.conventions import git_sha
+    An embedded sqlite store is served on loopback for the run (tracking/local_server.py), so the
+    step processes log over REST instead of each importing mlflow; the runs land in the same file.
+    `FACTPROBE_SERVE_LOCAL_STORE=0` makes every step open the sqlite file itself instead."""
+    from tracking.local_server import LocalTrackingServer, is_local_store
 
-    os.environ.setdefault("FACTPROBE_GIT_SHA", git_sha())  # one sha for every step of this run
-    spec = pipeline_parameters(pipe)
     params = _absolute_paths(dict(params))
-    if "tracking_uri" in spec and "tracking_uri" not in params:
-        params["tracking_uri"] = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
-    if "trigger" in spec and "trigger" not in params:
-        params["trigger"] = "local"
-    root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
-    start = time.perf_counter()
+    store = params.get("tracking_uri") or tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") \
+        or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+    serve = is_local_store(store) and os.environ.get("FACTPROBE_SERVE_LOCAL_STORE", "1") != "0"
+    server = LocalTrackingServer(store).start() if serve else None
     try:
-        pipe(**params)
-        ok = True
-    except RuntimeError as e:  # KFP local raises RuntimeError naming the failed task
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        ok = False
-    return ok, time.perf_counter() - start, root
+        from kfp import local
+
+        pipe = get_pipeline(name, local=True)
+        from tracking.conventions import git_sha
+
+        os.environ.setdefault("FACTPROBE_GIT_SHA", git_sha())  # one sha for every step of this run
+        spec = pipeline_parameters(pipe)
+        if "tracking_uri" in spec:
+            params["tracking_uri"] = server.wait() if server is not None else store
+        if "trigger" in spec and "trigger" not in params:
+            params["trigger"] = "local"
+        root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
+        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
+        start = time.perf_counter()
+        try:
+            pipe(**params)
+            ok = True
+        except RuntimeError as e:  # KFP local raises RuntimeError naming the failed task
+            print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+            ok = False
+        return ok, time.perf_counter() - start, root
+    finally:
+        if server is not None:
+            server.__exit__(None, None, None)
 
 
 def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:

@@ -14,34 +14,24 @@ child run). Contract:
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from .clients import open_client
 from .conventions import default_tracking_uri, experiment_name, git_sha, tag
+
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
 # Fail fast instead of retrying for minutes when a server is down.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-
-
-def _experiment_id(client, name: str) -> str:
-    """Id of experiment `name`, created if missing. Two first runs may race to create it: the
-    loser gets RESOURCE_ALREADY_EXISTS and uses the winner's experiment."""
-    from mlflow.exceptions import MlflowException
-
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name)
-    except MlflowException as e:
-        if e.error_code != "RESOURCE_ALREADY_EXISTS":
-            raise
-        return client.get_experiment_by_name(name).experiment_id
 
 
 class TrackingError(RuntimeError):
@@ -104,16 +94,14 @@ class TrackedRun:
         if not self.enabled:
             return self
         try:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(self.uri)
-            client.search_experiments(max_results=1)  # authenticated reachability check
+            client = open_client(self.uri)
+            client.check()  # authenticated reachability check
             self._client = client
         except Exception as exc:  # noqa: BLE001 - any failure here means "not reachable"
             self._fail("connecting", exc)
             return self
         try:
-            exp_id = _experiment_id(client, experiment_name(self.pipeline))
+            exp_id = client.experiment_id(experiment_name(self.pipeline))
             if self._resume:  # logging into an existing run (e.g. the parent): its status is not ours
                 return self
             if self.step_key:
@@ -123,8 +111,7 @@ class TrackedRun:
                 tags[tag("step_key")] = self.step_key
             if self.parent_run_id:
                 tags["mlflow.parentRunId"] = self.parent_run_id
-            run = client.create_run(exp_id, run_name=self.run_name, tags=tags)
-            self.run_id = run.info.run_id
+            self.run_id = client.create_run(exp_id, self.run_name, tags)
         except TrackingError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -132,17 +119,17 @@ class TrackedRun:
         return self
 
     def _fail_stale(self, client, exp_id: str) -> None:
-        stale = client.search_runs(
-            [exp_id], filter_string=f"tags.`{tag('step_key')}` = '{self.step_key}' and attributes.status = 'RUNNING'"
+        stale = client.find_runs(
+            [exp_id], f"tags.`{tag('step_key')}` = '{self.step_key}' and attributes.status = 'RUNNING'"
         )
         for r in stale:
-            client.set_terminated(r.info.run_id, status="FAILED")
+            client.set_terminated(r.run_id, "FAILED")
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self.enabled and self.run_id and self._client is not None:
             status = "FAILED" if exc_type is not None else "FINISHED"
             try:
-                self._client.set_terminated(self.run_id, status=status)
+                self._client.set_terminated(self.run_id, status)
             except Exception as e:  # noqa: BLE001
                 if exc_type is None:
                     self._fail("ending the run", e)
@@ -163,31 +150,17 @@ class TrackedRun:
 
     # ------------------------------------------------------------------ logging
     def set_tags(self, tags: dict[str, Any]) -> None:
-        self._call("setting tags", lambda: [self._client.set_tag(self.run_id, k, str(v)) for k, v in tags.items()])
+        self._call("setting tags", lambda: self._client.set_tags(self.run_id, {k: str(v) for k, v in tags.items()}))
 
     def log_params(self, params: dict[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        def do() -> None:
-            ps = [Param(k, str(v)[:6000]) for k, v in params.items()]
-            for i in range(0, len(ps), 100):
-                self._client.log_batch(self.run_id, params=ps[i : i + 100])
-
-        self._call("logging parameters", do)
+        """Every value as text (MLflow params are strings; capped at 6000 characters)."""
+        ps = {k: str(v)[:6000] for k, v in params.items()}
+        self._call("logging parameters", lambda: self._client.log_batch(self.run_id, ps, {}, 0, 0))
 
     def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
-        import math
-        import time
-
-        from mlflow.entities import Metric
-
-        def do() -> None:
-            now = int(time.time() * 1000)
-            ms = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and not math.isnan(float(v))]
-            for i in range(0, len(ms), 500):
-                self._client.log_batch(self.run_id, metrics=ms[i : i + 500])
-
-        self._call("logging metrics", do)
+        """Finite-or-infinite floats; None and NaN values are skipped."""
+        ms = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(float(v))}
+        self._call("logging metrics", lambda: self._client.log_batch(self.run_id, {}, ms, step, int(time.time() * 1000)))
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._call("uploading an artifact", lambda: self._client.log_artifact(self.run_id, str(path), artifact_path))
@@ -195,33 +168,48 @@ class TrackedRun:
     def log_artifacts(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._call("uploading artifacts", lambda: self._client.log_artifacts(self.run_id, str(path), artifact_path))
 
-    def log_table(self, df, artifact_file: str) -> None:
-        self._call("logging a table", lambda: self._client.log_table(self.run_id, df, artifact_file))
+    def _log_file(self, what: str, artifact_file: str, write: Callable[[Path], None]) -> None:
+        """Write `artifact_file` with `write(path)` in a temporary folder, then upload it."""
 
-    def log_figure(self, fig, artifact_file: str) -> None:
-        self._call("logging a figure", lambda: self._client.log_figure(self.run_id, fig, artifact_file))
-
-    def log_text(self, text: str, artifact_file: str) -> None:
-        self._call("logging text", lambda: self._client.log_text(self.run_id, text, artifact_file))
-
-    def log_parquet(self, df, artifact_file: str) -> None:
         def do() -> None:
             with tempfile.TemporaryDirectory() as d:
                 p = Path(d) / Path(artifact_file).name
-                df.to_parquet(p, index=False)
+                write(p)
                 parent = str(Path(artifact_file).parent)
                 self._client.log_artifact(self.run_id, str(p), None if parent == "." else parent)
 
-        self._call("logging a parquet table", do)
+        self._call(what, do)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self._log_file("logging text", artifact_file, lambda p: p.write_text(text, encoding="utf-8"))
+
+    def log_figure(self, fig, artifact_file: str) -> None:
+        self._log_file("logging a figure", artifact_file, lambda p: fig.savefig(p))
+
+    def log_parquet(self, df, artifact_file: str) -> None:
+        self._log_file("logging a parquet table", artifact_file, lambda p: df.to_parquet(p, index=False))
+
+    def log_table(self, df, artifact_file: str) -> None:
+        """Like `MlflowClient.log_table`: JSON in pandas' split layout, listed in the run's
+        `mlflow.loggedArtifacts` tag so the MLflow UI shows it as a table."""
+        self._log_file("logging a table", artifact_file,
+                       lambda p: df.to_json(p, orient="split", index=False, date_format="iso"))
+
+        def register() -> None:
+            listed = json.loads(self._client.get_tags(self.run_id).get(LOGGED_ARTIFACTS_TAG, "[]"))
+            entry = {"path": artifact_file, "type": "table"}
+            if entry not in listed:
+                self._client.set_tags(self.run_id, {LOGGED_ARTIFACTS_TAG: json.dumps(listed + [entry])})
+
+        self._call("registering a table", register)
 
     def log_input(self, df, name: str, source: str, digest: str | None = None, context: str = "test") -> None:
-        def do() -> None:
-            import mlflow.data
-            from mlflow.entities import DatasetInput, InputTag
+        """Record `df` as a dataset input of the run (what `mlflow.data.from_pandas` would log)."""
+        from .clients import dataset_record
 
-            ds = mlflow.data.from_pandas(df, source=source, name=name, digest=digest)
-            self._client.log_inputs(
-                self.run_id, datasets=[DatasetInput(ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])]
-            )
+        if digest is None:
+            import hashlib
 
-        self._call("logging the dataset", do)
+            digest = hashlib.md5(df.to_json(orient="split", index=False).encode()).hexdigest()[:8]
+        record = dataset_record(df, name, source, digest)
+        self._call("logging the dataset", lambda: self._client.log_dataset(self.run_id, record, context))

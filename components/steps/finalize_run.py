@@ -5,8 +5,7 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     """Find the parent run by its `factprobe.kfp_run_id` tag and terminate it with the pipeline's
     final state (SUCCEEDED -> FINISHED, anything else -> FAILED); children still RUNNING become
     FAILED. Returns the status set ('' when tracking is off or no parent exists)."""
-    from mlflow.tracking import MlflowClient
-
+    from tracking.clients import open_client
     from tracking.conventions import experiment_name, tag
 
     from ._common import resolve_tracking_uri
@@ -14,18 +13,15 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     uri = resolve_tracking_uri(tracking_uri)
     if uri is None:
         return ""
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment_name(pipeline))
-    if exp is None:
-        return ""
-    parents = client.search_runs([exp.experiment_id], filter_string=f"tags.`{tag('kfp_run_id')}` = '{kfp_run_id}'")
+    client = open_client(uri)
+    exp_id = client.experiment_id(experiment_name(pipeline))
+    parents = client.find_runs([exp_id], f"tags.`{tag('kfp_run_id')}` = '{kfp_run_id}'")
     status = "FINISHED" if state == "SUCCEEDED" else "FAILED"
     for p in parents:
-        children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{p.info.run_id}'")
-        for c in children:
-            if c.info.status == "RUNNING":
-                client.set_terminated(c.info.run_id, status="FAILED")
+        for c in client.find_runs([exp_id], f"tags.mlflow.parentRunId = '{p.run_id}'"):
+            if c.status == "RUNNING":
+                client.set_terminated(c.run_id, "FAILED")
         if error:
-            client.set_tag(p.info.run_id, tag("error"), error[:5000])
-        client.set_terminated(p.info.run_id, status=status)
+            client.set_tags(p.run_id, {tag("error"): error[:5000]})
+        client.set_terminated(p.run_id, status)
     return status if parents else ""
