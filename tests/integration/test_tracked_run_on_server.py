@@ -72,32 +72,28 @@ def test_wrong_password_warns_once_and_switches_tracking_off(uri, monkeypatch):
 def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, monkeypatch):
     """Two first runs of a pipeline start at once: both read "no experiment", one creates it, the
     other's create_experiment gets RESOURCE_ALREADY_EXISTS and must use the existing experiment."""
-    from mlflow.tracking import MlflowClient
-
     from tracking.conventions import experiment_name
-    from tracking.run import TrackedRun, TrackingError
+    from tracking.rest_client import RestTrackingClient
+    from tracking.run import TrackedRun
 
     pipeline = f"itest-race-{uuid.uuid4().hex[:8]}"
-    real_get = MlflowClient.get_experiment_by_name
+    real_request = RestTrackingClient._request
     stale = {"reads": 0}
 
-    def get_before_the_other_created_it(self, name):
-        if name == experiment_name(pipeline) and stale["reads"] == 0:
+    def get_before_the_other_created_it(self, method, endpoint, body=None, ok_missing=False):
+        if endpoint == "experiments/get-by-name" and body["experiment_name"] == experiment_name(pipeline) \
+                and stale["reads"] == 0:
             stale["reads"] += 1
-            mlflow_client.create_experiment(name)  # the other run wins the race right after our read
+            mlflow_client.create_experiment(body["experiment_name"])  # the other run wins right after our read
             return None
-        return real_get(self, name)
+        return real_request(self, method, endpoint, body, ok_missing)
 
-    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", get_before_the_other_created_it)
-    try:
-        with TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True) as run:
-            pass
-    except TrackingError as e:
-        if "RESOURCE_ALREADY_EXISTS" in str(e):
-            pytest.xfail("TrackedRun.__enter__ does not handle RESOURCE_ALREADY_EXISTS from create_experiment "
-                         "(two first runs at once: one fails)")
-        raise
-    assert mlflow_client.get_run(run.run_id).info.experiment_id == real_get(mlflow_client, experiment_name(pipeline)).experiment_id
+    monkeypatch.setattr(RestTrackingClient, "_request", get_before_the_other_created_it)
+    with TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True) as run:
+        pass
+    assert stale["reads"] == 1
+    assert mlflow_client.get_run(run.run_id).info.experiment_id == \
+        mlflow_client.get_experiment_by_name(experiment_name(pipeline)).experiment_id
 
 
 def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):

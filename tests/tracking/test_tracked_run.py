@@ -1,15 +1,33 @@
-"""TrackedRun and probe logging against a real embedded sqlite MLflow store."""
+"""TrackedRun against a real embedded sqlite MLflow store, opened two ways: directly with the
+MLflow library (`sqlite:///...`), and over REST through the loopback server a local pipeline run
+starts (`http://127.0.0.1:<port>`, tracking/local_server.py + tracking/rest_client.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tracking.local_server import LocalServerError, LocalTrackingServer
 from tracking.run import TrackedRun, TrackingError
 
 
-@pytest.fixture
-def uri(tmp_path):
-    return f"sqlite:///{tmp_path / 'mlruns.db'}"
+@pytest.fixture(scope="module")
+def served_store(tmp_path_factory):
+    store = f"sqlite:///{tmp_path_factory.mktemp('served') / 'mlruns.db'}"
+    with LocalTrackingServer(store) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "rest"])
+def uri(request, tmp_path):
+    """The same tests through the library client and through the REST client."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'mlruns.db'}"
+    return request.getfixturevalue("served_store")
 
 
 def test_finished_and_failed(uri):
@@ -60,3 +78,107 @@ def test_tables_datasets_and_figures(uri, tmp_path):
     assert names == {"tables/per_fact.parquet", "tables/per_fact.json"}
     inputs = c.get_run(run.run_id).inputs.dataset_inputs
     assert inputs and inputs[0].dataset.digest == "abc123"
+
+
+def _run_content(c: MlflowClient, run_id: str) -> dict:
+    r = c.get_run(run_id)
+    tags = {k: v for k, v in r.data.tags.items() if k not in ("mlflow.runName",)}
+    ds = r.inputs.dataset_inputs[0]
+    files = sorted(f.path for d in ("tables", "figures", "notes") for f in c.list_artifacts(run_id, d))
+    table = json.loads(Path(c.download_artifacts(run_id, "tables/per_fact.json")).read_text())
+    parquet = pd.read_parquet(c.download_artifacts(run_id, "tables/per_fact.parquet")).to_dict("list")
+    return {"status": r.info.status, "tags": tags, "params": r.data.params, "metrics": r.data.metrics,
+            "dataset": (ds.dataset.name, ds.dataset.digest, ds.dataset.source_type, ds.dataset.source,
+                        ds.dataset.schema, ds.dataset.profile, [(t.key, t.value) for t in ds.tags]),
+            "files": files, "table": table, "parquet": parquet,
+            "text": Path(c.download_artifacts(run_id, "notes/n.txt")).read_text(encoding="utf-8")}
+
+
+def _log_everything(uri: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame({"fact_id": ["P36|Q1|Q2", "P36|Q3|Q4"], "relation": ["P36"] * 2, "n": [1, 2],
+                       "gold_prob": [0.25, 0.5], "correct": [True, False]})
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    with TrackedRun(pipeline="equiv", run_name="r", tracking_uri=uri, tags={"factprobe.model": "m"}) as run:
+        run.log_params({"model": "m", "choices": 100, "long": "x" * 7000})
+        run.log_metrics({f"acc/P{i}": i / 1000 for i in range(1200)})
+        run.set_tags({"factprobe.dataset_digest": "d1"})
+        run.log_table(df, "tables/per_fact.json")
+        run.log_table(df.head(1), "tables/per_relation.json")
+        run.log_parquet(df, "tables/per_fact.parquet")
+        run.log_figure(fig, "figures/f.png")
+        run.log_text("héllo", "notes/n.txt")
+        run.log_input(df, name="countryinfo-mc100", source="countryinfo", digest="abc123")
+    plt.close(fig)
+    return run.run_id
+
+
+def test_rest_and_library_clients_write_the_same_run(tmp_path, served_store):
+    """Every kind of logging through REST lands exactly as through the MLflow library: tags,
+    params (incl. >100 and a capped long value), 1200 metrics (over one batch), tables (with the
+    `mlflow.loggedArtifacts` tag the UI reads), figure, text, dataset input."""
+    lib_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    lib = _run_content(MlflowClient(lib_uri), _log_everything(lib_uri))
+    rest = _run_content(MlflowClient(served_store), _log_everything(served_store))
+    for content in (lib, rest):
+        content["tags"].pop("factprobe.git_sha")
+    assert lib == rest
+    assert len(lib["metrics"]) == 1200 and len(lib["params"]["long"]) == 6000
+    assert json.loads(lib["tags"]["mlflow.loggedArtifacts"]) == [
+        {"path": "tables/per_fact.json", "type": "table"}, {"path": "tables/per_relation.json", "type": "table"}]
+    assert lib["dataset"][4] == json.dumps({"mlflow_colspec": [
+        {"type": "string", "name": "fact_id", "required": True}, {"type": "string", "name": "relation", "required": True},
+        {"type": "long", "name": "n", "required": True}, {"type": "double", "name": "gold_prob", "required": True},
+        {"type": "boolean", "name": "correct", "required": True}]})
+
+
+def test_dataset_record_matches_mlflow_from_pandas():
+    import mlflow.data
+
+    from tracking.clients import dataset_record
+
+    df = pd.DataFrame({"fact_id": ["a", "b"], "n": [1, 2], "p": [0.5, 0.25], "ok": [True, False]})
+    for source in ("countryinfo", "/data/lama", "s3://bucket/prefix"):
+        e = mlflow.data.from_pandas(df, source=source, name="x", digest="d")._to_mlflow_entity()
+        assert dataset_record(df, "x", source, "d") == {"name": e.name, "digest": e.digest, "source_type": e.source_type,
+                                                         "source": e.source, "schema": e.schema, "profile": e.profile}
+
+
+def test_a_step_logging_over_rest_never_imports_mlflow(served_store):
+    """The point of the REST client: a pipeline step process skips mlflow's ~1.5 s import."""
+    code = f"""
+import sys, pandas as pd
+from tracking.run import TrackedRun
+with TrackedRun(pipeline="noimport", tracking_uri={served_store!r}, required=True) as run:
+    run.log_metrics({{"acc": 1.0}}); run.log_params({{"m": "x"}})
+    run.log_table(pd.DataFrame({{"a": [1]}}), "tables/t.json"); run.log_text("t", "t.txt")
+    run.log_input(pd.DataFrame({{"a": ["x"]}}), name="d", source="countryinfo", digest="d")
+assert "mlflow" not in sys.modules, "mlflow was imported"
+print(run.run_id)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert MlflowClient(served_store).get_run(out).info.status == "FINISHED"
+
+
+def test_rest_errors_name_the_call_and_the_server_answer(served_store):
+    from tracking.rest_client import RestError, RestTrackingClient
+
+    with pytest.raises(RestError, match=r"POST runs/update: HTTP 404 RESOURCE_DOES_NOT_EXIST: .*nope"):
+        RestTrackingClient(served_store).set_terminated("nope", "FAILED")
+    with TrackedRun(tracking_uri=served_store, run_id="nope", required=True) as run:
+        with pytest.raises(TrackingError, match="setting tags failed.*nope"):
+            run.set_tags({"a": "b"})
+
+
+def test_local_server_that_cannot_start_says_why(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(LocalServerError, match=r"local MLflow server for sqlite:///.*did not start: .+") as e:
+        with LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")):
+            pass
+    assert "\n" not in str(e.value)
