@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - tracking failures (--require-tracking) are one line too
-        if type(e).__name__ != "TrackingError":
+        if "TrackingError" not in {c.__name__ for c in type(e).__mro__}:  # incl. LocalServerError
             raise
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -63,7 +63,11 @@ class LocalTrackingServer:
 
     def start(self) -> "LocalTrackingServer":
         """Spawn the server process and return at once (it starts while the caller works on)."""
-        Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LocalServerError(f"the local MLflow server for {self.store_uri} did not start: cannot create "
+                                   f"its artifact folder {self.artifact_root}: {e.strerror}") from None
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tracking.local_server", self.store_uri, self.artifact_root],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

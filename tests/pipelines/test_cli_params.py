@@ -97,6 +97,20 @@ def test_cli_reports_a_bad_param_as_one_error_line(capsys):
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "max_facts_per_relation" in err[0]
 
 
+def test_store_that_cannot_be_served_is_one_error_line(capsys, tmp_path, monkeypatch):
+    """`pipeline run` serves the sqlite store on loopback; a store that cannot be opened stops the
+    run before any step, in one line naming the store."""
+    from factprobe.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not-a-folder").write_text("")
+    store = f"sqlite:///{tmp_path / 'not-a-folder' / 'mlruns.db'}"
+    code = main(["pipeline", "run", "probe", "--tracking-uri", store])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith("error: ") and store in err[0] and "did not start" in err[0]
+    assert not (tmp_path / "build" / "kfp-local").exists()
+
+
 # --- components.steps.plan.run_read_models ------------------------------------------------------
 
 
