@@ -182,3 +182,27 @@ def test_local_server_that_cannot_start_says_why(tmp_path):
         with LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")):
             pass
     assert "\n" not in str(e.value)
+
+
+def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypatch, tmp_path):
+    """A server that hands out `s3://` artifact URIs (no artifact proxying): the step uploads with
+    boto3 to MLFLOW_S3_ENDPOINT_URL, keeping the artifact path."""
+    import boto3
+
+    from tracking.rest_client import RestTrackingClient
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                 "MLFLOW_S3_ENDPOINT_URL": moto_s3_endpoint}.items():
+        monkeypatch.setenv(k, v)
+    s3 = boto3.client("s3", endpoint_url=moto_s3_endpoint)
+    s3.create_bucket(Bucket="artifacts-rest")
+    client = RestTrackingClient("http://127.0.0.1:9")  # never called: the artifact URI is known
+    client._artifact_uris["r1"] = "s3://artifacts-rest/1/r1/artifacts"
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.txt").write_text("a")
+    (tmp_path / "d" / "sub" / "b.txt").write_text("b")
+    client.log_artifact("r1", str(tmp_path / "d" / "a.txt"), "results")
+    client.log_artifacts("r1", str(tmp_path / "d"), "all")
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="artifacts-rest")["Contents"])
+    assert keys == ["1/r1/artifacts/all/a.txt", "1/r1/artifacts/all/sub/b.txt", "1/r1/artifacts/results/a.txt"]
+    assert s3.get_object(Bucket="artifacts-rest", Key="1/r1/artifacts/all/sub/b.txt")["Body"].read() == b"b"
