@@ -120,6 +120,7 @@ def _exit_with_parent() -> None:
 def serve(store_uri: str, artifact_root: str) -> None:
     """Serve MLflow's tracking app for `store_uri` on an ephemeral loopback port (blocks)."""
     os.environ["_MLFLOW_SERVER_FILE_STORE"] = store_uri
+    os.environ["_MLFLOW_SERVER_REGISTRY_STORE"] = store_uri  # else MLflow opens ./mlflow.db for the registry
     os.environ["_MLFLOW_SERVER_ARTIFACT_ROOT"] = artifact_root
     os.environ["_MLFLOW_SERVER_SERVE_ARTIFACTS"] = "false"
     import logging
