@@ -10,6 +10,9 @@ Contract
 - `out_dir/metrics.json`: accuracy, prob_mass, n, per_relation {rel: {accuracy, n, ...}},
   macro accuracy, bootstrap intervals, Accuracy@K, token counts, dropped relations.
 - `out_dir/run_config.json`: the config and its results key.
+- `out_dir/model_revision.txt`: the revision of the weights that scored the rows (see
+  `LoadedModel.revision`); a resume with different weights is refused, and a rerun with nothing
+  left to score still reports the revision.
 
 While running, finished rows are appended to `out_dir/checkpoint.jsonl` (flushed and fsynced per
 batch). A rerun with the same `out_dir` and config keeps every row already scored and scores only
@@ -33,7 +36,7 @@ from ..build.nobel_mc import build_nobel_mc_items
 from ..build.trex_mc import build_mc_items, sample_facts_per_relation
 from ..errors import ConfigError, ContextTooLongError
 from ..facts import Fact, FactSet, MCItem
-from ..io import atomic_write_json, atomic_write_jsonl
+from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from ..metrics import multiple_choice as mc
 from ..paths import data_root
 from ..sources import load_facts
@@ -44,6 +47,7 @@ CHECKPOINT = "checkpoint.jsonl"
 RESULTS = "results.jsonl"
 METRICS = "metrics.json"
 RUN_CONFIG = "run_config.json"
+MODEL_REVISION = "model_revision.txt"
 TRAIN_FRACTION = 0.5  # without --train-data: share of each relation's facts (by subject) used for examples
 FACTS_PER_BATCH = 8  # facts scored per scorer call (IC-LKE / prompts); a checkpoint per batch
 
@@ -389,11 +393,22 @@ def run_probe(
     total = sum(len(keys_for(it)) for its in prepared.items.values() for it in its)
     resumed = sum(1 for its in prepared.items.values() for it in its for k in keys_for(it) if k in done)
     n_new = 0
+    rev_path = out / MODEL_REVISION
+    revision = rev_path.read_text().strip() if rev_path.exists() else ""  # the weights that scored the rows so far
     if resumed < total:
         if loaded is None:
             from ..lm.models import load_model
 
             loaded = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype)
+        now = getattr(loaded, "revision", "") or ""
+        if resumed and revision and now and now != revision:
+            raise ConfigError(
+                f"{out} holds {resumed} results scored with model revision {revision}, but {cfg.model} is now "
+                f"{now}; use another --out or remove that folder rather than mix weights"
+            )
+        if now and now != revision:
+            atomic_write_text(rev_path, now + "\n")
+        revision = now
         from ..lm.scorer import Scorer
 
         scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, token_budget=cfg.token_budget, max_length=loaded.max_length)
@@ -427,9 +442,10 @@ def run_probe(
             ckpt.close()
         stats = scorer.stats
         token_stats = {"tokens_forwarded": stats.total_tokens, "forwards": stats.forwards,
-                       "tokenization_fallbacks": stats.fallbacks, "model_revision": getattr(loaded, "revision", "")}
+                       "tokenization_fallbacks": stats.fallbacks}
     else:
         token_stats = {}
+    token_stats["model_revision"] = revision
 
     ordered = [done[k] for its in prepared.items.values() for it in its for k in keys_for(it) if k in done]
     metrics = compute_metrics(ordered, prepared, seed=cfg.seed)

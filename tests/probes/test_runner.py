@@ -113,3 +113,20 @@ def test_other_probes_run(tiny, tmp_path, probe, real_data_root):
     assert out.metrics["n"] == n
     if probe in ("hgp", "mmp"):
         assert {r["template"] for r in rows(tmp_path)} and "per_template" in out.metrics
+
+
+def test_model_revision_survives_a_full_resume_and_other_weights_are_refused(tiny, tmp_path):
+    import dataclasses
+
+    c = cfg(tiny)
+    first = run_probe(c, tmp_path, loaded=tiny, progress=False)
+    assert first.metrics["model_revision"] == tiny.revision and tiny.revision.startswith("local-sha256:")
+    again = run_probe(c, tmp_path, loaded=None, progress=False)  # nothing left: the model is never loaded
+    assert again.n_scored_now == 0 and again.metrics["model_revision"] == tiny.revision
+    full = rows(tmp_path)
+    (tmp_path / RESULTS).unlink()
+    (tmp_path / CHECKPOINT).write_text("".join(json.dumps(r) + "\n" for r in full[:2]))
+    retrained = dataclasses.replace(tiny, revision="local-sha256:" + "0" * 64)
+    with pytest.raises(ConfigError, match=r"holds 2 results scored with model revision local-sha256:.*now local-sha256:0+; "):
+        run_probe(c, tmp_path, loaded=retrained, progress=False)
+    assert len((tmp_path / CHECKPOINT).read_text().splitlines()) == 2  # nothing lost
