@@ -72,6 +72,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     print(format_relation_table(m))
     print(f"\n{cfg.probe} {cfg.model}: accuracy {m['accuracy']:.3f} over {m['n']} items "
           f"({outcome.n_scored_now} scored now, {outcome.n_resumed} resumed); results in {out}")
+    if m.get("naive_tokens"):
+        print(f"tokens forwarded {m['tokens_forwarded']:,} vs {m['naive_tokens']:,} for one full forward per option "
+              f"({m['token_savings']:.1%} saved)")
     if run.active:
         print(f"MLflow run {run.run_id} at {run.uri}")
     return 0

@@ -24,7 +24,7 @@ def metric_dict(metrics: dict) -> dict[str, float]:
     out = {"acc": metrics["accuracy"], "prob_mass": metrics["prob_mass"], "n": metrics["n"]}
     if "macro_accuracy" in metrics:
         out["macro_acc"] = metrics["macro_accuracy"]
-    for k in ("tokens_forwarded", "forwards", "tokenization_fallbacks"):
+    for k in ("tokens_forwarded", "forwards", "tokenization_fallbacks", "naive_tokens", "token_savings"):
         if k in metrics:
             out[k] = metrics[k]
     lo, hi = metrics.get("accuracy_ci", [None, None])

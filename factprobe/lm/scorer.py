@@ -50,10 +50,16 @@ class ScoreStats:
     fallback_tokens: int = 0  # tokens forwarded by exact per-candidate fallbacks
     forwards: int = 0
     fallbacks: int = 0  # candidates whose joint tokenization broke the context prefix
+    naive_tokens: int = 0  # what one full forward per scored sequence would have cost (see `savings`)
 
     @property
     def total_tokens(self) -> int:
         return self.prefix_tokens + self.packed_tokens + self.fallback_tokens
+
+    @property
+    def savings(self) -> float:
+        """Share of the naive tokens not forwarded: 1 - total / naive (0.0 before anything is scored)."""
+        return 1.0 - self.total_tokens / self.naive_tokens if self.naive_tokens else 0.0
 
 
 @dataclass
@@ -428,6 +434,7 @@ class Scorer:
         owners: list[tuple[int, int]] = []  # (request, option) per candidate segment; (-1,-1) for context
         solo: list[int] = []
         encoded = [self._encode_request(r.context, r.options) for r in requests]
+        self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
         base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
         for ri, enc in enumerate(encoded):
             results[ri] = np.full(len(enc.cont_ids), np.nan)

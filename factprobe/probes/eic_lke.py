@@ -76,6 +76,8 @@ def score_eic_group(
 ) -> list[np.ndarray]:
     """Option log-probs `[n_options]` for each item of the group, EIC-LKE style."""
     segments, owners = eic_group_segments(scorer, items, between, separator)
+    # the naive EIC-LKE of the paper: one full forward per option sequence, leading examples included
+    scorer.stats.naive_tokens += sum(len(prefix) + len(s.token_ids) for s in segments)
     out = [np.full(len(it.options), np.nan) for it in items]
     for who, sums in zip(owners, scorer.score_segments(prefix, segments)):
         for (i, j), v in zip(who, sums):

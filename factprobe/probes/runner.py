@@ -442,7 +442,8 @@ def run_probe(
             ckpt.close()
         stats = scorer.stats
         token_stats = {"tokens_forwarded": stats.total_tokens, "forwards": stats.forwards,
-                       "tokenization_fallbacks": stats.fallbacks}
+                       "tokenization_fallbacks": stats.fallbacks, "naive_tokens": stats.naive_tokens,
+                       "token_savings": stats.savings}
     else:
         token_stats = {}
     token_stats["model_revision"] = revision

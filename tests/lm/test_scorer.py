@@ -149,3 +149,17 @@ def test_gemma_sliding_window_beyond_window(real_model_path):
     (got,) = scorer.score_choices(req, shared_prefix=prefix)
     for opt, value in zip(req[0].options, got):
         assert value == pytest.approx(naive_logprob(model, tok, req[0].context, opt), abs=TOL)
+
+
+def test_naive_token_count_and_savings(tiny_model_path):
+    """naive_tokens = what one full forward per (context, option) costs: sum of len(encode(c + y));
+    savings = 1 - forwarded / naive."""
+    model, tok = _load(tiny_model_path("llama"))
+    scorer = Scorer(model, tok)
+    scorer.score_choices(REQUESTS, shared_prefix=PREFIX)
+    naive = sum(len(tok(c + y)["input_ids"]) for r in REQUESTS for c, y in (split_trailing_whitespace(r.context, o)
+                                                                        for o in r.options))
+    assert scorer.stats.naive_tokens == naive
+    assert scorer.stats.total_tokens < naive
+    assert scorer.stats.savings == pytest.approx(1 - scorer.stats.total_tokens / naive)
+    assert Scorer(model, tok).stats.savings == 0.0

@@ -35,3 +35,14 @@ def test_layout_and_exact_scores(scorer):
         per = naive_token_logprobs(scorer.model, prefix_ids + list(seg.token_ids))[len(prefix_ids):]
         for (i, jj), (a, b) in zip(owners[j], seg.spans):
             assert scores[i][jj] == pytest.approx(sum(per[a:b]), abs=1e-4)
+
+
+def test_naive_tokens_count_one_full_sequence_per_option(scorer):
+    """The naive EIC-LKE forwards each option's whole sequence, leading examples included."""
+    items = [_item("Einstein", "1879", ["1879", "1880", "1881"]), _item("Louis", "1892", ["1850", "1892", "1893"])]
+    between = [[Fact("birth_year", "Heisenberg", "1901")]]
+    segs, _ = eic_group_segments(scorer, items, between)
+    prefix = scorer.prefix(scorer.encode_context("Feynman 1918 Curie 1867"))
+    before = scorer.stats.naive_tokens
+    score_eic_group(scorer, prefix, items, between)
+    assert scorer.stats.naive_tokens - before == 3 * len(prefix) + sum(len(s.token_ids) for s in segs)
