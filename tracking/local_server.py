@@ -35,8 +35,12 @@ class LocalServerError(TrackingError):
 def default_artifact_root(store_uri: str) -> str:
     """The artifact folder of an embedded store: `mlruns/` beside the sqlite file, which is where
     `MlflowClient(store_uri)` puts artifacts when run from the store's folder (the default layout)."""
-    path = Path(unquote(store_uri[len("sqlite:///"):])).resolve()
-    return str(path.parent / "mlruns")
+    return str(Path(absolute_store(store_uri)[len("sqlite:///"):]).parent / "mlruns")
+
+
+def absolute_store(store_uri: str) -> str:
+    """`sqlite:///rel/x.db` -> `sqlite:////<cwd>/rel/x.db` (the server process runs elsewhere)."""
+    return f"sqlite:///{Path(unquote(store_uri[len('sqlite:///'):])).resolve()}"
 
 
 def is_local_store(uri: str) -> bool:
@@ -51,7 +55,7 @@ class LocalTrackingServer:
     within START_TIMEOUT_S seconds."""
 
     def __init__(self, store_uri: str, artifact_root: str | None = None) -> None:
-        self.store_uri = store_uri
+        self.store_uri = absolute_store(store_uri)
         self.artifact_root = artifact_root or default_artifact_root(store_uri)
         self.url = ""
         self._proc: subprocess.Popen | None = None

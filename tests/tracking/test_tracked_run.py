@@ -206,3 +206,18 @@ def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypat
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="artifacts-rest")["Contents"])
     assert keys == ["1/r1/artifacts/all/a.txt", "1/r1/artifacts/all/sub/b.txt", "1/r1/artifacts/results/a.txt"]
     assert s3.get_object(Bucket="artifacts-rest", Key="1/r1/artifacts/all/sub/b.txt")["Body"].read() == b"b"
+
+
+def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch):
+    """`sqlite:///mlruns.db` means the caller's working folder, not the server process's."""
+    from tracking.local_server import absolute_store, default_artifact_root
+
+    monkeypatch.chdir(tmp_path)
+    assert absolute_store("sqlite:///sub/mlruns.db") == f"sqlite:///{tmp_path / 'sub' / 'mlruns.db'}"
+    assert absolute_store(f"sqlite:///{tmp_path}/a.db") == f"sqlite:///{tmp_path}/a.db"
+    assert default_artifact_root("sqlite:///sub/mlruns.db") == str(tmp_path / "sub" / "mlruns")
+    with LocalTrackingServer("sqlite:///mlruns.db") as url:
+        with TrackedRun(pipeline="rel", tracking_uri=url, required=True) as run:
+            run.log_text("x", "x.txt")
+    assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.run_id).info.status == "FINISHED"
+    assert (tmp_path / "mlruns").is_dir() and not (tmp_path / "mlflow.db").exists()
