@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 500
 
 

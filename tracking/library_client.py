@@ -2,7 +2,7 @@
 non-HTTP tracking URI (see tracking/clients.py)."""
 from __future__ import annotations
 
-from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, RunRef, batches
+from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, MAX_TAGS_PER_BATCH, RunRef, batches
 
 
 class LibraryTrackingClient:
@@ -52,7 +52,7 @@ class LibraryTrackingClient:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        for chunk in batches([RunTag(k, str(v)) for k, v in tags.items()], MAX_PARAMS_PER_BATCH):
+        for chunk in batches([RunTag(k, str(v)) for k, v in tags.items()], MAX_TAGS_PER_BATCH):
             self._client.log_batch(run_id, tags=chunk)
 
     def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
-from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, RunRef, batches
+from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, MAX_TAGS_PER_BATCH, RunRef, batches
 
 API = "/api/2.0/mlflow"
 ARTIFACTS_API = "/api/2.0/mlflow-artifacts/artifacts"
@@ -141,7 +141,7 @@ class RestTrackingClient:
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         items = [{"key": k, "value": str(v)} for k, v in tags.items()]
-        for chunk in batches(items, MAX_PARAMS_PER_BATCH):
+        for chunk in batches(items, MAX_TAGS_PER_BATCH):
             self._request("POST", "runs/log-batch", {"run_id": run_id, "tags": chunk})
 
     def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int,
