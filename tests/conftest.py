@@ -112,7 +112,7 @@ REAL_CACHE_ROOT = cache_root()
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    from factprobe.lm.models import make_tiny_random_model
+    from factprobe.lm.testing import make_tiny_random_model
 
     root = tmp_path_factory.mktemp("tiny-models")
     built: dict[str, Path] = {}
