@@ -1,21 +1,28 @@
 """Multiple-choice items for LAMA/T-REx style relations (IC-LKE, Wu et al. 2024, section 2.2).
 
 For each fact: the gold object plus `n_choices - 1` distractors drawn from the relation's other
-objects. Rules, all case-insensitive (`str.casefold`):
-- the pool is the relation's unique object labels (over all its facts, not only the sampled
-  ones); labels equal up to case are one pool entry;
-- every correct object of the subject (by object id via `FactSet.correct_objects`, and by
-  label) is excluded, so N-M relations never offer a second right answer;
+objects. `facts` are the test facts; `known` are the other loaded facts (e.g. the LPAQA training
+file), which are never turned into items but count as knowledge. Rules, all case-insensitive
+(`str.casefold`):
+- the pool is the relation's unique object labels over the test facts (all of them, not only
+  the sampled ones) AND the known facts; labels equal up to case are one pool entry;
+- every correct object of the subject, known from the test OR the known facts, is excluded, so
+  N-M relations never offer a second right answer. Subjects match by id; where one side lacks
+  an id they match by case-insensitive label. Objects are excluded by id (via
+  `FactSet.correct_objects`) and by label;
 - no option is a substring of another: a candidate that contains, or is contained in, an
   already chosen option (the gold included) is rejected and the next random candidate is
   drawn. The gold is never replaced;
 - the gold's position is drawn uniformly.
 
-Which relations are kept: those with at least `n_choices` unique object labels (and at least
-`min_unique_objects` when given); others are reported in `dropped` as e.g.
-`"P30: 6 unique objects < 100 choices"`. Within a kept relation, a fact for which fewer than
-`n_choices - 1` valid distractors remain after the exclusions and substring rejections is skipped
-and counted in `MCBuild.skipped`; a relation left with no items is reported in `dropped`.
+Which relations are kept: those whose pool holds at least `n_choices` labels (and at least
+`min_unique_objects` when given); `MCBuild.pool_sizes` has every relation's pool size, and a
+relation with too small a pool is reported in `dropped` as e.g.
+`"P413: distractor pool has 21 objects; --choices 100 needs 100, the largest supported is 21"`.
+Within a kept relation, a fact for which fewer than `n_choices - 1` valid distractors remain
+after the exclusions and substring rejections is skipped, counted in `MCBuild.skipped` and, by
+cause, in `MCBuild.skip_reasons` (`SKIP_CORRECT`, `SKIP_CLASHES`); a relation left with no items
+is reported in `dropped`.
 
 Determinism: every fact draws from its own `random.Random` seeded with a sha256 of
 (seed, relation, fact id), never Python's salted `hash()`. The same facts and seed give the
@@ -28,6 +35,7 @@ import hashlib
 import logging
 import random
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
@@ -47,14 +55,22 @@ def stable_rng(*parts: object) -> random.Random:
     return random.Random(stable_seed(*parts))
 
 
+SKIP_CORRECT = "too few distractors once the subject's correct objects are excluded"
+SKIP_CLASHES = "too few distractors once substring clashes are also rejected"
+
+
 @dataclass
 class MCBuild:
-    """Result of a build: the items, relations dropped entirely {relation: reason}, and the
-    number of facts skipped inside kept relations {relation: count}."""
+    """Result of a build: the items, relations dropped entirely {relation: reason}, the number
+    of facts skipped inside kept relations {relation: count} and why {relation: {reason: count}}
+    (reasons `SKIP_CORRECT`, `SKIP_CLASHES`), and the distractor pool size of every relation
+    {relation: number of unique object labels}."""
 
     items: list[MCItem]
     dropped: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    skip_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+    pool_sizes: dict[str, int] = field(default_factory=dict)
 
 
 def sample_facts_per_relation(facts: FactSet, max_facts_per_relation: int | None, seed: int = 0) -> FactSet:
@@ -125,17 +141,53 @@ class _ObjectPool:
         return len(self.keys)
 
 
-def _item(fact: Fact, pool: _ObjectPool, correct: dict[str, str], n_choices: int, seed: int) -> MCItem | None:
-    """One item for `fact`, or None when fewer than n_choices - 1 valid distractors exist."""
+class _CorrectObjects:
+    """Every correct object of a (relation, subject), over several fact lists.
+
+    Subjects match by key (id, else label); a fact without a subject id also matches any fact
+    of the same relation whose subject label is equal up to case, so a file without ids still
+    contributes to one with ids (and vice versa). Two subjects that both have ids never match
+    by label: equal labels can name different entities.
+    """
+
+    def __init__(self, facts: Iterable[Fact]) -> None:
+        self.by_key: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        self.by_label: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        self.by_label_without_id: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        for f in facts:
+            label_key = (f.relation, f.subject.casefold())
+            self.by_key[(f.relation, f.subject_key)].setdefault(f.object_key, f.object)
+            self.by_label[label_key].setdefault(f.object_key, f.object)
+            if f.subject_id is None:
+                self.by_label_without_id[label_key].setdefault(f.object_key, f.object)
+
+    def of(self, fact: Fact) -> dict[str, str]:
+        """{object_key: object_label} of every correct object of `fact`'s subject, in first-seen
+        order (the gold included)."""
+        label_key = (fact.relation, fact.subject.casefold())
+        out = dict(self.by_key.get((fact.relation, fact.subject_key), {}))
+        out.setdefault(fact.object_key, fact.object)
+        extra = self.by_label.get(label_key, {}) if fact.subject_id is None else self.by_label_without_id.get(label_key, {})
+        for key, label in extra.items():
+            out.setdefault(key, label)
+        return out
+
+
+def _item(fact: Fact, pool: _ObjectPool, correct: dict[str, str], n_choices: int, seed: int) -> MCItem | str:
+    """One item for `fact`, or the skip reason (`SKIP_CORRECT`, `SKIP_CLASHES`) when fewer than
+    n_choices - 1 valid distractors exist."""
     gold_i = pool.index[fact.object.casefold()]
-    blocked = {gold_i} | pool.clashes[gold_i]
+    blocked = {gold_i}
     for oid, label in correct.items():
         blocked |= pool.index_of_id.get(oid, set())
         if label.casefold() in pool.index:
             blocked.add(pool.index[label.casefold()])
     need = n_choices - 1
     if len(pool) - len(blocked) < need:
-        return None
+        return SKIP_CORRECT
+    blocked |= pool.clashes[gold_i]
+    if len(pool) - len(blocked) < need:
+        return SKIP_CLASHES
     rng = stable_rng(seed, "trex_mc", fact.relation, fact.fact_id)
     order = list(range(len(pool)))
     chosen: list[int] = []
@@ -151,7 +203,7 @@ def _item(fact: Fact, pool: _ObjectPool, correct: dict[str, str], n_choices: int
         if len(chosen) == need:
             break
     else:
-        return None
+        return SKIP_CLASHES
     gold_index = rng.randrange(n_choices)
     options = [pool.labels[i] for i in chosen]
     options.insert(gold_index, fact.object)
@@ -162,50 +214,76 @@ def _item(fact: Fact, pool: _ObjectPool, correct: dict[str, str], n_choices: int
     )
 
 
+def small_pool_reason(relation: str, pool_size: int, n_choices: int, min_unique_objects: int | None = None) -> str | None:
+    """Why `relation` cannot be built from a pool of `pool_size` labels, or None when it can.
+
+    The pool includes the gold, so `--choices k` needs k labels and the largest supported
+    `--choices` is the pool size.
+    """
+    if pool_size < n_choices:
+        return (
+            f"{relation}: distractor pool has {pool_size} objects; --choices {n_choices} needs {n_choices}, "
+            f"the largest supported is {pool_size}"
+        )
+    if min_unique_objects is not None and pool_size < min_unique_objects:
+        return (
+            f"{relation}: distractor pool has {pool_size} objects; min_unique_objects asks for at least "
+            f"{min_unique_objects}"
+        )
+    return None
+
+
 def build_mc(
     facts: FactSet,
     n_choices: int = 100,
     seed: int = 0,
     max_facts_per_relation: int | None = None,
     min_unique_objects: int | None = None,
+    known: FactSet | None = None,
 ) -> MCBuild:
     """Build multiple-choice items for every relation in `facts` (rules in the module docstring).
 
-    `max_facts_per_relation` samples the test facts (`sample_facts_per_relation`); the
-    distractor pool and the correct objects always come from all facts. Repeated facts (same
-    `fact_id`) give one item. Raises ConfigError for `n_choices < 2` or
+    `facts` are the test facts: only they become items. `known` (e.g. the training facts) adds
+    to each relation's distractor pool and to each subject's correct objects, never items; its
+    relations without test facts are ignored. `max_facts_per_relation` samples the test facts
+    (`sample_facts_per_relation`); the pool and the correct objects always come from all facts.
+    Repeated facts (same `fact_id`) give one item. Raises ConfigError for `n_choices < 2` or
     `min_unique_objects < n_choices`.
     """
     if n_choices < 2:
         raise ConfigError(f"n_choices must be >= 2, got {n_choices}")
     if min_unique_objects is not None and min_unique_objects < n_choices:
         raise ConfigError(f"min_unique_objects ({min_unique_objects}) must be >= n_choices ({n_choices})")
-    threshold = min_unique_objects or n_choices
-    correct = facts.correct_objects()
-    all_by_relation = facts.by_relation()
+    known_facts = list(known) if known is not None else []
+    correct = _CorrectObjects([*facts, *known_facts])
+    known_by_relation = FactSet(known_facts).by_relation()
     test_by_relation = sample_facts_per_relation(facts, max_facts_per_relation, seed).by_relation()
     build = MCBuild(items=[])
-    for rel, rel_facts in all_by_relation.items():
-        pool = _ObjectPool(rel_facts)
-        if len(pool) < threshold:
-            what = f"{n_choices} choices" if threshold == n_choices else f"min_unique_objects {threshold}"
-            build.dropped[rel] = f"{rel}: {len(pool)} unique objects < {what}"
+    for rel, rel_facts in facts.by_relation().items():
+        pool = _ObjectPool(rel_facts + known_by_relation.get(rel, []))
+        build.pool_sizes[rel] = len(pool)
+        too_small = small_pool_reason(rel, len(pool), n_choices, min_unique_objects)
+        if too_small:
+            build.dropped[rel] = too_small
             continue
         seen: set[str] = set()
-        made = skipped = 0
+        made = 0
+        reasons: dict[str, int] = defaultdict(int)
         for f in test_by_relation.get(rel, []):
             if f.fact_id in seen:
                 continue
             seen.add(f.fact_id)
-            item = _item(f, pool, correct[(rel, f.subject_key)], n_choices, seed)
-            if item is None:
-                skipped += 1
+            item = _item(f, pool, correct.of(f), n_choices, seed)
+            if isinstance(item, str):
+                reasons[item] += 1
                 continue
             build.items.append(item)
             made += 1
-        if skipped:
-            build.skipped[rel] = skipped
-            log.warning("%s: skipped %d of %d facts with fewer than %d valid distractors", rel, skipped, len(seen), n_choices - 1)
+        if reasons:
+            build.skipped[rel] = sum(reasons.values())
+            build.skip_reasons[rel] = dict(reasons)
+            log.warning("%s: skipped %d of %d facts with fewer than %d valid distractors: %s",
+                        rel, build.skipped[rel], len(seen), n_choices - 1, dict(reasons))
         if not made:
             build.dropped[rel] = (
                 f"{rel}: none of its {len(seen)} facts has {n_choices - 1} valid distractors "
@@ -220,7 +298,8 @@ def build_mc_items(
     seed: int = 0,
     max_facts_per_relation: int | None = None,
     min_unique_objects: int | None = None,
+    known: FactSet | None = None,
 ) -> tuple[list[MCItem], dict[str, str]]:
     """`build_mc` returning only (items, dropped {relation: reason})."""
-    build = build_mc(facts, n_choices, seed, max_facts_per_relation, min_unique_objects)
+    build = build_mc(facts, n_choices, seed, max_facts_per_relation, min_unique_objects, known)
     return build.items, build.dropped

@@ -6,11 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from factprobe.build.trex_mc import (
+    SKIP_CORRECT,
+    build_mc,
+    build_mc_items,
+    sample_facts_per_relation,
+    small_pool_reason,
+    stable_seed,
+)
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
 from factprobe.sources.countryinfo import load_countryinfo
 from factprobe.sources.lama import load_lama
-from factprobe.build.trex_mc import build_mc, build_mc_items, sample_facts_per_relation, stable_seed
+from factprobe.sources.lpaqa import load_lpaqa_train
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +53,8 @@ def test_real_lama_items_are_valid(lama):
     for it in build.items:
         by_rel.setdefault(it.relation, []).append(it)
     assert {rel: len(v) for rel, v in by_rel.items() if rel != "P530"} == {"P36": 40, "P47": 40, "P19": 40}
-    assert build.dropped == {"P1412": "P1412: 51 unique objects < 100 choices"}
+    assert build.dropped == {
+        "P1412": "P1412: distractor pool has 51 objects; --choices 100 needs 100, the largest supported is 51"}
     # N-M: a P47 subject with several neighbours never sees another neighbour as a distractor
     multi = [it for it in by_rel["P47"] if len(it.correct_objects) > 1]
     assert multi
@@ -77,14 +86,16 @@ def test_item_does_not_depend_on_other_facts(lama):
 def test_countryinfo_dropped_and_kept():
     ci = load_countryinfo()
     build = build_mc(ci, n_choices=100, seed=0, max_facts_per_relation=30)
-    assert build.dropped["P30"] == "P30: 6 unique objects < 100 choices"
+    assert build.dropped["P30"] == (
+        "P30: distractor pool has 6 objects; --choices 100 needs 100, the largest supported is 6")
+    assert build.pool_sizes["P30"] == 6
     assert "P36" not in build.dropped and "P47" not in build.dropped
     assert_valid(build.items, ci, 100)
     small = build_mc(ci, n_choices=4, seed=0, max_facts_per_relation=30)
     assert "P30" not in small.dropped
     assert_valid(small.items, ci, 4)
     assert build_mc(ci.select(["P30"]), n_choices=4, min_unique_objects=10).dropped == {
-        "P30": "P30: 6 unique objects < min_unique_objects 10"}
+        "P30": "P30: distractor pool has 6 objects; min_unique_objects asks for at least 10"}
 
 
 def test_skipped_facts_when_correct_objects_leave_too_few():
@@ -94,6 +105,7 @@ def test_skipped_facts_when_correct_objects_leave_too_few():
     fs = FactSet(facts)
     build = build_mc(fs, n_choices=4)
     assert build.skipped == {"r": 4}
+    assert build.skip_reasons == {"r": {SKIP_CORRECT: 4}}
     assert len(build.items) == 2 and "r" not in build.dropped
     assert_valid(build.items, fs, 4)
     # 4 unique objects pass the relation check, but all are correct for the only subject
@@ -149,3 +161,75 @@ def test_same_items_in_another_process_with_another_hash_seed():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     here, _ = build_mc_items(load_countryinfo(["P36"]), n_choices=10, seed=7, max_facts_per_relation=5)
     assert json.loads(out) == [it.to_dict() for it in here]
+
+
+# --- known facts (training file): pool and correct objects ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lama_and_train(real_data_root: Path) -> tuple[FactSet, FactSet]:
+    if not (real_data_root / "lpaqa" / "trex_train").is_dir():
+        pytest.skip(f"LPAQA training data not found under {real_data_root}")
+    rels = ["P530", "P178", "P413"]
+    return load_lama(real_data_root / "lama", rels), load_lpaqa_train(real_data_root / "lpaqa" / "trex_train", rels)
+
+
+def _offers_a_known_object(it, known: FactSet) -> bool:
+    right = {label.casefold() for label in known.correct_objects().get((it.relation, it.subject_id), {}).values()}
+    return any(o.casefold() in right for i, o in enumerate(it.options) if i != it.gold_index)
+
+
+def test_p530_distractors_never_an_object_the_training_file_lists(lama_and_train):
+    test, train = lama_and_train
+    p530 = test.select(["P530"])
+    before = build_mc(p530, n_choices=100, seed=0)
+    assert sum(_offers_a_known_object(it, train) for it in before.items) == 474  # of 651 items
+    build = build_mc(p530, n_choices=100, seed=0, known=train)
+    assert not any(_offers_a_known_object(it, train) for it in build.items)
+    assert_valid(build.items, FactSet([*p530, *train]), 100)
+    # the pool grows from 132 to 161 countries, so more items survive despite the extra exclusions;
+    # the 217 dropped facts are countries with diplomatic relations to more than 62 pool countries
+    assert build.pool_sizes == {"P530": 161} and before.pool_sizes == {"P530": 132}
+    assert len(build.items) == 779 and build.skipped == {"P530": 217}
+    assert build.skip_reasons == {"P530": {SKIP_CORRECT: 217}} and not build.dropped
+
+
+def test_pool_spans_test_and_known_facts(lama_and_train):
+    test, train = lama_and_train
+    lama_only = build_mc(test.select(["P178", "P413"]), n_choices=100, max_facts_per_relation=20)
+    assert lama_only.pool_sizes == {"P178": 25, "P413": 14}
+    assert lama_only.dropped["P178"] == (
+        "P178: distractor pool has 25 objects; --choices 100 needs 100, the largest supported is 25")
+    both = build_mc(test.select(["P178", "P413"]), n_choices=100, max_facts_per_relation=20, known=train)
+    assert both.pool_sizes == {"P178": 512, "P413": 21}  # 513 labels, "Apple"/"apple" are one entry
+    assert "P178" not in both.dropped and len(both.items) == 20
+    assert both.dropped == {
+        "P413": "P413: distractor pool has 21 objects; --choices 100 needs 100, the largest supported is 21"}
+    assert {it.relation for it in both.items} == {"P178"}
+
+
+def test_known_facts_excluded_by_id_and_by_label_where_ids_are_missing():
+    test = FactSet([Fact("r", "Alpha", "o0", "A", "O0")] + [Fact("r", f"s{i}", f"o{i}", f"S{i}", f"O{i}") for i in range(1, 4)])
+    known = FactSet([
+        Fact("r", "Alpha", "o1", "A", "O1"),  # same subject id
+        Fact("r", "alpha", "o2"),  # no ids: matched by label
+        Fact("r", "Alpha", "o4", "A2", "O4"),  # another entity with the same label: not excluded
+        Fact("r", "Zeta", "o5", "Z", "O5"),
+        Fact("q", "Alpha", "o6", "A", "O6"),  # another relation: not in this pool
+    ])
+    build = build_mc(test, n_choices=4, seed=0, known=known)
+    assert build.pool_sizes == {"r": 6}
+    alpha = next(it for it in build.items if it.subject == "Alpha")
+    assert set(alpha.correct_objects) == {"o0", "o1", "o2"}
+    assert set(alpha.options) == {"o0", "o3", "o4", "o5"}
+    assert {it.relation for it in build.items} == {"r"}
+    # known facts never become items
+    assert {it.subject for it in build.items} == {"Alpha", "s1", "s2", "s3"}
+
+
+def test_small_pool_reason():
+    assert small_pool_reason("P1", 100, 100) is None
+    assert small_pool_reason("P1", 99, 100) == (
+        "P1: distractor pool has 99 objects; --choices 100 needs 100, the largest supported is 99")
+    assert small_pool_reason("P1", 120, 100, 150) == (
+        "P1: distractor pool has 120 objects; min_unique_objects asks for at least 150")
