@@ -7,13 +7,18 @@
   test subject (by subject key and by case-insensitive label, since the LPAQA training split
   shares subjects with the LAMA test facts for some relations, e.g. P530 and P190). At most one
   example per subject, in a random order; fewer than `n` when fewer subjects qualify (the caller
-  warns).
-Both are deterministic in `seed` and the relation id.
+  warns). With `drop_self=True` it also skips "self" facts, whose subject is the object
+  (`is_self_fact`): in LPAQA's P1376 (capital of) 891 of 1000 training facts read
+  `Pepingen Pepingen`, and 50 such examples teach the model to copy the subject, not the relation.
+- `self_example_share`: the share of a relation's training facts that are self facts, so a
+  caller can report it or decide to drop them.
+Both samplers are deterministic in `seed` and the relation id: the examples are a function of
+(seed, relation, training facts, excluded subjects) only, never of which facts are scored.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import ConfigError
 from ..facts import Fact, FactSet
@@ -59,14 +64,34 @@ def split_train_test(
     )
 
 
+def is_self_fact(fact: Fact) -> bool:
+    """True when the subject is the object: equal keys (ids, else labels) or labels equal up to
+    case (`str.casefold`; "Gießen" equals "Giessen")."""
+    return fact.subject_key == fact.object_key or fact.subject.casefold() == fact.object.casefold()
+
+
+def self_example_share(train: FactSet, relation: str) -> float:
+    """Share of `relation`'s training facts that are self facts (`is_self_fact`), in [0, 1];
+    0.0 when the relation has no training facts. LPAQA P1376: 891 / 1000 = 0.891."""
+    facts = [f for f in train if f.relation == relation]
+    return sum(map(is_self_fact, facts)) / len(facts) if facts else 0.0
+
+
 def sample_examples(
-    train: FactSet, relation: str, n: int, seed: int = 0, exclude_subjects: Iterable[str | Fact] = ()
+    train: FactSet,
+    relation: str,
+    n: int,
+    seed: int = 0,
+    exclude_subjects: Iterable[str | Fact] = (),
+    drop_self: bool = False,
 ) -> list[Fact]:
     """Up to `n` training facts of `relation` for an in-context prompt, one per subject.
 
     `exclude_subjects` holds test facts or subject strings (ids or labels); a training fact is
     excluded when its subject key equals any of them or its label matches case-insensitively.
-    Returns a list in random (seeded) order; shorter than `n` when too few subjects qualify.
+    `drop_self=True` also excludes self facts (`is_self_fact`). Returns a list in random
+    (seeded) order; shorter than `n` when too few subjects qualify. The result depends only on
+    (seed, relation, the training facts in order, the excluded subjects, drop_self).
     """
     if n < 0:
         raise ConfigError(f"number of examples must be >= 0, got {n}")
@@ -81,7 +106,9 @@ def sample_examples(
             labels.add(s.casefold())
     by_subject: dict[str, list[Fact]] = defaultdict(list)
     for f in train:
-        if f.relation == relation and f.subject_key not in keys and f.subject.casefold() not in labels:
+        if f.relation != relation or (drop_self and is_self_fact(f)):
+            continue
+        if f.subject_key not in keys and f.subject.casefold() not in labels:
             by_subject[f.subject_key].append(f)
     rng = stable_rng(seed, "sample_examples", relation)
     subjects = sorted(by_subject)

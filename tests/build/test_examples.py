@@ -5,19 +5,19 @@ from pathlib import Path
 
 import pytest
 
+from factprobe.build.examples import is_self_fact, sample_examples, self_example_share, split_train_test
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
 from factprobe.sources.countryinfo import load_countryinfo
 from factprobe.sources.lama import load_lama
 from factprobe.sources.lpaqa import load_lpaqa_train
-from factprobe.build.examples import sample_examples, split_train_test
 
 
 @pytest.fixture(scope="module")
 def lama_and_train(real_data_root: Path):
     if not (real_data_root / "lpaqa" / "trex_train").is_dir():
         pytest.skip(f"LPAQA training data not found under {real_data_root}")
-    rels = ["P530", "P36"]
+    rels = ["P530", "P36", "P1376"]
     return load_lama(real_data_root / "lama", rels), load_lpaqa_train(real_data_root / "lpaqa" / "trex_train", rels)
 
 
@@ -79,3 +79,39 @@ def test_split_keeps_a_test_subject_and_validates():
     for kwargs in ({}, {"train_fraction": 0.5, "n_train": 3}, {"train_fraction": 1.0}, {"n_train": 0}):
         with pytest.raises(ConfigError):
             split_train_test(tiny, **kwargs)
+
+
+def test_self_example_share_real_p1376(lama_and_train):
+    _, train = lama_and_train
+    # 890 LPAQA P1376 facts have equal labels ("Pepingen" / "Pepingen"); "Gießen" / "Giessen" is the 891st
+    assert self_example_share(train, "P1376") == pytest.approx(891 / 1000)
+    assert self_example_share(train, "P530") == 0.0
+    assert self_example_share(train, "missing") == 0.0
+
+
+def test_drop_self_keeps_self_facts_out_of_examples(lama_and_train):
+    test, train = lama_and_train
+    excl = test.by_relation()["P1376"]
+    kept = sample_examples(train, "P1376", 50, seed=0, exclude_subjects=excl)
+    assert sum(map(is_self_fact, kept)) > 25  # the default keeps the file as it is
+    clean = sample_examples(train, "P1376", 50, seed=0, exclude_subjects=excl, drop_self=True)
+    assert len(clean) == 50 and not any(map(is_self_fact, clean))
+    assert clean == sample_examples(train, "P1376", 50, seed=0, exclude_subjects=excl, drop_self=True)
+
+
+def test_is_self_fact_by_key_or_casefolded_label():
+    assert is_self_fact(Fact("r", "Paris", "paris"))
+    assert is_self_fact(Fact("r", "Gießen", "Giessen", "Q1", "Q2"))
+    assert is_self_fact(Fact("r", "A city", "Another name", "Q1", "Q1"))
+    assert not is_self_fact(Fact("r", "Paris", "France", "Q90", "Q142"))
+    train = FactSet([Fact("r", "a", "A"), Fact("r", "b", "x"), Fact("r", "c", "C", "Q3", "Q3")])
+    assert self_example_share(train, "r") == pytest.approx(2 / 3)
+    assert [f.subject for f in sample_examples(train, "r", 5, drop_self=True)] == ["b"]
+
+
+def test_examples_depend_only_on_the_relations_training_facts():
+    base = [Fact("r", f"s{i}", f"o{i}", f"S{i}") for i in range(30)]
+    other = [Fact("q", f"s{i}", f"p{i}", f"S{i}") for i in range(30)]
+    a = sample_examples(FactSet(base), "r", 10, seed=5, exclude_subjects=["S3"])
+    b = sample_examples(FactSet(other[:7] + base + other[7:]), "r", 10, seed=5, exclude_subjects=["S3"])
+    assert a == b and len(a) == 10 and all(f.subject_id != "S3" for f in a)
