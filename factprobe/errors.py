@@ -1,14 +1,32 @@
-"""Exceptions that carry one clear, user-facing message.
+"""Exceptions that carry one clear, user-facing message, and the exit code the CLI uses.
 
 Every error a user can cause (bad file, unknown relation, unknown model, ...) is raised as a
-subclass of `FactprobeError`. The CLI prints `str(err)` on one line and exits 2; it never shows
-a traceback for these.
+subclass of `FactprobeError`. The CLI prints `error: {err}` on one line and exits with
+`err.exit_code`; it never shows a traceback for these:
+
+| class                       | exit code | meaning                                                   |
+|-----------------------------|-----------|-----------------------------------------------------------|
+| `FactprobeError` and most   | 2         | the user's input, options or data are wrong               |
+| subclasses                  |           |                                                           |
+| `ServiceError` (and         | 1         | a service we depend on failed or refused us: the MLflow   |
+| `tracking.run.TrackingError`|           | tracking server, the loopback server of a local run, ...   |
+| and its subclasses)         |           |                                                           |
+
+`str(err)` never shows credentials: user:password in URLs and secret query parameters are
+masked (`factprobe.redact.redact`), so a message can be printed or logged as it is.
 """
 from __future__ import annotations
+
+from .redact import redact
 
 
 class FactprobeError(Exception):
     """Base class: the message alone must tell the user what is wrong and where."""
+
+    exit_code: int = 2
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class DataError(FactprobeError, ValueError):
@@ -25,3 +43,11 @@ class ModelError(FactprobeError, RuntimeError):
 
 class ContextTooLongError(FactprobeError, ValueError):
     """A prompt does not fit the model's context window even after truncation."""
+
+
+class ServiceError(FactprobeError, RuntimeError):
+    """A service factprobe depends on is unreachable, rejected us, or failed mid-run (exit 1).
+
+    `tracking.run.TrackingError` (MLflow) derives from it; factprobe itself never imports tracking."""
+
+    exit_code = 1

@@ -1,32 +1,96 @@
-"""File helpers: jsonl reading with file:line errors, and atomic writes.
+"""File helpers: text reading with file:line errors, and atomic writes.
 
 Contract: readers raise `DataError` whose message names the file and the 1-based line number.
+A file that is not UTF-8 text raises one `DataError` naming the file, the first bad byte, its
+offset and its line (`not_utf8_error`), never a `UnicodeDecodeError` traceback.
 Writers never leave a half-written file: they write a temporary sibling and `os.replace` it.
+The result gets mode 0644 (results are shared; `tempfile.mkstemp` alone would leave 0600);
+pass `mode=0o600` for anything holding credentials.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, TextIO
 
 from .errors import DataError
+
+RESULT_FILE_MODE = 0o644
+SECRET_FILE_MODE = 0o600
+_SCAN_CHUNK = 1 << 20
+
+
+def not_utf8_error(path: str | Path, encoding: str = "utf-8") -> DataError:
+    """A DataError for `path`, which failed to decode: the first invalid byte, its offset and
+    its line, e.g. `data/x.csv: not UTF-8 text: byte 0xff at offset 1234 (line 17); ...`."""
+    path = Path(path)
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0  # bytes of the file handed to the decoder before this chunk
+    line = 1
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(_SCAN_CHUNK):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as e:
+                    # e.start counts from the decoder's pending bytes (<= 3 of an unfinished
+                    # sequence carried over from the previous chunk) plus this chunk
+                    bad = offset - (len(e.object) - len(chunk)) + e.start
+                    line += e.object.count(b"\n", 0, e.start)
+                    byte = e.object[e.start]
+                    return DataError(f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {bad} (line {line}); "
+                                     "save the file as UTF-8")
+                line += chunk.count(b"\n")
+                offset += len(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:  # the file ends inside a multi-byte sequence
+        return DataError(f"{path}: not UTF-8 text: truncated multi-byte character at offset {offset - len(e.object) + e.start} "
+                         f"(line {line}); save the file as UTF-8")
+    except OSError:
+        pass
+    return DataError(f"{path}: not UTF-8 text; save the file as UTF-8")
+
+
+@contextmanager
+def utf8_text(path: str | Path) -> Iterator[None]:
+    """Turn a UnicodeDecodeError raised while reading `path` in the block into `not_utf8_error`."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
+
+
+def open_text(path: str | Path, *, encoding: str = "utf-8", newline: str | None = None) -> TextIO:
+    """Open `path` for reading text; a missing file raises DataError `<path>: file not found`.
+    Decode errors surface while reading: wrap the reading in `utf8_text(path)`."""
+    try:
+        return Path(path).open("r", encoding=encoding, newline=newline)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, expected a file") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The whole file as text (UTF-8); DataError for a missing or non-UTF-8 file."""
+    with open_text(path) as fh, utf8_text(path):
+        return fh.read()
 
 
 def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple[int, dict]]:
     """Yield (line_number, record) for each non-blank line of a jsonl file.
 
     Raises DataError naming `path:line` for malformed JSON, a non-object line, or a record
-    missing any of the `required` fields.
+    missing any of the `required` fields; DataError naming the byte for a non-UTF-8 file.
     """
     path = Path(path)
     required = tuple(required)
-    try:
-        fh = path.open("r", encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    with fh:
+    with open_text(path) as fh, utf8_text(path):
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -42,12 +106,15 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
             yield lineno, rec
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` atomically (temp file in the same folder, fsync, rename)."""
+def atomic_write_text(path: str | Path, text: str, mode: int = RESULT_FILE_MODE) -> None:
+    """Write `text` to `path` atomically (temp file in the same folder, fsync, rename).
+
+    The file ends with permissions `mode` (default 0644, whatever the umask; 0600 for secrets)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)  # mkstemp creates 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -58,11 +125,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    """Write `obj` as pretty JSON, atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+def atomic_write_json(path: str | Path, obj: Any, mode: int = RESULT_FILE_MODE) -> None:
+    """Write `obj` as pretty JSON, atomically (mode as in `atomic_write_text`)."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", mode)
 
 
-def atomic_write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
-    """Write one JSON object per line, atomically."""
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+def atomic_write_jsonl(path: str | Path, records: Iterable[dict], mode: int = RESULT_FILE_MODE) -> None:
+    """Write one JSON object per line, atomically (mode as in `atomic_write_text`)."""
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), mode)

@@ -26,7 +26,7 @@ SOURCES = ("countryinfo", "lama", "lpaqa-train", "nobel", "triples", "s3")
 DEFAULT_SOURCE = "countryinfo"
 _DEFAULT_PATHS = {"lama": ("lama",), "lpaqa-train": ("lpaqa", "trex_train"), "nobel": ("nobel", "nobel.csv")}
 
-__all__ = ["SOURCES", "DEFAULT_SOURCE", "default_path", "load_facts", "load_relations_meta"]
+__all__ = ["DEFAULT_SOURCE", "SOURCES", "default_path", "load_facts", "load_relations_meta"]
 
 
 def default_path(source: str) -> Path | None:

@@ -1,21 +1,38 @@
 """Helpers shared by the fact readers: label cleaning, fact-file reading, relation defaults.
 
 Contract: every problem a user's file can cause raises `DataError` whose one-line message names
-the file and the 1-based line (or row) number.
+the file and the 1-based line (or row) number. Problems that do not stop a run (ignored columns,
+an empty fact file among many) are logged as one warning naming the file.
 """
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, Relation
 from ..io import read_jsonl
 
+log = logging.getLogger(__name__)
+
 FACT_FILE_FIELDS = ("sub_label", "obj_label")  # sub_uri / obj_uri are optional ids
+
+
+def warn_unknown_columns(logger: logging.Logger, path: Path, columns: Iterable[str], known: Iterable[str],
+                         kind: str = "column") -> list[str]:
+    """Log one warning naming `path` and the `columns` not in `known` (they are ignored).
+    Returns those columns, in file order."""
+    known = set(known)
+    unknown = [c for c in dict.fromkeys(columns) if c not in known]
+    if unknown:
+        shown = ", ".join(repr(c) if c.strip() else "(unnamed)" for c in unknown)
+        logger.warning("%s: ignoring unknown %s(s) %s (known: %s)", path, kind, shown, ", ".join(sorted(known)))
+    return unknown
 
 
 def clean_text(value: Any, where: str, field: str, *, required: bool = True) -> str | None:
@@ -25,7 +42,7 @@ def clean_text(value: Any, where: str, field: str, *, required: bool = True) -> 
     decimal text. None, NaN and blank strings are "empty": a DataError at `where` when
     `required`, else None. Any other type (list, dict, bool) is a DataError.
     """
-    if isinstance(value, bool) or isinstance(value, (list, dict, tuple, set)):
+    if isinstance(value, (bool, list, dict, tuple, set)):
         raise DataError(f"{where}: field {field!r} must be text, got {type(value).__name__} {value!r}")
     if value is None or (isinstance(value, float) and math.isnan(value)):
         text = ""
@@ -76,6 +93,26 @@ def read_fact_file(path: Path, relation: str) -> list[Fact]:
         if fact.fact_id not in seen:
             seen.add(fact.fact_id)
             facts.append(fact)
+    return facts
+
+
+def read_fact_files(files: dict[str, Path], wanted: Iterable[str] | None = None) -> list[Fact]:
+    """Facts of every relation file in `files` ({relation id: file}), or only of `wanted` ids.
+
+    A file without any fact is a DataError naming it when its relation was asked for by name
+    (`wanted`); when every relation is read it is skipped with a warning naming the file.
+    """
+    wanted = None if wanted is None else set(wanted)
+    facts: list[Fact] = []
+    for rid, file in files.items():
+        if wanted is not None and rid not in wanted:
+            continue
+        got = read_fact_file(file, rid)
+        if not got:
+            if wanted is not None:
+                raise DataError(f"{file}: relation {rid} has no facts: the file is empty")
+            log.warning("%s: relation %s has no facts (empty file); skipped", file, rid)
+        facts.extend(got)
     return facts
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DataError
-from ..facts import CARDINALITIES, Fact, FactSet, Relation
+from ..facts import CARDINALITIES, FactSet, Relation
 from ..io import read_jsonl
-from ._common import check_relations, fact_files, read_fact_file, relations_for
+from ._common import check_relations, fact_files, read_fact_files, relations_for
 
 RELATIONS_FILE = "relations.jsonl"
 
@@ -105,7 +105,8 @@ def load_lama(path: str | Path, relations: list[str] | None = None) -> FactSet:
 
     `relations` restricts loading to those ids (only their files are read); an id without a
     fact file raises ConfigError listing the known ones. The FactSet's `source` is
-    `lama:<path>`; its relations are those with facts, in natural id order.
+    `lama:<path>`; its relations are those with facts, in natural id order. An empty fact file
+is a DataError naming it when its relation is asked for, else skipped with a warning.
     """
     path = Path(path)
     files, relations_file = find_lama_layout(path)
@@ -114,8 +115,5 @@ def load_lama(path: str | Path, relations: list[str] | None = None) -> FactSet:
     meta = dict(GOOGLE_RE_RELATIONS)
     if relations_file is not None:
         meta.update(load_relations_meta(relations_file))
-    facts: list[Fact] = []
-    for rid, file in files.items():
-        if wanted is None or rid in wanted:
-            facts.extend(read_fact_file(file, rid))
+    facts = read_fact_files(files, wanted)
     return FactSet(facts=facts, relations=relations_for(facts, meta), source=source)

@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
-from ..facts import Fact, FactSet, Relation
-from ..io import read_jsonl
-from ._common import check_relations, fact_files, read_fact_file, relations_for
+from ..facts import FactSet, Relation
+from ..io import read_jsonl, read_text
+from ._common import check_relations, fact_files, read_fact_files, relations_for
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,8 @@ def load_lpaqa_train(
 
     `relations` restricts the relations read (unknown ids raise ConfigError). `meta` supplies
     relation metadata (e.g. from `lama.load_relations_meta`); relations without it get a
-    default record. The FactSet's `source` is `lpaqa-train:<path>`.
+    default record. The FactSet's `source` is `lpaqa-train:<path>`. An empty fact file is a
+    DataError naming it when its relation is asked for, else skipped with a warning.
     """
     path = Path(path)
     if not path.is_dir():
@@ -52,10 +53,7 @@ def load_lpaqa_train(
         raise DataError(f"{path}: no P*.jsonl training fact files")
     source = f"lpaqa-train:{path}"
     wanted = check_relations(relations, files, source)
-    facts: list[Fact] = []
-    for rid, file in files.items():
-        if wanted is None or rid in wanted:
-            facts.extend(read_fact_file(file, rid))
+    facts = read_fact_files(files, wanted)
     return FactSet(facts=facts, relations=relations_for(facts, meta), source=source)
 
 
@@ -101,15 +99,13 @@ def load_prompts(
     kept here (`hgp_templates` / `mmp_templates` drop them). With `causal=True` templates whose
     `[Y]` precedes `[X]` are skipped (logged), since they cannot be a prefix for a causal LM.
     Raises DataError naming `file:line` for a template without `[X]` or `[Y]`, a missing or
-    non-numeric weight, or a malformed line; DataError when the file does not exist.
+    non-numeric weight, or a malformed line; DataError when the file does not exist or is not
+    UTF-8 text.
     """
     path = prompt_file(prompts_root, relation, kind)
     raw: list[tuple[int, str, float | None]] = []
     if kind == "manual_paraphrase":
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise DataError(f"{path}: file not found") from None
+        lines = read_text(path).splitlines()
         raw = [(n, line, None) for n, line in enumerate(lines, start=1) if line.strip()]
     else:
         for lineno, rec in read_jsonl(path, required=("template", "weight")):

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import FactSet
-from .lama import RELATIONS_FILE, load_lama
 from ._common import check_relations, relation_sort_key
+from .lama import RELATIONS_FILE, load_lama
 from .triples import TRIPLE_EXTENSIONS, load_triples_files
 
 ENDPOINT_ENV_VARS = ("AWS_ENDPOINT_URL", "MLFLOW_S3_ENDPOINT_URL")

@@ -8,23 +8,30 @@ Ids decide which objects are correct for a subject (N-M relations); without ids 
 Errors (DataError, one line): a file without a required column names the file and the missing
 columns; an empty required value names `file:line` (jsonl, csv; csv counts the header as
 line 1) or `file: row N` (parquet, 1-based). Relations get default metadata: label = id and the
-cardinality seen in the data. Repeated facts are dropped.
+cardinality seen in the data. Repeated facts are dropped. A file that is not UTF-8 raises
+DataError naming the first bad byte and its line. Columns (csv, parquet) or fields (jsonl)
+that are none of the above are ignored, with one warning per file naming them.
 """
 from __future__ import annotations
 
 import csv
+import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..errors import DataError
 from ..facts import Fact, FactSet
-from ..io import read_jsonl
-from ._common import check_relations, clean_text, dedupe_facts, relations_for
+from ..io import open_text, read_jsonl, utf8_text
+from ._common import check_relations, clean_text, dedupe_facts, relations_for, warn_unknown_columns
+
+log = logging.getLogger(__name__)
 
 TRIPLE_EXTENSIONS = (".jsonl", ".csv", ".parquet")
 REQUIRED = ("subject", "relation", "object")
 OPTIONAL = ("subject_id", "object_id")
 ALIASES = {"sub_label": "subject", "obj_label": "object", "sub_uri": "subject_id", "obj_uri": "object_id"}
+KNOWN_COLUMNS = REQUIRED + OPTIONAL + tuple(ALIASES)
 
 
 def _column_map(columns: Iterable[str]) -> dict[str, str]:
@@ -52,16 +59,19 @@ def _fact(rec: dict[str, Any], colmap: dict[str, str], where: str) -> Fact:
 
 
 def _read_jsonl(path: Path) -> Iterator[Fact]:
+    unknown: dict[str, None] = {}
     for lineno, rec in read_jsonl(path):
         colmap = _column_map(rec)
         missing = _missing(colmap)
         if missing:
             raise DataError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+        unknown.update((k, None) for k in rec if k not in KNOWN_COLUMNS)
         yield _fact(rec, colmap, f"{path}:{lineno}")
+    warn_unknown_columns(log, path, unknown, KNOWN_COLUMNS, kind="field")
 
 
 def _read_csv(path: Path) -> Iterator[Fact]:
-    with path.open("r", encoding="utf-8-sig", newline="") as fh:
+    with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         reader.fieldnames = header
@@ -69,6 +79,7 @@ def _read_csv(path: Path) -> Iterator[Fact]:
         missing = _missing(colmap)
         if missing:
             raise DataError(f"{path}: missing column(s) {', '.join(missing)} (header: {', '.join(header) or 'empty'})")
+        warn_unknown_columns(log, path, header, KNOWN_COLUMNS)
         start = reader.line_num + 1
         for rec in reader:
             lineno, start = start, reader.line_num + 1
@@ -80,12 +91,13 @@ def _read_parquet(path: Path) -> Iterator[Fact]:
 
     try:
         table = pq.read_table(path)
-    except Exception as e:  # pyarrow raises several types for a bad file
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
         raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})".splitlines()[0]) from None
     colmap = _column_map(table.column_names)
     missing = _missing(colmap)
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)} (columns: {', '.join(table.column_names)})")
+    warn_unknown_columns(log, path, table.column_names, KNOWN_COLUMNS)
     columns = {col: table.column(col).to_pylist() for col in colmap.values()}
     for i in range(table.num_rows):
         yield _fact({col: values[i] for col, values in columns.items()}, colmap, f"{path}: row {i + 1}")
