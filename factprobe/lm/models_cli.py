@@ -40,29 +40,29 @@ def models_cli(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage / help
         return int(exc.code or 0)
-    from factprobe.lm import models
+    from factprobe.lm import aliases, gguf_cache
 
     try:
         if args.cmd == "list":
             rows = [["ALIAS", "CACHED", "PATH", "DESCRIPTION"]]
-            for spec in models.list_models():
+            for spec in aliases.list_models():
                 rows.append([spec.alias, "yes" if spec.cached else "no", str(spec.cache_dir),
                              spec.description])
             print(_table(rows))
             return 0
         if args.cmd == "path":
-            models.get_spec(args.alias)
-            print(models.prepare_alias(args.alias))
+            aliases.get_spec(args.alias)
+            print(gguf_cache.prepare_alias(args.alias))
             return 0
         if args.cmd == "verify":
-            models.get_spec(args.alias)
-            problem = models.check_cache(args.alias, full=True)
+            aliases.get_spec(args.alias)
+            problem = gguf_cache.check_cache(args.alias, full=True)
             if problem is None:
-                print(f"{args.alias}: OK ({models.model_cache_dir(args.alias)})")
+                print(f"{args.alias}: OK ({aliases.model_cache_dir(args.alias)})")
                 return 0
             if problem != "not cached":
                 print(f"{args.alias}: {problem}; rebuilding", file=sys.stderr)
-            print(models.prepare_alias(args.alias, force=True))
+            print(gguf_cache.prepare_alias(args.alias, force=True))
             return 0
     except FactprobeError as err:
         print(f"factprobe: error: {err}", file=sys.stderr)

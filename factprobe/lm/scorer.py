@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from ..errors import ContextTooLongError
+from .body import decoder_parts
 
 
 @dataclass
@@ -140,10 +141,12 @@ def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str
 def apply_lm_head(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """Logits for hidden states `[n, d]` -> `[n, vocab]` float32, as the model's own head does it.
 
-    Reproduces final-logit soft-capping where the config has it (Gemma-2 style).
+    Reproduces final-logit soft-capping where the config has it (Gemma-2 style). Works on plain,
+    PEFT-wrapped and merged models (`decoder_parts`).
     """
-    logits = model.get_output_embeddings()(hidden).float()
-    cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    parts = decoder_parts(model)
+    logits = parts.head(hidden).float()
+    cap = getattr(parts.text_config, "final_logit_softcapping", None)
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return logits
@@ -153,7 +156,8 @@ class Scorer:
     """Exact summed log-probs of continuations, sharing prefixes and packing candidates.
 
     Args:
-        model: a causal LM (transformers `PreTrainedModel` with `base_model` and an output head).
+        model: a causal LM: a transformers `PreTrainedModel`, a `peft.PeftModel` on one, or a
+            merged model (body and head are found by `factprobe.lm.body.decoder_parts`).
         tokenizer: its tokenizer. Contexts are encoded with the tokenizer's default special tokens
             (BOS where the tokenizer adds one, as lm-evaluation-harness does for Gemma), and
             continuations never get special tokens.
@@ -233,7 +237,7 @@ class Scorer:
 
         cache = DynamicCache()
         input_ids = torch.tensor([ids], device=self.device)
-        out = self.model.base_model(input_ids=input_ids, past_key_values=cache, use_cache=True)
+        out = decoder_parts(self.model).body(input_ids=input_ids, past_key_values=cache, use_cache=True)
         hidden = out.last_hidden_state[0, -1:]
         next_lp = torch.log_softmax(apply_lm_head(self.model, hidden)[0], dim=-1)
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
@@ -305,7 +309,7 @@ class Scorer:
         self._check_length(max(end_pos) + 1)
         ids = torch.tensor([[t for s in segments for t in s.token_ids]], device=self.device)
         cache = DynamicCache(ddp_cache_data=prefix.kv) if prefix.kv is not None else DynamicCache()
-        out = self.model.base_model(
+        out = decoder_parts(self.model).body(
             input_ids=ids,
             attention_mask=mask,
             position_ids=pos_q[None].to(self.device),
@@ -407,7 +411,7 @@ class Scorer:
         """Exact fallback: one full forward of `whole`, summing log-probs of tokens from `start`."""
         self._check_length(len(whole))
         ids = torch.tensor([list(whole)], device=self.device)
-        hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0]
+        hidden = decoder_parts(self.model).body(input_ids=ids, use_cache=False).last_hidden_state[0]
         total = 0.0
         for c0 in range(start - 1, len(whole) - 1, self.head_chunk):
             rows = torch.arange(c0, min(c0 + self.head_chunk, len(whole) - 1))

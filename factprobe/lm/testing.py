@@ -1,7 +1,10 @@
 """Tiny RANDOM models for unit tests: a real tokenizer, random weights, never a result.
 
-`make_tiny_random_model("gpt2" | "llama", path)` builds (once) a 2-layer model folder whose
-config says `factprobe_random_weights: true`; `LoadedModel.is_random` is True for it.
+`make_tiny_random_model("gpt2" | "llama" | "bert", path)` builds (once) a 2-layer model folder
+whose config says `factprobe_random_weights: true`; `LoadedModel.is_random` is True for it.
+"bert" is a masked LM (`BertForMaskedLM`, WordPiece vocabulary with `[MASK]`).
+`make_tiny_lora_adapter(base, path)` writes a LoRA adapter folder with NON-ZERO random weights
+on one of them, so that adapter loading and scoring can be tested.
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from factprobe.errors import ConfigError
-from factprobe.lm.models import CACHE_FORMAT, MARKER_NAME, _versions
+from factprobe.lm._util import versions
+from factprobe.lm.gguf_cache import CACHE_FORMAT, MARKER_NAME
 
 _TINY_TEXT = [
     "The capital of France is Paris. The capital of Germany is Berlin.",
@@ -31,11 +35,34 @@ _TINY_CHAT_TEMPLATE = (
 )
 
 
+def _tiny_wordpiece_tokenizer() -> Any:
+    """A small BERT-style WordPiece (lowercased; unknown characters become `[UNK]`)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tk.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tk.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=512, show_progress=False,
+                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tk.train_from_iterator(_TINY_TEXT * 4, trainer)
+    cls_id, sep_id = tk.token_to_id("[CLS]"), tk.token_to_id("[SEP]")
+    tk.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+
+
 def _tiny_tokenizer(kind: str) -> Any:
-    """A small byte-level BPE (any text encodes) trained here, without the hub."""
+    """A small byte-level BPE (any text encodes) trained here, without the hub; WordPiece for
+    "bert"."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
+    if kind == "bert":
+        return _tiny_wordpiece_tokenizer()
     if kind == "gpt2":
         specials = ["<|endoftext|>"]
     else:
@@ -62,33 +89,43 @@ def _tiny_tokenizer(kind: str) -> Any:
     return tok
 
 
-def make_tiny_random_model(kind: Literal["gpt2", "llama"], path: str | os.PathLike[str], *,
+TinyKind = Literal["gpt2", "llama", "bert"]
+
+
+def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
                            seed: int = 0) -> Path:
     """Build (once) a TINY model with RANDOM weights and a real tokenizer, for unit tests.
 
     Creates `<path>/tiny-random-<kind>` (or uses `path` itself when it already ends in that
-    name) and returns it. 2 layers, hidden size 32, a byte-level BPE vocabulary of ~450 tokens
-    (any text encodes), context 256; weights are deterministic for a given `seed`. "gpt2" adds
-    no BOS token and has no chat template; "llama" prepends `<s>` and has a ChatML-style chat
-    template. config.json carries `factprobe_random_weights: true` and a `factprobe_name`
-    containing "RANDOM": numbers from these models are never results. An existing complete
-    folder is reused.
+    name) and returns it. 2 layers, hidden size 32, context 256; weights are deterministic for
+    a given `seed`. "gpt2" and "llama" are causal LMs with a byte-level BPE vocabulary of ~450
+    tokens (any text encodes): "gpt2" adds no BOS token and has no chat template; "llama"
+    prepends `<s>` and has a ChatML-style chat template. "bert" is a masked LM
+    (`BertForMaskedLM`) with a lowercasing WordPiece vocabulary of ~220 tokens that wraps text
+    in `[CLS] ... [SEP]` and has `[MASK]`, `[PAD]` and `[UNK]`. config.json carries
+    `factprobe_random_weights: true` and a `factprobe_name` containing "RANDOM": numbers from
+    these models are never results. An existing complete folder is reused.
     """
     import torch
-    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, BertConfig, GPT2Config, LlamaConfig
 
-    if kind not in ("gpt2", "llama"):
-        raise ConfigError(f"unknown tiny model kind {kind!r}: use 'gpt2' or 'llama'")
+    if kind not in ("gpt2", "llama", "bert"):
+        raise ConfigError(f"unknown tiny model kind {kind!r}: use 'gpt2', 'llama' or 'bert'")
     folder_name = f"tiny-random-{kind}"
     base = Path(path).expanduser()
     out = base if base.name == folder_name else base / folder_name
     if (out / "config.json").is_file() and (out / MARKER_NAME).is_file():
         return out
     tok = _tiny_tokenizer(kind)
-    common = dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id,
-                  eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
+    common = {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id,
+              "eos_token_id": tok.eos_token_id, "tie_word_embeddings": True}
     if kind == "gpt2":
         config = GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=256, **common)
+    elif kind == "bert":
+        config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=256, pad_token_id=tok.pad_token_id,
+                            tie_word_embeddings=True)
     else:
         config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2,
@@ -100,7 +137,8 @@ def make_tiny_random_model(kind: Literal["gpt2", "llama"], path: str | os.PathLi
     config.name_or_path = config.factprobe_name
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        auto_cls = AutoModelForMaskedLM if kind == "bert" else AutoModelForCausalLM
+        model = auto_cls.from_config(config, dtype=torch.float32)
     model.eval()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{folder_name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -111,8 +149,53 @@ def make_tiny_random_model(kind: Literal["gpt2", "llama"], path: str | os.PathLi
         (tmp / MARKER_NAME).write_text(json.dumps({
             "format": CACHE_FORMAT, "kind": kind, "seed": seed, "random_weights": True,
             "note": "tiny RANDOM model for unit tests; never a real-model result",
-            "versions": _versions(),
+            "versions": versions(),
         }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike[str], *,
+                           base_name: str | None = None, seed: int = 0, rank: int = 4) -> Path:
+    """Write a LoRA adapter folder with NON-ZERO random weights on the model folder `base`.
+
+    `base` is a tiny random model folder (`make_tiny_random_model`); the adapter targets all its
+    linear layers except the output head, with `LoraConfig(init_lora_weights=False)` so that it
+    really changes the model's outputs (a freshly initialised LoRA is a no-op). `path` is the
+    adapter folder itself and is (re)written: `adapter_config.json`, `adapter_model.safetensors`.
+    Its `base_model_name_or_path` is `base_name` when given (an alias, a hub id, a missing name
+    for error tests), else the absolute path of `base`. Weights are deterministic for `seed`.
+    Returns the adapter folder. For unit tests only: the adapter is as random as its base.
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    from factprobe.lm.loading import detect_kind
+
+    base_dir = Path(base).expanduser().resolve()
+    masked = detect_kind(AutoConfig.from_pretrained(base_dir, local_files_only=True)) == "masked"
+    auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
+    model = auto_cls.from_pretrained(base_dir, dtype=torch.float32, local_files_only=True)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear",
+                        init_lora_weights=False, task_type=None if masked else "CAUSAL_LM")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(model, config)
+    out = Path(path).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        peft_model.save_pretrained(tmp)
+        cfg_path = tmp / "adapter_config.json"
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        cfg["base_model_name_or_path"] = base_name if base_name is not None else str(base_dir)
+        cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
         os.rename(tmp, out)

