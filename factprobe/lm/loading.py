@@ -112,7 +112,8 @@ def detect_kind(config: Any) -> ModelKind:
     """"masked" or "causal" from a transformers config, without loading weights.
 
     Masked when `architectures` names a `...ForMaskedLM` class, or when the config's model type
-    has no causal-LM class but a masked-LM one (also via a custom `auto_map`); causal otherwise.
+    has no causal-LM class but a masked-LM one (also via a custom `auto_map`), or has both (BERT,
+    RoBERTa, ...) and the config is not flagged `is_decoder`; causal otherwise.
     """
     archs = getattr(config, "architectures", None) or []
     if any(str(a).endswith("ForMaskedLM") for a in archs):
@@ -128,7 +129,9 @@ def detect_kind(config: Any) -> ModelKind:
 
         causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
         masked = type(config) in MODEL_FOR_MASKED_LM_MAPPING
-    return "masked" if masked and not causal else "causal"
+    if masked and causal:  # encoder families that can also be run as decoders
+        return "causal" if getattr(config, "is_decoder", False) else "masked"
+    return "masked" if masked else "causal"
 
 
 def _folder_revision(folder: Path, prefix: str = "local") -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import string
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -36,18 +38,22 @@ _TINY_CHAT_TEMPLATE = (
 
 
 def _tiny_wordpiece_tokenizer() -> Any:
-    """A small BERT-style WordPiece (lowercased; unknown characters become `[UNK]`)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A small BERT-style WordPiece (lowercased, accents stripped; unknown characters become
+    `[UNK]`). The vocabulary is built here, in a fixed order: the tokenizers WordPiece trainer
+    orders its `##` pieces differently from run to run."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    tk = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = sorted({w for line in _TINY_TEXT for w in re.findall(r"\w+|[^\w\s]", line.lower())})
+    chars = sorted({c for w in words for c in w} | set(string.ascii_lowercase + string.digits))
+    pieces = specials + chars + [f"##{c}" for c in chars if c.isalnum()]
+    pieces += [w for w in words if w not in pieces]
+    tk = Tokenizer(models.WordPiece(vocab={t: i for i, t in enumerate(pieces)}, unk_token="[UNK]"))
     tk.normalizer = normalizers.BertNormalizer(lowercase=True)
     tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tk.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=512, show_progress=False,
-                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tk.train_from_iterator(_TINY_TEXT * 4, trainer)
-    cls_id, sep_id = tk.token_to_id("[CLS]"), tk.token_to_id("[SEP]")
+    cls_id, sep_id = pieces.index("[CLS]"), pieces.index("[SEP]")
     tk.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
@@ -101,7 +107,7 @@ def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
     a given `seed`. "gpt2" and "llama" are causal LMs with a byte-level BPE vocabulary of ~450
     tokens (any text encodes): "gpt2" adds no BOS token and has no chat template; "llama"
     prepends `<s>` and has a ChatML-style chat template. "bert" is a masked LM
-    (`BertForMaskedLM`) with a lowercasing WordPiece vocabulary of ~220 tokens that wraps text
+    (`BertForMaskedLM`) with a lowercasing WordPiece vocabulary of ~140 tokens that wraps text
     in `[CLS] ... [SEP]` and has `[MASK]`, `[PAD]` and `[UNK]`. config.json carries
     `factprobe_random_weights: true` and a `factprobe_name` containing "RANDOM": numbers from
     these models are never results. An existing complete folder is reused.
@@ -183,7 +189,8 @@ def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike
     auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
     model = auto_cls.from_pretrained(base_dir, dtype=torch.float32, local_files_only=True)
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear",
-                        init_lora_weights=False, task_type=None if masked else "CAUSAL_LM")
+                        init_lora_weights=False, task_type=None if masked else "CAUSAL_LM",
+                        fan_in_fan_out=model.config.model_type == "gpt2")  # GPT-2 uses Conv1D
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         peft_model = get_peft_model(model, config)

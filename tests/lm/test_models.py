@@ -24,11 +24,18 @@ import torch
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm import aliases, gguf_cache, models
 from factprobe.lm.device import resolve_device, resolve_dtype
-from factprobe.lm.models import (MARKER_NAME, LoadedModel, ModelSpec, check_cache, list_models,
-                                 load_model, prepare_alias, resolve_model_path)
+from factprobe.lm.models import (
+    MARKER_NAME,
+    LoadedModel,
+    ModelSpec,
+    check_cache,
+    list_models,
+    load_model,
+    prepare_alias,
+    resolve_model_path,
+)
 from factprobe.lm.models_cli import models_cli
 from factprobe.lm.testing import make_tiny_random_model
-
 from factprobe.paths import cache_root as _cache_root
 
 REAL_CACHE_ROOT = _cache_root()
