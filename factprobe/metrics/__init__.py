@@ -2,8 +2,9 @@
 
 - `multiple_choice`: IC-LKE prediction, accuracy, gold probability mass, Accuracy@K, `summarize`.
 - `bootstrap`: percentile, stratified (macro) and paired bootstrap intervals.
-- `comparison`: two runs joined fact by fact: subsumption rate, McNemar, per-relation Pearson r,
-  `compare_runs` and the `regression_gate`.
+- `comparison`: two runs joined fact by fact: subsumption rate (pooled and averaged over
+  relations), McNemar, per-relation Pearson r, `compare_runs` and the `regression_gate`.
+- `json_safe`: NaN / inf to `null` with a `<key>_reason`, for strict JSON.
 """
 from .bootstrap import bootstrap_ci, paired_bootstrap_diff, stratified_bootstrap_ci
 from .comparison import (
@@ -13,8 +14,10 @@ from .comparison import (
     mcnemar,
     pearson_per_relation,
     regression_gate,
+    subsumption_by_relation,
     subsumption_rate,
 )
+from .json_safe import json_safe
 from .multiple_choice import (
     DEFAULT_THRESHOLDS,
     accuracy,
@@ -26,6 +29,7 @@ from .multiple_choice import (
     predict,
     prob_mass,
     summarize,
+    template_summary,
 )
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "gold_prob",
     "is_correct",
     "join_runs",
+    "json_safe",
     "mcnemar",
     "option_probs",
     "paired_bootstrap_diff",
@@ -47,6 +52,8 @@ __all__ = [
     "prob_mass",
     "regression_gate",
     "stratified_bootstrap_ci",
+    "subsumption_by_relation",
     "subsumption_rate",
     "summarize",
+    "template_summary",
 ]

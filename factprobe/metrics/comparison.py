@@ -5,8 +5,11 @@ logs). They are inner-joined on `fact_id`, so every paired statistic is computed
 both runs answered.
 
 - subsumption rate (Wu et al. 2024, section 4.2.2):
-  eta(theta1 | theta2) = |phi1 ∩ phi2| / |phi1|, phi = the set of facts a model gets right;
-  the share of what model 1 knows that model 2 also knows.
+  eta(theta1 | theta2, F) = |phi1 ∩ phi2| / |phi1|, phi = the set of facts of F a model gets
+  right; the share of what model 1 knows that model 2 also knows. Two aggregates:
+  `eta_pooled` takes F = all joined facts; `eta_relation_mean` takes F = each relation's facts and
+  averages over relations, as the paper's Tables 1 and 10 ("average subsumption rate ... over the
+  relations"). A relation where model 1 knows no fact has no eta and is left out of the mean.
 - McNemar's test on the discordant pairs: exact two-sided binomial test when there are fewer
   than 25 discordant facts, else the chi-square test with continuity correction.
 - Pearson correlation of per-relation accuracies (paper, Figure 6).
@@ -15,8 +18,8 @@ both runs answered.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,6 +59,33 @@ def subsumption_rate(correct_1: Sequence[bool], correct_2: Sequence[bool]) -> fl
     if n_known_1 == 0:
         return float("nan")
     return int((known_1 & known_2).sum()) / n_known_1
+
+
+def subsumption_by_relation(
+    correct_1: Sequence[bool], correct_2: Sequence[bool], relations: Sequence[object]
+) -> dict:
+    """eta(theta1 | theta2) pooled over all facts and averaged over relations.
+
+    Inputs are aligned per fact. Returns::
+
+        {"eta_pooled", "eta_relation_mean", "n_relations" (relations with a defined eta),
+         "per_relation": {rel: eta}}
+
+    `per_relation` holds NaN for a relation where model 1 knows no fact; such relations are left
+    out of `eta_relation_mean` (NaN when none is left).
+    """
+    known_1, known_2 = _aligned(correct_1, correct_2, ("correct_1", "correct_2"))
+    rel = np.asarray(relations, dtype=object).ravel().astype(str)
+    if rel.shape != known_1.shape:
+        raise ValueError(f"relations must be aligned per fact; lengths {rel.size} vs {known_1.size}")
+    per_relation = {r: subsumption_rate(known_1[rel == r], known_2[rel == r]) for r in sorted(set(rel.tolist()))}
+    defined = [v for v in per_relation.values() if not math.isnan(v)]
+    return {
+        "eta_pooled": subsumption_rate(known_1, known_2),
+        "eta_relation_mean": float(np.mean(defined)) if defined else float("nan"),
+        "n_relations": len(defined),
+        "per_relation": per_relation,
+    }
 
 
 def _binom_two_sided_half(k: int, n: int) -> float:
@@ -166,10 +196,13 @@ def compare_runs(
 
         {"acc_a", "acc_b", "diff" (= acc_b - acc_a), "diff_ci" [lo, hi] (paired bootstrap),
          "mcnemar" {b01, b10, statistic, p_value, method},
-         "subsumption_a_given_b" (eta(a|b): share of a's known facts that b also knows),
-         "subsumption_b_given_a", "pearson_per_relation",
-         "n_joined", "n_only_a", "n_only_b",
-         "per_relation": {rel: {"acc_a", "acc_b", "diff", "n"}}}
+         "subsumption_a_given_b" (eta(a|b) pooled: share of a's known facts that b also knows),
+         "subsumption_b_given_a" (eta(b|a) pooled),
+         "eta_pooled_a_given_b", "eta_pooled_b_given_a" (the same two values, named as in the paper),
+         "eta_relation_mean_a_given_b", "eta_relation_mean_b_given_a" (eta per relation, averaged
+         over the relations where it is defined: the paper's Table 1),
+         "pearson_per_relation", "n_joined", "n_only_a", "n_only_b",
+         "per_relation": {rel: {"acc_a", "acc_b", "diff", "n", "eta_a_given_b", "eta_b_given_a"}}}
     """
     joined = join_runs(df_a, df_b, key)
     a = joined["correct_a"].to_numpy(dtype=bool)
@@ -183,6 +216,11 @@ def compare_runs(
         acc_a, acc_b = float(a[mask].mean()), float(b[mask].mean())
         per_relation[rel] = {"acc_a": acc_a, "acc_b": acc_b, "diff": acc_b - acc_a, "n": int(mask.sum())}
 
+    a_given_b = subsumption_by_relation(a, b, relation)
+    b_given_a = subsumption_by_relation(b, a, relation)
+    for rel, entry in per_relation.items():
+        entry["eta_a_given_b"] = a_given_b["per_relation"][rel]
+        entry["eta_b_given_a"] = b_given_a["per_relation"][rel]
     shared = set(joined[key].tolist())
     return {
         "acc_a": float(a.mean()),
@@ -190,12 +228,16 @@ def compare_runs(
         "diff": diff,
         "diff_ci": [lo, hi],
         "mcnemar": mcnemar(a, b),
-        "subsumption_a_given_b": subsumption_rate(a, b),
-        "subsumption_b_given_a": subsumption_rate(b, a),
+        "subsumption_a_given_b": a_given_b["eta_pooled"],
+        "subsumption_b_given_a": b_given_a["eta_pooled"],
+        "eta_pooled_a_given_b": a_given_b["eta_pooled"],
+        "eta_pooled_b_given_a": b_given_a["eta_pooled"],
+        "eta_relation_mean_a_given_b": a_given_b["eta_relation_mean"],
+        "eta_relation_mean_b_given_a": b_given_a["eta_relation_mean"],
         "pearson_per_relation": pearson_per_relation(
             {r: v["acc_a"] for r, v in per_relation.items()}, {r: v["acc_b"] for r, v in per_relation.items()}
         ),
-        "n_joined": int(len(joined)),
+        "n_joined": len(joined),
         "n_only_a": int((~df_a[key].isin(shared)).sum()),
         "n_only_b": int((~df_b[key].isin(shared)).sum()),
         "per_relation": per_relation,
@@ -236,8 +278,10 @@ class GateDecision:
             ),
             f"  accuracy          candidate {self.acc_candidate:.4f}  baseline {self.acc_baseline:.4f}",
             f"  diff (cand-base)  {self.diff:+.4f}  {ci_pct}% CI [{lo:+.4f}, {hi:+.4f}] (paired bootstrap)",
-            f"  McNemar           p = {self.p_value:.4g} ({self.mcnemar_method}; "
-            f"base wrong->cand right {self.b01}, base right->cand wrong {self.b10})",
+            (
+                f"  McNemar           p = {self.p_value:.4g} ({self.mcnemar_method}; "
+                f"base wrong->cand right {self.b01}, base right->cand wrong {self.b10})"
+            ),
             f"  rule              fail iff diff < -{self.max_drop:g} and p < {self.alpha:g} and CI upper < 0",
             f"  reason            {self.reason}",
         ]
@@ -334,5 +378,6 @@ __all__ = [
     "mcnemar",
     "pearson_per_relation",
     "regression_gate",
+    "subsumption_by_relation",
     "subsumption_rate",
 ]

@@ -13,11 +13,14 @@ product of the option's token probabilities, in log space). From those:
 - Accuracy@K (appendix D): accuracy over the items whose confidence is >= K.
 
 Per-item functions take one item's option log-probs; `summarize` takes a per-fact table with
-columns `relation, correct, gold_prob, confidence` and returns plain JSON-able numbers.
+columns `relation, correct, gold_prob, confidence` and returns plain numbers; `template_summary`
+takes the per-(fact, template) table of the HGP/MMP baselines. Undefined values (no items, no
+kept item at a threshold) are NaN; pass the result through `metrics.json_safe.json_safe` before
+writing strict JSON.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -188,6 +191,56 @@ def summarize(
     }
 
 
+def template_summary(results: pd.DataFrame, ddof: int = 0) -> dict:
+    """Per-template accuracy of a prompt baseline (HGP/MMP; Wu et al. 2024, Figure 3).
+
+    `results` has one row per (fact, template) with columns `relation`, `template`, `correct`.
+    Returns::
+
+        {"per_template": {rel: {template: {"accuracy", "n"}}},
+         "per_relation": {rel: {"mean", "stdev", "n_templates"}},
+         "mean", "stdev", "n_templates"}
+
+    `per_relation` gives the mean and standard deviation of the relation's per-template
+    accuracies; the top-level `mean` / `stdev` are over every (relation, template) accuracy, the
+    spread Figure 3 reports. `stdev` is `numpy.std(..., ddof=ddof)`: the population value by
+    default (0.0 for one template); with `ddof=1` one template gives NaN. No rows give NaN and
+    `n_templates` 0.
+    """
+    missing = [c for c in ("relation", "template", "correct") if c not in results.columns]
+    if missing:
+        raise ValueError(f"results table lacks column(s) {missing}; has {list(results.columns)}")
+    correct = _as_bool_series(results["correct"], "correct")
+    table = pd.DataFrame({
+        "relation": results["relation"].astype(str), "template": results["template"].astype(str), "correct": correct,
+    })
+    per_template: dict[str, dict[str, dict]] = {}
+    per_relation: dict[str, dict] = {}
+    all_accuracies: list[float] = []
+    for rel in sorted(set(table["relation"])):
+        rows = table[table["relation"] == rel]
+        accs = {}
+        for template in sorted(set(rows["template"])):
+            hits = rows.loc[rows["template"] == template, "correct"].to_numpy(dtype=bool)
+            accs[template] = {"accuracy": accuracy(hits), "n": int(hits.size)}
+        values = [a["accuracy"] for a in accs.values()]
+        per_template[rel] = accs
+        per_relation[rel] = {"mean": float(np.mean(values)), "stdev": _stdev(values, ddof), "n_templates": len(values)}
+        all_accuracies += values
+    return {
+        "per_template": per_template,
+        "per_relation": per_relation,
+        "mean": float(np.mean(all_accuracies)) if all_accuracies else float("nan"),
+        "stdev": _stdev(all_accuracies, ddof),
+        "n_templates": len(all_accuracies),
+    }
+
+
+def _stdev(values: Sequence[float], ddof: int) -> float:
+    """`numpy.std(values, ddof=ddof)`, NaN (without numpy's warning) when len(values) <= ddof."""
+    return float(np.std(values, ddof=ddof)) if len(values) > ddof else float("nan")
+
+
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "accuracy",
@@ -199,4 +252,5 @@ __all__ = [
     "predict",
     "prob_mass",
     "summarize",
+    "template_summary",
 ]

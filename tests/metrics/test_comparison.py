@@ -13,9 +13,9 @@ from factprobe.metrics import (
     mcnemar,
     pearson_per_relation,
     regression_gate,
+    subsumption_by_relation,
     subsumption_rate,
 )
-
 
 
 @pytest.fixture
@@ -42,6 +42,26 @@ def test_subsumption_rate_four_facts():
     c2 = [True, False, True, True]
     assert subsumption_rate(c1, c2) == pytest.approx(1 / 2)
     assert subsumption_rate(c2, c1) == pytest.approx(1 / 3)
+
+
+def test_subsumption_by_relation_hand_computed():
+    # relation  model 1  model 2
+    # r1        1 1 1 0  1 0 0 1   eta(1|2) on r1 = 1/3 (of f1, f2, f3 model 2 knows f1)
+    # r2        1 0      1 1       eta = 1/1
+    # r3        0 0      1 1       model 1 knows nothing: undefined, left out of the mean
+    c1 = [1, 1, 1, 0, 1, 0, 0, 0]
+    c2 = [1, 0, 0, 1, 1, 1, 1, 1]
+    rel = ["r1"] * 4 + ["r2"] * 2 + ["r3"] * 2
+    out = subsumption_by_relation(c1, c2, rel)
+    assert out["eta_pooled"] == pytest.approx(2 / 4)  # known by 1: f1, f2, f3, f5; by both: f1, f5
+    assert out["eta_relation_mean"] == pytest.approx((1 / 3 + 1.0) / 2)
+    assert out["n_relations"] == 2
+    assert out["per_relation"]["r1"] == pytest.approx(1 / 3) and out["per_relation"]["r2"] == 1.0
+    assert math.isnan(out["per_relation"]["r3"])
+    nothing = subsumption_by_relation([0, 0], [1, 1], ["r", "q"])
+    assert math.isnan(nothing["eta_pooled"]) and math.isnan(nothing["eta_relation_mean"]) and nothing["n_relations"] == 0
+    with pytest.raises(ValueError, match="aligned"):
+        subsumption_by_relation([1, 0], [1, 1], ["r"])
 
 
 def test_subsumption_rate_edge_cases():
@@ -169,8 +189,17 @@ def test_compare_runs_hand_case():
     assert out["subsumption_b_given_a"] == pytest.approx(0.5)
     assert (out["n_joined"], out["n_only_a"], out["n_only_b"]) == (5, 1, 2)
     # P1: a = f1,f2,f3 -> 2/3; b -> 2/3; P2: a = f4,f5 -> 1/2; b -> 2/2
-    assert out["per_relation"]["P1"] == {"acc_a": pytest.approx(2 / 3), "acc_b": pytest.approx(2 / 3), "diff": pytest.approx(0.0), "n": 3}
-    assert out["per_relation"]["P2"] == {"acc_a": 0.5, "acc_b": 1.0, "diff": 0.5, "n": 2}
+    # eta per relation: P1 a knows {f1, f2}, b knows {f1, f3} -> 1/2 both ways;
+    # P2 a knows {f4}, b knows {f4, f5} -> eta(a|b) = 1, eta(b|a) = 1/2
+    assert out["per_relation"]["P1"] == {
+        "acc_a": pytest.approx(2 / 3), "acc_b": pytest.approx(2 / 3), "diff": pytest.approx(0.0), "n": 3,
+        "eta_a_given_b": 0.5, "eta_b_given_a": 0.5}
+    assert out["per_relation"]["P2"] == {
+        "acc_a": 0.5, "acc_b": 1.0, "diff": 0.5, "n": 2, "eta_a_given_b": 1.0, "eta_b_given_a": 0.5}
+    # pooled 2/3 vs the paper's average over relations (1/2 + 1) / 2 = 3/4
+    assert out["eta_pooled_a_given_b"] == out["subsumption_a_given_b"] == pytest.approx(2 / 3)
+    assert out["eta_relation_mean_a_given_b"] == pytest.approx(0.75)
+    assert out["eta_pooled_b_given_a"] == out["eta_relation_mean_b_given_a"] == pytest.approx(0.5)
     # two relations, a goes down (2/3 -> 1/2) while b goes up (2/3 -> 1): r = -1
     assert out["pearson_per_relation"] == pytest.approx(-1.0)
 

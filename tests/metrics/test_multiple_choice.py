@@ -22,6 +22,7 @@ from factprobe.metrics import (
     predict,
     prob_mass,
     summarize,
+    template_summary,
 )
 
 
@@ -191,3 +192,37 @@ def test_summarize_empty_table():
     assert out["n"] == 0 and out["per_relation"] == {}
     assert math.isnan(out["accuracy"]) and math.isnan(out["macro_accuracy"])
     assert all(math.isnan(v) for v in out["accuracy_ci"])
+
+
+def test_template_summary_hand_case():
+    # P36: t1 2/4 right, t2 1/4, t3 3/4 -> mean 0.5, population stdev sqrt(((0)^2 + .25^2 + .25^2) / 3)
+    # P37: t1 1/2, t2 1/2 -> mean 0.5, stdev 0
+    rows = []
+    for template, hits in (("t1", [1, 1, 0, 0]), ("t2", [1, 0, 0, 0]), ("t3", [1, 1, 1, 0])):
+        rows += [("P36", template, bool(h)) for h in hits]
+    rows += [("P37", "t1", True), ("P37", "t1", False), ("P37", "u2", 1), ("P37", "u2", 0)]
+    df = pd.DataFrame(rows, columns=["relation", "template", "correct"]).sample(frac=1.0, random_state=0)
+    out = template_summary(df)
+    assert out["per_template"]["P36"] == {
+        "t1": {"accuracy": 0.5, "n": 4}, "t2": {"accuracy": 0.25, "n": 4}, "t3": {"accuracy": 0.75, "n": 4}}
+    assert out["per_relation"]["P36"]["mean"] == pytest.approx(0.5)
+    assert out["per_relation"]["P36"]["stdev"] == pytest.approx(math.sqrt(0.125 / 3))
+    assert out["per_relation"]["P37"] == {"mean": 0.5, "stdev": 0.0, "n_templates": 2}
+    # overall: five template accuracies 0.5, 0.25, 0.75, 0.5, 0.5 -> mean 0.5, stdev sqrt(0.125 / 5)
+    assert out["n_templates"] == 5
+    assert out["mean"] == pytest.approx(0.5)
+    assert out["stdev"] == pytest.approx(math.sqrt(0.125 / 5))
+    sample = template_summary(df, ddof=1)
+    assert sample["stdev"] == pytest.approx(math.sqrt(0.125 / 4))
+    json.dumps(out, allow_nan=False)
+
+
+def test_template_summary_edge_cases():
+    one = template_summary(pd.DataFrame({"relation": ["P1"], "template": ["t"], "correct": [True]}), ddof=1)
+    assert one["per_relation"]["P1"]["mean"] == 1.0 and math.isnan(one["per_relation"]["P1"]["stdev"])
+    empty = template_summary(pd.DataFrame({"relation": [], "template": [], "correct": []}))
+    assert empty["n_templates"] == 0 and math.isnan(empty["mean"]) and math.isnan(empty["stdev"])
+    with pytest.raises(ValueError, match="lacks column"):
+        template_summary(pd.DataFrame({"relation": ["P1"], "correct": [True]}))
+    with pytest.raises(ValueError, match="must be bool"):
+        template_summary(pd.DataFrame({"relation": ["P1"], "template": ["t"], "correct": [0.5]}))
