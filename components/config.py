@@ -1,4 +1,4 @@
-"""Component images and cluster scheduling defaults, read at pipeline compile time.
+"""Component images and cluster scheduling defaults, read when a pipeline is built (never at import).
 
 - `FACTPROBE_IMAGE_CPU` / `FACTPROBE_IMAGE_GPU`: container images (containers/README.md says how
   to build and tag them). Defaults: ghcr.io/factprobe/factprobe-{cpu,gpu}:<package version>.
@@ -52,8 +52,8 @@ def cluster_config() -> ClusterConfig:
     if not count.isdigit() or int(count) < 1:
         raise ValueError(f"FACTPROBE_GPU_COUNT must be a positive integer, got {count!r}")
     return ClusterConfig(
-        cpu_image=env("FACTPROBE_IMAGE_CPU", f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"),
-        gpu_image=env("FACTPROBE_IMAGE_GPU", f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"),
+        cpu_image=env("FACTPROBE_IMAGE_CPU", CPU_IMAGE),
+        gpu_image=env("FACTPROBE_IMAGE_GPU", GPU_IMAGE),
         gpu_node_label=_pair(env("FACTPROBE_GPU_NODE_LABEL", "factprobe.io/node-pool=gpu"), "FACTPROBE_GPU_NODE_LABEL"),
         gpu_toleration=(k, v, effect),
         accelerator=env("FACTPROBE_GPU_ACCELERATOR", "nvidia.com/gpu"),
@@ -64,6 +64,7 @@ def cluster_config() -> ClusterConfig:
     )
 
 
-CONFIG = cluster_config()
-CPU_IMAGE = CONFIG.cpu_image
-GPU_IMAGE = CONFIG.gpu_image
+# The images the components are declared with. Nothing is read from the environment at import:
+# pipelines/platform.py sets every task's image from `cluster_config()` when a pipeline is built.
+CPU_IMAGE = f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"
+GPU_IMAGE = f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"

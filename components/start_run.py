@@ -5,14 +5,10 @@ from .config import CPU_IMAGE
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def start_run(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, models: list, probes: list,
-              source: str, data: str, relations: str, max_facts_per_relation: int, examples: int, choices: int,
-              seed: int) -> str:
+              config: dict) -> str:
     """Open the MLflow parent run for this pipeline run (tags: trigger, KFP run id, git sha) and return its id."""
     import json
 
     from components.steps.start_run import run_start
 
-    params = {"models": models, "probes": probes, "source": source, "data": data, "relations": relations,
-              "max_facts_per_relation": int(max_facts_per_relation), "examples": int(examples),
-              "choices": int(choices), "seed": int(seed)}
-    return run_start(pipeline, kfp_run_id, trigger, tracking_uri, json.dumps(params))
+    return run_start(pipeline, kfp_run_id, trigger, tracking_uri, json.dumps({"models": models, "probes": probes, **config}))

@@ -73,6 +73,10 @@ class Fact:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fact":
+        return cls(d["relation"], d["subject"], d["object"], d.get("subject_id"), d.get("object_id"))
+
 
 @dataclass
 class FactSet:

@@ -26,26 +26,18 @@ PIPELINES = ("probe", "nightly_sweep", "regression")
 def get_pipeline(name: str, local: bool = False):
     """The pipeline function for `name`; unknown names raise ConfigError listing the known ones.
 
-    Pipelines are built at import; `local=True` builds them for the local runner (no retries on
-    preemption, see pipelines/platform.py), `False` for a cluster. Switching mode re-imports.
-    """
+    Pipelines are built on request from the probe registry and the cluster settings
+    (`pipelines.platform.building`): `local=True` builds them for the local runner (no retries on
+    preemption), `False` for a cluster. Nothing is read from the environment at import."""
+    import importlib
+
+    from .platform import building
+
     key = name.replace("-", "_")
     if key not in PIPELINES:
         raise ConfigError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
-    platform = sys.modules.get("pipelines.platform")
-    if platform is not None and (platform.GPU_RETRIES == 0) != local:
-        for m in ["pipelines.platform", *(f"pipelines.{n}" for n in PIPELINES)]:
-            sys.modules.pop(m, None)
-    old = os.environ.pop("FACTPROBE_LOCAL_RUN", None)
-    if local:
-        os.environ["FACTPROBE_LOCAL_RUN"] = "1"
-    try:
-        module = __import__(f"pipelines.{key}", fromlist=[key])
-    finally:
-        os.environ.pop("FACTPROBE_LOCAL_RUN", None)
-        if old is not None:
-            os.environ["FACTPROBE_LOCAL_RUN"] = old
-    return getattr(module, key)
+    with building(local=local):
+        return importlib.import_module(f"pipelines.{key}").build()
 
 
 def pipeline_parameters(pipe) -> dict[str, tuple[type, Any]]:

@@ -17,14 +17,15 @@ import pandas as pd
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import compare_runs, regression_gate
 
+from .clients import tag_filter, tags_match
 from .conventions import default_tracking_uri
 
 
 def _client(uri: str | None):
-    from mlflow.tracking import MlflowClient
+    from .library_client import open_mlflow_client
 
     uri = uri or default_tracking_uri()
-    return MlflowClient(uri), uri
+    return open_mlflow_client(uri), uri
 
 
 def _from_results_file(path: Path) -> pd.DataFrame:
@@ -47,9 +48,10 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
     if "=" in ref:
         key, value = ref.split("=", 1)
         exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
-        runs = client.search_runs(exps, filter_string=f"tags.`{key}` = '{value}' and attributes.status = 'FINISHED'",
+        wanted = {key: value}  # user text: quotes, spaces, non-ASCII are all fine (tag_filter)
+        runs = client.search_runs(exps, filter_string=tag_filter(wanted, "FINISHED"),
                                   order_by=["attributes.start_time DESC"], max_results=50) if exps else []
-        runs = [r for r in runs if "acc" in r.data.metrics]
+        runs = [r for r in runs if "acc" in r.data.metrics and tags_match(r.data.tags, wanted)]
         if not runs:
             raise ConfigError(f"no finished probe run tagged {key}={value} at {uri}")
         run_id = runs[0].info.run_id
@@ -100,25 +102,18 @@ def compare_cli(args) -> int:
 
 def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.DataFrame:
     """Probe `model` with the baseline run's configuration, so both see the same facts."""
-    from factprobe.probes.config import ProbeConfig
+    from factprobe.errors import ConfigError
+    from factprobe.probes.config import RunConfig
     from factprobe.probes.runner import run_probe
 
-    from .probe_logging import log_probe_outcome, probe_run
+    from .probe_logging import CONFIG_PARAM, log_probe_outcome, probe_run
 
-    fields = ProbeConfig.__dataclass_fields__
-    kw = {}
-    for k, v in baseline_params.items():
-        if k not in fields or k in ("model", "extra"):
-            continue
-        if v in ("None", ""):
-            kw[k] = None
-        elif k == "relations":
-            kw[k] = json.loads(v.replace("'", '"')) if v.startswith("[") else v
-        elif isinstance(fields[k].default, int) or k in ("max_facts_per_relation", "token_budget"):
-            kw[k] = int(v)
-        else:
-            kw[k] = v
-    cfg = ProbeConfig(model=model, **kw)
+    if CONFIG_PARAM not in baseline_params:
+        raise ConfigError(f"the baseline run has no {CONFIG_PARAM!r} parameter (logged by factprobe >= 0.2); "
+                          "probe the baseline again or give a results folder")
+    import json as _json
+
+    cfg = RunConfig.from_dict({**_json.loads(baseline_params[CONFIG_PARAM]), "model": model, "base_model": None, "out": None})
     with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci", run_name=f"regress-candidate-{Path(model).name}") as run:
         outcome = run_probe(cfg, out)
         log_probe_outcome(run, outcome, cfg)

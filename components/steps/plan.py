@@ -1,17 +1,25 @@
 """Step: the model x probe matrix the probe loop fans out over."""
 
 
-def run_plan(models: list, probes: list, parent_run_id: str = "") -> list:
+def run_plan(models: list, probes: list, parent_run_id: str = "", config: dict | None = None) -> list:
     """[{"model": m, "probe": p, "parent_run_id": id}, ...] for every pair; rejects empty or unknown
-    entries. The parent run id rides along in each cell (see pipelines/probe.py for why)."""
+    entries and, with `config`, validates the run config of every pair before any model loads.
+    The parent run id rides along in each cell (see pipelines/probe.py for why)."""
     from factprobe.errors import ConfigError
-    from factprobe.probes.config import PROBES
+    from factprobe.probes.registry import probe_names
+
+    from ._common import run_config
 
     if not models:
         raise ConfigError("no models to probe: the models list is empty")
-    bad = [p for p in probes if p not in PROBES]
+    known = probe_names()
+    bad = [p for p in probes if p not in known]
     if bad or not probes:
-        raise ConfigError(f"unknown probe(s) {bad or probes}; choose from {', '.join(PROBES)}")
+        raise ConfigError(f"unknown probe(s) {bad or probes}; choose from {', '.join(known)}")
+    if config is not None:
+        for m in models:
+            for p in probes:
+                run_config(config, probe=str(p), model=str(m))
     return [{"model": str(m), "probe": str(p), "parent_run_id": parent_run_id} for m in models for p in probes]
 
 

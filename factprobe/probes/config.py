@@ -1,73 +1,252 @@
-"""Validated configuration of a multiple-choice probe run (IC-LKE, EIC-LKE, HGP, MMP)."""
+"""Validated run configuration: one base config plus one config dataclass per probe.
+
+A run is `RunConfig(probe, base, params)`:
+- `base` (`BaseConfig`) holds what every probe shares: model, data, relations, seed, device, ...
+- `params` is the probe's own config dataclass (declared by the probe module, e.g.
+  `ICLKEConfig`), subclassing `ConfigBase`.
+
+Every field is declared with `option(default, help, ...)`, so its help text lives in
+`field(metadata=...)`; the argparse options (`add_config_arguments`) and the Kubeflow pipeline
+parameters and their descriptions are generated from it. Validation follows PEFT's style: in
+`__post_init__`, raising `ConfigError` (a `ValueError`) that names the field and the value.
+
+`RunConfig.to_dict()` is one flat JSON-able dict (`probe` plus every base and probe field) and
+`RunConfig.from_dict()` reads it back, coercing the strings that command lines, Kubeflow (ints in
+dicts come back as "5.0") and MLflow parameters hand over. The CLI, the components and tracking
+all go through this one pair.
+"""
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
+from ..sources import SOURCES
 
-PROBES = ("ic-lke", "eic-lke", "hgp", "mmp")
-SOURCES = ("countryinfo", "lama", "lpaqa-train", "nobel", "triples", "s3")
+#: metadata keys of `option` fields
+HELP, CHOICES, DECIDES_RESULTS, PIPELINE = "help", "choices", "decides_results", "pipeline"
+
+
+def option(default: Any, help: str, *, choices: tuple | None = None, decides_results: bool = True,
+           pipeline: bool = True) -> Any:
+    """A config field with its help text.
+
+    `choices` restricts the value (checked by `ConfigBase`); `decides_results=False` leaves the
+    field out of the results key (device, token budget, output folder); `pipeline=False` keeps it
+    out of the Kubeflow pipeline parameters (local-only settings such as `out`).
+    """
+    meta = {HELP: help, CHOICES: choices, DECIDES_RESULTS: decides_results, PIPELINE: pipeline}
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def field_type(cls: type, name: str) -> tuple[type, bool]:
+    """(base type, optional?) of a config field: `int | None` -> (int, True)."""
+    hint = typing.get_type_hints(cls)[name]
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return (typing.get_origin(inner[0]) or inner[0]), type(None) in args
+    return (typing.get_origin(hint) or hint), False
+
+
+def _coerce(cls: type, name: str, value: Any) -> Any:
+    """Turn a string/float handed over by a CLI, Kubeflow or MLflow into the field's type."""
+    typ, optional = field_type(cls, name)
+    if value is None:
+        return None
+    if isinstance(value, str) and optional and value.strip() in ("", "None", "none", "null"):
+        return None
+    try:
+        if typ is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low in ("true", "1", "yes"):
+                    return True
+                if low in ("false", "0", "no", ""):
+                    return False
+                raise ValueError
+            return bool(value)
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError
+            f = float(value)
+            if f != int(f):
+                raise ValueError
+            return int(f)
+        if typ is float:
+            return float(value)
+        if typ is list:
+            if isinstance(value, str):
+                text = value.strip()
+                return json.loads(text) if text.startswith("[") else value  # "P36,P19" is split by the config
+            return list(value)
+        if typ is str:
+            return value if isinstance(value, str) else str(value)
+    except (ValueError, TypeError, json.JSONDecodeError):
+        raise ConfigError(f"{name}: expected {typ.__name__}, got {value!r}") from None
+    return value
 
 
 @dataclass
-class ProbeConfig:
-    """Everything that decides a probe's results. Two runs with equal configs give equal results."""
-
-    probe: str = "ic-lke"  # one of PROBES
-    model: str = "smollm2-135m-instruct"  # alias, local HF folder or hub id
-    source: str = "countryinfo"  # one of SOURCES
-    data: str | None = None  # path / s3 URI of the test facts (None: the source's default)
-    train_data: str | None = None  # folder of P*.jsonl training facts; None: split the test facts
-    relations: list[str] | None = None  # relation ids to keep; None: all usable relations
-    max_facts_per_relation: int | None = None  # test facts per relation (deterministic sample)
-    examples: int = 50  # in-context examples (IC-LKE), or the leading block (EIC-LKE)
-    choices: int = 100  # options per item: gold + choices-1 distractors
-    seed: int = 0  # drives distractors, example sampling and splits
-    separator: str = " "  # between subject and object, and between examples (wu2024: space)
-    eic_interleave: int = 5  # EIC-LKE: training examples between two test slots (appendix C.2)
-    eic_tests_per_sequence: int = 10  # EIC-LKE: test facts packed into one sequence
-    templates_per_relation: int = 3  # HGP/MMP: prompts per relation (wu2024 section 4.1: three)
-    prompts_root: str | None = None  # LPAQA prompts folder (default: <data root>/lpaqa/prompts)
-    device: str = "auto"  # auto | cpu | cuda[:i]
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    token_budget: int | None = None  # most query tokens per packed forward (None: device default)
-    on_too_long: str = "truncate"  # context longer than the window: truncate examples | refuse
-    extra: dict = field(default_factory=dict)  # free-form, recorded but not used
+class ConfigBase:
+    """Base of every config dataclass: choices checked, `to_dict`/`from_dict`, `check` helper."""
 
     def __post_init__(self) -> None:
-        if self.probe not in PROBES:
-            raise ConfigError(f"unknown probe {self.probe!r}; choose one of {', '.join(PROBES)}")
-        if self.source not in SOURCES:
-            raise ConfigError(f"unknown source {self.source!r}; choose one of {', '.join(SOURCES)}")
-        if self.choices < 2:
-            raise ConfigError(f"--choices must be at least 2, got {self.choices}")
-        if self.examples < 0:
-            raise ConfigError(f"--examples must be >= 0, got {self.examples}")
-        if self.max_facts_per_relation is not None and self.max_facts_per_relation < 1:
-            raise ConfigError(f"--max-facts-per-relation must be >= 1, got {self.max_facts_per_relation}")
-        if self.on_too_long not in ("truncate", "refuse"):
-            raise ConfigError(f"on_too_long must be 'truncate' or 'refuse', got {self.on_too_long!r}")
-        if self.eic_interleave < 0 or self.eic_tests_per_sequence < 1:
-            raise ConfigError("eic_interleave must be >= 0 and eic_tests_per_sequence >= 1")
-        if self.templates_per_relation < 1:
-            raise ConfigError("templates_per_relation must be >= 1")
-        if isinstance(self.relations, str):
-            self.relations = [r.strip() for r in self.relations.split(",") if r.strip()]
-        if self.relations is not None and not self.relations:
-            self.relations = None
-        if not self.separator:
-            raise ConfigError("separator must not be empty")
-        if self.source in ("triples", "s3") and not self.data:
-            raise ConfigError(f"--source {self.source} needs --data")
+        for f in fields(self):
+            choices = f.metadata.get(CHOICES)
+            value = getattr(self, f.name)
+            if choices and value not in choices:
+                raise ConfigError(f"{f.name}: unknown value {value!r}; choose one of {', '.join(map(str, choices))}")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    @staticmethod
+    def check(ok: bool, name: str, value: Any, why: str) -> None:
+        """Raise `ConfigError("<name>=<value!r>: <why>")` unless `ok`."""
+        if not ok:
+            raise ConfigError(f"{name}={value!r}: {why}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], strict: bool = True):
+        """Build from a dict, coercing strings; unknown keys raise ConfigError when `strict`."""
+        names = set(cls.field_names())
+        unknown = sorted(set(d) - names)
+        if strict and unknown:
+            raise ConfigError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**{k: _coerce(cls, k, v) for k, v in d.items() if k in names})
+
+
+def split_relations(value: list[str] | str | None) -> list[str] | None:
+    """`"P36,P19"` or a list -> ['P36', 'P19']; None/"" -> None (all relations).
+
+    A value made only of separators (`" , "`) is an error, not "all relations"."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        parts = [r.strip() for r in value.split(",")]
+    else:
+        parts = [str(r).strip() for r in value]
+    if any(not p for p in parts) or not parts:
+        raise ConfigError(f"relations={value!r}: empty relation id; give ids like P36,P19 or leave it empty for all")
+    return list(dict.fromkeys(parts))
+
+
+@dataclass
+class BaseConfig(ConfigBase):
+    """What every probe run shares. Two runs with equal configs give equal results."""
+
+    model: str = option("smollm2-135m-instruct", "model: alias, local Hugging Face folder, PEFT adapter folder or hub id")
+    base_model: str | None = option(None, "base model of a PEFT adapter folder (default: the adapter's base_model_name_or_path)")
+    source: str = option("countryinfo", "fact source", choices=SOURCES)
+    data: str | None = option(None, "test facts: lama folder, Nobel CSV, triples file or s3://bucket/prefix (default: the source's)")
+    train_data: str | None = option(None, "folder of P*.jsonl training facts for in-context examples (default: split the test facts)")
+    relations: list[str] | None = option(None, "comma-separated relation ids, e.g. P36,P19 (default: every usable relation)")
+    max_facts_per_relation: int | None = option(None, "test facts per relation, a deterministic sample (default: all)")
+    seed: int = option(0, "seed of distractors, example sampling, splits and sampling")
+    device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
+    dtype: str = option("auto", "auto | float32 | bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
+    token_budget: int | None = option(None, "most query tokens per packed forward (default: 1024 on CPU, 8192 on GPU)",
+                                      decides_results=False)
+    out: str | None = option(None, "output folder (default runs/<probe>-<model>-<source>)", decides_results=False, pipeline=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check(bool(self.model and self.model.strip()), "model", self.model, "must not be empty")
+        self.relations = split_relations(self.relations)
+        self.check(self.max_facts_per_relation is None or self.max_facts_per_relation >= 1,
+                   "max_facts_per_relation", self.max_facts_per_relation, "must be >= 1")
+        self.check(self.token_budget is None or self.token_budget >= 1, "token_budget", self.token_budget, "must be >= 1")
+        self.check(not (self.source in ("triples", "s3") and not self.data), "data", self.data,
+                   f"source {self.source} needs --data")
+
+
+@dataclass
+class RunConfig:
+    """A probe name, the base config and the probe's own config (see the module docstring)."""
+
+    probe: str
+    base: BaseConfig
+    params: ConfigBase
+    #: fields of a flat dict that belong to no config but are accepted and ignored (old runs)
+    IGNORED: ClassVar[tuple[str, ...]] = ("extra",)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe, **self.base.to_dict(), **self.params.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], strict: bool = True) -> "RunConfig":
+        """Split a flat dict into base and probe fields by name; unknown names raise ConfigError."""
+        from .registry import get_probe
+
+        d = dict(d)
+        name = d.pop("probe", None)
+        if not name:
+            raise ConfigError("probe: missing; every run config names its probe")
+        probe = get_probe(str(name))
+        base_names, own_names = set(BaseConfig.field_names()), set(probe.config_class.field_names())
+        unknown = sorted(set(d) - base_names - own_names - set(cls.IGNORED))
+        if strict and unknown:
+            raise ConfigError(f"probe {name}: unknown option(s) {', '.join(unknown)}")
+        base = BaseConfig.from_dict({k: v for k, v in d.items() if k in base_names})
+        params = probe.config_class.from_dict({k: v for k, v in d.items() if k in own_names})
+        return cls(probe.name, base, params)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     def results_key(self) -> str:
-        """Hash of the fields that decide results (device and budget do not)."""
-        d = self.to_dict()
-        for k in ("device", "token_budget", "extra"):
-            d.pop(k)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        """Hash of the fields that decide results (device, token budget and `out` do not)."""
+        keep = {"probe": self.probe}
+        for cfg in (self.base, self.params):
+            for f in fields(cfg):
+                if f.metadata.get(DECIDES_RESULTS, True):
+                    keep[f.name] = getattr(cfg, f.name)
+        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with some flat fields changed (validated again)."""
+        return RunConfig.from_dict({**self.to_dict(), **changes})
+
+
+# ------------------------------------------------------------------ argparse from field metadata
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """One `--field-name` option per field of `cls`, with its help, type, default and choices.
+
+    Defaults are `argparse.SUPPRESS`, so only options the user gave reach `namespace_to_dict`
+    and the dataclass defaults stay the single source of defaults."""
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        typ, _ = field_type(cls, f.name)
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata.get(HELP, '')} (default: {default!r})".replace("%", "%%")
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
+        if typ is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["metavar"] = f.name.upper()
+            if f.metadata.get(CHOICES):
+                kwargs["choices"] = list(f.metadata[CHOICES])
+                kwargs.pop("metavar")
+        parser.add_argument(flag, **kwargs)
+
+
+def namespace_to_dict(ns: argparse.Namespace, classes: tuple[type, ...]) -> dict[str, Any]:
+    """The config fields of `classes` that the user set on the command line."""
+    names = {n for c in classes for n in c.field_names()}
+    return {k: v for k, v in vars(ns).items() if k in names}

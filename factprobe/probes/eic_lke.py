@@ -2,7 +2,13 @@
 
 Sequence layout for a group of test items t_1..t_T and option index j (one sequence per j):
 
-    x_1 y_1 ... x_n y_n  x_t1 o_j(t1)  x_{n+1} y_{n+1} ... x_{n+k} y_{n+k}  x_t2 o_j(t2)  ...
+    x_1 y_1, ..., x_n y_n, x_t1 o_j(t1), x_{n+1} y_{n+1}, ..., x_{n+k} y_{n+k}, x_t2 o_j(t2), ...
+
+Subject and object are joined by the separator S (a space) and tuples by the tuple separator
+(`--tuple-separator`, default `", "`): appendix C.2 combines the separately tokenized pieces
+"using a space token to separate the subject and object, and a comma to differentiate between
+different tuples" (appendix F itself says nothing about it). `--tuple-separator " "` gives the
+comma-free layout of factprobe <= 0.1 (`x_1 y_1 x_2 y_2 ...`).
 
 n = `examples` leading training examples (the paper: 50), k = `interleave` training examples
 between test slots (the paper: 5), T = `tests_per_sequence`. As in appendix C.2 the pieces are
@@ -15,11 +21,15 @@ group is one segment on top of it, and the scorer packs several sequences per fo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..facts import Fact, MCItem
+from .config import option
+from .mc import ExamplesConfig, MCProbe, empty_context_text, fit_examples, item_row, longest, relation_examples
+from .registry import Session, register
 
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     from ..lm.scorer import PrefixCache, Scorer, Segment
@@ -30,6 +40,7 @@ def eic_group_segments(
     items: Sequence[MCItem],
     between: Sequence[Sequence[Fact]],
     separator: str = " ",
+    tuple_separator: str = " ",
 ) -> tuple[list[Segment], list[list[tuple[int, int]]]]:
     """Build the segment tree for one group. `between[i]` are the training examples placed after
     test slot i (len(between) >= len(items) - 1).
@@ -43,9 +54,9 @@ def eic_group_segments(
     n_opt = len(items[0].options)
     if any(len(it.options) != n_opt for it in items):
         raise ValueError("EIC-LKE needs the same number of options for every item of a group")
-    first_subject = enc(f"{separator}{items[0].subject}")
+    first_subject = enc(f"{tuple_separator}{items[0].subject}")
     example_ids = [
-        [t for e in exs for t in enc(f"{separator}{e.subject}") + enc(f"{separator}{e.object}")]
+        [t for e in exs for t in enc(f"{tuple_separator}{e.subject}") + enc(f"{separator}{e.object}")]
         for exs in between
     ]
     segments: list[Segment] = []
@@ -55,7 +66,7 @@ def eic_group_segments(
         spans, who = [], []
         for i, item in enumerate(items):
             if i > 0:
-                ids += enc(f"{separator}{item.subject}")
+                ids += enc(f"{tuple_separator}{item.subject}")
             opt = enc(f"{separator}{item.options[j]}")
             spans.append((len(ids), len(ids) + len(opt)))
             who.append((i, j))
@@ -73,9 +84,10 @@ def score_eic_group(
     items: Sequence[MCItem],
     between: Sequence[Sequence[Fact]],
     separator: str = " ",
+    tuple_separator: str = " ",
 ) -> list[np.ndarray]:
     """Option log-probs `[n_options]` for each item of the group, EIC-LKE style."""
-    segments, owners = eic_group_segments(scorer, items, between, separator)
+    segments, owners = eic_group_segments(scorer, items, between, separator, tuple_separator)
     # the naive EIC-LKE of the paper: one full forward per option sequence, leading examples included
     scorer.stats.naive_tokens += sum(len(prefix) + len(s.token_ids) for s in segments)
     out = [np.full(len(it.options), np.nan) for it in items]
@@ -84,3 +96,70 @@ def score_eic_group(
             out[i][j] = v
     return out
 
+
+
+def leading_prefix(examples: Sequence[Fact], separator: str, tuple_separator: str) -> str:
+    """The leading examples' text `x_1 S y_1 T x_2 S y_2 ... x_n S y_n` (T: the tuple separator)."""
+    return tuple_separator.join(f"{e.subject}{separator}{e.object}" for e in examples)
+
+
+@dataclass
+class EICLKEConfig(ExamplesConfig):
+    """EIC-LKE's own fields (appendix C.2 and F)."""
+
+    eic_interleave: int = option(5, "training examples between two test slots (appendix C.2: 5)")
+    eic_tests_per_sequence: int = option(10, "test facts packed into one sequence")
+    tuple_separator: str = option(", ", "between packed (subject, object) tuples (appendix C.2: a comma)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check(self.eic_interleave >= 0, "eic_interleave", self.eic_interleave, "must be >= 0")
+        self.check(self.eic_tests_per_sequence >= 1, "eic_tests_per_sequence", self.eic_tests_per_sequence, "must be >= 1")
+        self.check(bool(self.tuple_separator), "tuple_separator", self.tuple_separator, "must not be empty")
+
+
+@dataclass
+class _RelationState:
+    prefix_text: str
+    prefix: Any  # PrefixCache
+    between: list[list[Fact]]
+
+
+class EICLKE(MCProbe):
+    name = "eic-lke"
+    description = "efficient IC-LKE: several test facts packed into one sequence of training examples"
+    config_class = EICLKEConfig
+
+    def batches(self, cfg, items):
+        n = cfg.params.eic_tests_per_sequence
+        for b in range(0, len(items), n):
+            yield items[b : b + n]
+
+    def open_relation(self, session: Session, relation: str) -> _RelationState:
+        p = session.cfg.params
+        per_seq, k = p.eic_tests_per_sequence, p.eic_interleave
+        n_between = k * (per_seq - 1)
+        pool = relation_examples(session, relation, p.examples + n_between)
+        lead, rest = pool[: p.examples], pool[p.examples :]
+        subject, opt = longest(session.prepared.items[relation])
+        lead = fit_examples(session, relation, lead, lambda ex: leading_prefix(ex, p.separator, p.tuple_separator),
+                            f"{p.tuple_separator}{subject}{p.separator}{opt}")
+        prefix_text = leading_prefix(lead, p.separator, p.tuple_separator) or empty_context_text(session.scorer.tokenizer)
+        between = [rest[i * k : (i + 1) * k] for i in range(per_seq - 1)]
+        return _RelationState(prefix_text, session.scorer.prefix(prefix_text), between)
+
+    def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
+        p = session.cfg.params
+        sep, tsep = p.separator, p.tuple_separator
+        scores = score_eic_group(session.scorer, state.prefix, batch, state.between, sep, tsep)
+        rows = []
+        for i, (it, s) in enumerate(zip(batch, scores)):
+            ctx = state.prefix_text + "".join(
+                f"{tsep}{g.subject}{sep}<option>" + "".join(f"{tsep}{e.subject}{sep}{e.object}" for e in state.between[j])
+                for j, g in enumerate(batch[:i])
+            ) + f"{tsep}{it.subject}"
+            rows.append(item_row(it, ctx, s, self.name))
+        return rows
+
+
+register(EICLKE())

@@ -24,22 +24,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _use_real_packages() -> None:
-    """This folder has no `__init__.py` (a `tests/components` package would shadow the real
-    `components`), and no conftest.py (a second package-less conftest replaces
-    `sys.modules["conftest"]` and breaks `from conftest import ...` elsewhere). Without the
-    repository root on `sys.path` (pytest started as `.venv/bin/pytest`), `tests/components` is
-    taken for a namespace package `components`: put the root there, drop any such stand-in."""
-    for name in ("pipelines", "components"):
-        mod = sys.modules.get(name)
-        if mod is not None and getattr(mod, "__file__", None) is None:
-            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
-                del sys.modules[key]
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-
-
-_use_real_packages()
 COMPONENT_MODULES = sorted(p for p in (REPO / "components").glob("*.py") if p.name not in ("__init__.py", "config.py"))
 STEP_MODULES = sorted((REPO / "components" / "steps").glob("*.py"))
 SCIENCE_MODULES = sorted((REPO / "factprobe").rglob("*.py"))

@@ -1,7 +1,6 @@
 """Shared fixtures of the pipeline tests: compiled pipeline YAML and a loopback KFP REST API.
 
-Test modules import what they use (`from pipeline_fixtures import compiled, kfp_api`); importing
-this module first also makes `import pipelines` / `import components` find the real packages.
+Test modules import what they use (`from tests.pipelines.pipeline_fixtures import compiled, kfp_api`).
 
 - `compiled`: every pipeline compiled by `pipelines.cli.compile_all` in a *fresh* Python with no
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
@@ -12,13 +11,6 @@ this module first also makes `import pipelines` / `import components` find the r
   retries off). `start_compile_jobs()` starts both compiles in the background (idempotent).
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
-
-Why not a conftest.py: this folder has no `__init__.py` (with one, `tests/pipelines` would be a
-package named `pipelines` on `sys.path` and shadow the real one), and a second package-less
-`conftest.py` replaces `sys.modules["conftest"]`, which breaks `from conftest import ...` in
-other test folders. Without a package, `tests/pipelines` can still be taken for a *namespace*
-package `pipelines` when the repository root is not on `sys.path` (pytest started as
-`.venv/bin/pytest`), so the root is put there below.
 """
 from __future__ import annotations
 
@@ -42,17 +34,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _use_real_packages() -> None:
-    for name in ("pipelines", "components"):
-        mod = sys.modules.get(name)
-        if mod is not None and getattr(mod, "__file__", None) is None:  # namespace pkg = tests/<name>
-            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
-                del sys.modules[key]
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-
-
-_use_real_packages()
 
 PIPELINE_NAMES = ("probe", "nightly_sweep", "regression")
 

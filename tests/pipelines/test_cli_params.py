@@ -5,7 +5,6 @@ one-line message names the culprit and the valid choices.
 """
 from __future__ import annotations
 
-import pipeline_fixtures  # noqa: F401 (puts the real `pipelines` / `components` packages first)
 import pytest
 
 from factprobe.errors import ConfigError

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pipeline_fixtures import compiled, compiled_overridden, start_compile_jobs  # noqa: F401 (fixtures)
+from tests.pipelines.pipeline_fixtures import compiled, compiled_overridden, start_compile_jobs  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 # Start both compiles (fresh interpreters, seconds each) at collection so they overlap other tests.

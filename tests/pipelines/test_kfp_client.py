@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pipeline_fixtures import kfp_api  # noqa: F401 (fixture; also puts the real `pipelines` first)
+from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture; also puts the real `pipelines` first)
 
 from factprobe.errors import ConfigError
 

@@ -1,0 +1,172 @@
+"""The output folder of one probe run: an exclusive lock, the run config, a checkpoint, the results.
+
+Every probe uses this module unchanged. Files in `out/`:
+
+- `.lock`: held (flock, exclusive, non-blocking) for the whole run and stamped with
+  `host pid`. A second run into the same folder fails at once, before any model loads, naming
+  the folder and the holder's pid. The kernel drops the lock when its process dies (SIGKILL
+  included), so a stale `.lock` left by a killed run is simply taken over.
+- `run_config.json`: the config and its results key, written only once the config and the data
+  have been validated (`write_config`), so a run that fails on bad input leaves nothing that
+  would refuse its corrected rerun. A folder holding another results key is refused.
+- `checkpoint.jsonl`: finished rows, appended, flushed and fsynced per batch. A torn last line
+  (a crash mid-write) is ignored and repaired before the next append.
+- `results.jsonl`, `metrics.json`: written atomically at the end (`finish`); the checkpoint is
+  removed afterwards. Rows already in `results.jsonl` count as done on a rerun.
+- `model_revision.txt`: the revision of the weights that scored the rows; resuming with other
+  weights is refused.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..errors import ConfigError
+from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+
+CHECKPOINT = "checkpoint.jsonl"
+RESULTS = "results.jsonl"
+METRICS = "metrics.json"
+RUN_CONFIG = "run_config.json"
+MODEL_REVISION = "model_revision.txt"
+LOCK = ".lock"
+
+
+class FolderBusyError(ConfigError):
+    """Another live process is writing into the same output folder."""
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a jsonl results/checkpoint file; a truncated final line is dropped."""
+    rows: list[dict] = []
+    if not path.exists():
+        return rows
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break  # torn write at a crash: the item is simply scored again
+            raise ConfigError(f"{path}:{i + 1}: corrupt line in a results file; move it away to start over")
+    return rows
+
+
+class RunFolder:
+    """One run's output folder (see the module docstring); use as a context manager."""
+
+    def __init__(self, out: str | Path, results_key: str, config: dict[str, Any]) -> None:
+        self.out = Path(out)
+        self.key = results_key
+        self.config = config
+        self._lock_fh = None
+        self._ckpt_fh = None
+
+    # ------------------------------------------------------------------ lock
+    def __enter__(self) -> "RunFolder":
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create output folder {self.out}: {e.strerror or e}") from None
+        path = self.out / LOCK
+        try:
+            fh = open(path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot write into output folder {self.out}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise FolderBusyError(f"output folder {self.out} is in use by {holder}; wait for it or use another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
+        fh.flush()
+        self._lock_fh = fh
+        self.check_config()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_checkpoint()
+        if self._lock_fh is not None:
+            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    # ------------------------------------------------------------------ config
+    def check_config(self) -> None:
+        """Refuse a folder that holds results of another configuration (read-only)."""
+        path = self.out / RUN_CONFIG
+        if not path.exists():
+            return
+        try:
+            old = json.loads(path.read_text(encoding="utf-8")).get("results_key")
+        except (ValueError, AttributeError):
+            old = None
+        if old != self.key:
+            raise ConfigError(f"{self.out} holds results of a different configuration (results key {old} != {self.key}); "
+                              "use another --out or remove that folder")
+
+    def write_config(self) -> None:
+        """Record the config once it has been validated (idempotent)."""
+        if not (self.out / RUN_CONFIG).exists():
+            atomic_write_json(self.out / RUN_CONFIG, {"results_key": self.key, "config": self.config})
+
+    # ------------------------------------------------------------------ rows
+    def done_rows(self) -> dict[str, dict]:
+        """Rows already finished, by key (results first, then the checkpoint)."""
+        done: dict[str, dict] = {}
+        for r in read_rows(self.out / RESULTS) + read_rows(self.out / CHECKPOINT):
+            done.setdefault(r["key"], r)
+        return done
+
+    def append(self, rows: Iterable[dict]) -> None:
+        """Append rows to the checkpoint, flushed and fsynced."""
+        if self._ckpt_fh is None:
+            path = self.out / CHECKPOINT
+            if path.exists() and path.stat().st_size:
+                with path.open("rb") as fh:
+                    fh.seek(-1, os.SEEK_END)
+                    torn = fh.read(1) != b"\n"
+                if torn:  # terminate a torn final line from an earlier crash before appending
+                    atomic_write_jsonl(path, read_rows(path))
+            self._ckpt_fh = path.open("a", encoding="utf-8")
+        for r in rows:
+            self._ckpt_fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        self._ckpt_fh.flush()
+        os.fsync(self._ckpt_fh.fileno())
+
+    def close_checkpoint(self) -> None:
+        if self._ckpt_fh is not None:
+            self._ckpt_fh.close()
+            self._ckpt_fh = None
+
+    # ------------------------------------------------------------------ revision
+    def revision(self) -> str:
+        path = self.out / MODEL_REVISION
+        return path.read_text(encoding="utf-8").strip() if path.exists() else ""
+
+    def set_revision(self, revision: str, n_done: int, model: str) -> None:
+        """Record the weights' revision; refuse to mix rows of other weights into this folder."""
+        old = self.revision()
+        if n_done and old and revision and revision != old:
+            raise ConfigError(f"{self.out} holds {n_done} results scored with model revision {old}, but {model} is now "
+                              f"{revision}; use another --out or remove that folder rather than mix weights")
+        if revision and revision != old:
+            atomic_write_text(self.out / MODEL_REVISION, revision + "\n")
+
+    # ------------------------------------------------------------------ finish
+    def finish(self, ordered: Sequence[dict], metrics: dict) -> None:
+        """Write results and metrics atomically, then drop the checkpoint."""
+        self.close_checkpoint()
+        atomic_write_jsonl(self.out / RESULTS, ordered)
+        atomic_write_json(self.out / METRICS, metrics)
+        (self.out / CHECKPOINT).unlink(missing_ok=True)

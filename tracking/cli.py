@@ -1,0 +1,66 @@
+"""What the tracking layer adds to the `factprobe` command line (entry points in pyproject.toml).
+
+- `ProbeTracking` (group `factprobe.probe_hooks`): `--tracking-uri`, `--no-track`,
+  `--require-tracking`, `--trigger` on every `factprobe probe <probe>`, and an MLflow run around
+  the probe: the results are logged when it finishes, and the run is marked FAILED when it fails
+  or KILLED when it is interrupted (Ctrl-C, SIGTERM).
+- `register` (group `factprobe.commands`): `factprobe compare` and `factprobe regress`.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+class ProbeTracking:
+    """The `factprobe.probe_hooks` entry: MLflow tracking of CLI probe runs."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("tracking")
+        g.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlruns.db here)")
+        g.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+        g.add_argument("--require-tracking", action="store_true", help="fail (exit 1) if MLflow logging fails")
+        g.add_argument("--trigger", default="local", choices=["local", "ui", "nightly", "ci"], help="factprobe.trigger tag")
+
+    @contextmanager
+    def wrap(self, args: argparse.Namespace, cfg, out: Path) -> Iterator[Callable]:
+        from .probe_logging import log_probe_outcome, probe_run
+
+        # Same config into the same folder on the same host = the same step: a rerun marks the run of a
+        # crashed attempt (left RUNNING when the server died) FAILED instead of leaving it RUNNING.
+        step_key = f"cli/{socket.gethostname()}/{Path(out).resolve()}/{cfg.results_key()}"
+        with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, required=args.require_tracking,
+                       trigger=args.trigger, step_key=step_key) as run:
+
+            def after(outcome) -> list[str]:
+                log_probe_outcome(run, outcome, cfg)
+                return [f"MLflow run {run.run_id} at {run.uri}"] if run.active else []
+
+            yield after
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `compare` and `regress` to the factprobe command line."""
+    from .compare import compare_cli, regress_cli
+
+    c = sub.add_parser("compare", help="join two runs fact by fact and compare them")
+    c.add_argument("run_a", help="MLflow run id or a results folder/results.jsonl")
+    c.add_argument("run_b")
+    c.add_argument("--tracking-uri")
+    c.add_argument("--n-boot", type=int, default=2000)
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.set_defaults(func=compare_cli)
+
+    r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")
+    r.add_argument("--candidate", required=True, help="model (alias/folder) to probe now, or an MLflow run id / results folder")
+    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value")
+    r.add_argument("--max-drop", type=float, default=0.02)
+    r.add_argument("--alpha", type=float, default=0.05)
+    r.add_argument("--tracking-uri")
+    r.add_argument("--out", help="where to write the candidate's probe results and the gate report")
+    r.add_argument("--report", help="write the readable report to this file too")
+    r.add_argument("--no-track", action="store_true")
+    r.set_defaults(func=regress_cli)
