@@ -8,8 +8,10 @@ log-probability, so order carries no cue, and equal option lists make items easy
 Other correct years of the same subject (none in clean data) are left out of the options.
 
 A fact whose object is not a year inside the range is skipped and counted in `MCBuild.skipped`
-(on the real Nobel file births run from 1817 to 1997, so none is); a relation left with no items
-is reported in `MCBuild.dropped`.
+and, by cause, in `MCBuild.skip_reasons` (`SKIP_OUT_OF_RANGE`; `SKIP_TOO_FEW_YEARS` when other
+correct years leave fewer than `n_choices - 1`) (on the real Nobel file births run from 1817 to
+1997, so none is); a relation left with no items is reported in `MCBuild.dropped`.
+`MCBuild.pool_sizes` holds the number of candidate years per relation.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from .trex_mc import MCBuild, stable_rng
 
 log = logging.getLogger(__name__)
 
+SKIP_OUT_OF_RANGE = "object is not a year within the candidate range"
+SKIP_TOO_FEW_YEARS = "too few candidate years once the subject's other correct years are excluded"
 FIRST_YEAR = 1800
 LAST_YEAR = 1999
 _YEAR = re.compile(r"\d{4}")
@@ -32,6 +36,12 @@ def year_candidates(first_year: int = FIRST_YEAR, last_year: int = LAST_YEAR) ->
     if not (1000 <= first_year <= last_year <= 9999):
         raise ConfigError(f"year range must be 4-digit years with first <= last, got {first_year}-{last_year}")
     return [str(y) for y in range(first_year, last_year + 1)]
+
+
+def _skip(build: MCBuild, relation: str, reason: str) -> None:
+    build.skipped[relation] = build.skipped.get(relation, 0) + 1
+    reasons = build.skip_reasons.setdefault(relation, {})
+    reasons[reason] = reasons.get(reason, 0) + 1
 
 
 def build_nobel_mc(
@@ -52,6 +62,7 @@ def build_nobel_mc(
     correct = facts.correct_objects()
     build = MCBuild(items=[])
     for rel, rel_facts in facts.by_relation().items():
+        build.pool_sizes[rel] = len(years)
         seen: set[str] = set()
         made = 0
         for f in rel_facts:
@@ -59,14 +70,14 @@ def build_nobel_mc(
                 continue
             seen.add(f.fact_id)
             if not (_YEAR.fullmatch(f.object) and f.object in in_range):
-                build.skipped[rel] = build.skipped.get(rel, 0) + 1
+                _skip(build, rel, SKIP_OUT_OF_RANGE)
                 continue
             others = {label for label in correct[(rel, f.subject_key)].values() if label != f.object}
             pool = [y for y in years if y not in others]
             if n_choices is not None:
                 rest = [y for y in pool if y != f.object]
                 if len(rest) < n_choices - 1:
-                    build.skipped[rel] = build.skipped.get(rel, 0) + 1
+                    _skip(build, rel, SKIP_TOO_FEW_YEARS)
                     continue
                 picked = stable_rng(seed, "nobel_mc", rel, f.fact_id).sample(rest, n_choices - 1)
                 pool = sorted(picked + [f.object])

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from factprobe.build.nobel_mc import SKIP_OUT_OF_RANGE, build_nobel_mc, build_nobel_mc_items, year_candidates
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
 from factprobe.sources.nobel import load_nobel
-from factprobe.build.nobel_mc import build_nobel_mc, build_nobel_mc_items, year_candidates
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,8 @@ def test_out_of_range_years_dropped_with_count():
     build = build_nobel_mc(facts)
     assert [it.subject for it in build.items] == ["Mid"]
     assert build.skipped == {"birth_year": 3} and build.dropped == {}
+    assert build.skip_reasons == {"birth_year": {SKIP_OUT_OF_RANGE: 3}}
+    assert build.pool_sizes == {"birth_year": 200}
     gone = build_nobel_mc(FactSet(facts.facts[:2]))
     assert gone.dropped == {"birth_year": "birth_year: none of its 2 facts has a year within 1800-1999"}
 
