@@ -10,15 +10,53 @@ Two implementations, picked by `open_client(uri)`:
 
 Both raise on failure (`TrackedRun` turns that into a warning or a `TrackingError`) and write the
 same runs: the same tags, params, metrics, dataset inputs and artifact files.
+
+Also here, shared by both clients and by `compare`:
+- `TrackingError`, the one error class of tracking (a `factprobe.errors.ServiceError`: exit 1);
+- `http_settings()`: fail-fast HTTP retries and timeout unless MLFLOW_HTTP_REQUEST_* say otherwise
+  (nothing is written to the environment at import);
+- `tag_filter()` / `find_tagged_runs()`: MLflow search filters built safely from any tag value
+  (quotes, backslashes, spaces, non-ASCII), with an exact match on the client side;
+- `sqlite_store_lock()`: the lock two processes take before the first open of the same sqlite store.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
+from urllib.parse import unquote
+
+from factprobe.errors import ConfigError, ServiceError
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAGS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 500
+
+# Fail fast instead of retrying for minutes when a server is down (MLflow's own defaults are
+# 7 retries, backoff factor 2 and a 120 s timeout). Environment values win.
+FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
+
+
+class TrackingError(ServiceError):
+    """The tracking server is unreachable, rejected us, or failed mid-run (the CLI exits 1)."""
+
+
+def http_settings() -> dict[str, str]:
+    """MLFLOW_HTTP_REQUEST_{MAX_RETRIES,BACKOFF_FACTOR,TIMEOUT}: the environment's value, else the
+    fail-fast default of `FAIL_FAST_HTTP`."""
+    return {k: os.environ.get(k) or v for k, v in FAIL_FAST_HTTP.items()}
+
+
+def apply_http_settings() -> None:
+    """Give the MLflow library (which reads MLFLOW_HTTP_REQUEST_* from the environment at each
+    request) the fail-fast defaults. Called where a library client is opened, never at import."""
+    for k, v in FAIL_FAST_HTTP.items():
+        os.environ.setdefault(k, v)
 
 
 @dataclass(frozen=True)
@@ -68,6 +106,99 @@ class TrackingClient(Protocol):
 
     def log_dataset(self, run_id: str, dataset: dict, context: str) -> None:
         """Record a dataset input (`dataset`: name, digest, source_type, source, schema, profile)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# search filters
+
+_WILDCARD_ONLY = re.compile(r"['\"\\]")
+
+
+def _filter_literal(value: str) -> tuple[str, str]:
+    """(comparator, quoted literal) matching `value` in MLflow's search grammar.
+
+    MLflow strips the outer quotes of a literal and never unescapes inside it, and its tokenizer
+    (sqlparse) ends a literal at its quote unless a backslash precedes it. So a value without
+    `'` and `\\` goes in single quotes, one without `"` and `\\` in double quotes; any other
+    value becomes a LIKE pattern with `_` (one character) in place of every quote and backslash.
+    That pattern can match more runs (`_` and `%` are wildcards, sqlite LIKE ignores ASCII case),
+    so `find_tagged_runs` re-checks each run's tags exactly."""
+    if "'" not in value and "\\" not in value:
+        return "=", f"'{value}'"
+    if '"' not in value and "\\" not in value:
+        return "=", f'"{value}"'
+    return "LIKE", "'" + _WILDCARD_ONLY.sub("_", value) + "'"
+
+
+def tag_filter(tags: dict[str, str], status: str | None = None) -> str:
+    """An MLflow search filter for runs carrying every tag in `tags` (and in `status`, e.g.
+    RUNNING, FINISHED). Values may hold any character (see `_filter_literal`: the filter can
+    match a superset; check the tags of what comes back, as `find_tagged_runs` does). Tag keys
+    must not hold a backtick (ConfigError)."""
+    clauses = []
+    for key, value in tags.items():
+        if "`" in key:
+            raise ConfigError(f"tag key {key!r} holds a backtick, which MLflow search filters cannot express")
+        comparator, literal = _filter_literal(str(value))
+        clauses.append(f"tags.`{key}` {comparator} {literal}")
+    if status:
+        clauses.append(f"attributes.status = '{status}'")
+    return " and ".join(clauses)
+
+
+def tags_match(run_tags: dict[str, str], tags: dict[str, str]) -> bool:
+    """True when `run_tags` holds every key of `tags` with exactly that value."""
+    return all(run_tags.get(k) == str(v) for k, v in tags.items())
+
+
+def find_tagged_runs(client: TrackingClient, experiment_ids: list[str], tags: dict[str, str],
+                     status: str | None = None) -> list[RunRef]:
+    """Runs of `experiment_ids` carrying exactly `tags` (and `status`): `tag_filter` on the
+    server, then an exact comparison of the tags here."""
+    runs = client.find_runs(experiment_ids, tag_filter(tags, status))
+    return [r for r in runs if tags_match(r.tags, tags) and (status is None or r.status == status)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the embedded sqlite store
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a `sqlite:///path` store URI (relative paths from the working folder), else None
+    (other stores, in-memory sqlite)."""
+    if not uri.lower().startswith("sqlite:///"):
+        return None
+    path = unquote(uri[len("sqlite:///"):].split("?", 1)[0])
+    if not path or path == ":memory:":
+        return None
+    return Path(path).absolute()
+
+
+@contextlib.contextmanager
+def sqlite_store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock while a process opens (and on first use creates and migrates) the
+    sqlite store `uri`. MLflow creates the schema of a fresh file without any lock of its own,
+    so two processes opening the same new `mlruns.db` at once can both try to create it and one
+    fails. The lock is `flock` on a hidden sibling file `.<name>.lock` (kept: deleting a lock
+    file races with its next user); non-sqlite URIs take no lock."""
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_file = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # read-only folder: nobody can create the store there anyway; let MLflow say why
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def is_http(uri: str) -> bool:

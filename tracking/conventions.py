@@ -35,7 +35,7 @@ def git_sha() -> str:
         return env
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "HEAD"], check=False, cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
         )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):

@@ -2,17 +2,38 @@
 non-HTTP tracking URI (see tracking/clients.py)."""
 from __future__ import annotations
 
-from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, MAX_TAGS_PER_BATCH, RunRef, batches
+from .clients import (
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAMS_PER_BATCH,
+    MAX_TAGS_PER_BATCH,
+    RunRef,
+    apply_http_settings,
+    batches,
+    sqlite_path,
+    sqlite_store_lock,
+)
+
+
+def open_mlflow_client(uri: str):
+    """`MlflowClient(uri)` with the fail-fast HTTP settings, and with a sqlite store already
+    opened (created and migrated on first use) under `sqlite_store_lock`, so that processes
+    opening the same fresh `mlruns.db` at once never race on its schema."""
+    from mlflow.tracking import MlflowClient
+
+    apply_http_settings()
+    with sqlite_store_lock(uri):
+        client = MlflowClient(uri)
+        if sqlite_path(uri) is not None:
+            client.search_experiments(max_results=1)  # opens the store: creates/migrates the schema
+    return client
 
 
 class LibraryTrackingClient:
     """The tracking-client interface implemented with the MLflow library."""
 
     def __init__(self, uri: str) -> None:
-        from mlflow.tracking import MlflowClient
-
         self.uri = uri
-        self._client = MlflowClient(uri)
+        self._client = open_mlflow_client(uri)
 
     def check(self) -> None:
         self._client.search_experiments(max_results=1)

@@ -4,7 +4,8 @@ Pipeline steps log to a tracking server with this client, so a step process neve
 `mlflow` (~1.5 s of CPU each). It honours MLflow's client environment: MLFLOW_TRACKING_USERNAME /
 MLFLOW_TRACKING_PASSWORD (basic auth), MLFLOW_TRACKING_TOKEN (bearer), MLFLOW_TRACKING_INSECURE_TLS,
 MLFLOW_TRACKING_SERVER_CERT_PATH, MLFLOW_TRACKING_CLIENT_CERT_PATH, MLFLOW_HTTP_REQUEST_TIMEOUT,
-MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.
+MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR (fail-fast defaults when
+unset: `tracking.clients.http_settings`). Error messages never show credentials.
 
 Artifacts go where the run's artifact URI says: `mlflow-artifacts:` (the server proxies them, e.g.
 to S3) by HTTP PUT, a local path or `file:` URI by an atomic copy, `s3://` with boto3 (endpoint
@@ -19,13 +20,21 @@ import time
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
-from .clients import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, MAX_TAGS_PER_BATCH, RunRef, batches
+from .clients import (
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAMS_PER_BATCH,
+    MAX_TAGS_PER_BATCH,
+    RunRef,
+    TrackingError,
+    batches,
+    http_settings,
+)
 
 API = "/api/2.0/mlflow"
 ARTIFACTS_API = "/api/2.0/mlflow-artifacts/artifacts"
 
 
-class RestError(RuntimeError):
+class RestError(TrackingError):
     """The server answered with an error: HTTP status plus MLflow's error code and message."""
 
     def __init__(self, what: str, status: int, error_code: str, message: str) -> None:
@@ -43,8 +52,9 @@ def _session():
     from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
 
-    retry = Retry(total=int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")),
-                  backoff_factor=float(os.environ.get("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "2")),
+    settings = http_settings()
+    retry = Retry(total=int(settings["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]),
+                  backoff_factor=float(settings["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]),
                   status_forcelist=(429, 500, 502, 503, 504), allowed_methods=None, raise_on_status=False)
     s = requests.Session()
     adapter = HTTPAdapter(max_retries=retry)
@@ -69,7 +79,7 @@ class RestTrackingClient:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri.rstrip("/")
-        self.timeout = float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120"))
+        self.timeout = float(http_settings()["MLFLOW_HTTP_REQUEST_TIMEOUT"])
         self._http = _session()
         self._artifact_uris: dict[str, str] = {}
 
@@ -197,7 +207,7 @@ class RestTrackingClient:
             key = "/".join(p for p in (parsed.path.strip("/"), rel) if p)
             boto3.client("s3", endpoint_url=endpoint).upload_file(str(local), parsed.netloc, key)
         else:  # gs://, wasbs://, hdfs:// ...: let the MLflow library handle the store
-            from mlflow.tracking import MlflowClient
+            from .library_client import open_mlflow_client
 
             parent = str(Path(rel).parent)
-            MlflowClient(self.uri).log_artifact(run_id, str(local), None if parent == "." else parent)
+            open_mlflow_client(self.uri).log_artifact(run_id, str(local), None if parent == "." else parent)

@@ -12,35 +12,33 @@ child run). Contract:
   with `run_id=` to log into an existing run, e.g. the parent, is left as it is).
 - A logging call that fails later (server gone) warns once and disables tracking, or raises
   `TrackingError` when `required`.
+- Messages never show credentials (`factprobe.redact`), e.g. of `https://user:token@host` URIs.
+- Importing this module changes nothing in the environment: the fail-fast HTTP settings are
+  given to each client when it is opened (`tracking.clients.http_settings`).
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Self
 
-from .clients import open_client
+from factprobe.redact import redact
+
+from .clients import TrackingError, find_tagged_runs, open_client
 from .conventions import default_tracking_uri, experiment_name, git_sha, tag
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
-# Fail fast instead of retrying for minutes when a server is down.
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-
-
-class TrackingError(RuntimeError):
-    """The tracking server is unreachable, rejected us, or failed mid-run."""
+__all__ = ["LOGGED_ARTIFACTS_TAG", "TrackedRun", "TrackingError"]
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = redact(exc).strip().splitlines()
     msg = text[0] if text else type(exc).__name__
     low = str(exc).lower()
     if "401" in low or "unauthorized" in low or "credentials" in low:
@@ -85,13 +83,13 @@ class TrackedRun:
 
     # ------------------------------------------------------------------ lifecycle
     def _fail(self, what: str, exc: BaseException) -> None:
-        msg = f"MLflow tracking at {self.uri}: {what} failed: {_describe(exc)}"
+        msg = redact(f"MLflow tracking at {self.uri}: {what} failed: {_describe(exc)}")
         if self.required:
             raise TrackingError(msg) from exc
         self.warn(msg + "; results are kept on disk only")
         self.enabled = False
 
-    def __enter__(self) -> "TrackedRun":
+    def __enter__(self) -> Self:
         if not self.enabled:
             return self
         try:
@@ -113,17 +111,13 @@ class TrackedRun:
             if self.parent_run_id:
                 tags["mlflow.parentRunId"] = self.parent_run_id
             self.run_id = client.create_run(exp_id, self.run_name, tags)
-        except TrackingError:
-            raise
         except Exception as exc:  # noqa: BLE001
             self._fail("starting a run", exc)
         return self
 
     def _fail_stale(self, client, exp_id: str) -> None:
-        stale = client.find_runs(
-            [exp_id], f"tags.`{tag('step_key')}` = '{self.step_key}' and attributes.status = 'RUNNING'"
-        )
-        for r in stale:
+        # the step key holds user values (paths, model names): any character may occur
+        for r in find_tagged_runs(client, [exp_id], {tag("step_key"): self.step_key}, status="RUNNING"):
             client.set_terminated(r.run_id, "FAILED")
 
     def __exit__(self, exc_type, exc, tb) -> bool:
