@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from factprobe.errors import ConfigError
+from factprobe.redact import redact
 
 PIPELINES = ("probe", "nightly_sweep", "regression")
 
@@ -99,12 +102,123 @@ def _absolute_paths(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TASK_START = re.compile(r"Executing task '([^']+)'")
+_TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
+_QUOTED_TASK = re.compile(r"'([^']+)'")
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s*(?P<msg>.*))?")
+
+
+class _RunLog(io.TextIOBase):
+    """What a local run prints, tee'd into a log file: kfp's SubprocessRunner streams each step's
+    stdout and stderr through `print` to `sys.stdout`, so the log holds every step's output.
+    Credentials in what passes through (a tracking URI with user:password, ...) are masked."""
+
+    def __init__(self, stream, path: Path) -> None:
+        self._stream = stream
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("w", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        text = redact(text)
+        self._stream.write(text)
+        self._file.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+        self._file.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", "utf-8")
+
+    def close_log(self) -> None:
+        self._file.close()
+
+
+def step_logs(log_text: str) -> list[tuple[str, str, list[str]]]:
+    """(task name, status, output lines) of every step in a local run's log, in run order.
+
+    The lines are the step's own output (kfp indents it by 4 spaces) without ANSI codes."""
+    steps: list[tuple[str, str, list[str]]] = []
+    current: list[str] | None = None
+    for raw in _ANSI.sub("", log_text).splitlines():
+        if m := _TASK_START.search(raw):
+            current = []
+            steps.append((m.group(1), "RUNNING", current))
+        elif (m := _TASK_END.search(raw)) and current is not None and steps and steps[-1][0] == m.group(1):
+            steps[-1] = (m.group(1), m.group(2), current)
+            current = None
+        elif current is not None:
+            current.append(raw.removeprefix("    "))
+    return steps
+
+
+def first_error_line(lines: list[str]) -> str:
+    """The step's error in one line: its `error: ...` line, else the exception line that ends its
+    last traceback (`ConfigError: unknown relation ...`, module path dropped), else its last line
+    of output that is not a KFP executor log line."""
+    for line in lines:
+        if line.startswith("error: "):
+            return line[len("error: "):].strip()
+    in_traceback, exception = False, ""
+    for line in lines:
+        if line.startswith("Traceback (most recent call last):"):
+            in_traceback = True
+        elif in_traceback and line and not line[0].isspace():
+            m = _EXCEPTION_LINE.fullmatch(line.strip())
+            if m:
+                exception = f"{m['name']}: {m['msg']}" if m["msg"] else m["name"]
+            in_traceback = False
+    if exception:
+        return exception
+    own = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("[KFP Executor")]
+    return own[-1] if own else "no output"
+
+
+def failure_report(log_path: Path, error: BaseException | str) -> str:
+    """One line for a failed local run: the first failed step, its error line, and the path of its
+    own log (written beside the run's log); falls back to the task names kfp's error names."""
+    try:
+        steps = step_logs(log_path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        steps = []
+    failed = [(name, lines) for name, status, lines in steps if status == "FAILURE"]
+    if not failed:
+        names = _QUOTED_TASK.findall(_ANSI.sub("", str(error)).split("Inner task failed:")[-1])
+        where = f"step {names[0]!r}" if names else "the pipeline"
+        return redact(f"{where} failed: {_ANSI.sub('', str(error)).splitlines()[0] if str(error) else 'see the log'}; "
+                      f"full log: {log_path}")
+    name, lines = failed[0]
+    step_log = log_path.with_name(f"{log_path.stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log")
+    try:
+        step_log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    except OSError:
+        step_log = log_path
+    others = [n for n, _ in failed[1:] if n != name]
+    also = f" (also failed: {', '.join(dict.fromkeys(others))})" if others else ""
+    return redact(f"step {name!r} failed: {first_error_line(lines)}{also}; full log: {step_log}")
+
+
 def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None):
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
 
     An embedded sqlite store is served on loopback for the run (tracking/local_server.py), so the
     step processes log over REST instead of each importing mlflow; the runs land in the same file.
-    `FACTPROBE_SERVE_LOCAL_STORE=0` makes every step open the sqlite file itself instead."""
+    `FACTPROBE_SERVE_LOCAL_STORE=0` makes every step open the sqlite file itself instead.
+
+    Everything the run prints is also written to `<pipeline root>/logs/<name>-<time>-<pid>.log`.
+    A failed run ends with one line on stderr (ANSI codes stripped, credentials masked): the failed
+    step, the first line of its error, and the path of that step's own log:
+    `error: step 'data-build' failed: ConfigError: unknown relation(s) P999 ...; full log: ...`."""
     from tracking.local_server import LocalTrackingServer, is_local_store
 
     params = _absolute_paths(dict(params))
@@ -126,14 +240,21 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
             params["trigger"] = "local"
         root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
         local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
+        log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
         start = time.perf_counter()
+        error: BaseException | None = None
+        sys.stdout = log
         try:
             pipe(**params)
-            ok = True
         except RuntimeError as e:  # KFP local raises RuntimeError naming the failed task
-            print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-            ok = False
-        return ok, time.perf_counter() - start, root
+            error = e
+        finally:
+            sys.stdout = log._stream
+            log.close_log()
+        if error is not None:
+            sys.stdout.flush()
+            print(f"error: {failure_report(log.path, error)}", file=sys.stderr)
+        return error is None, time.perf_counter() - start, root
     finally:
         if server is not None:
             server.__exit__(None, None, None)
@@ -241,7 +362,8 @@ def pipeline_cli(argv: list[str]) -> int:
     if args.action == "run":
         ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root)
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
-        print(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; MLflow: {uri}")
+        print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
+                     f"MLflow: {uri}"))
         return 0 if ok else 1
     result = submit(args.name, args.host, params, args.experiment, args.run_name)
     print(f"submitted run {getattr(result, 'run_id', result)} to {args.host}")
