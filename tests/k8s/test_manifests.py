@@ -30,6 +30,8 @@ KUSTOMIZATIONS = {
     "production": K8S / "overlays" / "production",
     "gpu-nodepool": K8S / "overlays" / "gpu-nodepool",
     "gpu-smoke-test": K8S / "overlays" / "gpu-nodepool" / "smoke-test",
+    "pipeline-egress": K8S / "overlays" / "pipeline-egress",
+    "pipeline-egress-hub": K8S / "overlays" / "pipeline-egress-hub",
 }
 STACK = ("base", "local", "production")  # the tracking stack (namespace factprobe)
 # Oldest Kubernetes we support (KFP 2.x / Kubeflow 1.9+ era) and the newest schema shipped.
@@ -330,8 +332,13 @@ def _policy_ports(policy: dict) -> set[int]:
     return {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
 
 
+def _step_peer(namespace: str) -> dict:
+    """The one `from` entry that admits pipeline steps: label AND namespace."""
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}}}
+
+
 def test_network_policies(rendered):
-    role = {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}}
     for name in STACK:
         docs = rendered[name]
         deny = find(docs, "NetworkPolicy", "default-deny-ingress")
@@ -340,9 +347,8 @@ def test_network_policies(rendered):
 
         mlflow = find(docs, "NetworkPolicy", "allow-mlflow-ingress")
         assert mlflow["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "mlflow"}
-        peers = _policy_peers(mlflow)
-        assert {"namespaceSelector": {}, "podSelector": role} in peers
-        assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kubeflow"}}} in peers
+        assert _policy_peers(mlflow) == [
+            _step_peer("kubeflow"), {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow-setup"}}}]
         assert _policy_ports(mlflow) == {5000}
 
         postgres = find(docs, "NetworkPolicy", "allow-postgres-ingress")
@@ -350,11 +356,106 @@ def test_network_policies(rendered):
         assert _policy_ports(postgres) == {5432}
 
         minio = find(docs, "NetworkPolicy", "allow-minio-ingress")
-        peers = _policy_peers(minio)
-        assert {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}} in peers
-        assert {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "minio-setup"}}} in peers
-        assert {"namespaceSelector": {}, "podSelector": role} in peers
+        assert _policy_peers(minio) == [
+            {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}},
+            {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "minio-setup"}}},
+            _step_peer("kubeflow")]
         assert _policy_ports(minio) == {9000}
+
+
+def test_no_policy_admits_a_whole_namespace_or_every_namespace(rendered):
+    """A peer with a namespaceSelector must also select pods (one entry: both must match), and
+    never the empty selector `{}` (every namespace)."""
+    for name in STACK:
+        for policy in (d for d in rendered[name] if d["kind"] == "NetworkPolicy"):
+            for peer in _policy_peers(policy) if policy["spec"].get("ingress") else []:
+                if "namespaceSelector" in peer:
+                    assert peer["namespaceSelector"].get("matchLabels"), f"{policy['metadata']['name']}: {peer}"
+                    assert peer.get("podSelector", {}).get("matchLabels"), f"{policy['metadata']['name']}: {peer}"
+
+
+def test_pipeline_namespace_is_a_parameter(rendered, tmp_path):
+    """The pipeline namespace is one value (k8s/base/pipeline-namespace.yaml, never applied);
+    an overlay changes it in every policy with the component and a configMapGenerator merge."""
+    for name in STACK:
+        assert not [d for d in rendered[name] if d["metadata"]["name"] == "factprobe-pipeline-namespace"]
+    overlay = tmp_path / "k8s" / "overlays" / "team"
+    shutil.copytree(K8S, tmp_path / "k8s", ignore=shutil.ignore_patterns("*.env"))
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../production]\n"
+        "components: [../../components/pipeline-namespace]\n"
+        "configMapGenerator:\n"
+        "  - name: factprobe-pipeline-namespace\n"
+        "    behavior: merge\n"
+        "    literals: [namespace=kubeflow-user-example-com]\n")
+    docs = render(overlay)
+    for policy in ("allow-mlflow-ingress", "allow-minio-ingress"):
+        peers = _policy_peers(find(docs, "NetworkPolicy", policy))
+        assert _step_peer("kubeflow-user-example-com") in peers and _step_peer("kubeflow") not in peers
+    assert not [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("factprobe-pipeline")]
+
+
+def _egress_rules(policy: dict) -> list[tuple[list[dict], set[tuple[str, int]]]]:
+    return [(rule["to"], {(p["protocol"], p["port"]) for p in rule["ports"]}) for rule in policy["spec"]["egress"]]
+
+
+def test_pipeline_step_egress_allowlist(rendered):
+    """Step pods may reach DNS, MLflow, MinIO, the KFP services and the API server; nothing else
+    (no ipBlock wider than one address) unless the hub overlay is applied."""
+    docs = rendered["pipeline-egress"]
+    assert [d["kind"] for d in docs] == ["NetworkPolicy"]  # the params ConfigMap is local-config
+    policy = find(docs, "NetworkPolicy", "factprobe-step-egress")
+    assert policy["metadata"]["namespace"] == "kubeflow"
+    assert policy["spec"]["podSelector"] == {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}}
+    assert policy["spec"]["policyTypes"] == ["Egress"] and "ingress" not in policy["spec"]
+    rules = _egress_rules(policy)
+
+    def pods(namespace, **labels):
+        return [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                 "podSelector": {"matchLabels": labels}}]
+
+    assert (pods("kube-system", **{"k8s-app": "kube-dns"}), {("UDP", 53), ("TCP", 53)}) in rules
+    assert (pods("factprobe", **{"app.kubernetes.io/name": "mlflow"}), {("TCP", 5000)}) in rules
+    assert (pods("factprobe", **{"app.kubernetes.io/name": "minio"}), {("TCP", 9000)}) in rules
+    kfp = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kubeflow"}}}]
+    assert (kfp, {("TCP", 8080), ("TCP", 8887), ("TCP", 8888), ("TCP", 9000), ("TCP", 8333)}) in rules
+    assert ([{"ipBlock": {"cidr": "192.0.2.1/32"}}], {("TCP", 443), ("TCP", 6443)}) in rules
+    assert len(rules) == 5
+    for to, _ in rules:
+        for peer in to:
+            if "ipBlock" in peer:
+                assert peer["ipBlock"]["cidr"].endswith("/32"), peer
+
+    # the selectors name real pods of the stack
+    stack_labels = [d["spec"]["template"]["metadata"]["labels"] for d in rendered["production"]
+                    if d["kind"] in {"Deployment", "StatefulSet"}]
+    for name_ in ("mlflow", "minio"):
+        assert any(labels.get("app.kubernetes.io/name") == name_ for labels in stack_labels)
+
+    hub = find(rendered["pipeline-egress-hub"], "NetworkPolicy", "factprobe-step-egress")
+    hub_rules = _egress_rules(hub)
+    assert hub_rules[:5] == rules
+    ((to, ports),) = hub_rules[5:]
+    assert ports == {("TCP", 443)}
+    (peer,) = to
+    assert peer["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(peer["ipBlock"]["except"])
+
+
+def test_secret_volumes_are_owner_only(rendered):
+    """Secret volumes 0600 (the kubelet adds group read for fsGroup, which the pod must set so
+    its non-root user can read them)."""
+    checked = 0
+    for name, doc in all_workloads(rendered):
+        spec = pod_spec(doc)
+        for volume in spec.get("volumes", []):
+            if "secret" in volume:
+                checked += 1
+                where = f"{name}: {doc['metadata']['name']} volume {volume['name']}"
+                assert volume["secret"].get("defaultMode") == 0o600, where
+                assert spec.get("securityContext", {}).get("fsGroup"), f"{where}: no fsGroup, the file is unreadable"
+    assert checked >= 8
 
 
 def test_policy_selectors_match_real_pods(rendered):

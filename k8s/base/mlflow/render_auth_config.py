@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # 0600: only the pod's UID may read the rendered credentials.
     fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when the file was there already (os.open's mode applies only on create)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
     print(f"render-auth-config: wrote {args.out}")
