@@ -8,7 +8,7 @@ child run). Contract:
   writes its results to disk); `required=True` -> `TrackingError` with one clear line.
 - Runs left RUNNING by an earlier crash of the same step (same `factprobe.step_key` tag) are
   marked FAILED before a new run starts.
-- On exit the run ends FINISHED, or FAILED if an exception escaped the block (a run opened
+- On exit the run ends FINISHED, KILLED on Ctrl-C or SIGTERM, or FAILED if another exception escaped the block (a run opened
   with `run_id=` to log into an existing run, e.g. the parent, is left as it is).
 - A logging call that fails later (server gone) warns once and disables tracking, or raises
   `TrackingError` when `required`.
@@ -122,7 +122,8 @@ class TrackedRun:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self.enabled and self.run_id and self._client is not None and not self._resume:
-            status = "FAILED" if exc_type is not None else "FINISHED"
+            # Ctrl-C and SIGTERM (factprobe.signals.Terminated, a KeyboardInterrupt) mean KILLED.
+            status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
             try:
                 self._client.set_terminated(self.run_id, status)
             except Exception as e:  # noqa: BLE001

@@ -30,7 +30,10 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
 
     from ._common import resolve_tracking_uri
 
-    metrics = load_results(result_dirs)
+    everything = load_results(result_dirs)
+    # Figures and the accuracy table cover the runs with per-relation accuracy (multiple-choice
+    # probes); every run's scalar metrics are logged below.
+    metrics = {k: m for k, m in everything.items() if m.get("accuracy") is not None and m.get("per_relation")}
     heat, bars = accuracy_heatmap(metrics), relation_bars(metrics)
     figures = {"accuracy heatmap (model x relation)": figure_png(heat), "per-relation accuracy": figure_png(bars)}
     title = f"factprobe {pipeline}: {len(metrics)} run(s)"
@@ -43,9 +46,10 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
         run.log_figure(heat, "figures/accuracy_heatmap.png")
         run.log_figure(bars, "figures/per_relation_accuracy.png")
         run.log_table(pd.DataFrame(summary_rows(metrics)), "tables/summary.json")
-        run.log_text(__import__("json").dumps(metrics, indent=1, default=float), "summary/summary.json")
+        run.log_text(__import__("json").dumps(everything, indent=1, default=float), "summary/summary.json")
         run.log_text(Path(html_path).read_text(), "report/report.html")  # .html: the MLflow UI renders it
-        flat = {}
+        flat = {f"{k}/{name.replace(':', '/')}": v for name, m in everything.items() if name not in metrics
+                for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for name, m in metrics.items():
             safe = name.replace(":", "/")
             flat[f"acc/{safe}"] = m["accuracy"]
@@ -53,4 +57,4 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
                 flat[f"acc/{safe}/{rel}"] = r["accuracy"]
         run.log_metrics(flat)
     plt.close("all")
-    return metrics
+    return everything

@@ -65,6 +65,7 @@ def prepare_mc(base, choices: int, skip_small_relations: bool = False) -> Prepar
     info = {
         "distractor_pool_size": pool_sizes,
         "skipped_facts": dict(build.skipped),
+        "skip_reasons": dict(getattr(build, "skip_reasons", {})),
         "self_example_share": {r: self_example_share(train, r) for r in items},
     }
     return Prepared(kind="mc", items=items, facts={"test": test, "train": train}, dropped=dropped, info=info)

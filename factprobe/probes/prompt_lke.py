@@ -103,10 +103,7 @@ class PromptProbe(MCProbe):
         return rows
 
     def metrics(self, rows, prepared, cfg) -> dict:
-        try:
-            from ..metrics.multiple_choice import template_summary
-        except ImportError:
-            return m
+        from ..metrics.multiple_choice import template_summary
 
         m = super().metrics(rows, prepared, cfg)
         if rows:

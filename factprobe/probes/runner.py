@@ -28,10 +28,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..build.prepared import Prepared
-try:  # TEMP until the helper lands it
-    from ..metrics.json_safe import json_safe
-except ImportError:  # pragma: no cover
-    def json_safe(x): return x
+from ..metrics.json_safe import json_safe
 from .checkpoint import RunFolder
 from .config import RunConfig
 from .registry import Session, get_probe

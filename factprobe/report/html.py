@@ -16,9 +16,9 @@ def summary_rows(metrics_by_run: dict[str, dict]) -> list[dict]:
     """One row per (model, probe) run: accuracy with CI, macro accuracy, gold prob mass, n."""
     rows = []
     for name, m in metrics_by_run.items():
-        lo, hi = m.get("accuracy_ci", [float("nan")] * 2)
+        lo, hi = (float("nan") if v is None else v for v in (m.get("accuracy_ci") or [None, None]))
         rows.append({"run": name, "accuracy": m["accuracy"], "ci_low": lo, "ci_high": hi,
-                     "macro_accuracy": m.get("macro_accuracy"), "prob_mass": m["prob_mass"], "n": m["n"]})
+                     "macro_accuracy": m.get("macro_accuracy"), "prob_mass": float("nan") if m.get("prob_mass") is None else m["prob_mass"], "n": m["n"]})
     return sorted(rows, key=lambda r: -r["accuracy"])
 
 
