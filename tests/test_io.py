@@ -1,0 +1,85 @@
+"""factprobe.io: jsonl reading errors name file, line or byte; atomic writers leave 0644 files
+(0600 on request) whatever the umask and although tempfile.mkstemp creates 0600."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from factprobe.errors import DataError
+from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, not_utf8_error, read_jsonl, read_text
+
+
+@pytest.fixture(params=[0o022, 0o077, 0o002])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_results_are_written_0644_whatever_the_umask(tmp_path, umask):
+    atomic_write_text(tmp_path / "a.txt", "x")
+    atomic_write_json(tmp_path / "metrics.json", {"acc": 1.0})
+    atomic_write_jsonl(tmp_path / "results.jsonl", [{"a": 1}])
+    for name in ("a.txt", "metrics.json", "results.jsonl"):
+        assert _mode(tmp_path / name) == 0o644, (name, oct(umask))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_rewrite_keeps_0644_and_secrets_get_0600(tmp_path, umask):
+    path = tmp_path / "metrics.json"
+    path.write_text("{}")
+    path.chmod(0o600)
+    atomic_write_json(path, {"acc": 0.5})
+    assert _mode(path) == 0o644 and json.loads(path.read_text()) == {"acc": 0.5}
+    atomic_write_text(tmp_path / "credentials", "token", mode=0o600)
+    assert _mode(tmp_path / "credentials") == 0o600
+
+
+def test_read_jsonl_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n[1]\n')
+    with pytest.raises(DataError, match=r"x\.jsonl:3: expected a JSON object, got list"):
+        list(read_jsonl(path))
+    with pytest.raises(DataError, match=r"nope\.jsonl: file not found"):
+        list(read_jsonl(tmp_path / "nope.jsonl"))
+
+
+@pytest.mark.parametrize("data, offset, line, byte", [
+    (b'{"a": "\xff"}\n', 7, 1, 0xFF),
+    (b'{"a": 1}\n{"b": "ok \xc3\xa9"}\n{"c": "\xe9t\xe9"}\n', 31, 3, 0xE9),
+    (b"\xef\xbb\xbf" + b"x\n" * 5 + b"\x80\n", 13, 6, 0x80),  # after a BOM
+])
+def test_non_utf8_jsonl_is_one_data_error(tmp_path, data, offset, line, byte):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(data)
+    assert data[offset] == byte
+    with pytest.raises(DataError) as e:
+        list(read_jsonl(path))
+    assert str(e.value) == (f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {offset} (line {line}); "
+                            "save the file as UTF-8")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+def test_truncated_multibyte_character_at_the_end(tmp_path):
+    path = tmp_path / "cut.txt"
+    path.write_bytes(b"ok\n\xe2\x82")  # the first two bytes of a three-byte euro sign
+    with pytest.raises(DataError, match=r"cut\.txt: not UTF-8 text: truncated multi-byte character at offset 3 \(line 2\)"):
+        read_text(path)
+
+
+def test_not_utf8_error_scans_across_chunks(tmp_path, monkeypatch):
+    import factprobe.io as fio
+
+    monkeypatch.setattr(fio, "_SCAN_CHUNK", 5)  # split multi-byte characters across reads
+    data = "äöü\nél\n".encode() + b"x\xffy"
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    bad = data.index(b"\xff")
+    assert str(not_utf8_error(path)).startswith(f"{path}: not UTF-8 text: byte 0xff at offset {bad} (line 3)")
