@@ -17,7 +17,7 @@ import pandas as pd
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import compare_runs, regression_gate
 
-from .clients import tag_filter, tags_match
+from .clients import TrackingError, tag_filter, tags_match
 from .conventions import default_tracking_uri
 
 
@@ -46,11 +46,18 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
     client, uri = _client(tracking_uri)
     run_id = ref
     if "=" in ref:
+        from .run import _describe
+
         key, value = ref.split("=", 1)
-        exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
         wanted = {key: value}  # user text: quotes, spaces, non-ASCII are all fine (tag_filter)
-        runs = client.search_runs(exps, filter_string=tag_filter(wanted, "FINISHED"),
-                                  order_by=["attributes.start_time DESC"], max_results=50) if exps else []
+        try:
+            exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
+            runs = client.search_runs(exps, filter_string=tag_filter(wanted, "FINISHED"),
+                                      order_by=["attributes.start_time DESC"], max_results=50) if exps else []
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - unreachable server, rejected credentials, ...
+            raise TrackingError(f"MLflow tracking at {uri}: searching runs tagged {key}={value} failed: {_describe(e)}") from None
         runs = [r for r in runs if "acc" in r.data.metrics and tags_match(r.data.tags, wanted)]
         if not runs:
             raise ConfigError(f"no finished probe run tagged {key}={value} at {uri}")
@@ -90,8 +97,8 @@ def format_comparison(res: dict, name_a: str, name_b: str) -> str:
 
 
 def compare_cli(args) -> int:
-    a, da = resolve_run(args.run_a, args.tracking_uri)
-    b, db = resolve_run(args.run_b, args.tracking_uri)
+    a, _ = resolve_run(args.run_a, args.tracking_uri)
+    b, _ = resolve_run(args.run_b, args.tracking_uri)
     res = compare_runs(a, b, n_boot=args.n_boot)
     if args.json:
         print(json.dumps(res, indent=2, default=float))
