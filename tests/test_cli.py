@@ -14,14 +14,19 @@ def run(capsys, *argv):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--relations", "P999"], "unknown relation(s) P999"),
-    (["--relations", "P30", "--choices", "100"], "P30: 6 unique objects < 100 choices"),
+    (["--relations", "P30", "--choices", "100"],
+     ("(--skip-small-relations probes the rest): P30: distractor pool has 6 objects; --choices 100 needs 100, "
+      "the largest supported is 6")),
+    (["--relations", "P36,P30", "--choices", "100"], "P30: distractor pool has 6 objects"),
+    (["--relations", " , "], "relations=' , ': empty relation id"),
     (["--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
-    (["--choices", "1"], "--choices must be at least 2"),
-    (["--source", "triples"], "--source triples needs --data"),
+    (["--choices", "1"], "choices=1: must be at least 2"),
+    (["--examples", "ten"], "examples: expected int, got 'ten'"),
+    (["--source", "triples"], "data=None: source triples needs --data"),
 ])
 def test_bad_input_is_one_line(capsys, tmp_path, argv, needle, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    rc, out, err = run(capsys, "probe", "ic-lke", "--no-track", "--no-progress", "--out", str(tmp_path / "o"), *argv)
+    rc, _, err = run(capsys, "probe", "ic-lke", "--no-track", "--no-progress", "--out", str(tmp_path / "o"), *argv)
     assert rc == 2
     lines = err.strip().splitlines()
     assert lines[-1].startswith("error: ") and needle in lines[-1]
@@ -44,11 +49,22 @@ def test_malformed_jsonl_names_file_and_line(capsys, tmp_path):
 def test_unreachable_tracking_uri_still_writes_results(capsys, tmp_path, tiny_model_path):
     model = str(tiny_model_path("gpt2"))
     with pytest.warns(UserWarning, match=r"http://127\.0\.0\.1:9"):
-        rc, out, _ = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "2",
+        rc, _, _ = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "2",
                          "--choices", "5", "--examples", "3", "--tracking-uri", "http://127.0.0.1:9", "--no-progress",
                          "--out", str(tmp_path / "o"))
     assert rc == 0 and (tmp_path / "o" / "results.jsonl").exists()
     assert json.loads((tmp_path / "o" / "metrics.json").read_text())["n"] == 2
+
+
+def test_skip_small_relations_probes_the_rest(capsys, tmp_path, tiny_model_path):
+    why = "P30: distractor pool has 6 objects; --choices 10 needs 10, the largest supported is 6"
+    rc, out, _ = run(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36,P30",
+                     "--choices", "10", "--skip-small-relations", "--max-facts-per-relation", "2", "--examples", "3",
+                     "--no-track", "--no-progress", "--out", str(tmp_path / "o"))
+    assert rc == 0
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["n"] == 2 and set(m["per_relation"]) == {"P36"} and m["dropped_relations"] == {"P30": why}
+    assert f"note: dropped {why}" in out
 
 
 @pytest.mark.real_model

@@ -42,6 +42,9 @@ def test_gate_catches_damage_and_passes_self(tmp_path, capsys, real_model_path):
                "--no-track"])
     out = capsys.readouterr().out
     assert rc == 0 and "PASS" in out
+    # the candidate was probed with the baseline folder's configuration (run_config.json)
+    key = json.loads((base / "run_config.json").read_text())["results_key"]
+    assert json.loads((tmp_path / "same" / "run_config.json").read_text())["results_key"] == key
 
     broken = damage(src, tmp_path / "broken-smollm2", {r["gold"] for r in rows})
     rc = main(["regress", "--candidate", str(broken), "--baseline", str(base), "--out", str(tmp_path / "broken"),

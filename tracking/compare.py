@@ -145,7 +145,9 @@ def regress_cli(args) -> int:
             cfg_file = Path(args.baseline) / "run_config.json"
             if not cfg_file.exists():
                 raise ConfigError(f"baseline {args.baseline} records no probe configuration to repeat for the candidate")
-            params = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in json.loads(cfg_file.read_text())["config"].items()}
+            from .probe_logging import CONFIG_PARAM
+
+            params = {CONFIG_PARAM: json.dumps(json.loads(cfg_file.read_text())["config"])}
         out = Path(args.out or tempfile.mkdtemp(prefix="factprobe-regress-"))
         candidate = _probe_candidate(cand_ref, params, out, args)
     decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)

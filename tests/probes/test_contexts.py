@@ -21,6 +21,21 @@ def test_ic_lke_custom_separator_and_no_examples():
     assert ic_lke.fact_context("", "Peru") == "Peru"
 
 
+def test_ic_lke_prompt_formats():
+    ex = [Fact("P36", "A", "a"), Fact("P36", "B", "b"), Fact("P36", "C", "c")]
+    # paper (the default): x1 S y1 S ... xn S yn S x, then S option
+    paper = ic_lke.relation_prefix(ex, " ", "paper")
+    assert paper == ic_lke.relation_prefix(ex) == "A a B b C c"
+    assert ic_lke.fact_context(paper, "France", " ", "paper") + ic_lke.option_continuation("Paris") == "A a B b C c France Paris"
+    # official (ZeroPrompt_LKE): pairs written "x S y " joined by ", ", the subject, S, then S option
+    sep = " : "
+    official = ic_lke.relation_prefix(ex, sep, "official")
+    assert official == "A : a , B : b , C : c "
+    ctx = ic_lke.fact_context(official, "France", sep, "official")
+    assert ctx == "A : a , B : b , C : c France : "
+    assert ctx + ic_lke.option_continuation("Paris", sep) == "A : a , B : b , C : c France :  : Paris"
+
+
 @pytest.mark.parametrize("template, ctx, cont", [
     ("The capital of [X] is [Y] .", "The capital of France is", " Paris"),
     ("The capital of [X] is [Y].", "The capital of France is", " Paris"),

@@ -37,6 +37,24 @@ def test_layout_and_exact_scores(scorer):
             assert scores[i][jj] == pytest.approx(sum(per[a:b]), abs=1e-4)
 
 
+def test_tuple_separator_between_packed_tuples(scorer):
+    """Appendix C.2: a comma between tuples (the config default); " " gives the old comma-free layout."""
+    from factprobe.probes.eic_lke import EICLKEConfig, leading_prefix
+
+    assert EICLKEConfig().tuple_separator == ", "
+    items = [_item("Einstein", "1879", ["1879", "1880"]), _item("Louis", "1892", ["1850", "1892"])]
+    between = [[Fact("birth_year", "Heisenberg", "1901")]]
+    segs, owners = eic_group_segments(scorer, items, between, " ", ", ")
+    assert owners == [[(0, 0), (1, 0)], [(0, 1), (1, 1)]]
+    assert scorer.tokenizer.decode(segs[1].token_ids) == ", Einstein 1880, Heisenberg 1901, Louis 1892"
+    # the option spans cover exactly the options' tokens
+    for seg, opts in zip(segs, (("1879", "1850"), ("1880", "1892"))):
+        assert [scorer.tokenizer.decode(seg.token_ids[a:b]) for a, b in seg.spans] == [f" {o}" for o in opts]
+    lead = [Fact("birth_year", "Feynman", "1918"), Fact("birth_year", "Curie", "1867")]
+    assert leading_prefix(lead, " ", ", ") == "Feynman 1918, Curie 1867"
+    assert leading_prefix(lead, " ", " ") == "Feynman 1918 Curie 1867"
+
+
 def test_naive_tokens_count_one_full_sequence_per_option(scorer):
     """The naive EIC-LKE forwards each option's whole sequence, leading examples included."""
     items = [_item("Einstein", "1879", ["1879", "1880", "1881"]), _item("Louis", "1892", ["1850", "1892", "1893"])]

@@ -5,10 +5,15 @@ import json
 
 import pytest
 
+from factprobe.build.prepared import Prepared
 from factprobe.errors import ConfigError, ContextTooLongError
+from factprobe.facts import FactSet
 from factprobe.lm.models import load_model
-from factprobe.probes.config import ProbeConfig
-from factprobe.probes.runner import CHECKPOINT, RESULTS, load_prepared, prepare_data, run_probe, save_prepared
+from factprobe.probes.checkpoint import CHECKPOINT, RESULTS
+from factprobe.probes.config import RunConfig
+from factprobe.probes.mc import relation_examples
+from factprobe.probes.registry import Session, get_probe
+from factprobe.probes.runner import run_probe
 
 FIELDS = {"relation", "subject", "gold", "correct_objects", "options", "logprobs", "prediction", "correct",
           "gold_prob", "context", "fact_id"}
@@ -20,10 +25,16 @@ def tiny(tiny_model_path):
 
 
 def cfg(tiny, **kw):
-    base = dict(probe="ic-lke", model=str(tiny.path), relations=["P36", "P1376"], max_facts_per_relation=3,
-                examples=5, choices=8)
+    """A flat run config; `examples` is an option of the in-context probes only (HGP/MMP refuse it)."""
+    base = {"probe": "ic-lke", "model": str(tiny.path), "relations": ["P36", "P1376"], "max_facts_per_relation": 3, "choices": 8}
+    if kw.get("probe", "ic-lke") in ("ic-lke", "eic-lke"):
+        base["examples"] = 5
     base.update(kw)
-    return ProbeConfig(**base)
+    return RunConfig.from_dict(base)
+
+
+def prepare(c):
+    return get_probe(c.probe).prepare(c)
 
 
 def rows(path):
@@ -39,7 +50,10 @@ def test_outputs_have_every_field(tiny, tmp_path):
         assert r["gold"] in r["options"] and r["gold"] in r["correct_objects"]
         assert r["context"].endswith(r["subject"])
         assert r["correct"] == (r["prediction"] == r["gold"])
-    m = json.loads((tmp_path / "metrics.json").read_text())
+    def no_nan(c):
+        raise AssertionError(f"metrics.json holds a bare {c}")
+
+    m = json.loads((tmp_path / "metrics.json").read_text(), parse_constant=no_nan)
     assert {"accuracy", "prob_mass", "n", "per_relation"} <= set(m)
     assert m["n"] == 6 and set(m["per_relation"]) == {"P36", "P1376"}
     assert m["per_relation"]["P36"]["n"] == 3
@@ -85,34 +99,72 @@ def test_long_context_is_truncated_from_the_left_or_refused(tiny, tmp_path):
 
 
 def test_examples_never_come_from_test_facts(tiny):
-    p = prepare_data(cfg(tiny))
+    p = prepare(cfg(tiny))
     test_subjects = {it.subject for its in p.items.values() for it in its}
     assert test_subjects and not test_subjects & {f.subject for f in p.train}
 
 
+def test_relation_examples_exclude_every_test_subject_of_the_relation(tiny):
+    # Issue 9: every test subject of the relation is excluded, not only the (sampled) ones still to
+    # score. Put all test facts into the training facts too: none of them may become an example.
+    c = cfg(tiny, relations=["P36"])
+    p = prepare(c)
+    test_p36 = [f for f in p.test if f.relation == "P36"]
+    assert len(test_p36) > len(p.items["P36"])  # more test subjects than sampled items
+    leaky = Prepared(p.kind, p.items, {"test": p.test, "train": FactSet(list(p.train) + list(p.test), dict(p.test.relations))})
+    notes = []
+    examples = relation_examples(Session(c, None, leaky, notes.append), "P36", 10_000)
+    train_subjects = {f.subject for f in p.train if f.relation == "P36"}
+    assert examples and {e.subject for e in examples} <= train_subjects
+    assert not {e.subject for e in examples} & {f.subject for f in test_p36}
+    assert len(examples) == len(train_subjects) and notes and "only" in notes[0]
+    # which items are left to score never changes the examples
+    fewer = Prepared(p.kind, {"P36": p.items["P36"][:1]}, leaky.facts)
+    assert relation_examples(Session(c, None, fewer, notes.append), "P36", 5) == \
+        relation_examples(Session(c, None, leaky, notes.append), "P36", 5)
+
+
+def test_distractor_pool_comes_from_test_and_training_facts(tiny):
+    p = prepare(cfg(tiny))
+    for rel in ("P36", "P1376"):
+        objects = {f.object.casefold() for f in list(p.test) + list(p.train) if f.relation == rel}
+        only_test = {f.object.casefold() for f in p.test if f.relation == rel}
+        assert p.info["distractor_pool_size"][rel] == len(objects) > len(only_test)
+
+
 def test_unknown_relation_and_too_few_objects(tiny, tmp_path):
     with pytest.raises(ConfigError, match="unknown relation"):
-        prepare_data(cfg(tiny, relations=["P999"]))
-    with pytest.raises(ConfigError, match="P30"):
-        prepare_data(cfg(tiny, relations=["P30"], choices=100))
+        prepare(cfg(tiny, relations=["P999"]))
+    with pytest.raises(ConfigError) as e:
+        prepare(cfg(tiny, relations=["P30"], choices=100))
+    msg = str(e.value)
+    assert "P30: distractor pool has 6 objects; --choices 100 needs 100, the largest supported is 6" in msg
+    assert "P30: P30" not in msg  # the reason already names the relation
+    # --skip-small-relations probes the rest and reports the skipped relation
+    p = prepare(cfg(tiny, relations=["P36", "P30"], choices=100, skip_small_relations=True))
+    assert set(p.items) == {"P36"} and p.dropped["P30"].startswith("P30: distractor pool has 6 objects")
+    with pytest.raises(ConfigError, match=r"relations=' , ': empty relation id"):
+        cfg(tiny, relations=" , ")
 
 
 def test_prepared_roundtrip(tiny, tmp_path):
-    p = prepare_data(cfg(tiny))
-    save_prepared(p, tmp_path)
-    q = load_prepared(tmp_path)
+    p = prepare(cfg(tiny))
+    p.save(tmp_path)
+    q = Prepared.load(tmp_path)
     assert q.items == p.items and len(q.train) == len(p.train) and q.test.digest() == p.test.digest()
+    assert list(q.train) == list(p.train) and q.kind == p.kind and q.dropped == p.dropped and q.info == p.info
 
 
 @pytest.mark.parametrize("probe", ["eic-lke", "hgp", "mmp"])
 def test_other_probes_run(tiny, tmp_path, probe, real_data_root):
-    c = cfg(tiny, probe=probe, relations=["P36"], max_facts_per_relation=3, eic_tests_per_sequence=2, eic_interleave=1,
-            templates_per_relation=2)
+    own = {"eic-lke": {"eic_tests_per_sequence": 2, "eic_interleave": 1}, "hgp": {"templates": "2"}, "mmp": {"templates": "2"}}
+    c = cfg(tiny, probe=probe, relations=["P36"], max_facts_per_relation=3, **own[probe])
     out = run_probe(c, tmp_path, loaded=tiny, progress=False)
     n = 3 * (2 if probe in ("hgp", "mmp") else 1)
     assert out.metrics["n"] == n
     if probe in ("hgp", "mmp"):
-        assert {r["template"] for r in rows(tmp_path)} and "per_template" in out.metrics
+        assert len({r["template"] for r in rows(tmp_path)}) == 2 and "per_template" in out.metrics
+        assert len(out.metrics[f"{probe}_templates"]["P36"]) == 2
 
 
 def test_model_revision_survives_a_full_resume_and_other_weights_are_refused(tiny, tmp_path):
