@@ -1,4 +1,5 @@
 """Step: aggregate all (model, probe) results; heatmap, per-relation bars, HTML + Markdown report."""
+from pathlib import Path
 
 
 def load_results(dirs: list[str]) -> dict[str, dict]:
@@ -11,6 +12,15 @@ def load_results(dirs: list[str]) -> dict[str, dict]:
         cfg = json.loads((Path(d) / "run_config.json").read_text())["config"]
         out[f"{cfg['probe']}:{cfg['model']}"] = json.loads((Path(d) / "metrics.json").read_text())
     return out
+
+
+def metric_safe(run_name: str) -> str:
+    """`<probe>:<model>` as part of an MLflow metric name: `<probe>/<model>`, a model path reduced
+    to its folder name (MLflow refuses names that resolve like other paths, e.g. with `//`)."""
+    probe, _, model = run_name.partition(":")
+    if "/" in model and (model.startswith(("/", ".", "~")) or Path(model).expanduser().exists()):
+        model = Path(model).name
+    return f"{probe}/{model}"
 
 
 def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_id: str, tracking_uri: str,
@@ -48,10 +58,10 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
         run.log_table(pd.DataFrame(summary_rows(metrics)), "tables/summary.json")
         run.log_text(__import__("json").dumps(everything, indent=1, default=float), "summary/summary.json")
         run.log_text(Path(html_path).read_text(), "report/report.html")  # .html: the MLflow UI renders it
-        flat = {f"{k}/{name.replace(':', '/')}": v for name, m in everything.items() if name not in metrics
+        flat = {f"{k}/{metric_safe(name)}": v for name, m in everything.items() if name not in metrics
                 for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for name, m in metrics.items():
-            safe = name.replace(":", "/")
+            safe = metric_safe(name)
             flat[f"acc/{safe}"] = m["accuracy"]
             for rel, r in m.get("per_relation", {}).items():
                 flat[f"acc/{safe}/{rel}"] = r["accuracy"]
