@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import sys
 from pathlib import Path
 
 import pytest
@@ -171,6 +170,22 @@ def test_component_spec_inputs_and_outputs_are_typed():
         params = set(inspect.signature(comp.python_func).parameters)
         declared = set(spec.inputs or {}) | set(spec.outputs or {})
         assert params <= declared, f"{fn.name}: parameters missing from the spec: {params - declared}"
+
+
+def test_run_config_travels_as_one_dict():
+    """start_run, plan_matrix, data_build and probe_model take the run config as ONE `config: dict`
+    (RunConfig.to_dict()); no config field is a loose component parameter (`model` of probe_model is
+    the one model of its task, set from the matrix)."""
+    from factprobe.probes.registry import option_classes
+
+    fields = {n for c in option_classes() for n in c.field_names()}
+    takes_config = {"start_run": "start_run", "plan": "plan_matrix", "data_build": "data_build", "probe": "probe_model"}
+    for module, name in takes_config.items():
+        (fn,) = [f for f in component_functions(REPO / "components" / f"{module}.py") if f.name == name]
+        args = {a.arg: ast.unparse(a.annotation) for a in fn.args.args + fn.args.kwonlyargs}
+        assert args.get("config") == "dict", f"{name} has no `config: dict` parameter"
+        loose = (set(args) & fields) - ({"model"} if name == "probe_model" else set())
+        assert not loose, f"{name}: config fields as loose parameters {sorted(loose)}"
 
 
 # --- import hygiene -----------------------------------------------------------------------------
