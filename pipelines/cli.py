@@ -90,7 +90,21 @@ def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
         if k not in spec:
             raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)}")
         out[k] = _coerce(k, v, spec[k][0])
+        _check_config_value(k, out[k])
     return out
+
+
+def _check_config_value(name: str, value: Any) -> None:
+    """Type-check a config-carrying parameter against its config field before anything reaches a
+    cluster: optional ints are `str` pipeline parameters ("" = not set), so `_coerce` alone would
+    let `max_facts_per_relation=abc` through to the plan step."""
+    from factprobe.probes.config import _coerce as coerce_field
+    from factprobe.probes.registry import option_classes
+
+    for cls in option_classes():
+        if name in cls.field_names():
+            coerce_field(cls, name, value)
+            return
 
 
 def _absolute_paths(params: dict[str, Any]) -> dict[str, Any]:

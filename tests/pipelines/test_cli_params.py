@@ -27,7 +27,10 @@ def test_unknown_pipeline_lists_the_known_ones(cli):
     assert "'probes'" in msg
     for known in ("probe", "nightly_sweep", "regression"):
         assert known in msg
-    assert cli.get_pipeline("nightly-sweep") is cli.get_pipeline("nightly_sweep")  # dashes work too
+    # dashes work too (pipelines are built on request, so compare what was built, not identity)
+    dashed, underscored = cli.get_pipeline("nightly-sweep"), cli.get_pipeline("nightly_sweep")
+    assert dashed.name == underscored.name == "factprobe-nightly-sweep"
+    assert cli.pipeline_parameters(dashed) == cli.pipeline_parameters(underscored)
 
 
 def test_unknown_parameter_is_named_with_the_valid_ones(cli):
@@ -46,8 +49,10 @@ def test_parameter_without_equals_sign(cli):
 
 
 @pytest.mark.parametrize("pipeline, pair, name, typ", [
-    ("probe", "max_facts_per_relation=abc", "max_facts_per_relation", "int"),
+    ("probe", "max_facts_per_relation=abc", "max_facts_per_relation", "int"),  # a str parameter ("" = not set)
+    ("probe", "token_budget=1.5", "token_budget", "int"),
     ("probe", "examples=1.5", "examples", "int"),
+    ("probe", "skip_small_relations=maybe", "skip_small_relations", "bool"),
     ("regression", "max_drop=x", "max_drop", "float"),
     ("regression", "alpha=", "alpha", "float"),
     ("probe", 'models={"a": 1}', "models", "list"),
@@ -64,6 +69,22 @@ def test_values_are_typed(cli):
                            ["max-drop=0.05", "seed=3", "candidate=/mnt/models/x", "alpha=1e-2", "trigger=ci"], "regression")
     assert got == {"max_drop": 0.05, "seed": 3, "candidate": "/mnt/models/x", "alpha": 0.01, "trigger": "ci"}
     assert type(got["seed"]) is int and type(got["max_drop"]) is float
+
+
+def test_config_parameters_come_from_the_registry(cli):
+    """Every config field of every registered probe is a parameter; optional ints are str ("" = not set)."""
+    spec = cli.pipeline_parameters(cli.get_pipeline("probe"))
+    assert spec["max_facts_per_relation"] == (str, "20") and spec["token_budget"] == (str, "")
+    assert spec["prompt_format"] == (str, "paper") and spec["tuple_separator"] == (str, ", ")
+    assert spec["templates"] == (str, "3") and spec["skip_small_relations"] == (bool, False)
+    assert spec["drop_self_examples"] == (bool, False) and spec["choices"] == (int, 100)
+    for name in ("base_model", "device", "dtype", "relations", "data", "train_data", "prompts_root"):
+        assert spec[name][0] is str, name
+    assert "out" not in spec and "model" not in spec  # local-only / per step
+    got = cli.parse_params(cli.get_pipeline("probe"), ["max_facts_per_relation=", "token_budget=64", "templates=paper",
+                                                      "skip-small-relations=true", "tuple_separator= "], "probe")
+    assert got == {"max_facts_per_relation": "", "token_budget": "64", "templates": "paper", "skip_small_relations": True,
+                   "tuple_separator": " "}
 
 
 @pytest.mark.parametrize("text, expected", [
