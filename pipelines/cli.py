@@ -171,8 +171,13 @@ def step_logs(log_text: str) -> list[tuple[str, str, list[str]]]:
         elif (m := _TASK_END.search(raw)) and current is not None and steps and steps[-1][0] == m.group(1):
             steps[-1] = (m.group(1), m.group(2), current)
             current = None
-        elif current is not None:
-            current.append(raw.removeprefix("    "))
+        elif current is not None and (raw.startswith("    ") or not raw.strip()):  # kfp's own lines are not indented
+            current.append(raw.removeprefix("    ").rstrip())
+    for _, _, lines in steps:  # drop the blank lines kfp puts around a step's output
+        while lines and not lines[0]:
+            lines.pop(0)
+        while lines and not lines[-1]:
+            lines.pop()
     return steps
 
 
