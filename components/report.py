@@ -12,4 +12,5 @@ def report(results: Input[list[Dataset]], parent_run_id: str, tracking_uri: str,
 
     by_run = run_report([r.path for r in results], html_report.path, summary.path, parent_run_id, tracking_uri, pipeline)
     for name, m in by_run.items():
-        metrics.log_metric(f"acc-{name.replace(':', '-').replace('/', '_')}", m["accuracy"])
+        if m.get("accuracy") is not None:
+            metrics.log_metric(f"acc-{name.replace(':', '-').replace('/', '_')}", m["accuracy"])
