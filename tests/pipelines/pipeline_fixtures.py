@@ -4,11 +4,12 @@ Test modules import what they use (`from tests.pipelines.pipeline_fixtures impor
 
 - `compiled`: every pipeline compiled by `pipelines.cli.compile_all` in a *fresh* Python with no
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
-  (`pipelines/platform.py` and `components/config.py` read the environment once, at import).
+  (the cluster settings are read when a pipeline is built, `pipelines.platform.building`).
   {name: CompiledPipeline}.
 - `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
-  GPU label/toleration/count, secret names, S3 endpoint, and `FACTPROBE_LOCAL_RUN`, which turns
-  retries off). `start_compile_jobs()` starts both compiles in the background (idempotent).
+  GPU label/toleration/count, secret names, S3 endpoint). `start_compile_jobs()` starts both
+  compiles in the background (idempotent). Local builds (no retries) are
+  `get_pipeline(name, local=True)`, not an environment variable.
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
 """
@@ -49,7 +50,6 @@ OVERRIDES = {
     "FACTPROBE_MLFLOW_SECRET": "team-mlflow",
     "FACTPROBE_S3_SECRET": "team-s3",
     "FACTPROBE_S3_ENDPOINT": "http://minio.factprobe.svc.cluster.local:9000",
-    "FACTPROBE_LOCAL_RUN": "1",
 }
 
 

@@ -10,15 +10,20 @@ Regenerate the snapshots after an intended change:
 """
 from __future__ import annotations
 
-import ast
 import copy
 import difflib
+import functools
+import inspect
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+# ruff: noqa: F811 - the shared fixtures are imported by name and requested as test parameters
 from tests.pipelines.pipeline_fixtures import compiled, compiled_overridden, start_compile_jobs  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,29 +47,22 @@ CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
 GPU_IMAGE = "ghcr.io/factprobe/factprobe-gpu:0.1.0"
 
 
-def _module(name: str) -> ast.Module:
-    return ast.parse((REPO / "pipelines" / f"{name}.py").read_text())
+@functools.cache
+def built(name: str):
+    """The pipeline `name` as `factprobe pipeline compile` builds it (pipelines are built on request)."""
+    from pipelines.cli import get_pipeline
 
-
-def pipeline_source(name: str) -> ast.FunctionDef:
-    """The @dsl.pipeline function `name` in pipelines/<name>.py, read without importing it."""
-    return next(n for n in _module(name).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return get_pipeline(name)
 
 
 def declared_parameters(name: str) -> dict[str, object]:
-    """{parameter: default} as written in the pipeline function (module-level constants resolved)."""
-    constants = {t.id: node.value for node in _module(name).body if isinstance(node, ast.Assign)
-                 for t in node.targets if isinstance(t, ast.Name)}
-    fn = pipeline_source(name)
-    args = fn.args.args
-    defaults = [None] * (len(args) - len(fn.args.defaults)) + list(fn.args.defaults)
-    resolve = lambda d: constants.get(d.id, d) if isinstance(d, ast.Name) else d  # noqa: E731
-    return {a.arg: (ast.literal_eval(resolve(d)) if d is not None else None) for a, d in zip(args, defaults)}
+    """{parameter: default} of the built pipeline function (generated from the registry, pipelines/params.py)."""
+    return {n: p.default for n, p in inspect.signature(built(name).pipeline_func).parameters.items()}
 
 
 def documented_parameters(name: str) -> dict[str, str]:
-    """{parameter: description} from the `Args:` section of the pipeline's docstring."""
-    doc = ast.get_docstring(pipeline_source(name)) or ""
+    """{parameter: description} from the `Args:` section of the pipeline function's docstring."""
+    doc = built(name).pipeline_func.__doc__ or ""
     args = doc.split("Args:", 1)[1] if "Args:" in doc else ""
     out, current = {}, None
     for line in args.splitlines():
@@ -173,12 +171,14 @@ def test_every_step_gets_mlflow_credentials_and_only_s3_steps_get_s3_credentials
             assert "s3-credentials" not in secrets, f"{step} does not touch S3 but gets its credentials"
 
 
-CREDENTIAL_PARAM = re.compile(r"pass|secret|token|cred|key", re.I)
+CREDENTIAL_PARAM = re.compile(r"pass|secret|token|cred|key", re.IGNORECASE)
+#: parameters whose names look like credentials but are not (checked by name, one by one)
+NOT_CREDENTIALS = {"token_budget"}  # most query tokens per packed forward (BaseConfig)
 CREDENTIAL_LITERALS = [
     re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s@'\"]+@"),  # user:password@ in a URL
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
     re.compile(r"(MLFLOW_TRACKING_PASSWORD|AWS_SECRET_ACCESS_KEY|MLFLOW_TRACKING_TOKEN)\s*[=:]\s*\S"),
-    re.compile(r"CHANGE_ME|minioadmin", re.I),
+    re.compile(r"CHANGE_ME|minioadmin", re.IGNORECASE),
 ]
 
 
@@ -186,7 +186,8 @@ CREDENTIAL_LITERALS = [
 def test_no_credentials_in_parameters_or_yaml(compiled, name):
     c = compiled[name]
     params = c.spec["root"]["inputDefinitions"]["parameters"]
-    assert not [p for p in params if CREDENTIAL_PARAM.search(p)], "credentials come from secrets, never parameters"
+    suspicious = [p for p in params if CREDENTIAL_PARAM.search(p) and p not in NOT_CREDENTIALS]
+    assert not suspicious, f"credentials come from secrets, never parameters: {suspicious}"
     for pattern in CREDENTIAL_LITERALS:
         assert not pattern.search(c.text), f"{pattern.pattern!r} found in the compiled YAML"
     for ex, spec in c.executors.items():
@@ -348,9 +349,40 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
     assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
     assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
                                                    "effect": "NoExecute"}]
-    # FACTPROBE_LOCAL_RUN (set by `factprobe pipeline run`) turns retries off: local runs fail fast.
-    # compile always builds the cluster graph: FACTPROBE_LOCAL_RUN affects only `pipeline run`
+    # compile always builds the cluster graph, retries included
     assert [t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec] == ["probe-model"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
+    """`factprobe pipeline run` builds with `get_pipeline(name, local=True)`: no retries, so a local run
+    fails fast instead of backing off for minutes. A cluster build (the default) keeps them; no
+    environment variable switches that (FACTPROBE_LOCAL_RUN is gone)."""
+    from kfp import compiler
+
+    from pipelines.cli import get_pipeline
+    from tests.pipelines.pipeline_fixtures import load_compiled
+
+    monkeypatch.setenv("FACTPROBE_LOCAL_RUN", "1")  # a leftover of the old switch changes nothing
+    retried = {}
+    for local in (True, False):
+        path = tmp_path / f"{name}.yaml"
+        compiler.Compiler().compile(get_pipeline(name, local=local), str(path))
+        retried[local] = [t for t, (_, spec) in load_compiled(path).tasks().items() if "retryPolicy" in spec]
+    assert retried == {True: [], False: ["probe-model"]}
+
+
+def test_cluster_settings_are_read_when_building_not_at_import():
+    """A malformed FACTPROBE_* knob does not break importing the pipeline modules (the CLI, the
+    tests); building a pipeline names the variable."""
+    code = ("import pipelines.probe, pipelines.nightly_sweep, pipelines.regression, pipelines.platform, components.config\n"
+            "from pipelines.cli import get_pipeline\n"
+            "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
+    env["FACTPROBE_GPU_COUNT"] = "two"
+    p = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "build refused:" in p.stdout and "FACTPROBE_GPU_COUNT" in p.stdout
 
 
 # --- parameters ---------------------------------------------------------------------------------
@@ -365,6 +397,9 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
         assert spec.get("isOptional") is True and "defaultValue" in spec, f"{p} has no default"
         assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
         assert spec.get("description") == documented[p], p
+    from pipelines.params import config_params
+
+    assert {p.name for p in config_params()} <= set(params), "every config field of every probe is a parameter"
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
                                                                          "regression": "ci"}[name]
 
