@@ -42,7 +42,8 @@ def _describe(exc: BaseException) -> str:
     msg = text[0] if text else type(exc).__name__
     low = str(exc).lower()
     if "401" in low or "unauthorized" in low or "credentials" in low:
-        return "the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD"
+        return ("the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / "
+                "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)")
     if "403" in low or "permission" in low:
         return "permission denied (HTTP 403)"
     if "connection refused" in low or "failed to establish a new connection" in low:
