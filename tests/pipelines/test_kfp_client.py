@@ -18,17 +18,16 @@ The pipeline spec travels inline in the run body (no separate pipeline upload).
 """
 from __future__ import annotations
 
-import ast
 import socket
-from pathlib import Path
 
 import pytest
 import yaml
-from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture; also puts the real `pipelines` first)
 
 from factprobe.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
+# ruff: noqa: F811 - the shared fixture is imported by name and requested as a test parameter
+from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture)
+
 pytestmark = pytest.mark.filterwarnings("ignore:This client only works with Kubeflow Pipeline:FutureWarning")
 HEALTHZ = "/apis/v2beta1/healthz"
 EXPERIMENTS = "/apis/v2beta1/experiments"
@@ -37,12 +36,12 @@ RECURRING = "/apis/v2beta1/recurringruns"
 
 
 def _nightly_header_bug() -> list[str]:
-    """String defaults with a newline in pipelines/nightly_sweep.py (they break the compiled YAML:
+    """String defaults with a newline in the nightly_sweep pipeline (they break the compiled YAML:
     see test_compiled_specs.test_compiled_file_loads_like_the_kfp_client)."""
-    tree = ast.parse((REPO / "pipelines" / "nightly_sweep.py").read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "nightly_sweep")
-    return [a.arg for a, d in zip(fn.args.args[-len(fn.args.defaults):], fn.args.defaults)
-            if isinstance(d, ast.Constant) and isinstance(d.value, str) and "\n" in d.value]
+    from pipelines.cli import get_pipeline, pipeline_parameters
+
+    return [n for n, (_, default) in pipeline_parameters(get_pipeline("nightly_sweep")).items()
+            if isinstance(default, str) and "\n" in default]
 
 
 def closed_port_url() -> str:
@@ -62,8 +61,9 @@ def step_images(pipeline_spec: dict) -> dict[str, str]:
 def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     from pipelines import cli
 
+    # max_facts_per_relation is optional (an int or not set), so a str pipeline parameter ("" = all)
     result = cli.submit("probe", kfp_api.host, {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
-                                                 "max_facts_per_relation": 5})
+                                                 "max_facts_per_relation": "5", "prompt_format": "official"})
     assert [(r.method, r.path) for r in kfp_api.requests] == [
         ("GET", HEALTHZ), ("GET", HEALTHZ), ("GET", EXPERIMENTS), ("POST", EXPERIMENTS), ("POST", RUNS)]
 
@@ -76,7 +76,8 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert run["experiment_id"] == kfp_api.experiments["factprobe-probe"]["experiment_id"]
     assert run["display_name"].startswith("factprobe-probe ")  # kfp's default: pipeline name + timestamp
     assert run["runtime_config"]["parameters"] == {
-        "models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": 5, "trigger": "ui"}
+        "models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": "5",
+        "prompt_format": "official", "trigger": "ui"}
     assert "pipeline_root" not in run["runtime_config"]  # the cluster's default root
 
     # The pipeline spec and the Kubernetes platform spec travel inline, as compiled.
@@ -150,7 +151,7 @@ def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys
     assert body["display_name"] == "weekday-probe" and body["mode"] == "ENABLE"
     assert kfp_api.only("POST", EXPERIMENTS).body["display_name"] == "factprobe-nightly"
     assert body["runtime_config"]["parameters"] == {
-        "models": ["smollm2-135m-instruct", "gemma-3-270m"], "max_facts_per_relation": 50, "trigger": "nightly"}
+        "models": ["smollm2-135m-instruct", "gemma-3-270m"], "max_facts_per_relation": "50", "trigger": "nightly"}
     assert kfp_api.only("POST", RECURRING).response["recurring_run_id"] in out
     assert "scheduled probe" in out and "0 30 1 * * 1-5" in out
 
