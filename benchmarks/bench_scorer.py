@@ -3,7 +3,7 @@
 Workload (DESIGN.md section 4): IC-LKE on one LAMA relation (P36) with 50 in-context examples
 drawn from the LPAQA T-REx training facts, 100 choices per fact, 20 facts, on
 `smollm2-135m-instruct`, fp32 on CPU. The contexts are built exactly as the probe runner builds
-them (checked against `runner._score_ic_lke` with a recording stub scorer).
+them (checked against the IC-LKE probe's `open_relation` + `score_batch` with a recording stub scorer).
 
 Three methods, measured in ONE process and time-sliced: the work is cut into units of a few
 seconds (one batch of facts of ours, a few naive options, one lm-eval model call, one plain
@@ -11,7 +11,7 @@ forward) and a scheduler runs next whichever method is furthest behind its share
 so that load from other processes (this is a shared 2-core machine) hits all of them alike:
 
 - ours:   `Scorer.prefix(relation prefix)` once, then `score_choices(batch, shared_prefix=...)`
-          over all facts in the runner's batches (`FACTS_PER_BATCH`), default token budget.
+          over all facts in the runner's batches (the IC-LKE probe's `batch_size`), default token budget.
 - naive:  `factprobe.lm.naive.naive_logprob`, one full forward per (context, option), on the
           first fact only (all options, or an evenly spaced subset when the time budget says so;
           then extrapolated to the fact by token count and flagged in the JSON).
@@ -192,7 +192,8 @@ def loadavg() -> list[float] | None:
 
 # ------------------------------------------------------------------------------------ workload
 class _RecordingScorer:
-    """Stands in for the Scorer inside `runner._score_ic_lke`: records the prefix and requests."""
+    """Stands in for the Scorer inside the IC-LKE probe (`open_relation` + `score_batch`): records
+    the prefix and requests."""
 
     def __init__(self, tokenizer, max_length: int) -> None:
         self.tokenizer = tokenizer
@@ -219,30 +220,38 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     from factprobe.build.examples import sample_examples
     from factprobe.lm.scorer import ChoiceRequest
     from factprobe.paths import data_root
-    from factprobe.probes import ic_lke, runner
-    from factprobe.probes.config import ProbeConfig
+    from factprobe.probes import ic_lke
+    from factprobe.probes.config import RunConfig
+    from factprobe.probes.registry import Session, get_probe
 
     root = data_root()
-    cfg = ProbeConfig(
-        probe="ic-lke", model=args.model, source="lama", data=str(root / "lama"),
-        train_data=str(root / "lpaqa" / "trex_train"), relations=[args.relation],
-        max_facts_per_relation=args.facts, choices=args.choices, examples=args.examples, seed=args.seed,
-    )
-    prepared = runner.prepare_data(cfg)
+    cfg = RunConfig.from_dict({
+        "probe": "ic-lke", "model": args.model, "source": "lama", "data": str(root / "lama"),
+        "train_data": str(root / "lpaqa" / "trex_train"), "relations": [args.relation],
+        "max_facts_per_relation": args.facts, "choices": args.choices, "examples": args.examples, "seed": args.seed,
+    })
+    probe = get_probe("ic-lke")
+    prepared = probe.prepare(cfg)
     items = prepared.items[args.relation]
-    sep = cfg.separator
-    exclude = [it.subject_id or it.subject for it in items] + [it.subject for it in items]
-    examples = sample_examples(prepared.train, args.relation, cfg.examples, seed=cfg.seed, exclude_subjects=exclude)
-    prefix_text = ic_lke.relation_prefix(examples, sep)
+    p = cfg.params
+    sep, fmt = p.separator, p.prompt_format
+    # Examples exclude every test subject of the relation (not only the sampled items), as `mc.relation_examples`.
+    exclude = [f for f in prepared.test if f.relation == args.relation]
+    examples = sample_examples(prepared.train, args.relation, p.examples, seed=cfg.base.seed, exclude_subjects=exclude,
+                               drop_self=p.drop_self_examples)
+    prefix_text = ic_lke.relation_prefix(examples, sep, fmt)
     requests = [
-        ChoiceRequest(ic_lke.fact_context(prefix_text, it.subject, sep), [ic_lke.option_continuation(o, sep) for o in it.options])
+        ChoiceRequest(ic_lke.fact_context(prefix_text, it.subject, sep, fmt), [ic_lke.option_continuation(o, sep) for o in it.options])
         for it in items
     ]
-    # Same contexts as the runner? Run its IC-LKE loop with a recording stub scorer.
+    # Same contexts as the runner? Run the IC-LKE probe's own loop with a recording stub scorer.
     check: dict = {"checked": False}
     try:
         stub = _RecordingScorer(tokenizer, max_length)
-        runner._score_ic_lke(stub, cfg, args.relation, items, prepared.train, lambda m: None, lambda rows: None)
+        session = Session(cfg, None, prepared, lambda m: None, _engines={"scorer": stub})
+        state = probe.open_relation(session, args.relation)
+        for batch in probe.batches(cfg, items):
+            probe.score_batch(session, state, batch)
         same = stub.prefix_texts == [prefix_text] and [(r.context, list(r.options)) for r in stub.requests] == [
             (r.context, list(r.options)) for r in requests
         ]
@@ -251,7 +260,7 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
             prefix_text = stub.prefix_texts[0]
             requests = list(stub.requests)
             check["note"] = "contexts differ from the public helpers; the runner's were used"
-    except Exception as err:  # noqa: BLE001  (the runner's private API moved: keep going, say so)
+    except Exception as err:  # noqa: BLE001  (the probe's API moved: keep going, say so)
         check = {"checked": False, "error": f"{type(err).__name__}: {err}"}
     return {
         "cfg": cfg, "items": items, "examples": examples, "prefix_text": prefix_text, "requests": requests,
@@ -424,7 +433,9 @@ def main(argv=None) -> int:
     memory = Memory()
 
     from factprobe.lm.models import load_model, resolve_model_path
-    from factprobe.probes.runner import FACTS_PER_BATCH
+    from factprobe.probes.registry import get_probe
+
+    FACTS_PER_BATCH = get_probe("ic-lke").batch_size  # the runner's batches of IC-LKE facts
 
     def say(msg: str) -> None:
         tqdm.write(f"[{now() - t_start:6.1f}s] {msg}")
