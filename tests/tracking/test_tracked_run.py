@@ -38,9 +38,8 @@ def test_finished_and_failed(uri):
     r = c.get_run(run.run_id)
     assert r.info.status == "FINISHED" and r.data.metrics == {"acc": 0.5, "acc/P36": 0.25}
     assert r.data.params["model"] == "m" and r.data.tags["factprobe.git_sha"]
-    with pytest.raises(RuntimeError):
-        with TrackedRun(pipeline="t", run_name="boom", tracking_uri=uri) as run2:
-            raise RuntimeError("crash")
+    with pytest.raises(RuntimeError), TrackedRun(pipeline="t", run_name="boom", tracking_uri=uri) as run2:
+        raise RuntimeError("crash")
     assert c.get_run(run2.run_id).info.status == "FAILED"
 
 
@@ -62,9 +61,8 @@ def test_unreachable_server_warns_or_raises():
     with TrackedRun(tracking_uri=dead, warn=msgs.append) as run:
         run.log_metrics({"acc": 1.0})
     assert not run.active and len(msgs) == 1 and dead in msgs[0] and "kept on disk" in msgs[0]
-    with pytest.raises(TrackingError, match="127.0.0.1:9"):
-        with TrackedRun(tracking_uri=dead, required=True):
-            pass
+    with pytest.raises(TrackingError, match="127.0.0.1:9"), TrackedRun(tracking_uri=dead, required=True):
+        pass
 
 
 def test_tables_datasets_and_figures(uri, tmp_path):
@@ -170,17 +168,17 @@ def test_rest_errors_name_the_call_and_the_server_answer(served_store):
 
     with pytest.raises(RestError, match=r"POST runs/update: HTTP 404 RESOURCE_DOES_NOT_EXIST: .*nope"):
         RestTrackingClient(served_store).set_terminated("nope", "FAILED")
-    with TrackedRun(tracking_uri=served_store, run_id="nope", required=True) as run:
-        with pytest.raises(TrackingError, match="setting tags failed.*nope"):
-            run.set_tags({"a": "b"})
+    with TrackedRun(tracking_uri=served_store, run_id="nope", required=True) as run, \
+            pytest.raises(TrackingError, match="setting tags failed.*nope"):
+        run.set_tags({"a": "b"})
 
 
 def test_local_server_that_cannot_start_says_why(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(LocalServerError, match=r"local MLflow server for sqlite:///.*did not start: .+") as e:
-        with LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")):
-            pass
+    with pytest.raises(LocalServerError, match=r"local MLflow server for sqlite:///.*did not start: .+") as e, \
+            LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")):
+        pass
     assert "\n" not in str(e.value)
 
 
@@ -216,8 +214,7 @@ def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch)
     assert absolute_store("sqlite:///sub/mlruns.db") == f"sqlite:///{tmp_path / 'sub' / 'mlruns.db'}"
     assert absolute_store(f"sqlite:///{tmp_path}/a.db") == f"sqlite:///{tmp_path}/a.db"
     assert default_artifact_root("sqlite:///sub/mlruns.db") == str(tmp_path / "sub" / "mlruns")
-    with LocalTrackingServer("sqlite:///mlruns.db") as url:
-        with TrackedRun(pipeline="rel", tracking_uri=url, required=True) as run:
-            run.log_text("x", "x.txt")
+    with LocalTrackingServer("sqlite:///mlruns.db") as url, TrackedRun(pipeline="rel", tracking_uri=url, required=True) as run:
+        run.log_text("x", "x.txt")
     assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.run_id).info.status == "FINISHED"
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path / "mlflow.db").exists()
