@@ -1,4 +1,5 @@
 """Real pipeline runs with the KFP local SubprocessRunner, a real model and embedded MLflow."""
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ SMALL = ["--param", "relations=P36", "--param", "max_facts_per_relation=2", "--p
 def pipeline(tmp_path, *args):
     env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", *args], cwd=tmp_path, env=env,
+    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", *args], check=False, cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=900)
     return p.returncode, p.stdout + p.stderr
 
@@ -50,8 +51,12 @@ def test_probe_pipeline_logs_parent_and_children(probe_run):
     assert all(r.info.status == "FINISHED" for r in children)
     probes = {r.data.tags["factprobe.probe"]: r for r in children if r.data.tags.get("factprobe.step") == "probe"}
     assert set(probes) == {"ic-lke", "hgp"}
-    for r in probes.values():
+    for name, r in probes.items():
         assert "acc" in r.data.metrics and "acc/P36" in r.data.metrics and r.inputs.dataset_inputs
+        # one config dict through the pipeline: each step's RunConfig is logged whole, with its probe's fields only
+        cfg = json.loads(r.data.params["config_json"])
+        assert cfg["probe"] == name and cfg["relations"] == ["P36"] and cfg["max_facts_per_relation"] == 2
+        assert cfg["choices"] == 10 and ("examples" in cfg) == (name == "ic-lke") and ("templates" in cfg) == (name == "hgp")
     arts = {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
     assert "figures/accuracy_heatmap.png" in arts
     assert any(k.startswith("acc/ic-lke/") for k in parent.data.metrics)
@@ -62,10 +67,27 @@ def test_report_outputs_exist(probe_run):
     assert html and "<img" in html[0].read_text()
 
 
+def test_data_build_writes_a_folder_per_kind_and_probe_logs_every_scalar(probe_run):
+    (root,) = (probe_run / "build" / "kfp-local").glob("factprobe-probe-*")
+    meta = json.loads((root / "data-build" / "items" / "mc" / "meta.json").read_text())
+    assert meta["kind"] == "mc" and meta["n_items"] == 2 and meta["info"]["distractor_pool_size"]["P36"] > 10
+    c = client(probe_run)
+    logged = {}
+    for out in root.glob("for-loop-*/probe-model/executor_output.json"):
+        arts = json.loads(out.read_text())["artifacts"]
+        run_id = arts["results"]["artifacts"][0]["metadata"]["mlflow_run_id"]
+        logged[run_id] = arts["metrics"]["artifacts"][0]["metadata"]
+    assert len(logged) == 2
+    for run_id, kfp_metrics in logged.items():
+        scalars = {k for k in c.get_run(run_id).data.metrics if "/" not in k}
+        assert {"acc", "macro_acc", "prob_mass", "n", "tokens_forwarded", "n_resumed"} <= set(kfp_metrics)
+        assert set(kfp_metrics) == scalars  # every scalar metric, not only acc / prob_mass / n
+
+
 def test_failed_step_marks_runs_failed(tmp_path, real_model_path):
     real_model_path("smollm2-135m-instruct")
     rc, log = pipeline(tmp_path, "probe", "--param", 'models=["smollm2-135m-instruct"]', "--param", "relations=P999")
-    assert rc == 1 and "data-build" in log
+    assert rc == 1 and "data-build" in log and "P999" in log
     all_runs = runs(client(tmp_path), "factprobe/probe")
     assert all_runs and all(r.info.status != "RUNNING" for r in all_runs)
     (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
