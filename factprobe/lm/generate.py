@@ -57,8 +57,9 @@ prompt alone, and sampled tokens' log-probs equal a naive full forward within 1e
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 
