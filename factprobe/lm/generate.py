@@ -57,7 +57,8 @@ prompt alone, and sampled tokens' log-probs equal a naive full forward within 1e
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,17 +97,83 @@ class GenerateStats:
 
 
 @dataclass
-class _Rows:
-    """A batch being decoded: its KV cache and, per row, the positions of the cached keys.
+class _SharedKV:
+    """Keys/values of a prefix that every row of a batch attends to, stored ONCE (batch 1):
+    one `(keys, values)` pair per layer, each `[1, kv_heads, prefix_len, head_dim]`."""
 
-    `key_pos[r, k]` is the position id of cache slot k of row r, or -1 for padding. Positions of a
-    row's real slots increase with k, so "key position <= query position" is the causal rule.
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def __len__(self) -> int:
+        return self.kv[0][0].shape[2]
+
+
+@dataclass
+class _Rows:
+    """A batch being decoded: its rows' own KV cache, an optional shared prefix, and per row the
+    position of every key it may attend to.
+
+    `key_pos[r, k]` is the position id of own cache slot k of row r, or -1 for padding;
+    `prefix_pos[r, j]` is j for the shared-prefix tokens row r sees and -1 for those it must not
+    (after a token merged across the prefix boundary). Positions of a row's real keys increase
+    with their index, so "key position <= query position" is the causal rule.
     """
 
-    cache: object  # transformers DynamicCache
-    key_pos: torch.Tensor  # [rows, slots] long, on the CPU
+    cache: object  # transformers DynamicCache: each row's keys after the shared prefix
+    key_pos: torch.Tensor  # [rows, own slots] long, on the CPU
     next_pos: torch.Tensor  # [rows] long: position id of the row's next token
     logits: torch.Tensor | None  # [rows, vocab] float32: raw logits for the row's next token
+    shared: _SharedKV | None = None
+    prefix_pos: torch.Tensor | None = None  # [rows, prefix_len] long, on the CPU
+
+
+_SHARED_ATTENTION = "factprobe_shared_prefix"
+
+
+def _shared_prefix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Attention over [shared prefix | each row's own keys] without copying the prefix per row.
+
+    `query` is `[rows, heads, q, d]`; `key`/`value` are the rows' own keys `[rows, kv_heads, k, d]`;
+    the prefix keys come from `kwargs["factprobe_shared_kv"]` at `[1, kv_heads, p, d]`;
+    `attention_mask` is additive `[rows, 1, q, p + k]` (prefix columns first). The prefix scores
+    of all rows are one matmul per key/value head (rows x queries stacked), the two parts are
+    joined by one softmax: exactly softmax over the concatenated keys, up to float rounding.
+    Returns `[rows, q, heads, d]` like transformers' attention functions.
+    """
+    shared: _SharedKV = kwargs["factprobe_shared_kv"]
+    pk, pv = shared.kv[module.layer_idx]
+    rows, heads, n_q, dim = query.shape
+    kv_heads, n_pre = key.shape[1], pk.shape[2]
+    group = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    q = query.reshape(rows, kv_heads, group, n_q, dim)
+    q_stacked = q.permute(1, 0, 2, 3, 4).reshape(kv_heads, rows * group * n_q, dim)
+    s_pre = torch.bmm(q_stacked, pk[0].transpose(1, 2)).view(kv_heads, rows, group, n_q, n_pre)
+    s_pre = s_pre.permute(1, 0, 2, 3, 4).float() * scale + attention_mask[:, :, None, :, :n_pre].float()
+    s_own = torch.matmul(q, key[:, :, None].transpose(-1, -2)).float() * scale
+    s_own = s_own + attention_mask[:, :, None, :, n_pre:].float()
+    top = torch.maximum(s_pre.amax(-1, keepdim=True), s_own.amax(-1, keepdim=True))
+    e_pre, e_own = torch.exp(s_pre - top), torch.exp(s_own - top)
+    denom = e_pre.sum(-1, keepdim=True) + e_own.sum(-1, keepdim=True)
+    e_pre_stacked = e_pre.to(pv.dtype).permute(1, 0, 2, 3, 4).reshape(kv_heads, rows * group * n_q, n_pre)
+    o_pre = torch.bmm(e_pre_stacked, pv[0]).view(kv_heads, rows, group, n_q, dim).permute(1, 0, 2, 3, 4)
+    o_own = torch.matmul(e_own.to(value.dtype), value[:, :, None])
+    out = ((o_pre.float() + o_own.float()) / denom).to(query.dtype)
+    return out.reshape(rows, heads, n_q, dim).transpose(1, 2).contiguous(), None
+
+
+@contextmanager
+def _attention_implementation(model: torch.nn.Module, name: str) -> Iterator[None]:
+    """Temporarily route the model's attention layers to the registered function `name`."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(_SHARED_ATTENTION, _shared_prefix_attention)
+    config = model.config
+    old = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = old
 
 
 def _encode_stop(stop: str | Sequence[str]) -> tuple[str, ...]:
@@ -241,15 +308,13 @@ class Generator:
         offs = torch.cumsum(q_valid.long(), dim=1) - 1
         q_pos = torch.where(q_valid, rows.next_pos[:, None] + offs, torch.full_like(offs, -1))
         key_pos = torch.cat([rows.key_pos, q_pos], dim=1)
-        mask = self._masks(key_pos, q_pos, q_valid)
-        out = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=mask,
-            position_ids=q_pos.clamp(min=0).to(self.device),
-            past_key_values=rows.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        if rows.shared is None:
+            mask = self._masks(key_pos, q_pos, q_valid)
+            out = self._forward(ids, mask, q_pos, rows.cache)
+        else:
+            mask = self._masks(torch.cat([rows.prefix_pos, key_pos], dim=1), q_pos, q_valid)
+            with _attention_implementation(self.model, _SHARED_ATTENTION):
+                out = self._forward(ids, mask, q_pos, rows.cache, factprobe_shared_kv=rows.shared)
         rows.cache = out.past_key_values
         rows.key_pos = key_pos
         rows.next_pos = rows.next_pos + q_valid.sum(dim=1)
@@ -258,32 +323,47 @@ class Generator:
         self.stats.pad_tokens += ids.numel() - n_real
         self.stats.forwards += 1
 
+    def _forward(self, ids: torch.Tensor, mask, q_pos: torch.Tensor, cache, **kwargs):
+        return self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask,
+            position_ids=q_pos.clamp(min=0).to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **kwargs,
+        )
+
     def _empty_rows(self, n_rows: int) -> _Rows:
         from transformers import DynamicCache
 
         return _Rows(cache=DynamicCache(), key_pos=torch.zeros(n_rows, 0, dtype=torch.long),
                      next_pos=torch.zeros(n_rows, dtype=torch.long), logits=None)
 
-    @staticmethod
-    def _repeat(rows: _Rows, n_rows: int) -> _Rows:
-        """A new batch of `n_rows` copies of the single-row batch `rows` (which is left intact)."""
-        from transformers import DynamicCache
-
-        kv = [(layer.keys.expand(n_rows, -1, -1, -1), layer.values.expand(n_rows, -1, -1, -1))
-              for layer in rows.cache.layers]
+    def _sharing(self, prefix: _Rows, shared_lens: Sequence[int]) -> _Rows:
+        """A new batch whose row r attends to the first `shared_lens[r]` tokens of the single-row
+        batch `prefix` (its KV is shared, not copied) and has no own tokens yet."""
+        shared = _SharedKV([(layer.keys, layer.values) for layer in prefix.cache.layers])
+        lens = torch.tensor(list(shared_lens), dtype=torch.long)
+        pos = torch.arange(len(shared)).expand(len(lens), -1)
+        n_rows = len(lens)
         return _Rows(
-            cache=DynamicCache(ddp_cache_data=kv),  # copies: DynamicLayer.update concatenates
-            key_pos=rows.key_pos.expand(n_rows, -1).clone(),
-            next_pos=rows.next_pos.expand(n_rows).clone(),
-            logits=None if rows.logits is None else rows.logits.expand(n_rows, -1),
+            cache=self._empty_rows(n_rows).cache,
+            key_pos=torch.zeros(n_rows, 0, dtype=torch.long),
+            next_pos=lens,
+            logits=None if prefix.logits is None else prefix.logits.expand(n_rows, -1),
+            shared=shared,
+            prefix_pos=torch.where(pos < lens[:, None], pos, torch.full_like(pos, -1)),
         )
 
     @staticmethod
     def _select(rows: _Rows, keep: list[int]) -> None:
         """Keep only rows `keep` (indices into the current batch)."""
         idx = torch.tensor(keep, dtype=torch.long)
-        rows.cache.batch_select_indices(idx.to(rows.cache.layers[0].keys.device))
+        rows.cache.batch_select_indices(idx.to(rows.logits.device))
         rows.key_pos = rows.key_pos[idx]
+        if rows.prefix_pos is not None:
+            rows.prefix_pos = rows.prefix_pos[idx]
         rows.next_pos = rows.next_pos[idx]
         rows.logits = rows.logits[idx.to(rows.logits.device)]
 
@@ -315,7 +395,7 @@ class Generator:
                 break
             if len(keep) < len(active):
                 self._select(rows, keep)
-                chosen = chosen[torch.tensor(keep)]
+                chosen = chosen[torch.tensor(keep, device=chosen.device)]
                 active = [active[b] for b in keep]
             self._extend(rows, [[t] for t in chosen.tolist()])
             self.stats.decode_tokens += len(active)
@@ -385,10 +465,7 @@ class Generator:
             self.stats.prefix_tokens += len(prefix_ids)
             slots = {i: len(prefix_ids) + len(encoded[i]) - k for i, k in shared_len.items()}
             for batch in self._batches(list(shared_len), slots, max_new_tokens):
-                rows = self._repeat(prefix_rows, len(batch))
-                for r, i in enumerate(batch):  # a row that shares fewer tokens hides the rest
-                    rows.key_pos[r, shared_len[i]:] = -1
-                    rows.next_pos[r] = shared_len[i]
+                rows = self._sharing(prefix_rows, [shared_len[i] for i in batch])
                 self._greedy_batch(rows, batch, [encoded[i][shared_len[i]:] for i in batch], max_new_tokens,
                                    stops, results)
         for batch in self._batches(alone, {i: len(encoded[i]) for i in alone}, max_new_tokens):
@@ -462,8 +539,7 @@ class Generator:
         rows = self._empty_rows(1)
         self._extend(rows, [ids])
         self.stats.prompt_tokens += len(ids)
-        if n > 1:
-            rows = self._repeat(rows, n)
+        rows = self._sharing(rows, [len(ids)] * n)
         gen = torch.Generator(device=self.device).manual_seed(seed)
 
         def pick(logits: torch.Tensor) -> torch.Tensor:
