@@ -25,35 +25,43 @@ Out: one `Generation` per prompt (greedy) or per sample, in input order:
 - `text`: `tokenizer.decode(ids, skip_special_tokens=True)` of the generated tokens (not the
   prompt), cut as above. Stop strings are searched in this same decoded text.
 
-Units: token ids are ints of the model's vocabulary; log-probs are natural logs (float);
-`token_budget` counts key/value slots of one batch: rows x (prompt tokens, a shared prefix
-included + max_new_tokens).
+Units: token ids are ints of the model's vocabulary; log-probs are natural logs (float).
+`token_budget` bounds one batch at rows x (prompt tokens + max_new_tokens), a shared prefix
+counted in every row's prompt: the keys the batch's rows attend to at its last step (the size of
+the attention scores, and what a per-row KV cache would hold; ours stores a shared prefix once).
 
 How the work is shared
 ----------------------
-1. *Shared prefix.* `greedy(prompts, shared_prefix=p)` runs `encode(p)` once (batch 1) and
-   keeps its KV cache. Each batch of prompts copies that cache to its rows and forwards only each
-   prompt's own tokens after it, padded on the left of that suffix (between the prefix and the
-   suffix). Every row is exactly `encode(prompt)`: it shares the longest run of prefix tokens its
-   own encoding starts with, normally all of `encode(p)`; where a token merged across the
-   boundary (e.g. `"\n\n" + "Question"` -> `"\n", "\nQuestion"`), the row hides the prefix slots
-   after the merge point and forwards its own tokens from there (`GenerateStats.boundary_merges`),
-   never silently different tokens. Position ids follow the real tokens, so a row's positions are
-   those of the prompt run alone. Because padding sits in the middle of a row, index distance is
-   not position distance: every forward gets explicit 4D masks built from positions, one per
-   attention type (a sliding-window mask for Gemma-3's local layers), as the scorer's `_masks`
-   does.
-2. *Shared-KV sampling.* `sample(prompt, n)` runs the prompt once, repeats its KV cache to `n`
-   rows and decodes them together (HF `num_return_sequences` pays `n` prefills). A
-   `torch.Generator` seeded with `seed` makes the samples reproducible.
+1. *Shared prefix, stored once.* `greedy(prompts, shared_prefix=p)` runs `encode(p)` once
+   (batch 1) and keeps its keys/values as ONE copy (`_SharedKV`). Each batch of prompts then
+   forwards only each prompt's own tokens after the prefix, left-padded to one length, and keeps
+   only those in its per-row cache. The rows attend to the shared prefix through
+   `_shared_prefix_attention`: the prefix scores of all rows and queries are one matmul per
+   key/value head against the single copy, joined with the row's own keys in one softmax (the
+   model's attention layers are routed to it with transformers' `AttentionInterface` for these
+   forwards only). No per-row copy of the prefix is made or read, so a decode step costs about
+   what it costs without a prefix.
+   Every row is exactly `encode(prompt)`: it shares the longest run of prefix tokens its own
+   encoding starts with, normally all of `encode(p)`; where a token merged across the boundary
+   (e.g. `"\n\n" + "Question"` -> `"\n", "\nQuestion"`), the row hides the prefix keys after the
+   merge point and forwards its own tokens from there (`GenerateStats.boundary_merges`), never
+   silently different tokens. Position ids follow the real tokens, so a row's positions are those
+   of the prompt run alone. Padding sits between the prefix and a row's own tokens, so index
+   distance is not position distance: every forward gets explicit 4D masks built from positions,
+   one per attention type (a sliding-window mask for Gemma-3's local layers), as the scorer's
+   `_masks` does.
+2. *Shared-KV sampling.* `sample(prompt, n)` runs the prompt once and shares its keys/values
+   the same way with `n` rows that decode together (HF `num_return_sequences` pays `n` prefills
+   and `n` copies). A `torch.Generator` seeded with `seed` makes the samples reproducible.
 3. *Finished rows leave the batch.* A row that hits EOS or a stop string is dropped from the
-   cache and the batch, so it costs nothing afterwards.
+   batch and its cache, so it costs nothing afterwards.
 4. *Only the last position's logits.* The model runs through its normal forward with
    `logits_to_keep=1` (works for PEFT models too).
+Prompts without a shared prefix are batched with plain left padding and the model's own attention.
 
 Exactness: greedy output is token-identical to `model.generate(do_sample=False)` run on each
-prompt alone, and sampled tokens' log-probs equal a naive full forward within 1e-4 (fp32)
-(tests/lm/test_generate.py, tiny random GPT-2/Llama and real SmolLM2/Gemma-3).
+prompt alone, and the log-probs of greedy and sampled tokens equal a naive full forward within
+1e-4 (fp32) (tests/lm/test_generate.py, tiny random GPT-2/Llama and real SmolLM2/Gemma-3).
 """
 from __future__ import annotations
 
@@ -205,8 +213,8 @@ class Generator:
         model: a causal LM (transformers `PreTrainedModel` or a PEFT `PeftModel`).
         tokenizer: its tokenizer. Prompts are encoded with the tokenizer's default special tokens.
         device: where to run; defaults to the model's device.
-        token_budget: most key/value slots in one batch, rows x (prompt tokens, a shared prefix
-            included + max_new_tokens) (CPU default 1024, CUDA 8192). A single prompt may exceed it.
+        token_budget: bound per batch on rows x (prompt tokens, a shared prefix included, +
+            max_new_tokens) (CPU default 1024, CUDA 8192). A single prompt may exceed it alone.
         max_length: the model's context window; prompt + max_new_tokens beyond it raise
             ContextTooLongError.
         eos_token_ids: ids that end a row (finish "eos"); defaults to the model's generation
@@ -371,7 +379,8 @@ class Generator:
     def _decode(self, rows: _Rows, max_new_tokens: int, stops: tuple[str, ...], pick) -> list[Generation]:
         """Decode every row of `rows` (whose `logits` predict its first new token) to completion.
 
-        `pick(logits [active, vocab] float32) -> token ids [active]` chooses the next tokens.
+        `pick(logits [active, vocab] float32, active) -> token ids [active]` chooses the next
+        tokens; `active` lists the original row index of each batch row.
         """
         n = rows.next_pos.shape[0]
         ids: list[list[int]] = [[] for _ in range(n)]
@@ -380,7 +389,7 @@ class Generator:
         active = list(range(n))  # original row index of each current batch row
         for step in range(max_new_tokens):
             logits = rows.logits
-            chosen = pick(logits)
+            chosen = pick(logits, active)
             logprobs = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None].to(logits.device))[:, 0]
             keep: list[int] = []
             for b, (row, tok, lp) in enumerate(zip(active, chosen.tolist(), logprobs.tolist())):
@@ -477,7 +486,7 @@ class Generator:
                       stops: tuple[str, ...], results: list[Generation | None]) -> None:
         self._extend(rows, tokens)
         self.stats.prompt_tokens += sum(len(t) for t in tokens)
-        outs = self._decode(rows, max_new_tokens, stops, lambda logits: logits.argmax(dim=-1))
+        outs = self._decode(rows, max_new_tokens, stops, lambda logits, active: logits.argmax(dim=-1))
         for i, g in zip(batch, outs):
             results[i] = g
 
@@ -511,8 +520,11 @@ class Generator:
 
         Tokens are drawn from softmax(logits / temperature) restricted to the `top_k` most likely
         tokens (0 = all) and then to the smallest set whose probability reaches `top_p` (HF's
-        order: temperature, top-k, top-p). `temperature=0` is greedy. The same `seed` gives the
-        same samples. `logprobs` are always the unwarped model log-probs.
+        order: temperature, top-k, top-p), by inverse CDF with one uniform number per sample and
+        step. `temperature=0` is greedy. The same `seed` (and n) gives the same samples; a sample
+        does not depend on which other samples have finished (up to float rounding of batched
+        logits), so adding a stop string only truncates samples. `logprobs` are always the
+        unwarped model log-probs.
         Needs n x (prompt tokens + max_new_tokens) <= token_budget.
         """
         self._check_max_new(max_new_tokens)
@@ -542,13 +554,25 @@ class Generator:
         rows = self._sharing(rows, [len(ids)] * n)
         gen = torch.Generator(device=self.device).manual_seed(seed)
 
-        def pick(logits: torch.Tensor) -> torch.Tensor:
+        def pick(logits: torch.Tensor, active: list[int]) -> torch.Tensor:
+            # One uniform number per sample and step, drawn for all n samples every step, so a
+            # sample does not depend on which other samples have finished.
+            uniform = torch.rand(n, generator=gen, device=gen.device, dtype=torch.float64)
             if temperature == 0:
                 return logits.argmax(dim=-1)
             probs = torch.softmax(warp(logits, temperature, top_k, top_p), dim=-1)
-            return torch.multinomial(probs, 1, generator=gen)[:, 0]
+            return draw(probs, uniform[torch.tensor(active, device=uniform.device)])
 
         return self._decode(rows, max_new_tokens, stops, pick)
+
+
+def draw(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """One token id per row of `probs` `[rows, vocab]` by inverse CDF, given one uniform number in
+    [0, 1) per row (`torch.multinomial` draws one random number per vocabulary entry instead).
+    Tokens of probability 0 are never drawn."""
+    cdf = probs.double().cumsum(dim=-1)
+    u = uniform.to(device=cdf.device, dtype=torch.float64)[:, None] * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=probs.shape[-1] - 1)
 
 
 def warp(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:

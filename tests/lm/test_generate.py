@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from factprobe.errors import ConfigError, ContextTooLongError
-from factprobe.lm.generate import Generation, Generator, first_stop, warp
+from factprobe.lm.generate import Generation, Generator, draw, first_stop, warp
 from factprobe.lm.naive import naive_token_logprobs
 
 TOL = 1e-4
@@ -200,7 +200,8 @@ def test_sample_top_k_1_and_temperature_0_are_greedy(tiny_model_path, kind):
 
 
 def test_sample_stop_rows_leave_the_batch(tiny_model_path):
-    """Rows that hit a stop string finish early; the others go on; log-probs stay exact."""
+    """Rows that hit a stop string finish early; the others go on unchanged (a sample does not
+    depend on which others finished); log-probs stay exact."""
     model, tok = _tiny(tiny_model_path, "llama")
     gen = Generator(model, tok)
     free = gen.sample(PROMPTS[3], n=8, max_new_tokens=10, seed=5)
@@ -210,8 +211,9 @@ def test_sample_stop_rows_leave_the_batch(tiny_model_path):
     reasons = {o.finish_reason for o in outs}
     assert "stop" in reasons
     assert outs[0].finish_reason == "stop" and outs[0].token_ids == free[0].token_ids[:3]
-    for o in outs:
+    for o, f in zip(outs, free):
         assert stop not in o.text
+        assert o.token_ids == f.token_ids[: len(o.token_ids)]
     _check_logprobs_vs_naive(model, tok, PROMPTS[3], outs)
 
 
@@ -224,6 +226,16 @@ def test_warp_top_k_top_p():
     assert torch.isfinite(warp(logits, 1.0, top_p=0.81)).tolist() == [[True, True, True, False]]
     assert torch.isfinite(warp(logits, 1.0, top_p=0.01)).tolist() == [[True, False, False, False]]
     assert torch.allclose(warp(logits, 2.0), logits / 2.0)
+
+
+def test_draw_follows_the_distribution():
+    probs = torch.tensor([[0.5, 0.0, 0.3, 0.2, 0.0]]).expand(20000, -1)
+    ids = draw(probs, torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    freq = torch.bincount(ids, minlength=5).double() / len(ids)
+    assert freq[1] == 0 and freq[4] == 0  # probability 0, also at the end of the vocabulary
+    assert torch.allclose(freq, probs[0].double(), atol=0.015)
+    edges = torch.tensor([0.0, 0.4999, 0.5, 0.7999, 0.8, 0.9999999], dtype=torch.float64)
+    assert draw(probs[:6], edges).tolist() == [0, 0, 2, 2, 3, 3]
 
 
 # ---------------------------------------------------------------------------- stop strings, finish reasons
