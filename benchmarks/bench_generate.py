@@ -3,9 +3,10 @@
 Two workloads on `smollm2-135m-instruct`, fp32 on the CPU (DESIGN.md section 4b), measured side by
 side in ONE run:
 
-1. Greedy QA behind a shared k-shot block. 32 exemplars ("Question: What is the capital of X?\\n
-   Answer: Y") built from LAMA T-REx facts (`<data root>/lama/trex/P*.jsonl`, 12 relations) form
-   one block, followed by each of 200 further questions; 16 new tokens at most, stop at "\\n".
+1. Greedy QA behind a shared k-shot block. 32 exemplars ("Topic: capital\\nQuestion: What is the
+   name of the capital city of X?\\nAnswer: Y") built from LAMA T-REx facts of 12 relations
+   (`<data root>/lama/trex/P*.jsonl`) after a two-sentence instruction form one block of ~816
+   tokens, followed by each of 200 further questions; 16 new tokens at most, stop at "\\n".
    - ours:    `Generator(...).greedy(prompts, 16, stop="\\n", shared_prefix=block)`, with a
               token budget that holds `--batch-size` rows per batch.
    - hf:      `model.generate(do_sample=False)` per batch of `--batch-size` prompts, left padding,
@@ -59,20 +60,22 @@ import torch
 
 # Questions per LAMA relation; [X] is the subject, the object is the answer.
 QUESTIONS = {
-    "P36": "What is the capital of {}?",
-    "P19": "Where was {} born?",
-    "P20": "Where did {} die?",
-    "P37": "What is the official language of {}?",
-    "P103": "What is the native language of {}?",
-    "P30": "On which continent is {} located?",
-    "P17": "In which country is {} located?",
-    "P140": "What is the religion of {}?",
-    "P106": "What is the occupation of {}?",
-    "P27": "Of which country is {} a citizen?",
-    "P176": "Which company produces {}?",
-    "P159": "Where is the headquarters of {}?",
+    "P36": ("capital", "What is the name of the capital city of {}?"),
+    "P19": ("place of birth", "In which city or town was {} born?"),
+    "P20": ("place of death", "In which city or town did {} die?"),
+    "P37": ("official language", "Which language is an official language of {}?"),
+    "P103": ("native language", "What is the native language of {}?"),
+    "P30": ("continent", "On which continent is {} located?"),
+    "P17": ("country", "In which country is {} located?"),
+    "P140": ("religion", "Which religion is {} affiliated with?"),
+    "P106": ("occupation", "What is the occupation of {}?"),
+    "P27": ("country of citizenship", "Of which country is {} a citizen?"),
+    "P176": ("manufacturer", "Which company manufactures or produces {}?"),
+    "P159": ("headquarters location", "In which city are the headquarters of {}?"),
 }
-HEADER = "Answer each question about the world with a short answer: a name, a place or a word, nothing else.\n\n"
+HEADER = ("The following are questions about people, places, organisations and products, with their answers. "
+          "Answer each question with a short answer: a name, a place or a single word, and nothing else.\n\n")
+SAMPLING_QUESTION = "Topic: capital\nQuestion: What is the name of the capital city of Peru?\nAnswer:"
 TARGETS = {
     "greedy_speedup_vs_lm_eval": (">=", 5.0),
     "greedy_answers_identical_fraction_vs_lm_eval": (">=", 1.0),
@@ -194,10 +197,10 @@ def build_questions(shots: int, n_questions: int, seed: int) -> tuple[str, list[
 
     root = data_root() / "lama" / "trex"
     pool = []
-    for rel, question in QUESTIONS.items():
+    for rel, (topic, question) in QUESTIONS.items():
         for line in (root / f"{rel}.jsonl").read_text(encoding="utf-8").splitlines():
             fact = json.loads(line)
-            pool.append((f"Question: {question.format(fact['sub_label'])}", fact["obj_label"]))
+            pool.append((f"Topic: {topic}\nQuestion: {question.format(fact['sub_label'])}", fact["obj_label"]))
     random.Random(seed).shuffle(pool)
     if len(pool) < shots + n_questions:
         raise SystemExit(f"only {len(pool)} facts for {shots} shots + {n_questions} questions")
@@ -211,10 +214,10 @@ def sampling_prompt(tok, block: str, target_tokens: int) -> str:
     lines = block[len(HEADER):].split("\n\n")
     prompt = HEADER
     for ex in lines:
-        if len(tok(prompt + ex + "\n\nQuestion: What is the capital of Peru?\nAnswer:")["input_ids"]) > target_tokens:
+        if len(tok(prompt + ex + "\n\n" + SAMPLING_QUESTION)["input_ids"]) > target_tokens:
             break
         prompt += ex + "\n\n"
-    return prompt + "Question: What is the capital of Peru?\nAnswer:"
+    return prompt + SAMPLING_QUESTION
 
 
 # ------------------------------------------------------------------------------------ greedy methods
