@@ -259,8 +259,11 @@ def hf_greedy(model, tok, prompts, args) -> tuple[list[str], list[list[int]], in
                                  stopping_criteria=StoppingCriteriaList([_StopAtNewline(tok, width)]))
         forwarded += enc["input_ids"].numel() + len(batch) * (out.shape[1] - width - 1)
         for r, i in enumerate(batch):
+            # a finished row is padded (pad = EOS here): keep its tokens up to the EOS or the
+            # token that completed "\n", the rule ours uses
             new = out[r, width:].tolist()
-            k = next((j + 1 for j, t in enumerate(new) if t in eos), len(new))
+            k = next((j + 1 for j, t in enumerate(new)
+                      if t in eos or "\n" in tok.decode(new[: j + 1], skip_special_tokens=True)), len(new))
             new = new[:k]
             texts[i] = tok.decode(new, skip_special_tokens=True).split("\n")[0]
             ids[i] = new

@@ -438,7 +438,7 @@ class Generator:
         run on each prompt alone (cut at EOS / stop strings as the module docstring says).
         `shared_prefix`: a string every prompt starts with; its tokens are forwarded once (a prompt
         whose encoding keeps none of them runs alone).
-        Batches hold rows x (longest prompt + max_new_tokens) <= token_budget key/value slots.
+        Batches hold rows x (longest prompt + max_new_tokens) <= token_budget, longest first.
         """
         self._check_max_new(max_new_tokens)
         stops = _encode_stop(stop)
@@ -545,7 +545,7 @@ class Generator:
         if need > self.token_budget:
             raise ConfigError(
                 f"n={n} samples x ({len(ids)} prompt tokens + max_new_tokens={max_new_tokens}) = {need} "
-                f"key/value slots exceed token_budget={self.token_budget}; raise token_budget or lower n"
+                f"tokens exceed token_budget={self.token_budget}; raise token_budget or lower n"
             )
         self.stats.naive_prompt_tokens += n * len(ids)
         rows = self._empty_rows(1)
