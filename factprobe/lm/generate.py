@@ -462,10 +462,11 @@ class Generator:
         prefix_ids = self.encode(shared_prefix) if shared_prefix else []
         shared_len: dict[int, int] = {}
         for i, ids in enumerate(encoded if prefix_ids else []):
-            k = min(common_prefix_len(prefix_ids, ids), len(ids) - 1)
+            common = common_prefix_len(prefix_ids, ids)
+            k = min(common, len(ids) - 1)
             if k > 0:
                 shared_len[i] = k
-            self.stats.boundary_merges += k < len(prefix_ids)
+            self.stats.boundary_merges += common < len(prefix_ids)
         alone = [i for i in range(len(prompts)) if i not in shared_len]
 
         if shared_len:

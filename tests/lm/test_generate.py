@@ -113,6 +113,21 @@ def test_greedy_shared_prefix_token_merged_across_boundary(tiny_model_path, kind
     assert gen.stats.prompt_tokens == sum(len(tok(p)["input_ids"]) - (len(pre) - 1) for p in prompts)
 
 
+def test_greedy_shared_prefix_mixed_rows(tiny_model_path):
+    """One call with rows that share the whole prefix, a prompt equal to the prefix (nothing left to
+    share: it keeps its only token as its own and runs alone), and prompts whose first token merges
+    the whole prefix away (no BOS in GPT-2: nothing shared, they run alone). Results come back in
+    input order."""
+    model, tok = _tiny(tiny_model_path, "gpt2")
+    prefix = " "
+    prompts = ["  Paris is", " Paris", " ", "  capital of", " Paris. The capital of Italy is"]
+    pre = tok(prefix)["input_ids"]
+    assert tok(" Paris")["input_ids"][0] != pre[0]  # the case under test: nothing in common
+    gen = _check_greedy_matches_hf(model, tok, prompts, 6, shared_prefix=prefix, token_budget=64)
+    assert gen.stats.prefix_tokens == len(pre)
+    assert gen.stats.boundary_merges == 2  # " Paris" twice; " " keeps its only token as its own
+
+
 def test_greedy_with_eos_matches_hf(tiny_model_path):
     """Rows that end at EOS (a token the model really emits, declared EOS) leave the batch early."""
     model, tok = _tiny(tiny_model_path, "llama")
