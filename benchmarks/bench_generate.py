@@ -32,7 +32,7 @@ separate call), and reports its peak-RSS growth above the RSS after loading (VmH
 /proc/self/clear_refs; a 5 ms sampler where that is not allowed).
 
 Writes `benchmarks/results/generate.json` atomically and prints the ratios. See benchmarks/README.md.
-Run: `.venv/bin/python benchmarks/bench_generate.py` (full sizes: ~15-25 min on 2 busy cores);
+Run: `.venv/bin/python benchmarks/bench_generate.py` (full sizes: ~26 min on 2 cores, mostly the baselines);
 quick check: `.venv/bin/python benchmarks/bench_generate.py --questions 32 --separate-calls 4 --no-memory --out /tmp/g.json`.
 """
 from __future__ import annotations

@@ -171,11 +171,12 @@ def _shared_prefix_attention(module, query, key, value, attention_mask, dropout=
 
 @contextmanager
 def _attention_implementation(model: torch.nn.Module, name: str) -> Iterator[None]:
-    """Temporarily route the model's attention layers to the registered function `name`."""
+    """Temporarily route the attention layers of the model's text decoder (they read the
+    implementation from their config at every call) to the registered function `name`."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(_SHARED_ATTENTION, _shared_prefix_attention)
-    config = model.config
+    config = model.config.get_text_config()
     old = config._attn_implementation
     config._attn_implementation = name
     try:

@@ -145,6 +145,25 @@ def test_greedy_single_prompt_over_budget_runs_alone(tiny_model_path):
     _check_greedy_matches_hf(model, tok, PROMPTS[:2], 5, token_budget=1)
 
 
+def test_attention_implementation_is_restored(tiny_model_path, monkeypatch):
+    """Shared-prefix forwards route attention to our function for their duration only, also when
+    a forward fails."""
+    from factprobe.lm import generate
+
+    model, tok = _tiny(tiny_model_path, "llama")
+    before = model.config._attn_implementation
+    Generator(model, tok).greedy(PROMPTS[:2], max_new_tokens=3, shared_prefix=PREFIX)
+    assert model.config._attn_implementation == before
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(generate, "_shared_prefix_attention", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        Generator(model, tok).greedy(PROMPTS[:2], max_new_tokens=3, shared_prefix=PREFIX)
+    assert model.config._attn_implementation == before
+
+
 def test_greedy_peft_model(tiny_model_path):
     """A PEFT-wrapped model goes through the same forward (LoRA B=0: same tokens as the base)."""
     peft = pytest.importorskip("peft")
