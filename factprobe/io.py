@@ -133,3 +133,20 @@ def atomic_write_json(path: str | Path, obj: Any, mode: int = RESULT_FILE_MODE) 
 def atomic_write_jsonl(path: str | Path, records: Iterable[dict], mode: int = RESULT_FILE_MODE) -> None:
     """Write one JSON object per line, atomically (mode as in `atomic_write_text`)."""
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), mode)
+
+
+def atomic_write_parquet(path: str | Path, df, mode: int = RESULT_FILE_MODE) -> None:
+    """Write a pandas DataFrame as parquet, atomically (temp file, fsync, rename; mode as above)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        os.close(fd)
+        df.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 TOOLS_VENV="${TOOLS_VENV:-.venv-tools}"
 KUBERNETES_VERSIONS="${KUBERNETES_VERSIONS:-1.29.0 1.37.0}"
-KUSTOMIZATIONS=(k8s/base k8s/overlays/local k8s/overlays/production k8s/overlays/gpu-nodepool k8s/overlays/gpu-nodepool/smoke-test)
+KUSTOMIZATIONS=(k8s/base k8s/overlays/local k8s/overlays/production k8s/overlays/gpu-nodepool k8s/overlays/gpu-nodepool/smoke-test k8s/overlays/pipeline-egress k8s/overlays/pipeline-egress-hub)
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT

@@ -44,6 +44,8 @@ class ProbeTracking:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `compare` and `regress` to the factprobe command line."""
+    from factprobe.metrics.comparison import TEMPLATE_RULES
+
     from .compare import compare_cli, regress_cli
 
     c = sub.add_parser("compare", help="join two runs fact by fact and compare them")
@@ -52,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--tracking-uri")
     c.add_argument("--n-boot", type=int, default=2000)
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
+                   help="a prompt-baseline run (one row per fact and template) against a one-row-per-fact run: a "
+                        "fact is right when the majority / any / all of its templates are (default: majority)")
     c.set_defaults(func=compare_cli)
 
     r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")
@@ -63,4 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", help="where to write the candidate's probe results and the gate report")
     r.add_argument("--report", help="write the readable report to this file too")
     r.add_argument("--no-track", action="store_true")
+    r.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
+                   help="how a prompt-baseline run's per-template verdicts become one per fact (see compare)")
     r.set_defaults(func=regress_cli)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
-from factprobe.metrics.comparison import compare_runs, regression_gate
+from factprobe.metrics.comparison import align_templates, compare_runs, regression_gate
 
 from .clients import TrackingError, tag_filter, tags_match
 from .conventions import default_tracking_uri
@@ -32,10 +32,7 @@ def _from_results_file(path: Path) -> pd.DataFrame:
     f = path / "results.jsonl" if path.is_dir() else path
     if not f.exists():
         raise DataError(f"{f}: no results.jsonl here")
-    df = pd.read_json(f, lines=True)
-    if "template" in df.columns:  # prompt baselines: one row per fact and template -> key per pair
-        df["fact_id"] = df["fact_id"] + "#" + df["template"]
-    return df
+    return pd.read_json(f, lines=True)
 
 
 def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame, dict]:
@@ -72,8 +69,6 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
         except Exception as e:  # noqa: BLE001
             raise DataError(f"run {run_id} has no tables/per_fact.parquet artifact ({str(e).splitlines()[0][:120]})") from None
         df = pd.read_parquet(local)
-    if "template" in df.columns:
-        df["fact_id"] = df["fact_id"] + "#" + df["template"]
     return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags)}
 
 
@@ -82,6 +77,7 @@ def format_comparison(res: dict, name_a: str, name_b: str) -> str:
     lo, hi = res["diff_ci"]
     lines = [
         f"A = {name_a}\nB = {name_b}",
+        *([f"templates: {res['templates']}"] if res.get("templates") else []),
         f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
         f"accuracy A {res['acc_a']:.4f}   B {res['acc_b']:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
@@ -99,7 +95,10 @@ def format_comparison(res: dict, name_a: str, name_b: str) -> str:
 def compare_cli(args) -> int:
     a, _ = resolve_run(args.run_a, args.tracking_uri)
     b, _ = resolve_run(args.run_b, args.tracking_uri)
+    a, b, note = align_templates(a, b, getattr(args, "templates", "majority"))
     res = compare_runs(a, b, n_boot=args.n_boot)
+    if note:
+        res["templates"] = note
     if args.json:
         print(json.dumps(res, indent=2, default=float))
     else:
@@ -148,8 +147,10 @@ def regress_cli(args) -> int:
             params = {CONFIG_PARAM: json.dumps(json.loads(cfg_file.read_text())["config"])}
         out = Path(args.out or tempfile.mkdtemp(prefix="factprobe-regress-"))
         candidate = _probe_candidate(cand_ref, params, out, args)
+    candidate, baseline, note = align_templates(candidate, baseline, getattr(args, "templates", "majority"))
     decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
-    report = f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + decision.report()
+    report = (f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + (f"templates: {note}\n" if note else "")
+              + decision.report())
     print(report)
     if args.report:
         Path(args.report).write_text(report + "\n")

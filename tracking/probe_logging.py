@@ -1,14 +1,29 @@
 """What a probe run logs to MLflow, in one place (used by the CLI and by the probe component).
 
-Logged per run: every config field as a parameter; `acc`, `prob_mass`, `macro_acc`, `n`,
-`acc/<relation>`, `prob_mass/<relation>`, `acc_at_k/<K>` metrics; the per-fact table (parquet
-artifact `tables/per_fact.parquet` plus `log_table` JSON, joinable across runs on `fact_id`);
-the per-relation table; `results.jsonl` and `metrics.json`; a per-relation accuracy figure; and
-the test items as an MLflow dataset input (`log_input`) whose digest is the data digest.
+Logged per run: every config field as a parameter; metrics (`metric_dict`); the per-fact table
+(parquet artifact `tables/per_fact.parquet` plus `log_table` JSON, joinable across runs on
+`fact_id`); the per-relation table; every file the run wrote (`results.jsonl`, `metrics.json`,
+a probe's extra files such as `known_unknown.parquet`) under `results/`; a per-relation figure;
+the test items as an MLflow dataset input (`log_input`) whose digest is the data digest; and a
+model's known/unknown table, when the probe wrote one, as a second dataset input
+(`known_unknown-<model>`, context `known_unknown`).
+
+Metric names (MLflow allows letters, digits and `_ - . / : space` only):
+- every top-level number of `metrics.json` (`acc`/`macro_acc` for multiple-choice accuracy);
+- multiple-choice probes (metrics with `accuracy`): `acc/<relation>`, `prob_mass/<relation>`,
+  `n/<relation>`, `acc_at_k/<K>`, `acc_ci_low/high`, exactly as before;
+- other probes (QA, counterfactual ICL, coherency, ...): `<metric>/<relation>` for every number of
+  a `per_relation` entry (`em/P36`, `coherency_round1/P19`), and `<metric>/<group>/<key>` for the
+  other `per_<group>` tables (`coherency/cardinality/N-1`, `em/answer_type/date`, `em/shots/0`);
+- counterfactual ICL `settings` (`<setting>@<k>`): `em/<setting>/k<k>` (also `f1/`, `contains/`),
+  e.g. `em/known-shuffle/k10`; and EM per setting logged against k as the step of
+  `em_by_k/<setting>`, so the MLflow UI draws Figure 7 of one run.
 """
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import pandas as pd
@@ -17,15 +32,30 @@ from .conventions import tag
 from .run import TrackedRun
 
 CONFIG_PARAM = "config_json"
+#: per-fact columns of multiple-choice probes (plus `template` where the probe has one)
 PER_FACT_COLUMNS = ["fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence"]
+#: generated answers (QA, counterfactual ICL): recognised by an `em` column
+QA_PER_FACT_COLUMNS = ["fact_id", "relation", "subject", "question", "answer", "gold", "em", "f1", "contains",
+                       "correct", "setting", "shots", "shots_asked", "split"]
+#: coherency rounds (two rows per fact): recognised by a `coherent` column
+COHERENCY_PER_FACT_COLUMNS = ["key", "fact_id", "relation", "cardinality", "subject", "gold", "round",
+                              "first_prediction", "second_prediction", "first_correct", "coherent"]
+KNOWN_UNKNOWN_FILE = "known_unknown.parquet"  # factprobe.build.known_unknown.FILE_NAME
+_BAD_METRIC_CHARS = re.compile(r"[^\w.\- :/]")
 
 
-def metric_dict(metrics: dict) -> dict[str, float]:
-    """Flatten probe metrics into MLflow metric names: every top-level number (any probe), with the
-    multiple-choice names `acc`, `prob_mass`, `macro_acc`, plus per-relation and Accuracy@K values."""
-    renamed = {"accuracy": "acc", "macro_accuracy": "macro_acc"}
-    out = {renamed.get(k, k): v for k, v in metrics.items()
-           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+def metric_key(text: str) -> str:
+    """`text` as part of an MLflow metric name: `%` becomes `pct`, other characters MLflow
+    refuses become `_` (`top-25%` -> `top-25pct`)."""
+    return _BAD_METRIC_CHARS.sub("_", str(text).replace("%", "pct"))
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _mc_metric_dict(metrics: dict, out: dict) -> None:
+    """Multiple-choice names (unchanged since the first probes: runs stay comparable)."""
     lo, hi = metrics.get("accuracy_ci", [None, None])
     if lo is not None:
         out["acc_ci_low"], out["acc_ci_high"] = lo, hi
@@ -35,22 +65,84 @@ def metric_dict(metrics: dict) -> dict[str, float]:
         out[f"n/{rel}"] = m.get("n")
     for k, m in metrics.get("accuracy_at_k", {}).items():
         out[f"acc_at_k/{k}"] = m["accuracy"]
+
+
+def _generic_metric_dict(metrics: dict, out: dict) -> None:
+    """Every number of every `per_<group>` table and of counterfactual `settings`."""
+    for group, table in metrics.items():
+        if not (group.startswith("per_") and isinstance(table, dict)):
+            continue
+        prefix = "" if group == "per_relation" else f"{metric_key(group[len('per_'):])}/"
+        for key, entry in table.items():
+            if isinstance(entry, dict):
+                for name, v in entry.items():
+                    if _number(v):
+                        out[f"{metric_key(name)}/{prefix}{metric_key(key)}"] = v
+    for group, entry in (metrics.get("settings") or {}).items():
+        setting, _, k = str(group).rpartition("@")
+        if not isinstance(entry, dict) or not setting:
+            continue
+        for name in ("em", "f1", "contains"):
+            if _number(entry.get(name)):
+                out[f"{name}/{metric_key(setting)}/k{metric_key(k)}"] = entry[name]
+
+
+def metric_dict(metrics: dict) -> dict[str, float]:
+    """Flatten probe metrics into MLflow metric names (see the module docstring): every top-level
+    number (any probe), with the multiple-choice names `acc`, `prob_mass`, `macro_acc`, plus
+    per-relation and Accuracy@K values; for other probes every per-relation / per-group number and
+    the counterfactual settings. None (no items) is never logged."""
+    renamed = {"accuracy": "acc", "macro_accuracy": "macro_acc"}
+    out = {renamed.get(k, k): v for k, v in metrics.items() if _number(v)}
+    if "accuracy" in metrics:
+        _mc_metric_dict(metrics, out)
+    else:
+        _generic_metric_dict(metrics, out)
     return {k: v for k, v in out.items() if v is not None}
 
 
 def per_fact_table(results: pd.DataFrame) -> pd.DataFrame:
-    """The slim per-fact table (no option lists) that runs are joined on."""
-    cols = [c for c in PER_FACT_COLUMNS + ["template"] if c in results.columns] or PER_FACT_COLUMNS
+    """The slim per-fact table (no option lists, prompts or token ids) that runs are joined on.
+    Its columns follow the rows' kind: coherency rounds (`coherent`), generated answers (`em`),
+    else multiple choice."""
+    if "coherent" in results.columns:
+        wanted = COHERENCY_PER_FACT_COLUMNS
+    elif "em" in results.columns:
+        wanted = QA_PER_FACT_COLUMNS
+    else:
+        wanted = PER_FACT_COLUMNS + ["template"]
+    cols = [c for c in wanted if c in results.columns] or PER_FACT_COLUMNS
     return results[cols].copy() if len(results) else pd.DataFrame(columns=cols)
 
 
 def per_relation_table(metrics: dict) -> pd.DataFrame:
+    """One row per relation: multiple-choice accuracy, prob mass, n and CI; for other probes
+    every number or string of the relation's entry (`em`, `f1`, ..., `coherency_round1`, `cardinality`)."""
+    if "accuracy" not in metrics:
+        return pd.DataFrame([{"relation": r, **{k: v for k, v in m.items() if _number(v) or isinstance(v, str) or v is None}}
+                             for r, m in sorted(metrics.get("per_relation", {}).items()) if isinstance(m, dict)])
     rows = [
         {"relation": r, "accuracy": m.get("accuracy"), "prob_mass": m.get("prob_mass"), "n": m.get("n"),
          "ci_low": m.get("accuracy_ci", [None, None])[0], "ci_high": m.get("accuracy_ci", [None, None])[1]}
         for r, m in sorted(metrics.get("per_relation", {}).items())
     ]
     return pd.DataFrame(rows)
+
+
+def model_label(model: str) -> str:
+    """A model as a short name: a path (a local folder, a tiny random test model) -> its folder name."""
+    if "/" in model and (model.startswith(("/", ".", "~")) or Path(model).expanduser().exists()):
+        return Path(model).name
+    return model
+
+
+def run_files(out_dir: Path) -> list[Path]:
+    """Every file a finished probe run wrote into its folder (results, metrics, run config, model
+    revision and the probe's extra files), not the lock or a leftover checkpoint."""
+    from factprobe.probes.checkpoint import CHECKPOINT, LOCK
+
+    return sorted(p for p in Path(out_dir).iterdir()
+                  if p.is_file() and p.name not in (LOCK, CHECKPOINT) and not p.name.startswith("."))
 
 
 @contextmanager
@@ -85,15 +177,62 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     choices = getattr(cfg.params, "choices", None)
     run.log_input(items, name=f"{cfg.base.source}-mc{choices}" if choices else f"{cfg.base.source}-{cfg.probe}",
                   source=str(cfg.base.data or cfg.base.source), digest=m.get("data_digest"))
-    if m.get("accuracy") is None or not m.get("per_relation"):
-        return
-    try:
-        from factprobe.report.plots import relation_bars
+    log_known_unknown(run, outcome.out_dir, cfg.base.model)
+    for path in run_files(outcome.out_dir):  # a probe's extra files (results/metrics were logged above)
+        if path.name not in ("results.jsonl", "metrics.json", "run_config.json", "model_revision.txt"):
+            run.log_artifact(path, "results")
+    by_k: dict[int, dict[str, float]] = {}
+    for row in m.get("figure7") or []:  # EM against k as metric steps: the UI's chart of one run's Figure 7
+        if _number(row.get("em")):
+            by_k.setdefault(int(row["shots"]), {})[f"em_by_k/{metric_key(row['setting'])}"] = row["em"]
+    for k, values in sorted(by_k.items()):
+        run.log_metrics(values, step=k)
+    _log_run_figure(run, m, cfg)
 
-        fig = relation_bars({cfg.base.model: m}, title=f"{cfg.probe} accuracy per relation")
-        run.log_figure(fig, "figures/per_relation_accuracy.png")
+
+def log_known_unknown(run: TrackedRun, out_dir: Path, model: str) -> None:
+    """`known_unknown.parquet` (when the probe wrote one) as a dataset input of the run, named
+    `known_unknown-<model>` (context `known_unknown`; digest of its fact ids and verdicts), and tags
+    with its known/unknown counts. The file itself is logged under `results/` with the others."""
+    path = Path(out_dir) / KNOWN_UNKNOWN_FILE
+    if not path.is_file():
+        return
+    import hashlib
+
+    df = pd.read_parquet(path)
+    cols = [c for c in ("fact_id", "split", "known") if c in df.columns]
+    digest = hashlib.sha256(df[cols].to_json(orient="split", index=False).encode()).hexdigest()[:16]
+    run.log_input(df, name=f"known_unknown-{model_label(model)}", source=str(path), digest=digest, context="known_unknown")
+    if "known" in df.columns:
+        known = df["known"].astype(bool)
+        counts = {"known_unknown/n_known": int(known.sum()), "known_unknown/n_unknown": int((~known).sum())}
+        if "split" in df.columns:
+            for split in sorted(df["split"].astype(str).unique()):
+                part = known[df["split"].astype(str) == split]
+                counts[f"known_unknown/n_known/{metric_key(split)}"] = int(part.sum())
+                counts[f"known_unknown/n_unknown/{metric_key(split)}"] = int((~part).sum())
+        run.log_metrics(counts)
+
+
+def _log_run_figure(run: TrackedRun, m: dict, cfg) -> None:
+    """One figure per run: multiple-choice accuracy per relation, counterfactual Figure 7 (this
+    model), coherency per relation and cardinality, or QA EM per relation."""
+    try:
         import matplotlib.pyplot as plt
 
-        plt.close(fig)
+        from factprobe.report import plots
     except ImportError:
-        pass
+        return
+    model = model_label(cfg.base.model)
+    if m.get("accuracy") is not None and m.get("per_relation"):
+        fig, name = plots.relation_bars({cfg.base.model: m}, title=f"{cfg.probe} accuracy per relation"), "per_relation_accuracy"
+    elif m.get("figure7"):
+        fig, name = plots.figure7({model: m}, title=f"{cfg.probe}: EM against k ({model})"), "figure7_em_vs_k"
+    elif any(k.startswith("coherency_round") for k in m) and m.get("per_relation"):
+        fig, name = plots.coherency_bars({model: m}, title=f"{cfg.probe} per relation and cardinality ({model})"), "coherency"
+    elif m.get("em") is not None and m.get("per_relation"):
+        fig, name = plots.relation_bars({model: m}, title=f"{cfg.probe} EM per relation", metric="em"), "per_relation_em"
+    else:
+        return
+    run.log_figure(fig, f"figures/{name}.png")
+    plt.close(fig)

@@ -5,7 +5,7 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     """Find the parent run by its `factprobe.kfp_run_id` tag and terminate it with the pipeline's
     final state (SUCCEEDED -> FINISHED, anything else -> FAILED); children still RUNNING become
     FAILED. Returns the status set ('' when tracking is off or no parent exists)."""
-    from tracking.clients import open_client
+    from tracking.clients import find_tagged_runs, open_client
     from tracking.conventions import experiment_name, tag
 
     from ._common import resolve_tracking_uri
@@ -15,10 +15,10 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
         return ""
     client = open_client(uri)
     exp_id = client.experiment_id(experiment_name(pipeline))
-    parents = client.find_runs([exp_id], f"tags.`{tag('kfp_run_id')}` = '{kfp_run_id}'")
+    parents = find_tagged_runs(client, [exp_id], {tag("kfp_run_id"): kfp_run_id})
     status = "FINISHED" if state == "SUCCEEDED" else "FAILED"
     for p in parents:
-        for c in client.find_runs([exp_id], f"tags.mlflow.parentRunId = '{p.run_id}'"):
+        for c in find_tagged_runs(client, [exp_id], {"mlflow.parentRunId": p.run_id}):
             if c.status == "RUNNING":
                 client.set_terminated(c.run_id, "FAILED")
         if error:

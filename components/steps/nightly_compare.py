@@ -32,6 +32,7 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, parent_run_id: str
     from mlflow.tracking import MlflowClient
 
     from factprobe.io import atomic_write_text
+    from tracking.clients import tag_filter, tags_match
     from tracking.conventions import tag
     from tracking.run import TrackedRun
 
@@ -46,12 +47,13 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, parent_run_id: str
     client = MlflowClient(uri)
     me = client.get_run(parent_run_id)
     key = me.data.tags.get(tag("config_key"), "")
-    prev_runs = client.search_runs(
-        [me.info.experiment_id],
-        filter_string=f"tags.`{tag('config_key')}` = '{key}' and tags.`{tag('role')}` = 'parent' and attributes.status = 'FINISHED'",
+    wanted = {tag("config_key"): key, tag("role"): "parent"}
+    prev_runs = client.search_runs(  # tag_filter escapes any value; tags_match re-checks exactly
+        [me.info.experiment_id], filter_string=tag_filter(wanted, "FINISHED"),
         order_by=["attributes.start_time DESC"], max_results=20,
     )
-    prev_runs = [r for r in prev_runs if r.info.run_id != parent_run_id and r.info.start_time <= me.info.start_time]
+    prev_runs = [r for r in prev_runs if r.info.run_id != parent_run_id and r.info.start_time <= me.info.start_time
+                 and tags_match(r.data.tags, wanted)]
     run = TrackedRun(pipeline="nightly_sweep", tracking_uri=uri, required=True, run_id=parent_run_id)
     run.__enter__()
     if not prev_runs:

@@ -14,12 +14,15 @@ def work_dir(work_root: str, key: str):
 
 def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, parent_run_id: str,
                    tracking_uri: str, work_root: str = "", kfp_run_id: str = "", trigger: str = "local",
-                   pipeline: str = "probe") -> dict:
+                   pipeline: str = "probe", overrides: dict | None = None) -> dict:
     """Probe `model` on the prepared items in `items_dir/<dataset kind>`; results go to a stable work
-    folder (resumable, locked against a second writer) and are copied to `out_dir`. Logs a nested
+    folder (resumable, locked against a second writer) and every file the run wrote there
+    (results.jsonl, metrics.json, run_config.json, model_revision.txt and the probe's extra files
+    such as known_unknown.parquet) is copied to `out_dir`. `overrides` replaces config fields for
+    this step only (a pipeline that runs one probe twice with different options). Logs a nested
     child run; tracking is required, so an unreachable server fails the step after the results
     are safely on disk. SIGTERM (pod eviction) stops it like Ctrl-C: the checkpoint stays, the
-    child run is marked KILLED. Returns the scalar metrics and the MLflow run id."""
+    child run is marked KILLED. Returns the scalar metrics, the MLflow run id and the files copied."""
     import shutil
     from pathlib import Path
 
@@ -28,11 +31,11 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from factprobe.probes.runner import run_probe
     from factprobe.signals import sigterm_as_interrupt
     from tracking.conventions import tag
-    from tracking.probe_logging import log_probe_outcome, metric_dict, probe_run
+    from tracking.probe_logging import log_probe_outcome, metric_dict, probe_run, run_files
 
     from ._common import resolve_tracking_uri, run_config
 
-    cfg = run_config(config, probe=probe, model=model)
+    cfg = run_config({**config, **(overrides or {})}, probe=probe, model=model)
     spec = get_probe(probe)
     prepared = Prepared.load(Path(items_dir) / (spec.dataset or probe))
     key = f"{cfg.results_key()}-{prepared.digest()}"
@@ -48,8 +51,10 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("results.jsonl", "metrics.json", "run_config.json"):
-        shutil.copy2(work / name, out / name)
+    copied = []
+    for path in run_files(work):
+        shutil.copy2(path, out / path.name)
+        copied.append(path.name)
     scalars = {k: v for k, v in metric_dict(outcome.metrics).items() if "/" not in k}
     return {"scalars": scalars, "model": model, "probe": probe, "run_id": run.run_id or "",
-            "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed}
+            "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed, "files": copied}

@@ -7,7 +7,7 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     against `baseline` (run id, tag filter or results folder). Logs the decision to the parent
     run and writes a Markdown report. Returns {"decision": "PASS"|"FAIL", ...}."""
     from factprobe.io import atomic_write_text
-    from factprobe.metrics.comparison import regression_gate
+    from factprobe.metrics.comparison import align_templates, regression_gate
     from tracking.compare import _from_results_file, resolve_run
     from tracking.conventions import tag
     from tracking.run import TrackedRun
@@ -18,6 +18,7 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     uri = resolve_tracking_uri(tracking_uri)
     base_df, _ = resolve_run(baseline, uri)
     cand_df = _from_results_file(Path(candidate_dir))
+    cand_df, base_df, _ = align_templates(cand_df, base_df)
     d = regression_gate(cand_df, base_df, max_drop=float(max_drop), alpha=float(alpha))
     decision = "PASS" if d.passed else "FAIL"
     atomic_write_text(md_path, f"# Regression gate: {decision}\n\n```\n{d.report()}\n```\n")

@@ -91,7 +91,8 @@ class Generation:
 class GenerateStats:
     """Counters for what the generator did; tokens are counted as model input positions."""
 
-    prefix_tokens: int = 0  # shared-prefix tokens forwarded (once per `greedy(..., shared_prefix=)` call)
+    prefix_tokens: int = 0  # shared-prefix tokens forwarded (once per distinct prefix in a row of calls)
+    prefix_reuses: int = 0  # `greedy` calls that reused the previous call's shared-prefix KV
     prompt_tokens: int = 0  # per-prompt tokens forwarded: suffixes after a shared prefix, whole prompts otherwise
     pad_tokens: int = 0  # padding positions forwarded alongside them
     decode_tokens: int = 0  # generated tokens fed back to the model
@@ -245,6 +246,25 @@ class Generator:
         self.layer_types = sorted(set(layer_types)) if layer_types else None
         self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else self._default_eos())
         self.stats = GenerateStats()
+        # The last shared prefix's KV (token ids, single-row batch): consecutive `greedy` calls with
+        # the same prefix (a probe's checkpointed batches) forward it once. Read-only once built.
+        self._prefix_memo: tuple[tuple[int, ...], _Rows] | None = None
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the remembered shared prefix (call after changing the model's weights)."""
+        self._prefix_memo = None
+
+    def _prefix_rows(self, prefix_ids: list[int]) -> _Rows:
+        key = tuple(prefix_ids)
+        if self._prefix_memo is not None and self._prefix_memo[0] == key:
+            self.stats.prefix_reuses += 1
+            return self._prefix_memo[1]
+        self._prefix_memo = None
+        rows = self._empty_rows(1)
+        self._extend(rows, [prefix_ids])
+        self.stats.prefix_tokens += len(prefix_ids)
+        self._prefix_memo = (key, rows)
+        return rows
 
     def _default_eos(self) -> list[int]:
         for source in (getattr(self.model, "generation_config", None), self.model.config, self.tokenizer):
@@ -471,9 +491,7 @@ class Generator:
         alone = [i for i in range(len(prompts)) if i not in shared_len]
 
         if shared_len:
-            prefix_rows = self._empty_rows(1)
-            self._extend(prefix_rows, [prefix_ids])
-            self.stats.prefix_tokens += len(prefix_ids)
+            prefix_rows = self._prefix_rows(prefix_ids)
             slots = {i: len(prefix_ids) + len(encoded[i]) - k for i, k in shared_len.items()}
             for batch in self._batches(list(shared_len), slots, max_new_tokens):
                 rows = self._sharing(prefix_rows, [shared_len[i] for i in batch])

@@ -14,6 +14,10 @@ both runs answered.
   than 25 discordant facts, else the chi-square test with continuity correction.
 - Pearson correlation of per-relation accuracies (paper, Figure 6).
 - `regression_gate`: the pass/fail rule for CI and nightly runs (see its docstring).
+- `align_templates`: prompt baselines (HGP/MMP) score every fact once per template. Two such runs
+  are paired per (fact, template); a template run against a one-row-per-fact run (IC-LKE, ...)
+  is first reduced to one verdict per fact (majority of its templates by default), so both runs
+  are joined on the same `fact_id`, which is the same across probes.
 """
 from __future__ import annotations
 
@@ -30,6 +34,53 @@ from .bootstrap import paired_bootstrap_diff
 # Below this many discordant facts the chi-square approximation is poor; use the exact test.
 EXACT_MCNEMAR_BELOW = 25
 COMPARE_COLUMNS = ("relation", "correct")
+#: how a fact's per-template verdicts become one: majority (> half right; a tie is wrong, as a
+#: tied argmax is), any (some template right: an oracle over prompts), all (every template right)
+TEMPLATE_RULES = ("majority", "any", "all")
+
+
+def _has_templates(df: pd.DataFrame) -> bool:
+    return "template" in df.columns and df["template"].notna().any()
+
+
+def collapse_templates(df: pd.DataFrame, rule: str = "majority") -> pd.DataFrame:
+    """One row per `fact_id` from a per-(fact, template) table: `correct` by `rule` (TEMPLATE_RULES),
+    plus `n_templates` and `template_accuracy` (the share of its templates answered right)."""
+    if rule not in TEMPLATE_RULES:
+        raise ValueError(f"template rule must be one of {', '.join(TEMPLATE_RULES)}, got {rule!r}")
+    _check_columns(df, "fact_id", "with templates")
+    ok = _as_bool_array(df["correct"], "'correct'")
+    g = df.assign(correct=ok).groupby("fact_id", sort=False)
+    share = g["correct"].mean()
+    n = g["correct"].size()
+    verdict = {"majority": share > 0.5, "any": share > 0, "all": share == 1.0}[rule]
+    out = g[["relation"]].first()
+    out["correct"] = verdict.astype(bool)
+    out["n_templates"] = n.astype(int)
+    out["template_accuracy"] = share.astype(float)
+    return out.reset_index()
+
+
+def align_templates(df_a: pd.DataFrame, df_b: pd.DataFrame, rule: str = "majority") -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Make two per-fact tables joinable on `fact_id` (see the module docstring).
+
+    Both with templates: the key becomes `fact_id#template` (paired per prompt). One with
+    templates: that one is collapsed by `rule` (`collapse_templates`). Neither: unchanged.
+    Returns (a, b, a one-line note saying what was done, or "")."""
+    ta, tb = _has_templates(df_a), _has_templates(df_b)
+    if ta and tb:
+        a, b = df_a.copy(), df_b.copy()
+        for d in (a, b):
+            d["fact_id"] = d["fact_id"].astype(str) + "#" + d["template"].astype(str)
+        return a, b, "both runs score one row per (fact, template): paired per template"
+    if ta or tb:
+        which = "a" if ta else "b"
+        templated = df_a if ta else df_b
+        collapsed = collapse_templates(templated, rule)
+        note = (f"run {which} scores {len(templated)} (fact, template) rows: reduced to {len(collapsed)} facts, "
+                f"a fact counting as right by the {rule!r} rule over its templates")
+        return (collapsed, df_b, note) if ta else (df_a, collapsed, note)
+    return df_a, df_b, ""
 
 
 def _as_bool_array(values: Sequence[bool] | np.ndarray | pd.Series, name: str) -> np.ndarray:
@@ -144,10 +195,14 @@ def pearson_per_relation(acc_a: dict[str, float], acc_b: dict[str, float]) -> fl
     return float((x * y).sum() / denom)
 
 
-def _check_table(df: pd.DataFrame, key: str, name: str) -> None:
+def _check_columns(df: pd.DataFrame, key: str, name: str) -> None:
     missing = [c for c in (key, *COMPARE_COLUMNS) if c not in df.columns]
     if missing:
         raise DataError(f"run {name}: per-fact table lacks column(s) {missing}; has {list(df.columns)}")
+
+
+def _check_table(df: pd.DataFrame, key: str, name: str) -> None:
+    _check_columns(df, key, name)
     dup = df[key][df[key].duplicated()]
     if len(dup):
         examples = ", ".join(map(repr, dup.unique()[:3]))
@@ -372,6 +427,9 @@ def regression_gate(
 
 __all__ = [
     "EXACT_MCNEMAR_BELOW",
+    "TEMPLATE_RULES",
+    "align_templates",
+    "collapse_templates",
     "GateDecision",
     "compare_runs",
     "join_runs",

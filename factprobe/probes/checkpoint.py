@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError
-from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
 
 CHECKPOINT = "checkpoint.jsonl"
 RESULTS = "results.jsonl"
@@ -164,9 +164,21 @@ class RunFolder:
             atomic_write_text(self.out / MODEL_REVISION, revision + "\n")
 
     # ------------------------------------------------------------------ finish
-    def finish(self, ordered: Sequence[dict], metrics: dict) -> None:
-        """Write results and metrics atomically, then drop the checkpoint."""
+    def finish(self, ordered: Sequence[dict], metrics: dict, extra: dict[str, Any] | None = None) -> None:
+        """Write a probe's extra files, results and metrics atomically, then drop the checkpoint.
+
+        `extra` maps a file name in the folder to its content: a pandas DataFrame (written as
+        parquet), a dict or list (JSON) or a str (text)."""
         self.close_checkpoint()
+        for name, content in (extra or {}).items():
+            if Path(name).name != name or name in (RESULTS, METRICS, CHECKPOINT, RUN_CONFIG, MODEL_REVISION, LOCK):
+                raise ConfigError(f"a probe's extra output may not be named {name!r}")
+            if isinstance(content, str):
+                atomic_write_text(self.out / name, content)
+            elif isinstance(content, (dict, list)):
+                atomic_write_json(self.out / name, content)
+            else:
+                atomic_write_parquet(self.out / name, content)
         atomic_write_jsonl(self.out / RESULTS, ordered)
         atomic_write_json(self.out / METRICS, metrics)
         (self.out / CHECKPOINT).unlink(missing_ok=True)

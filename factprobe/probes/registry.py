@@ -9,7 +9,13 @@ A probe is one module that defines a `Probe` subclass and registers it. It decla
 
 Optional hooks have defaults: `open_relation` (per-relation state, e.g. a cached prefix),
 `batches` (how a relation's items are cut), `item_keys` (result keys of an item), `metrics`
-(metrics.json content) and `model_kinds` ("causal", "masked").
+(metrics.json content), `artifacts` (extra files such as a parquet table, written atomically
+with the results) and `model_kinds` ("causal", "masked").
+
+The runner scores `groups(cfg, prepared)` (default `prepared.items`: one group per relation), in
+order. A probe whose later items depend on earlier results (counterfactual ICL needs the model's
+known facts first) returns phases instead; `session.done` holds every row already scored
+(resumed ones included) when a group is opened.
 
 The runner (`probes/runner.py`) calls only these and never names a probe. Built-in probes are
 listed in `BUILTIN_MODULES`; more can be added without touching factprobe through the
@@ -34,6 +40,9 @@ BUILTIN_MODULES = (
     "factprobe.probes.ic_lke",
     "factprobe.probes.eic_lke",
     "factprobe.probes.prompt_lke",
+    "factprobe.probes.coherency",
+    "factprobe.probes.qa",
+    "factprobe.probes.counterfactual",
 )
 PLUGIN_ENV = "FACTPROBE_PROBE_MODULES"
 ENTRY_POINT_GROUP = "factprobe.probes"
@@ -51,6 +60,8 @@ class Session:
     loaded: Any  # factprobe.lm.models.LoadedModel
     prepared: "Prepared"
     note: Callable[[str], None]
+    #: rows scored so far in this output folder, by key (resumed rows included); read-only for probes
+    done: dict[str, dict] = field(default_factory=dict)
     _engines: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +86,15 @@ class Session:
                                                    token_budget=self.cfg.base.token_budget, max_length=m.max_length)
         return self._engines["generator"]
 
+    def generator_for_rows(self, rows: int, tokens_per_row: int):
+        """The generator, with a token budget that holds `rows` prompts of `tokens_per_row` tokens
+        (prompt + new tokens) per batch unless the run set `--token-budget` (which then wins).
+        For k-shot blocks: the budget counts the shared block in every row."""
+        gen = self.generator
+        if self.cfg.base.token_budget is None:
+            gen.token_budget = max(gen.token_budget, rows * tokens_per_row)
+        return gen
+
     def token_stats(self) -> dict[str, Any]:
         """Token counters of the engines used so far (for metrics.json and MLflow)."""
         out: dict[str, Any] = {}
@@ -83,6 +103,12 @@ class Session:
             s = scorer.stats
             out.update(tokens_forwarded=s.total_tokens, forwards=s.forwards, tokenization_fallbacks=s.fallbacks,
                        naive_tokens=s.naive_tokens, token_savings=s.savings)
+        gen = self._engines.get("generator")
+        if gen is not None:
+            g = gen.stats
+            out.update(generated_tokens=g.decode_tokens, generation_tokens_forwarded=g.total_tokens,
+                       generation_prefix_tokens=g.prefix_tokens, generation_naive_prompt_tokens=g.naive_prompt_tokens,
+                       generation_forwards=g.forwards)
         return out
 
 
@@ -125,6 +151,17 @@ class Probe:
     def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
         """Checks that need the prepared data (before the model loads); default: none."""
 
+    def groups(self, cfg: "RunConfig", prepared: "Prepared") -> dict[str, list[Any]]:
+        """The items to score, in ordered groups (default: `prepared.items`, one group per
+        relation). Each group is opened once (`open_relation(session, group name)`)."""
+        return prepared.items
+
+    def artifacts(self, rows: Sequence[dict], prepared: "Prepared", cfg: "RunConfig", metrics: dict) -> dict[str, Any]:
+        """Extra output files {file name: DataFrame (parquet) | dict (JSON) | str}, written
+        atomically next to results.jsonl when the run finishes; `metrics` is the final
+        metrics.json content (model revision included). Pure; default: none."""
+        return {}
+
 
 def register(probe: Probe) -> Probe:
     """Add `probe` to the registry (one line per probe module). A name is registered once."""
@@ -152,12 +189,18 @@ def load_probes() -> dict[str, Probe]:
     """Import the built-in and plugin probe modules (once) and return {name: probe}."""
     global _loaded
     if not _loaded:
-        for mod in BUILTIN_MODULES + tuple(_plugin_modules()):
+        modules = BUILTIN_MODULES + tuple(_plugin_modules())
+        for mod in modules:
             try:
                 importlib.import_module(mod)
             except ImportError as e:
                 raise ConfigError(f"cannot import probe module {mod!r} (from {PLUGIN_ENV} or the "
                                   f"{ENTRY_POINT_GROUP} entry points): {e}") from None
+        # list order = module order (built-ins first), whatever order they were first imported in
+        rank = {m: i for i, m in enumerate(modules)}
+        ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))
+        _REGISTRY.clear()
+        _REGISTRY.update(ordered)
         _loaded = True
     return dict(_REGISTRY)
 

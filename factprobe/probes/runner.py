@@ -12,8 +12,9 @@ Contract
    is one the probe accepts, and refuses to mix rows of other weights into the folder;
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
-5. writes `results.jsonl` (rows in item order) and `metrics.json` (`probe.metrics` plus token
-   counts, resume counts, notes, model revision, data digest) atomically, with no bare NaN.
+5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
+   `metrics.json` (`probe.metrics` plus token counts, resume counts, notes, model revision, data
+   digest) atomically, with no bare NaN.
 
 Returns a `ProbeOutcome`. An interrupt (SIGINT, or SIGTERM turned into `Terminated` by
 `factprobe.signals`) leaves every finished batch in the checkpoint for the next run to resume.
@@ -28,6 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..build.prepared import Prepared
+from ..errors import ContextTooLongError
 from ..metrics.json_safe import json_safe
 from .checkpoint import RunFolder
 from .config import RunConfig
@@ -81,7 +83,8 @@ def run_probe(
         for why in prepared.dropped.values():
             note(f"dropped {why}")
 
-        keys = {id(it): probe.item_keys(cfg, prepared, it) for its in prepared.items.values() for it in its}
+        groups = probe.groups(cfg, prepared)
+        keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}
         done = folder.done_rows()
         total = sum(len(k) for k in keys.values())
         resumed = sum(1 for ks in keys.values() for k in ks if k in done)
@@ -92,16 +95,16 @@ def run_probe(
             loaded = loaded or load_for_probe(cfg)
             revision = getattr(loaded, "revision", "") or ""
             folder.set_revision(revision, resumed, cfg.base.model)
-            session = Session(cfg, loaded, prepared, note)
+            session = Session(cfg, loaded, prepared, note, done)
             bar = tqdm(total=total, initial=resumed, desc=f"{cfg.probe} {cfg.base.model}", unit="row", disable=not progress)
             try:
-                for rel, items in prepared.items.items():
+                for rel, items in groups.items():
                     todo = [it for it in items if any(k not in done for k in keys[id(it)])]
                     if not todo:
                         continue
                     state = probe.open_relation(session, rel)
                     for batch in probe.batches(cfg, todo):
-                        fresh = [r for r in probe.score_batch(session, state, batch) if r["key"] not in done]
+                        fresh = [r for r in score_naming_long_items(probe, session, state, rel, batch) if r["key"] not in done]
                         folder.append(fresh)
                         done.update((r["key"], r) for r in fresh)
                         n_new += len(fresh)
@@ -112,14 +115,33 @@ def run_probe(
                 bar.close()
             token_stats = session.token_stats()
 
-        ordered = [done[k] for its in prepared.items.values() for it in its for k in keys[id(it)] if k in done]
+        ordered = [done[k] for its in groups.values() for it in its for k in keys[id(it)] if k in done]
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
         metrics.update(model_revision=revision, n_resumed=resumed, notes=notes, probe=cfg.probe, model=cfg.base.model,
                        data_digest=prepared.digest())
         metrics = json_safe(metrics)
-        folder.finish(ordered, metrics)
+        folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
     return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes)
+
+
+def score_naming_long_items(probe, session: Session, state, relation: str, batch) -> list[dict]:
+    """`probe.score_batch`, but a ContextTooLongError names the item (fact id, subject) whose text
+    does not fit, with its token count against the window: the batch's items are tried one by one
+    to find it (only on this error path). If every item fits alone, the error names the batch."""
+    try:
+        return probe.score_batch(session, state, batch)
+    except ContextTooLongError as e:
+        if len(batch) > 1:
+            for item in batch:
+                score_naming_long_items(probe, session, state, relation, [item])
+            keys = [probe.item_keys(session.cfg, session.prepared, it)[0] for it in batch]
+            raise ContextTooLongError(f"{relation}: the batch of {', '.join(keys)} does not fit together: {e}") from None
+        item = batch[0]
+        fact = getattr(item, "fact_id", None) or probe.item_keys(session.cfg, session.prepared, item)[0]
+        subject = getattr(item, "subject", None)
+        who = f"fact {fact}" + (f" (subject {subject!r})" if subject is not None else "")
+        raise ContextTooLongError(f"{who}: {e}; shorten the context (fewer examples) or drop the fact") from None
 
 
 def format_relation_table(metrics: dict) -> str:

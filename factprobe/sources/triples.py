@@ -9,8 +9,9 @@ Errors (DataError, one line): a file without a required column names the file an
 columns; an empty required value names `file:line` (jsonl, csv; csv counts the header as
 line 1) or `file: row N` (parquet, 1-based). Relations get default metadata: label = id and the
 cardinality seen in the data. Repeated facts are dropped. A file that is not UTF-8 raises
-DataError naming the first bad byte and its line. Columns (csv, parquet) or fields (jsonl)
-that are none of the above are ignored, with one warning per file naming them.
+DataError naming the first bad byte and its line. `popularity` and `context` columns are
+read by the QA and coherency builders. Columns (csv, parquet) or fields (jsonl) that are none of
+the above are ignored, with one warning per file naming them.
 """
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ TRIPLE_EXTENSIONS = (".jsonl", ".csv", ".parquet")
 REQUIRED = ("subject", "relation", "object")
 OPTIONAL = ("subject_id", "object_id")
 ALIASES = {"sub_label": "subject", "obj_label": "object", "sub_uri": "subject_id", "obj_uri": "object_id"}
-KNOWN_COLUMNS = REQUIRED + OPTIONAL + tuple(ALIASES)
+#: read by other builders from the same file, not by this reader: `popularity` (QA popularity
+#: buckets, `factprobe.build.qa.read_triples_popularity`) and `context` (coherency context paragraphs)
+SIDE_COLUMNS = ("popularity", "context")
+KNOWN_COLUMNS = REQUIRED + OPTIONAL + tuple(ALIASES) + SIDE_COLUMNS
 
 
 def _column_map(columns: Iterable[str]) -> dict[str, str]:

@@ -394,3 +394,20 @@ def test_gemma_shared_prefix_beyond_sliding_window(real_model_path):
                                       "the north. The southernmost capital is")]]
     gen = _check_greedy_matches_hf(model, tok, prompts, 6, shared_prefix=prefix, token_budget=4096)
     assert gen.stats.pad_tokens >= 3 * 20  # one batch, the short rows padded in the middle
+
+
+def test_consecutive_calls_reuse_the_shared_prefix_and_stay_exact(tiny_model_path):
+    """A probe calls `greedy` once per checkpointed batch with the same k-shot block: the block's
+    KV is forwarded once and reused; a different prefix replaces it; outputs stay identical."""
+    model, tok = _tiny(tiny_model_path, "llama")
+    gen = Generator(model, tok, token_budget=4096)
+    once = gen.greedy(PROMPTS, max_new_tokens=8, shared_prefix=PREFIX)
+    again = [g for p in PROMPTS for g in gen.greedy([p], max_new_tokens=8, shared_prefix=PREFIX)]
+    assert [g.token_ids for g in again] == [g.token_ids for g in once]
+    assert gen.stats.prefix_tokens == len(tok(PREFIX)["input_ids"])
+    assert gen.stats.prefix_reuses == len(PROMPTS)
+    other = PREFIX[: len(PREFIX) // 2]
+    gen.greedy([p for p in PROMPTS if p.startswith(other)], max_new_tokens=4, shared_prefix=other)
+    assert gen.stats.prefix_tokens == len(tok(PREFIX)["input_ids"]) + len(tok(other)["input_ids"])
+    gen.clear_prefix_cache()
+    assert gen.greedy(PROMPTS[:1], max_new_tokens=8, shared_prefix=PREFIX)[0].token_ids == once[0].token_ids

@@ -182,3 +182,17 @@ def test_model_revision_survives_a_full_resume_and_other_weights_are_refused(tin
     with pytest.raises(ConfigError, match=r"holds 2 results scored with model revision local-sha256:.*now local-sha256:0+; "):
         run_probe(c, tmp_path, loaded=retrained, progress=False)
     assert len((tmp_path / CHECKPOINT).read_text().splitlines()) == 2  # nothing lost
+
+
+def test_an_over_long_subject_names_the_fact_and_its_token_count(tiny, tmp_path):
+    # Issue 9 item 14: the error names which fact and how many tokens against the window.
+    c = cfg(tiny, relations=["P36"], max_facts_per_relation=3, examples=0)
+    p = prepare(c)
+    items = p.items["P36"]
+    long_item = type(items[1])(**{**items[1].__dict__, "subject": "word " * 400})
+    p.items["P36"] = [items[0], long_item, items[2]]
+    with pytest.raises(ContextTooLongError) as e:
+        run_probe(c, tmp_path / "long", loaded=tiny, progress=False, prepared=p)
+    msg = str(e.value)
+    assert f"fact {long_item.fact_id}" in msg and "word word" in msg
+    assert "tokens exceed the model's context window of 256 tokens" in msg

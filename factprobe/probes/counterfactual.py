@@ -1,0 +1,229 @@
+"""Counterfactual ICL with known and unknown knowledge (yuan2024 sections 4.1-4.2, Figures 6-7).
+
+Phases, scored in this order (each a group of the generic runner, so a run resumes anywhere):
+
+1. `pool`: regular k0-shot QA (k0 = `--known-shots`, default 10, the regular block of the `qa`
+   probe) over the train split (the block's own items get a second block, `pool-alt`, so no
+   question sees its own answer): which exemplar candidates the model knows (EM = 1) and which it
+   does not. Skipped with `--known-unknown PATH`, which reuses a table made earlier (by `qa
+   --split all` or this probe) for the same model: a table of another model, or of other weights
+   under the same model name (its `model_revision` differs from the loaded model's), is refused.
+2. `regular@k0` and `counterfactual@k0` over the evaluation split (section 4.1): the same random
+   block, with true answers and with answers shuffled within each relation.
+3. For every k of `--shots` (default 10,15,20,32): `known-unshuffle`, `known-shuffle`,
+   `unknown-unshuffle`, `unknown-shuffle` (Figure 7), over the evaluation split. The exemplars are
+   drawn from the model's own known / unknown train facts; the k-blocks of one setting are
+   prefixes of one draw. When fewer known (unknown) facts exist than k, k is capped and a note
+   says so; `--strict` refuses instead.
+
+Shuffling (`factprobe.build.counterfactual.shuffle_answers`): an exemplar's answer becomes the
+answer of another training fact of the same relation, never its own and never another correct
+answer of its subject (by the QA metrics' exact match against its golds, and by object id over
+the run's test and training facts); a relation with no such answer stays unshuffled, which each row's
+`exemplars` records (`{fact_id, question, shown_answer, true_answer, shuffled}`).
+
+A row carries `setting` and `shots` (exemplars actually used). `metrics.json` holds EM/F1/Contains
+per setting and k (`settings`), the Figure-7 table (`figure7`: EM by setting and k) and
+`regular`/`counterfactual` 10-shot summaries. `known_unknown.parquet` is written (or, on reuse,
+copied through) for the fine-tuning pipeline.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..build.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
+from ..build.prepared import Prepared
+from ..build.qa import qa_info_summary, qa_train_items
+from ..errors import ConfigError
+from .config import RunConfig, option
+from .qa import (BATCH, BlockState, QAConfig, QATask, fit_block, generate_rows, pool_items, qa_summary,
+                 regular_block, regular_groups)
+from .registry import Probe, Session, register
+
+FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
+
+
+@dataclass
+class CounterfactualConfig(QAConfig):
+    """Counterfactual ICL's own fields (`shots` defaults to Figure 7's k)."""
+
+    known_shots: int = option(10, "k of the regular block that decides known/unknown, and of the regular and "
+                                  "counterfactual settings of section 4.1")
+    known_unknown: str | None = option(None, "reuse this known/unknown table (a known_unknown.parquet or its folder, "
+                                             "made by `qa --split all` for the same model) instead of asking the pool")
+    strict: bool = option(False, "refuse when a setting has fewer known/unknown facts than k (default: cap k and say so)")
+
+    DEFAULT_SHOTS = (10, 15, 20, 32)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check(self.known_shots >= 1, "known_shots", self.known_shots, "must be >= 1")
+        self.check(all(k >= 1 for k in self.shots), "shots", self.shots, "counterfactual settings need k >= 1")
+
+
+class CounterfactualProbe(Probe):
+    name = "counterfactual"
+    description = "counterfactual ICL (yuan2024): regular vs shuffled exemplars, from the model's known vs unknown facts"
+    config_class = CounterfactualConfig
+    dataset = "qa"
+    batch_size = BATCH
+
+    def prepare(self, cfg: RunConfig) -> Prepared:
+        from ..build.qa import prepare_qa
+
+        p = cfg.params
+        return prepare_qa(cfg.base, max_train_per_relation=p.qa_train_per_relation, templates_path=p.qa_templates)
+
+    def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
+        if cfg.params.known_unknown:
+            self._reused(cfg, prepared)  # a missing or foreign table is refused before the model loads
+
+    # ------------------------------------------------------------------ groups and keys
+    def groups(self, cfg: RunConfig, prepared: Prepared) -> dict[str, list[QATask]]:
+        p = cfg.params
+        evals = [it for its in prepared.items.values() for it in its]
+        out: dict[str, list[QATask]] = {}
+        if not p.known_unknown:
+            out.update(regular_groups(prepared, pool_items(prepared), p.known_shots, cfg.base.seed, name="pool"))
+        out[f"regular@{p.known_shots}"] = [QATask(it, "regular", p.known_shots) for it in evals]
+        out[f"counterfactual@{p.known_shots}"] = [QATask(it, "counterfactual", p.known_shots) for it in evals]
+        for k in p.shots:
+            for s in FIGURE7_SETTINGS:
+                out[f"{s}@{k}"] = [QATask(it, s, k) for it in evals]
+        return out
+
+    def item_keys(self, cfg, prepared, item: QATask) -> list[str]:
+        return [item.key]
+
+    # ------------------------------------------------------------------ known / unknown
+    def _reused(self, cfg: RunConfig, prepared: Prepared) -> dict[str, bool]:
+        from ..build.known_unknown import read_known_unknown
+
+        df = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
+        train = df[df["split"] == "train"]
+        pool_ids = {it.fact_id for it in pool_items(prepared)}
+        hit = train[train["fact_id"].isin(pool_ids)]
+        if hit.empty:
+            raise ConfigError(f"{cfg.params.known_unknown}: the known/unknown table covers none of this run's "
+                              f"{len(pool_ids)} train-split facts (was it made with the same data, seed and "
+                              f"--qa-train-per-relation, and --split all?)")
+        return dict(zip(hit["fact_id"], hit["known"].astype(bool)))
+
+    def _check_reused_revision(self, session: Session) -> None:
+        """Refuse a reused table made with other weights under the same model name."""
+        from ..build.known_unknown import read_known_unknown
+
+        cfg = session.cfg
+        df = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
+        loaded = getattr(session.loaded, "revision", "") or ""
+        theirs = sorted({str(r) for r in df["model_revision"] if str(r)} - {loaded}) if loaded else []
+        if theirs:
+            raise ConfigError(f"{cfg.params.known_unknown}: the known/unknown table was made with revision "
+                              f"{', '.join(theirs)} of {cfg.base.model}, but the loaded weights are {loaded}; "
+                              "make a new table for these weights")
+
+    def _known(self, session: Session) -> dict[str, bool]:
+        cfg = session.cfg
+        if cfg.params.known_unknown:
+            return self._reused(cfg, session.prepared)
+        out = {}
+        for r in session.done.values():
+            if r["split"] == "train" and r["setting"] == "regular" and r["shots_asked"] == cfg.params.known_shots:
+                out[r["fact_id"]] = r["em"] >= 1.0
+        return out
+
+    @staticmethod
+    def _correct_objects(prepared: Prepared) -> dict:
+        """Every correct object id of each subject over the run's test and training facts."""
+        facts = [*prepared.facts.get("test", ()), *prepared.facts.get("train", ())]
+        return correct_object_keys(facts)
+
+    # ------------------------------------------------------------------ blocks
+    def open_relation(self, session: Session, group: str) -> BlockState:
+        cfg, p = session.cfg, session.cfg.params
+        setting, k = group.split("@")[0], int(group.split("@")[1])
+        pool = pool_items(session.prepared)
+        by_rel = qa_train_items(session.prepared)
+        questions = [t.item.question for t in self.groups(cfg, session.prepared)[group]]
+        if p.known_unknown:
+            self._check_reused_revision(session)
+        correct = self._correct_objects(session.prepared)
+        if setting in ("pool", "pool-alt", "regular", "counterfactual"):
+            drawn = regular_block(session.prepared, k, cfg.base.seed, alt=setting == "pool-alt")
+            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct) if setting == "counterfactual"
+                  else [Exemplar.of(it) for it in drawn])
+        else:
+            want_known = setting.startswith("known")
+            known = self._known(session)
+            candidates = [it for it in pool if it.fact_id in known and known[it.fact_id] == want_known]
+            kind = "known" if want_known else "unknown"
+            if len(candidates) < k:
+                msg = (f"{group}: the model has {len(candidates)} {kind} train facts for k={k}"
+                       f" (of {len(known)} classified)")
+                if p.strict:
+                    raise ConfigError(msg + "; --strict refuses (lower --shots or raise --qa-train-per-relation)")
+                session.note(msg + f"; k capped at {len(candidates)}")
+            drawn = draw_exemplars(candidates, k, cfg.base.seed, kind)
+            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct) if setting.endswith("-shuffle")
+                  else [Exemplar.of(it) for it in drawn])
+        unshuffled = [e.fact_id for e in ex if not e.shuffled]
+        if setting in ("counterfactual", "known-shuffle", "unknown-shuffle") and unshuffled:
+            session.note(f"{group}: {len(unshuffled)} exemplar(s) kept their true answer (no other answer in "
+                         f"their relation): {', '.join(unshuffled[:5])}")
+        return fit_block(session, group, ex, questions)
+
+    def score_batch(self, session: Session, state: BlockState, batch: Sequence[QATask]) -> list[dict]:
+        return generate_rows(session, state, batch, self.name)
+
+    # ------------------------------------------------------------------ outputs
+    def metrics(self, rows, prepared: Prepared, cfg: RunConfig) -> dict:
+        p = cfg.params
+        evals = [r for r in rows if r["split"] == "eval"]
+        settings: dict[str, dict] = {}
+        for r in evals:
+            settings.setdefault(f"{r['setting']}@{r['shots_asked']}", []).append(r)  # type: ignore[arg-type]
+        summary = {g: qa_summary(rs) for g, rs in settings.items()}
+        for g, rs in settings.items():
+            summary[g]["shots_used"] = rs[0]["shots"]
+            summary[g]["shuffled_exemplars"] = sum(e["shuffled"] for e in rs[0]["exemplars"])
+        figure7 = [{"setting": s, "shots": k, "shots_used": summary.get(f"{s}@{k}", {}).get("shots_used"),
+                    "em": summary.get(f"{s}@{k}", {}).get("em"), "f1": summary.get(f"{s}@{k}", {}).get("f1"),
+                    "contains": summary.get(f"{s}@{k}", {}).get("contains")}
+                   for s in FIGURE7_SETTINGS for k in p.shots]
+        pool = [r for r in rows if r["split"] == "train"]
+        if p.known_unknown:  # no pool phase: count the reused table's classification of the pool
+            known = list(self._reused(cfg, prepared).values())
+        else:
+            known = [r["em"] >= 1.0 for r in pool if r["setting"] == "regular" and r["shots_asked"] == p.known_shots]
+        m: dict[str, Any] = {
+            "settings": summary,
+            "figure7": figure7,
+            "regular": summary.get(f"regular@{p.known_shots}"),
+            "counterfactual": summary.get(f"counterfactual@{p.known_shots}"),
+            "n_known_train": sum(known),
+            "n_unknown_train": len(known) - sum(known),
+            "known_unknown_reused": p.known_unknown or None,
+            "shots": p.shots,
+            "dropped_relations": dict(prepared.dropped),
+        }
+        reg = m["regular"] or {}
+        m.update(em=reg.get("em"), f1=reg.get("f1"), contains=reg.get("contains"), n=reg.get("n", 0),
+                 per_relation=reg.get("per_relation", {}))
+        m.update(qa_info_summary(prepared))
+        return m
+
+    def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
+        from ..build.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
+
+        picked = [r for r in rows if r["setting"] == "regular" and r["shots_asked"] == cfg.params.known_shots]
+        table = known_unknown_table(picked, cfg.base.model, metrics.get("model_revision", ""))
+        if cfg.params.known_unknown:  # keep the reused train rows: the fine-tuning sets draw from them
+            import pandas as pd
+
+            old = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
+            table = pd.concat([old[old["split"] == "train"], table], ignore_index=True)
+        return {FILE_NAME: table}
+
+
+register(CounterfactualProbe())
