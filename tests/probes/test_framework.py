@@ -31,18 +31,45 @@ def mc_config(probe: str, model: Path, **extra) -> RunConfig:
     return RunConfig.from_dict({k: v for k, v in flat.items() if k in own})
 
 
+def same_up_to_float_rounding(got: object, want: object, rel: float = 1e-6) -> bool:
+    """Equal, except that floats may differ by fp32 rounding (`rel` of their size, at least 1e-6
+    absolute): matmul kernels differ between CPUs (AVX2 vs AVX-512), so the last digits of a summed
+    log-prob are not portable. Every string, int, bool, key and list length must match exactly."""
+    if isinstance(want, float) and isinstance(got, (float, int)) and not isinstance(got, bool):
+        return abs(got - want) <= max(1e-6, rel * abs(want))
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(
+            same_up_to_float_rounding(got[k], want[k], rel) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(
+            same_up_to_float_rounding(g, w, rel) for g, w in zip(got, want))
+    return type(got) is type(want) and got == want
+
+
+def test_float_tolerant_comparison_still_catches_real_changes():
+    row = {"options": ["Rome", "Oslo"], "logprobs": [-6.1862053871154785, -30.17061758041382], "correct": True}
+    assert same_up_to_float_rounding({**row, "logprobs": [-6.18620538, -30.170617103]}, row)
+    assert not same_up_to_float_rounding({**row, "logprobs": [-6.1863, -30.17061758041382]}, row)
+    assert not same_up_to_float_rounding({**row, "correct": False}, row)
+    assert not same_up_to_float_rounding({**row, "options": ["Oslo", "Rome"]}, row)
+
+
 @pytest.mark.parametrize("probe", MC)
-def test_mc_results_are_byte_identical_to_the_pre_framework_runner(probe, tiny_model_path, tmp_path):
+def test_mc_results_match_the_pre_framework_runner(probe, tiny_model_path, tmp_path):
+    """The rows of the pre-framework runner, line for line: every field exact, floats up to fp32
+    rounding (the snapshot was captured on another CPU; on the capturing machine it was byte-exact)."""
     out = tmp_path / probe
     run_probe(mc_config(probe, tiny_model_path("gpt2")), out, progress=False, log=lambda m: None)
-    got = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
-    want = (FX / "expected" / f"{probe}.results.jsonl").read_text(encoding="utf-8").splitlines()
+    got = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    want = [json.loads(line) for line in (FX / "expected" / f"{probe}.results.jsonl").read_text(encoding="utf-8").splitlines()]
     if probe in ("hgp", "mmp"):
         # Templates are now sampled with the seed (issue 9.4): the same three templates per relation
-        # in another order, so the rows are the same bytes in another order.
-        assert sorted(got) == sorted(want)
-    else:
-        assert got == want
+        # in another order, so the rows are the same in another order.
+        got.sort(key=lambda r: r["key"])
+        want.sort(key=lambda r: r["key"])
+    assert [r["key"] for r in got] == [r["key"] for r in want]
+    bad = [w["key"] for g, w in zip(got, want) if not same_up_to_float_rounding(g, w)]
+    assert not bad, f"rows differ beyond fp32 rounding: {bad[:5]}"
 
 
 def test_runner_never_names_a_probe():
