@@ -66,8 +66,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     m = outcome.metrics
     if "per_relation" in m and "accuracy" in m:
         print(format_relation_table(m))
-    acc = m.get("accuracy")
-    print(f"\n{cfg.probe} {cfg.base.model}: " + (f"accuracy {acc:.3f} over {m['n']} items " if acc is not None else "")
+    head = probe.headline(m)
+    print(f"\n{cfg.probe} {cfg.base.model}: " + (f"{head} " if head else "")
           + f"({outcome.n_scored_now} scored now, {outcome.n_resumed} resumed); results in {out}")
     if m.get("naive_tokens"):
         print(f"tokens forwarded {m['tokens_forwarded']:,} vs {m['naive_tokens']:,} for one full forward per option "

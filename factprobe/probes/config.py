@@ -234,7 +234,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple
         typ, _ = field_type(cls, f.name)
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata.get(HELP, '')} (default: {default!r})".replace("%", "%%")
+        own = f.metadata.get(HELP, "")
+        # a help text that already states its default ("(default: all)") is not given a second one
+        help_text = (own if "default" in own else f"{own} (default: {default!r})").replace("%", "%%")
         kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
         if typ is bool:
             kwargs["action"] = argparse.BooleanOptionalAction

@@ -148,6 +148,18 @@ class Probe:
         """metrics.json content from the ordered result rows (pure)."""
         raise NotImplementedError
 
+    #: top-level metrics.json numbers a person looks at first, in this order (those present are shown)
+    HEADLINE = ("accuracy", "em", "f1", "contains", "coherency", "coherency_round1", "coherency_round2",
+                "correct_round1", "correct_round2")
+
+    def headline(self, metrics: dict) -> str:
+        """One line of the run's main numbers for the terminal, e.g. `em 0.412, f1 0.530 over 200
+        items` (default: the `HEADLINE` keys present in `metrics`, then `n` or `n_items`)."""
+        shown = [f"{k} {metrics[k]:.3f}" for k in self.HEADLINE
+                 if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics.get(k), bool)]
+        n = metrics.get("n", metrics.get("n_items"))
+        return ", ".join(shown) + (f" over {n} items" if shown and n is not None else "")
+
     def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
         """Checks that need the prepared data (before the model loads); default: none."""
 

@@ -164,3 +164,19 @@ def test_an_extra_probe_module_runs_through_the_local_pipeline(tmp_path, tiny_mo
     assert probes == {"object-logprob", "ic-lke"}
     plugin = [r for r in runs if r.data.tags.get("factprobe.probe") == "object-logprob"][0]
     assert plugin.info.status == "FINISHED" and plugin.data.metrics["mean_logprob"] < 0
+
+
+def test_headline_shows_the_main_numbers_of_any_probe():
+    qa = get_probe("qa")
+    assert qa.headline({"em": 0.5, "f1": 0.625, "contains": 0.75, "n": 8, "macro_em": 0.1}) == \
+        "em 0.500, f1 0.625, contains 0.750 over 8 items"
+    assert get_probe("ic-lke").headline({"accuracy": 0.25, "n": 4}) == "accuracy 0.250 over 4 items"
+    assert get_probe("coherency").headline({"coherency": 0.5, "n_items": 2, "flag": True}) == "coherency 0.500 over 2 items"
+    assert qa.headline({"n": 0, "em": None}) == ""
+
+
+def test_help_states_each_default_once():
+    out = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "qa", "--help"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "(default: all) (default" not in out and "Figure 7) (default" not in out
+    assert "(default: 16)" in out  # --max-new-tokens: a plain default is still stated
