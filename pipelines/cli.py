@@ -23,7 +23,7 @@ from typing import Any
 from factprobe.errors import ConfigError
 from factprobe.redact import redact
 
-PIPELINES = ("probe", "nightly_sweep", "regression")
+PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency")
 
 
 def get_pipeline(name: str, local: bool = False):
@@ -186,14 +186,18 @@ def first_error_line(lines: list[str]) -> str:
     last traceback (`ConfigError: unknown relation ...`, module path dropped), else its last line
     of output that is not a KFP executor log line."""
     for line in lines:
-        if line.startswith("error: "):
-            return line[len("error: "):].strip()
-    in_traceback, exception = False, ""
+        if line.lstrip().startswith("error: "):
+            return line.lstrip()[len("error: "):].strip()
+    # The output of a step that ran beside another (the local runner runs a ParallelFor's
+    # iterations at once) comes indented deeper: a traceback ends at the first line indented no
+    # deeper than its `Traceback` line.
+    in_traceback, indent, exception = False, 0, ""
     for line in lines:
-        if line.startswith("Traceback (most recent call last):"):
-            in_traceback = True
-        elif in_traceback and line and not line[0].isspace():
-            m = _EXCEPTION_LINE.fullmatch(line.strip())
+        body = line.lstrip()
+        if body.startswith("Traceback (most recent call last):"):
+            in_traceback, indent = True, len(line) - len(body)
+        elif in_traceback and body and len(line) - len(body) <= indent:
+            m = _EXCEPTION_LINE.fullmatch(body.strip())
             if m:
                 exception = f"{m['name']}: {m['msg']}" if m["msg"] else m["name"]
             in_traceback = False
@@ -357,7 +361,7 @@ def pipeline_cli(argv: list[str]) -> int:
     p = _parser("factprobe pipeline")
     sub = p.add_subparsers(dest="action", required=True)
     r = sub.add_parser("run", help="run locally with the KFP SubprocessRunner and embedded MLflow")
-    r.add_argument("name")
+    r.add_argument("name", help=f"one of {', '.join(PIPELINES)}")
     r.add_argument("--param", action="append", default=[], metavar="K=V")
     r.add_argument("--tracking-uri")
     r.add_argument("--pipeline-root")
@@ -365,7 +369,7 @@ def pipeline_cli(argv: list[str]) -> int:
     c.add_argument("names", nargs="*")
     c.add_argument("--out", default="build/pipelines")
     s = sub.add_parser("submit", help="submit a run to a Kubeflow Pipelines host")
-    s.add_argument("name")
+    s.add_argument("name", help=f"one of {', '.join(PIPELINES)}")
     s.add_argument("--host", required=True)
     s.add_argument("--param", action="append", default=[], metavar="K=V")
     s.add_argument("--experiment")

@@ -6,9 +6,11 @@ Test modules import what they use (`from tests.pipelines.pipeline_fixtures impor
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
   (the cluster settings are read when a pipeline is built, `pipelines.platform.building`).
   {name: CompiledPipeline}.
+  The default compile names no pipeline, like `factprobe pipeline compile`: it writes them all.
 - `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
-  GPU label/toleration/count, secret names, S3 endpoint). `start_compile_jobs()` starts both
-  compiles in the background (idempotent). Local builds (no retries) are
+  GPU label/toleration/count, secret names, S3 endpoint); `compiled_overridden_all` holds every
+  pipeline of `OVERRIDDEN` compiled so. `start_compile_jobs()` starts both compiles in the
+  background (idempotent). Local builds (no retries) are
   `get_pipeline(name, local=True)`, not an environment variable.
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
@@ -36,7 +38,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 
-PIPELINE_NAMES = ("probe", "nightly_sweep", "regression")
+#: compiled with every FACTPROBE_* knob set: one pipeline per way of placing GPU steps
+OVERRIDDEN = ("probe", "counterfactual_icl", "coherency")
 
 # Everything pipelines/platform.py and components/config.py read; the overridden compile sets all
 # (test_compiled_specs.test_environment_overrides_reach_the_compiled_spec checks each one).
@@ -132,10 +135,11 @@ class _CompileJob:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def result(self) -> dict[str, CompiledPipeline]:
+        """{name: compiled pipeline} of every file written (no names given: every pipeline)."""
         log, _ = self.proc.communicate(timeout=180)
         if self.proc.returncode != 0:
-            pytest.fail(f"compiling {self.names} failed (exit {self.proc.returncode}):\n{log[-4000:]}")
-        return {n: load_compiled(self.out / f"{n}.yaml") for n in self.names}
+            pytest.fail(f"compiling {self.names or 'every pipeline'} failed (exit {self.proc.returncode}):\n{log[-4000:]}")
+        return {p.stem: load_compiled(p) for p in sorted(self.out.glob("*.yaml"))}
 
 
 _JOBS: dict[str, _CompileJob] = {}
@@ -147,8 +151,8 @@ def start_compile_jobs() -> dict[str, _CompileJob]:
     if not _JOBS:
         base = Path(tempfile.mkdtemp(prefix="factprobe-compiled-"))
         _JOBS_DIR.append(base)
-        _JOBS["default"] = _CompileJob(base / "default", PIPELINE_NAMES, clean_env())
-        _JOBS["overridden"] = _CompileJob(base / "overridden", ("probe",), clean_env(**OVERRIDES))
+        _JOBS["default"] = _CompileJob(base / "default", (), clean_env())  # what `factprobe pipeline compile` writes
+        _JOBS["overridden"] = _CompileJob(base / "overridden", OVERRIDDEN, clean_env(**OVERRIDES))
     return _JOBS
 
 
@@ -168,8 +172,13 @@ def compiled() -> dict[str, CompiledPipeline]:
 
 
 @pytest.fixture(scope="session")
-def compiled_overridden() -> CompiledPipeline:
-    return start_compile_jobs()["overridden"].result()["probe"]
+def compiled_overridden_all() -> dict[str, CompiledPipeline]:
+    return start_compile_jobs()["overridden"].result()
+
+
+@pytest.fixture(scope="session")
+def compiled_overridden(compiled_overridden_all) -> CompiledPipeline:
+    return compiled_overridden_all["probe"]
 
 
 # --- a loopback KFP v2beta1 REST API -------------------------------------------------------------

@@ -25,7 +25,7 @@ def test_unknown_pipeline_lists_the_known_ones(cli):
         cli.get_pipeline("probes")
     msg = str(err.value)
     assert "'probes'" in msg
-    for known in ("probe", "nightly_sweep", "regression"):
+    for known in ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency"):
         assert known in msg
     # dashes work too (pipelines are built on request, so compare what was built, not identity)
     dashed, underscored = cli.get_pipeline("nightly-sweep"), cli.get_pipeline("nightly_sweep")

@@ -24,24 +24,35 @@ import pytest
 import yaml
 
 # ruff: noqa: F811 - the shared fixtures are imported by name and requested as test parameters
-from tests.pipelines.pipeline_fixtures import compiled, compiled_overridden, start_compile_jobs  # noqa: F401 (fixtures)
+from tests.pipelines.pipeline_fixtures import (  # noqa: F401 (fixtures)
+    OVERRIDDEN,
+    compiled,
+    compiled_overridden_all,
+    start_compile_jobs,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 # Start both compiles (fresh interpreters, seconds each) at collection so they overlap other tests.
 start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
-GPU_STEPS = {"probe-model"}
+GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown"}
 CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
-             "regression-gate-step", "fail-run"}
-S3_STEPS = {"data-build", "probe-model"}  # read facts from s3://; MLflow artifacts are proxied by the server
+             "regression-gate-step", "fail-run", "counterfactual-report"}
+# read facts from s3://; MLflow artifacts are proxied by the server
+S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown"}
 STEPS_OF = {
     "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
     "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
                       "nightly-compare", "finalize-run"},
     "regression": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "regression-gate-step",
                    "fail-run", "finalize-run"},
+    "counterfactual_icl": {"start-run", "plan-matrix", "data-build", "probe-known-unknown", "probe-with-known-unknown",
+                           "counterfactual-report", "finalize-run"},
+    "coherency": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
 }
+#: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
+PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
 NAMES = tuple(STEPS_OF)
 CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
 GPU_IMAGE = "ghcr.io/factprobe/factprobe-gpu:0.1.0"
@@ -97,6 +108,13 @@ def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     return out
 
 
+def gpu_steps(c) -> list[str]:
+    """The GPU steps of a compiled pipeline (every pipeline has at least one)."""
+    found = sorted(c.step_names() & GPU_STEPS)
+    assert found, f"{c.name} has no GPU step"
+    return found
+
+
 def loop_task(c) -> tuple[str, dict]:
     loops = [(n, t) for n, (_, t) in c.tasks().items() if "parameterIterator" in t]
     assert len(loops) == 1, f"{c.name}: expected one ParallelFor, got {[n for n, _ in loops]}"
@@ -104,6 +122,15 @@ def loop_task(c) -> tuple[str, dict]:
 
 
 # --- the file itself ----------------------------------------------------------------------------
+
+
+def test_every_pipeline_is_checked_and_compiled_by_default(compiled):
+    """`factprobe pipeline compile` (no names) writes every pipeline of `pipelines.cli.PIPELINES`,
+    and every one of them is checked here."""
+    from pipelines.cli import PIPELINES
+
+    assert set(NAMES) == set(PIPELINES)
+    assert set(compiled) == set(PIPELINES)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_header_bug(n)) for n in NAMES])
@@ -129,14 +156,19 @@ def test_pipeline_has_its_steps_and_a_platform_spec(compiled, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_probe_step_requests_one_gpu_on_the_gpu_pool(compiled, name):
+    """Every model step (probe-model; counterfactual_icl's two probe steps) gets the settings of
+    `gpu_step`: one GPU, the GPU node pool's selector and toleration, the GPU image's resources."""
     c = compiled[name]
-    ex = c.executor_of("probe-model")
-    accel = c.executors[ex]["container"]["resources"]["accelerator"]
-    assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == "1"
-    assert accel.get("type", "nvidia.com/gpu") == "nvidia.com/gpu" and accel.get("count", "1") == "1"
-    k8s = c.k8s_executors[ex]
-    assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}
-    assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"]
+    for step in gpu_steps(c):
+        ex = c.executor_of(step)
+        resources = c.executors[ex]["container"]["resources"]
+        accel = resources["accelerator"]
+        assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == "1", step
+        assert accel.get("type", "nvidia.com/gpu") == "nvidia.com/gpu" and accel.get("count", "1") == "1", step
+        assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == ("4", "32G"), step
+        k8s = c.k8s_executors[ex]
+        assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}, step
+        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"], step
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -173,7 +205,10 @@ def test_every_step_gets_mlflow_credentials_and_only_s3_steps_get_s3_credentials
 
 CREDENTIAL_PARAM = re.compile(r"pass|secret|token|cred|key", re.IGNORECASE)
 #: parameters whose names look like credentials but are not (checked by name, one by one)
-NOT_CREDENTIALS = {"token_budget"}  # most query tokens per packed forward (BaseConfig)
+NOT_CREDENTIALS = {
+    "token_budget",  # most query tokens per packed forward (BaseConfig)
+    "max_new_tokens",  # most tokens generated per answer (QA / counterfactual probes)
+}
 CREDENTIAL_LITERALS = [
     re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s@'\"]+@"),  # user:password@ in a URL
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
@@ -216,9 +251,10 @@ def test_gpu_probe_is_retried_and_nothing_else(compiled, name):
     task's `retryPolicy` (kfp 2.17 fills in backoffMaxDuration 3600s)."""
     c = compiled[name]
     tasks = c.tasks()
-    assert tasks["probe-model"][1]["retryPolicy"] == {"maxRetryCount": 2, "backoffDuration": "60s",
-                                                      "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}
-    assert [t for t, (_, spec) in tasks.items() if "retryPolicy" in spec] == ["probe-model"]
+    for step in gpu_steps(c):  # task names are the component names here
+        assert tasks[step][1]["retryPolicy"] == {"maxRetryCount": 2, "backoffDuration": "60s",
+                                                 "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}, step
+    assert sorted(t for t, (_, spec) in tasks.items() if "retryPolicy" in spec) == gpu_steps(c)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -255,7 +291,7 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert inside["start-run"]["inputs"]["parameters"]["kfp_run_id"] == final["inputs"]["parameters"]["kfp_run_id"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PROBE_DAG)
 def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
     c = compiled[name]
     tasks = c.tasks()
@@ -279,7 +315,8 @@ def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
     assert out == {"artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": "probe-model"}]}
     assert loop_comp["outputDefinitions"]["artifacts"]["pipelinechannel--probe-model-results"]["isArtifactList"] is True
     consumers = {"probe": {"report": "results"}, "nightly_sweep": {"report": "results", "nightly-compare": "results"},
-                 "regression": {"report": "results", "regression-gate-step": "candidate"}}[name]
+                 "regression": {"report": "results", "regression-gate-step": "candidate"},
+                 "coherency": {"report": "results"}}[name]
     for step, arg in consumers.items():
         assert tasks[step][1]["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {
             "outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}}
@@ -320,6 +357,73 @@ def test_regression_fails_the_run_when_the_gate_says_fail(compiled):
     assert plan["pipelinechannel--candidate"] == {"componentInputParameter": "pipelinechannel--candidate"}
 
 
+def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compiled):
+    """Per model (a ParallelFor over the plan): QA over every split with k = 0 and k = known_shots
+    writes the known/unknown table; the counterfactual step of the same iteration reads that table;
+    one counterfactual-report takes both steps' results collected over every model."""
+    c = compiled["counterfactual_icl"]
+    tasks = c.tasks()
+    loop_name, loop = loop_task(c)
+    assert loop["taskInfo"]["name"] == "models"
+    items = loop["parameterIterator"]["items"]["inputParameter"]
+    assert loop["inputs"]["parameters"][items] == {"taskOutputParameter": {"outputParameterKey": "Output",
+                                                                            "producerTask": "plan-matrix"}}
+    item = loop["parameterIterator"]["itemInput"]
+    # one loop cell per model: the plan expands the models with the counterfactual probe only
+    plan = tasks["plan-matrix"][1]["inputs"]["parameters"]
+    assert plan["probes"] == {"runtimeValue": {"constant": ["counterfactual"]}}
+    assert plan["models"] == {"componentInputParameter": "pipelinechannel--models"}
+    build = tasks["data-build"][1]["inputs"]["parameters"]
+    assert build["probes"] == {"runtimeValue": {"constant": ["qa", "counterfactual"]}}  # one "qa" dataset kind
+    assert "plan-matrix" in tasks["data-build"][1]["dependentTasks"]
+    qa, cf = tasks["probe-known-unknown"], tasks["probe-with-known-unknown"]
+    assert qa[0] == cf[0] == loop["componentRef"]["name"], "both probe steps run inside the loop"
+    assert (qa[1]["taskInfo"]["name"], cf[1]["taskInfo"]["name"]) == ("qa-known-unknown", "counterfactual-icl")
+    for _, task in (qa, cf):
+        inputs = task["inputs"]
+        for field in ("model", "parent_run_id"):
+            assert inputs["parameters"][field] == {"componentInputParameter": item,
+                                                   "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
+        assert inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
+    assert qa[1]["inputs"]["parameters"]["probe"] == {"runtimeValue": {"constant": "qa"}}
+    assert cf[1]["inputs"]["parameters"]["probe"] == {"runtimeValue": {"constant": "counterfactual"}}
+    # QA: every split, zero-shot first (its eval EM is the zero-shot line), then the regular
+    # known_shots-shot block whose answers make the table (the pipeline's known_shots, resolved by the driver)
+    assert qa[1]["inputs"]["parameters"]["overrides"] == {"runtimeValue": {"constant": {
+        "split": "all", "shots": [0, "{{$.inputs.parameters['pipelinechannel--known_shots']}}"]}}}
+    assert loop["inputs"]["parameters"]["pipelinechannel--known_shots"] == {
+        "componentInputParameter": "pipelinechannel--known_shots"}  # the handler's input, from the pipeline's known_shots
+    handler = c.spec["root"]["dag"]["tasks"]["exit-handler-1"]
+    assert handler["inputs"]["parameters"]["pipelinechannel--known_shots"] == {"componentInputParameter": "known_shots"}
+    # counterfactual: the pipeline's shots (Figure 7's k) and the table of the same iteration
+    assert cf[1]["inputs"]["parameters"]["overrides"] == {"runtimeValue": {"constant": {}}}
+    assert cf[1]["inputs"]["artifacts"]["table"] == {"taskOutputArtifact": {"outputArtifactKey": "table",
+                                                                            "producerTask": "probe-known-unknown"}}
+    assert cf[1]["dependentTasks"] == ["probe-known-unknown"]
+    # Collected: both results lists leave the loop and reach the report
+    loop_comp = c.spec["components"][loop["componentRef"]["name"]]
+    rep = tasks["counterfactual-report"][1]
+    for step, arg in (("probe-known-unknown", "qa_results"), ("probe-with-known-unknown", "counterfactual_results")):
+        key = f"pipelinechannel--{step}-results"
+        assert loop_comp["dag"]["outputs"]["artifacts"][key] == {
+            "artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": step}]}
+        assert loop_comp["outputDefinitions"]["artifacts"][key]["isArtifactList"] is True
+        assert rep["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {"outputArtifactKey": key, "producerTask": loop_name}}
+        assert c.spec["components"]["comp-counterfactual-report"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
+    assert rep["inputs"]["parameters"]["parent_run_id"] == {"taskOutputParameter": {"outputParameterKey": "Output",
+                                                                                    "producerTask": "start-run"}}
+    assert rep["inputs"]["parameters"]["pipeline"] == {"runtimeValue": {"constant": "counterfactual_icl"}}
+    start = tasks["start-run"][1]["inputs"]["parameters"]
+    assert start["probes"] == {"runtimeValue": {"constant": ["qa", "counterfactual"]}}
+
+
+def test_coherency_probes_every_model_with_the_coherency_probe(compiled):
+    tasks = compiled["coherency"].tasks()
+    for step in ("plan-matrix", "data-build", "start-run"):
+        assert tasks[step][1]["inputs"]["parameters"]["probes"] == {"runtimeValue": {"constant": ["coherency"]}}, step
+    assert tasks["plan-matrix"][1]["inputs"]["parameters"]["models"] == {"componentInputParameter": "pipelinechannel--models"}
+
+
 # --- images -------------------------------------------------------------------------------------
 
 
@@ -331,9 +435,10 @@ def test_default_images(compiled, name):
         assert image == (GPU_IMAGE if step in GPU_STEPS else CPU_IMAGE), step
 
 
-def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
-    """Every FACTPROBE_* knob, set before compiling (fresh Python), lands in the spec."""
-    c = compiled_overridden
+@pytest.mark.parametrize("name", OVERRIDDEN)
+def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, name):
+    """Every FACTPROBE_* knob, set before compiling (fresh Python), lands in the spec (of every GPU step)."""
+    c = compiled_overridden_all[name]
     for step in c.step_names():
         image = c.executors[c.executor_of(step)]["container"]["image"]
         assert image == ("registry.example.com/team/fp-gpu:test-1" if step in GPU_STEPS
@@ -343,14 +448,15 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden):
         assert ("team-s3" in secrets) == (step in S3_STEPS) and "s3-credentials" not in secrets, step
         env = {e["name"]: e["value"] for e in c.executors[c.executor_of(step)]["container"].get("env", [])}
         assert env.get("AWS_ENDPOINT_URL") == "http://minio.factprobe.svc.cluster.local:9000", step
-    ex = c.executor_of("probe-model")
-    accel = c.executors[ex]["container"]["resources"]["accelerator"]
-    assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", "2")
-    assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
-    assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
-                                                   "effect": "NoExecute"}]
+    for step in gpu_steps(c):
+        ex = c.executor_of(step)
+        accel = c.executors[ex]["container"]["resources"]["accelerator"]
+        assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", "2"), step
+        assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}, step
+        assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
+                                                       "effect": "NoExecute"}], step
     # compile always builds the cluster graph, retries included
-    assert [t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec] == ["probe-model"]
+    assert sorted(t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec) == gpu_steps(c)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -364,18 +470,22 @@ def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
     from tests.pipelines.pipeline_fixtures import load_compiled
 
     monkeypatch.setenv("FACTPROBE_LOCAL_RUN", "1")  # a leftover of the old switch changes nothing
-    retried = {}
+    retried, gpu = {}, {}
     for local in (True, False):
         path = tmp_path / f"{name}.yaml"
         compiler.Compiler().compile(get_pipeline(name, local=local), str(path))
-        retried[local] = [t for t, (_, spec) in load_compiled(path).tasks().items() if "retryPolicy" in spec]
-    assert retried == {True: [], False: ["probe-model"]}
+        c = load_compiled(path)
+        retried[local] = sorted(t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec)
+        gpu[local] = gpu_steps(c)
+    assert gpu[True] == gpu[False]
+    assert retried == {True: [], False: gpu[False]}
 
 
 def test_cluster_settings_are_read_when_building_not_at_import():
     """A malformed FACTPROBE_* knob does not break importing the pipeline modules (the CLI, the
     tests); building a pipeline names the variable."""
-    code = ("import pipelines.probe, pipelines.nightly_sweep, pipelines.regression, pipelines.platform, components.config\n"
+    code = ("import pipelines.probe, pipelines.nightly_sweep, pipelines.regression, pipelines.counterfactual_icl, "
+            "pipelines.coherency, pipelines.platform, components.config\n"
             "from pipelines.cli import get_pipeline\n"
             "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
@@ -401,7 +511,8 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
 
     assert {p.name for p in config_params()} <= set(params), "every config field of every probe is a parameter"
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
-                                                                         "regression": "ci"}[name]
+                                                                         "regression": "ci", "counterfactual_icl": "ui",
+                                                                         "coherency": "ui"}[name]
 
 
 # --- snapshot -----------------------------------------------------------------------------------

@@ -55,6 +55,10 @@ def test_step_logs_split_the_run_by_task():
     (["[KFP Executor 2026 INFO]: Got executor_input:", "regression gate failed: acc dropped 0.05 > 0.02"],
      "regression gate failed: acc dropped 0.05 > 0.02"),
     ([], "no output"),
+    # a step that ran beside another (a ParallelFor's iterations run at once locally): deeper indent
+    (["        [KFP Executor 2026 INFO]: Got executor_input:", "        Traceback (most recent call last):",
+      '          File "/work/main/factprobe/lm/hub.py", line 138, in _resolve_hub',
+      "        factprobe.errors.ModelError: unknown model 'no-such-model'"], "ModelError: unknown model 'no-such-model'"),
 ])
 def test_first_error_line(lines, expected):
     assert first_error_line(lines) == expected
