@@ -123,3 +123,132 @@ def test_regression_pipeline_passes_model_against_its_own_run(probe_run):
     assert rc == 0, log[-3000:]
     (parent,) = [r for r in runs(c, "factprobe/regression") if r.data.tags.get("factprobe.role") == "parent"]
     assert parent.data.tags["factprobe.gate"] == "PASS" and parent.info.status == "FINISHED"
+
+
+# --- counterfactual_icl and coherency -----------------------------------------------------------
+
+MODEL = "smollm2-135m-instruct"
+# QA over LAMA T-REx with LPAQA training facts: 2 relations x 3 eval facts, 6 train facts each;
+# Figure 7's k = 1, 2 and a 2-shot regular block (a few seconds of generation per step on 2 cores).
+CF_SMALL = ["--param", f"models=[\"{MODEL}\"]", "--param", "source=lama", "--param", "relations=P36,P19",
+            "--param", "max_facts_per_relation=3", "--param", "shots=1,2", "--param", "known_shots=2",
+            "--param", "qa_train_per_relation=6"]
+
+
+def children_of(all_runs, parent) -> dict[str, list]:
+    """{step tag (probe runs: the probe's name): [runs]} of the parent's child runs."""
+    out: dict[str, list] = {}
+    for r in all_runs:
+        if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id:
+            step = r.data.tags.get("factprobe.step", "")
+            out.setdefault(r.data.tags["factprobe.probe"] if step == "probe" else step, []).append(r)
+    return out
+
+
+@pytest.fixture(scope="module")
+def counterfactual_run(tmp_path_factory, real_model_path, real_data_root):
+    real_model_path(MODEL)
+    tmp = tmp_path_factory.mktemp("counterfactual-icl-pipeline")
+    rc, log = pipeline(tmp, "counterfactual_icl", *CF_SMALL, "--param", f"train_data={real_data_root / 'lpaqa' / 'trex_train'}")
+    assert rc == 0, log[-3000:]
+    c = client(tmp)
+    all_runs = runs(c, "factprobe/counterfactual_icl")
+    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
+    return tmp, c, parent, children_of(all_runs, parent)
+
+
+def test_counterfactual_icl_pipeline_logs_parent_and_children(counterfactual_run):
+    _, _, parent, children = counterfactual_run
+    assert parent.info.status == "FINISHED" and parent.data.tags["factprobe.trigger"] == "local"
+    assert {k: len(v) for k, v in children.items()} == {"data-build": 1, "qa": 1, "counterfactual": 1}
+    assert all(r.info.status == "FINISHED" for rs in children.values() for r in rs)
+    (qa,), (cf,) = children["qa"], children["counterfactual"]
+    # the QA step: every split, zero-shot then the regular known_shots-shot block
+    qa_cfg = json.loads(qa.data.params["config_json"])
+    assert qa_cfg["split"] == "all" and qa_cfg["shots"] == [0, 2]
+    # the counterfactual step: Figure 7's k from the pipeline, the QA step's table, no pool pass
+    cf_cfg = json.loads(cf.data.params["config_json"])
+    assert cf_cfg["shots"] == [1, 2] and cf_cfg["known_shots"] == 2 and cf_cfg["known_unknown"].endswith("/table")
+    for r in (qa, cf):  # the known/unknown table is a dataset input of both runs
+        inputs = {d.dataset.name: {t.value for t in d.tags} for d in r.inputs.dataset_inputs}
+        assert "known_unknown" in inputs[f"known_unknown-{MODEL}"], inputs
+    n_pool = qa.data.metrics["known_unknown/n_known/train"] + qa.data.metrics["known_unknown/n_unknown/train"]
+    assert n_pool == 12  # 2 relations x 6 train facts
+    assert cf.data.metrics["n_known_train"] + cf.data.metrics["n_unknown_train"] == n_pool
+    assert cf.data.metrics["n_known_train"] == qa.data.metrics["known_unknown/n_known/train"]
+
+
+def test_counterfactual_icl_hands_the_table_on_and_skips_the_pool(counterfactual_run):
+    import pandas as pd
+
+    tmp = counterfactual_run[0]
+    (root,) = (tmp / "build" / "kfp-local").glob("factprobe-counterfactual-icl-*")
+    (loop,) = root.glob("for-loop-*")
+    table = pd.read_parquet(loop / "probe-known-unknown" / "table")
+    assert set(table["model"]) == {MODEL} and set(table["split"]) == {"train", "eval"}
+    assert set(table["shots"]) == {2}  # the regular 2-shot answers decide, not the zero-shot ones
+    meta = json.loads((loop / "probe-known-unknown" / "executor_output.json").read_text())["artifacts"]["table"]
+    assert meta["artifacts"][0]["metadata"]["n_known"] + meta["artifacts"][0]["metadata"]["n_unknown"] == 12
+    rows = [json.loads(line) for line in (loop / "probe-with-known-unknown" / "results" / "results.jsonl").open()]
+    assert rows and {r["split"] for r in rows} == {"eval"}, "the counterfactual step asked the pool again"
+
+
+def test_counterfactual_icl_report_draws_figure7_across_models(counterfactual_run, tmp_path):
+    _, c, parent, children = counterfactual_run
+    figures = {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
+    assert {"figures/figure7_em_vs_k.png", "figures/figure6_regular_vs_counterfactual.png"} <= figures
+    tables = {a.path for a in c.list_artifacts(parent.info.run_id, "tables")}
+    assert {"tables/counterfactual_icl.json", "tables/qa.json"} <= tables
+    m = parent.data.metrics
+    for setting in ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle"):
+        for k in (1, 2):
+            assert f"em/counterfactual/{MODEL}/{setting}/k{k}" in m
+    # zero-shot EM: the QA run's top-level EM (its k = 0 answers over the eval split), in the table
+    (qa,) = children["qa"]
+    assert m[f"em/qa/{MODEL}"] == qa.data.metrics["em"]
+    from pathlib import Path
+
+    table = json.loads(Path(c.download_artifacts(parent.info.run_id, "tables/counterfactual_icl.json", str(tmp_path))).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    (zero,) = [r for r in rows if r["setting"] == "zero-shot"]
+    assert zero["model"] == MODEL and zero["n"] == qa.data.metrics["n"]
+    assert zero["em"] == pytest.approx(qa.data.metrics["em"], abs=1e-9)
+    assert {(r["setting"], r["shots"]) for r in rows} >= {("regular", 2), ("counterfactual", 2), ("known-shuffle", 1),
+                                                          ("unknown-unshuffle", 2)}
+
+
+def test_counterfactual_icl_unknown_model_fails_with_one_line_naming_the_step(tmp_path, real_model_path, real_data_root):
+    rc, log = pipeline(tmp_path, "counterfactual_icl", *CF_SMALL, "--param", 'models=["no-such-model-xyz"]',
+                       "--param", f"train_data={real_data_root / 'lpaqa' / 'trex_train'}")
+    assert rc == 1
+    errors = [line for line in log.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("error: step 'probe-known-unknown' failed: ModelError: unknown model 'no-such-model-xyz'")
+    all_runs = runs(client(tmp_path), "factprobe/counterfactual_icl")
+    assert all_runs and all(r.info.status != "RUNNING" for r in all_runs)
+    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
+    assert parent.info.status == "FAILED"
+
+
+def test_coherency_pipeline_logs_both_rounds_and_reports(tmp_path, real_model_path):
+    real_model_path(MODEL)
+    rc, log = pipeline(tmp_path, "coherency", "--param", f"models=[\"{MODEL}\"]", "--param", "source=lama",
+                       "--param", "relations=P36,P19", "--param", "max_facts_per_relation=3", "--param", "max_candidates=20")
+    assert rc == 0, log[-3000:]
+    c = client(tmp_path)
+    all_runs = runs(c, "factprobe/coherency")
+    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
+    children = children_of(all_runs, parent)
+    assert parent.info.status == "FINISHED"
+    assert {k: len(v) for k, v in children.items()} == {"data-build": 1, "coherency": 1}
+    assert all(r.info.status == "FINISHED" for rs in children.values() for r in rs)
+    (child,) = children["coherency"]
+    assert json.loads(child.data.params["config_json"])["max_candidates"] == 20
+    # both rounds in one probe run, per relation too
+    for key in ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2"):
+        assert key in child.data.metrics, key
+        assert f"{key}/coherency/{MODEL}" in parent.data.metrics, key
+    assert {"coherency_round1/P36", "coherency_round2/P19"} <= set(child.data.metrics)
+    assert child.data.metrics["n_items"] == parent.data.metrics[f"n_items/coherency/{MODEL}"] > 0
+    assert "figures/coherency.png" in {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
+    assert "tables/coherency.json" in {a.path for a in c.list_artifacts(parent.info.run_id, "tables")}
