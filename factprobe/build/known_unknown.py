@@ -9,7 +9,7 @@ Columns (one row per fact and split): `fact_id, relation, subject, question, spl
 
 It is written as `<out>/known_unknown.parquet` by the `qa` probe (regular k-shot, any split) and
 the `counterfactual` probe, and logged to MLflow as a dataset. The counterfactual probe and the
-fine-tuning sets read it by path (or, through `tracking`, by MLflow run id).
+fine-tuning sets read it by path or as `runs:/<MLflow run id>` (resolved by `tracking.refs`).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Sequence
 import pandas as pd
 
 from ..errors import ConfigError, DataError
+from ..refs import resolve_ref
 
 FILE_NAME = "known_unknown.parquet"
 COLUMNS = ("fact_id", "relation", "subject", "question", "split", "model", "model_revision", "shots", "answer",
@@ -45,8 +46,9 @@ def known_unknown_table(rows: Sequence[dict], model: str, revision: str) -> pd.D
 
 
 def resolve_path(path: str | Path) -> Path:
-    """A table file, or a folder holding `known_unknown.parquet`."""
-    p = Path(path)
+    """A table file, or a folder holding `known_unknown.parquet`; `path` may be a reference such as
+    `runs:/<MLflow run id>` (the run's logged results, see `factprobe.refs`)."""
+    p = resolve_ref(path)
     return p / FILE_NAME if p.is_dir() else p
 
 

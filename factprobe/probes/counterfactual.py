@@ -50,8 +50,9 @@ class CounterfactualConfig(QAConfig):
 
     known_shots: int = option(10, "k of the regular block that decides known/unknown, and of the regular and "
                                   "counterfactual settings of section 4.1")
-    known_unknown: str | None = option(None, "reuse this known/unknown table (a known_unknown.parquet or its folder, "
-                                             "made by `qa --split all` for the same model) instead of asking the pool")
+    known_unknown: str | None = option(None, "reuse this known/unknown table (a known_unknown.parquet, its folder, or "
+                                             "runs:/<MLflow run id> of the run that logged it; made by `qa --split all` "
+                                             "for the same model) instead of asking the pool")
     strict: bool = option(False, "refuse when a setting has fewer known/unknown facts than k (default: cap k and say so)")
 
     DEFAULT_SHOTS = (10, 15, 20, 32)
