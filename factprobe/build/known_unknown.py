@@ -24,8 +24,10 @@ from ..refs import resolve_ref
 FILE_NAME = "known_unknown.parquet"
 COLUMNS = ("fact_id", "relation", "subject", "question", "split", "model", "model_revision", "shots", "answer",
            "em", "f1", "contains", "known")
-MAKE_ONE = ("make one with `factprobe probe qa --split all --shots 10 --model {model} --out DIR` "
-            "(then pass DIR/known_unknown.parquet) or run the `counterfactual_icl` pipeline, which writes it")
+#: how to make a table, for error messages (`{shots}`: the k of the regular block that decides known/unknown)
+MAKE_ONE = ("make one with `factprobe probe qa --split all --shots {shots} --model {model} --out DIR` on the same "
+            "data (--source, --data, --relations, --seed, --qa-train-per-relation as this run; then pass "
+            "DIR/known_unknown.parquet) or run the `counterfactual_icl` pipeline, which writes it")
 
 
 def known_unknown_table(rows: Sequence[dict], model: str, revision: str) -> pd.DataFrame:
@@ -52,13 +54,14 @@ def resolve_path(path: str | Path) -> Path:
     return p / FILE_NAME if p.is_dir() else p
 
 
-def read_known_unknown(path: str | Path, model: str | None = None) -> pd.DataFrame:
+def read_known_unknown(path: str | Path, model: str | None = None, shots: int = 10) -> pd.DataFrame:
     """Read and check a known/unknown table. `model` (when given) must be the model it was made
-    for. Raises ConfigError when the file is missing (naming how to make one) or belongs to
-    another model, and DataError when it is not a known/unknown table."""
+    for. Raises ConfigError when the file is missing (naming how to make one, with `shots`
+    exemplars: the reader's k) or belongs to another model, and DataError when it is not a
+    known/unknown table."""
     p = resolve_path(path)
     if not p.is_file():
-        raise ConfigError(f"no known/unknown table at {p}; " + MAKE_ONE.format(model=model or "MODEL"))
+        raise ConfigError(f"no known/unknown table at {p}; " + MAKE_ONE.format(model=model or "MODEL", shots=shots))
     try:
         df = pd.read_parquet(p)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
@@ -70,5 +73,5 @@ def read_known_unknown(path: str | Path, model: str | None = None) -> pd.DataFra
         others = sorted(set(df["model"].astype(str)) - {model})
         if others:
             raise ConfigError(f"{p} is the known/unknown table of {', '.join(others)}, not of {model}; "
-                              + MAKE_ONE.format(model=model))
+                              + MAKE_ONE.format(model=model, shots=shots))
     return df

@@ -101,7 +101,7 @@ class CounterfactualProbe(Probe):
     def _reused(self, cfg: RunConfig, prepared: Prepared) -> dict[str, bool]:
         from ..build.known_unknown import read_known_unknown
 
-        df = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
+        df = read_known_unknown(cfg.params.known_unknown, cfg.base.model, shots=cfg.params.known_shots)
         train = df[df["split"] == "train"]
         pool_ids = {it.fact_id for it in pool_items(prepared)}
         hit = train[train["fact_id"].isin(pool_ids)]
