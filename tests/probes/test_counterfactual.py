@@ -160,6 +160,8 @@ def test_known_and_unknown_blocks_come_from_the_models_own_train_facts(cf_run, w
             assert [(e["fact_id"], e["question"], e["true_answer"]) for e in un] == \
                 [(e["fact_id"], e["question"], e["true_answer"]) for e in sh]
             assert all(not e["shuffled"] and e["shown_answer"] == e["true_answer"] for e in un)
+            # every relation's pool has other answers: every exemplar of a shuffle block is shuffled
+            assert sh and all(e["shuffled"] and e["shown_answer"] != e["true_answer"] for e in sh)
     # k = 8 > 6 known facts: capped, with a note naming the setting
     assert groups[("known-shuffle", 8)][0]["shots"] == len(known) == 6
     notes = outcome.metrics["notes"]

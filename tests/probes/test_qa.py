@@ -36,13 +36,19 @@ ROW_FIELDS = {"key", "fact_id", "relation", "subject", "question", "prompt", "an
               "empty", "split", "setting", "shots", "shots_asked", "exemplars", "answer_token_ids", "finish_reason",
               "answer_type", "prediction", "correct"}
 EXEMPLAR_FIELDS = {"fact_id", "question", "shown_answer", "true_answer", "shuffled"}
+NEWLINE_GAIN = 4.0
 
 
 # ------------------------------------------------------------------ helpers
 def widened_tiny_llama(tiny_model_path, root: Path, window: int = 2048) -> Path:
     """A copy of the tiny RANDOM llama whose context window is `window` instead of 256 (rotary
-    positions: no weight depends on it), so that k-shot blocks fit without being shortened."""
+    positions: no weight depends on it), so that k-shot blocks fit without being shortened, and
+    whose matrices are redrawn with std 3/sqrt(n) (the stock init answers every prompt with the
+    same repeated token, which would make answer comparisons weak)."""
     import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dst = root / "tiny-random-llama"
     if not dst.exists():
@@ -50,6 +56,17 @@ def widened_tiny_llama(tiny_model_path, root: Path, window: int = 2048) -> Path:
         config = json.loads((dst / "config.json").read_text(encoding="utf-8"))
         config["max_position_embeddings"] = window
         (dst / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        model = AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32)
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.ndim >= 2:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
+            # a louder newline (tied embeddings: its logit grows) so that answers also end at the
+            # stop string, some at once (an empty answer)
+            newline = AutoTokenizer.from_pretrained(dst).convert_tokens_to_ids("\u010a")
+            model.get_input_embeddings().weight[newline] *= NEWLINE_GAIN
+        model.save_pretrained(dst)
     return dst
 
 
@@ -109,7 +126,7 @@ def hf_answer(model, tok, prompt: str, max_new_tokens: int, eos_ids) -> tuple[li
         if t in eos_ids:
             return new[: i + 1], tok.decode(new[:i], skip_special_tokens=True)
         text = tok.decode(new[: i + 1], skip_special_tokens=True)
-        cut = first_stop(text, STOP)
+        cut = first_stop(text, ("\n", "Question:"))
         if cut >= 0:
             return new[: i + 1], text[:cut]
     return new, tok.decode(new, skip_special_tokens=True)
@@ -159,6 +176,9 @@ def test_rows_hold_every_field_and_their_scores(qa_run, tiny):
             assert len(r["answer_token_ids"]) == 16
         for e in r["exemplars"]:
             assert EXEMPLAR_FIELDS <= set(e)
+    # the widened tiny model's answers end in every way: at the stop string (some at once: empty) or the length
+    assert {"stop", "length"} <= {r["finish_reason"] for r in rows}
+    assert len({r["answer"] for r in rows}) > len(rows) // 2
     # one row per (fact, split, k): eval and train facts, both k
     assert {(r["split"], r["shots_asked"]) for r in rows} == {("eval", 0), ("eval", 2), ("train", 0), ("train", 2)}
 
@@ -221,7 +241,9 @@ def test_answers_are_the_models_greedy_generation_of_the_prompt(qa_run, tiny):
     cfg, out, outcome = qa_run
     rows = read_rows(out)
     eos = Generator(tiny.model, tiny.tokenizer).eos_token_ids
-    for r in rows[::5]:
+    sample = {r["key"]: r for r in rows[::4]}
+    sample.update({r["finish_reason"]: r for r in rows})  # one row per way of ending, too
+    for r in sample.values():
         ids, text = hf_answer(tiny.model, tiny.tokenizer, r["prompt"], 16, eos)
         assert r["answer_token_ids"] == ids, r["key"]
         assert r["answer"] == text, r["key"]
@@ -297,8 +319,9 @@ def test_empty_and_whitespace_answers_are_wrong_and_counted(tiny, tmp_path, monk
     items = [it for its in prepared.items.values() for it in its]
     by_question = {it.question: it for it in items}
     silent = {items[0].question: "", items[1].question: "  \t ", items[2].question: " "}
-    right = {it.question: " " + it.gold[0] for it in items[3:]}
-    scripted(monkeypatch, lambda q: silent.get(q, right.get(q, " wrong")))
+    right = {it.question: " " + it.gold[0] for it in items[3:5]}
+    verbose = {items[5].question: f" It is {items[5].gold[0]}, I think"}  # Contains 1, EM 0: not known
+    scripted(monkeypatch, lambda q: silent.get(q, right.get(q, verbose.get(q, " wrong"))))
     out = run_probe(qa_cfg(tiny), tmp_path, loaded=tiny, progress=False, log=lambda m: None)
     rows = {r["question"]: r for r in read_rows(tmp_path)}
     for q in silent:
@@ -308,11 +331,13 @@ def test_empty_and_whitespace_answers_are_wrong_and_counted(tiny, tmp_path, monk
         assert by_question[q].gold[0].strip()
     for q in right:
         assert rows[q]["em"] == 1.0 and not rows[q]["empty"]
+    (v,) = verbose
+    assert (rows[v]["em"], rows[v]["contains"], rows[v]["empty"]) == (0.0, 1.0, False) and 0 < rows[v]["f1"] < 1
     m = read_metrics(tmp_path)
-    assert m["n_empty"] == 3 and m["em"] == pytest.approx(3 / 6)
+    assert m["n_empty"] == 3 and m["em"] == pytest.approx(2 / 6) and m["contains"] == pytest.approx(3 / 6)
     assert sum(v["n_empty"] for v in m["per_relation"].values()) == 3
     df = pd.read_parquet(tmp_path / "known_unknown.parquet").set_index("question")
-    assert not df.loc[list(silent), "known"].any() and df.loc[list(right), "known"].all()
+    assert not df.loc[list(silent) + list(verbose), "known"].any() and df.loc[list(right), "known"].all()
     assert out.metrics["n_empty"] == 3
 
 
@@ -399,19 +424,27 @@ def test_bad_question_templates_are_refused_naming_file_and_line(tiny, tmp_path,
 
 
 def test_questions_that_give_the_answer_away_are_skipped_and_counted(tiny, tmp_path, monkeypatch):
-    """A template that names an object ("... Paris ...") gives a question without its answer for every
-    other subject; France (capital Paris), if present, is skipped and counted."""
+    """A template that names an object ("Is Paris ...") still asks every other subject; France
+    (capital Paris) is skipped, and counted in metrics.json, instead of being asked its answer."""
     tsv = tmp_path / "templates.tsv"
     tsv.write_text("relation\tanswer_type\ttemplates\nP36\tentity\tIs Paris the capital of [X]? If not, which city is?\n",
                    encoding="utf-8")
+    reason = "every template's question contains the object"
+    kw = {"relations": "P36", "max_facts_per_relation": None, "qa_train_per_relation": None}
+    plain = get_probe("qa").prepare(qa_cfg(tiny, **kw))
+    france = "P36|FRA|city:Paris"
+    asked = [it.fact_id for it in pool_items(plain)] + [it.fact_id for it in plain.items["P36"]]
+    assert france in asked
     scripted(monkeypatch, lambda q: " x")
-    cfg = qa_cfg(tiny, relations="P36", qa_templates=str(tsv), max_facts_per_relation=None)
+    cfg = qa_cfg(tiny, split="all", qa_templates=str(tsv), **kw)
     run_probe(cfg, tmp_path / "out", loaded=tiny, progress=False, log=lambda m: None)
-    m = read_metrics(tmp_path / "out")
     rows = read_rows(tmp_path / "out")
-    assert all(not any(qam.exact_match(g, ["Paris"]) for g in r["gold"]) for r in rows)
-    assert m["qa_skipped"]["P36"].get("every template's question contains the object", 0) + \
-        m["qa_train_skipped"]["P36"].get("every template's question contains the object", 0) >= 1
+    assert france not in {r["fact_id"] for r in rows} and len(rows) == len(asked) - 1
+    assert all("Paris" not in r["gold"] for r in rows)
+    m = read_metrics(tmp_path / "out")
+    skipped = m["qa_skipped"].get("P36", {}).get(reason, 0) + m["qa_train_skipped"].get("P36", {}).get(reason, 0)
+    before = sum(plain.info[k].get("P36", {}).get(reason, 0) for k in ("qa_skipped", "qa_train_skipped"))
+    assert skipped == before + 1
 
 
 def test_only_relations_without_templates_is_refused(tiny, tmp_path):
