@@ -8,8 +8,9 @@ Numbers from these models are never results.
 """
 from __future__ import annotations
 
-import json
+from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -57,12 +58,11 @@ def world(tiny):
     evals = [it for its in prepared.items.values() for it in its]
     known = {it.fact_id for it in pool[::3]}
     answers = {it.question: " " + it.gold[0] for it in pool[::3] + evals[::2]}
-    return prepared, pool, evals, known, answers
+    return SimpleNamespace(prepared=prepared, pool=pool, evals=evals, known=known, answers=answers)
 
 
 def run_scripted(monkeypatch, tiny, world, out: Path, cfg=None, **kw):
-    answers = world[4]
-    scripted(monkeypatch, lambda q: answers.get(q, " I do not know"))
+    scripted(monkeypatch, lambda q: world.answers.get(q, " I do not know"))
     return run_probe(cfg or cf_cfg(tiny), out, loaded=tiny, progress=False, log=lambda m: None, **kw)
 
 
@@ -106,8 +106,9 @@ def test_cli_help_lists_the_counterfactual_options(capsys):
 
 # ------------------------------------------------------------------ settings, blocks, rows
 def test_every_setting_and_k_is_asked_for_every_eval_fact(cf_run, world):
-    out, outcome = cf_run
-    prepared, pool, evals, known, answers = world
+    out, _ = cf_run
+    pool = world.pool
+    evals = world.evals
     rows = read_rows(out)
     groups = by_setting(rows)
     want = {("regular", KNOWN_SHOTS), ("counterfactual", KNOWN_SHOTS)} | {(s, k) for s in FIGURE7_SETTINGS for k in SHOTS}
@@ -139,7 +140,8 @@ def e_shuffle_flags_agree(exemplars) -> bool:
 
 def test_known_and_unknown_blocks_come_from_the_models_own_train_facts(cf_run, world):
     out, outcome = cf_run
-    prepared, pool, evals, known, answers = world
+    pool = world.pool
+    known = world.known
     unknown = {it.fact_id for it in pool} - known
     groups = by_setting(read_rows(out))
     for (setting, k), rs in groups.items():
@@ -153,7 +155,7 @@ def test_known_and_unknown_blocks_come_from_the_models_own_train_facts(cf_run, w
     # the k-blocks of one setting are prefixes of one draw; shuffle and unshuffle ask the same questions
     for kind in ("known", "unknown"):
         draws = [[e["fact_id"] for e in groups[(f"{kind}-unshuffle", k)][0]["exemplars"]] for k in SHOTS]
-        assert all(a == b[: len(a)] for a, b in zip(draws, draws[1:]))
+        assert all(a == b[: len(a)] for a, b in pairwise(draws))
         for k in SHOTS:
             un = groups[(f"{kind}-unshuffle", k)][0]["exemplars"]
             sh = groups[(f"{kind}-shuffle", k)][0]["exemplars"]
@@ -173,8 +175,8 @@ def test_known_and_unknown_blocks_come_from_the_models_own_train_facts(cf_run, w
 def test_regular_and_counterfactual_blocks(cf_run, world):
     """Section 4.1: the regular k0-shot block (the qa probe's, drawn once from the train split) with
     true answers, and the same block with answers shuffled within each relation."""
-    out, outcome = cf_run
-    prepared, pool, evals, known, answers = world
+    out, _ = cf_run
+    pool = world.pool
     groups = by_setting(read_rows(out))
     regular = groups[("regular", KNOWN_SHOTS)][0]["exemplars"]
     counter = groups[("counterfactual", KNOWN_SHOTS)][0]["exemplars"]
@@ -185,8 +187,9 @@ def test_regular_and_counterfactual_blocks(cf_run, world):
 
 
 def test_shuffled_answers_are_never_correct_for_the_exemplars_subject(cf_run, world):
-    out, outcome = cf_run
-    prepared, pool, evals, known, answers = world
+    out, _ = cf_run
+    prepared = world.prepared
+    pool = world.pool
     items = {it.fact_id: it for it in pool}
     by_rel = qa_train_items(prepared)
     correct = correct_object_keys([*prepared.facts["test"], *prepared.facts["train"]])
@@ -214,8 +217,10 @@ def test_shuffled_answers_are_never_correct_for_the_exemplars_subject(cf_run, wo
 
 
 def test_known_unknown_table_and_metrics(cf_run, world, tiny):
-    out, outcome = cf_run
-    prepared, pool, evals, known, answers = world
+    out, _ = cf_run
+    pool = world.pool
+    evals = world.evals
+    known = world.known
     df = pd.read_parquet(out / FILE_NAME)
     assert {"fact_id", "relation", "model", "model_revision", "answer", "em", "f1", "contains", "known",
             "split"} <= set(df.columns)
@@ -254,7 +259,7 @@ def test_interrupted_run_resumes_to_the_same_results(tiny, world, cf_run, tmp_pa
     """Interrupted right after the pool phase (known/unknown from the resumed rows), then again in
     the middle of the Figure-7 settings: the rerun gives the rows of the uninterrupted run."""
     full_out, _ = cf_run
-    n_pool = len(world[1])
+    n_pool = len(world.pool)
     stops = iter([n_pool, n_pool + 40])
 
     stop_at = next(stops)
