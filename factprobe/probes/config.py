@@ -86,6 +86,8 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
             if isinstance(value, str):
                 text = value.strip()
                 return json.loads(text) if text.startswith("[") else value  # "P36,P19" is split by the config
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return [value]  # one number for a list field (`shots=4`), as "4" is on the command line
             return list(value)
         if typ is str:
             return value if isinstance(value, str) else str(value)

@@ -111,13 +111,15 @@ class CounterfactualProbe(Probe):
                               f"--qa-train-per-relation, and --split all?)")
         return dict(zip(hit["fact_id"], hit["known"].astype(bool)))
 
-    def _check_reused_revision(self, session: Session) -> None:
-        """Refuse a reused table made with other weights under the same model name."""
+    def check_model(self, cfg: RunConfig, prepared: Prepared, loaded: Any) -> None:
+        """Refuse a reused table made with other weights under the same model name (before the run
+        writes anything, so a rerun with another table into the same folder is not refused)."""
+        if not cfg.params.known_unknown:
+            return
         from ..build.known_unknown import read_known_unknown
 
-        cfg = session.cfg
         df = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
-        loaded = getattr(session.loaded, "revision", "") or ""
+        loaded = getattr(loaded, "revision", "") or ""
         theirs = sorted({str(r) for r in df["model_revision"] if str(r)} - {loaded}) if loaded else []
         if theirs:
             raise ConfigError(f"{cfg.params.known_unknown}: the known/unknown table was made with revision "
@@ -147,8 +149,6 @@ class CounterfactualProbe(Probe):
         pool = pool_items(session.prepared)
         by_rel = qa_train_items(session.prepared)
         questions = [t.item.question for t in self.groups(cfg, session.prepared)[group]]
-        if p.known_unknown:
-            self._check_reused_revision(session)
         correct = self._correct_objects(session.prepared)
         if setting in ("pool", "pool-alt", "regular", "counterfactual"):
             drawn = regular_block(session.prepared, k, cfg.base.seed, alt=setting == "pool-alt")

@@ -163,6 +163,10 @@ class Probe:
     def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
         """Checks that need the prepared data (before the model loads); default: none."""
 
+    def check_model(self, cfg: "RunConfig", prepared: "Prepared", loaded: Any) -> None:
+        """Checks that need the loaded model (e.g. its revision), run before anything is written to
+        the output folder, so a refused run leaves no run_config.json behind; default: none."""
+
     def groups(self, cfg: "RunConfig", prepared: "Prepared") -> dict[str, list[Any]]:
         """The items to score, in ordered groups (default: `prepared.items`, one group per
         relation). Each group is opened once (`open_relation(session, group name)`)."""

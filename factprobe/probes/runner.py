@@ -7,9 +7,10 @@ Contract
 1. locks the folder (a second run into it is refused at once) and refuses a folder that holds
    another configuration (`probes/checkpoint.py`);
 2. prepares the items (`probe.prepare`, or the `prepared` argument from the pipeline's data-build
-   step) and lets the probe validate them; only then is `run_config.json` written;
+   step) and lets the probe validate them (`probe.validate`);
 3. loads the model only when something is left to score, checks that its kind (causal, masked)
-   is one the probe accepts, and refuses to mix rows of other weights into the folder;
+   is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
+   `run_config.json` written; rows of other weights are never mixed into the folder;
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -79,20 +80,22 @@ def run_probe(
     with RunFolder(out_dir, cfg.results_key(), cfg.to_dict()) as folder:
         prepared = prepared or probe.prepare(cfg)
         probe.validate(cfg, prepared)
-        folder.write_config()
-        for why in prepared.dropped.values():
-            note(f"dropped {why}")
-
         groups = probe.groups(cfg, prepared)
         keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}
         done = folder.done_rows()
         total = sum(len(k) for k in keys.values())
         resumed = sum(1 for ks in keys.values() for k in ks if k in done)
+        if resumed < total:
+            loaded = loaded or load_for_probe(cfg)
+            probe.check_model(cfg, prepared, loaded)
+        folder.write_config()  # only once the data (and the model, when one is needed) passed every check
+        for why in prepared.dropped.values():
+            note(f"dropped {why}")
+
         n_new = 0
         revision = folder.revision()
         token_stats: dict = {}
         if resumed < total:
-            loaded = loaded or load_for_probe(cfg)
             revision = getattr(loaded, "revision", "") or ""
             folder.set_revision(revision, resumed, cfg.base.model)
             session = Session(cfg, loaded, prepared, note, done)

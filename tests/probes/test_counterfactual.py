@@ -339,6 +339,11 @@ def test_a_table_of_other_weights_is_refused(tiny, world, qa_table, tmp_path, mo
                                           r"local-sha256:"):
         run_scripted(monkeypatch, tiny, world, tmp_path / "out", cf_cfg(tiny, known_unknown=str(other)))
     assert not (tmp_path / "out" / RESULTS).exists()
+    # refused before anything is written: the corrected rerun (the right table) into the same
+    # folder is a fresh run, not "a different configuration"
+    assert not (tmp_path / "out" / "run_config.json").exists()
+    run_scripted(monkeypatch, tiny, world, tmp_path / "out", cf_cfg(tiny, known_unknown=str(qa_table)))
+    assert (tmp_path / "out" / RESULTS).exists()
 
 
 def test_a_table_without_train_facts_is_refused(tiny, world, tmp_path, monkeypatch):

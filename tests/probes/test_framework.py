@@ -180,3 +180,11 @@ def test_help_states_each_default_once():
                          check=True, env={**os.environ, "COLUMNS": "200"}).stdout
     assert "(default: all) (default" not in out and "Figure 7) (default" not in out
     assert "(default: 16)" in out  # --max-new-tokens: a plain default is still stated
+
+
+def test_a_single_number_for_a_list_field():
+    # Python callers may write shots=4 where the command line writes --shots 4
+    assert RunConfig.from_dict({"probe": "qa", "shots": 4}).params.shots == [4]
+    assert RunConfig.from_dict({"probe": "qa", "shots": "0,10"}).params.shots == [0, 10]
+    with pytest.raises(ConfigError, match="shots"):
+        RunConfig.from_dict({"probe": "qa", "shots": True})
