@@ -59,6 +59,7 @@ test-fast: $(STAMP)
 bench: $(STAMP) models
 	$(PY) benchmarks/bench_scorer.py
 	$(PY) benchmarks/bench_pipeline_overhead.py
+	$(PY) benchmarks/bench_qa.py --threads 1
 
 compile: $(STAMP)
 	$(VENV)/bin/factprobe pipeline compile --out build/pipelines

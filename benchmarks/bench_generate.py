@@ -230,18 +230,28 @@ def ours_greedy(model, tok, prompts, block, args) -> tuple[list[str], list[list[
     return [o.text for o in outs], [o.token_ids for o in outs], vars(gen.stats) | {"total_tokens": gen.stats.total_tokens}
 
 
-class _StopAtNewline:
-    """Ends a row once its decoded new tokens contain "\\n" (what lm-eval's criterion does)."""
+class _StopAt:
+    """Ends a row once its decoded new tokens contain one of `stops` (what lm-eval's criterion does)."""
 
-    def __init__(self, tok, start: int) -> None:
-        self.tok, self.start = tok, start
+    def __init__(self, tok, start: int, stops: tuple[str, ...] = ("\n",)) -> None:
+        self.tok, self.start, self.stops = tok, start, tuple(stops)
 
     def __call__(self, input_ids, scores, **kwargs):
-        return torch.tensor([("\n" in self.tok.decode(row[self.start:], skip_special_tokens=True))
+        return torch.tensor([any(s in self.tok.decode(row[self.start:], skip_special_tokens=True) for s in self.stops)
                              for row in input_ids.tolist()], dtype=torch.bool)
 
 
-def hf_greedy(model, tok, prompts, args) -> tuple[list[str], list[list[int]], int]:
+def first_stop(text: str, stops) -> int:
+    """Index of the earliest occurrence of any of `stops` in `text`, or -1."""
+    found = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return min(found) if found else -1
+
+
+def hf_greedy(model, tok, prompts, args, stops: tuple[str, ...] = ("\n",)) -> tuple[list[str], list[list[int]], int]:
+    """`model.generate(do_sample=False)` per batch of `args.batch_size` prompts (longest first, left
+    padding); a row ends at EOS or once its decoded new text contains one of `stops`. Returns the
+    answers (text before the earliest stop string), the new token ids (up to and including the EOS /
+    the token that completed a stop string, the rule ours uses) and the tokens forwarded."""
     from transformers import StoppingCriteriaList
 
     eos = model.generation_config.eos_token_id
@@ -256,25 +266,30 @@ def hf_greedy(model, tok, prompts, args) -> tuple[list[str], list[list[int]], in
         with torch.inference_mode():
             out = model.generate(**enc, do_sample=False, max_new_tokens=args.max_new_tokens,
                                  pad_token_id=tok.pad_token_id,
-                                 stopping_criteria=StoppingCriteriaList([_StopAtNewline(tok, width)]))
+                                 stopping_criteria=StoppingCriteriaList([_StopAt(tok, width, stops)]))
         forwarded += enc["input_ids"].numel() + len(batch) * (out.shape[1] - width - 1)
         for r, i in enumerate(batch):
             # a finished row is padded (pad = EOS here): keep its tokens up to the EOS or the
-            # token that completed "\n", the rule ours uses
+            # token that completed a stop string, the rule ours uses
             new = out[r, width:].tolist()
             k = next((j + 1 for j, t in enumerate(new)
-                      if t in eos or "\n" in tok.decode(new[: j + 1], skip_special_tokens=True)), len(new))
+                      if t in eos or first_stop(tok.decode(new[: j + 1], skip_special_tokens=True), stops) >= 0),
+                     len(new))
             new = new[:k]
-            texts[i] = tok.decode(new, skip_special_tokens=True).split("\n")[0]
+            text = tok.decode(new, skip_special_tokens=True)
+            cut = first_stop(text, stops)
+            texts[i] = text if cut < 0 else text[:cut]
             ids[i] = new
     return texts, ids, forwarded
 
 
-def lm_eval_greedy(lm, prompts, args) -> list[str]:
+def lm_eval_greedy(lm, prompts, args, until: tuple[str, ...] = ("\n",)) -> list[str]:
+    """`HFLM.generate_until` on (prompt, {"until": [...], "max_gen_toks": ..., "do_sample": False})."""
     from lm_eval.api.instance import Instance
 
     reqs = [Instance(request_type="generate_until", doc={},
-                     arguments=(p, {"until": ["\n"], "max_gen_toks": args.max_new_tokens, "do_sample": False}), idx=i)
+                     arguments=(p, {"until": list(until), "max_gen_toks": args.max_new_tokens, "do_sample": False}),
+                     idx=i)
             for i, p in enumerate(prompts)]
     return lm.generate_until(reqs, disable_tqdm=True)
 
@@ -283,6 +298,39 @@ def make_lm_eval(path, args):
     from lm_eval.models.huggingface import HFLM
 
     return HFLM(pretrained=str(path), device="cpu", batch_size=args.batch_size, dtype="float32")
+
+
+def interleaved(methods: list[str], n: int, chunks: int, run) -> dict:
+    """Run every method on items 0..n-1, cut into `chunks` turns; in each turn the methods run one
+    after another on that chunk, rotating who goes first, so outside load hits them alike.
+
+    `run(method, indices) -> (texts, token_ids or None)` does one method's work on one chunk.
+    Returns {"wall", "cpu"} (seconds per method, summed), {"answers", "ids"} (per method, in item
+    order; ids None where `run` gave none) and "per_chunk" (each turn's times, order, load)."""
+    answers = {m: [None] * n for m in methods}
+    ids = {m: [None] * n for m in methods}
+    wall = {m: 0.0 for m in methods}
+    cpu = {m: 0.0 for m in methods}
+    per_chunk = []
+    size = -(-n // chunks)
+    for c, start in enumerate(range(0, n, size)):
+        chunk = list(range(start, min(start + size, n)))
+        order = methods[c % len(methods):] + methods[: c % len(methods)]
+        row = {"questions": len(chunk), "order": order, "loadavg": loadavg()}
+        for m in order:
+            with Timer() as t:
+                texts, tids = run(m, chunk)
+            wall[m] += t.wall
+            cpu[m] += t.cpu
+            row[m] = round(t.wall, 2)
+            for k, i in enumerate(chunk):
+                answers[m][i] = texts[k]
+                if tids is not None:
+                    ids[m][i] = tids[k]
+        per_chunk.append(row)
+        print(f"  chunk {c + 1}: " + ", ".join(f"{m} {row[m]:.1f}s" for m in methods) + f" (load {row['loadavg']})",
+              flush=True)
+    return {"wall": wall, "cpu": cpu, "answers": answers, "ids": ids, "per_chunk": per_chunk}
 
 
 # ------------------------------------------------------------------------------------ sampling methods
@@ -396,38 +444,23 @@ def main(argv=None) -> int:
         lm_eval_greedy(lm, prompts[:2], args)
 
     methods = ["ours", "hf"] + ([] if lm is None else ["lm_eval"])
-    answers = {m: [None] * len(prompts) for m in methods}
-    ids = {m: [None] * len(prompts) for m in ("ours", "hf")}
-    wall = {m: 0.0 for m in methods}
-    cpu = {m: 0.0 for m in methods}
-    per_chunk = []
     ours_stats, hf_forwarded = [], 0
-    size = -(-len(prompts) // args.chunks)
-    for c, start in enumerate(range(0, len(prompts), size)):
-        chunk = list(range(start, min(start + size, len(prompts))))
+
+    def run(m, chunk):
+        nonlocal hf_forwarded
         cp = [prompts[i] for i in chunk]
-        order = methods[c % len(methods):] + methods[: c % len(methods)]
-        row = {"questions": len(chunk), "order": order, "loadavg": loadavg()}
-        for m in order:
-            with Timer() as t:
-                if m == "ours":
-                    texts, tids, st = ours_greedy(model, tok, cp, block, args)
-                    ours_stats.append(st)
-                elif m == "hf":
-                    texts, tids, fw = hf_greedy(model, tok, cp, args)
-                    hf_forwarded += fw
-                else:
-                    texts, tids = lm_eval_greedy(lm, cp, args), None
-            wall[m] += t.wall
-            cpu[m] += t.cpu
-            row[m] = round(t.wall, 2)
-            for k, i in enumerate(chunk):
-                answers[m][i] = texts[k]
-                if tids is not None:
-                    ids[m][i] = tids[k]
-        per_chunk.append(row)
-        print(f"  chunk {c + 1}: " + ", ".join(f"{m} {row[m]:.1f}s" for m in methods) + f" (load {row['loadavg']})",
-              flush=True)
+        if m == "ours":
+            texts, tids, st = ours_greedy(model, tok, cp, block, args)
+            ours_stats.append(st)
+            return texts, tids
+        if m == "hf":
+            texts, tids, fw = hf_greedy(model, tok, cp, args)
+            hf_forwarded += fw
+            return texts, tids
+        return lm_eval_greedy(lm, cp, args), None
+
+    res = interleaved(methods, len(prompts), args.chunks, run)
+    wall, cpu, answers, ids, per_chunk = res["wall"], res["cpu"], res["answers"], res["ids"], res["per_chunk"]
 
     def same(a, b):
         return sum(x == y for x, y in zip(a, b))
