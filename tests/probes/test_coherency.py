@@ -4,7 +4,6 @@ Hand-worked toy tables use a scripted scorer (no model) so that the outcome of e
 the exclusion rule and partial match decide them. The runner tests use a tiny RANDOM llama (its
 numbers mean nothing; only the mechanics are tested) and one test uses the real SmolLM2."""
 import json
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -352,9 +351,7 @@ def test_real_smollm2_two_relations(real_model_path, real_data_root, tmp_path):
     loaded = load_model(str(path), device="cpu", dtype="float32")
     cfg = RunConfig.from_dict({"probe": "coherency", "model": str(path), "source": "lama", "relations": "P36,P1376",
                                "max_facts_per_relation": 3, "max_candidates": 40, "device": "cpu", "dtype": "float32"})
-    t0 = time.perf_counter()
     outcome = run_probe(cfg, tmp_path / "out", loaded=loaded, progress=False, log=lambda m: None)
-    assert time.perf_counter() - t0 < 60
     rows = outcome.results.to_dict("records")
     assert len(rows) == 12 and {r["relation"] for r in rows} == {"P36", "P1376"}
     p36 = [r for r in rows if r["relation"] == "P36" and r["round"] == 1]
