@@ -1,5 +1,6 @@
-# factprobe: `make run` (a real local pipeline run) and `make test` (the full suite).
-# Both set up .venv when it is missing or stale (pyproject.toml / constraints.txt changed),
+# factprobe: `make run` (a real local pipeline run), `make run-all` (the probe, counterfactual_icl and
+# coherency pipelines on both real models, a moderate size) and `make test` (the full suite).
+# All three set up .venv when it is missing or stale (pyproject.toml / constraints.txt changed),
 # with torch pinned to 2.13.0 (CPU) through constraints.txt.
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -11,7 +12,7 @@ TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
 
-.PHONY: setup sysdeps models run test test-fast bench compile lint clean
+.PHONY: setup sysdeps models run run-all test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -48,6 +49,29 @@ run: $(STAMP) models
 	$(VENV)/bin/factprobe pipeline run probe \
 	  --param models='["smollm2-135m-instruct","gemma-3-270m"]' --param probes='["ic-lke"]' \
 	  --param source=countryinfo --param max_facts_per_relation=20
+	@$(PY) scripts/print_latest.py
+
+# `make run-all`: three real local pipeline runs on both models (MODELS), logged to ./mlruns.db (experiments
+# factprobe/probe, factprobe/counterfactual_icl, factprobe/coherency), on LAMA T-REx relations RUN_ALL_RELATIONS
+# with the LPAQA training facts under RUN_ALL_DATA (default: $FACTPROBE_DATA, else ../shared/data, like the
+# probes' own data root):
+#   probe               ic-lke, 20 facts per relation
+#   counterfactual_icl  QA over all splits (k = 0 and 10) -> known/unknown table -> counterfactual ICL at
+#                       k = 10,15,20; 10 eval + 50 train facts per relation; Figure 7 across both models
+#   coherency           both rounds, 5 facts per relation, 30 candidates per query
+# Sized to finish well under an hour on 2 CPU cores (see README.md, "All pipelines on both models").
+RUN_ALL_DATA ?= $(or $(FACTPROBE_DATA),../shared/data)
+RUN_ALL_RELATIONS ?= P36,P19,P103
+RUN_ALL_PARAMS = --param models='["smollm2-135m-instruct","gemma-3-270m"]' --param source=lama \
+  --param relations=$(RUN_ALL_RELATIONS) --param train_data=$(RUN_ALL_DATA)/lpaqa/trex_train
+
+run-all: $(STAMP) models
+	$(VENV)/bin/factprobe pipeline run probe $(RUN_ALL_PARAMS) \
+	  --param probes='["ic-lke"]' --param max_facts_per_relation=20
+	$(VENV)/bin/factprobe pipeline run counterfactual_icl $(RUN_ALL_PARAMS) \
+	  --param max_facts_per_relation=10 --param qa_train_per_relation=50 --param known_shots=10 --param shots=10,15,20
+	$(VENV)/bin/factprobe pipeline run coherency $(RUN_ALL_PARAMS) \
+	  --param max_facts_per_relation=5 --param max_candidates=30
 	@$(PY) scripts/print_latest.py
 
 test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models

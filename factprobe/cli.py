@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe_commands(sub, _probe_hooks())
 
-    m = sub.add_parser("models", help="list model aliases or print a cached model folder")
+    m = sub.add_parser("models", help="list model aliases or print a cached model folder", add_help=False)
     m.add_argument("rest", nargs=argparse.REMAINDER)
     m.set_defaults(func=lambda a: __import__("factprobe.lm.models_cli", fromlist=["models_cli"]).models_cli(a.rest))
     for register in _entry_points(COMMAND_GROUP):
@@ -117,7 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        # `pipeline`, `schedule` and `models` hand everything after their name to their own parsers
+        # (a REMAINDER positional). argparse does not give a REMAINDER the options that come first
+        # (`factprobe pipeline --help`), so those come back as extras and go in front of `rest`.
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            if getattr(args, "rest", None) is None:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            args.rest = extra + args.rest
         return int(args.func(args) or 0)
     except FactprobeError as e:
         if debug:

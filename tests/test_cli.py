@@ -83,3 +83,29 @@ def test_real_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, real_model_pat
     assert r.data.params["model"] == "smollm2-135m-instruct"
     assert r.data.tags["factprobe.dataset_digest"]
     assert r.inputs.dataset_inputs
+
+
+@pytest.mark.parametrize("command, subcommands", [
+    ("pipeline", ["run", "compile", "submit"]),
+    ("models", ["list", "path", "verify"]),
+    ("schedule", ["--host", "--cron"]),
+])
+def test_help_of_passthrough_commands_lists_their_subcommands(command, subcommands, capsys):
+    """`factprobe pipeline --help` (and models, schedule) reach the command's own parser, which
+    lists every subcommand; argparse used to reject the leading `--help` ("unrecognized arguments")."""
+    try:
+        rc = main([command, "--help"])
+    except SystemExit as e:  # argparse's own exit, where the command does not catch it
+        rc = e.code
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert f"usage: factprobe {command}" in out
+    for s in subcommands:
+        assert s in out
+
+
+def test_unknown_option_outside_passthrough_commands_is_still_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["probe", "ic-lke", "--model", "x", "--no-such-option"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
