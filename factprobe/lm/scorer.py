@@ -298,10 +298,36 @@ class Scorer:
             mask = full
         return pos_q, mask, seg_start, end_pos
 
+    def _query_logprobs(self, prefix: PrefixCache, hidden: torch.Tensor | None, seg_start: Sequence[int],
+                        queries: Sequence[tuple[int, int, int]]) -> torch.Tensor:
+        """log P(target) for each query `(segment, token index, target id)`: the distribution at
+        that packed token's hidden row, or the prefix's next-token distribution for segment -1.
+        The LM head runs once per distinct row, `head_chunk` rows at a time. float64 `[len(queries)]`."""
+        token_lp = torch.empty(len(queries), dtype=torch.float64)
+        if not queries:
+            return token_lp
+        rows_t = torch.tensor([seg_start[q[0]] + q[1] if q[0] >= 0 else -1 for q in queries], dtype=torch.long)
+        targets_t = torch.tensor([q[2] for q in queries], dtype=torch.long)
+        from_prefix = rows_t < 0
+        if from_prefix.any():
+            if prefix.next_logprobs is None:
+                raise ValueError("cannot score the first token of an empty prefix")
+            token_lp[from_prefix] = prefix.next_logprobs[targets_t[from_prefix].to(prefix.next_logprobs.device)].double().cpu()
+        need = (~from_prefix).nonzero().flatten()
+        # Unique rows only: several candidates share the row that predicts their first token.
+        uniq_rows, inverse = torch.unique(rows_t[need], return_inverse=True)
+        for c0 in range(0, len(uniq_rows), self.head_chunk):
+            sel = uniq_rows[c0 : c0 + self.head_chunk]
+            lp = torch.log_softmax(apply_lm_head(self.model, hidden[sel.to(self.device)]), dim=-1)
+            in_chunk = (inverse >= c0) & (inverse < c0 + len(sel))
+            k = need[in_chunk]
+            token_lp[k] = lp[(inverse[in_chunk] - c0).to(lp.device), targets_t[k].to(lp.device)].double().cpu()
+        return token_lp
+
     @torch.inference_mode()
-    def _forward_packed(self, prefix: PrefixCache, segments: Sequence[Segment], keep_kv: bool = False):
-        """One packed forward. Returns per-segment lists of span sums (and, with keep_kv, a
-        PrefixCache of prefix + the single segment, used by `extend`)."""
+    def _forward_hidden(self, prefix: PrefixCache, segments: Sequence[Segment]):
+        """One packed forward of `segments` after `prefix`: (model output, hidden `[tokens, d]`,
+        start of each segment in the packed sequence)."""
         from transformers import DynamicCache
 
         plen = len(prefix)
@@ -319,39 +345,28 @@ class Scorer:
         hidden = out.last_hidden_state[0]
         self.stats.packed_tokens += ids.shape[1]
         self.stats.forwards += 1
+        return out, hidden, seg_start
 
-        # For every scored token: the row of `hidden` that predicts it (-1 = the prefix's last
-        # logits) and the target id.
-        rows, targets, owners = [], [], []  # owners: (segment, span) for accumulation
+    @torch.inference_mode()
+    def _forward_packed(self, prefix: PrefixCache, segments: Sequence[Segment], keep_kv: bool = False):
+        """One packed forward. Returns per-segment lists of span sums (and, with keep_kv, a
+        PrefixCache of prefix + the single segment, used by `extend`)."""
+        out, hidden, seg_start = self._forward_hidden(prefix, segments)
+        # For every scored token: where it is predicted from (segment, token index; -1 = the
+        # prefix's next-token distribution) and the target id.
+        queries, owners = [], []  # owners: (segment, span) for accumulation
         for si, s in enumerate(segments):
             for sj, (a, b) in enumerate(s.span_list()):
                 for t in range(a, b):
                     if t > 0:
-                        row = seg_start[si] + t - 1
+                        at = (si, t - 1)
                     elif s.parent >= 0:
-                        row = seg_start[s.parent] + len(segments[s.parent].token_ids) - 1
+                        at = (s.parent, len(segments[s.parent].token_ids) - 1)
                     else:
-                        row = -1
-                    rows.append(row)
-                    targets.append(s.token_ids[t])
+                        at = (-1, 0)
+                    queries.append((*at, s.token_ids[t]))
                     owners.append((si, sj))
-        token_lp = torch.empty(len(rows), dtype=torch.float64)
-        rows_t = torch.tensor(rows, dtype=torch.long)
-        targets_t = torch.tensor(targets, dtype=torch.long)
-        from_prefix = rows_t < 0
-        if from_prefix.any():
-            if prefix.next_logprobs is None:
-                raise ValueError("cannot score the first token of an empty prefix")
-            token_lp[from_prefix] = prefix.next_logprobs[targets_t[from_prefix].to(prefix.next_logprobs.device)].double().cpu()
-        need = (~from_prefix).nonzero().flatten()
-        # Unique rows only: several candidates share the row that predicts their first token.
-        uniq_rows, inverse = torch.unique(rows_t[need], return_inverse=True)
-        for c0 in range(0, len(uniq_rows), self.head_chunk):
-            sel = uniq_rows[c0 : c0 + self.head_chunk]
-            lp = torch.log_softmax(apply_lm_head(self.model, hidden[sel.to(self.device)]), dim=-1)
-            in_chunk = (inverse >= c0) & (inverse < c0 + len(sel))
-            k = need[in_chunk]
-            token_lp[k] = lp[(inverse[in_chunk] - c0).to(lp.device), targets_t[k].to(lp.device)].double().cpu()
+        token_lp = self._query_logprobs(prefix, hidden, seg_start, queries)
 
         sums = [[0.0] * len(s.span_list()) for s in segments]
         for (si, sj), v in zip(owners, token_lp.tolist()):
@@ -423,51 +438,160 @@ class Scorer:
         self.stats.forwards += 1
         return total
 
+    def _score_option_trees(self, prefix: PrefixCache, trees: Sequence["_OptionTree"]) -> list[torch.Tensor]:
+        """Log-probs of every query of every tree (float64, one tensor per tree), given `prefix`.
+
+        Trees are packed into forwards of at most `token_budget` tokens (a larger tree goes alone);
+        a tree without segments (only single-token options after the prefix) needs no forward."""
+        out: list[torch.Tensor | None] = [None] * len(trees)
+        chunk: list[int] = []
+        chunk_tokens = 0
+
+        def flush() -> None:
+            nonlocal chunk, chunk_tokens
+            if not chunk:
+                return
+            segs: list[Segment] = []
+            offsets = []
+            for t in chunk:
+                base = len(segs)
+                offsets.append(base)
+                segs.extend(Segment(sg.token_ids, sg.parent + base if sg.parent >= 0 else -1, spans=[])
+                            for sg in trees[t].segments)
+            hidden, seg_start = None, []
+            if segs:
+                _, hidden, seg_start = self._forward_hidden(prefix, segs)
+            queries = [(q[0] + base if q[0] >= 0 else -1, q[1], q[2])
+                       for t, base in zip(chunk, offsets) for q in trees[t].queries]
+            lp = self._query_logprobs(prefix, hidden, seg_start, queries)
+            at = 0
+            for t in chunk:
+                n = len(trees[t].queries)
+                out[t] = lp[at : at + n]
+                at += n
+            chunk, chunk_tokens = [], 0
+
+        for i, tree in enumerate(trees):
+            n = tree.n_tokens
+            if chunk and chunk_tokens + n > self.token_budget:
+                flush()
+            chunk.append(i)
+            chunk_tokens += n
+        flush()
+        return out  # type: ignore[return-value]
+
     def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None) -> list[np.ndarray]:
         """Summed log-prob of every option of every request, `[len(options)]` float64 each.
 
         `shared_prefix` (a string or a PrefixCache) is a context prefix common to the requests,
         e.g. a relation's in-context examples. A request whose encoded context does not start
         with the prefix's tokens is scored with its own prefix (exact, just not shared).
+        A request's options form a token trie (`_OptionTree`): option tokens they share are
+        forwarded once, and no option's last token is forwarded (nothing is predicted from it).
         The numbers equal `naive_logprob(context, option)` up to float rounding.
         """
         if isinstance(shared_prefix, str):
             shared_prefix = self.prefix(shared_prefix) if shared_prefix else None
         results: list[np.ndarray | None] = [None] * len(requests)
-        segments: list[Segment] = []
-        owners: list[tuple[int, int]] = []  # (request, option) per candidate segment; (-1,-1) for context
+        trees: list[_OptionTree] = []
+        shared_of: list[int] = []  # request of each tree scored after the shared prefix
         solo: list[int] = []
         encoded = [self._encode_request(r.context, r.options) for r in requests]
         self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
         base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
         for ri, enc in enumerate(encoded):
             results[ri] = np.full(len(enc.cont_ids), np.nan)
+            self._check_length(max(len(w) for w in enc.whole_ids) if enc.whole_ids else len(enc.ctx_ids))
+            for oi, fb in enumerate(enc.fallback):
+                if fb:
+                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
             if base is None or enc.ctx_ids[: len(base)] != list(base.token_ids) or len(enc.ctx_ids) == len(base):
                 solo.append(ri)
                 continue
-            ctx_seg = len(segments)
-            segments.append(Segment(enc.ctx_ids[len(base):], -1, spans=[]))
-            owners.append((-1, -1))
-            for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
-                if fb:
-                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
-                    continue
-                segments.append(Segment(cont, ctx_seg))
-                owners.append((ri, oi))
-        if segments:
-            for (ri, oi), sums in zip(owners, self.score_segments(base, segments)):
-                if ri >= 0:
-                    results[ri][oi] = sums[0]
+            trees.append(_OptionTree.build(enc.ctx_ids[len(base):], enc.cont_ids, enc.fallback))
+            shared_of.append(ri)
+        for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(base, trees) if trees else []):
+            tree.sum_into(lp, results[ri])
         for ri in solo:
             enc = encoded[ri]
-            own = self.prefix(enc.ctx_ids)
-            segs, where = [], []
-            for oi, (cont, fb) in enumerate(zip(enc.cont_ids, enc.fallback)):
-                if fb:
-                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
-                else:
-                    segs.append(Segment(cont, -1))
-                    where.append(oi)
-            for oi, sums in zip(where, self.score_segments(own, segs)):
-                results[ri][oi] = sums[0]
+            tree = _OptionTree.build([], enc.cont_ids, enc.fallback)
+            if tree.queries:
+                (lp,) = self._score_option_trees(self.prefix(enc.ctx_ids), [tree])
+                tree.sum_into(lp, results[ri])
         return results  # type: ignore[return-value]
+
+
+@dataclass
+class _OptionTree:
+    """The options of one request after a prefix, as packed segments plus log-prob queries.
+
+    `segments[0]` is the request's own context tokens after the prefix (when there are any); the
+    options' tokens form a compressed trie below it, in which only *proper* prefixes of options
+    appear: a shared leading token is forwarded once, and an option's last token never is. A
+    query `(segment, token index, target)` asks for log P(target) at that token's row (segment -1:
+    the prefix's next-token distribution); `option_of[q]` is the option it belongs to, so an
+    option's log-prob is the sum of its queries (one per option token)."""
+
+    segments: list[Segment]
+    queries: list[tuple[int, int, int]]
+    option_of: list[int]
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments)
+
+    @classmethod
+    def build(cls, ctx_ids: Sequence[int], options: Sequence[Sequence[int]], skip: Sequence[bool]) -> "_OptionTree":
+        segments: list[Segment] = []
+        if ctx_ids:
+            segments.append(Segment(list(ctx_ids), -1, spans=[]))
+            root_at = (0, len(ctx_ids) - 1)
+        else:
+            root_at = (-1, 0)
+        # Token trie over the options' proper prefixes: node -> {token: child}; node 0 is the root.
+        children: list[dict[int, int]] = [{}]
+        paths: list[list[int]] = []  # per option: the node reached after each of its tokens but the last
+        for oi, opt in enumerate(options):
+            path, node = [], 0
+            if not skip[oi]:
+                for tok in opt[:-1]:
+                    nxt = children[node].get(tok)
+                    if nxt is None:
+                        nxt = len(children)
+                        children.append({})
+                        children[node][tok] = nxt
+                    node = nxt
+                    path.append(node)
+            paths.append(path)
+        # Compress chains into segments, depth first so parents come before children.
+        where: dict[int, tuple[int, int]] = {0: root_at}
+        stack = [(tok, child, root_at[0]) for tok, child in reversed(list(children[0].items()))]
+        while stack:
+            tok, node, parent = stack.pop()
+            toks = [tok]
+            seg = len(segments)
+            where[node] = (seg, 0)
+            while len(children[node]) == 1:
+                ((tok, node),) = children[node].items()
+                where[node] = (seg, len(toks))
+                toks.append(tok)
+            segments.append(Segment(toks, parent, spans=[]))
+            stack.extend((t, c, seg) for t, c in reversed(list(children[node].items())))
+        queries, option_of = [], []
+        for oi, (opt, path) in enumerate(zip(options, paths)):
+            if skip[oi]:
+                continue
+            for k, tok in enumerate(opt):
+                at = root_at if k == 0 else where[path[k - 1]]
+                queries.append((*at, tok))
+                option_of.append(oi)
+        return cls(segments=segments, queries=queries, option_of=option_of)
+
+    def sum_into(self, logprobs: torch.Tensor, out: np.ndarray) -> None:
+        """Add each query's log-prob to its option's entry of `out` (NaN entries start at 0)."""
+        seen: set[int] = set()
+        for oi, v in zip(self.option_of, logprobs.tolist()):
+            if oi not in seen:
+                out[oi] = 0.0
+                seen.add(oi)
+            out[oi] += v

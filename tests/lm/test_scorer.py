@@ -163,3 +163,35 @@ def test_naive_token_count_and_savings(tiny_model_path):
     assert scorer.stats.total_tokens < naive
     assert scorer.stats.savings == pytest.approx(1 - scorer.stats.total_tokens / naive)
     assert Scorer(model, tok).stats.savings == 0.0
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_option_trie_forwards_each_shared_token_once_and_no_last_token(tiny_model_path, kind):
+    """Options form a token trie: a token sequence shared by several options is forwarded once,
+    an option's last token never is, duplicates and options that prefix others are exact."""
+    model, tok = _load(tiny_model_path(kind))
+    scorer = Scorer(model, tok, token_budget=4096)
+    opts = [" New York City", " New York", " New Delhi", " New York City", " Newark", " B", " New York City Hall"]
+    req = ChoiceRequest(PREFIX + " USA", opts)
+    prefix = scorer.prefix(PREFIX)
+    before = scorer.stats.packed_tokens
+    got = scorer.score_choices([req], shared_prefix=prefix)[0]
+    for opt, value in zip(opts, got):
+        assert abs(naive_logprob(model, tok, req.context, opt) - value) <= TOL
+    assert got[0] == got[3]
+    ctx_tail = len(scorer.encode_context(req.context)) - len(prefix)
+    conts = [scorer._encode_request(req.context, [o]).cont_ids[0] for o in opts]
+    proper_prefixes = {tuple(c[:k]) for c in conts for k in range(1, len(c))}
+    assert scorer.stats.packed_tokens - before == ctx_tail + len(proper_prefixes)
+
+
+def test_single_token_options_after_own_prefix_need_no_packed_forward(tiny_model_path):
+    model, tok = _load(tiny_model_path("llama"))
+    scorer = Scorer(model, tok)
+    pool = [" a", " b", " c", " the", " of", "a", "b", "c", ".", ",", "!", "?", "1", "2"]
+    opts = [o for o in pool if len(scorer._encode_request("Q: pick one. A:", [o]).cont_ids[0]) == 1][:3]
+    assert len(opts) >= 2
+    got = scorer.score_choices([ChoiceRequest("Q: pick one. A:", opts)])[0]
+    assert scorer.stats.forwards == 1 and scorer.stats.packed_tokens == 0
+    for opt, value in zip(opts, got):
+        assert abs(naive_logprob(model, tok, "Q: pick one. A:", opt) - value) <= TOL
