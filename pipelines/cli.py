@@ -334,7 +334,11 @@ def submit(name: str, host: str, params: dict[str, Any], experiment: str | None 
 
 
 def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment: str | None = None,
-             job_name: str | None = None, max_concurrency: int = 1):
+             job_name: str | None = None, max_concurrency: int = 1, catchup: bool = False):
+    """A recurring run of `name` with a six-field cron, evaluated in UTC by the KFP backend.
+
+    `catchup=False` (default) sets KFP's `no_catchup`: after a pause or an outage the schedule
+    runs once, not once per missed interval (a nightly sweep missed for a week is not run 7 times)."""
     validate_cron(cron)
     client = kfp_client(host)
     pipe = get_pipeline(name)
@@ -350,11 +354,29 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
         return client.create_recurring_run(
             experiment_id=exp.experiment_id, job_name=job_name or f"factprobe-{name}-scheduled", cron_expression=cron,
             pipeline_package_path=str(path), params=params, max_concurrency=max_concurrency, enabled=True,
+            no_catchup=not catchup,
         )
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=prog)
+
+
+def format_params(name: str) -> str:
+    """The parameters of pipeline `name` as a table: name, type, default (what `--param K=V` takes)."""
+    params = pipeline_parameters(get_pipeline(name))
+    rows = [(k, getattr(t, "__name__", str(t)), "(required)" if d is inspect.Parameter.empty else json.dumps(d))
+            for k, (t, d) in params.items()]
+    w0 = max(len("PARAMETER"), *(len(r[0]) for r in rows))
+    w1 = max(len("TYPE"), *(len(r[1]) for r in rows))
+    lines = [f"{'PARAMETER':<{w0}}  {'TYPE':<{w1}}  DEFAULT"] + [f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def _host_for(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    if not args.host:
+        parser.error("the following arguments are required: --host (or --list-params to list the parameters)")
+    return args.host
 
 
 def pipeline_cli(argv: list[str]) -> int:
@@ -365,21 +387,27 @@ def pipeline_cli(argv: list[str]) -> int:
     r.add_argument("--param", action="append", default=[], metavar="K=V")
     r.add_argument("--tracking-uri")
     r.add_argument("--pipeline-root")
+    r.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit")
     c = sub.add_parser("compile", help="write pipeline YAML for the Kubeflow UI")
     c.add_argument("names", nargs="*")
     c.add_argument("--out", default="build/pipelines")
     s = sub.add_parser("submit", help="submit a run to a Kubeflow Pipelines host")
     s.add_argument("name", help=f"one of {', '.join(PIPELINES)}")
-    s.add_argument("--host", required=True)
+    s.add_argument("--host", help="Kubeflow Pipelines API, e.g. https://kubeflow.example.com/pipeline")
     s.add_argument("--param", action="append", default=[], metavar="K=V")
     s.add_argument("--experiment")
     s.add_argument("--run-name")
-    s.add_argument("--list-params", action="store_true")
+    s.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (submits nothing)")
     args = p.parse_args(argv)
     if args.action == "compile":
         for path in compile_all(args.out, args.names or None):
             print(path)
         return 0
+    if args.list_params:
+        print(format_params(args.name))
+        return 0
+    if args.action == "submit":
+        _host_for(args, s)
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     if args.action == "run":
@@ -395,16 +423,28 @@ def pipeline_cli(argv: list[str]) -> int:
 
 def schedule_cli(argv: list[str]) -> int:
     p = _parser("factprobe schedule")
-    p.add_argument("name")
-    p.add_argument("--host", required=True)
-    p.add_argument("--cron", required=True, help="six fields, seconds first: '0 0 2 * * *' = daily at 02:00")
+    p.add_argument("name", help=f"one of {', '.join(PIPELINES)}")
+    p.add_argument("--host", help="Kubeflow Pipelines API, e.g. https://kubeflow.example.com/pipeline")
+    p.add_argument("--cron", help="six fields, seconds first, in UTC: '0 0 2 * * *' = daily at 02:00 UTC")
     p.add_argument("--param", action="append", default=[], metavar="K=V")
     p.add_argument("--experiment")
     p.add_argument("--job-name")
     p.add_argument("--max-concurrency", type=int, default=1)
+    p.add_argument("--catchup", action="store_true",
+                   help="after a pause or outage, run once per missed interval (default: once, KFP no_catchup)")
+    p.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (schedules nothing)")
     args = p.parse_args(argv)
+    if args.list_params:
+        print(format_params(args.name))
+        return 0
+    _host_for(args, p)
+    if not args.cron:
+        p.error("the following arguments are required: --cron")
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
-    job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency)
-    print(f"scheduled {args.name} on {args.host} with cron '{args.cron}': recurring run {getattr(job, 'recurring_run_id', job)}")
+    job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,
+                   catchup=args.catchup)
+    print(f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
+          f"{'' if args.catchup else ', no catch-up of missed runs'}): "
+          f"recurring run {getattr(job, 'recurring_run_id', job)}")
     return 0

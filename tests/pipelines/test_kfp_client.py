@@ -126,6 +126,7 @@ def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
     assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
     assert int(body["max_concurrency"]) == 1
     assert body["mode"] == "ENABLE"
+    assert body["no_catchup"] is True  # a missed week is run once, not seven times
     assert body["display_name"] == "factprobe-nightly_sweep-scheduled"
     assert body["experiment_id"] == kfp_api.experiments["factprobe-nightly_sweep"]["experiment_id"]
     assert body["runtime_config"]["parameters"] == {
@@ -153,7 +154,40 @@ def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys
     assert body["runtime_config"]["parameters"] == {
         "models": ["smollm2-135m-instruct", "gemma-3-270m"], "max_facts_per_relation": "50", "trigger": "nightly"}
     assert kfp_api.only("POST", RECURRING).response["recurring_run_id"] in out
-    assert "scheduled probe" in out and "0 30 1 * * 1-5" in out
+    assert "scheduled probe" in out and "0 30 1 * * 1-5" in out and "UTC" in out
+    assert body["no_catchup"] is True
+
+
+def test_schedule_cli_catchup_opts_out_of_no_catchup(kfp_api, capsys):
+    from factprobe.cli import main
+
+    assert main(["schedule", "probe", "--host", kfp_api.host, "--cron", "0 0 2 * * *", "--catchup"]) == 0
+    assert kfp_api.only("POST", RECURRING).body.get("no_catchup") in (False, None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["pipeline", "submit", "coherency", "--list-params"],
+    ["pipeline", "submit", "coherency", "--host", "http://unused.invalid", "--list-params"],
+    ["pipeline", "run", "coherency", "--list-params"],
+    ["schedule", "coherency", "--list-params"],
+])
+def test_list_params_lists_and_exits_without_contacting_a_host(argv, kfp_api, capsys):
+    from factprobe.cli import main
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["PARAMETER", "TYPE", "DEFAULT"]
+    assert any(line.split()[:3] == ["coherency_templates", "str", '""'] for line in out.splitlines())
+    assert kfp_api.requests == []
+
+
+def test_submit_without_host_names_the_flag(capsys):
+    from factprobe.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["pipeline", "submit", "probe"])
+    assert e.value.code == 2
+    assert "--host" in capsys.readouterr().err
 
 
 def test_submit_cli_prints_the_run_id(kfp_api, capsys):
