@@ -494,8 +494,8 @@ class Scorer:
             shared_prefix = self.prefix(shared_prefix) if shared_prefix else None
         results: list[np.ndarray | None] = [None] * len(requests)
         trees: list[_OptionTree] = []
-        shared_of: list[int] = []  # request of each tree scored after the shared prefix
-        solo: list[int] = []
+        shared_of: list[int] = []  # request of each tree packed after the shared prefix
+        own: list[tuple[int, bool]] = []  # (request, extends the shared prefix): scored after its own prefix
         encoded = [self._encode_request(r.context, r.options) for r in requests]
         self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
         base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
@@ -505,19 +505,30 @@ class Scorer:
             for oi, fb in enumerate(enc.fallback):
                 if fb:
                     results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
-            if base is None or enc.ctx_ids[: len(base)] != list(base.token_ids) or len(enc.ctx_ids) == len(base):
-                solo.append(ri)
-                continue
-            trees.append(_OptionTree.build(enc.ctx_ids[len(base):], enc.cont_ids, enc.fallback))
-            shared_of.append(ri)
+            shares = (base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
+                      and len(enc.ctx_ids) > len(base))
+            if shares:
+                tree = _OptionTree.build(enc.ctx_ids[len(base):], enc.cont_ids, enc.fallback)
+                if tree.n_tokens <= self.token_budget:
+                    trees.append(tree)
+                    shared_of.append(ri)
+                    continue
+            own.append((ri, shares))
         for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(base, trees) if trees else []):
             tree.sum_into(lp, results[ri])
-        for ri in solo:
+        # A request with its own prefix, or whose options' trie exceeds the token budget: its
+        # context runs once (extending the shared prefix where it can), then its options' trie is
+        # cut into root subtrees packed within the budget (attention cost grows with the square of
+        # a packed forward's length, so one 2,000-token trie costs more than four of 500).
+        for ri, shares in own:
             enc = encoded[ri]
             tree = _OptionTree.build([], enc.cont_ids, enc.fallback)
-            if tree.queries:
-                (lp,) = self._score_option_trees(self.prefix(enc.ctx_ids), [tree])
-                tree.sum_into(lp, results[ri])
+            if not tree.queries:
+                continue
+            prefix = self.extend(base, enc.ctx_ids[len(base):]) if shares else self.prefix(enc.ctx_ids)
+            parts = tree.split(self.token_budget)
+            for part, lp in zip(parts, self._score_option_trees(prefix, parts)):
+                part.sum_into(lp, results[ri])
         return results  # type: ignore[return-value]
 
 
@@ -587,11 +598,45 @@ class _OptionTree:
                 option_of.append(oi)
         return cls(segments=segments, queries=queries, option_of=option_of)
 
+    def split(self, budget: int) -> list["_OptionTree"]:
+        """Cut a tree without a context segment into parts of whole root subtrees, each at most
+        `budget` tokens where a subtree allows (a larger subtree is a part of its own). Queries on
+        the prefix go with the first part. One part (this tree) when it fits."""
+        if self.n_tokens <= budget or not self.segments:
+            return [self]
+        if self.segments[0].parent != -1 or len(self.segments[0].token_ids) == 0:
+            raise ValueError("only a tree without a context segment can be split")
+        # Depth-first order keeps each root subtree contiguous: [start, end) ranges.
+        roots = [i for i, sg in enumerate(self.segments) if sg.parent < 0] + [len(self.segments)]
+        groups: list[list[int]] = [[]]  # root-subtree range starts per part
+        used = 0
+        for a, b in zip(roots, roots[1:]):
+            n = sum(len(self.segments[i].token_ids) for i in range(a, b))
+            if groups[-1] and used + n > budget:
+                groups.append([])
+                used = 0
+            groups[-1].append(a)
+            used += n
+        ends = dict(zip(roots, roots[1:]))
+        new_index: dict[int, tuple[int, int]] = {}
+        parts = [_OptionTree(segments=[], queries=[], option_of=[]) for _ in groups]
+        for pi, starts in enumerate(groups):
+            for a in starts:
+                for i in range(a, ends[a]):
+                    sg = self.segments[i]
+                    new_index[i] = (pi, len(parts[pi].segments))
+                    parent = new_index[sg.parent][1] if sg.parent >= 0 else -1
+                    parts[pi].segments.append(Segment(sg.token_ids, parent, spans=[]))
+        for (seg, pos, tok), oi in zip(self.queries, self.option_of):
+            pi, seg = new_index[seg] if seg >= 0 else (0, -1)
+            parts[pi].queries.append((seg, pos, tok))
+            parts[pi].option_of.append(oi)
+        return parts
+
     def sum_into(self, logprobs: torch.Tensor, out: np.ndarray) -> None:
-        """Add each query's log-prob to its option's entry of `out` (NaN entries start at 0)."""
-        seen: set[int] = set()
+        """Add each query's log-prob to its option's entry of `out` (a NaN entry starts at 0, so
+        the parts of a split tree add up)."""
         for oi, v in zip(self.option_of, logprobs.tolist()):
-            if oi not in seen:
+            if np.isnan(out[oi]):
                 out[oi] = 0.0
-                seen.add(oi)
             out[oi] += v

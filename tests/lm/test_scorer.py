@@ -195,3 +195,24 @@ def test_single_token_options_after_own_prefix_need_no_packed_forward(tiny_model
     assert scorer.stats.forwards == 1 and scorer.stats.packed_tokens == 0
     for opt, value in zip(opts, got):
         assert abs(naive_logprob(model, tok, "Q: pick one. A:", opt) - value) <= TOL
+
+
+def test_option_trie_split_keeps_root_subtrees_whole_and_every_query():
+    from factprobe.lm.scorer import _OptionTree
+
+    options = [[1, 2, 3], [1, 2, 4], [1, 5], [6, 7, 8, 9], [10], [11, 12]]
+    tree = _OptionTree.build([], options, [False] * len(options))
+    assert tree.n_tokens == 2 + 3 + 1  # proper prefixes only, each once: [1, 2], [6, 7, 8], [11]
+    parts = tree.split(3)
+    assert [p.n_tokens for p in parts] == [2, 3, 1]  # subtrees {1,2}, {6,7,8}, {11}
+    assert sorted(q for p in parts for q in p.option_of) == sorted(tree.option_of)
+    for p in parts:
+        for si, sg in enumerate(p.segments):
+            assert sg.parent < si
+    assert tree.split(100) == [tree]
+
+
+@pytest.mark.parametrize("budget", [1, 2, 5])
+def test_split_tries_match_naive_with_tiny_budgets(tiny_model_path, budget):
+    model, tok = _load(tiny_model_path("llama"))
+    assert _max_diff(model, tok, {"token_budget": budget, "head_chunk": 3}) <= TOL
