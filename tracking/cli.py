@@ -4,7 +4,8 @@
   `--require-tracking`, `--trigger` on every `factprobe probe <probe>`, and an MLflow run around
   the probe: the results are logged when it finishes, and the run is marked FAILED when it fails
   or KILLED when it is interrupted (Ctrl-C, SIGTERM).
-- `register` (group `factprobe.commands`): `factprobe compare` and `factprobe regress`.
+- `register` (group `factprobe.commands`): `factprobe compare`, `factprobe regress` and
+  `factprobe baseline promote`.
 """
 from __future__ import annotations
 
@@ -71,3 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
                    help="how a prompt-baseline run's per-template verdicts become one per fact (see compare)")
     r.set_defaults(func=regress_cli)
+
+    from .baseline import register_baseline
+
+    register_baseline(sub)
