@@ -17,6 +17,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -297,21 +298,87 @@ def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:
     return written
 
 
-def kfp_client(host: str):
-    """`kfp.Client` for `host`, failing fast with one line when the host cannot be reached."""
+@dataclass(frozen=True)
+class KfpAccess:
+    """How to reach a (multi-user) Kubeflow Pipelines API behind an auth proxy.
+
+    token: a bearer token (`Authorization: Bearer ...`), e.g. a service-account token;
+    cookie: a session cookie string, e.g. `authservice_session=...` from a logged-in browser;
+    namespace: the Kubeflow profile namespace that owns the experiments and runs (multi-user mode).
+    Each comes from its flag or else its environment variable (`ENV`)."""
+
+    token: str | None = None
+    cookie: str | None = None
+    namespace: str | None = None
+
+    ENV = {"token": "FACTPROBE_KFP_TOKEN", "cookie": "FACTPROBE_KFP_COOKIE", "namespace": "FACTPROBE_KFP_NAMESPACE"}
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "KfpAccess":
+        return cls(**{k: getattr(args, k, None) or os.environ.get(env) or None for k, env in cls.ENV.items()})
+
+    def headers(self) -> dict[str, str]:
+        h = {}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        if self.cookie:
+            h["Cookie"] = self.cookie
+        return h
+
+
+def add_access_arguments(p: argparse.ArgumentParser) -> None:
+    """--namespace, --token, --cookie (each also read from its FACTPROBE_KFP_* variable)."""
+    env = KfpAccess.ENV
+    p.add_argument("--namespace", help=f"Kubeflow profile namespace for the experiment and run (env {env['namespace']})")
+    p.add_argument("--token", help=f"bearer token for the KFP API behind an auth proxy (env {env['token']}; prefer the "
+                                   "variable: a flag shows in the process list)")
+    p.add_argument("--cookie", help=f"session cookie, e.g. 'authservice_session=...' (env {env['cookie']})")
+
+
+def kfp_client(host: str, access: KfpAccess | None = None):
+    """`kfp.Client` for `host`, failing fast with one line when the host cannot be reached or
+    refuses the credentials."""
     import requests
 
+    access = access or KfpAccess()
     url = host.rstrip("/") + "/apis/v2beta1/healthz"
     try:
-        response = requests.get(url, timeout=10)
+        response = requests.get(url, timeout=10, headers=access.headers(), allow_redirects=False)
     except requests.RequestException as e:
         raise ConfigError(f"cannot reach the Kubeflow Pipelines host {host}: {type(e).__name__}") from None
+    if response.status_code in (401, 403) or 300 <= response.status_code < 400:
+        how = "rejected the credentials" if access.token or access.cookie else "needs credentials"
+        raise ConfigError(f"{host} {how} (GET {url} answered HTTP {response.status_code}); pass --token or --cookie, "
+                          f"or set {KfpAccess.ENV['token']} / {KfpAccess.ENV['cookie']}")
     if response.status_code != 200:
         raise ConfigError(f"{host} does not serve the Kubeflow Pipelines API: GET {url} answered HTTP "
                           f"{response.status_code} (a full Kubeflow install serves it under <host>/pipeline)")
     import kfp
 
-    return kfp.Client(host=host)
+    kwargs: dict[str, Any] = {"existing_token": access.token, "cookies": access.cookie}
+    if access.namespace:
+        kwargs["namespace"] = access.namespace
+    return kfp.Client(host=host, **kwargs)
+
+
+FINAL_RUN_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "CANCELLED", "ERROR")
+
+
+def wait_for_run(client, run_id: str, timeout_s: float, poll_s: float = 10.0, log=print) -> str:
+    """Follow run `run_id` until it ends; print each state change; return the final state
+    (upper case). A run that outlives `timeout_s` raises ConfigError naming it. (kfp's own
+    `wait_for_run_completion` never returns for a CANCELED run.)"""
+    start, last = time.monotonic(), None
+    while True:
+        state = str(client.get_run(run_id).state or "PENDING").upper()
+        if state != last:
+            log(f"run {run_id}: {state} after {time.monotonic() - start:.0f} s")
+            last = state
+        if state in FINAL_RUN_STATES:
+            return state
+        if time.monotonic() - start > timeout_s:
+            raise ConfigError(f"run {run_id} still {state} after --wait-timeout {timeout_s:.0f} s; it keeps running")
+        time.sleep(poll_s)
 
 
 def validate_cron(cron: str) -> str:
@@ -323,29 +390,35 @@ def validate_cron(cron: str) -> str:
     return cron
 
 
-def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None):
-    client = kfp_client(host)
+def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None,
+           access: KfpAccess | None = None):
+    access = access or KfpAccess()
+    client = kfp_client(host, access)
     pipe = get_pipeline(name)
     params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "ui")
-    return client.create_run_from_pipeline_func(pipe, arguments=params, run_name=run_name,
-                                                experiment_name=experiment or f"factprobe-{name}")
+    result = client.create_run_from_pipeline_func(pipe, arguments=params, run_name=run_name, namespace=access.namespace,
+                                                  experiment_name=experiment or f"factprobe-{name}")
+    result.client = client  # for --wait
+    return result
 
 
 def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment: str | None = None,
-             job_name: str | None = None, max_concurrency: int = 1, catchup: bool = False):
+             job_name: str | None = None, max_concurrency: int = 1, catchup: bool = False,
+             access: KfpAccess | None = None):
     """A recurring run of `name` with a six-field cron, evaluated in UTC by the KFP backend.
 
     `catchup=False` (default) sets KFP's `no_catchup`: after a pause or an outage the schedule
     runs once, not once per missed interval (a nightly sweep missed for a week is not run 7 times)."""
     validate_cron(cron)
-    client = kfp_client(host)
+    access = access or KfpAccess()
+    client = kfp_client(host, access)
     pipe = get_pipeline(name)
     params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "nightly")
-    exp = client.create_experiment(name=experiment or f"factprobe-{name}")
+    exp = client.create_experiment(name=experiment or f"factprobe-{name}", namespace=access.namespace)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.yaml"
         from kfp import compiler
@@ -398,6 +471,9 @@ def pipeline_cli(argv: list[str]) -> int:
     s.add_argument("--experiment")
     s.add_argument("--run-name")
     s.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (submits nothing)")
+    s.add_argument("--wait", action="store_true", help="follow the run to its end; exit 1 unless it SUCCEEDED")
+    s.add_argument("--wait-timeout", type=float, default=24 * 3600, metavar="SECONDS", help="with --wait (default: 24 h)")
+    add_access_arguments(s)
     args = p.parse_args(argv)
     if args.action == "compile":
         for path in compile_all(args.out, args.names or None):
@@ -416,9 +492,13 @@ def pipeline_cli(argv: list[str]) -> int:
         print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
                      f"MLflow: {uri}"))
         return 0 if ok else 1
-    result = submit(args.name, args.host, params, args.experiment, args.run_name)
-    print(f"submitted run {getattr(result, 'run_id', result)} to {args.host}")
-    return 0
+    result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args))
+    print(f"submitted run {result.run_id} to {args.host}", flush=True)
+    if not args.wait:
+        return 0
+    state = wait_for_run(result.client, result.run_id, args.wait_timeout)
+    print(f"run {result.run_id} {state}")
+    return 0 if state == "SUCCEEDED" else 1
 
 
 def schedule_cli(argv: list[str]) -> int:
@@ -433,6 +513,7 @@ def schedule_cli(argv: list[str]) -> int:
     p.add_argument("--catchup", action="store_true",
                    help="after a pause or outage, run once per missed interval (default: once, KFP no_catchup)")
     p.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (schedules nothing)")
+    add_access_arguments(p)
     args = p.parse_args(argv)
     if args.list_params:
         print(format_params(args.name))
@@ -443,7 +524,7 @@ def schedule_cli(argv: list[str]) -> int:
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,
-                   catchup=args.catchup)
+                   catchup=args.catchup, access=KfpAccess.from_args(args))
     print(f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
           f"{'' if args.catchup else ', no catch-up of missed runs'}): "
           f"recurring run {getattr(job, 'recurring_run_id', job)}")

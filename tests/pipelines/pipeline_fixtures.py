@@ -192,6 +192,7 @@ class Request:
     body: dict | None
     status: int = 0
     response: dict | None = None  # what the fake server answered
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -203,6 +204,9 @@ class FakeKfpApi:
     - POST /apis/v2beta1/experiments                 -> the experiment with an experiment_id
     - POST /apis/v2beta1/runs                        -> the run with run_id, state PENDING
     - POST /apis/v2beta1/recurringruns               -> the recurring run with recurring_run_id
+    - GET  /apis/v2beta1/runs/<id>                   -> the run, its state the next of `run_states`
+                                                        (the last one repeats)
+    - any request without `required_headers`         -> 401 (an auth proxy in front of the API)
     Anything else is recorded and answered 404 (a gRPC-gateway style error body).
     """
 
@@ -210,6 +214,9 @@ class FakeKfpApi:
     healthz_status: int = 200  # e.g. 404: a host that answers, but is not the KFP API
     requests: list[Request] = field(default_factory=list)
     host: str = ""
+    run_states: list[str] = field(default_factory=lambda: ["RUNNING", "SUCCEEDED"])
+    required_headers: dict[str, str] = field(default_factory=dict)
+    runs: dict[str, dict] = field(default_factory=dict)
 
     def calls(self, method: str, path: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and r.path == path]
@@ -234,7 +241,13 @@ class FakeKfpApi:
             self.experiments[exp["display_name"]] = exp
             return 200, exp
         if method == "POST" and path == "/apis/v2beta1/runs":
-            return 200, dict(body, run_id=str(uuid.uuid4()), state="PENDING")
+            run = dict(body, run_id=str(uuid.uuid4()), state="PENDING")
+            self.runs[run["run_id"]] = run
+            return 200, run
+        if method == "GET" and path.startswith("/apis/v2beta1/runs/") and path.rsplit("/", 1)[1] in self.runs:
+            run = self.runs[path.rsplit("/", 1)[1]]
+            run["state"] = self.run_states.pop(0) if len(self.run_states) > 1 else self.run_states[0]
+            return 200, run
         if method == "POST" and path == "/apis/v2beta1/recurringruns":
             return 200, dict(body, recurring_run_id=str(uuid.uuid4()), status="ENABLED")
         return 404, {"error": f"no route for {method} {path}", "code": 5, "message": "Not Found"}
@@ -251,8 +264,12 @@ def _handler(api: FakeKfpApi):
             raw = self.rfile.read(n) if n else b""
             body = json.loads(raw) if raw else None
             query = parse_qs(url.query)
-            code, out = api.answer(method, url.path, query, body)
-            api.requests.append(Request(method, url.path, query, body, code, out))
+            headers = {k.title(): v for k, v in self.headers.items()}  # HTTP header names are case-insensitive
+            if any(headers.get(k.title()) != v for k, v in api.required_headers.items()):
+                code, out = 401, {"error": "Unauthorized", "code": 16, "message": "Unauthorized"}
+            else:
+                code, out = api.answer(method, url.path, query, body)
+            api.requests.append(Request(method, url.path, query, body, code, out, headers))
             data = json.dumps(out).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

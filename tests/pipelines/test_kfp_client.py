@@ -269,3 +269,57 @@ def test_cli_unreachable_host_exits_2_with_one_line(capsys, argv):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and err[0].startswith("error: ") and host in err[0]
+
+
+# --- auth, namespace, --wait (issue 13, item 4) ----------------------------------------------------
+
+
+def test_submit_sends_token_and_cookie_from_the_environment_and_the_namespace(kfp_api, capsys, monkeypatch):
+    from factprobe.cli import main
+
+    kfp_api.required_headers = {"Authorization": "Bearer s3cr3t", "Cookie": "authservice_session=abc"}
+    monkeypatch.setenv("FACTPROBE_KFP_TOKEN", "s3cr3t")
+    assert main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--cookie", "authservice_session=abc",
+                 "--namespace", "team-a", "--experiment", "nightly"]) == 0
+    assert all(r.status == 200 for r in kfp_api.requests), [(r.path, r.status) for r in kfp_api.requests]
+    assert all(r.headers.get("Authorization") == "Bearer s3cr3t" for r in kfp_api.requests)
+    assert kfp_api.only("POST", EXPERIMENTS).body["namespace"] == "team-a"
+    assert "s3cr3t" not in capsys.readouterr().out
+
+
+def test_missing_or_wrong_credentials_are_one_line(kfp_api, capsys, monkeypatch):
+    from factprobe.cli import main
+
+    kfp_api.required_headers = {"Authorization": "Bearer s3cr3t"}
+    monkeypatch.delenv("FACTPROBE_KFP_TOKEN", raising=False)
+    assert main(["pipeline", "submit", "probe", "--host", kfp_api.host]) == 2
+    err = capsys.readouterr().err
+    assert "needs credentials" in err and "FACTPROBE_KFP_TOKEN" in err and len(err.strip().splitlines()) == 1
+    assert main(["schedule", "probe", "--host", kfp_api.host, "--cron", "0 0 2 * * *", "--token", "wrong"]) == 2
+    err = capsys.readouterr().err
+    assert "rejected the credentials" in err and "wrong" not in err
+    assert kfp_api.calls("POST", RUNS) == [] and kfp_api.calls("POST", RECURRING) == []
+
+
+def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
+    from factprobe.cli import main
+
+    monkeypatch.setenv("FACTPROBE_KFP_NAMESPACE", "team-b")
+    assert main(["schedule", "probe", "--host", kfp_api.host, "--cron", "0 0 2 * * *"]) == 0
+    assert kfp_api.only("POST", EXPERIMENTS).body["namespace"] == "team-b"
+
+
+@pytest.mark.parametrize("states, rc", [(["PENDING", "RUNNING", "SUCCEEDED"], 0), (["RUNNING", "FAILED"], 1),
+                                        (["CANCELED"], 1)])
+def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, capsys, monkeypatch, states, rc):
+    from factprobe.cli import main
+    from pipelines import cli
+
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    kfp_api.run_states = list(states)
+    assert main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--wait"]) == rc
+    out = capsys.readouterr().out
+    run_id = kfp_api.only("POST", RUNS).response["run_id"]
+    assert f"run {run_id} {states[-1]}" in out
+    for st in states:
+        assert f"run {run_id}: {st} after" in out
