@@ -124,22 +124,60 @@ _QUOTED_TASK = re.compile(r"'([^']+)'")
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s*(?P<msg>.*))?")
 
 
+HEADLINE_PREFIX = "headline: "  # a step prints its main number on such a line (components/steps/probe.py)
+
+
 class _RunLog(io.TextIOBase):
     """What a local run prints, tee'd into a log file: kfp's SubprocessRunner streams each step's
     stdout and stderr through `print` to `sys.stdout`, so the log holds every step's output.
-    Credentials in what passes through (a tracking URI with user:password, ...) are masked."""
+    Credentials in what passes through (a tracking URI with user:password, ...) are masked.
 
-    def __init__(self, stream, path: Path) -> None:
+    `verbose=True` passes everything to the terminal too (kfp's executor JSON included, ~500
+    lines a run). By default the terminal gets one line when a step starts and one when it ends:
+    name, status, seconds, and the step's `headline: ...` line where it printed one."""
+
+    def __init__(self, stream, path: Path, verbose: bool = True) -> None:
         self._stream = stream
         self.path = path
+        self.verbose = verbose
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("w", encoding="utf-8")
+        self._pending = ""
+        self._started: dict[str, list[float]] = {}  # task name -> start times (ParallelFor repeats names)
+        self._headlines: dict[str, list[str]] = {}
+        self._current: list[str] = []  # tasks running, in start order (to attribute headlines)
 
     def write(self, text: str) -> int:
         text = redact(text)
-        self._stream.write(text)
         self._file.write(text)
+        if self.verbose:
+            self._stream.write(text)
+        else:
+            self._pending += text
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self._summarise(_ANSI.sub("", line))
         return len(text)
+
+    def _summarise(self, line: str) -> None:
+        if m := _TASK_START.search(line):
+            name = m.group(1)
+            self._started.setdefault(name, []).append(time.perf_counter())
+            self._current.append(name)
+            self._stream.write(f"  {name:<28} started\n")
+        elif m := _TASK_END.search(line):
+            name, status = m.group(1), m.group(2)
+            t0 = self._started.get(name, [time.perf_counter()]).pop(0) if self._started.get(name) else time.perf_counter()
+            if name in self._current:
+                self._current.remove(name)
+            heads = self._headlines.get(name) or []
+            head = f"  {heads.pop(0)}" if heads and status == "SUCCESS" else ""
+            self._stream.write(f"  {name:<28} {status:<8} {time.perf_counter() - t0:7.1f} s{head}\n")
+        elif HEADLINE_PREFIX in line and self._current:
+            owner = self._current[-1] if len(set(self._current)) == 1 else next(
+                (n for n in self._current if n.startswith("probe")), self._current[-1])
+            self._headlines.setdefault(owner, []).append(line.split(HEADLINE_PREFIX, 1)[1].strip())
+        self._stream.flush()
 
     def flush(self) -> None:
         self._stream.flush()
@@ -156,6 +194,8 @@ class _RunLog(io.TextIOBase):
         return getattr(self._stream, "encoding", "utf-8")
 
     def close_log(self) -> None:
+        if self._pending and not self.verbose:
+            self._summarise(_ANSI.sub("", self._pending))
         self._file.close()
 
 
@@ -232,14 +272,16 @@ def failure_report(log_path: Path, error: BaseException | str) -> str:
     return redact(f"step {name!r} failed: {first_error_line(lines)}{also}; full log: {step_log}")
 
 
-def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None):
+def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None,
+              verbose: bool = True):
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
 
     An embedded sqlite store is served on loopback for the run (tracking/local_server.py), so the
     step processes log over REST instead of each importing mlflow; the runs land in the same file.
     `FACTPROBE_SERVE_LOCAL_STORE=0` makes every step open the sqlite file itself instead.
 
-    Everything the run prints is also written to `<pipeline root>/logs/<name>-<time>-<pid>.log`.
+    Everything the run prints is written to `<pipeline root>/logs/<name>-<time>-<pid>.log`; the
+    terminal gets all of it with `verbose`, else one line per step start and end (`_RunLog`).
     A failed run ends with one line on stderr (ANSI codes stripped, credentials masked): the failed
     step, the first line of its error, and the path of that step's own log:
     `error: step 'data-build' failed: ConfigError: unknown relation(s) P999 ...; full log: ...`."""
@@ -264,7 +306,10 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
             params["trigger"] = "local"
         root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
         local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
-        log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+        log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
+                      verbose=verbose)
+        if not verbose:
+            print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
         start = time.perf_counter()
         error: BaseException | None = None
         sys.stdout = log
@@ -461,6 +506,8 @@ def pipeline_cli(argv: list[str]) -> int:
     r.add_argument("--tracking-uri")
     r.add_argument("--pipeline-root")
     r.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit")
+    r.add_argument("--verbose", action="store_true",
+                   help="print every step's full output (kfp's executor logs) instead of one line per step")
     c = sub.add_parser("compile", help="write pipeline YAML for the Kubeflow UI")
     c.add_argument("names", nargs="*")
     c.add_argument("--out", default="build/pipelines")
@@ -487,7 +534,7 @@ def pipeline_cli(argv: list[str]) -> int:
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     if args.action == "run":
-        ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root)
+        ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root, verbose=args.verbose)
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
         print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
                      f"MLflow: {uri}"))

@@ -56,5 +56,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         shutil.copy2(path, out / path.name)
         copied.append(path.name)
     scalars = {k: v for k, v in metric_dict(outcome.metrics).items() if "/" not in k}
+    head = spec.headline(outcome.metrics)
+    if head:  # one line for `factprobe pipeline run`'s step summary (pipelines/cli.py: HEADLINE_PREFIX)
+        print(f"headline: {probe} {model}: {head}", flush=True)
     return {"scalars": scalars, "model": model, "probe": probe, "run_id": run.run_id or "",
             "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed, "files": copied}

@@ -101,3 +101,40 @@ def test_failed_local_run_ends_with_the_step_and_its_error(tmp_path):
     assert "Traceback (most recent call last):" in step_log.read_text()
     run_log = step_log.with_name(step_log.name.replace(".data-build.log", ".log"))
     assert "Executing task 'data-build'" in re.sub(r"\x1b\[[0-9;]*m", "", run_log.read_text())  # the whole run's log
+
+
+def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
+    """`factprobe pipeline run` without --verbose: the terminal gets a start and an end line per
+    step (name, status, seconds, the step's headline); the log file keeps everything."""
+    import io
+
+    from pipelines.cli import _RunLog
+
+    text = _kfp_log(("start-run", "SUCCESS", ["[KFP Executor 2026] INFO: " + "x" * 300]),
+                    ("probe-model", "SUCCESS", ['{"executor": "json"}', "headline: qa smollm2: em 0.533 over 15 items"]),
+                    ("report", "FAILURE", TRACEBACK))
+    terminal = io.StringIO()
+    log = _RunLog(terminal, tmp_path / "logs" / "run.log", verbose=False)
+    for i in range(0, len(text), 37):  # kfp writes in arbitrary pieces
+        log.write(text[i:i + 37])
+    log.close_log()
+    lines = terminal.getvalue().splitlines()
+    assert [line.split()[:2] for line in lines] == [["start-run", "started"], ["start-run", "SUCCESS"],
+                                                   ["probe-model", "started"], ["probe-model", "SUCCESS"],
+                                                   ["report", "started"], ["report", "FAILURE"]]
+    assert re.fullmatch(r"\s+probe-model\s+SUCCESS\s+\d+\.\d s  qa smollm2: em 0\.533 over 15 items", lines[3])
+    assert not ANSI.search(terminal.getvalue())
+    assert log.path.read_text() == text  # the file has every byte
+
+
+def test_verbose_run_log_passes_everything_through(tmp_path):
+    import io
+
+    from pipelines.cli import _RunLog
+
+    text = _kfp_log(("start-run", "SUCCESS", ["ok"]))
+    terminal = io.StringIO()
+    log = _RunLog(terminal, tmp_path / "run.log", verbose=True)
+    log.write(text)
+    log.close_log()
+    assert terminal.getvalue() == text == log.path.read_text()

@@ -36,7 +36,19 @@ def probe_run(tmp_path_factory, real_model_path):
     tmp = tmp_path_factory.mktemp("probe-pipeline")
     rc, log = pipeline(tmp, "probe", "--param", 'models=["smollm2-135m-instruct"]', "--param", 'probes=["ic-lke","hgp"]', *SMALL)
     assert rc == 0, log[-3000:]
+    (tmp / "terminal.txt").write_text(log)
     return tmp
+
+
+def test_terminal_shows_one_line_per_step_and_the_log_path(probe_run):
+    """Without --verbose: a start and an end line per step, the probes' headlines, the log's path."""
+    import re
+
+    out = (probe_run / "terminal.txt").read_text()
+    assert len(out.splitlines()) < 40, out
+    assert re.search(r"probe-model\s+SUCCESS\s+\d+\.\d s  (ic-lke|hgp) smollm2-135m-instruct: accuracy \d\.\d{3}", out), out
+    (log_path,) = re.findall(r"full log \(--verbose prints it here\): (\S+)", out)
+    assert "Executing task" in open(log_path, encoding="utf-8").read()
 
 
 def test_probe_pipeline_logs_parent_and_children(probe_run):
