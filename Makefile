@@ -72,7 +72,7 @@ run-all: $(STAMP) models
 	  --param max_facts_per_relation=10 --param qa_train_per_relation=50 --param known_shots=10 --param shots=10,15,20
 	$(VENV)/bin/factprobe pipeline run coherency $(RUN_ALL_PARAMS) \
 	  --param max_facts_per_relation=5 --param max_candidates=30
-	@$(PY) scripts/print_latest.py
+	@$(PY) scripts/print_latest.py --all
 
 test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc

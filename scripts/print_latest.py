@@ -1,25 +1,63 @@
-"""After `make run`: print each model's accuracy from the latest local probe pipeline run, and how
-to open the MLflow UI to compare them."""
+"""After `make run` / `make run-all`: print the main numbers of the latest local pipeline run(s)
+from MLflow, and how to open the MLflow UI to compare them.
+
+`python scripts/print_latest.py` prints the latest `probe` pipeline run (what `make run` does);
+`--all` prints the latest run of every factprobe pipeline experiment in the store."""
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
-client = MlflowClient(uri)
-exp = client.get_experiment_by_name("factprobe/probe")
-if exp is None:
-    raise SystemExit(f"no factprobe/probe experiment at {uri}")
-parent = client.search_runs([exp.experiment_id], filter_string="tags.`factprobe.role` = 'parent'",
-                            order_by=["attributes.start_time DESC"], max_results=1)[0]
-children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-print(f"\npipeline run {parent.data.tags.get('factprobe.kfp_run_id')} ({parent.info.status}), MLflow parent run {parent.info.run_id}")
-for r in sorted(children, key=lambda r: r.data.tags.get("factprobe.model", "")):
-    if "acc" in r.data.metrics:
-        m = r.data.metrics
-        print(f"  {r.data.tags.get('factprobe.model'):<24} {r.data.tags.get('factprobe.probe'):<8} "
-              f"accuracy {m['acc']:.3f}  (95% CI {m.get('acc_ci_low', float('nan')):.3f}-{m.get('acc_ci_high', float('nan')):.3f}, n={int(m['n'])})")
-print(f"\nCompare them in the MLflow UI:\n  .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000\n"
-      f"  then open http://127.0.0.1:5000/#/experiments/{exp.experiment_id}")
+HEADLINE = ("acc", "em", "f1", "contains", "coherency", "coherency_round1", "coherency_round2", "correct_round1",
+            "correct_round2", "known_rate")
+
+
+def describe(r) -> str:
+    m = r.data.metrics
+    if "acc" in m and "acc_ci_low" in m:
+        return (f"accuracy {m['acc']:.3f}  (95% CI {m['acc_ci_low']:.3f}-{m.get('acc_ci_high', float('nan')):.3f}, "
+                f"n={int(m.get('n', 0))})")
+    shown = [f"{k} {m[k]:.3f}" for k in HEADLINE if k in m]
+    n = m.get("n", m.get("n_items"))
+    return ", ".join(shown) + (f"  (n={int(n)})" if n is not None else "")
+
+
+def print_latest(client: MlflowClient, experiment: str) -> bool:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return False
+    parents = client.search_runs([exp.experiment_id], filter_string="tags.`factprobe.role` = 'parent'",
+                                 order_by=["attributes.start_time DESC"], max_results=1)
+    if not parents:
+        return False
+    parent = parents[0]
+    children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    print(f"\n{experiment}: pipeline run {parent.data.tags.get('factprobe.kfp_run_id')} ({parent.info.status}), "
+          f"MLflow parent run {parent.info.run_id} (experiment {exp.experiment_id})")
+    for r in sorted(children, key=lambda r: (r.data.tags.get("factprobe.model", ""), r.info.start_time)):
+        probe = r.data.tags.get("factprobe.probe")
+        if probe:
+            print(f"  {r.data.tags.get('factprobe.model', ''):<24} {probe:<15} {describe(r)}")
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--all", action="store_true", help="every factprobe pipeline experiment, not only factprobe/probe")
+    args = ap.parse_args()
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    names = (["factprobe/probe"] if not args.all else
+             sorted(e.name for e in client.search_experiments() if e.name.startswith("factprobe/")))
+    found = [name for name in names if print_latest(client, name)]
+    if not found:
+        raise SystemExit(f"no finished factprobe pipeline run at {uri}")
+    print(f"\nCompare them in the MLflow UI:\n  .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000\n"
+          "  then open http://127.0.0.1:5000")
+
+
+if __name__ == "__main__":
+    main()
