@@ -68,3 +68,13 @@ def cluster_config() -> ClusterConfig:
 # pipelines/platform.py sets every task's image from `cluster_config()` when a pipeline is built.
 CPU_IMAGE = f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"
 GPU_IMAGE = f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"
+
+IMAGE_SETTINGS = {"cpu_image": "FACTPROBE_IMAGE_CPU", "gpu_image": "FACTPROBE_IMAGE_GPU"}
+DEFAULT_IMAGES = {"cpu_image": CPU_IMAGE, "gpu_image": GPU_IMAGE}
+
+
+def default_image_settings(config: ClusterConfig) -> list[str]:
+    """The image settings (env names) still at their built-in default: images under
+    ghcr.io/factprobe that are not published, so a cluster cannot pull them."""
+    return [env for field, env in IMAGE_SETTINGS.items() if getattr(config, field) == DEFAULT_IMAGES[field]]
+

@@ -329,6 +329,25 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
             server.__exit__(None, None, None)
 
 
+def image_notice(for_cluster_run: bool, allow_default: bool = False) -> str:
+    """The images the compiled steps will run, as one line for stderr. A default image (never
+    pushed) adds a warning naming the setting and how to build one; for `submit` and `schedule`
+    (`for_cluster_run`) it is an error unless `allow_default`."""
+    from components.config import cluster_config, default_image_settings
+
+    cfg = cluster_config()
+    line = f"images: cpu steps {cfg.cpu_image}, gpu steps {cfg.gpu_image}"
+    defaults = default_image_settings(cfg)
+    if not defaults:
+        return line
+    why = (f"{' and '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} not set, so the steps use the built-in "
+           "default image, which is not published; build and push yours with scripts/build_images.sh --registry "
+           "REGISTRY (containers/README.md) and set the variable to the printed tag")
+    if for_cluster_run and not allow_default:
+        raise ConfigError(f"{why}; --allow-default-image submits anyway")
+    return f"{line}\nwarning: {why}"
+
+
 def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:
     """Compile pipelines to YAML (the files uploaded in the Kubeflow UI)."""
     from kfp import compiler
@@ -519,10 +538,13 @@ def pipeline_cli(argv: list[str]) -> int:
     s.add_argument("--run-name")
     s.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (submits nothing)")
     s.add_argument("--wait", action="store_true", help="follow the run to its end; exit 1 unless it SUCCEEDED")
+    s.add_argument("--allow-default-image", action="store_true",
+                   help="submit even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
     s.add_argument("--wait-timeout", type=float, default=24 * 3600, metavar="SECONDS", help="with --wait (default: 24 h)")
     add_access_arguments(s)
     args = p.parse_args(argv)
     if args.action == "compile":
+        print(image_notice(False), file=sys.stderr)
         for path in compile_all(args.out, args.names or None):
             print(path)
         return 0
@@ -531,6 +553,7 @@ def pipeline_cli(argv: list[str]) -> int:
         return 0
     if args.action == "submit":
         _host_for(args, s)
+        images = image_notice(True, args.allow_default_image)  # refuses the unpublished default image
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     if args.action == "run":
@@ -540,6 +563,7 @@ def pipeline_cli(argv: list[str]) -> int:
                      f"MLflow: {uri}"))
         return 0 if ok else 1
     result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args))
+    print(images, file=sys.stderr)
     print(f"submitted run {result.run_id} to {args.host}", flush=True)
     if not args.wait:
         return 0
@@ -560,6 +584,8 @@ def schedule_cli(argv: list[str]) -> int:
     p.add_argument("--catchup", action="store_true",
                    help="after a pause or outage, run once per missed interval (default: once, KFP no_catchup)")
     p.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (schedules nothing)")
+    p.add_argument("--allow-default-image", action="store_true",
+                   help="schedule even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
     add_access_arguments(p)
     args = p.parse_args(argv)
     if args.list_params:
@@ -568,10 +594,12 @@ def schedule_cli(argv: list[str]) -> int:
     _host_for(args, p)
     if not args.cron:
         p.error("the following arguments are required: --cron")
+    images = image_notice(True, args.allow_default_image)  # refuses the unpublished default image
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,
                    catchup=args.catchup, access=KfpAccess.from_args(args))
+    print(images, file=sys.stderr)
     print(f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
           f"{'' if args.catchup else ', no catch-up of missed runs'}): "
           f"recurring run {getattr(job, 'recurring_run_id', job)}")

@@ -35,6 +35,13 @@ RUNS = "/apis/v2beta1/runs"
 RECURRING = "/apis/v2beta1/recurringruns"
 
 
+@pytest.fixture(autouse=True)
+def built_images(monkeypatch):
+    """The cluster tests submit with images a team built and pushed (the defaults are refused)."""
+    monkeypatch.setenv("FACTPROBE_IMAGE_CPU", "registry.example.com/factprobe-cpu:0.1.0-abc1234")
+    monkeypatch.setenv("FACTPROBE_IMAGE_GPU", "registry.example.com/factprobe-gpu:0.1.0-abc1234")
+
+
 def _nightly_header_bug() -> list[str]:
     """String defaults with a newline in the nightly_sweep pipeline (they break the compiled YAML:
     see test_compiled_specs.test_compiled_file_loads_like_the_kfp_client)."""
@@ -85,10 +92,9 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert spec["pipelineInfo"]["name"] == "factprobe-probe"
     assert {"comp-start-run", "comp-plan-matrix", "comp-data-build", "comp-probe-model", "comp-report",
             "comp-finalize-run"} <= set(spec["components"])
-    from components.config import CPU_IMAGE, GPU_IMAGE  # this process's images (env may override)
-
-    images = step_images(spec)
-    assert images.pop("exec-probe-model") == GPU_IMAGE and set(images.values()) == {CPU_IMAGE}
+    images = step_images(spec)  # the images of FACTPROBE_IMAGE_GPU / _CPU (fixture `built_images`)
+    assert images.pop("exec-probe-model") == "registry.example.com/factprobe-gpu:0.1.0-abc1234"
+    assert set(images.values()) == {"registry.example.com/factprobe-cpu:0.1.0-abc1234"}
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert k8s["exec-probe-model"]["nodeSelector"] == {"labels": {"factprobe.io/node-pool": "gpu"}}
     assert all(any(s["secretName"] == "mlflow-credentials" for s in e["secretAsEnv"]) for e in k8s.values())
@@ -323,3 +329,32 @@ def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, cap
     assert f"run {run_id} {states[-1]}" in out
     for st in states:
         assert f"run {run_id}: {st} after" in out
+
+
+# --- images (issue 13, item 3) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["pipeline", "submit", "probe"], ["schedule", "probe", "--cron", "0 0 2 * * *"]])
+def test_submit_and_schedule_refuse_the_unpublished_default_image(argv, kfp_api, capsys, monkeypatch):
+    from factprobe.cli import main
+
+    monkeypatch.delenv("FACTPROBE_IMAGE_GPU")
+    assert main([*argv, "--host", kfp_api.host]) == 2
+    err = capsys.readouterr().err
+    assert "FACTPROBE_IMAGE_GPU is not set" in err and "scripts/build_images.sh" in err and "--allow-default-image" in err
+    assert kfp_api.requests == []
+    assert main([*argv, "--host", kfp_api.host, "--allow-default-image"]) == 0
+    out = capsys.readouterr()
+    assert "warning: FACTPROBE_IMAGE_GPU is not set" in out.err and "gpu steps ghcr.io/factprobe/factprobe-gpu:" in out.err
+
+
+def test_compile_prints_the_images_and_warns_about_defaults(tmp_path, capsys, monkeypatch):
+    from factprobe.cli import main
+
+    assert main(["pipeline", "compile", "regression", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "images: cpu steps registry.example.com/factprobe-cpu:0.1.0-abc1234" in err and "warning" not in err
+    monkeypatch.delenv("FACTPROBE_IMAGE_CPU")
+    monkeypatch.delenv("FACTPROBE_IMAGE_GPU")
+    assert main(["pipeline", "compile", "regression", "--out", str(tmp_path)]) == 0
+    assert "warning: FACTPROBE_IMAGE_CPU and FACTPROBE_IMAGE_GPU are not set" in capsys.readouterr().err
