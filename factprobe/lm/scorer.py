@@ -113,6 +113,20 @@ class _Encoded:
     starts: list[int] = field(default_factory=list)
 
 
+def pack_within_budget(sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """Greedy, order-keeping groups of the indices of `sizes` whose sizes add up to at most
+    `budget` each; an item larger than `budget` is a group of its own."""
+    groups: list[list[int]] = []
+    used = 0
+    for i, n in enumerate(sizes):
+        if not groups or (groups[-1] and used + n > budget):
+            groups.append([])
+            used = 0
+        groups[-1].append(i)
+        used += n
+    return groups
+
+
 def split_point(ctx_ids: Sequence[int], whole_ids: Sequence[int]) -> int:
     """Where the continuation's tokens start in `whole_ids = encode(c + y)`.
 
@@ -396,13 +410,9 @@ class Scorer:
                 root_of.append(root_of[s.parent])
                 trees[root_of[s.parent]].append(i)
         results: list[list[float] | None] = [None] * len(segments)
-        chunk: list[int] = []
-        chunk_tokens = 0
-
-        def flush() -> None:
-            nonlocal chunk, chunk_tokens
-            if not chunk:
-                return
+        sizes = [sum(len(segments[i].token_ids) for i in tree) for tree in trees]
+        for group in pack_within_budget(sizes, self.token_budget):
+            chunk = [i for t in group for i in trees[t]]
             local = {g: k for k, g in enumerate(chunk)}
             segs = [
                 Segment(segments[g].token_ids, local[segments[g].parent] if segments[g].parent >= 0 else -1, segments[g].spans)
@@ -410,15 +420,6 @@ class Scorer:
             ]
             for g, r in zip(chunk, self._forward_packed(prefix, segs)):
                 results[g] = r
-            chunk, chunk_tokens = [], 0
-
-        for tree in trees:
-            n = sum(len(segments[i].token_ids) for i in tree)
-            if chunk and chunk_tokens + n > self.token_budget:
-                flush()
-            chunk.extend(tree)
-            chunk_tokens += n
-        flush()
         return results  # type: ignore[return-value]
 
     @torch.inference_mode()
@@ -444,13 +445,7 @@ class Scorer:
         Trees are packed into forwards of at most `token_budget` tokens (a larger tree goes alone);
         a tree without segments (only single-token options after the prefix) needs no forward."""
         out: list[torch.Tensor | None] = [None] * len(trees)
-        chunk: list[int] = []
-        chunk_tokens = 0
-
-        def flush() -> None:
-            nonlocal chunk, chunk_tokens
-            if not chunk:
-                return
+        for chunk in pack_within_budget([t.n_tokens for t in trees], self.token_budget):
             segs: list[Segment] = []
             offsets = []
             for t in chunk:
@@ -469,15 +464,6 @@ class Scorer:
                 n = len(trees[t].queries)
                 out[t] = lp[at : at + n]
                 at += n
-            chunk, chunk_tokens = [], 0
-
-        for i, tree in enumerate(trees):
-            n = tree.n_tokens
-            if chunk and chunk_tokens + n > self.token_budget:
-                flush()
-            chunk.append(i)
-            chunk_tokens += n
-        flush()
         return out  # type: ignore[return-value]
 
     def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None) -> list[np.ndarray]:
@@ -599,25 +585,17 @@ class _OptionTree:
         return cls(segments=segments, queries=queries, option_of=option_of)
 
     def split(self, budget: int) -> list["_OptionTree"]:
-        """Cut a tree without a context segment into parts of whole root subtrees, each at most
-        `budget` tokens where a subtree allows (a larger subtree is a part of its own). Queries on
-        the prefix go with the first part. One part (this tree) when it fits."""
+        """Cut the tree into parts of whole root subtrees, each at most `budget` tokens where a
+        subtree allows (a larger subtree is a part of its own). Queries on the prefix go with the
+        first part. One part (this tree) when it fits. (A tree with a context segment is a single
+        root subtree, so only a tree built without one is ever cut.)"""
         if self.n_tokens <= budget or not self.segments:
             return [self]
-        if self.segments[0].parent != -1 or len(self.segments[0].token_ids) == 0:
-            raise ValueError("only a tree without a context segment can be split")
         # Depth-first order keeps each root subtree contiguous: [start, end) ranges.
         roots = [i for i, sg in enumerate(self.segments) if sg.parent < 0] + [len(self.segments)]
-        groups: list[list[int]] = [[]]  # root-subtree range starts per part
-        used = 0
-        for a, b in zip(roots, roots[1:]):
-            n = sum(len(self.segments[i].token_ids) for i in range(a, b))
-            if groups[-1] and used + n > budget:
-                groups.append([])
-                used = 0
-            groups[-1].append(a)
-            used += n
         ends = dict(zip(roots, roots[1:]))
+        sizes = [sum(len(self.segments[i].token_ids) for i in range(a, b)) for a, b in zip(roots, roots[1:])]
+        groups = [[roots[k] for k in g] for g in pack_within_budget(sizes, budget)]  # root-subtree starts per part
         new_index: dict[int, tuple[int, int]] = {}
         parts = [_OptionTree(segments=[], queries=[], option_of=[]) for _ in groups]
         for pi, starts in enumerate(groups):
