@@ -309,6 +309,12 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
         log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
                       verbose=verbose)
         if not verbose:
+            import warnings
+
+            # The local runner runs every step in this very environment, so its warning about a step's
+            # (cluster) base image is noise here; one per step would bury the step lines.
+            warnings.filterwarnings("ignore", message="You may be attemping to run a task that uses custom",
+                                    category=RuntimeWarning)
             print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
         start = time.perf_counter()
         error: BaseException | None = None
