@@ -1,0 +1,525 @@
+"""The multi-prompt dataset of BELIEF / BELIEF-ICL (zhao2024, sections 2 and 4): many templates per
+relation, one fact per subject-relation pair, every correct object as gold.
+
+Data contract (`MultiPromptSet`)
+--------------------------------
+`templates` (pandas DataFrame, one row per usable template, `TEMPLATE_COLUMNS`):
+- `relation` (str), `template_id` (str, unique over the whole set, stable across builds:
+  `<relation>:<source>:<line>`), `template` (str, normalised, see below; exactly one `[X]` and
+  one `[Y]`), `source` (one of `TEMPLATE_SOURCES`), `provenance` (str, `<file>:<line>` of the
+  first occurrence; files under the data root or the repository are named relative to it),
+  `style` ("cloze" | "question"), `y_last` (bool: nothing but end punctuation follows `[Y]`,
+  so the text before `[Y]` is a prompt a causal LM can continue).
+Rows are ordered by relation (first-seen order of the facts), then source priority, then line.
+
+`facts` (one row per subject-relation pair, the paper's t in T, `FACT_COLUMNS`):
+- `fact_id` (str: the `Fact.fact_id` of the pair's first test fact, so rows join with every other
+  probe's tables), `relation`, `subject` (label), `subject_id` (str | None),
+  `subject_aliases` (list[str]: other labels of the same subject id in any loaded file, plus the
+  `aliases` argument; empty where no source provides any; the shipped LAMA/LPAQA files give one
+  label per id, so it is mostly empty), `object` / `object_id` (the first test fact's object),
+  `gold` (list[str]: the labels of every correct object of the pair, matched by subject id over
+  the test facts and the training facts, the first test fact's object first; N-M pairs have
+  several), `gold_ids` (list[str | None], aligned with the distinct objects).
+
+`dropped` (`DROPPED_COLUMNS`): every template that was read but not kept, with the reason
+(`duplicate of <template_id>`, `backwards`, `[Y] not last (causal)`).
+
+Template sources (`TEMPLATE_SOURCES`, in de-duplication priority order)
+----------------------------------------------------------------------
+- `lama`: the LAMA manual template (`lama/relations.jsonl`);
+- `pararel`: ParaRel patterns (`pararel/patterns/P*.jsonl`, `factprobe.sources.pararel`);
+- `lpaqa-manual`: LPAQA manual paraphrases (`lpaqa/prompts/manual_paraphrase/P*.txt`);
+- `lpaqa-paraphrase`: LPAQA paraphrases (`lpaqa/prompts/paraphrase/P*.jsonl`; weights ignored);
+- `belief-qa`: hand-written question templates (`data/belief_qa_templates.tsv`,
+  `load_belief_qa_templates`), written so that the object is the unique answer.
+LPAQA templates that state the relation backwards (`factprobe.sources.lpaqa.is_backwards`, e.g.
+P36 `[X] is the capital of [Y]`) are dropped (`drop_backwards=True`).
+
+Normalisation rule (`normalize_template`), applied to every template before de-duplication:
+1. whitespace runs collapse to one space, the ends are stripped;
+2. whitespace before `, ; : . ? !` is removed (`[Y] .` -> `[Y].`, `[X] , who` -> `[X], who`);
+3. a template that does not end in `.`, `?` or `!` gets a final `.` (`[X] was born in [Y]` ->
+   `[X] was born in [Y].`; questions such as `Who developed [X]? [Y]` -> `... [X]? [Y].`, the
+   MyriadLAMA form).
+So `[X] was born in [Y] .`, `[X] was born in [Y].` and `[X]  was born in [Y]` are one template.
+Two templates are duplicates when their normalised forms are equal ignoring case; the one from
+the higher-priority source (then the earlier line) is kept.
+
+`[Y]` not last: such templates (`[Y] is the capital of [X].`) are kept (masked LMs, and MP
+prompts that show `[MASK]` inline, use them) and flagged `y_last=False`; `MultiPromptSet.for_causal()`
+drops them (recorded in `dropped`) for settings that continue the text before `[Y]`.
+
+Rendering: `render_mlm(template, subject, mask_token)` (the `[MASK]` prompt) and
+`render_causal(template, subject)` (the text before `[Y]`, trailing whitespace removed).
+
+Bad input raises DataError naming `file:line` and the template: a template without `[X]` or
+`[Y]`, or with one of them twice; malformed lines; a missing QA templates file.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ConfigError, DataError
+from ..facts import Fact, FactSet
+from ..io import open_text, read_jsonl, read_text, utf8_text
+from ..sources.pararel import check_template_slots, load_pararel_patterns
+from .prepared import Prepared
+from .trex_mc import stable_rng
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_SOURCES = ("lama", "pararel", "lpaqa-manual", "lpaqa-paraphrase", "belief-qa")
+STYLES = ("cloze", "question")
+TEMPLATE_COLUMNS = ("relation", "template_id", "template", "source", "provenance", "style", "y_last")
+FACT_COLUMNS = ("fact_id", "relation", "subject", "subject_id", "subject_aliases", "object", "object_id", "gold",
+                "gold_ids")
+DROPPED_COLUMNS = ("relation", "template", "source", "provenance", "reason")
+DEFAULT_QA_TEMPLATES = Path(__file__).resolve().parent / "data" / "belief_qa_templates.tsv"
+QA_HEADER = ("relation", "template")
+DATASET_KIND = "multiprompt"
+
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:.?!])")
+_Y_LAST = re.compile(r"\[Y\][.?!]*$")
+
+
+# ------------------------------------------------------------------ templates: text rules
+def normalize_template(template: str) -> str:
+    """The normalised form of a template (rules 1-3 in the module docstring)."""
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(template.split()))
+    if text and not text.endswith((".", "?", "!")):
+        text += "."
+    return text
+
+
+def is_y_last(template: str) -> bool:
+    """True when only end punctuation follows `[Y]` in the normalised `template`."""
+    return bool(_Y_LAST.search(normalize_template(template)))
+
+
+def template_style(template: str, source: str) -> str:
+    """"question" for the hand-written QA templates and any template whose text before `[Y]`
+    ends with `?`; else "cloze"."""
+    before = template.split("[Y]", 1)[0].rstrip()
+    return "question" if source == "belief-qa" or before.endswith("?") else "cloze"
+
+
+def _split(template: str) -> tuple[str, str]:
+    if template.count("[Y]") != 1 or template.count("[X]") != 1:
+        raise DataError(f"template {template!r} needs exactly one [X] and one [Y]")
+    return tuple(template.split("[Y]", 1))  # type: ignore[return-value]
+
+
+def render_mlm(template: str, subject: str, mask_token: str) -> str:
+    """The masked-LM prompt: `[X]` -> `subject`, `[Y]` -> `mask_token` (e.g. "[MASK]", "<mask>").
+    A subject that itself contains `[Y]` is left alone (slots are split first)."""
+    before, after = _split(template)
+    return f"{before.replace('[X]', subject)}{mask_token}{after.replace('[X]', subject)}"
+
+
+def render_causal(template: str, subject: str) -> str:
+    """The causal-LM prompt: the text before `[Y]` with `[X]` filled, trailing whitespace removed
+    (the answer, with its leading space, is what the model generates). Raises DataError naming the
+    template when `[Y]` is not last (`is_y_last`)."""
+    if not is_y_last(template):
+        raise DataError(f"template {template!r}: [Y] is not last, so it has no causal prompt; "
+                        "use MultiPromptSet.for_causal() or render_mlm")
+    before, _ = _split(template)
+    return before.replace("[X]", subject).rstrip()
+
+
+# ------------------------------------------------------------------ templates: readers
+@dataclass(frozen=True)
+class RawTemplate:
+    """A template as read: relation, text, source name, file and 1-based line."""
+
+    relation: str
+    text: str
+    source: str
+    file: str
+    line: int
+
+
+def load_belief_qa_templates(path: str | Path | None = None) -> list[RawTemplate]:
+    """Question templates from a TSV (default `DEFAULT_QA_TEMPLATES`).
+
+    Format: UTF-8; blank lines and lines starting with `#` are ignored; the first other line is
+    the header `relation<TAB>template`; then one template per line. Raises DataError naming
+    `file:line` for a missing file, a bad header, a wrong column count, an empty relation, a
+    template without exactly one `[X]` and one `[Y]`."""
+    path = Path(path) if path is not None else DEFAULT_QA_TEMPLATES
+    if not path.is_file():
+        raise DataError(f"{path}: question templates file not found")
+    out: list[RawTemplate] = []
+    header = False
+    with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            where = f"{path}:{lineno}"
+            cols = [c.strip() for c in line.split("\t")]
+            if not header:
+                if tuple(cols) != QA_HEADER:
+                    raise DataError(f"{where}: header must be 'relation<TAB>template', got {line!r}")
+                header = True
+                continue
+            if len(cols) != 2:
+                raise DataError(f"{where}: expected 2 tab-separated columns (relation, template), got {len(cols)}: {line!r}")
+            rid, text = cols
+            if not rid or any(ch.isspace() for ch in rid):
+                raise DataError(f"{where}: malformed relation id {rid!r}")
+            check_template_slots(text, where)
+            out.append(RawTemplate(rid, text, "belief-qa", str(path), lineno))
+    if not header:
+        raise DataError(f"{path}: no header line 'relation<TAB>template'")
+    return out
+
+
+def _lama_templates(root: Path, relations: Sequence[str], test: FactSet) -> list[RawTemplate]:
+    path = root / "lama" / "relations.jsonl"
+    out: list[RawTemplate] = []
+    seen: set[str] = set()
+    if path.is_file():
+        for lineno, rec in read_jsonl(path, required=("relation",)):
+            rid = str(rec["relation"]).strip()
+            text = rec.get("template")
+            if rid in relations and isinstance(text, str) and text.strip():
+                check_template_slots(text.strip(), f"{path}:{lineno}")
+                out.append(RawTemplate(rid, text.strip(), "lama", str(path), lineno))
+                seen.add(rid)
+    for rid in relations:  # templates carried by the facts' relation metadata (e.g. countryinfo)
+        rel = test.relations.get(rid)
+        if rid not in seen and rel is not None and rel.template:
+            check_template_slots(rel.template, f"relation metadata of {rid} ({test.source})")
+            out.append(RawTemplate(rid, rel.template, "lama", f"relation metadata ({test.source})", 0))
+    return out
+
+
+def _lpaqa_templates(root: Path, relations: Sequence[str], kind: str) -> list[RawTemplate]:
+    folder = root / "lpaqa" / "prompts" / ("manual_paraphrase" if kind == "lpaqa-manual" else "paraphrase")
+    out: list[RawTemplate] = []
+    for rid in relations:
+        if kind == "lpaqa-manual":
+            path = folder / f"{rid}.txt"
+            if not path.is_file():
+                continue
+            rows = [(n, line.strip()) for n, line in enumerate(read_text(path).splitlines(), start=1) if line.strip()]
+        else:
+            path = folder / f"{rid}.jsonl"
+            if not path.is_file():
+                continue
+            rows = []
+            for n, rec in read_jsonl(path, required=("template",)):
+                if not isinstance(rec["template"], str):
+                    raise DataError(f"{path}:{n}: template must be text, got {rec['template']!r}")
+                rows.append((n, rec["template"].strip()))
+        for n, text in rows:
+            check_template_slots(text, f"{path}:{n}")
+            out.append(RawTemplate(rid, text, kind, str(path), n))
+    return out
+
+
+def _pararel_templates(root: Path, relations: Sequence[str]) -> list[RawTemplate]:
+    folder = root / "pararel" / "patterns"
+    if not folder.is_dir():
+        return []
+    have = [r for r in relations if (folder / f"{r}.jsonl").is_file()]
+    if not have:
+        return []
+    pats = load_pararel_patterns(folder, have)
+    return [RawTemplate(r, p.pattern, "pararel", p.file, p.line) for r in have for p in pats.get(r, [])]
+
+
+def _provenance(file: str, line: int, root: Path) -> str:
+    from ..paths import REPO_ROOT
+
+    p = Path(file)
+    for base in (root, REPO_ROOT):
+        try:
+            p = p.resolve().relative_to(base.resolve())
+            break
+        except (ValueError, OSError):
+            continue
+    return f"{p}:{line}" if line else str(file)
+
+
+def collect_templates(raw: Sequence[RawTemplate], root: Path, drop_backwards: bool = True,
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(templates, dropped) tables from raw templates: normalise, drop backwards LPAQA templates,
+    de-duplicate (module docstring). `raw` must already be in priority order per relation."""
+    from ..sources.lpaqa import is_backwards, reference_patterns
+
+    kept: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    first: dict[tuple[str, str], str] = {}
+    refs: dict[str, list[str]] = {}
+    for r in raw:
+        norm = normalize_template(r.text)
+        prov = _provenance(r.file, r.line, root)
+        if drop_backwards and r.source.startswith("lpaqa"):
+            ref = refs.setdefault(r.relation, reference_patterns(r.relation, root))
+            if ref and is_backwards(norm, ref):
+                dropped.append({"relation": r.relation, "template": norm, "source": r.source, "provenance": prov,
+                                    "reason": "backwards (states the relation with subject and object swapped)"})
+                continue
+        key = (r.relation, norm.casefold())
+        if key in first:
+            dropped.append({"relation": r.relation, "template": norm, "source": r.source, "provenance": prov,
+                                "reason": f"duplicate of {first[key]}"})
+            continue
+        tid = f"{r.relation}:{r.source}:{r.line}"
+        first[key] = tid
+        kept.append({"relation": r.relation, "template_id": tid, "template": norm, "source": r.source, "provenance": prov,
+                         "style": template_style(norm, r.source), "y_last": is_y_last(norm)})
+    return (pd.DataFrame(kept, columns=list(TEMPLATE_COLUMNS)).astype({"y_last": bool}),
+            pd.DataFrame(dropped, columns=list(DROPPED_COLUMNS)))
+
+
+# ------------------------------------------------------------------ facts
+@dataclass(frozen=True)
+class MultiPromptItem:
+    """One subject-relation pair (a row of `MultiPromptSet.facts`); the probes' item."""
+
+    fact_id: str
+    relation: str
+    subject: str
+    subject_id: str | None
+    object: str
+    object_id: str | None
+    gold: tuple[str, ...]
+    gold_ids: tuple[str | None, ...] = ()
+    subject_aliases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MultiPromptItem:
+        return cls(d["fact_id"], d["relation"], d["subject"], d.get("subject_id"), d["object"], d.get("object_id"),
+                   tuple(d.get("gold") or ()), tuple(d.get("gold_ids") or ()), tuple(d.get("subject_aliases") or ()))
+
+
+def build_pairs(test: FactSet, train: FactSet | None = None, max_facts_per_relation: int | None = None,
+                seed: int = 0, aliases: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[MultiPromptItem]]:
+    """{relation: items}, one item per (relation, subject key) of the test facts (module docstring).
+
+    `max_facts_per_relation` keeps that many pairs per relation, drawn with
+    `stable_rng(seed, "multiprompt", relation)`, in file order. `aliases` maps a subject id (or
+    label) to extra labels."""
+    if max_facts_per_relation is not None and max_facts_per_relation < 1:
+        raise ConfigError(f"max_facts_per_relation must be >= 1, got {max_facts_per_relation}")
+    everything = list(test) + (list(train) if train is not None else [])
+    objects: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)  # (rel, subject key) -> object key -> labels
+    labels_of: dict[str, list[str]] = defaultdict(list)  # subject key -> labels in any file
+    for f in everything:
+        labs = objects[(f.relation, f.subject_key)].setdefault(f.object_key, [])
+        if f.object not in labs:
+            labs.append(f.object)
+        if f.subject not in labels_of[f.subject_key]:
+            labels_of[f.subject_key].append(f.subject)
+    first_fact: dict[tuple[str, str], Fact] = {}
+    for f in test:
+        first_fact.setdefault((f.relation, f.subject_key), f)
+    by_rel: dict[str, list[Fact]] = defaultdict(list)
+    for (rel, _), f in first_fact.items():
+        by_rel[rel].append(f)
+    out: dict[str, list[MultiPromptItem]] = {}
+    for rel, facts in by_rel.items():
+        if max_facts_per_relation is not None and len(facts) > max_facts_per_relation:
+            keep = set(stable_rng(seed, "multiprompt", rel).sample(range(len(facts)), max_facts_per_relation))
+            facts = [f for i, f in enumerate(facts) if i in keep]
+        items = []
+        for f in facts:
+            objs = objects[(rel, f.subject_key)]
+            order = [f.object_key] + [k for k in objs if k != f.object_key]
+            gold = list(dict.fromkeys([f.object] + [lab for k in order for lab in objs[k]]))
+            gold_ids = [k if k != lab else None for k in order for lab in objs[k][:1]]
+            extra = list(aliases.get(f.subject_key, ())) + list(aliases.get(f.subject, ())) if aliases else []
+            al = [a for a in dict.fromkeys(labels_of[f.subject_key] + extra) if a and a != f.subject]
+            items.append(MultiPromptItem(f.fact_id, rel, f.subject, f.subject_id, f.object, f.object_id,
+                                         tuple(gold), tuple(gold_ids), tuple(al)))
+        out[rel] = items
+    return out
+
+
+# ------------------------------------------------------------------ the set
+@dataclass
+class MultiPromptSet:
+    """Templates and facts of a multi-prompt dataset (contract in the module docstring)."""
+
+    templates: pd.DataFrame
+    facts: pd.DataFrame
+    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(DROPPED_COLUMNS)))
+    dropped_relations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def relations(self) -> list[str]:
+        """Relations with both facts and templates, in fact order."""
+        have = set(self.templates["relation"])
+        return [r for r in dict.fromkeys(self.facts["relation"]) if r in have]
+
+    def templates_of(self, relation: str) -> pd.DataFrame:
+        """The relation's template rows, in order."""
+        return self.templates[self.templates["relation"] == relation].reset_index(drop=True)
+
+    def items(self) -> dict[str, list[MultiPromptItem]]:
+        """{relation: items} (the probes' view of `facts`)."""
+        out: dict[str, list[MultiPromptItem]] = {}
+        for rec in self.facts.to_dict("records"):
+            out.setdefault(rec["relation"], []).append(MultiPromptItem.from_dict(rec))
+        return out
+
+    def for_causal(self) -> MultiPromptSet:
+        """A copy without the templates whose `[Y]` is not last (they move to `dropped`)."""
+        bad = self.templates[~self.templates["y_last"]]
+        more = bad.assign(reason="[Y] not last (causal)")[list(DROPPED_COLUMNS)]
+        dropped = pd.concat([self.dropped, more], ignore_index=True) if len(more) else self.dropped
+        return MultiPromptSet(self.templates[self.templates["y_last"]].reset_index(drop=True), self.facts, dropped,
+                              dict(self.dropped_relations))
+
+    def template_counts(self) -> dict[str, int]:
+        return {r: int(n) for r, n in self.templates.groupby("relation", sort=False).size().items()}
+
+    # ---- Prepared (the probes' and the pipeline's dataset)
+    def to_prepared(self, test: FactSet, train: FactSet | None = None, info: dict | None = None) -> Prepared:
+        """A `Prepared` (kind "multiprompt"): items per relation, the templates in
+        `info["multiprompt_templates"]` (records) and the dropped templates in
+        `info["multiprompt_dropped"]`; read back with `MultiPromptSet.from_prepared`."""
+        facts = {"test": test}
+        if train is not None and len(train):
+            facts["train"] = train
+        rels = self.relations
+        items = {r: v for r, v in self.items().items() if r in rels}
+        meta = dict(info or {})
+        meta.update(multiprompt_templates=self.templates[self.templates["relation"].isin(rels)].to_dict("records"),
+                    multiprompt_dropped=self.dropped.to_dict("records"),
+                    template_counts=self.template_counts())
+        return Prepared(kind=DATASET_KIND, items=items, facts=facts, dropped=dict(self.dropped_relations), info=meta)
+
+    @classmethod
+    def from_prepared(cls, prepared: Prepared) -> MultiPromptSet:
+        """The set back from a `to_prepared` dataset (also after `Prepared.save`/`load`)."""
+        if prepared.kind != DATASET_KIND or "multiprompt_templates" not in prepared.info:
+            raise DataError(f"not a multi-prompt dataset (kind {prepared.kind!r}); build it with prepare_multiprompt")
+        templates = pd.DataFrame(prepared.info["multiprompt_templates"], columns=list(TEMPLATE_COLUMNS)).astype({"y_last": bool})
+        facts = pd.DataFrame([it.to_dict() for its in prepared.items.values() for it in its], columns=list(FACT_COLUMNS))
+        dropped = pd.DataFrame(prepared.info.get("multiprompt_dropped", []), columns=list(DROPPED_COLUMNS))
+        return cls(templates, facts, dropped, dict(prepared.dropped))
+
+
+def _facts_frame(items: Mapping[str, list[MultiPromptItem]]) -> pd.DataFrame:
+    return pd.DataFrame([it.to_dict() for its in items.values() for it in its], columns=list(FACT_COLUMNS))
+
+
+def gather_templates(root: Path, relations: Sequence[str], test: FactSet | None = None,
+                     template_sources: Sequence[str] = TEMPLATE_SOURCES, qa_templates: str | Path | None = None,
+                     ) -> list[RawTemplate]:
+    """Raw templates of `relations` from `template_sources` under the data root `root`, in
+    priority order (the order of `TEMPLATE_SOURCES`) per relation, file order within a source."""
+    unknown = [s for s in template_sources if s not in TEMPLATE_SOURCES]
+    if unknown:
+        raise ConfigError(f"unknown template source(s) {', '.join(unknown)}; known: {', '.join(TEMPLATE_SOURCES)}")
+    wanted = set(relations)
+    by_source: dict[str, list[RawTemplate]] = {}
+    for src in TEMPLATE_SOURCES:
+        if src not in template_sources:
+            continue
+        if src == "lama":
+            by_source[src] = _lama_templates(root, relations, test or FactSet([]))
+        elif src == "pararel":
+            by_source[src] = _pararel_templates(root, relations)
+        elif src.startswith("lpaqa"):
+            by_source[src] = _lpaqa_templates(root, relations, src)
+        else:
+            by_source[src] = [t for t in load_belief_qa_templates(qa_templates) if t.relation in wanted]
+    return [t for rel in relations for src in by_source for t in by_source[src] if t.relation == rel]
+
+
+def build_multiprompt(
+    data_root: str | Path | None = None,
+    relations: Sequence[str] | None = None,
+    max_facts_per_relation: int | None = None,
+    seed: int = 0,
+    *,
+    test: FactSet | None = None,
+    train: FactSet | None = None,
+    template_sources: Sequence[str] = TEMPLATE_SOURCES,
+    qa_templates: str | Path | None = None,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+    drop_backwards: bool = True,
+) -> MultiPromptSet:
+    """Build the multi-prompt set (contract in the module docstring).
+
+    `data_root` (default `factprobe.paths.data_root()`) holds `lama/`, `pararel/` and `lpaqa/`.
+    Facts: `test` (default: LAMA T-REx under `<data_root>/lama`) and `train` (default: LPAQA's
+    T-REx training facts under `<data_root>/lpaqa/trex_train` when present; they only add
+    correct objects to `gold`, never pairs). `relations` restricts both (unknown ids raise
+    ConfigError). A relation with facts but no template is left out and named in
+    `dropped_relations`."""
+    from ..paths import data_root as default_root
+    from ..sources import load_facts
+
+    root = Path(data_root) if data_root is not None else default_root()
+    rels = list(relations) if relations else None
+    if test is None:
+        test = load_facts("lama", str(root / "lama"), rels)
+        if train is None and (root / "lpaqa" / "trex_train").is_dir():
+            from ..sources.lpaqa import load_lpaqa_train
+
+            full = load_lpaqa_train(root / "lpaqa" / "trex_train")
+            train = FactSet([f for f in full if f.relation in test.relations], dict(test.relations), full.source)
+    elif rels:
+        test = test.select(rels)
+    items = build_pairs(test, train, max_facts_per_relation, seed, aliases)
+    order = list(items)
+    raw = gather_templates(root, order, test, template_sources, qa_templates)
+    templates, dropped = collect_templates(raw, root, drop_backwards)
+    have = set(templates["relation"])
+    missing = {r: f"{r}: no template from {', '.join(template_sources)}" for r in order if r not in have}
+    kept = {r: v for r, v in items.items() if r in have}
+    return MultiPromptSet(templates, _facts_frame(kept), dropped, missing)
+
+
+def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES,
+                        qa_templates: str | Path | None = None, templates_root: str | Path | None = None) -> Prepared:
+    """The `Prepared` dataset of a BELIEF run from a `BaseConfig`: test facts from the configured
+    source (`--source/--data/--relations`), training facts only from `--train-data` (they add
+    correct objects), templates from `templates_root` (default the data root). Raises ConfigError
+    when no relation has both facts and templates."""
+    from ..paths import data_root
+    from ..sources import load_facts
+
+    test = load_facts(base.source, base.data, None)
+    if base.relations:
+        test = test.select(base.relations)
+    train = None
+    if base.train_data:
+        full = load_facts("lpaqa-train", base.train_data, None)
+        train = FactSet([f for f in full if f.relation in test.relations], dict(test.relations), full.source)
+    root = Path(templates_root) if templates_root else data_root()
+    mp = build_multiprompt(root, None, base.max_facts_per_relation, base.seed, test=test, train=train,
+                           template_sources=template_sources, qa_templates=qa_templates)
+    if mp.facts.empty:
+        why = "; ".join(mp.dropped_relations.values()) or "no facts"
+        raise ConfigError(f"no relation of {test.source or base.source} has multi-prompt templates ({why})")
+    info = {"templates_root": str(root), "template_sources": list(template_sources),
+            "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES)}
+    return mp.to_prepared(test, train, info)
+
+
+__all__ = [
+    "DATASET_KIND", "DEFAULT_QA_TEMPLATES", "DROPPED_COLUMNS", "FACT_COLUMNS", "STYLES", "TEMPLATE_COLUMNS",
+    "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate", "build_multiprompt", "build_pairs",
+    "collect_templates", "gather_templates", "is_y_last", "load_belief_qa_templates", "normalize_template",
+    "prepare_multiprompt", "render_causal", "render_mlm", "template_style",
+]
