@@ -354,9 +354,12 @@ def image_notice(for_cluster_run: bool, allow_default: bool = False) -> str:
     return f"{line}\nwarning: {why}"
 
 
-def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:
-    """Compile pipelines to YAML (the files uploaded in the Kubeflow UI)."""
+def compile_all(out_dir: str, names: list[str] | None = None, compat: bool = False) -> list[Path]:
+    """Compile pipelines to YAML (the files uploaded in the Kubeflow UI); `compat` leaves out the
+    platform fields older backends reject (pipelines/kfp_compat.py)."""
     from kfp import compiler
+
+    from .kfp_compat import write_compat
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -364,6 +367,8 @@ def compile_all(out_dir: str, names: list[str] | None = None) -> list[Path]:
     for name in names or list(PIPELINES):
         path = out / f"{name}.yaml"
         compiler.Compiler().compile(get_pipeline(name), str(path))
+        if compat:
+            write_compat(str(path))
         written.append(path)
     return written
 
@@ -428,7 +433,29 @@ def kfp_client(host: str, access: KfpAccess | None = None):
     kwargs: dict[str, Any] = {"existing_token": access.token, "cookies": access.cookie}
     if access.namespace:
         kwargs["namespace"] = access.namespace
-    return kfp.Client(host=host, **kwargs)
+    client = kfp.Client(host=host, **kwargs)
+    try:  # the API server reports its release as tag_name (pipelines/kfp_compat.py)
+        client.backend_version = str(response.json().get("tag_name") or "")
+    except ValueError:
+        client.backend_version = ""
+    return client
+
+
+def compile_checked(pipe, path: Path, client, host: str, compat: bool) -> None:
+    """Compile `pipe` to `path` (without the newer platform fields with `compat`) and refuse it when
+    the backend behind `client` is too old for a field it uses (ConfigError naming the fields);
+    a warning (unknown version, fields the backend ignores) goes to stderr."""
+    from kfp import compiler
+
+    from .kfp_compat import check_backend, load_compiled, write_compat
+
+    compiler.Compiler().compile(pipe, str(path))
+    if compat:
+        write_compat(str(path))
+    spec, platform, _ = load_compiled(str(path))
+    warning = check_backend(getattr(client, "backend_version", ""), spec, platform, host, compat)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 FINAL_RUN_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "CANCELLED", "ERROR")
@@ -461,22 +488,26 @@ def validate_cron(cron: str) -> str:
 
 
 def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None,
-           access: KfpAccess | None = None):
+           access: KfpAccess | None = None, compat: bool = False):
     access = access or KfpAccess()
     client = kfp_client(host, access)
     pipe = get_pipeline(name)
     params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "ui")
-    result = client.create_run_from_pipeline_func(pipe, arguments=params, run_name=run_name, namespace=access.namespace,
-                                                  experiment_name=experiment or f"factprobe-{name}")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.yaml"
+        compile_checked(pipe, path, client, host, compat)
+        result = client.create_run_from_pipeline_package(
+            str(path), arguments=params, namespace=access.namespace, experiment_name=experiment or f"factprobe-{name}",
+            run_name=run_name or f"{pipe.name} {time.strftime('%Y-%m-%d %H-%M-%S')}")
     result.client = client  # for --wait
     return result
 
 
 def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment: str | None = None,
              job_name: str | None = None, max_concurrency: int = 1, catchup: bool = False,
-             access: KfpAccess | None = None):
+             access: KfpAccess | None = None, compat: bool = False):
     """A recurring run of `name` with a six-field cron, evaluated in UTC by the KFP backend.
 
     `catchup=False` (default) sets KFP's `no_catchup`: after a pause or an outage the schedule
@@ -491,14 +522,16 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
     exp = client.create_experiment(name=experiment or f"factprobe-{name}", namespace=access.namespace)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.yaml"
-        from kfp import compiler
-
-        compiler.Compiler().compile(pipe, str(path))
+        compile_checked(pipe, path, client, host, compat)
         return client.create_recurring_run(
             experiment_id=exp.experiment_id, job_name=job_name or f"factprobe-{name}-scheduled", cron_expression=cron,
             pipeline_package_path=str(path), params=params, max_concurrency=max_concurrency, enabled=True,
             no_catchup=not catchup,
         )
+
+
+COMPAT_HELP = ("compile without the platform fields older Kubeflow Pipelines backends reject (secretNameParameter, "
+               "optional, securityContext): runs on KFP 2.1.0 or newer; k8s/README.md lists each field's version")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -536,6 +569,7 @@ def pipeline_cli(argv: list[str]) -> int:
     c = sub.add_parser("compile", help="write pipeline YAML for the Kubeflow UI")
     c.add_argument("names", nargs="*")
     c.add_argument("--out", default="build/pipelines")
+    c.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     s = sub.add_parser("submit", help="submit a run to a Kubeflow Pipelines host")
     s.add_argument("name", help=f"one of {', '.join(PIPELINES)}")
     s.add_argument("--host", help="Kubeflow Pipelines API, e.g. https://kubeflow.example.com/pipeline")
@@ -547,11 +581,12 @@ def pipeline_cli(argv: list[str]) -> int:
     s.add_argument("--allow-default-image", action="store_true",
                    help="submit even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
     s.add_argument("--wait-timeout", type=float, default=24 * 3600, metavar="SECONDS", help="with --wait (default: 24 h)")
+    s.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     add_access_arguments(s)
     args = p.parse_args(argv)
     if args.action == "compile":
         print(image_notice(False), file=sys.stderr)
-        for path in compile_all(args.out, args.names or None):
+        for path in compile_all(args.out, args.names or None, compat=args.compat):
             print(path)
         return 0
     if args.list_params:
@@ -568,7 +603,8 @@ def pipeline_cli(argv: list[str]) -> int:
         print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
                      f"MLflow: {uri}"))
         return 0 if ok else 1
-    result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args))
+    result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args),
+                    compat=args.compat)
     print(images, file=sys.stderr)
     print(f"submitted run {result.run_id} to {args.host}", flush=True)
     if not args.wait:
@@ -592,6 +628,7 @@ def schedule_cli(argv: list[str]) -> int:
     p.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (schedules nothing)")
     p.add_argument("--allow-default-image", action="store_true",
                    help="schedule even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
+    p.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     add_access_arguments(p)
     args = p.parse_args(argv)
     if args.list_params:
@@ -604,7 +641,7 @@ def schedule_cli(argv: list[str]) -> int:
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,
-                   catchup=args.catchup, access=KfpAccess.from_args(args))
+                   catchup=args.catchup, access=KfpAccess.from_args(args), compat=args.compat)
     print(images, file=sys.stderr)
     print(f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
           f"{'' if args.catchup else ', no catch-up of missed runs'}): "

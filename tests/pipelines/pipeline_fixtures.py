@@ -199,7 +199,8 @@ class Request:
 class FakeKfpApi:
     """What `kfp.Client` (kfp_server_api) calls, answered like the KFP API server does.
 
-    - GET  /apis/v2beta1/healthz                     -> {"multi_user": false}
+    - GET  /apis/v2beta1/healthz                     -> {"commit_sha", "tag_name": <tag_name>, "multi_user": false}
+                                                        (the API server's own handler; its proto has only multi_user)
     - GET  /apis/v2beta1/experiments?filter=...      -> experiments whose display_name matches
     - POST /apis/v2beta1/experiments                 -> the experiment with an experiment_id
     - POST /apis/v2beta1/runs                        -> the run with run_id, state PENDING
@@ -212,6 +213,7 @@ class FakeKfpApi:
 
     experiments: dict[str, dict] = field(default_factory=dict)  # display_name -> experiment
     healthz_status: int = 200  # e.g. 404: a host that answers, but is not the KFP API
+    tag_name: str = "2.17.0"  # the backend release healthz reports ("unknown" when the server was built without it)
     requests: list[Request] = field(default_factory=list)
     host: str = ""
     run_states: list[str] = field(default_factory=lambda: ["RUNNING", "SUCCEEDED"])
@@ -230,7 +232,7 @@ class FakeKfpApi:
         if method == "GET" and path == "/apis/v2beta1/healthz":
             if self.healthz_status != 200:
                 return self.healthz_status, {"error": "Not Found", "code": 5, "message": "Not Found"}
-            return 200, {"multi_user": False}
+            return 200, {"commit_sha": "0123abc", "tag_name": self.tag_name, "multi_user": False}
         if method == "GET" and path == "/apis/v2beta1/experiments":
             flt = json.loads(query.get("filter", ["{}"])[0] or "{}")
             names = [p["stringValue"] for p in flt.get("predicates", []) if p.get("key") == "display_name"]
