@@ -367,8 +367,8 @@ def compile_all(out_dir: str, names: list[str] | None = None, compat: bool = Fal
     for name in names or list(PIPELINES):
         path = out / f"{name}.yaml"
         compiler.Compiler().compile(get_pipeline(name), str(path))
-        if compat:
-            write_compat(str(path))
+        for note in write_compat(str(path)) if compat else []:
+            print(f"warning: {name}: {note}", file=sys.stderr)
         written.append(path)
     return written
 
@@ -450,8 +450,8 @@ def compile_checked(pipe, path: Path, client, host: str, compat: bool) -> None:
     from .kfp_compat import check_backend, load_compiled, write_compat
 
     compiler.Compiler().compile(pipe, str(path))
-    if compat:
-        write_compat(str(path))
+    for note in write_compat(str(path)) if compat else []:
+        print(f"warning: {note}", file=sys.stderr)
     spec, platform, _ = load_compiled(str(path))
     warning = check_backend(getattr(client, "backend_version", ""), spec, platform, host, compat)
     if warning:

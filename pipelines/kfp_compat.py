@@ -10,7 +10,8 @@ as `tag_name` on `GET /apis/v2beta1/healthz` (`{"commit_sha": ..., "tag_name": "
 
 `compat_platform_spec(platform)` drops the fields that have an older equivalent: the secret's
 `secretNameParameter` (its plain `secretName` stays), `optional: false` (absent means the same:
-the secret must exist) and the container `securityContext` (the images already run as UID 1000;
+the secret must exist; an optional secret such as the Hugging Face token has no older form and is
+left out, `compat_notes` says so) and the container `securityContext` (the images already run as UID 1000;
 enforce non-root for the namespace with Pod Security Admission, see k8s/README.md).
 """
 from __future__ import annotations
@@ -88,6 +89,10 @@ FEATURES: tuple[Feature, ...] = (
             "do not know the field", "left out: the images run as UID 1000; enforce non-root per namespace with Pod "
             "Security Admission (k8s/README.md)", True,
             lambda s, p: any("securityContext" in e for e in _executors(p))),
+    Feature("pvcMount", (2, 0, 0), "assumed: mount_pvc came with the first kfp-kubernetes (1.0, 2023) and 2.0 backends; "
+            "not checked release by release", "", True, lambda s, p: any("pvcMount" in e for e in _executors(p))),
+    Feature("emptyDirMounts (/dev/shm)", (2, 3, 0), "assumed: backend support merged mid-2024 (#10913), after 2.2.0",
+            "", True, lambda s, p: any("emptyDirMounts" in e for e in _executors(p))),
     Feature("retryPolicy", (2, 5, 0), "assumed: #9950 reports set_retry ignored on 2.2.0; retries are tested from 2.5.0 "
             "(#11836)", "", False, lambda s, p: any("retryPolicy" in t for t in _tasks(s))),
     Feature("resourceCpuLimit/resourceMemoryLimit (string resources)", (2, 5, 0),
@@ -120,10 +125,22 @@ def compat_platform_spec(platform: dict) -> dict:
     out = copy.deepcopy(platform)
     for executor in _executors(out):
         executor.pop("securityContext", None)
-        for secret in executor.get("secretAsEnv") or []:
+        secrets = [x for x in executor.get("secretAsEnv") or [] if x.get("optional") is not True]
+        for secret in secrets:
             secret.pop("secretNameParameter", None)
             secret.pop("optional", None)
+        if "secretAsEnv" in executor:
+            executor["secretAsEnv"] = secrets
     return out
+
+
+def compat_notes(platform: dict) -> list[str]:
+    """What `compat_platform_spec` leaves out that a step may miss: optional secrets (`optional:
+    true`, e.g. the Hugging Face token) have no older form, so they are not passed at all."""
+    names = sorted({f"{x.get('secretName', '?')} ({', '.join(k['envVar'] for k in x.get('keyToEnv', []))})"
+                    for x in _secrets(platform) if x.get("optional") is True})
+    return [f"--compat leaves out the optional secret {n}: older backends cannot mark a secret optional "
+            "(a gated hub model then fails to download)" for n in names]
 
 
 def check_backend(version_text: str, spec: dict, platform: dict, host: str, compat: bool) -> str:
@@ -171,13 +188,14 @@ def load_compiled(path: str) -> tuple[dict, dict, list[Any]]:
     return spec, platform, docs
 
 
-def write_compat(path: str) -> None:
-    """Rewrite a compiled pipeline file in place without the fields `compat_platform_spec` drops."""
+def write_compat(path: str) -> list[str]:
+    """Rewrite a compiled pipeline file in place without the fields `compat_platform_spec` drops;
+    returns `compat_notes` (what a step may miss)."""
     import yaml
 
     spec, platform, docs = load_compiled(path)
     if not platform:
-        return
+        return []
     new = compat_platform_spec(platform)
     if "platforms" in spec:
         spec["platforms"] = new["platforms"]
@@ -186,6 +204,7 @@ def write_compat(path: str) -> None:
     header = _header(path)  # kfp's comment header (pipeline name, inputs) is lost on a re-dump
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(header + yaml.safe_dump_all(docs, sort_keys=False))
+    return compat_notes(platform)
 
 
 def _header(path: str) -> str:

@@ -67,10 +67,11 @@ def test_compat_drops_only_the_fields_with_an_older_equivalent(compiled_pair):
     assert set(new) == set(old)
     for name, executor in new.items():
         assert "securityContext" in executor and "securityContext" not in old[name]
-        for a, b in zip(executor["secretAsEnv"], old[name]["secretAsEnv"]):
+        required = [x for x in executor["secretAsEnv"] if x.get("optional") is not True]
+        for a, b in zip(required, old[name]["secretAsEnv"], strict=True):
             assert a["secretName"] == b["secretName"] and a["keyToEnv"] == b["keyToEnv"]
             assert "secretNameParameter" in a and "secretNameParameter" not in b
-            assert "optional" in a and "optional" not in b
+            assert "optional" not in b
         rest = {k: v for k, v in executor.items() if k not in ("securityContext", "secretAsEnv")}
         assert rest == {k: v for k, v in old[name].items() if k != "secretAsEnv"}  # selectors, tolerations, labels
     assert cspec == spec  # the pipeline spec is untouched
@@ -155,3 +156,16 @@ def test_schedule_checks_the_version_too(kfp_api):
     cli.schedule("probe", kfp_api.host, "0 0 2 * * *", {}, compat=True)
     body = kfp_api.only("POST", RECURRING).body
     assert all("securityContext" not in e for e in _k8s(body["pipeline_spec"]["platform_spec"]).values())
+
+
+def test_compat_leaves_out_optional_secrets_and_says_so():
+    from pipelines.kfp_compat import compat_notes
+
+    platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"exec-probe-model": {"secretAsEnv": [
+        {"secretName": "mlflow-credentials", "optional": False, "keyToEnv": [{"envVar": "A", "secretKey": "A"}],
+         "secretNameParameter": {"runtimeValue": {"constant": "mlflow-credentials"}}},
+        {"secretName": "hf-token", "optional": True, "keyToEnv": [{"envVar": "HF_TOKEN", "secretKey": "HF_TOKEN"}]}]}}}}}}
+    out = _k8s(compat_platform_spec(platform))["exec-probe-model"]["secretAsEnv"]
+    assert out == [{"secretName": "mlflow-credentials", "keyToEnv": [{"envVar": "A", "secretKey": "A"}]}]
+    assert compat_notes(platform) == [("--compat leaves out the optional secret hf-token (HF_TOKEN): older backends "
+                                      "cannot mark a secret optional (a gated hub model then fails to download)")]
