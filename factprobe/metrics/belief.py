@@ -1,0 +1,472 @@
+"""BELIEF metrics (zhao2024, sections 2, 5.4, 6.4, 7; formulas 1-6 of the draft): pure functions over a
+predictions table.
+
+Input contract: the predictions table
+-------------------------------------
+One row per (subject-relation pair, template), each prediction computed once (the cache):
+- `fact_id` (str): the pair (`MultiPromptSet.facts.fact_id`);
+- `relation` (str);
+- `template_id` (str): unique over the whole set (`<relation>:<source>:<line>`);
+- `correct` (bool): the top-1 prediction is a correct object (Acc@1);
+- `rank` (int >= 1, optional; NaN/None = the gold is not ranked): rank of the golden object (the
+  highest-ranked correct object) in the output distribution; Acc@K and MRR need it;
+- `prediction` (str, optional): the normalised prediction, for Consist;
+- `confidence` (float in [0, 1], optional): the probability of the top-1 prediction (masked LMs)
+  or the share of samples matching the greedy answer (BELIEF-ICL); Overconf@1 needs it;
+- `confidence@K` (float in [0, 1], optional): the probability mass of the top K predictions;
+  Overconf@K for K > 1 needs it.
+`check_predictions` validates it (DataError naming the column or the repeated key).
+
+What is computed
+----------------
+- Acc@K = share of prompts whose golden object ranks <= K; MRR = mean of 1/rank (0 when unranked)
+  (draft formulas 1-2).
+- Draws (section 2.2): one template per subject-relation pair, the SAME template for every pair of
+  a relation in one draw (as the paper's evaluation does); a draw's value is the mean over all
+  pairs. `draw_values` repeats this N times from per-(relation, template) sums (each prediction
+  computed once; a draw is a vectorised gather, O(N x relations)). Relation r's template choices
+  come from `numpy.random.default_rng([seed, stable hash of r])` over its templates sorted by
+  `template_id`: the same seed gives the same template choices to every model probed on the same
+  templates (`DEFAULT_DRAW_SEED` is shared), and a relation's draws never depend on the others.
+  The mean of the N values is the reported accuracy; `range` = max - min and `stdev` = the
+  population standard deviation (ddof=0) are the fluctuation (formulas 3-4).
+- Consist (formula 5): per pair, the share of its template pairs (i < j) whose predictions agree;
+  mean over pairs. A pair with one template has no template pair: it is left out, and a relation
+  whose pairs all have one template is reported as undefined with the reason, never NaN. Missing
+  or empty predictions never agree with anything. Agreement is equality of the normalised
+  prediction, or a `match(a, b)` function (BELIEF-ICL's bidirectional containment).
+- Overconf@K (formula 6): prompts sorted by confidence (descending, stable), cut into M = 10 bins
+  of equal SIZE (`numpy.array_split`: when the count does not divide by M the first
+  `count % M` bins hold one prompt more; fewer prompts than M gives one prompt per bin);
+  Overconf = sum_i |P_i| / |P| * (mean confidence_i - Acc@K_i). The paper writes the weight as
+  |P_i| / M, which is a typo for the bin's share (with equal bins both are 1/M). Note that a
+  signed, share-weighted sum equals mean confidence minus accuracy overall; the bins matter for
+  the calibration plot (`calibration_bins`).
+- Coverage (section 7, Table 8), per relation, then weighted by the relation's number of pairs:
+  average = mean accuracy over the relation's templates; maximum = accuracy of its best template;
+  oracle = share of pairs that some template gets right.
+- Knowledge sharing rate (section 6.4, Figure 4): covered facts of a model = the (pair, template)
+  units it gets right (`unit="template"`, the paper's "correctly predicted facts for each
+  template") or the pairs some template gets right (`unit="fact"`); rate(a -> b) =
+  |covered_a ∩ covered_b| / |covered_a|, over the units both tables hold.
+- Prompt bias (section 5.4): content-free prompts (subjects `CONTENT_FREE_SUBJECTS`, their
+  distributions averaged per template); bias-level = 1 - H / H_max of the distribution over the
+  relation's candidate objects. Single-prompt bias: the mean bias-level over templates; multi-prompt
+  bias: the bias-level of the template-averaged distribution.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+
+PREDICTION_COLUMNS = ("fact_id", "relation", "template_id", "correct", "rank", "prediction", "confidence")
+REQUIRED_COLUMNS = ("fact_id", "relation", "template_id", "correct")
+DEFAULT_DRAWS = 10_000
+DEFAULT_DRAW_SEED = 0
+N_BINS = 10
+CONTENT_FREE_SUBJECTS = ("N/A", "", "?")
+SHARING_UNITS = ("template", "fact")
+SINGLE_TEMPLATE_REASON = "every pair has a single template: consistency needs at least two prompts per pair"
+
+
+# ------------------------------------------------------------------ the table
+def check_predictions(df: pd.DataFrame, need: Sequence[str] = ()) -> pd.DataFrame:
+    """Validate a predictions table (module docstring) and return it with `correct` as bool.
+
+    Raises DataError naming the missing column(s), a repeated (fact_id, template_id), a `correct`
+    value that is not a boolean, or a confidence outside [0, 1]."""
+    missing = [c for c in (*REQUIRED_COLUMNS, *need) if c not in df.columns]
+    if missing:
+        raise DataError(f"predictions table lacks column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
+    if df.empty:
+        raise DataError("predictions table is empty")
+    dup = df.duplicated(["fact_id", "template_id"])
+    if dup.any():
+        row = df[dup].iloc[0]
+        raise DataError(f"predictions table repeats fact {row['fact_id']!r} with template {row['template_id']!r}: "
+                        "one row per (pair, template)")
+    ok = df["correct"]
+    if ok.dtype != bool:
+        is_bool = ok.map(lambda v: isinstance(v, (bool, np.bool_)))
+        if not is_bool.all():
+            raise DataError(f"predictions table: 'correct' must be true/false, got {ok[~is_bool].iloc[0]!r}")
+    for col in [c for c in df.columns if c == "confidence" or str(c).startswith("confidence@")]:
+        conf = pd.to_numeric(df[col], errors="coerce")
+        if conf.isna().any() or (conf < 0).any() or (conf > 1 + 1e-9).any():
+            raise DataError(f"predictions table: {col!r} must be numbers in [0, 1]")
+    return df.assign(correct=ok.astype(bool))
+
+
+def _ranks(df: pd.DataFrame) -> np.ndarray:
+    return pd.to_numeric(df["rank"], errors="coerce").to_numpy(dtype=float)
+
+
+def hit_at_k(ranks: Sequence[float] | np.ndarray, k: int) -> np.ndarray:
+    """1.0 where the rank is <= k, else 0.0 (NaN ranks: 0)."""
+    r = np.asarray(ranks, dtype=float)
+    return np.where(np.isnan(r), 0.0, (r <= k).astype(float))
+
+
+def reciprocal_rank(ranks: Sequence[float] | np.ndarray) -> np.ndarray:
+    """1 / rank (NaN ranks: 0)."""
+    r = np.asarray(ranks, dtype=float)
+    if (r[~np.isnan(r)] < 1).any():
+        raise DataError("ranks start at 1")
+    return np.where(np.isnan(r), 0.0, 1.0 / np.where(np.isnan(r), 1.0, r))
+
+
+def acc_at_k(ranks: Sequence[float] | np.ndarray, k: int) -> float:
+    """Acc@K (draft formula 1) over a set of prompts."""
+    return float(hit_at_k(ranks, k).mean())
+
+
+def mrr(ranks: Sequence[float] | np.ndarray) -> float:
+    """MRR (draft formula 2) over a set of prompts."""
+    return float(reciprocal_rank(ranks).mean())
+
+
+def metric_values(df: pd.DataFrame, metric: str) -> np.ndarray:
+    """Per-row values of `metric`: "acc@1" (from `correct`), "acc@K" (from `rank`) or "mrr"."""
+    if metric == "acc@1":
+        return df["correct"].to_numpy(dtype=float)
+    if metric == "mrr":
+        return reciprocal_rank(_ranks(df))
+    if metric.startswith("acc@") and metric[4:].isdigit():
+        return hit_at_k(_ranks(df), int(metric[4:]))
+    raise DataError(f"unknown BELIEF metric {metric!r}; use acc@1, acc@K or mrr")
+
+
+# ------------------------------------------------------------------ draws and fluctuation
+@dataclass(frozen=True)
+class DrawCache:
+    """Per relation: its template ids (sorted), and per template the sum of the metric over the
+    pairs that have that template and the number of such pairs."""
+
+    relations: tuple[str, ...]
+    template_ids: tuple[tuple[str, ...], ...]
+    sums: tuple[np.ndarray, ...]
+    counts: tuple[np.ndarray, ...]
+
+
+def draw_cache(df: pd.DataFrame, values: np.ndarray) -> DrawCache:
+    """The per-(relation, template) sums draws are taken from (values aligned with `df` rows)."""
+    g = pd.DataFrame({"relation": df["relation"].to_numpy(), "template_id": df["template_id"].to_numpy(),
+                      "v": np.asarray(values, dtype=float)})
+    agg = g.groupby(["relation", "template_id"], sort=True)["v"].agg(["sum", "count"])
+    rels, tids, sums, counts = [], [], [], []
+    for rel, sub in agg.groupby(level=0, sort=True):
+        rels.append(str(rel))
+        tids.append(tuple(str(t) for t in sub.index.get_level_values(1)))
+        sums.append(sub["sum"].to_numpy(dtype=float))
+        counts.append(sub["count"].to_numpy(dtype=float))
+    return DrawCache(tuple(rels), tuple(tids), tuple(sums), tuple(counts))
+
+
+def _relation_rng(seed: int, relation: str) -> np.random.Generator:
+    from ..build.trex_mc import stable_seed
+
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed("belief-draws", relation) & 0xFFFFFFFF])
+
+
+def draw_template_indices(cache: DrawCache, n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED) -> list[np.ndarray]:
+    """Per relation of `cache`, the template index of each of `n_draws` draws (module docstring)."""
+    if n_draws < 1:
+        raise DataError(f"n_draws must be >= 1, got {n_draws}")
+    return [_relation_rng(seed, rel).integers(0, len(t), size=n_draws)
+            for rel, t in zip(cache.relations, cache.template_ids)]
+
+
+def draw_values(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS,
+                seed: int = DEFAULT_DRAW_SEED) -> np.ndarray:
+    """The N values V_metric: one per draw of one template per relation (module docstring)."""
+    cache = draw_cache(df, metric_values(df, metric))
+    return values_from_cache(cache, n_draws, seed)
+
+
+def values_from_cache(cache: DrawCache, n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED) -> np.ndarray:
+    """Draw values from a `DrawCache`: sum over relations of the drawn templates' sums, divided by
+    the number of pairs those templates cover."""
+    num = np.zeros(n_draws)
+    den = np.zeros(n_draws)
+    for idx, s, c in zip(draw_template_indices(cache, n_draws, seed), cache.sums, cache.counts):
+        num += s[idx]
+        den += c[idx]
+    return num / den
+
+
+def fluctuation(values: Sequence[float] | np.ndarray) -> dict[str, float | int]:
+    """{mean, range, stdev, min, max, n_draws} of draw values (formulas 3-4; stdev with ddof=0)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        raise DataError("no draw values")
+    return {"mean": float(v.mean()), "range": float(v.max() - v.min()), "stdev": float(v.std(ddof=0)),
+            "min": float(v.min()), "max": float(v.max()), "n_draws": int(v.size)}
+
+
+def belief_accuracy(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS,
+                    seed: int = DEFAULT_DRAW_SEED) -> dict[str, float | int]:
+    """`fluctuation(draw_values(...))`: the accuracy (mean over draws) and its range and stdev."""
+    return fluctuation(draw_values(df, metric, n_draws, seed))
+
+
+# ------------------------------------------------------------------ consistency
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def pair_consistency(predictions: Sequence[Any], match: Callable[[str, str], bool] | None = None) -> float | None:
+    """Share of template pairs (i < j) of one subject-relation pair whose predictions agree;
+    None for fewer than two predictions. Empty/missing predictions agree with nothing."""
+    preds = list(predictions)
+    n = len(preds)
+    if n < 2:
+        return None
+    total = n * (n - 1) / 2
+    if match is None:
+        counts = pd.Series([p for p in preds if not _empty(p)], dtype=object).value_counts()
+        return float((counts * (counts - 1) / 2).sum() / total)
+    agree = sum(1 for i in range(n) for j in range(i + 1, n)
+                if not _empty(preds[i]) and not _empty(preds[j]) and match(preds[i], preds[j]))
+    return agree / total
+
+
+def consistency(df: pd.DataFrame, column: str = "prediction", match: Callable[[str, str], bool] | None = None,
+                ) -> dict[str, Any]:
+    """Consist (formula 5) with its per-relation values and the undefined relations.
+
+    Returns {"consist": float | None, "n_pairs": pairs with >= 2 templates, "n_single_template_pairs",
+    "per_relation": {relation: float | None}, "undefined": {relation: reason}, "reason": why
+    `consist` is None (absent otherwise)}."""
+    if column not in df.columns:
+        raise DataError(f"predictions table lacks column {column!r} (needed for consistency)")
+    per_pair: list[tuple[str, float | None]] = []
+    if match is None:  # vectorised: agreeing template pairs = sum over equal predictions of C(n, 2)
+        n = df.groupby(["relation", "fact_id"], sort=False).size()
+        preds = df[column]
+        full = df[~preds.map(_empty)] if preds.dtype == object else df[preds.notna()]
+        same = full.groupby(["relation", "fact_id", column], sort=False).size()
+        agree = (same * (same - 1) / 2).groupby(level=[0, 1], sort=False).sum().reindex(n.index, fill_value=0.0)
+        value = agree / (n * (n - 1) / 2).where(n > 1)
+        per_pair = [(rel, None if pd.isna(v) else float(v)) for (rel, _), v in value.items()]
+    else:
+        for (rel, _), group in df.groupby(["relation", "fact_id"], sort=False)[column]:
+            per_pair.append((rel, pair_consistency(group.tolist(), match)))
+    by_rel: dict[str, list[float]] = {}
+    singles = 0
+    for rel, value in per_pair:
+        by_rel.setdefault(rel, [])
+        if value is None:
+            singles += 1
+        else:
+            by_rel[rel].append(value)
+    per_relation = {rel: (float(np.mean(v)) if v else None) for rel, v in by_rel.items()}
+    undefined = {rel: f"{rel}: {SINGLE_TEMPLATE_REASON}" for rel, v in by_rel.items() if not v}
+    values = [x for v in by_rel.values() for x in v]
+    out: dict[str, Any] = {"consist": float(np.mean(values)) if values else None, "n_pairs": len(values),
+                           "n_single_template_pairs": singles, "per_relation": per_relation, "undefined": undefined}
+    if not values:
+        out["reason"] = "undefined: " + SINGLE_TEMPLATE_REASON
+    return out
+
+
+# ------------------------------------------------------------------ overconfidence and calibration
+def calibration_bins(confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray,
+                     n_bins: int = N_BINS) -> pd.DataFrame:
+    """Equal-size confidence bins (module docstring): columns `bin` (1 = most confident), `n`,
+    `confidence` (mean), `accuracy` (mean), `gap` (confidence - accuracy), `conf_min`, `conf_max`.
+    The data of a calibration plot (confidence against accuracy)."""
+    conf = np.asarray(confidence, dtype=float)
+    ok = np.asarray(correct, dtype=float)
+    if conf.shape != ok.shape:
+        raise DataError(f"confidence and correctness differ in length ({conf.size} vs {ok.size})")
+    if n_bins < 1:
+        raise DataError(f"n_bins must be >= 1, got {n_bins}")
+    if conf.size == 0:
+        raise DataError("no prompts to bin")
+    order = np.argsort(-conf, kind="stable")
+    rows = []
+    for i, idx in enumerate(np.array_split(order, min(n_bins, conf.size)), start=1):
+        c, a = conf[idx], ok[idx]
+        rows.append({"bin": i, "n": int(idx.size), "confidence": float(c.mean()), "accuracy": float(a.mean()),
+                     "gap": float(c.mean() - a.mean()), "conf_min": float(c.min()), "conf_max": float(c.max())})
+    return pd.DataFrame(rows)
+
+
+def overconfidence(confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray,
+                   n_bins: int = N_BINS) -> float:
+    """Overconf (formula 6): sum over equal-size bins of |P_i|/|P| * (mean confidence - accuracy)."""
+    bins = calibration_bins(confidence, correct, n_bins)
+    return float((bins["n"] / bins["n"].sum() * bins["gap"]).sum())
+
+
+def overconf_at_k(df: pd.DataFrame, k: int = 1, n_bins: int = N_BINS) -> dict[str, Any]:
+    """{"overconf": Overconf@K, "bins": calibration bins as records} from a predictions table:
+    K = 1 uses `confidence` and `correct`; K > 1 uses `confidence@K` and rank <= K."""
+    col = "confidence" if k == 1 else f"confidence@{k}"
+    if col not in df.columns:
+        raise DataError(f"predictions table lacks column {col!r} (needed for Overconf@{k})")
+    ok = df["correct"].to_numpy(dtype=float) if k == 1 else hit_at_k(_ranks(df), k)
+    conf = df[col].to_numpy(dtype=float)
+    bins = calibration_bins(conf, ok, n_bins)
+    return {"overconf": float((bins["n"] / bins["n"].sum() * bins["gap"]).sum()), "bins": bins.to_dict("records")}
+
+
+# ------------------------------------------------------------------ coverage and tables
+def template_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (relation, template_id): `n` pairs, `acc@1`, and `acc@10`, `mrr` when ranks exist,
+    `confidence` when present: which templates help."""
+    g = df.assign(**{"acc@1": df["correct"].astype(float)})
+    cols = {"acc@1": ("acc@1", "mean"), "n": ("acc@1", "size")}
+    if "rank" in df.columns:
+        g = g.assign(**{"acc@10": hit_at_k(_ranks(df), 10), "mrr": reciprocal_rank(_ranks(df))})
+        cols.update({"acc@10": ("acc@10", "mean"), "mrr": ("mrr", "mean")})
+    if "confidence" in df.columns:
+        cols["confidence"] = ("confidence", "mean")
+    out = g.groupby(["relation", "template_id"], sort=False).agg(**cols).reset_index()
+    return out[["relation", "template_id", "n", *[c for c in cols if c != "n"]]]
+
+
+def coverage(df: pd.DataFrame) -> dict[str, Any]:
+    """Average, maximum and oracle coverage (module docstring), overall and per relation (with the
+    relation's best template)."""
+    per_t = df.groupby(["relation", "template_id"], sort=False)["correct"].mean()
+    oracle = df.groupby(["relation", "fact_id"], sort=False)["correct"].any()
+    per_relation: dict[str, dict[str, Any]] = {}
+    weights, avg, mx, orc = [], [], [], []
+    for rel, accs in per_t.groupby(level=0, sort=False):
+        n = int(oracle.loc[rel].size)
+        best = accs.idxmax()[1]
+        per_relation[rel] = {"n_pairs": n, "n_templates": int(accs.size), "average": float(accs.mean()),
+                             "maximum": float(accs.max()), "oracle": float(oracle.loc[rel].mean()), "best_template": best}
+        weights.append(n)
+        avg.append(accs.mean())
+        mx.append(accs.max())
+        orc.append(oracle.loc[rel].mean())
+    w = np.asarray(weights, dtype=float)
+    return {"average": float(np.dot(w, avg) / w.sum()), "maximum": float(np.dot(w, mx) / w.sum()),
+            "oracle": float(np.dot(w, orc) / w.sum()), "per_relation": per_relation}
+
+
+# ------------------------------------------------------------------ knowledge sharing
+def covered_units(df: pd.DataFrame, unit: str = "template") -> pd.Series:
+    """Per unit (index: (fact_id, template_id) or fact_id), whether the model covers it."""
+    if unit not in SHARING_UNITS:
+        raise DataError(f"unit must be one of {', '.join(SHARING_UNITS)}, got {unit!r}")
+    if unit == "template":
+        return df.set_index(["fact_id", "template_id"])["correct"].astype(bool)
+    return df.groupby("fact_id", sort=False)["correct"].any()
+
+
+def knowledge_sharing_rate(a: pd.DataFrame, b: pd.DataFrame, unit: str = "template") -> float | None:
+    """|covered_a ∩ covered_b| / |covered_a| over the units both tables hold (Figure 4: the share
+    of what the left-listed model a knows that the top-listed model b also knows); None when a
+    covers nothing."""
+    ca, cb = covered_units(a, unit), covered_units(b, unit)
+    common = ca.index.intersection(cb.index)
+    if len(common) == 0:
+        raise DataError("the two prediction tables share no (fact, template) unit to compare")
+    ca, cb = ca.loc[common].to_numpy(), cb.loc[common].to_numpy()
+    n = int(ca.sum())
+    return float((ca & cb).sum() / n) if n else None
+
+
+def sharing_matrix(runs: Mapping[str, pd.DataFrame], unit: str = "template") -> pd.DataFrame:
+    """Knowledge sharing rates of every ordered pair of runs: cell [row a, column b] =
+    `knowledge_sharing_rate(runs[a], runs[b])` (1.0 on the diagonal when a covers anything)."""
+    names = list(runs)
+    return pd.DataFrame([[knowledge_sharing_rate(runs[a], runs[b], unit) for b in names] for a in names],
+                        index=names, columns=names, dtype=float)
+
+
+# ------------------------------------------------------------------ prompt bias
+def bias_level(probs: Sequence[float] | np.ndarray) -> float | None:
+    """1 - H / H_max of a distribution over candidates (renormalised first; section 5.4, formula 3).
+    0 = uniform (no bias), 1 = all mass on one candidate. None for fewer than two candidates or no
+    mass."""
+    p = np.asarray(probs, dtype=float)
+    if p.size < 2 or (p < 0).any() or p.sum() <= 0:
+        return None
+    p = p / p.sum()
+    nz = p[p > 0]
+    return float(1.0 - (-(nz * np.log(nz)).sum()) / np.log(p.size))
+
+
+def prompt_bias(dist: pd.DataFrame) -> dict[str, Any]:
+    """Single- and multi-prompt bias levels from content-free distributions.
+
+    `dist` columns: `relation`, `template_id`, `candidate`, `prob`, and optionally
+    `content_free` (the content-free subject; the distributions of one template are averaged over
+    them, as Zhao et al. 2021 ensemble them). Returns {"bias_single", "bias_multi" (means over
+    relations), "per_relation": {relation: {"single", "multi", "n_templates", "n_candidates"}}}."""
+    missing = [c for c in ("relation", "template_id", "candidate", "prob") if c not in dist.columns]
+    if missing:
+        raise DataError(f"content-free distribution table lacks column(s) {', '.join(missing)}")
+    per_t = dist.groupby(["relation", "template_id", "candidate"], sort=False)["prob"].mean()
+    per_relation: dict[str, dict[str, Any]] = {}
+    for rel, sub in per_t.groupby(level=0, sort=False):
+        table = sub.droplevel(0).unstack("candidate").fillna(0.0)  # templates x candidates
+        singles = [b for b in (bias_level(row) for row in table.to_numpy()) if b is not None]
+        per_relation[rel] = {"single": float(np.mean(singles)) if singles else None,
+                             "multi": bias_level(table.to_numpy().mean(axis=0)),
+                             "n_templates": int(table.shape[0]), "n_candidates": int(table.shape[1])}
+    single = [v["single"] for v in per_relation.values() if v["single"] is not None]
+    multi = [v["multi"] for v in per_relation.values() if v["multi"] is not None]
+    return {"bias_single": float(np.mean(single)) if single else None,
+            "bias_multi": float(np.mean(multi)) if multi else None, "per_relation": per_relation}
+
+
+# ------------------------------------------------------------------ one call for a probe
+def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None = None,
+                     overconf: Mapping[str, int] | None = None, n_draws: int = DEFAULT_DRAWS,
+                     seed: int = DEFAULT_DRAW_SEED, n_bins: int = N_BINS,
+                     match: Callable[[str, str], bool] | None = None) -> dict[str, Any]:
+    """metrics.json content of a BELIEF probe from its predictions table.
+
+    `accuracies` {output name: metric} (default {"acc@1": "acc@1"}); each gives `<name>` (mean over
+    draws), `<name>_range`, `<name>_stdev`. `overconf` {output name: K} (default {"overconf@1": 1})
+    gives `<name>` and its bins under `calibration[<name>]`. Also `consist` (+ `consist_undefined`,
+    `consist_reason` when undefined), `coverage_avg`, `coverage_max`, `coverage_oracle`,
+    `per_relation` {relation: {n_pairs, n_templates, <name> (its average over templates),
+    <name>_max, <name>_oracle for acc@1 only, consist, best_template}}, `n_pairs`, `n_prompts`,
+    `n_templates`, `n_draws`, `draw_seed`."""
+    accuracies = dict(accuracies or {"acc@1": "acc@1"})
+    overconf = dict(overconf or {"overconf@1": 1})
+    need = ["prediction"] + (["rank"] if any(m != "acc@1" for m in accuracies.values()) else [])
+    df = check_predictions(df, need)
+    out: dict[str, Any] = {}
+    for name, metric in accuracies.items():
+        f = belief_accuracy(df, metric, n_draws, seed)
+        out.update({name: f["mean"], f"{name}_range": f["range"], f"{name}_stdev": f["stdev"]})
+    cons = consistency(df, "prediction", match)
+    out["consist"] = cons["consist"]
+    if cons["undefined"]:
+        out["consist_undefined"] = cons["undefined"]
+    if "reason" in cons:
+        out["consist_reason"] = cons["reason"]
+    out["calibration"] = {}
+    for name, k in overconf.items():
+        oc = overconf_at_k(df, k, n_bins)
+        out[name] = oc["overconf"]
+        out["calibration"][name] = oc["bins"]
+    cov = coverage(df)
+    out.update(coverage_avg=cov["average"], coverage_max=cov["maximum"], coverage_oracle=cov["oracle"])
+    per_rel: dict[str, dict[str, Any]] = {}
+    for rel, sub in df.groupby("relation", sort=False):
+        c = cov["per_relation"][rel]
+        row: dict[str, Any] = {"n_pairs": c["n_pairs"], "n_templates": c["n_templates"]}
+        for name, metric in accuracies.items():
+            per_t = pd.Series(metric_values(sub, metric)).groupby(sub["template_id"].to_numpy()).mean()
+            row[name] = float(per_t.mean())
+        row.update(coverage_max=c["maximum"], coverage_oracle=c["oracle"], best_template=c["best_template"],
+                   consist=cons["per_relation"].get(rel))
+        per_rel[rel] = row
+    out["per_relation"] = per_rel
+    out.update(n_pairs=int(df["fact_id"].nunique()), n_prompts=len(df), n_templates=int(df["template_id"].nunique()),
+               n_draws=int(n_draws), draw_seed=int(seed))
+    return out
