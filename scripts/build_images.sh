@@ -2,17 +2,18 @@
 # Build the factprobe images, tag them <package version>-<git sha>, and push them to a registry.
 #
 #   scripts/build_images.sh --registry registry.example.com/ml [--tool docker|buildah] [--no-push] [--dry-run]
-#                           [--images cpu,gpu]
+#                           [--images cpu,gpu,train]
 #
-# Prints the two `export FACTPROBE_IMAGE_...=` lines that make `factprobe pipeline compile|submit`
-# and `factprobe schedule` use the images just pushed. Run from anywhere: the build context is the
+# cpu: data, report and gate steps; gpu: probing steps (no DeepSpeed); train: fine-tuning steps
+# (DeepSpeed, CUDA devel). Prints the `export FACTPROBE_IMAGE_{CPU,GPU,TRAIN}=` lines that make
+# `factprobe pipeline compile|submit` and `factprobe schedule` use the images just pushed. Run from anywhere: the build context is the
 # repository root. A dirty work tree gets a `-dirty` suffix, so a tag never names code it does not hold.
 set -euo pipefail
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "build_images.sh: $*" >&2; exit 2; }
 
-registry="" tool="" push=1 dry=0 images="cpu,gpu"
+registry="" tool="" push=1 dry=0 images="cpu,gpu,train"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --registry) [[ $# -ge 2 ]] || die "--registry needs a value"; registry="$2"; shift 2 ;;
@@ -49,7 +50,7 @@ run() { echo "+ $*"; if [[ $dry -eq 0 ]]; then "$@"; fi; }
 exports=()
 IFS=',' read -r -a wanted <<< "$images"
 for kind in "${wanted[@]}"; do
-  case "$kind" in cpu|gpu) ;; *) die "--images takes cpu and/or gpu, got '$kind'" ;; esac
+  case "$kind" in cpu|gpu|train) ;; *) die "--images takes cpu, gpu and/or train, got '$kind'" ;; esac
   ref="$registry/factprobe-$kind:$tag"
   if [[ "$tool" == docker ]]; then
     run docker build -f "$root/containers/Dockerfile.$kind" -t "$ref" "$root"
