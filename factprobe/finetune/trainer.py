@@ -1,0 +1,399 @@
+"""`run_finetune(cfg)`: LoRA or full-parameter fine-tuning with the Hugging Face `Trainer` under DeepSpeed.
+
+Why the HF `Trainer` (and not TRL's `SFTTrainer`): our examples are already instruction/answer
+pairs with answer-only labels and our own packing (`factprobe.finetune.data`), so SFTTrainer's
+dataset formatting, chat templating and packing would be bypassed; what we need is exactly the
+`Trainer` core that SFTTrainer inherits: its DeepSpeed integration (fills the "auto" values of
+`configs/deepspeed/zero<N>.json` from the run's settings), gradient accumulation, the cosine
+schedule, PEFT-aware saving, and checkpoints that resume (optimizer, scheduler, RNG and data
+position included). One dependency fewer (no `trl`), same behaviour under every launcher.
+
+Where it runs (the same code):
+
+- CPU, one process (tests, `make run-finetune`): `factprobe finetune ... --device cpu`. Without a
+  launcher the process sets `MASTER_ADDR=127.0.0.1`, a free `MASTER_PORT`, `RANK=0`,
+  `LOCAL_RANK=0`, `WORLD_SIZE=1`, `DS_ACCELERATOR=cpu`, and opens a gloo process group of size
+  1, which DeepSpeed reuses. The first run compiles DeepSpeed's small shm op (about 40 s, cached in
+  `TORCH_EXTENSIONS_DIR`).
+- One node, several GPUs: either launcher starts one process per GPU and sets the environment::
+
+      deepspeed --num_gpus 8 -m factprobe.cli finetune --model M --train-set known --known-unknown T --out DIR
+      accelerate launch --use_deepspeed --num_processes 8 -m factprobe.cli finetune --model M --train-set known ...
+
+  (`torchrun --nproc-per-node 8 -m factprobe.cli finetune ...` works too: the DeepSpeed config
+  comes from `--zero-stage` / `--deepspeed-config`, not from the launcher.) The effective batch
+  stays `--effective-batch`: accumulation is divided by the number of processes.
+- Several nodes: a Kubeflow `TrainJob` runs the same command under `torchrun` on each node (the
+  pipeline layer builds it).
+
+Outputs in `cfg.out` (written by rank 0; `out` may be a mounted PersistentVolumeClaim):
+
+- `adapter/`: the PEFT adapter (`adapter_config.json` names `--model` as its base, so
+  `factprobe probe qa --model <out>/adapter` loads it); `model/` instead for full-parameter
+  training (a complete model folder with its tokenizer);
+- `checkpoints/checkpoint-<step>/`: every `--save-steps` steps (DeepSpeed and trainer state, RNG,
+  and `finetune_config.json`); a rerun with the same options resumes from the last one; a
+  checkpoint of another model or configuration is refused, naming both;
+- `trainer_state.json` (the `Trainer`'s state: log history, steps), `loss_history.json`
+  ([{step, loss, learning_rate, grad_norm}]), `loss.png` (the loss curve), `train_set.jsonl` and
+  `train_set.json` (the examples and their sha256 `digest`), `finetune_config.json`;
+- `metrics.json` (returned): `train_loss` (mean logged loss over all steps), `final_loss`,
+  `first_loss`, `tokens_per_second` (non-padding tokens trained per second of training in this
+  process), `peak_memory_bytes` (CUDA: peak allocated on this process's GPU; CPU: the process's
+  peak resident set size), `non_padding_fraction` (real / fed tokens), `steps`, `n_examples`,
+  `n_sequences`, `examples_per_sequence`, `effective_batch`, `grad_accum`, `world_size`,
+  `trainable_params`, `total_params`, `trainable_fraction`, `adapter_bytes`, `train_set_digest`, ...
+
+Nothing here imports MLflow (`report_to="none"`); the pipeline logs these files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ModelError
+from ..io import atomic_write_json
+from .config import DEFAULT_TARGET_MODULES, FinetuneConfig
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "finetune_config.json"
+CHECKPOINTS = "checkpoints"
+
+
+# ------------------------------------------------------------------ process group
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def setup_distributed(device: str) -> tuple[int, int]:
+    """(rank, world size). Without a launcher (no WORLD_SIZE in the environment) sets the
+    variables of a one-process group; on CPU selects DeepSpeed's CPU accelerator and opens a
+    gloo group, which DeepSpeed and accelerate reuse."""
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    if device == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _device(cfg: FinetuneConfig) -> str:
+    import torch
+
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={cfg.device!r}: no CUDA GPU is available")
+    return "cuda" if cfg.device.startswith("cuda") else cfg.device
+
+
+def _precision(cfg: FinetuneConfig, device: str) -> str:
+    import torch
+
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    return "bfloat16" if device == "cuda" and torch.cuda.is_bf16_supported() else "float32"
+
+
+# ------------------------------------------------------------------ model and LoRA
+def linear_module_names(model: Any) -> list[str]:
+    """Sorted last-name parts of the model's linear layers (the names LoRA can target), without
+    the output head."""
+    import torch
+
+    out = set()
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear) or type(mod).__name__ == "Conv1D":
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf not in ("lm_head", "embed_out", "output"):
+                out.add(leaf)
+    return sorted(out)
+
+
+def target_modules(cfg: FinetuneConfig, model: Any) -> list[str] | str:
+    """`--lora-target-modules`, else the architecture's default, else PEFT's "all-linear".
+    ConfigError naming the model's linear modules when a target does not exist."""
+    model_type = getattr(model.config, "model_type", "")
+    wanted = cfg.lora_target_modules or list(DEFAULT_TARGET_MODULES.get(model_type, ()))
+    if not wanted:
+        return "all-linear"
+    have = linear_module_names(model)
+    missing = [m for m in wanted if m not in have]
+    if missing:
+        raise ConfigError(f"lora_target_modules: {', '.join(missing)} not in {cfg.model} ({model_type}); "
+                          f"its linear modules are {', '.join(have)}")
+    return list(wanted)
+
+
+def load_base(cfg: FinetuneConfig) -> tuple[Any, Any, Path]:
+    """(model in float32, tokenizer, folder) of `cfg.model` (alias, folder or hub id)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..lm.hub import is_adapter_folder, resolve_model_path
+
+    folder = resolve_model_path(cfg.model)
+    if is_adapter_folder(folder):
+        raise ConfigError(f"model={cfg.model!r} is a PEFT adapter folder; fine-tune its base model instead")
+    try:
+        tok = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"cannot load {cfg.model} from {folder} for training: {str(e).splitlines()[0]}") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return model, tok, folder
+
+
+def wrap_lora(cfg: FinetuneConfig, model: Any) -> Any:
+    """`model` with a fresh LoRA adapter (rank, alpha, dropout, targets of `cfg`)."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=target_modules(cfg, model), task_type="CAUSAL_LM",
+                      fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
+    return get_peft_model(model, lora)
+
+
+def count_params(model: Any) -> tuple[int, int]:
+    """(trainable, total) parameter counts (ZeRO-3 partitioned parameters by their full size)."""
+    trainable = total = 0
+    for p in model.parameters():
+        n = getattr(p, "ds_numel", None) or p.numel()
+        total += n
+        trainable += n if p.requires_grad else 0
+    return trainable, total
+
+
+# ------------------------------------------------------------------ resume
+def _saved_config(ckpt: Path, out: Path) -> dict | None:
+    for p in (ckpt / CONFIG_FILE, out / CONFIG_FILE):
+        if p.is_file():
+            return json.loads(p.read_text(encoding="utf-8"))
+    return None
+
+
+def check_resume(cfg: FinetuneConfig, out: Path, digest: str) -> Path | None:
+    """The checkpoint to resume from (None: start fresh). Refuses a checkpoint made with another
+    model or configuration (or training set), naming both."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    ckdir = out / CHECKPOINTS
+    last = get_last_checkpoint(str(ckdir)) if ckdir.is_dir() else None
+    if last is None:
+        return None
+    if not cfg.resume:
+        shutil.rmtree(ckdir)
+        return None
+    saved = _saved_config(Path(last), out)
+    if saved is None:
+        raise ConfigError(f"{last}: a checkpoint without {CONFIG_FILE}; cannot tell which model and configuration "
+                          "made it (use another --out, or --no-resume to start over)")
+    old, new = saved.get("fingerprint", {}), {**cfg.fingerprint(), "train_set_digest": digest}
+    old = {**old, "train_set_digest": saved.get("train_set_digest")}
+    diff = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    if diff:
+        what = "; ".join(f"{k}: checkpoint {a!r}, this run {b!r}" for k, (a, b) in diff.items())
+        raise ConfigError(f"{last} was made by model {old.get('model')!r} with another configuration than this run "
+                          f"(model {cfg.model!r}): {what}; refusing to resume (use another --out, or --no-resume "
+                          "to delete the checkpoints and start over)")
+    return Path(last)
+
+
+# ------------------------------------------------------------------ outputs
+def loss_history(log_history: Sequence[dict]) -> list[dict]:
+    """[{step, loss, learning_rate, grad_norm}] of the trainer's log entries that carry a loss."""
+    out = []
+    for e in log_history:
+        if "loss" in e and "step" in e:
+            out.append({"step": int(e["step"]), "loss": float(e["loss"]),
+                        "learning_rate": float(e.get("learning_rate", float("nan"))),
+                        "grad_norm": float(e["grad_norm"]) if e.get("grad_norm") is not None else None})
+    return out
+
+
+def plot_loss(history: Sequence[dict], path: Path, title: str) -> None:
+    """The loss curve as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([h["step"] for h in history], [h["loss"] for h in history], marker="o", ms=3)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss (answer tokens)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _peak_memory(device: str) -> tuple[int, str]:
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.max_memory_allocated()), "cuda_max_allocated"
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "cpu_max_rss"
+
+
+def _fix_adapter_base(adapter: Path, base: str) -> None:
+    """Name the base model as the user did (an alias resolves on any machine)."""
+    p = adapter / "adapter_config.json"
+    d = json.loads(p.read_text(encoding="utf-8"))
+    d["base_model_name_or_path"] = base if not Path(base).exists() else str(Path(base).resolve())
+    p.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _dir_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def default_out(cfg: FinetuneConfig) -> Path:
+    slug = Path(cfg.model).name if Path(cfg.model).exists() else cfg.model.replace("/", "_")
+    return Path(f"runs/finetune-{slug}-{cfg.train_set}")
+
+
+# ------------------------------------------------------------------ run
+def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (),
+                 train_set: Any = None) -> dict[str, Any]:
+    """Fine-tune `cfg.model` on `cfg.train_set` and write `cfg.out` (see the module docstring).
+
+    `callbacks` are extra `transformers.TrainerCallback`s; `train_set` (a
+    `factprobe.build.finetune_sets.TrainSet`) replaces the built one (tests). Returns the metrics
+    dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
+    `factprobe.finetune`)."""
+    from ..build.finetune_sets import build_train_set
+    from .data import Collator, RowDataset, pack_sequences, tokenize_examples
+    from .deepspeed_config import load_deepspeed_config
+
+    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    device = _device(cfg)
+    precision = _precision(cfg, device)
+    ds_config, ds_path = load_deepspeed_config(cfg.zero_stage, cfg.deepspeed_config,
+                                               offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param,
+                                               pin_memory=device == "cuda")
+    if train_set is None:
+        train_set = build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
+                                    train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
+                                    qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
+                                    size=cfg.train_size, known_unknown=cfg.known_unknown)
+    digest = train_set.digest
+    rank, world = setup_distributed(device)
+    accum = cfg.grad_accum_for(world)
+    resume_from = check_resume(cfg, out, digest)
+
+    model, tok, folder = load_base(cfg)
+    random_weights = bool(getattr(model.config, "factprobe_random_weights", False))
+    seqs = tokenize_examples(tok, train_set.examples, cfg.max_seq_len)
+    rows = pack_sequences(seqs, cfg.max_seq_len) if cfg.packing else seqs
+    per_step = cfg.batch_size * accum * world
+    if len(rows) < per_step:
+        raise ConfigError(f"the {train_set.kind} training set has {len(train_set)} examples in {len(rows)} sequences, "
+                          f"fewer than one effective batch of {per_step} (batch_size {cfg.batch_size} x grad_accum "
+                          f"{accum} x {world} process(es)); lower --effective-batch / --grad-accum / --batch-size or "
+                          "raise --train-size")
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    if cfg.use_lora:
+        model = wrap_lora(cfg, model)
+    trainable, total = count_params(model)
+
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    saved_config = {"config": cfg.to_dict(), "fingerprint": cfg.fingerprint(), "train_set_digest": digest,
+                    "train_set": train_set.kind, "base_folder": str(folder), "deepspeed_config": str(ds_path)}
+
+    class _StampCheckpoint(TrainerCallback):
+        """Writes finetune_config.json into each checkpoint (what a resume is checked against)."""
+
+        def on_save(self, args, state, control, **kw):
+            if state.is_world_process_zero:
+                ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if ck.is_dir():
+                    atomic_write_json(ck / CONFIG_FILE, saved_config)
+
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        train_set.save(out)
+        atomic_write_json(out / CONFIG_FILE, saved_config)
+    try:
+        args = TrainingArguments(
+            output_dir=str(out / CHECKPOINTS), per_device_train_batch_size=cfg.batch_size,
+            gradient_accumulation_steps=accum, max_steps=cfg.max_steps, learning_rate=cfg.learning_rate,
+            lr_scheduler_type=cfg.lr_scheduler, warmup_steps=round(cfg.warmup_ratio * cfg.max_steps),
+            weight_decay=cfg.weight_decay, optim="adamw_torch", logging_steps=cfg.logging_steps,
+            save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+            report_to="none", deepspeed=ds_config, use_cpu=device == "cpu",
+            ddp_backend="gloo" if device == "cpu" else None, seed=cfg.seed, data_seed=cfg.seed,
+            bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
+            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0,
+            gradient_checkpointing=False)
+        collator = Collator(pad_id=tok.pad_token_id)
+        trainer = Trainer(model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
+                          callbacks=[_StampCheckpoint(), *callbacks])
+        t0 = time.perf_counter()
+        result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        seconds = time.perf_counter() - t0
+    except ValueError as e:
+        text = str(e)
+        if "DeepSpeed" in text or "deepspeed" in text:
+            lines = [ln.strip(" -") for ln in text.splitlines() if ln.strip()]
+            raise ConfigError(f"{ds_path}: " + "; ".join(lines[:4])) from None
+        raise
+
+    history = loss_history(trainer.state.log_history)
+    peak, peak_kind = _peak_memory(device)
+    metrics: dict[str, Any] = {
+        "train_loss": sum(h["loss"] for h in history) / len(history) if history else float(result.training_loss),
+        "first_loss": history[0]["loss"] if history else None,
+        "final_loss": history[-1]["loss"] if history else None,
+        "tokens_per_second": collator.real_tokens / seconds if seconds > 0 else None,
+        "peak_memory_bytes": peak, "peak_memory_kind": peak_kind,
+        "non_padding_fraction": collator.non_padding_fraction,
+        "steps": int(trainer.state.global_step), "max_steps": cfg.max_steps,
+        "resumed_from": str(resume_from) if resume_from else None,
+        "train_seconds": seconds, "tokens_trained": collator.real_tokens,
+        "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
+        "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
+        "effective_batch": per_step, "zero_stage": cfg.zero_stage, "device": device, "precision": precision,
+        "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
+        "trainable_params": trainable, "total_params": total, "trainable_fraction": trainable / total if total else None,
+        "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
+        "model": cfg.model, "random_weights": random_weights,
+    }
+    target = out / ("adapter" if cfg.use_lora else "model")
+    trainer.save_model(str(target))
+    if trainer.is_world_process_zero():
+        if cfg.use_lora:
+            _fix_adapter_base(target, cfg.model)
+        else:
+            tok.save_pretrained(target)
+        metrics["adapter_bytes" if cfg.use_lora else "model_bytes"] = _dir_bytes(target)
+        metrics["output_dir"] = str(target)
+        trainer.state.save_to_json(str(out / "trainer_state.json"))
+        atomic_write_json(out / "loss_history.json", history)
+        if history:
+            plot_loss(history, out / "loss.png", f"{cfg.model} {train_set.kind} "
+                      f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})")
+        atomic_write_json(out / "metrics.json", metrics)
+    return metrics
