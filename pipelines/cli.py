@@ -125,6 +125,7 @@ _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Erro
 
 
 HEADLINE_PREFIX = "headline: "  # a step prints its main number on such a line (components/steps/probe.py)
+PROGRESS_PREFIX = "progress: "  # a long step's progress line, at most every 30 s (components/steps/progress.py)
 
 
 class _RunLog(io.TextIOBase):
@@ -173,6 +174,8 @@ class _RunLog(io.TextIOBase):
             heads = self._headlines.get(name) or []
             head = f"  {heads.pop(0)}" if heads and status == "SUCCESS" else ""
             self._stream.write(f"  {name:<28} {status:<8} {time.perf_counter() - t0:7.1f} s{head}\n")
+        elif PROGRESS_PREFIX in line and self._current:  # a long step's progress (components/steps/progress.py)
+            self._stream.write(f"  {'':<28} {line.split(PROGRESS_PREFIX, 1)[1].strip()}\n")
         elif HEADLINE_PREFIX in line and self._current:
             owner = self._current[-1] if len(set(self._current)) == 1 else next(
                 (n for n in self._current if n.startswith("probe")), self._current[-1])

@@ -34,6 +34,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from tracking.probe_logging import log_probe_outcome, metric_dict, probe_run, run_files
 
     from ._common import resolve_tracking_uri, run_config
+    from .progress import ProgressLog
 
     cfg = run_config({**config, **(overrides or {})}, probe=probe, model=model)
     spec = get_probe(probe)
@@ -47,7 +48,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         extra_tags={tag("step"): "probe", tag("kfp_run_id"): kfp_run_id, tag("dataset_digest"): prepared.digest()},
         step_key=f"{pipeline}/{kfp_run_id}/probe/{key}",
     ) as run:
-        outcome = run_probe(cfg, work, prepared=prepared, progress=False)
+        # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
+        outcome = run_probe(cfg, work, prepared=prepared, progress=False, on_batch=ProgressLog(f"{probe} {model}"))
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
