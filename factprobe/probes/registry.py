@@ -43,6 +43,7 @@ BUILTIN_MODULES = (
     "factprobe.probes.coherency",
     "factprobe.probes.qa",
     "factprobe.probes.counterfactual",
+    "factprobe.probes.belief_mlm",
 )
 PLUGIN_ENV = "FACTPROBE_PROBE_MODULES"
 ENTRY_POINT_GROUP = "factprobe.probes"
