@@ -1,8 +1,11 @@
 """Percentile bootstrap confidence intervals: plain, stratified (for macro averages) and paired.
 
+The resampling is `scipy.stats.bootstrap` (percentile method); this module adds the contracts the
+metrics need on top: one number per fact in, `(lo, hi)` out, a stratified (per-relation) form for
+macro averages, a paired form for two runs on the same facts, and no exception on degenerate data.
 All functions are deterministic under `seed` (one `numpy.random.Generator` per call) and
-vectorised: resampled indices are drawn as an `[n_boot, n]` matrix, in row chunks so that a
-20,000-fact run with 2,000 replicates never holds more than a few million indices at once.
+vectorised in batches, so a 20,000-fact run with 2,000 replicates never holds more than a few
+million resampled values at once.
 
 Degenerate inputs never raise: no data gives `(nan, nan)`; a single value `v` gives `(v, v)`
 (there is nothing to resample, and the percentile of a constant is that constant).
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-# Upper bound on resampled indices materialised at once (plus the gathered float64 values).
+# Upper bound on resampled values materialised at once (scipy's `batch`: resamples per call).
 _MAX_CHUNK_ELEMENTS = 4_000_000
 
 Stat = Callable[..., float]
@@ -50,22 +53,30 @@ def _apply_stat(stat: Stat, samples: np.ndarray) -> np.ndarray:
     return np.array([stat(row) for row in samples], dtype=float)
 
 
-def _bootstrap_replicates(arr: np.ndarray, stat: Stat, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """`n_boot` values of `stat` over resamples (with replacement, same size) of `arr`."""
-    n = arr.shape[0]
-    rows_per_chunk = max(1, _MAX_CHUNK_ELEMENTS // max(n, 1))
-    index_dtype = np.int32 if n < 2**31 else np.int64  # int32 draws are about twice as fast
-    out = np.empty(n_boot, dtype=float)
-    for start in range(0, n_boot, rows_per_chunk):
-        stop = min(n_boot, start + rows_per_chunk)
-        idx = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
-        out[start:stop] = _apply_stat(stat, arr[idx])
-    return out
+def _vectorized(stat: Stat) -> Callable[..., np.ndarray]:
+    """`stat` as scipy's vectorized statistic: reduces the last axis of any-shaped input."""
+    def apply(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+        return _apply_stat(stat, x.reshape(-1, x.shape[-1])).reshape(x.shape[:-1])
+    return apply
 
 
-def _percentile_interval(replicates: np.ndarray, alpha: float) -> tuple[float, float]:
-    lo, hi = np.percentile(replicates, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
-    return float(lo), float(hi)
+def _percentile_bootstrap(samples: tuple[np.ndarray, ...], statistic: Callable[..., np.ndarray], n_boot: int,
+                          alpha: float, seed: int) -> tuple[float, float]:
+    """`scipy.stats.bootstrap`, percentile method, each sample resampled on its own (`paired=False`:
+    several samples = a stratified resample), `batch` bounding the memory."""
+    import warnings
+
+    from scipy.stats import bootstrap
+
+    n = max(s.shape[0] for s in samples)
+    with warnings.catch_warnings():  # a degenerate (constant) bootstrap distribution is a valid answer here
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message=".*degenerate.*")
+        res = bootstrap(samples, statistic, n_resamples=int(n_boot), confidence_level=1.0 - alpha, method="percentile",
+                        vectorized=True, paired=False, batch=max(1, _MAX_CHUNK_ELEMENTS // max(n, 1)),
+                        rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def bootstrap_ci(
@@ -88,8 +99,10 @@ def bootstrap_ci(
     if arr.size == 1:
         v = float(stat(arr))
         return (v, v)
-    rng = np.random.default_rng(seed)
-    return _percentile_interval(_bootstrap_replicates(arr, stat, int(n_boot), rng), alpha)
+    if np.all(arr == arr[0]):  # every resample is the data itself
+        v = float(stat(arr))
+        return (v, v)
+    return _percentile_bootstrap((arr,), _vectorized(stat), int(n_boot), alpha, seed)
 
 
 def stratified_bootstrap_ci(
@@ -114,16 +127,18 @@ def stratified_bootstrap_ci(
         raise ValueError(f"values and groups differ in length: {arr.shape[0]} vs {grp.shape[0]}")
     if arr.size == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    per_group = []
-    for g in sorted(set(grp.tolist()), key=str):
-        member = arr[grp == g]
-        if member.size == 1:
-            per_group.append(np.full(int(n_boot), float(stat(member))))
-        else:
-            per_group.append(_bootstrap_replicates(member, stat, int(n_boot), rng))
-    replicates = np.mean(np.vstack(per_group), axis=0)
-    return _percentile_interval(replicates, alpha)
+    members = [arr[grp == g] for g in sorted(set(grp.tolist()), key=str)]
+    fixed = [float(stat(m)) for m in members if m.size == 1 or np.all(m == m[0])]  # nothing to resample
+    varying = tuple(m for m in members if m.size > 1 and not np.all(m == m[0]))
+    if not varying:
+        v = float(np.mean(fixed))
+        return (v, v)
+    one = _vectorized(stat)
+
+    def macro(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        return (sum(one(x, axis=axis) for x in xs) + sum(fixed)) / len(members)
+
+    return _percentile_bootstrap(varying, macro, int(n_boot), alpha, seed)
 
 
 def paired_bootstrap_diff(

@@ -139,38 +139,34 @@ def subsumption_by_relation(
     }
 
 
-def _binom_two_sided_half(k: int, n: int) -> float:
-    """Exact two-sided p of k successes in n trials at p = 0.5: min(1, 2 * P(X <= min(k, n-k)))."""
-    low = min(k, n - k)
-    tail = sum(math.comb(n, i) for i in range(low + 1))
-    return min(1.0, 2.0 * tail / 2.0**n)
-
-
 def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> dict:
     """McNemar's test for two aligned 0/1 vectors (same facts, two runs).
 
     `b01` counts facts run a gets wrong and run b gets right; `b10` the reverse. Under H0 (equal
     accuracy) a discordant fact is equally likely to go either way.
 
-    - `b01 + b10 < 25`: exact two-sided binomial test, p = min(1, 2 * P(X <= min(b01, b10))),
-      X ~ Bin(b01 + b10, 1/2); `statistic` is min(b01, b10); `method` = "exact".
+    - `b01 + b10 < 25`: exact two-sided binomial test (`scipy.stats.binomtest(b01, b01 + b10, 0.5)`,
+      which for p = 1/2 is min(1, 2 * P(X <= min(b01, b10))), X ~ Bin(b01 + b10, 1/2));
+      `statistic` is min(b01, b10); `method` = "exact".
     - otherwise: chi-square with continuity correction (Edwards),
       statistic = (|b01 - b10| - 1)^2 / (b01 + b10), p = P(chi2_1 > statistic)
-      = erfc(sqrt(statistic / 2)); `method` = "chi2_cc".
+      (`scipy.stats.chi2.sf`); `method` = "chi2_cc".
 
     No discordant facts gives p = 1 (method "exact").
     """
+    from scipy.stats import binomtest, chi2
+
     a, b = _aligned(correct_a, correct_b)
     b01 = int((~a & b).sum())
     b10 = int((a & ~b).sum())
     n = b01 + b10
     if n < EXACT_MCNEMAR_BELOW:
         statistic = float(min(b01, b10))
-        p_value = _binom_two_sided_half(b01, n) if n else 1.0
+        p_value = min(1.0, float(binomtest(b01, n, 0.5).pvalue)) if n else 1.0
         method = "exact"
     else:
         statistic = max(0.0, abs(b01 - b10) - 1.0) ** 2 / n
-        p_value = math.erfc(math.sqrt(statistic / 2.0))
+        p_value = float(chi2.sf(statistic, df=1))
         method = "chi2_cc"
     return {"b01": b01, "b10": b10, "statistic": float(statistic), "p_value": float(p_value), "method": method}
 
@@ -178,21 +174,19 @@ def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> dict:
 def pearson_per_relation(acc_a: dict[str, float], acc_b: dict[str, float]) -> float:
     """Pearson r of per-relation accuracies over the relations both runs have.
 
-    NaN when fewer than two relations are shared or either side is constant over them.
+    NaN when fewer than two relations are shared or either side is constant over them
+    (`scipy.stats.pearsonr` is undefined there). Two relations give r = +-1, as the formula does.
     """
+    from scipy.stats import pearsonr
+
     shared = sorted(set(acc_a) & set(acc_b))
     if len(shared) < 2:
         return float("nan")
     x = np.array([acc_a[r] for r in shared], dtype=float)
     y = np.array([acc_b[r] for r in shared], dtype=float)
-    if np.isnan(x).any() or np.isnan(y).any():
+    if np.isnan(x).any() or np.isnan(y).any() or np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
         return float("nan")
-    x -= x.mean()
-    y -= y.mean()
-    denom = math.sqrt(float((x * x).sum()) * float((y * y).sum()))
-    if denom == 0.0:
-        return float("nan")
-    return float((x * y).sum() / denom)
+    return float(pearsonr(x, y).statistic)
 
 
 def _check_columns(df: pd.DataFrame, key: str, name: str) -> None:
@@ -428,9 +422,9 @@ def regression_gate(
 __all__ = [
     "EXACT_MCNEMAR_BELOW",
     "TEMPLATE_RULES",
+    "GateDecision",
     "align_templates",
     "collapse_templates",
-    "GateDecision",
     "compare_runs",
     "join_runs",
     "mcnemar",
