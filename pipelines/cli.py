@@ -315,9 +315,12 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
             import warnings
 
             # The local runner runs every step in this very environment, so its warning about a step's
-            # (cluster) base image is noise here; one per step would bury the step lines.
+            # (cluster) base image is noise here; one per step would bury the step lines ...
             warnings.filterwarnings("ignore", message="You may be attemping to run a task that uses custom",
                                     category=RuntimeWarning)
+            # ... and so is its note that cluster settings (cpu/memory limits, display names) do nothing locally.
+            warnings.filterwarnings("ignore", message=r"Task '.*': settings \[.*\] have no effect in the current local runner",
+                                    category=UserWarning)
             print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
         start = time.perf_counter()
         error: BaseException | None = None
