@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="list model aliases or print a cached model folder", add_help=False)
     m.add_argument("rest", nargs=argparse.REMAINDER)
     m.set_defaults(func=lambda a: __import__("factprobe.lm.models_cli", fromlist=["models_cli"]).models_cli(a.rest))
+    from .finetune.cli import register as register_finetune
+
+    register_finetune(sub)
     for register in _entry_points(COMMAND_GROUP):
         register(sub)
     return parser

@@ -92,8 +92,10 @@ class FinetuneConfig(ConfigBase):
     full: bool = option(False, "full-parameter training instead of LoRA")
     lora_alpha: int | None = option(None, "LoRA alpha (default: 2 x rank)")
     lora_dropout: float = option(0.05, "LoRA dropout")
-    lora_target_modules: list[str] | None = option(  # noqa: RUF009
-        None, "comma-separated module names to adapt (default per architecture: " + target_modules_help() + ")")
+    lora_target_modules: list[str] | None = option(None, "comma-separated module names to adapt (default per "  # noqa: RUF009
+                                                         "architecture, listed by --help: llama/gemma/qwen2/mistral "
+                                                         "q,k,v,o,gate,up,down_proj; gpt2 c_attn,c_proj,c_fc; others "
+                                                         "all-linear)")
     # ---- DeepSpeed
     zero_stage: int = option(2, "DeepSpeed ZeRO stage: configs/deepspeed/zero<N>.json", choices=ZERO_STAGES)
     deepspeed_config: str | None = option(None, "DeepSpeed config JSON (default: configs/deepspeed/zero<stage>.json); "

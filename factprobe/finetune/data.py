@@ -14,6 +14,11 @@
   uses them as varlen boundaries; the padding tail is one more block (its own positions, labels
   -100), so no real token attends to padding or to another example. The collator counts real
   and fed tokens (`non_padding_fraction`, tokens per second).
+- `no_kv_cache(model)`: transformers 5 skips that packed-sequence detection whenever a KV cache
+  exists, and a model whose config says `use_cache=True` creates one in every forward, training
+  included: examples then DO attend to each other (seen on the llama sdpa path, CPU). Training
+  therefore runs with `config.use_cache = False`; the test compares packed and unpacked logits
+  in that state.
 """
 from __future__ import annotations
 
@@ -73,6 +78,16 @@ def pack_sequences(seqs: Sequence[TrainRow], max_seq_len: int) -> list[TrainRow]
             row.position_ids += pos  # type: ignore[operator]
             row.n_examples += 1
     return rows
+
+
+def no_kv_cache(model: Any) -> bool:
+    """Set `use_cache = False` on the model's config (and a PEFT model's base); returns the old value."""
+    old = bool(getattr(model.config, "use_cache", False))
+    model.config.use_cache = False
+    base = getattr(model, "get_base_model", None)
+    if base is not None:
+        base().config.use_cache = False
+    return old
 
 
 class RowDataset:

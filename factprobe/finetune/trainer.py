@@ -282,7 +282,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
     `factprobe.finetune`)."""
     from ..build.finetune_sets import build_train_set
-    from .data import Collator, RowDataset, pack_sequences, tokenize_examples
+    from .data import Collator, RowDataset, no_kv_cache, pack_sequences, tokenize_examples
     from .deepspeed_config import load_deepspeed_config
 
     out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -317,6 +317,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     if cfg.use_lora:
         model = wrap_lora(cfg, model)
     trainable, total = count_params(model)
+    use_cache = no_kv_cache(model)  # packed examples are isolated only without a KV cache (data.py)
 
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -346,8 +347,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
             report_to="none", deepspeed=ds_config, use_cpu=device == "cpu",
             ddp_backend="gloo" if device == "cpu" else None, seed=cfg.seed, data_seed=cfg.seed,
             bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
-            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0,
-            gradient_checkpointing=False)
+            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0)
         collator = Collator(pad_id=tok.pad_token_id)
         trainer = Trainer(model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
                           callbacks=[_StampCheckpoint(), *callbacks])
@@ -375,13 +375,16 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
         "train_seconds": seconds, "tokens_trained": collator.real_tokens,
         "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
         "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
-        "effective_batch": per_step, "zero_stage": cfg.zero_stage, "device": device, "precision": precision,
+        "effective_batch": per_step, "zero_stage": cfg.zero_stage,
+        "deepspeed_zero_stage": (trainer.model_wrapped.zero_optimization_stage()
+                                 if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None), "device": device, "precision": precision,
         "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
         "trainable_params": trainable, "total_params": total, "trainable_fraction": trainable / total if total else None,
         "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
         "model": cfg.model, "random_weights": random_weights,
     }
     target = out / ("adapter" if cfg.use_lora else "model")
+    model.config.use_cache = use_cache
     trainer.save_model(str(target))
     if trainer.is_world_process_zero():
         if cfg.use_lora:
