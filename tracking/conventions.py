@@ -4,7 +4,8 @@
 - Parent run per pipeline run; one nested child per step (`mlflow.parentRunId`).
 - Tags: `factprobe.model`, `factprobe.model_revision`, `factprobe.dataset_digest`,
   `factprobe.git_sha`, `factprobe.trigger` (local|ui|nightly|ci), `factprobe.kfp_run_id`,
-  `factprobe.step`, `factprobe.probe`, `factprobe.config_key`.
+  `factprobe.step`, `factprobe.probe`, `factprobe.config_key`; and MLflow's standard
+  `mlflow.user` and `mlflow.source.git.commit` (`standard_tags`).
 - Metrics: `acc`, `prob_mass`, `macro_acc`, `n`, `acc/<relation>`, `prob_mass/<relation>`,
   `acc_at_k/<K>`.
 """
@@ -40,6 +41,31 @@ def git_sha() -> str:
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def run_user() -> str:
+    """Who starts the run, for MLflow's `mlflow.user` tag: `FACTPROBE_USER` when set (a pipeline
+    step runs as the container's user, so a launcher can pass the person or CI job here), else the
+    login name of the process, as MLflow's own client records it; "unknown" if there is none."""
+    import getpass
+
+    env = os.environ.get("FACTPROBE_USER", "").strip()
+    if env:
+        return env
+    try:
+        return getpass.getuser() or "unknown"
+    except (KeyError, OSError):  # no passwd entry (arbitrary UID in a container) and no USER variable
+        return "unknown"
+
+
+def standard_tags() -> dict[str, str]:
+    """MLflow's standard tags every run carries: `mlflow.user` and, when the checkout is known,
+    `mlflow.source.git.commit` (the same commit as `factprobe.git_sha`)."""
+    sha = git_sha()
+    out = {"mlflow.user": run_user()}
+    if sha and sha != "unknown":
+        out["mlflow.source.git.commit"] = sha
+    return out
 
 
 def tag(name: str) -> str:

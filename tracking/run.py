@@ -30,7 +30,7 @@ from typing import Any, Self
 from factprobe.redact import redact
 
 from .clients import TrackingError, find_tagged_runs, open_client
-from .conventions import default_tracking_uri, experiment_name, git_sha, tag
+from .conventions import default_tracking_uri, experiment_name, git_sha, standard_tags, tag
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
@@ -72,7 +72,7 @@ class TrackedRun:
         self.uri = tracking_uri or default_tracking_uri()
         self.pipeline = pipeline
         self.run_name = run_name
-        self.tags = {tag("git_sha"): git_sha(), **(tags or {})}
+        self.tags = {tag("git_sha"): git_sha(), **standard_tags(), **(tags or {})}
         self.parent_run_id = parent_run_id or None
         self.step_key = step_key
         self.required = required

@@ -218,3 +218,31 @@ def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch)
         run.log_text("x", "x.txt")
     assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.run_id).info.status == "FINISHED"
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
+    """MLflow's standard tags (the UI's User and Source columns): `mlflow.user` from FACTPROBE_USER
+    (else the login name), `mlflow.source.git.commit` = the checkout's commit = factprobe.git_sha."""
+    from tracking.conventions import git_sha
+
+    monkeypatch.setenv("FACTPROBE_USER", "ci-bot@example.com")
+    monkeypatch.setenv("FACTPROBE_GIT_SHA", "0123456789abcdef0123456789abcdef01234567")
+    with TrackedRun(pipeline="t", run_name="tags", tracking_uri=uri) as run:
+        pass
+    with TrackedRun(pipeline="t", run_name="child", tracking_uri=uri, parent_run_id=run.run_id) as child:
+        pass
+    c = MlflowClient(uri)
+    for r in (c.get_run(run.run_id), c.get_run(child.run_id)):
+        assert r.data.tags["mlflow.user"] == "ci-bot@example.com" and r.info.user_id == "ci-bot@example.com"
+        assert r.data.tags["mlflow.source.git.commit"] == git_sha() == r.data.tags["factprobe.git_sha"]
+    monkeypatch.delenv("FACTPROBE_USER")
+    monkeypatch.delenv("FACTPROBE_GIT_SHA")
+    import getpass
+
+    with TrackedRun(pipeline="t", run_name="login", tracking_uri=uri) as run:
+        pass
+    tags = c.get_run(run.run_id).data.tags
+    assert tags["mlflow.user"] == getpass.getuser()
+    sha = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert tags["mlflow.source.git.commit"] == sha
