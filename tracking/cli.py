@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import socket
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 class ProbeTracking:
@@ -61,7 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=compare_cli)
 
     r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")
-    r.add_argument("--candidate", required=True, help="model (alias/folder) to probe now, or an MLflow run id / results folder")
+    r.add_argument("--candidate", required=True,
+                   help="model to probe now (alias, model folder, or PEFT adapter folder), or an MLflow run id / results folder")
+    r.add_argument("--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its "
+                                        "adapter_config.json)")
     r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value")
     r.add_argument("--max-drop", type=float, default=0.02)
     r.add_argument("--alpha", type=float, default=0.05)

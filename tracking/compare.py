@@ -117,7 +117,8 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.D
     if CONFIG_PARAM not in baseline_params:
         raise ConfigError(f"the baseline run has no {CONFIG_PARAM!r} parameter (logged by factprobe >= 0.2); "
                           "probe the baseline again or give a results folder")
-    cfg = RunConfig.from_dict({**json.loads(baseline_params[CONFIG_PARAM]), "model": model, "base_model": None, "out": None})
+    cfg = RunConfig.from_dict({**json.loads(baseline_params[CONFIG_PARAM]), "model": model,
+                               "base_model": getattr(args, "base_model", None) or None, "out": None})
     with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci", run_name=f"regress-candidate-{Path(model).name}") as run:
         outcome = run_probe(cfg, out)
         log_probe_outcome(run, outcome, cfg)
