@@ -2,15 +2,16 @@
 # Build the factprobe images, tag them <package version>-<git sha>, and push them to a registry.
 #
 #   scripts/build_images.sh --registry registry.example.com/ml [--tool docker|buildah] [--no-push] [--dry-run]
-#                           [--images cpu,gpu,train]
+#                           [--images cpu,gpu,train[,minio]]
 #
 # cpu: data, report and gate steps; gpu: probing steps (no DeepSpeed); train: fine-tuning steps
 # (DeepSpeed, CUDA devel). Prints the `export FACTPROBE_IMAGE_{CPU,GPU,TRAIN}=` lines that make
-# `factprobe pipeline compile|submit` and `factprobe schedule` use the images just pushed. Run from anywhere: the build context is the
+# `factprobe pipeline compile|submit` and `factprobe schedule` use the images just pushed.
+# minio (not built by default): the tracking stack's MinIO from source, tagged with its release. Run from anywhere: the build context is the
 # repository root. A dirty work tree gets a `-dirty` suffix, so a tag never names code it does not hold.
 set -euo pipefail
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "build_images.sh: $*" >&2; exit 2; }
 
 registry="" tool="" push=1 dry=0 images="cpu,gpu,train"
@@ -50,16 +51,25 @@ run() { echo "+ $*"; if [[ $dry -eq 0 ]]; then "$@"; fi; }
 exports=()
 IFS=',' read -r -a wanted <<< "$images"
 for kind in "${wanted[@]}"; do
-  case "$kind" in cpu|gpu|train) ;; *) die "--images takes cpu, gpu and/or train, got '$kind'" ;; esac
+  case "$kind" in cpu|gpu|train|minio) ;; *) die "--images takes cpu, gpu, train and/or minio, got '$kind'" ;; esac
+  context="$root"
   ref="$registry/factprobe-$kind:$tag"
+  if [[ "$kind" == minio ]]; then  # tagged with the MinIO release it builds; needs no repository files
+    release="$(sed -n 's/^ARG MINIO_RELEASE=//p' "$root/containers/Dockerfile.minio")"
+    ref="$registry/minio:$release" context="$root/containers"
+  fi
   if [[ "$tool" == docker ]]; then
-    run docker build -f "$root/containers/Dockerfile.$kind" -t "$ref" "$root"
+    run docker build -f "$root/containers/Dockerfile.$kind" -t "$ref" "$context"
     if [[ $push -eq 1 ]]; then run docker push "$ref"; fi
   else
-    run buildah bud -f "$root/containers/Dockerfile.$kind" -t "$ref" "$root"
+    run buildah bud -f "$root/containers/Dockerfile.$kind" -t "$ref" "$context"
     if [[ $push -eq 1 ]]; then run buildah push "$ref"; fi
   fi
-  exports+=("export FACTPROBE_IMAGE_${kind^^}=$ref")
+  if [[ "$kind" == minio ]]; then
+    exports+=("(cd k8s/overlays/production && kustomize edit set image ghcr.io/factprobe/minio=$ref)")
+  else
+    exports+=("export FACTPROBE_IMAGE_${kind^^}=$ref")
+  fi
 done
 echo
 echo "# use these images when compiling, submitting and scheduling:"

@@ -48,9 +48,22 @@ def test_train_image_alone_prints_the_training_setting():
     ([], "--registry is required"),
     (["--registry", "bad registry"], "is not a valid image repository prefix"),
     (["--registry", "r.example.com", "--tool", "podman"], "--tool must be docker or buildah"),
-    (["--registry", "r.example.com", "--images", "tpu"], "--images takes cpu, gpu and/or train"),
+    (["--registry", "r.example.com", "--images", "tpu"], "--images takes cpu, gpu, train and/or minio"),
     (["--registry", "r.example.com", "--bogus"], "unknown argument '--bogus'"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
     p = run(*args, "--dry-run")
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_minio_is_built_from_its_dockerfile_and_tagged_with_its_release():
+    """The tracking stack's MinIO (containers/Dockerfile.minio) is tagged with the MinIO release it
+    builds, which is the tag the StatefulSet runs (k8s/base/minio/statefulset.yaml)."""
+    p = run("--registry", "r.example.com", "--images", "minio", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    dockerfile = SCRIPT.parents[1] / "containers" / "Dockerfile.minio"
+    release = re.search(r"^ARG MINIO_RELEASE=(RELEASE\.\S+)$", dockerfile.read_text(), re.MULTILINE)[1]
+    assert f"docker build -f {dockerfile} -t r.example.com/minio:{release} {SCRIPT.parents[1]}/containers" in p.stdout
+    assert f"kustomize edit set image ghcr.io/factprobe/minio=r.example.com/minio:{release}" in p.stdout
+    sts = (SCRIPT.parents[1] / "k8s" / "base" / "minio" / "statefulset.yaml").read_text()
+    assert f"image: ghcr.io/factprobe/minio:{release}" in sts

@@ -222,3 +222,21 @@ def test_checkov_dockerfiles_and_ci_workflow():
             if "checkov:skip=" in line:
                 reason = line.split("checkov:skip=", 1)[1].partition(":")[2]
                 assert len(reason.split()) >= 5, f"{path.name}: skip without a real reason: {line.strip()}"
+
+
+MINIO = CONTAINERS / "Dockerfile.minio"
+# MinIO's 2025 security fixes: CVE-2025-31489 (RELEASE.2025-04-03T14-56-28Z) and CVE-2025-62506 /
+# GHSA-jjjj-jwhf-8rgr (RELEASE.2025-10-15T17-29-55Z, commit c1a49490c78e).
+MINIO_FIXED = "RELEASE.2025-10-15T17-29-55Z"
+
+
+def test_minio_image_is_built_from_a_release_after_the_2025_fixes():
+    proc = subprocess.run([hadolint_binary(), "--failure-threshold", "style", str(MINIO)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = MINIO.read_text()
+    release = re.search(r"^ARG MINIO_RELEASE=(RELEASE\.[0-9TZ-]+)$", text, re.MULTILINE)[1]
+    assert release >= MINIO_FIXED  # RELEASE.<UTC timestamp> tags sort by time
+    assert "git merge-base --is-ancestor" in text and "c1a49490c78e9c3ebcad86ba0662319138ace190" in text
+    final = stages(MINIO)[-1]
+    assert any(k == "USER" and not a.startswith(("0", "root")) for k, a in final)
