@@ -282,7 +282,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
     `factprobe.finetune`)."""
     from ..build.finetune_sets import build_train_set
-    from .data import Collator, RowDataset, no_kv_cache, pack_sequences, tokenize_examples
+    from .data import no_kv_cache, pack_sequences, tokenize_examples
     from .deepspeed_config import load_deepspeed_config
 
     out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -319,7 +319,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     trainable, total = count_params(model)
     use_cache = no_kv_cache(model)  # packed examples are isolated only without a KV cache (data.py)
 
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import TrainerCallback
 
     saved_config = {"config": cfg.to_dict(), "fingerprint": cfg.fingerprint(), "train_set_digest": digest,
                     "train_set": train_set.kind, "base_folder": str(folder), "deepspeed_config": str(ds_path)}
@@ -338,6 +338,27 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
         train_set.save(out)
         atomic_write_json(out / CONFIG_FILE, saved_config)
     try:
+        return _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok,
+                      train_set, seqs, rows, trainable, total, use_cache, random_weights, resume_from, saved_config,
+                      progress, callbacks, _StampCheckpoint)
+    finally:
+        # a ZeRO-3 TrainingArguments registers itself globally: later from_pretrained calls in this
+        # process would partition their weights (zero.Init) unless it is unset
+        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+        unset_hf_deepspeed_config()
+
+
+def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok, train_set, seqs,
+           rows, trainable, total, use_cache, random_weights, resume_from, saved_config, progress, callbacks,
+           stamp) -> dict[str, Any]:
+    """The training part of `run_finetune` (same arguments, already checked)."""
+    from transformers import Trainer, TrainingArguments
+
+    from .data import Collator, RowDataset
+
+    digest = train_set.digest
+    try:
         args = TrainingArguments(
             output_dir=str(out / CHECKPOINTS), per_device_train_batch_size=cfg.batch_size,
             gradient_accumulation_steps=accum, max_steps=cfg.max_steps, learning_rate=cfg.learning_rate,
@@ -350,7 +371,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
             dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0)
         collator = Collator(pad_id=tok.pad_token_id)
         trainer = Trainer(model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
-                          callbacks=[_StampCheckpoint(), *callbacks])
+                          callbacks=[stamp(), *callbacks])
         t0 = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         seconds = time.perf_counter() - t0
