@@ -430,13 +430,14 @@ def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None =
 
     `accuracies` {output name: metric} (default {"acc@1": "acc@1"}); each gives `<name>` (mean over
     draws), `<name>_range`, `<name>_stdev`. `overconf` {output name: K} (default {"overconf@1": 1})
-    gives `<name>` and its bins under `calibration[<name>]`. Also `consist` (+ `consist_undefined`,
+    gives `<name>` and its bins under `calibration[<name>]` (an empty mapping: no Overconf, and no
+    `confidence` column is needed). Also `consist` (+ `consist_undefined`,
     `consist_reason` when undefined), `coverage_avg`, `coverage_max`, `coverage_oracle`,
     `per_relation` {relation: {n_pairs, n_templates, <name> (its average over templates),
     <name>_max, <name>_oracle for acc@1 only, consist, best_template}}, `n_pairs`, `n_prompts`,
     `n_templates`, `n_draws`, `draw_seed`."""
-    accuracies = dict(accuracies or {"acc@1": "acc@1"})
-    overconf = dict(overconf or {"overconf@1": 1})
+    accuracies = {"acc@1": "acc@1"} if accuracies is None else dict(accuracies)
+    overconf = {"overconf@1": 1} if overconf is None else dict(overconf)
     need = ["prediction"] + (["rank"] if any(m != "acc@1" for m in accuracies.values()) else [])
     df = check_predictions(df, need)
     out: dict[str, Any] = {}

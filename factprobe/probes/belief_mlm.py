@@ -73,7 +73,8 @@ class BeliefMLMConfig(ConfigBase):
                                    f"priority order, from {', '.join(TEMPLATE_SOURCES)}")
     max_templates: int | None = option(None, "templates per relation: a seeded sample of this many "
                                              "(default: all of them)")
-    qa_templates: str | None = option(None, "question templates TSV (default: factprobe's belief_qa_templates.tsv)")
+    belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
+                                                   "(default: factprobe's build/data/belief_qa_templates.tsv)")
     bias: bool = option(True, "measure prompt bias with content-free subjects (N/A, empty, ?)")
 
     def __post_init__(self) -> None:
@@ -148,7 +149,7 @@ class BeliefMLM(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.multiprompt import prepare_multiprompt
 
-        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.qa_templates)
+        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates)
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Choose each relation's templates (all, or a seeded sample of `--max-templates`) and

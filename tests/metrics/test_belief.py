@@ -251,3 +251,5 @@ def test_summarize_belief() -> None:
     assert m["per_relation"]["R1"]["acc@1"] == pytest.approx(0.25)
     assert m["n_pairs"] == 7 and m["n_prompts"] == 13
     assert json_safe(m) == m  # nothing to replace: no NaN anywhere
+    plain = bm.summarize_belief(df.drop(columns=["confidence"]), overconf={}, n_draws=10)
+    assert "overconf@1" not in plain and plain["calibration"] == {}
