@@ -164,6 +164,8 @@ class BeliefMLM(Probe):
                 recs = [r for i, r in enumerate(recs) if i in keep]
             chosen[rel] = recs
         prepared.info["belief_mlm_templates"] = chosen
+        prepared.info.pop("belief_items", None)  # a dataset validated before under another --vocab
+        prepared.info.pop("belief_vocab_filter", None)
         if p.vocab == "common":
             from ..paths import data_root
 
