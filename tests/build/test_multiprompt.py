@@ -189,6 +189,7 @@ def test_shipped_qa_templates() -> None:
         norm = mpb.normalize_template(t.text)
         assert mpb.is_y_last(norm) and mpb.template_style(norm, t.source) == "question", t
         assert norm.split("[Y]")[0].rstrip().endswith(("?", ".")), t  # a whole question (or request) before [Y]
+        assert not norm.startswith("Where"), t  # names the kind of place (yuan2024 2.1, Specificity)
 
 
 def test_real_data(real_data_root) -> None:
