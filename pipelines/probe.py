@@ -42,11 +42,13 @@ class DagConfig:
     trigger: Any
     work_root: Any
     inside: Callable[[Any, Any, Any], None] | None = None
+    probe_component: Any = None  # default components.probe.probe_model; a sweep passes probe_model_tolerant
 
     @classmethod
-    def from_values(cls, pipeline: str, values: dict[str, Any], models: Any, probes: Any, inside=None) -> "DagConfig":
+    def from_values(cls, pipeline: str, values: dict[str, Any], models: Any, probes: Any, inside=None,
+                    probe_component=None) -> "DagConfig":
         return cls(pipeline, models, probes, config_dict(values), values["tracking_uri"], values["trigger"],
-                   values["work_root"], inside)
+                   values["work_root"], inside, probe_component)
 
 
 def probe_dag(dag: DagConfig):
@@ -66,7 +68,7 @@ def probe_dag(dag: DagConfig):
                                     tracking_uri=dag.tracking_uri), memory="8G")
         build.after(plan)  # the plan validates every (model, probe) config first
         with dsl.ParallelFor(plan.output, name="models-x-probes") as cell:
-            probed = gpu_step(probe_model(items=build.outputs["items"], model=cell.model, probe=cell.probe, config=dag.config,
+            probed = gpu_step((dag.probe_component or probe_model)(items=build.outputs["items"], model=cell.model, probe=cell.probe, config=dag.config,
                                           parent_run_id=cell.parent_run_id, tracking_uri=dag.tracking_uri,
                                           work_root=dag.work_root, kfp_run_id=job, trigger=dag.trigger, pipeline=dag.pipeline))
         rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), parent_run_id=parent.output,

@@ -15,7 +15,8 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
         return ""
     client = open_client(uri)
     exp_id = client.experiment_id(experiment_name(pipeline))
-    parents = find_tagged_runs(client, [exp_id], {tag("kfp_run_id"): kfp_run_id})
+    # role=parent: the step runs carry the KFP run id too, and a FINISHED step run must stay FINISHED
+    parents = find_tagged_runs(client, [exp_id], {tag("kfp_run_id"): kfp_run_id, tag("role"): "parent"})
     status = "FINISHED" if state == "SUCCEEDED" else "FAILED"
     for p in parents:
         for c in find_tagged_runs(client, [exp_id], {"mlflow.parentRunId": p.run_id}):

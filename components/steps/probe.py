@@ -63,3 +63,29 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         print(f"headline: {probe} {model}: {head}", flush=True)
     return {"scalars": scalars, "model": model, "probe": probe, "run_id": run.run_id or "",
             "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed, "files": copied}
+
+
+FAILED_FILE = "failed.json"  # a tolerant probe step's record of its failure (load_results skips the folder)
+
+
+def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str, config: dict, parent_run_id: str,
+                            tracking_uri: str, **kwargs) -> dict:
+    """`run_probe_step` that never fails the pipeline: for a sweep where one broken model must not
+    cost the report of the others. On an error it writes `<out_dir>/failed.json` ({"model", "probe",
+    "error": one line}) and returns {"failed": that line, ...}; the child MLflow run is already
+    marked FAILED by `run_probe_step`. A SIGTERM (eviction) or Ctrl-C still stops the step."""
+    import json
+    from pathlib import Path
+
+    from factprobe.redact import redact
+
+    try:
+        return run_probe_step(items_dir, out_dir, model, probe, config, parent_run_id, tracking_uri, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any failure of this model is recorded, the sweep goes on
+        text = str(e).strip().splitlines()
+        line = redact(f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": "))[:500]
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / FAILED_FILE).write_text(json.dumps({"model": model, "probe": probe, "error": line}), encoding="utf-8")
+        print(f"error: probe {probe} on model {model} failed: {line} (the sweep goes on)", flush=True)
+        return {"scalars": {}, "model": model, "probe": probe, "run_id": "", "failed": line, "files": [FAILED_FILE]}

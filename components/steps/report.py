@@ -13,13 +13,24 @@ Every run's top-level numbers go to the parent run as `<metric>/<probe>/<model>`
 from pathlib import Path
 
 
+def load_failures(dirs: list[str]) -> list[dict]:
+    """[{"model", "probe", "error"}] of the probe output folders a tolerant probe step marked failed
+    (`failed.json`, components/steps/probe.py)."""
+    import json
+
+    return [json.loads((Path(d) / "failed.json").read_text()) for d in dirs if (Path(d) / "failed.json").exists()]
+
+
 def load_results(dirs: list[str]) -> dict[str, dict]:
-    """{"<probe>:<model>": metrics} from probe output folders (metrics.json + run_config.json)."""
+    """{"<probe>:<model>": metrics} from probe output folders (metrics.json + run_config.json);
+    folders of failed probe steps (`load_failures`) are left out."""
     import json
     from pathlib import Path
 
     out = {}
     for d in dirs:
+        if (Path(d) / "failed.json").exists():
+            continue
         cfg = json.loads((Path(d) / "run_config.json").read_text())["config"]
         out[f"{cfg['probe']}:{cfg['model']}"] = json.loads((Path(d) / "metrics.json").read_text())
     return out
@@ -183,8 +194,9 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
         figs["QA EM per relation"] = ("figures/qa_em_per_relation.png", relation_bars(qa, title="QA EM per relation", metric="em"))
     if coh:
         figs["coherency per relation and cardinality"] = ("figures/coherency.png", coherency_bars(coh))
+    failures = load_failures(result_dirs)  # named in the report and tagged; the others are reported as usual
     tables = {"counterfactual_icl": counterfactual_rows(everything), "qa": qa_rows(everything),
-              "coherency": coherency_rows(everything)}
+              "coherency": coherency_rows(everything), "failed": failures}
     tables = {k: v for k, v in tables.items() if v}
     title = f"factprobe {pipeline}: {len(everything)} run(s)"
     page = html_report(metrics, {t: figure_png(f) for t, (_, f) in figs.items()}, title)
@@ -202,6 +214,8 @@ def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_
             run.log_table(pd.DataFrame(summary_rows(metrics)), "tables/summary.json")
         for name, rows in tables.items():
             run.log_table(pd.DataFrame(rows), f"tables/{name}.json")
+        if failures:
+            run.set_tags({"factprobe.failed_models": ", ".join(sorted({f"{f['probe']}:{f['model']}" for f in failures}))[:5000]})
         run.log_text(__import__("json").dumps(everything, indent=1, default=float), "summary/summary.json")
         run.log_text(Path(html_path).read_text(), "report/report.html")  # .html: the MLflow UI renders it
         flat = {f"{k}/{metric_safe(name)}": v for name, m in everything.items() if name not in metrics

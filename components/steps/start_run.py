@@ -4,7 +4,8 @@ import json
 
 def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, params_json: str) -> str:
     """Create the parent run (experiment `factprobe/<pipeline>`), tagged with trigger, KFP run id,
-    git sha and a config key (hash of the parameters, for finding previous comparable runs).
+    git sha and a config key (hash of the parameters except the model list, for finding previous
+    comparable runs).
     Returns the run id, or '' when tracking is off. Raises TrackingError if the server is
     unreachable or rejects the credentials."""
     import hashlib
@@ -18,7 +19,9 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     if uri is None:
         return ""
     params = json.loads(params_json or "{}")
-    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    # The model list is not part of the key: each model's own probe run carries its key (the run
+    # config's results key), so adding a model to a sweep changes no other model's key.
+    key = hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "models"}, sort_keys=True).encode()).hexdigest()[:16]
     run = TrackedRun(pipeline=pipeline, run_name=f"{pipeline}-{kfp_run_id}", tracking_uri=uri, required=True,
                      tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
                            tag("config_key"): key, tag("role"): "parent",

@@ -117,13 +117,55 @@ def test_nightly_sweep_compares_with_previous_night(tmp_path, real_model_path):
                      key=lambda r: r.info.start_time)
     assert len(parents) == 2
     assert parents[0].data.tags["factprobe.previous_run"] == "none"
-    assert parents[1].data.tags["factprobe.previous_run"] == parents[0].info.run_id
+    # each model is compared with its own probe run of the previous sweep
+    previous_probe = client(tmp_path).get_run(parents[1].data.tags["factprobe.previous_run"])
+    assert previous_probe.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+    assert parents[1].data.tags["factprobe.previous_sweep"] == parents[0].info.run_id
     assert parents[1].data.metrics["delta/ic-lke/smollm2-135m-instruct"] == 0.0
+    assert "factprobe.alert" not in parents[1].data.tags and parents[1].data.metrics["nightly/alert"] == 0.0
     # the second night resumed every fact from the work folder instead of scoring again
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [smollm2\n")
     rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={bad}", *SMALL)
     assert rc == 1 and "does not parse" in log
+
+
+@pytest.mark.slow
+def test_nightly_sweep_with_a_failing_model_reports_the_others(tmp_path, real_model_path):
+    """A model that cannot load fails its own probe step only: the report covers the other model and
+    names the failure, the alert tag is set, and the run exits 1 after everything is logged. The next
+    night, with the broken model dropped from the list, still compares the good model with its own
+    previous run (each model is its own key)."""
+    real_model_path("smollm2-135m-instruct")
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  - smollm2-135m-instruct\n  - /nonexistent/broken-model\n")
+    rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
+    assert rc == 1, log[-3000:]
+    assert "nightly-compare" in log and "failed_models" in log and "/nonexistent/broken-model" in log
+    c = client(tmp_path)
+    all_runs = runs(c, "factprobe/nightly_sweep")
+    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
+    assert parent.data.tags["factprobe.alert"] == "failed_models"
+    assert "ic-lke:/nonexistent/broken-model failed" in parent.data.tags["factprobe.alert_detail"]
+    assert parent.data.tags["factprobe.failed_models"] == "ic-lke:/nonexistent/broken-model"
+    assert "acc/ic-lke/smollm2-135m-instruct" in parent.data.metrics  # the report of the good model
+    summary = json.loads(open(c.download_artifacts(parent.info.run_id, "summary/summary.json", str(tmp_path))).read())
+    assert list(summary) == ["ic-lke:smollm2-135m-instruct"]
+    changes = open(c.download_artifacts(parent.info.run_id, "report/nightly_changes.md", str(tmp_path))).read()
+    assert "FAILED: ic-lke on /nonexistent/broken-model" in changes
+    children = {r.data.tags.get("factprobe.model"): r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+                and r.data.tags.get("factprobe.step") == "probe"}
+    assert children["smollm2-135m-instruct"].info.status == "FINISHED"
+    assert children["/nonexistent/broken-model"].info.status == "FAILED"
+
+    models.write_text("models: [smollm2-135m-instruct]\n")
+    rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
+    assert rc == 0, log[-3000:]
+    second = max((r for r in runs(c, "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
+                 key=lambda r: r.info.start_time)
+    assert second.data.tags["factprobe.previous_run"] == children["smollm2-135m-instruct"].info.run_id
+    assert second.data.metrics["delta/ic-lke/smollm2-135m-instruct"] == 0.0
+    assert second.data.metrics["nightly_drop/ic-lke/smollm2-135m-instruct"] == 0.0
 
 
 def test_regression_pipeline_passes_model_against_its_own_run(probe_run):

@@ -1,0 +1,83 @@
+"""The nightly comparison at component level: the paired test flags a real drop and not noise, and a
+failed model is named, tagged as an alert and fails the step after the report is written."""
+import json
+
+import pandas as pd
+import pytest
+
+from components.steps.nightly_compare import ALERT_FAILED, diff_summaries, paired_change, run_nightly_compare
+
+
+def table(correct: list[bool], relation: str = "P36") -> pd.DataFrame:
+    return pd.DataFrame({"fact_id": [f"{relation}:{i}" for i in range(len(correct))], "relation": relation,
+                         "correct": correct})
+
+
+def test_a_large_paired_drop_is_flagged():
+    last_night = table([True] * 150 + [False] * 50)                 # 75 %
+    tonight = table([True] * 100 + [False] * 100)                   # 50 %: 50 facts flipped right -> wrong
+    out = paired_change(tonight, last_night, max_drop=0.02, alpha=0.05)
+    assert out["n"] == 200 and out["diff"] == pytest.approx(-0.25)
+    assert out["p_value"] < 1e-10 and out["diff_ci"][1] < 0 and out["drop"] is True
+
+
+def test_noise_is_not_a_drop():
+    """Four facts flip each way: same accuracy, nothing to flag."""
+    last = [True] * 100 + [False] * 100
+    now = list(last)
+    for i in range(4):
+        now[i], now[100 + i] = False, True
+    out = paired_change(table(now), table(last), max_drop=0.02, alpha=0.05)
+    assert out["diff"] == 0.0 and out["drop"] is False and out["p_value"] == pytest.approx(1.0)
+
+
+def test_a_small_significant_drop_within_the_tolerance_is_not_flagged():
+    last = [True] * 2000 + [False] * 2000
+    now = [False] * 40 + [True] * 1960 + [False] * 2000  # -1 point, 40 one-way flips: significant, but < 2 points
+    out = paired_change(table(now), table(last), max_drop=0.02, alpha=0.05)
+    assert out["p_value"] < 0.05 and out["drop"] is False
+
+
+def test_tables_without_shared_facts_are_not_comparable():
+    out = paired_change(table([True] * 3, "P36"), table([True] * 3, "P19"), 0.02, 0.05)
+    assert "error" in out and "drop" not in out
+
+
+def test_a_model_that_disappeared_or_appeared_has_no_delta():
+    rows = diff_summaries({"ic-lke:a": {"accuracy": 0.5}}, {"ic-lke:b": {"accuracy": 0.4}})
+    assert rows == [{"run": "ic-lke:a", "relation": "*", "previous": None, "current": 0.5, "delta": None},
+                    {"run": "ic-lke:b", "relation": "*", "previous": 0.4, "current": None, "delta": None}]
+
+
+def _ok_dir(tmp_path, model):
+    d = tmp_path / model
+    d.mkdir()
+    (d / "run_config.json").write_text(json.dumps({"config": {"probe": "ic-lke", "model": model}, "results_key": "k"}))
+    (d / "metrics.json").write_text(json.dumps({"accuracy": 0.5, "per_relation": {"P36": {"accuracy": 0.5}}}))
+    return str(d)
+
+
+def _failed_dir(tmp_path, model):
+    d = tmp_path / "failed"
+    d.mkdir()
+    (d / "failed.json").write_text(json.dumps({"model": model, "probe": "ic-lke", "error": "ModelError: no such model"}))
+    return str(d)
+
+
+def test_a_failed_model_is_named_and_fails_the_step_after_the_report(tmp_path):
+    dirs = [_ok_dir(tmp_path, "good"), _failed_dir(tmp_path, "broken")]
+    md = tmp_path / "changes.md"
+    with pytest.raises(SystemExit, match=r"nightly alert \(failed_models\): ic-lke:broken failed: ModelError: no such model"):
+        run_nightly_compare(dirs, str(md), "", "none")
+    text = md.read_text()
+    assert f"**ALERT: {ALERT_FAILED}**" in text and "FAILED: ic-lke on broken: ModelError: no such model" in text
+    assert "| ic-lke:good |" in text  # the good model is still in the table
+    run_nightly_compare(dirs, str(md), "", "none", fail_on_alert=False)  # reported, not raised
+
+
+def test_report_skips_failed_folders_and_lists_them(tmp_path):
+    from components.steps.report import load_failures, load_results
+
+    dirs = [_ok_dir(tmp_path, "good"), _failed_dir(tmp_path, "broken")]
+    assert list(load_results(dirs)) == ["ic-lke:good"]
+    assert load_failures(dirs) == [{"model": "broken", "probe": "ic-lke", "error": "ModelError: no such model"}]
