@@ -5,6 +5,7 @@ installed offline here, so there is no real-model test."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,15 @@ def test_max_templates_and_sources(toy_root, tmp_path, tiny_model_path) -> None:
 def test_refuses_a_tokenizer_without_mask_token(toy_root, tmp_path, tiny_model_path) -> None:
     probe = get_probe("belief-mlm")
     cfg = config(toy_root, tmp_path, tiny_model_path("bert"))
+    # a masked LM whose tokenizer declares no mask token
+    nomask = tmp_path / "bert-no-mask"
+    shutil.copytree(tiny_model_path("bert"), nomask)
+    tcfg = json.loads((nomask / "tokenizer_config.json").read_text())
+    tcfg.pop("mask_token")
+    (nomask / "tokenizer_config.json").write_text(json.dumps(tcfg))
+    with pytest.raises(ModelError, match=f"model {nomask}: its tokenizer has no mask token"):
+        run_probe(cfg.replace(model=str(nomask)), tmp_path / "n", progress=False, log=lambda m: None)
+    assert not (tmp_path / "n" / "run_config.json").exists()  # refused before anything is written
     gpt2 = load_model(str(tiny_model_path("gpt2")), device="cpu", dtype="float32")
     with pytest.raises(ModelError, match="tokenizer has no mask token"):
         probe.check_model(cfg, None, gpt2)
