@@ -315,6 +315,9 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     if cfg.use_lora:
+        from transformers import set_seed
+
+        set_seed(cfg.seed)  # the LoRA A matrices are random: same seed, same adapter, in any process
         model = wrap_lora(cfg, model)
     trainable, total = count_params(model)
     use_cache = no_kv_cache(model)  # packed examples are isolated only without a KV cache (data.py)
