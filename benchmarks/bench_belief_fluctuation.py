@@ -16,9 +16,10 @@ after each run, `--reps` times, so outside load on this shared machine hits both
 - probing: `run_probe` with the model and the prepared data passed in (model loading and data
   building are left out, which makes the probing time SMALLER and the ratio conservative), and
   `--draws 1` so its own metrics add nothing noticeable;
-- draws: `belief_accuracy(predictions, metric, 50_000, seed)` for acc@1, acc@10 and mrr, i.e. the
-  whole fluctuation part of the metrics (cache from the predictions table, then the draws), per
-  repetition; the slowest repetition is compared.
+- draws: `belief_accuracies(predictions, ["acc@1", "acc@10", "mrr"], 50_000, seed)`, what
+  `summarize_belief` runs: the whole fluctuation part of the metrics (the per-(relation, template)
+  cache from the predictions table, then the draws), per repetition; the slowest repetition is
+  compared.
 Also: `summarize_belief` at 50,000 draws (every metric) for reference, and a correctness check:
 200 draws computed by an explicit per-draw loop over the rows equal the vectorised values.
 
@@ -125,7 +126,7 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     from factprobe.io import atomic_write_json
     from factprobe.lm.models import load_model
-    from factprobe.metrics.belief import belief_accuracy, summarize_belief
+    from factprobe.metrics.belief import belief_accuracies, summarize_belief
     from factprobe.paths import data_root
     from factprobe.probes.belief_mlm import BeliefMLM
     from factprobe.probes.config import RunConfig
@@ -156,7 +157,7 @@ def main(argv=None) -> dict:
         df = BeliefMLM.predictions(out.results.to_dict("records"))
         for _ in range(args.reps):
             t = time.perf_counter()
-            found = {m: belief_accuracy(df, m, args.draws, args.seed) for m in metrics}
+            found = belief_accuracies(df, list(metrics), args.draws, args.seed)
             draw_s.append(time.perf_counter() - t)
         results = (df, found)
     df, found = results

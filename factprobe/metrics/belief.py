@@ -56,6 +56,7 @@ What is computed
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,17 +156,28 @@ class DrawCache:
 
 
 def draw_cache(df: pd.DataFrame, values: np.ndarray) -> DrawCache:
-    """The per-(relation, template) sums draws are taken from (values aligned with `df` rows)."""
-    g = pd.DataFrame({"relation": df["relation"].to_numpy(), "template_id": df["template_id"].to_numpy(),
-                      "v": np.asarray(values, dtype=float)})
-    agg = g.groupby(["relation", "template_id"], sort=True)["v"].agg(["sum", "count"])
-    rels, tids, sums, counts = [], [], [], []
-    for rel, sub in agg.groupby(level=0, sort=True):
-        rels.append(str(rel))
-        tids.append(tuple(str(t) for t in sub.index.get_level_values(1)))
-        sums.append(sub["sum"].to_numpy(dtype=float))
-        counts.append(sub["count"].to_numpy(dtype=float))
-    return DrawCache(tuple(rels), tuple(tids), tuple(sums), tuple(counts))
+    """The per-(relation, template) sums draws are taken from (values aligned with `df` rows).
+    Relations and each relation's templates are sorted by name, so the cache (and the draws) do
+    not depend on row order."""
+    return _draw_caches(df, {"v": values})["v"]
+
+
+def _draw_caches(df: pd.DataFrame, columns: Mapping[str, np.ndarray]) -> dict[str, DrawCache]:
+    """One `DrawCache` per value column, sharing one grouping of the rows (numpy bincount)."""
+    r_codes, r_names = pd.factorize(df["relation"].astype(str), sort=True)
+    t_codes, t_names = pd.factorize(df["template_id"].astype(str), sort=True)
+    n_t = max(len(t_names), 1)
+    groups, inverse = np.unique(r_codes.astype(np.int64) * n_t + t_codes, return_inverse=True)
+    counts = np.bincount(inverse).astype(float)
+    sums = {k: np.bincount(inverse, weights=np.asarray(v, dtype=float), minlength=len(groups))
+            for k, v in columns.items()}
+    rel_of = groups // n_t
+    bounds = np.searchsorted(rel_of, np.arange(len(r_names) + 1))  # groups are sorted by relation, then template
+    rels = tuple(str(r) for r in r_names)
+    tids = tuple(tuple(str(t_names[g % n_t]) for g in groups[a:b]) for a, b in itertools.pairwise(bounds))
+    return {k: DrawCache(rels, tids, tuple(s[a:b] for a, b in itertools.pairwise(bounds)),
+                         tuple(counts[a:b] for a, b in itertools.pairwise(bounds)))
+            for k, s in sums.items()}
 
 
 def _relation_rng(seed: int, relation: str) -> np.random.Generator:
@@ -213,6 +225,26 @@ def belief_accuracy(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFA
                     seed: int = DEFAULT_DRAW_SEED) -> dict[str, float | int]:
     """`fluctuation(draw_values(...))`: the accuracy (mean over draws) and its range and stdev."""
     return fluctuation(draw_values(df, metric, n_draws, seed))
+
+
+def belief_accuracies(df: pd.DataFrame, metrics: Sequence[str] = ("acc@1",), n_draws: int = DEFAULT_DRAWS,
+                      seed: int = DEFAULT_DRAW_SEED) -> dict[str, dict[str, float | int]]:
+    """{metric: `belief_accuracy(df, metric, ...)`} for several metrics at once: one grouping of the
+    rows and one set of template draws shared by all of them (the same draws each would make alone)."""
+    caches = _draw_caches(df, {m: metric_values(df, m) for m in metrics})
+    if not caches:
+        return {}
+    first = next(iter(caches.values()))
+    idx = draw_template_indices(first, n_draws, seed)
+    out = {}
+    for m, cache in caches.items():
+        num = np.zeros(n_draws)
+        den = np.zeros(n_draws)
+        for i, s, c in zip(idx, cache.sums, cache.counts):
+            num += s[i]
+            den += c[i]
+        out[m] = fluctuation(num / den)
+    return out
 
 
 # ------------------------------------------------------------------ consistency
@@ -441,8 +473,9 @@ def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None =
     need = ["prediction"] + (["rank"] if any(m != "acc@1" for m in accuracies.values()) else [])
     df = check_predictions(df, need)
     out: dict[str, Any] = {}
+    found = belief_accuracies(df, list(dict.fromkeys(accuracies.values())), n_draws, seed)
     for name, metric in accuracies.items():
-        f = belief_accuracy(df, metric, n_draws, seed)
+        f = found[metric]
         out.update({name: f["mean"], f"{name}_range": f["range"], f"{name}_stdev": f["stdev"]})
     cons = consistency(df, "prediction", match)
     out["consist"] = cons["consist"]

@@ -80,6 +80,12 @@ def test_draws_are_seeded_per_relation() -> None:
     assert np.array_equal(a, bm.draw_values(shuffled, "acc@1", 500, seed=7))
 
 
+def test_several_metrics_share_the_draws() -> None:
+    df = two_relations().assign(rank=[1, 1, 5, 2, 1, 3])
+    together = bm.belief_accuracies(df, ["acc@1", "acc@3", "mrr"], 300, seed=2)
+    assert together == {m: bm.belief_accuracy(df, m, 300, seed=2) for m in ("acc@1", "acc@3", "mrr")}
+
+
 def test_draws_with_a_missing_prediction_count_only_covered_pairs() -> None:
     df = table([("p1", "R1", "R1:a", True), ("p2", "R1", "R1:a", False), ("p1", "R1", "R1:b", True)])
     v = bm.draw_values(df, "acc@1", 200, seed=0)
