@@ -19,20 +19,3 @@ def probe_model(
     for name, value in info["scalars"].items():
         metrics.log_metric(name, value)
 
-
-@dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
-def probe_model_tolerant(
-    items: Input[Dataset], model: str, probe: str, config: dict, parent_run_id: str,
-    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
-    results: Output[Dataset], metrics: Output[Metrics],
-):
-    """`probe_model` for sweeps: a failure of this model is recorded (results/failed.json, child run FAILED), not raised."""
-    from components.steps.probe import run_probe_step_tolerant
-
-    info = run_probe_step_tolerant(items.path, results.path, model, probe, config, parent_run_id,
-                                   tracking_uri, work_root=work_root, kfp_run_id=kfp_run_id, trigger=trigger,
-                                   pipeline=pipeline)
-    results.metadata.update({"model": model, "probe": probe, "mlflow_run_id": info["run_id"],
-                             "failed": info.get("failed", "")})
-    for name, value in info["scalars"].items():
-        metrics.log_metric(name, value)

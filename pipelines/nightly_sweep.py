@@ -14,7 +14,7 @@ from kfp import dsl
 
 from components.nightly_compare import nightly_compare
 from components.plan import read_models
-from components.probe import probe_model_tolerant
+from components.probe_tolerant import probe_model as probe_model_tolerant
 
 from .params import Param, make_pipeline, probes_param
 from .platform import cpu_step
