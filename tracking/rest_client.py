@@ -1,7 +1,9 @@
 """`TrackingClient` over MLflow's REST API (`/api/2.0/mlflow/...`) with `requests` only.
 
 Pipeline steps log to a tracking server with this client, so a step process never imports
-`mlflow` (~1.5 s of CPU each). It honours MLflow's client environment: MLFLOW_TRACKING_USERNAME /
+`mlflow`. Kept after measuring `mlflow-skinny` for a step's start-up cost
+(benchmarks/bench_tracking_startup.py, benchmarks/README.md): skinny costs seconds more per step,
+far above the 0.5 s that would have made this client unnecessary. It honours MLflow's client environment: MLFLOW_TRACKING_USERNAME /
 MLFLOW_TRACKING_PASSWORD (basic auth), MLFLOW_TRACKING_TOKEN (bearer), MLFLOW_TRACKING_INSECURE_TLS,
 MLFLOW_TRACKING_SERVER_CERT_PATH, MLFLOW_TRACKING_CLIENT_CERT_PATH, MLFLOW_HTTP_REQUEST_TIMEOUT,
 MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR (fail-fast defaults when
