@@ -44,6 +44,7 @@ BUILTIN_MODULES = (
     "factprobe.probes.qa",
     "factprobe.probes.counterfactual",
     "factprobe.probes.belief_mlm",
+    "factprobe.probes.belief_icl",
 )
 PLUGIN_ENV = "FACTPROBE_PROBE_MODULES"
 ENTRY_POINT_GROUP = "factprobe.probes"
