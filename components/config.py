@@ -10,6 +10,14 @@
   `s3-credentials` (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), overridable with
   `FACTPROBE_MLFLOW_SECRET` / `FACTPROBE_S3_SECRET`.
 - `FACTPROBE_S3_ENDPOINT`: S3-compatible endpoint (MinIO) set as AWS_ENDPOINT_URL on every step.
+- `FACTPROBE_IMAGE_TRAIN`: the training image (DeepSpeed, CUDA development headers) of the
+  fine-tuning step; default ghcr.io/factprobe/factprobe-train:<package version>.
+- `FACTPROBE_PVC` (default `factprobe-cache`, the claim of k8s/components/model-cache-pvc; empty:
+  no volume) mounted at `FACTPROBE_PVC_MOUNT` (default `/mnt/factprobe`) on every step that
+  loads a model or resumes: the model cache, the probes' working folders and checkpoints.
+- `FACTPROBE_HF_SECRET` (default `hf-token`, key `HF_TOKEN`, optional): the Hugging Face token
+  for gated hub models. `FACTPROBE_SHM_SIZE` (default `16Gi`): the memory-backed /dev/shm of
+  training steps.
 """
 
 import os
@@ -29,6 +37,11 @@ class ClusterConfig:
     mlflow_secret: str
     s3_secret: str
     s3_endpoint: str  # '' for AWS S3; e.g. http://minio.factprobe.svc.cluster.local:9000 for MinIO
+    train_image: str = ""  # the fine-tuning image (containers/Dockerfile.train)
+    pvc_name: str = ""  # claim holding the model cache and working folders; '' = none
+    pvc_mount: str = "/mnt/factprobe"
+    hf_secret: str = "hf-token"
+    shm_size: str = "16Gi"
 
 
 def _pair(text: str, name: str) -> tuple[str, str]:
@@ -61,13 +74,25 @@ def cluster_config() -> ClusterConfig:
         mlflow_secret=env("FACTPROBE_MLFLOW_SECRET", "mlflow-credentials"),
         s3_secret=env("FACTPROBE_S3_SECRET", "s3-credentials"),
         s3_endpoint=env("FACTPROBE_S3_ENDPOINT", ""),
+        train_image=env("FACTPROBE_IMAGE_TRAIN", TRAIN_IMAGE),
+        pvc_name=env("FACTPROBE_PVC", "factprobe-cache").strip(),
+        pvc_mount=_mount(env("FACTPROBE_PVC_MOUNT", "/mnt/factprobe")),
+        hf_secret=env("FACTPROBE_HF_SECRET", "hf-token"),
+        shm_size=env("FACTPROBE_SHM_SIZE", "16Gi"),
     )
+
+
+def _mount(path: str) -> str:
+    if not path.startswith("/") or path.rstrip("/") in ("", "/dev", "/proc", "/sys"):
+        raise ValueError(f"FACTPROBE_PVC_MOUNT must be an absolute folder such as /mnt/factprobe, got {path!r}")
+    return path.rstrip("/")
 
 
 # The images the components are declared with. Nothing is read from the environment at import:
 # pipelines/platform.py sets every task's image from `cluster_config()` when a pipeline is built.
 CPU_IMAGE = f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"
 GPU_IMAGE = f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"
+TRAIN_IMAGE = f"ghcr.io/factprobe/factprobe-train:{VERSION}"
 
 IMAGE_SETTINGS = {"cpu_image": "FACTPROBE_IMAGE_CPU", "gpu_image": "FACTPROBE_IMAGE_GPU"}
 DEFAULT_IMAGES = {"cpu_image": CPU_IMAGE, "gpu_image": GPU_IMAGE}

@@ -8,8 +8,8 @@ Kubernetes secrets named in `components.config` as environment variables, never 
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from kfp import kubernetes
 from kfp.dsl import PipelineTask
@@ -18,6 +18,9 @@ from components.config import ClusterConfig, cluster_config
 
 MLFLOW_SECRET_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
+HF_SECRET_KEYS = {"HF_TOKEN": "HF_TOKEN"}
+#: environment of steps with the PVC: variable -> folder under the mount
+STORAGE_ENV = {"FACTPROBE_CACHE": "cache", "FACTPROBE_WORK": "work", "HF_HOME": "hf", "TORCH_EXTENSIONS_DIR": "torch_extensions"}
 GPU_RETRIES = 2  # on a cluster: preemptible GPU nodes
 # Set while a pipeline is built: the cluster settings, and whether it is for the local runner (no
 # retries there: a local run fails fast instead of backing off for minutes).
@@ -61,9 +64,48 @@ def cpu_step(task: PipelineTask, cpu: str = "1", memory: str = "4G", s3: bool = 
     return with_secrets(task, s3=s3)
 
 
-def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> PipelineTask:
-    """A GPU step on the GPU node pool, retried on preemption (not in local builds)."""
+def with_storage(task: PipelineTask) -> PipelineTask:
+    """The PersistentVolumeClaim `CONFIG.pvc_name` (k8s/components/model-cache-pvc) mounted at
+    `CONFIG.pvc_mount` with `kubernetes.mount_pvc`, and the environment that puts the model cache,
+    the probes' resumable working folders, the Hugging Face cache and compiled DeepSpeed ops on it
+    (`STORAGE_ENV`), so a rescheduled pod finds the converted model and resumes its checkpoint.
+    Nothing in local builds (the local runner has no volumes) or with FACTPROBE_PVC=''."""
     CONFIG, local = _settings()
+    if local or not CONFIG.pvc_name:
+        return task
+    kubernetes.mount_pvc(task, pvc_name=CONFIG.pvc_name, mount_path=CONFIG.pvc_mount)
+    for name, sub in STORAGE_ENV.items():
+        task.set_env_variable(name, f"{CONFIG.pvc_mount}/{sub}")
+    return task
+
+
+def with_shm(task: PipelineTask) -> PipelineTask:
+    """/dev/shm as a memory-backed emptyDir of `CONFIG.shm_size` (the container default, 64 MiB,
+    is too small for NCCL and the data loader workers of distributed training)."""
+    CONFIG, _ = _settings()
+    kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
+                               size_limit=CONFIG.shm_size)
+    return task
+
+
+def with_hf_token(task: PipelineTask) -> PipelineTask:
+    """`HF_TOKEN` from the Secret `CONFIG.hf_secret` (key HF_TOKEN), for gated hub models. Optional:
+    a cluster without the Secret still runs the steps that need no gated model."""
+    CONFIG, _ = _settings()
+    kubernetes.use_secret_as_env(task, secret_name=CONFIG.hf_secret, secret_key_to_env=HF_SECRET_KEYS, optional=True)
+    return task
+
+
+def model_step(task: PipelineTask) -> PipelineTask:
+    """What every step that loads a model or resumes gets: the PVC and the Hugging Face token."""
+    return with_hf_token(with_storage(task))
+
+
+def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> PipelineTask:
+    """A GPU step on the GPU node pool, retried on preemption (not in local builds); it loads a
+    model, so it mounts the PVC and gets the Hugging Face token (`model_step`)."""
+    CONFIG, local = _settings()
+    model_step(task)
     task.set_container_image(CONFIG.gpu_image)
     task.set_accelerator_type(CONFIG.accelerator).set_accelerator_limit(CONFIG.gpu_count)
     task.set_cpu_request(cpu).set_cpu_limit(cpu).set_memory_request(memory).set_memory_limit(memory)
@@ -75,3 +117,13 @@ def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> Pipelin
         task.set_retry(num_retries=GPU_RETRIES, backoff_duration="60s", backoff_factor=2.0)
     task.set_caching_options(False)
     return with_secrets(task, s3=True)
+
+
+def train_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> PipelineTask:
+    """A training step: `gpu_step` (GPU pool, tolerations, retries, PVC for checkpoints and the
+    model cache, HF token) in the training image (`FACTPROBE_IMAGE_TRAIN`, with DeepSpeed), plus a
+    memory-backed /dev/shm."""
+    CONFIG, _ = _settings()
+    gpu_step(task, cpu=cpu, memory=memory)
+    task.set_container_image(CONFIG.train_image)
+    return with_shm(task)

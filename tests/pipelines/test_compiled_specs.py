@@ -36,11 +36,16 @@ REPO = Path(__file__).resolve().parents[2]
 start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
-GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown"}
+GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
+             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train"}
+#: GPU steps in the training image (FACTPROBE_IMAGE_TRAIN); tests/pipelines/test_finetune_pipeline.py checks them
+TRAIN_STEPS = {"finetune-train"}
 CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
-             "regression-gate-step", "fail-run", "counterfactual-report"}
+             "regression-gate-step", "fail-run", "counterfactual-report", "finetune-sets", "finetune-report",
+             "finetune-trainjob"}
 # read facts from s3://; MLflow artifacts are proxied by the server
-S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown"}
+S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
+            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob"}
 STEPS_OF = {
     "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
     "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
@@ -50,12 +55,16 @@ STEPS_OF = {
     "counterfactual_icl": {"start-run", "plan-matrix", "data-build", "probe-known-unknown", "probe-with-known-unknown",
                            "counterfactual-report", "finalize-run"},
     "coherency": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
+    "finetune_known_unknown": {"start-run", "data-build", "finetune-base-table", "finetune-evaluate-base", "finetune-sets",
+                               "finetune-train", "finetune-trainjob", "finetune-evaluate-adapter", "finetune-report",
+                               "finalize-run"},
 }
 #: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
 PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
 NAMES = tuple(STEPS_OF)
 CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
 GPU_IMAGE = "ghcr.io/factprobe/factprobe-gpu:0.1.0"
+TRAIN_IMAGE = "ghcr.io/factprobe/factprobe-train:0.1.0"
 
 
 @functools.cache
@@ -104,7 +113,9 @@ def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     out = {}
     for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
-        assert entry.get("optional") is False, f"{executor}: secret {entry['secretName']} must not be optional"
+        # only the Hugging Face token is optional (pods start without it; pipelines/platform.py with_hf_token)
+        assert entry.get("optional") is (entry["secretName"] == "hf-token"), \
+            f"{executor}: secret {entry['secretName']} optional={entry.get('optional')}"
     return out
 
 
@@ -432,7 +443,7 @@ def test_default_images(compiled, name):
     c = compiled[name]
     for step in c.step_names():
         image = c.executors[c.executor_of(step)]["container"]["image"]
-        assert image == (GPU_IMAGE if step in GPU_STEPS else CPU_IMAGE), step
+        assert image == (TRAIN_IMAGE if step in TRAIN_STEPS else GPU_IMAGE if step in GPU_STEPS else CPU_IMAGE), step
 
 
 @pytest.mark.parametrize("name", OVERRIDDEN)
@@ -512,7 +523,8 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
     assert {p.name for p in config_params()} <= set(params), "every config field of every probe is a parameter"
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
                                                                          "regression": "ci", "counterfactual_icl": "ui",
-                                                                         "coherency": "ui"}[name]
+                                                                         "coherency": "ui",
+                                                                         "finetune_known_unknown": "ui"}[name]
 
 
 # --- snapshot -----------------------------------------------------------------------------------

@@ -1,0 +1,360 @@
+"""Steps of the `finetune_known_unknown` pipeline (yuan2024 section 5), except the report.
+
+1. `run_base_table_step`: the base model's known/unknown table: the one given (path or
+   `runs:/<id>`, checked to be the base model's) or made by the `qa` probe over the train split
+   (regular `known_shots`-shot answers). GPU step (when it probes).
+2. `run_sets_step`: every setting's training set, built once here (the same code and seed the
+   trainer uses, so its digest is the trainer's), logged to MLflow as datasets with their digests;
+   refuses overlap with the evaluation facts. Returns the loop cells. CPU step.
+3. `run_train_step`: one setting fine-tuned (`factprobe.finetune.run_finetune`) into a stable
+   folder on the PVC (a retried pod resumes from the last checkpoint); the adapter, its config,
+   the training set's digest and the loss curve go to MLflow as a model artifact with the loss
+   figure. GPU step in the training image.
+4. `run_evaluate_step`: zero-shot QA on the evaluation facts and IC-LKE on the same relations for
+   one model (the base alias, or an adapter folder). GPU step.
+
+Every step logs a child MLflow run of the pipeline's parent run and tags it
+`factprobe.smoke_test` (see `smoke_reasons`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+#: the paper's budget (appendix B.2); a run below it is a smoke test, not a reproduction
+PAPER_MAX_STEPS = 40
+PAPER_EFFECTIVE_BATCH = 512
+#: the eval overrides of the QA probe: zero-shot, evaluation split (yuan2024 Tables 2-4)
+QA_EVAL = {"split": "eval", "shots": [0]}
+SETTING_FILE = "finetune_setting.json"
+
+
+def smoke_reasons(ft: dict, trigger: str = "") -> list[str]:
+    """Why a run is a smoke test rather than a reproduction of yuan2024 Tables 2-4 (empty: none):
+    fewer optimizer steps or a smaller effective batch than the paper's, or a local run."""
+    reasons = []
+    steps = int(float(ft.get("max_steps") or PAPER_MAX_STEPS))
+    if steps < PAPER_MAX_STEPS:
+        reasons.append(f"max_steps={steps} < {PAPER_MAX_STEPS}")
+    accum = ft.get("grad_accum")
+    per_step = int(float(ft.get("batch_size") or 1)) * int(float(accum)) if accum not in (None, "") else \
+        int(float(ft.get("effective_batch") or PAPER_EFFECTIVE_BATCH))
+    if per_step < PAPER_EFFECTIVE_BATCH:
+        reasons.append(f"effective batch {per_step} < {PAPER_EFFECTIVE_BATCH} (per device)")
+    if trigger == "local":
+        reasons.append("local CPU run")
+    return reasons
+
+
+def smoke_tags(ft: dict, trigger: str) -> dict[str, str]:
+    from tracking.conventions import tag
+
+    reasons = smoke_reasons(ft, trigger)
+    return {tag("smoke_test"): str(bool(reasons)).lower(), tag("smoke_reasons"): "; ".join(reasons) or "-"}
+
+
+def smoke_banner(ft: dict, trigger: str) -> str:
+    """One line saying whether this is a smoke test (printed by every step and the report)."""
+    reasons = smoke_reasons(ft, trigger)
+    if not reasons:
+        return "fine-tuning at the paper's budget (yuan2024 appendix B.2)"
+    return ("SMOKE TEST, not a reproduction of yuan2024 Tables 2-4: " + "; ".join(reasons)
+            + " (the numbers show that the pipeline works, not what fine-tuning does)")
+
+
+def finetune_config(ft: dict, model: str, setting: str, table: str | None, out: str):
+    """The `FinetuneConfig` of one setting: the pipeline's fine-tuning options plus model, set,
+    the base model's table (only the sets that need one) and the output folder."""
+    from factprobe.finetune import NEEDS_TABLE, FinetuneConfig
+
+    return FinetuneConfig.from_dict({**ft, "model": model, "train_set": setting,
+                                     "known_unknown": table if setting in NEEDS_TABLE else None, "out": out})
+
+
+def _table_or_none(table_path: str) -> str | None:
+    p = Path(table_path)
+    return str(p) if p.is_file() and p.stat().st_size > 0 else None
+
+
+def _work_root(work_root: str) -> Path:
+    import os
+
+    from factprobe.paths import cache_root
+
+    return Path(work_root or os.environ.get("FACTPROBE_WORK") or cache_root() / "work")
+
+
+def _safe(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "x"
+
+
+# ------------------------------------------------------------------ 1. the known/unknown table
+def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model: str, config: dict, settings: list,
+                        known_unknown: str, parent_run_id: str, tracking_uri: str, work_root: str = "",
+                        kfp_run_id: str = "", trigger: str = "local", pipeline: str = "finetune_known_unknown") -> dict:
+    """Write the base model's known/unknown table to `table_path`.
+
+    `known_unknown` given: it is resolved (`runs:/<id>` downloads it), checked to be `model`'s and
+    copied; no model loads. Else, when some setting needs a table (known, unknown, mixed), the `qa`
+    probe answers the train split with the regular `known_shots`-shot block (a child run, results
+    to `results_dir`). Else an empty file (no setting needs one). Returns n_known / n_unknown of
+    the train split and how the table was made."""
+    from factprobe.build.known_unknown import read_known_unknown
+    from factprobe.finetune import NEEDS_TABLE
+
+    from .known_unknown import run_known_unknown_step
+
+    Path(table_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(results_dir).mkdir(parents=True, exist_ok=True)
+    shots = int(float(config.get("known_shots") or 10))
+    if known_unknown.strip():
+        df = read_known_unknown(known_unknown.strip(), model, shots=shots)
+        df.to_parquet(table_path, index=False)
+        how = f"given: {known_unknown.strip()}"
+    elif any(str(s) in NEEDS_TABLE for s in settings):
+        run_known_unknown_step(items_dir, results_dir, table_path, model, "qa", config,
+                               {"split": "train", "shots": [shots]}, parent_run_id, tracking_uri, work_root,
+                               kfp_run_id, trigger, pipeline)
+        df = read_known_unknown(table_path, model, shots=shots)
+        how = f"qa probe, {shots}-shot, train split"
+    else:
+        Path(table_path).write_bytes(b"")
+        print("no setting needs a known/unknown table (regular and counterfactual only)", flush=True)
+        return {"how": "none needed", "n_known": 0, "n_unknown": 0}
+    pool = df[df["split"] == "train"]
+    out = {"how": how, "n_known": int(pool["known"].sum()), "n_unknown": int((~pool["known"].astype(bool)).sum())}
+    print(f"headline: known/unknown {model}: {out['n_known']} known, {out['n_unknown']} unknown train facts "
+          f"({how})", flush=True)
+    return out
+
+
+# ------------------------------------------------------------------ 2. the training sets
+def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict, parent_run_id: str,
+                  tracking_uri: str, kfp_run_id: str = "", trigger: str = "local",
+                  pipeline: str = "finetune_known_unknown") -> list[dict]:
+    """Build every setting's training set (`factprobe.build.finetune_sets.build_train_set`, the trainer's
+    own builder: same data options and seed, so the same digest), write it to
+    `out_dir/<setting>.jsonl`, log it as an MLflow dataset (context `training`, with its digest)
+    in one `training-sets` child run, and tag the parent run with the smoke-test verdict.
+    Refuses unknown settings and sets that overlap the evaluation facts (the builder names them).
+    Returns the loop cells `[{"setting", "parent_run_id"}]`."""
+    import json
+
+    import pandas as pd
+
+    from factprobe.build.finetune_sets import build_train_set
+    from factprobe.errors import ConfigError
+    from factprobe.finetune import TRAIN_SETS
+    from tracking.conventions import tag
+    from tracking.run import TrackedRun
+
+    from ._common import resolve_tracking_uri
+
+    names = [str(s) for s in settings]
+    bad = [s for s in names if s not in TRAIN_SETS]
+    if bad or not names:
+        raise ConfigError(f"settings={names!r}: choose from {', '.join(TRAIN_SETS)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"settings={names!r}: a setting is listed twice")
+    table = _table_or_none(table_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    uri = resolve_tracking_uri(tracking_uri)
+    tags = {tag("step"): "training-sets", tag("model"): model, tag("kfp_run_id"): kfp_run_id, **smoke_tags(ft, trigger)}
+    print(smoke_banner(ft, trigger), flush=True)
+    summary = {}
+    with TrackedRun(pipeline=pipeline, run_name="training-sets", tracking_uri=uri, parent_run_id=parent_run_id,
+                    required=True, enabled=uri is not None and bool(parent_run_id), tags=tags) as run:
+        for s in names:
+            cfg = finetune_config(ft, model, s, table, str(out / s))
+            built = build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
+                                    train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
+                                    qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
+                                    size=cfg.train_size, known_unknown=cfg.known_unknown)
+            rows = [e.to_dict() for e in built.examples]
+            (out / f"{s}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            summary[s] = {"digest": built.digest, "n": len(rows)}
+            run.log_input(pd.DataFrame(rows), name=f"train-{s}-{_safe(model)}", source=str(out / f"{s}.jsonl"),
+                          digest=built.digest, context="training")
+            run.log_metrics({f"n_examples/{s}": len(rows)})
+        run.log_text(json.dumps(summary, indent=1), "training_sets.json")
+        run.log_params({"settings": ",".join(names), "model": model, **{k: v for k, v in ft.items()}})
+        if parent_run_id and uri is not None:
+            parent = TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True, run_id=parent_run_id)
+            parent.__enter__()
+            parent.set_tags(smoke_tags(ft, trigger))
+    (out / "sets.json").write_text(json.dumps(summary, indent=1))
+    for s, info in summary.items():
+        print(f"training set {s}: {info['n']} examples, digest {info['digest']}", flush=True)
+    return [{"setting": s, "parent_run_id": parent_run_id} for s in names]
+
+
+# ------------------------------------------------------------------ 3. training
+def train_out_dir(work_root: str, kfp_run_id: str, model: str, setting: str, fingerprint: str) -> Path:
+    """Stable folder of one setting's training on the PVC: a retried pod of the same run resumes
+    its checkpoint; another run or configuration never does."""
+    return _work_root(work_root) / "finetune" / _safe(kfp_run_id or "local") / f"{_safe(model)}-{setting}-{fingerprint}"
+
+
+def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, ft: dict, parent_run_id: str,
+                   tracking_uri: str, work_root: str = "", kfp_run_id: str = "", trigger: str = "local",
+                   pipeline: str = "finetune_known_unknown") -> dict:
+    """Fine-tune `model` on `setting`'s training set (`run_finetune`, resuming from the last
+    checkpoint of a killed pod), copy the adapter and its files to `adapter_dir`, and log a child
+    run: parameters, the loss per step, `train_loss`, `tokens_per_second`, `peak_memory_bytes`,
+    `non_padding_fraction`, the training set as a dataset input with its digest, and under
+    `model/` the adapter folder, `finetune_config.json`, `train_set.json` (digest),
+    `trainer_state.json`, `loss_history.json` and the loss figure (also `figures/loss.png`).
+    SIGTERM (eviction) stops it like Ctrl-C: the checkpoint stays, the child run is KILLED.
+    Returns the trainer's metrics plus the run id and the training set digest."""
+    import json
+    import shutil
+
+    from factprobe.finetune import run_finetune
+    from factprobe.signals import sigterm_as_interrupt
+    from tracking.conventions import tag
+    from tracking.run import TrackedRun
+
+    from ._common import resolve_tracking_uri
+
+    table = _table_or_none(table_path)
+    probe_cfg = finetune_config(ft, model, setting, table, "-")
+    out = train_out_dir(work_root, kfp_run_id, model, setting, probe_cfg.fingerprint_digest())
+    cfg = finetune_config(ft, model, setting, table, str(out))
+    uri = resolve_tracking_uri(tracking_uri)
+    print(smoke_banner(ft, trigger), flush=True)
+    tags = {tag("step"): "finetune", tag("model"): model, tag("train_set"): setting, tag("kfp_run_id"): kfp_run_id,
+            tag("trigger"): trigger, tag("config_key"): cfg.fingerprint_digest(), **smoke_tags(ft, trigger)}
+    with sigterm_as_interrupt(), TrackedRun(
+            pipeline=pipeline, run_name=f"finetune-{setting}-{_safe(model)}", tracking_uri=uri,
+            parent_run_id=parent_run_id, required=True, enabled=uri is not None and bool(parent_run_id), tags=tags,
+            step_key=f"{pipeline}/{kfp_run_id}/finetune/{setting}") as run:
+        run.log_params({k: v for k, v in cfg.to_dict().items()})
+        metrics = run_finetune(cfg, progress=False)
+        digest = _train_set_digest(out)
+        run.set_tags({tag("train_set_digest"): digest})
+        run.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        for step, loss in _loss_history(out):
+            run.log_metrics({"loss": loss}, step=step)
+        _log_train_set(run, out, setting, model, digest)
+        _log_model(run, out)
+    dest = Path(adapter_dir)
+    if dest.exists():
+        shutil.rmtree(dest)
+    weights = out / "adapter" if (out / "adapter").is_dir() else out / "model"
+    shutil.copytree(weights, dest)
+    for name in ("finetune_config.json", "train_set.json", "metrics.json", "trainer_state.json", "loss_history.json",
+                 "loss.png"):
+        if (out / name).is_file():
+            shutil.copy2(out / name, dest / f"finetune_{name}" if not name.startswith("finetune_") else dest / name)
+    (dest / SETTING_FILE).write_text(json.dumps({"setting": setting, "base_model": model, "train_set_digest": digest,
+                                                 "mlflow_run_id": run.run_id or "", "out": str(out)}))
+    loss = metrics.get("train_loss")
+    print(f"headline: finetune {setting} {model}: train_loss {loss:.4f}" if isinstance(loss, (int, float))
+          else f"headline: finetune {setting} {model}: done", flush=True)
+    return {**metrics, "run_id": run.run_id or "", "train_set_digest": digest}
+
+
+def _train_set_digest(out: Path) -> str:
+    import json
+
+    p = out / "train_set.json"
+    if not p.is_file():
+        return ""
+    info = json.loads(p.read_text())
+    return str(info.get("digest") or info.get("sha256") or "")
+
+
+def _loss_history(out: Path) -> list[tuple[int, float]]:
+    """(step, loss) pairs from loss_history.json (a list of {step, loss}) or trainer_state.json."""
+    import json
+
+    for name, key in (("loss_history.json", None), ("trainer_state.json", "log_history")):
+        p = out / name
+        if not p.is_file():
+            continue
+        data = json.loads(p.read_text())
+        entries = data.get(key, []) if key else (data if isinstance(data, list) else data.get("history", []))
+        pairs = [(int(e["step"]), float(e["loss"])) for e in entries if isinstance(e, dict) and "loss" in e and "step" in e]
+        if pairs:
+            return pairs
+    return []
+
+
+def _log_train_set(run, out: Path, setting: str, model: str, digest: str) -> None:
+    import pandas as pd
+
+    p = out / "train_set.jsonl"
+    if p.is_file():
+        run.log_input(pd.read_json(p, lines=True), name=f"train-{setting}-{_safe(model)}", source=str(p),
+                      digest=digest or None, context="training")
+
+
+def _log_model(run, out: Path) -> None:
+    """The adapter (or full model) and what describes it, as one model artifact folder `model/`."""
+    weights = out / "adapter" if (out / "adapter").is_dir() else out / "model"
+    if weights.is_dir():
+        run.log_artifacts(weights, f"model/{weights.name}")
+    for name in ("finetune_config.json", "train_set.json", "trainer_state.json", "loss_history.json", "metrics.json",
+                 "loss.png"):
+        if (out / name).is_file():
+            run.log_artifact(out / name, "model")
+    if (out / "loss.png").is_file():
+        run.log_artifact(out / "loss.png", "figures")
+
+
+# ------------------------------------------------------------------ 4. evaluation
+def model_link(adapter_dir: str, work_root: str, kfp_run_id: str, model: str, setting: str) -> str:
+    """A stable, readable path to an adapter artifact: `<work>/finetune/<run>/models/<model>-ft-<setting>`
+    (a symlink, re-pointed on a retry), so the probes' working folders (keyed by the model path)
+    resume on a retry and the MLflow runs name the setting."""
+    link = _work_root(work_root) / "finetune" / _safe(kfp_run_id or "local") / "models" / f"{_safe(model)}-ft-{setting}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(adapter_dir).resolve()
+    if link.is_symlink() or link.exists():
+        if link.resolve() == target:
+            return str(link)
+        link.unlink()
+    link.symlink_to(target, target_is_directory=True)
+    return str(link)
+
+
+def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, setting: str, config: dict,
+                      parent_run_id: str, tracking_uri: str, work_root: str = "", kfp_run_id: str = "",
+                      trigger: str = "local", pipeline: str = "finetune_known_unknown", training_dir: str = "") -> dict:
+    """Zero-shot QA over the evaluation split (`QA_EVAL`) into `qa_dir` and IC-LKE over the same
+    relations into `mc_dir`, for `model` (alias, or an adapter folder), each a child run
+    (`components.steps.probe.run_probe_step`); `finetune_setting.json` in both folders names the
+    setting, and the training's `finetune_*.json` files (loss history, metrics) from `training_dir`
+    are copied into `qa_dir` for the report. Returns the headline numbers."""
+    import json
+    import shutil
+
+    from .probe import run_probe_step
+
+    common = {"parent_run_id": parent_run_id, "tracking_uri": tracking_uri, "work_root": work_root, "kfp_run_id": kfp_run_id,
+                  "trigger": trigger, "pipeline": pipeline}
+    qa = run_probe_step(items_dir, qa_dir, model, "qa", config, overrides=QA_EVAL, **common)
+    mc = run_probe_step(items_dir, mc_dir, model, "ic-lke", config, **common)
+    for d in (qa_dir, mc_dir):
+        (Path(d) / SETTING_FILE).write_text(json.dumps({"setting": setting, "model": model}))
+    if training_dir:
+        for p in Path(training_dir).glob("finetune_*.json"):
+            if p.name != SETTING_FILE:
+                shutil.copy2(p, Path(qa_dir) / p.name)
+    s = {**{f"qa_{k}": v for k, v in qa["scalars"].items() if k in ("em", "f1", "contains")},
+         **{f"iclke_{k}": v for k, v in mc["scalars"].items() if k == "acc"}}
+    return {"setting": setting, "scalars": s, "qa_run_id": qa["run_id"], "mc_run_id": mc["run_id"]}
+
+
+def evaluation_dirs(dirs: list[str]) -> dict[str, str]:
+    """{setting: folder} of evaluation result folders (their `finetune_setting.json`)."""
+    import json
+
+    out: dict[str, str] = {}
+    for d in dirs:
+        p = Path(d) / SETTING_FILE
+        if p.is_file():
+            out[json.loads(p.read_text())["setting"]] = d
+    return out
