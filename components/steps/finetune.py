@@ -26,6 +26,8 @@ PAPER_EFFECTIVE_BATCH = 512
 #: the eval overrides of the QA probe: zero-shot, evaluation split (yuan2024 Tables 2-4)
 QA_EVAL = {"split": "eval", "shots": [0]}
 SETTING_FILE = "finetune_setting.json"
+#: MLflow keeps at most 36 characters of a dataset digest: the sha256's first 16 (the full one is a tag)
+DIGEST_CHARS = 16
 
 
 def smoke_reasons(ft: dict, trigger: str = "") -> list[str]:
@@ -176,8 +178,9 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
             (out / f"{s}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
             summary[s] = {"digest": built.digest, "n": len(rows)}
             run.log_input(pd.DataFrame(rows), name=f"train-{s}-{_safe(model)}", source=str(out / f"{s}.jsonl"),
-                          digest=built.digest, context="training")
+                          digest=built.digest[:DIGEST_CHARS], context="training")
             run.log_metrics({f"n_examples/{s}": len(rows)})
+            run.set_tags({tag(f"train_set_digest/{s}"): built.digest})
         run.log_text(json.dumps(summary, indent=1), "training_sets.json")
         run.log_params({"settings": ",".join(names), "model": model, **{k: v for k, v in ft.items()}})
         if parent_run_id and uri is not None:
@@ -288,7 +291,7 @@ def _log_train_set(run, out: Path, setting: str, model: str, digest: str) -> Non
     p = out / "train_set.jsonl"
     if p.is_file():
         run.log_input(pd.read_json(p, lines=True), name=f"train-{setting}-{_safe(model)}", source=str(p),
-                      digest=digest or None, context="training")
+                      digest=digest[:DIGEST_CHARS] or None, context="training")
 
 
 def _log_model(run, out: Path) -> None:
