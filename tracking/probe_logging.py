@@ -98,7 +98,8 @@ def metric_dict(metrics: dict) -> dict[str, float]:
         _mc_metric_dict(metrics, out)
     else:
         _generic_metric_dict(metrics, out)
-    return {k: v for k, v in out.items() if v is not None}
+    # Probes may name metrics as their paper does (`acc@1`); MLflow refuses `@`, so `acc@1` is logged as `acc_1`.
+    return {metric_key(k): v for k, v in out.items() if v is not None}
 
 
 def per_fact_table(results: pd.DataFrame) -> pd.DataFrame:
