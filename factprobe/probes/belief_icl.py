@@ -117,7 +117,8 @@ class BeliefICLConfig(ConfigBase):
                                    f"priority order, from {', '.join(TEMPLATE_SOURCES)}")
     max_templates: int | None = option(None, "templates per relation: a seeded sample of this many "
                                              "(default: all of them)")
-    qa_templates: str | None = option(None, "question templates TSV (default: factprobe's belief_qa_templates.tsv)")
+    belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
+                                                   "(default: factprobe's build/data/belief_qa_templates.tsv)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -267,7 +268,7 @@ class BeliefICL(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.multiprompt import prepare_multiprompt
 
-        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.qa_templates)
+        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates)
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Choose each relation's templates for the instruction (recorded in `prepared.info`)."""
