@@ -203,14 +203,17 @@ def _manifest(**ft):
     return trainjob_manifest("ft-known-abc123", cfg, cluster_config(), num_nodes=4, gpus_per_node=8)
 
 
-@pytest.mark.xfail(strict=True, raises=SystemExit, reason=(
-    "`factprobe finetune --zero-stage 2` is refused by argparse (int choices compared with the string "
-    "'2'; factprobe.probes.config.add_config_arguments sets no type): the TrainJob command fails until fixed"))
 def test_trainjob_args_are_real_finetune_options():
+    """The TrainJob's command line parses as `factprobe finetune` options into the same config."""
     from factprobe.cli import build_parser
+    from factprobe.finetune import FinetuneConfig
+    from factprobe.probes.config import namespace_to_dict
 
-    ns = build_parser().parse_args(["finetune", *_manifest(max_steps=7)["spec"]["trainer"]["args"]])
-    assert (ns.train_set, ns.max_steps, ns.out) == ("known", "7", "/mnt/factprobe/work/finetune/run/known")
+    m = _manifest(max_steps=7, zero_stage=3, offload_param=True, packing=True, relations=["P36", "P19"])
+    ns = build_parser().parse_args(["finetune", *m["spec"]["trainer"]["args"]])
+    cfg = FinetuneConfig.from_dict(namespace_to_dict(ns, (FinetuneConfig,)))
+    assert (cfg.train_set, cfg.max_steps, cfg.zero_stage, cfg.offload_param, cfg.packing, cfg.relations, cfg.out) == (
+        "known", 7, 3, True, True, ["P36", "P19"], "/mnt/factprobe/work/finetune/run/known")
 
 
 def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
