@@ -349,6 +349,8 @@ def image_notice(for_cluster_run: bool, allow_default: bool = False) -> str:
 
     cfg = cluster_config()
     line = f"images: cpu steps {cfg.cpu_image}, gpu steps {cfg.gpu_image}"
+    if getattr(cfg, "train_image", ""):  # FACTPROBE_IMAGE_TRAIN: the fine-tuning steps (containers/Dockerfile.train)
+        line += f", training steps {cfg.train_image}"
     defaults = default_image_settings(cfg)
     if not defaults:
         return line
