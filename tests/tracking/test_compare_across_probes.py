@@ -71,3 +71,30 @@ def test_compare_cli_ic_lke_vs_hgp_folders(tmp_path, capsys):
     assert main(["compare", str(ic), str(hgp), "--templates", "any", "--n-boot", "100"]) == 0
     out = capsys.readouterr().out
     assert "facts joined: 3" in out and "'any' rule" in out
+
+
+def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, monkeypatch):
+    """`factprobe regress --base-model B` probes the candidate with the baseline's configuration and
+    base model B (without it: the base its adapter_config.json names, i.e. base_model unset)."""
+    import argparse
+    import json as _json
+
+    from factprobe.probes import runner
+    from tracking.compare import _probe_candidate
+    from tracking.probe_logging import CONFIG_PARAM
+
+    seen = []
+
+    def fake_run_probe(cfg, out):
+        seen.append(cfg)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.jsonl").write_text(_json.dumps({"fact_id": "P36:1", "relation": "P36", "correct": True}) + "\n")
+
+    monkeypatch.setattr(runner, "run_probe", fake_run_probe)
+    baseline = {CONFIG_PARAM: _json.dumps({"probe": "ic-lke", "model": "smollm2-135m-instruct", "source": "countryinfo"})}
+    for base_model, expected in (("gemma-3-270m", "gemma-3-270m"), (None, None)):
+        args = argparse.Namespace(tracking_uri=None, no_track=True, base_model=base_model)
+        df = _probe_candidate(str(tmp_path / "adapter"), baseline, tmp_path / f"out-{base_model}", args)
+        assert list(df["fact_id"]) == ["P36:1"]
+        assert seen[-1].base.model == str(tmp_path / "adapter") and seen[-1].base.base_model == expected
+        assert seen[-1].base.source == "countryinfo"
