@@ -24,7 +24,7 @@ from typing import Any
 from factprobe.errors import ConfigError
 from factprobe.redact import redact
 
-PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown")
+PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief")
 
 
 def get_pipeline(name: str, local: bool = False):
