@@ -2,8 +2,9 @@
 
 Pipeline steps log to a tracking server with this client, so a step process never imports
 `mlflow`. Kept after measuring `mlflow-skinny` for a step's start-up cost
-(benchmarks/bench_tracking_startup.py, benchmarks/README.md): skinny costs seconds more per step,
-about 3 s more per step (4x), far above the 0.5 s that would have made this client unnecessary. It honours MLflow's client environment: MLFLOW_TRACKING_USERNAME /
+(benchmarks/bench_tracking_startup.py, benchmarks/README.md): skinny costs about 3 s more per step
+(4x), far above the 0.5 s that would have made this client unnecessary. It honours MLflow's client
+environment: MLFLOW_TRACKING_USERNAME /
 MLFLOW_TRACKING_PASSWORD (basic auth), MLFLOW_TRACKING_TOKEN (bearer), MLFLOW_TRACKING_INSECURE_TLS,
 MLFLOW_TRACKING_SERVER_CERT_PATH, MLFLOW_TRACKING_CLIENT_CERT_PATH, MLFLOW_HTTP_REQUEST_TIMEOUT,
 MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR (fail-fast defaults when
