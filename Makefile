@@ -12,7 +12,7 @@ TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
 
-.PHONY: setup sysdeps models run run-all run-finetune test test-fast bench compile lint clean
+.PHONY: setup sysdeps models run run-all run-finetune run-finetune-pipeline test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -83,6 +83,24 @@ run-finetune: $(STAMP) models
 	  --train-size 64 --packing --batch-size 4 --grad-accum 2 --max-steps 5 --zero-stage 2 --lora-r 8 \
 	  --save-steps 5 --device cpu --no-resume --out runs/finetune-smoke
 
+# `make run-finetune-pipeline`: the finetune_known_unknown pipeline locally on CPU, a SMOKE TEST (not a
+# reproduction of yuan2024 Tables 2-4; the run says so and is tagged factprobe.smoke_test=true): SmolLM2's
+# known/unknown table over 40 countryinfo train facts (P30, P37; 4-shot), all five training sets of 6 examples,
+# 2 LoRA steps each, then zero-shot QA and IC-LKE (10 examples, 5 choices) on 10 evaluation facts per model.
+run-finetune-pipeline: $(STAMP) models
+	$(VENV)/bin/factprobe pipeline run finetune_known_unknown --param source=countryinfo --param relations=P30,P37 \
+	  --param max_facts_per_relation=5 --param qa_train_per_relation=20 --param known_shots=4 --param choices=5 \
+	  --param examples=10 --param train_size=6 --param max_steps=2 --param batch_size=4 --param grad_accum=1 \
+	  --param save_steps=1
+
+# `make run-belief`: the belief pipeline (BELIEF-ICL, zhao2024) locally on both real models: LAMA P36, P19,
+# P103 (5 facts, 5 templates each), the four ICL settings with the MP instruction, 20 samples per prompt
+# for the confidence (the paper uses 100: --param samples=100). Calibration plots and tables go to MLflow.
+run-belief: $(STAMP) models
+	$(VENV)/bin/factprobe pipeline run belief --param models='["smollm2-135m-instruct","gemma-3-270m"]' \
+	  --param source=lama --param relations=P36,P19,P103 --param max_facts_per_relation=5 --param max_templates=5 \
+	  --param samples=20 --param settings='["zero-shot","4-random","4-relation","4-template"]' --param instructions='["mp"]'
+
 test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -93,6 +111,7 @@ bench: $(STAMP) models
 	$(PY) benchmarks/bench_scorer.py
 	$(PY) benchmarks/bench_pipeline_overhead.py
 	$(PY) benchmarks/bench_qa.py --threads 1
+	$(PY) benchmarks/bench_belief_sampling.py
 
 compile: $(STAMP)
 	$(VENV)/bin/factprobe pipeline compile --out build/pipelines

@@ -21,11 +21,12 @@ A run below the paper's budget (40 steps, effective batch 512) or a local run is
 its steps say so, and its runs carry `factprobe.smoke_test=true` with the reasons.
 
 Compile: `factprobe pipeline compile finetune_known_unknown`.
-Run locally (CPU smoke test, a few minutes):
-`factprobe pipeline run finetune_known_unknown --param source=lama --param relations=P36,P1376
---param max_facts_per_relation=10 --param qa_train_per_relation=20 --param settings=known,regular
---param max_steps=3 --param batch_size=4 --param grad_accum=1 --param train_size=8
---param known_shots=4 --param max_candidates=20`.
+Run locally (a CPU smoke test; `make run-finetune-pipeline`):
+`factprobe pipeline run finetune_known_unknown --param source=countryinfo --param relations=P30,P37
+--param max_facts_per_relation=5 --param qa_train_per_relation=20 --param known_shots=4 --param choices=5
+--param examples=10 --param train_size=6 --param max_steps=2 --param batch_size=4 --param grad_accum=1
+--param save_steps=1` (add `--param known_unknown=PATH` to reuse a table, `--param settings=known,regular`
+for fewer settings).
 """
 from __future__ import annotations
 

@@ -104,6 +104,7 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
     the train split and how the table was made."""
     from factprobe.build.known_unknown import read_known_unknown
     from factprobe.finetune import NEEDS_TABLE
+    from factprobe.probes.config import split_relations
 
     from .known_unknown import run_known_unknown_step
 
@@ -125,6 +126,9 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
         print("no setting needs a known/unknown table (regular and counterfactual only)", flush=True)
         return {"how": "none needed", "n_known": 0, "n_unknown": 0}
     pool = df[df["split"] == "train"]
+    wanted = split_relations(config.get("relations") or None)
+    if wanted:  # a reused table may cover more relations than this run trains on
+        pool = pool[pool["relation"].astype(str).isin(wanted)]
     out = {"how": how, "n_known": int(pool["known"].sum()), "n_unknown": int((~pool["known"].astype(bool)).sum())}
     print(f"headline: known/unknown {model}: {out['n_known']} known, {out['n_unknown']} unknown train facts "
           f"({how})", flush=True)
