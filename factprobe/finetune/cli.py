@@ -60,5 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rest = tuple(n for n in FinetuneConfig.field_names() if n in placed)
     if len(rest) != len(FinetuneConfig.field_names()):
         add_config_arguments(p.add_argument_group("other"), FinetuneConfig, skip=rest)
+    for action in p._actions:  # integer choices: argparse compares the raw string unless told the type
+        if action.dest == "zero_stage":
+            action.type = int
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_finetune)

@@ -262,7 +262,7 @@ def test_bad_target_modules_and_small_set(tiny, tmp_path):
 def test_cli_one_line_errors_and_help(capsys):
     from factprobe.cli import main
 
-    assert main(["finetune", "--train-set", "known", "--device", "cpu"]) == 2
+    assert main(["finetune", "--train-set", "known", "--zero-stage", "3", "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: train set 'known' needs") and "factprobe probe qa" in err
     with pytest.raises(SystemExit):
@@ -275,15 +275,15 @@ def test_cli_one_line_errors_and_help(capsys):
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_real_smollm2_lora_run_and_qa_with_the_adapter(real_model_path, real_data_root, tmp_path):
-    """SmolLM2 LoRA on counterfactual answers, 3 steps; then `factprobe probe qa --model DIR/adapter`."""
+    """SmolLM2 LoRA on counterfactual answers, 2 steps of 4; then `factprobe probe qa --model DIR/adapter`."""
     from factprobe.cli import main
 
     real_model_path("smollm2-135m-instruct")
-    cfg = FinetuneConfig(model="smollm2-135m-instruct", train_set="counterfactual", relations=["P36"], train_size=32,
-                         batch_size=8, grad_accum=2, max_steps=3, learning_rate=2e-3, packing=True, lora_r=8,
-                         zero_stage=2, device="cpu", out=str(tmp_path / "ft"))
+    cfg = FinetuneConfig(model="smollm2-135m-instruct", train_set="counterfactual", relations=["P36"], train_size=8,
+                         batch_size=4, grad_accum=1, max_steps=2, learning_rate=5e-3, lora_r=8, zero_stage=2,
+                         device="cpu", out=str(tmp_path / "ft"))
     m = run_finetune(cfg, progress=False)
-    assert m["steps"] == 3 and m["random_weights"] is False and m["non_padding_fraction"] > 0.9
+    assert m["steps"] == 2 and m["random_weights"] is False and m["lora_r"] == 8
     adapter = tmp_path / "ft" / "adapter"
     answers = {}
     for name, model in (("base", "smollm2-135m-instruct"), ("tuned", str(adapter))):
