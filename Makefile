@@ -102,14 +102,6 @@ run-belief: $(STAMP) models
 	  --param source=lama --param relations=P36,P19,P103 --param max_facts_per_relation=5 --param max_templates=5 \
 	  --param samples=20 --param settings='["zero-shot","4-random","4-relation","4-template"]' --param instructions='["mp"]'
 
-# `make run-belief`: the belief pipeline (BELIEF-ICL, zhao2024) locally on both real models: LAMA P36, P19,
-# P103 (5 facts, 5 templates each), the four ICL settings with the MP instruction, 20 samples per prompt
-# for the confidence (the paper uses 100: --param samples=100). Calibration plots and tables go to MLflow.
-run-belief: $(STAMP) models
-	$(VENV)/bin/factprobe pipeline run belief --param models='["smollm2-135m-instruct","gemma-3-270m"]' \
-	  --param source=lama --param relations=P36,P19,P103 --param max_facts_per_relation=5 --param max_templates=5 \
-	  --param samples=20 --param settings='["zero-shot","4-random","4-relation","4-template"]' --param instructions='["mp"]'
-
 test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -120,7 +112,6 @@ bench: $(STAMP) models
 	$(PY) benchmarks/bench_scorer.py
 	$(PY) benchmarks/bench_pipeline_overhead.py
 	$(PY) benchmarks/bench_qa.py --threads 1
-	$(PY) benchmarks/bench_belief_sampling.py
 	$(PY) benchmarks/bench_belief_sampling.py
 
 compile: $(STAMP)
