@@ -108,9 +108,9 @@ def rank_sweep(ranks: list[int], work: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--train-size", type=int, default=96)
-    ap.add_argument("--batch-size", type=int, default=4)
-    ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument("--train-size", type=int, default=48)
+    ap.add_argument("--batch-size", type=int, default=2)
+    ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--max-steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--ranks", default="4,8,16,32,64")

@@ -3,6 +3,9 @@
 Public API (stable; the pipeline components call it):
 
 - `FinetuneConfig` (`factprobe.finetune.config`): one run, `to_dict()` / `from_dict()`.
+- `build_train_set_for(cfg) -> TrainSet` (`factprobe.build.finetune_sets`): the training set `cfg`
+  trains on (`.save(folder)` writes `train_set.jsonl` + `train_set.json` with its digest; a
+  training step can take that folder as `cfg.train_set_dir`).
 - `run_finetune(cfg) -> dict`: trains and writes `<out>/` (see `factprobe.finetune.trainer`):
   `adapter/` (PEFT folder that `--model` of the probes accepts; `model/` for full-parameter
   training), `trainer_state.json`, `metrics.json` (the returned dict: `train_loss`,
@@ -16,7 +19,7 @@ from typing import Any
 
 from .config import NEEDS_TABLE, TRAIN_SETS, FinetuneConfig
 
-__all__ = ["NEEDS_TABLE", "TRAIN_SETS", "FinetuneConfig", "run_finetune"]
+__all__ = ["NEEDS_TABLE", "TRAIN_SETS", "FinetuneConfig", "build_train_set_for", "run_finetune"]
 
 
 def run_finetune(cfg: FinetuneConfig, **kwargs: Any) -> dict:
@@ -26,3 +29,10 @@ def run_finetune(cfg: FinetuneConfig, **kwargs: Any) -> dict:
     from .trainer import run_finetune as _run
 
     return _run(cfg, **kwargs)
+
+
+def build_train_set_for(cfg: FinetuneConfig) -> Any:
+    """The `factprobe.build.finetune_sets.TrainSet` that `run_finetune(cfg)` trains on."""
+    from .trainer import train_set_for
+
+    return train_set_for(cfg)

@@ -7,7 +7,7 @@ from pathlib import Path
 from .config import DEFAULT_TARGET_MODULES, FinetuneConfig
 
 _GROUPS = {
-    "model and training set": ("model", "train_set", "known_unknown", "train_size"),
+    "model and training set": ("model", "train_set", "known_unknown", "train_set_dir", "train_size"),
     "data (as the qa probe)": ("source", "data", "train_data", "relations", "qa_train_per_relation", "qa_templates",
                                "seed"),
     "optimisation (defaults: yuan2024 appendix B.2)": ("max_steps", "learning_rate", "lr_scheduler", "warmup_ratio",

@@ -60,6 +60,10 @@ class FinetuneConfig(ConfigBase):
                                        "each relation) or regular (the train split)", choices=TRAIN_SETS)
     known_unknown: str | None = option(None, "the base model's known/unknown table (known_unknown.parquet, its folder, "
                                              "or runs:/<MLflow run id>); needed by known, unknown and mixed")
+    train_set_dir: str | None = option(None, "train on this saved training set (a folder with train_set.jsonl and "
+                                             "train_set.json, as `build_train_set(...).save(folder)` or an earlier run "
+                                             "writes it) instead of building one; its kind must be --train-set",
+                                      decides_results=False)
     train_size: int | None = option(None, "examples in the training set, sampled with --seed (default: known/unknown/"
                                           "mixed: the most all three can share, min(#known, #unknown); regular/"
                                           "counterfactual: the whole train split)")

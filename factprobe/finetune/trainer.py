@@ -273,6 +273,23 @@ def default_out(cfg: FinetuneConfig) -> Path:
 
 
 # ------------------------------------------------------------------ run
+def train_set_for(cfg: FinetuneConfig) -> Any:
+    """The `TrainSet` of `cfg`: read from `cfg.train_set_dir` (its kind must be `cfg.train_set`),
+    else built by `factprobe.build.finetune_sets.build_train_set` from the config's data options."""
+    from ..build.finetune_sets import TrainSet, build_train_set
+
+    if cfg.train_set_dir:
+        ts = TrainSet.load(cfg.train_set_dir)
+        if ts.kind != cfg.train_set:
+            raise ConfigError(f"train_set_dir={cfg.train_set_dir!r} holds a {ts.kind!r} training set, "
+                              f"but --train-set is {cfg.train_set!r}")
+        return ts
+    return build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
+                           train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
+                           qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
+                           size=cfg.train_size, known_unknown=cfg.known_unknown)
+
+
 def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (),
                  train_set: Any = None) -> dict[str, Any]:
     """Fine-tune `cfg.model` on `cfg.train_set` and write `cfg.out` (see the module docstring).
@@ -281,7 +298,6 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     `factprobe.build.finetune_sets.TrainSet`) replaces the built one (tests). Returns the metrics
     dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
     `factprobe.finetune`)."""
-    from ..build.finetune_sets import build_train_set
     from .data import no_kv_cache, pack_sequences, tokenize_examples
     from .deepspeed_config import load_deepspeed_config
 
@@ -292,10 +308,7 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
                                                offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param,
                                                pin_memory=device == "cuda")
     if train_set is None:
-        train_set = build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
-                                    train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
-                                    qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
-                                    size=cfg.train_size, known_unknown=cfg.known_unknown)
+        train_set = train_set_for(cfg)
     digest = train_set.digest
     rank, world = setup_distributed(device)
     accum = cfg.grad_accum_for(world)

@@ -197,6 +197,12 @@ def test_known_unknown_mixed_sets(tmp_path):
     # saved and read back with its digest
     cf.save(tmp_path / "cf")
     assert type(cf).load(tmp_path / "cf").digest == cf.digest
+    from factprobe.finetune import build_train_set_for
+
+    assert build_train_set_for(FinetuneConfig(train_set="counterfactual", train_set_dir=str(tmp_path / "cf"))).digest \
+        == cf.digest
+    with pytest.raises(ConfigError, match="holds a 'counterfactual' training set, but --train-set is 'regular'"):
+        build_train_set_for(FinetuneConfig(train_set="regular", train_set_dir=str(tmp_path / "cf")))
     (tmp_path / "cf" / "train_set.jsonl").write_text((tmp_path / "cf" / "train_set.jsonl").read_text().replace("Answer", "A"))
     with pytest.raises(DataError, match="digest"):
         type(cf).load(tmp_path / "cf")
