@@ -37,15 +37,15 @@ start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train"}
+             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "probe-belief"}
 #: GPU steps in the training image (FACTPROBE_IMAGE_TRAIN); tests/pipelines/test_finetune_pipeline.py checks them
 TRAIN_STEPS = {"finetune-train"}
 CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
              "regression-gate-step", "fail-run", "counterfactual-report", "finetune-sets", "finetune-report",
-             "finetune-trainjob"}
+             "finetune-trainjob", "belief-plan", "belief-report"}
 # read facts from s3://; MLflow artifacts are proxied by the server
 S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob"}
+            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob", "probe-belief"}
 STEPS_OF = {
     "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
     "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
@@ -58,6 +58,7 @@ STEPS_OF = {
     "finetune_known_unknown": {"start-run", "data-build", "finetune-base-table", "finetune-evaluate-base", "finetune-sets",
                                "finetune-train", "finetune-trainjob", "finetune-evaluate-adapter", "finetune-report",
                                "finalize-run"},
+    "belief": {"start-run", "belief-plan", "data-build", "probe-belief", "belief-report", "finalize-run"},
 }
 #: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
 PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
@@ -219,6 +220,7 @@ CREDENTIAL_PARAM = re.compile(r"pass|secret|token|cred|key", re.IGNORECASE)
 NOT_CREDENTIALS = {
     "token_budget",  # most query tokens per packed forward (BaseConfig)
     "max_new_tokens",  # most tokens generated per answer (QA / counterfactual probes)
+    "max_answer_tokens",  # most tokens generated per answer and per sample (belief-icl)
 }
 CREDENTIAL_LITERALS = [
     re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s@'\"]+@"),  # user:password@ in a URL
@@ -524,7 +526,7 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
                                                                          "regression": "ci", "counterfactual_icl": "ui",
                                                                          "coherency": "ui",
-                                                                         "finetune_known_unknown": "ui"}[name]
+                                                                         "finetune_known_unknown": "ui", "belief": "ui"}[name]
 
 
 # --- snapshot -----------------------------------------------------------------------------------
