@@ -8,8 +8,9 @@ and the LoRA adapter's size and trainable-parameter share against its rank.
    batch; packed, a sequence holds as many whole examples as fit in 256 tokens (no cross-attention).
    Each run is a fresh subprocess (so its peak RSS is its own); the two settings alternate
    `--repeats` times (packed first, then unpacked, ...) so outside load hits them alike, and the
-   median is reported. Reported per run: tokens/s (non-padding tokens trained per second of
-   `Trainer.train`, DeepSpeed engine set-up included), peak memory (the process's peak RSS: model,
+   median is reported. Reported per run: tokens/s (non-padding tokens trained per second of the
+   training loop, from the trainer's train-begin to train-end: DeepSpeed engine set-up excluded, it
+   is `setup_seconds`), peak memory (the process's peak RSS: model,
    data and DeepSpeed buffers), non-padding fraction, loss first/last. The ratio packed/unpacked of
    the medians is the headline. Target: non-padding fraction >= 0.9 with packing.
 2. LoRA rank sweep (`--ranks`): the adapter `get_peft_model` builds for SmolLM2 with the default
@@ -68,7 +69,7 @@ def packing_runs(args: argparse.Namespace, work: Path) -> dict:
             t0 = time.perf_counter()
             m = run_child(spec)
             keep = ("tokens_per_second", "peak_memory_bytes", "non_padding_fraction", "first_loss", "final_loss",
-                    "train_seconds", "tokens_trained", "n_sequences", "examples_per_sequence", "steps")
+                    "train_seconds", "setup_seconds", "tokens_trained", "n_sequences", "examples_per_sequence", "steps")
             runs[setting].append({**{k: m[k] for k in keep}, "wall_seconds": time.perf_counter() - t0})
             print(f"{setting:8s} rep {rep}: {m['tokens_per_second']:.0f} tokens/s, peak {m['peak_memory_bytes'] / 2**20:.0f} MiB, "
                   f"non-padding {m['non_padding_fraction']:.3f}", flush=True)

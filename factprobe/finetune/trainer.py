@@ -38,8 +38,9 @@ Outputs in `cfg.out` (written by rank 0; `out` may be a mounted PersistentVolume
   ([{step, loss, learning_rate, grad_norm}]), `loss.png` (the loss curve), `train_set.jsonl` and
   `train_set.json` (the examples and their sha256 `digest`), `finetune_config.json`;
 - `metrics.json` (returned): `train_loss` (mean logged loss over all steps), `final_loss`,
-  `first_loss`, `tokens_per_second` (non-padding tokens trained per second of training in this
-  process), `peak_memory_bytes` (CUDA: peak allocated on this process's GPU; CPU: the process's
+  `first_loss`, `tokens_per_second` (non-padding tokens trained per second of the training loop
+  in this process: from the trainer's train-begin, after the DeepSpeed engine set-up, to its
+  train-end; `setup_seconds` is the rest of `Trainer.train`), `peak_memory_bytes` (CUDA: peak allocated on this process's GPU; CPU: the process's
   peak resident set size), `non_padding_fraction` (real / fed tokens), `steps`, `n_examples`,
   `n_sequences`, `examples_per_sequence`, `effective_batch`, `grad_accum`, `world_size`,
   `trainable_params`, `total_params`, `trainable_fraction`, `adapter_bytes`, `train_set_digest`, ...
@@ -365,6 +366,29 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
         unset_hf_deepspeed_config()
 
 
+class _TimerBase:
+    """Seconds from the trainer's `on_train_begin` (after the DeepSpeed engine is set up and a
+    checkpoint loaded) to `on_train_end`: the training loop alone."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.seconds: float | None = None
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.t0 = time.perf_counter()
+
+    def on_train_end(self, args, state, control, **kw):
+        if self.t0 is not None:
+            self.seconds = time.perf_counter() - self.t0
+
+
+def _timer() -> Any:
+    """A `_TimerBase` that is a `TrainerCallback` (transformers is imported only when training)."""
+    from transformers import TrainerCallback
+
+    return type("Timer", (_TimerBase, TrainerCallback), {})()
+
+
 def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok, train_set, seqs,
            rows, trainable, total, use_cache, random_weights, resume_from, saved_config, progress, callbacks,
            stamp) -> dict[str, Any]:
@@ -386,11 +410,13 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
             bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
             dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0)
         collator = Collator(pad_id=tok.pad_token_id)
+        timer = _timer()
         trainer = Trainer(model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
-                          callbacks=[stamp(), *callbacks])
+                          callbacks=[stamp(), timer, *callbacks])
         t0 = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-        seconds = time.perf_counter() - t0
+        total_seconds = time.perf_counter() - t0
+        seconds = timer.seconds if timer.seconds is not None else total_seconds
     except ValueError as e:
         text = str(e)
         if "DeepSpeed" in text or "deepspeed" in text:
@@ -409,7 +435,7 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         "non_padding_fraction": collator.non_padding_fraction,
         "steps": int(trainer.state.global_step), "max_steps": cfg.max_steps,
         "resumed_from": str(resume_from) if resume_from else None,
-        "train_seconds": seconds, "tokens_trained": collator.real_tokens,
+        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained": collator.real_tokens,
         "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
         "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
         "effective_batch": per_step, "zero_stage": cfg.zero_stage,
