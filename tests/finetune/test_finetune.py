@@ -299,3 +299,21 @@ def test_real_smollm2_lora_run_and_qa_with_the_adapter(real_model_path, real_dat
         answers[name] = {r["fact_id"]: r["answer"] for r in rows}
     assert answers["base"].keys() == answers["tuned"].keys() and len(answers["base"]) == 12
     assert any(answers["base"][k] != answers["tuned"][k] for k in answers["base"])
+
+
+def test_deepspeed_configs_are_auto_and_offload_is_applied():
+    from factprobe.finetune.deepspeed_config import config_dir, load_deepspeed_config
+
+    for stage in (0, 1, 2, 3):
+        cfg, path = load_deepspeed_config(stage)
+        assert path == config_dir() / f"zero{stage}.json" and cfg["zero_optimization"]["stage"] == stage
+        # the batch values are never written by hand: the HF integration fills them from the run
+        assert all(cfg[k] == "auto" for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                              "train_batch_size"))
+    cfg, _ = load_deepspeed_config(3, offload_optimizer=True, offload_param=True)
+    zero = cfg["zero_optimization"]
+    assert zero["offload_optimizer"]["device"] == "cpu" and zero["offload_param"]["device"] == "cpu"
+    assert cfg["optimizer"] == {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                                            "weight_decay": "auto"}}
+    with pytest.raises(ConfigError, match="zero_optimization.stage is 3 but --zero-stage is 2"):
+        load_deepspeed_config(2, str(config_dir() / "zero3.json"))
