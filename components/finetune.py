@@ -36,14 +36,15 @@ def finetune_sets(
 
 @dsl.component(base_image=TRAIN_IMAGE, install_kfp_package=False)
 def finetune_train(
-    table: Input[Dataset], model: str, setting: str, ft: dict, parent_run_id: str, tracking_uri: str, work_root: str,
-    kfp_run_id: str, trigger: str, pipeline: str, adapter: Output[Model], metrics: Output[Metrics],
+    table: Input[Dataset], sets: Input[Dataset], model: str, setting: str, ft: dict, parent_run_id: str,
+    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str, adapter: Output[Model],
+    metrics: Output[Metrics],
 ):
-    """Fine-tune the base model on one setting's training set (LoRA or full, DeepSpeed ZeRO); resumes from its checkpoint on the PVC."""
+    """Fine-tune the base model on one setting's training set, as built and logged by the sets step (LoRA or full, DeepSpeed ZeRO); resumes from its checkpoint on the PVC."""
     from components.steps.finetune import run_train_step
 
     info = run_train_step(table.path, adapter.path, model, setting, ft, parent_run_id, tracking_uri, work_root,
-                          kfp_run_id, trigger, pipeline)
+                          kfp_run_id, trigger, pipeline, sets_dir=sets.path)
     adapter.metadata.update({"setting": setting, "base_model": model, "train_set_digest": info["train_set_digest"],
                              "mlflow_run_id": info["run_id"]})
     for name in ("train_loss", "tokens_per_second", "peak_memory_bytes", "non_padding_fraction"):

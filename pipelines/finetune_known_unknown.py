@@ -12,7 +12,9 @@ before and after.
    (`FACTPROBE_IMAGE_TRAIN`), /dev/shm as a memory-backed emptyDir, the model cache PVC for
    checkpoints (a preempted pod resumes), retried like every GPU step; with `num_nodes > 1` instead
    `finetune-trainjob` (CPU) writes the Kubeflow Trainer TrainJob over that many nodes and, with
-   `trainjob_submit`, creates it and waits (pipelines/trainjob.py).
+   `trainjob_submit`, creates it and waits (pipelines/trainjob.py). A local build (`factprobe
+   pipeline run`) always trains in the step: the local runner cannot merge If/Else outputs
+   (`dsl.OneOf`), and a TrainJob needs a cluster; `num_nodes` is ignored there.
 4. `finetune-evaluate-adapter` (GPU): the same evaluation for each adapter.
 5. `finetune-report` (CPU): one table, a row for the base and one per setting, with paired
    bootstrap intervals against the base; figures and table on the MLflow parent run.
@@ -49,12 +51,12 @@ from components.finetune import (
 from components.start_run import start_run
 
 from .params import Param, config_dict, config_params, make_pipeline
-from .platform import cpu_step, gpu_step, model_step, train_step
+from .platform import cpu_step, gpu_step, local_build, model_step, train_step
 
 NAME = "finetune_known_unknown"
 PROBES = ["qa", "ic-lke"]
 #: FinetuneConfig fields set per step or by the pipeline itself, not parameters
-FT_PER_STEP = ("model", "train_set", "known_unknown", "out")
+FT_PER_STEP = ("model", "train_set", "known_unknown", "out", "train_set_dir")
 
 
 def finetune_params() -> list[Param]:
@@ -112,18 +114,26 @@ def _body(values: dict[str, Any]) -> None:
         sets.set_display_name("training-sets")
         with dsl.ParallelFor(sets.outputs["Output"], name="settings") as cell:
             cell_common = {**common, "parent_run_id": cell.parent_run_id}
-            with dsl.If(values["num_nodes"] > 1, name="multi-node"):
-                tj = model_step(cpu_step(finetune_trainjob(
-                    table=table.outputs["table"], model=model, setting=cell.setting, ft=ft,
-                    num_nodes=values["num_nodes"], submit=values["trainjob_submit"],
-                    namespace=values["trainjob_namespace"], tracking_uri=uri, work_root=work, kfp_run_id=job,
-                    trigger=trigger)))
-                tj.set_display_name("trainjob")
-            with dsl.Else(name="one-node"):
-                tr = train_step(finetune_train(table=table.outputs["table"], model=model, setting=cell.setting, ft=ft,
+            if local_build():
+                # The local runner cannot merge the outputs of If/Else branches (dsl.OneOf: "Expected 1
+                # artifact in ArtifactSelectorSpec"), and a TrainJob needs a cluster: train in the step.
+                tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting, ft=ft,
                                                work_root=work, **cell_common))
                 tr.set_display_name("finetune")
-            adapter = dsl.OneOf(tj.outputs["adapter"], tr.outputs["adapter"])
+                adapter = tr.outputs["adapter"]
+            else:
+                with dsl.If(values["num_nodes"] > 1, name="multi-node"):
+                    tj = model_step(cpu_step(finetune_trainjob(
+                        table=table.outputs["table"], model=model, setting=cell.setting, ft=ft,
+                        num_nodes=values["num_nodes"], submit=values["trainjob_submit"],
+                        namespace=values["trainjob_namespace"], tracking_uri=uri, work_root=work, kfp_run_id=job,
+                        trigger=trigger)))
+                    tj.set_display_name("trainjob")
+                with dsl.Else(name="one-node"):
+                    tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting,
+                                                   ft=ft, work_root=work, **cell_common))
+                    tr.set_display_name("finetune")
+                adapter = dsl.OneOf(tj.outputs["adapter"], tr.outputs["adapter"])
             ev = gpu_step(finetune_evaluate_adapter(items=build.outputs["items"], adapter=adapter, model=model,
                                                     setting=cell.setting, config=config, work_root=work, **cell_common))
             ev.set_display_name("evaluate-adapter")

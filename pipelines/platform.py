@@ -42,6 +42,11 @@ def _settings() -> tuple[ClusterConfig, bool]:
     return _BUILD.get() or (cluster_config(), False)
 
 
+def local_build() -> bool:
+    """True while a pipeline is built for the local runner (`building(local=True)`)."""
+    return _settings()[1]
+
+
 def with_secrets(task: PipelineTask, s3: bool = True) -> PipelineTask:
     """Credentials from Kubernetes secrets as env vars (MLflow always, S3 when the step reads/writes S3)."""
     CONFIG, _ = _settings()

@@ -140,8 +140,8 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
                   tracking_uri: str, kfp_run_id: str = "", trigger: str = "local",
                   pipeline: str = "finetune_known_unknown") -> list[dict]:
     """Build every setting's training set (`factprobe.build.finetune_sets.build_train_set`, the trainer's
-    own builder: same data options and seed, so the same digest), write it to
-    `out_dir/<setting>.jsonl`, log it as an MLflow dataset (context `training`, with its digest)
+    own builder: same data options and seed, so the same digest), save it to `out_dir/<setting>/`
+    (`TrainSet.save`: the training step trains on exactly that set), log it as an MLflow dataset (context `training`, with its digest)
     in one `training-sets` child run, and tag the parent run with the smoke-test verdict.
     Refuses unknown settings and sets that overlap the evaluation facts (the builder names them).
     Returns the loop cells `[{"setting", "parent_run_id"}]`."""
@@ -179,9 +179,9 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
                                     qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
                                     size=cfg.train_size, known_unknown=cfg.known_unknown)
             rows = [e.to_dict() for e in built.examples]
-            (out / f"{s}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            built.save(out / s)  # the training step trains on exactly this set (FinetuneConfig.train_set_dir)
             summary[s] = {"digest": built.digest, "n": len(rows)}
-            run.log_input(pd.DataFrame(rows), name=f"train-{s}-{_safe(model)}", source=str(out / f"{s}.jsonl"),
+            run.log_input(pd.DataFrame(rows), name=f"train-{s}-{_safe(model)}", source=str(out / s / "train_set.jsonl"),
                           digest=built.digest[:DIGEST_CHARS], context="training")
             run.log_metrics({f"n_examples/{s}": len(rows)})
             run.set_tags({tag(f"train_set_digest/{s}"): built.digest})
@@ -206,7 +206,7 @@ def train_out_dir(work_root: str, kfp_run_id: str, model: str, setting: str, fin
 
 def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, ft: dict, parent_run_id: str,
                    tracking_uri: str, work_root: str = "", kfp_run_id: str = "", trigger: str = "local",
-                   pipeline: str = "finetune_known_unknown") -> dict:
+                   pipeline: str = "finetune_known_unknown", sets_dir: str = "") -> dict:
     """Fine-tune `model` on `setting`'s training set (`run_finetune`, resuming from the last
     checkpoint of a killed pod), copy the adapter and its files to `adapter_dir`, and log a child
     run: parameters, the loss per step, `train_loss`, `tokens_per_second`, `peak_memory_bytes`,
@@ -214,6 +214,8 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     `model/` the adapter folder, `finetune_config.json`, `train_set.json` (digest),
     `trainer_state.json`, `loss_history.json` and the loss figure (also `figures/loss.png`).
     SIGTERM (eviction) stops it like Ctrl-C: the checkpoint stays, the child run is KILLED.
+    `sets_dir`: the training-sets step's folder; the set saved there for `setting` is trained on
+    as is (same digest as logged), else the trainer builds it (same builder and seed).
     Returns the trainer's metrics plus the run id and the training set digest."""
     import json
     import shutil
@@ -226,6 +228,9 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     from ._common import resolve_tracking_uri
 
     table = _table_or_none(table_path)
+    saved = Path(sets_dir) / setting if sets_dir else None
+    if saved is not None and (saved / "train_set.json").is_file():
+        ft = {**ft, "train_set_dir": str(saved)}
     probe_cfg = finetune_config(ft, model, setting, table, "-")
     out = train_out_dir(work_root, kfp_run_id, model, setting, probe_cfg.fingerprint_digest())
     cfg = finetune_config(ft, model, setting, table, str(out))

@@ -160,7 +160,8 @@ def test_settings_reach_the_spec_and_an_empty_pvc_name_mounts_nothing(tmp_path):
 
 
 def test_local_build_mounts_nothing_and_points_nowhere():
-    """The local runner has no volumes: a local build sets no PVC and no cache variables."""
+    """The local runner has no volumes: a local build sets no PVC and no cache variables; it trains in
+    the step (no TrainJob branch)."""
     import tempfile
 
     from kfp import compiler
@@ -175,6 +176,12 @@ def test_local_build_mounts_nothing_and_points_nowhere():
     for step in c.step_names():
         assert "pvcMount" not in c.k8s_executors.get(c.executor_of(step), {}), step
         assert not set(_env(c, step)) & set(STORAGE_ENV), step
+    # the local runner cannot merge If/Else outputs (dsl.OneOf): one node, the adapter straight to the evaluation
+    tasks = c.tasks()
+    assert "finetune-trainjob" not in c.step_names()
+    assert not [t for _, (_, t) in tasks.items() if "condition" in t.get("triggerPolicy", {})]
+    assert tasks["finetune-evaluate-adapter"][1]["inputs"]["artifacts"]["adapter"] == {
+        "taskOutputArtifact": {"outputArtifactKey": "adapter", "producerTask": "finetune-train"}}
 
 
 # --- smoke test verdict -------------------------------------------------------------------------
@@ -334,3 +341,33 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
     assert md.startswith("**SMOKE TEST, not a reproduction") and "| base | 25.00 | 37.50 | 25.00 | 50.00 | 4 | 2 |" in md
     assert "<img" in (tmp_path / "r.html").read_text()
     assert isinstance(table, pd.DataFrame)
+
+
+# --- the training-sets step ---------------------------------------------------------------------
+
+
+def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
+    from components.steps.finetune import run_sets_step
+    from factprobe.build.finetune_sets import TrainSet, build_train_set
+    from factprobe.errors import ConfigError
+
+    ft = {"source": "countryinfo", "relations": "P30,P37", "qa_train_per_relation": "20", "train_size": "6", "seed": 0,
+          "max_steps": 2}
+    empty = tmp_path / "table.parquet"
+    empty.write_bytes(b"")
+    cells = run_sets_step(str(tmp_path / "sets"), str(empty), "smollm2-135m-instruct", ["regular", "counterfactual"], ft,
+                          "", "none")
+    assert cells == [{"setting": "regular", "parent_run_id": ""}, {"setting": "counterfactual", "parent_run_id": ""}]
+    for kind in ("regular", "counterfactual"):
+        saved = TrainSet.load(tmp_path / "sets" / kind)  # checks the digest against the examples
+        again = build_train_set(kind, model="smollm2-135m-instruct", source="countryinfo", relations=["P30", "P37"],
+                                qa_train_per_relation=20, size=6)
+        assert (saved.kind, len(saved), saved.digest) == (kind, 6, again.digest)
+    sets = json.loads((tmp_path / "sets" / "sets.json").read_text())
+    assert sets["regular"]["digest"] == TrainSet.load(tmp_path / "sets" / "regular").digest
+    with pytest.raises(ConfigError, match="choose from known, unknown, mixed, counterfactual, regular"):
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known", "famous"], ft, "", "none")
+    with pytest.raises(ConfigError, match="listed twice"):
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["regular", "regular"], ft, "", "none")
+    with pytest.raises(ConfigError, match="needs the base model's known/unknown table"):
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known"], ft, "", "none")
