@@ -13,7 +13,7 @@
   sdpa and eager attention, checked against the unpacked logits in the tests) and flash attention
   uses them as varlen boundaries; the padding tail is one more block (its own positions, labels
   -100), so no real token attends to padding or to another example. The collator counts real
-  and fed tokens (`non_padding_fraction`, tokens per second).
+  and fed tokens per batch (`counts`: non-padding fraction, tokens per second).
 - `no_kv_cache(model)`: transformers 5 skips that packed-sequence detection whenever a KV cache
   exists, and a model whose config says `use_cache=True` creates one in every forward, training
   included: examples then DO attend to each other (seen on the llama sdpa path, CPU). Training
@@ -109,9 +109,9 @@ class Collator:
     input ids. `real_tokens` / `fed_tokens` count what it produced."""
 
     pad_id: int
-    real_tokens: int = 0
-    fed_tokens: int = 0
-    batches: int = field(default=0)
+    #: (real, fed) tokens of every batch collated, in order (the trainer may collate one batch ahead
+    #: of training: `counts(n)` sums the first n only)
+    per_batch: list[tuple[int, int]] = field(default_factory=list)
 
     def __call__(self, batch: Sequence[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -119,19 +119,25 @@ class Collator:
         width = max(len(b["input_ids"]) for b in batch)
         packed = "position_ids" in batch[0]
         ids, labels, extra = [], [], []
+        real = 0
         for b in batch:
             n = len(b["input_ids"])
             pad = width - n
             ids.append(list(b["input_ids"]) + [self.pad_id] * pad)
             labels.append(list(b["labels"]) + [IGNORE] * pad)
             extra.append(list(b["position_ids"]) + list(range(pad)) if packed else [1] * n + [0] * pad)
-            self.real_tokens += n
-        self.fed_tokens += width * len(batch)
-        self.batches += 1
+            real += n
+        self.per_batch.append((real, width * len(batch)))
         out = {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels)}
         out["position_ids" if packed else "attention_mask"] = torch.tensor(extra)
         return out
 
+    def counts(self, n_batches: int | None = None) -> tuple[int, int]:
+        """(real, fed) tokens of the first `n_batches` batches (default: all)."""
+        picked = self.per_batch if n_batches is None else self.per_batch[:n_batches]
+        return sum(r for r, _ in picked), sum(f for _, f in picked)
+
     @property
     def non_padding_fraction(self) -> float | None:
-        return self.real_tokens / self.fed_tokens if self.fed_tokens else None
+        real, fed = self.counts()
+        return real / fed if fed else None

@@ -424,18 +424,21 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
             raise ConfigError(f"{ds_path}: " + "; ".join(lines[:4])) from None
         raise
 
+    start_step = int(resume_from.name.rsplit("-", 1)[-1]) if resume_from else 0
+    trained_batches = max(0, int(trainer.state.global_step) - start_step) * accum
+    real_tokens, fed_tokens = collator.counts(trained_batches)  # not the batch collated ahead
     history = loss_history(trainer.state.log_history)
     peak, peak_kind = _peak_memory(device)
     metrics: dict[str, Any] = {
         "train_loss": sum(h["loss"] for h in history) / len(history) if history else float(result.training_loss),
         "first_loss": history[0]["loss"] if history else None,
         "final_loss": history[-1]["loss"] if history else None,
-        "tokens_per_second": collator.real_tokens / seconds if seconds > 0 else None,
+        "tokens_per_second": real_tokens / seconds if seconds > 0 else None,
         "peak_memory_bytes": peak, "peak_memory_kind": peak_kind,
-        "non_padding_fraction": collator.non_padding_fraction,
+        "non_padding_fraction": real_tokens / fed_tokens if fed_tokens else collator.non_padding_fraction,
         "steps": int(trainer.state.global_step), "max_steps": cfg.max_steps,
         "resumed_from": str(resume_from) if resume_from else None,
-        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained": collator.real_tokens,
+        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained": real_tokens,
         "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
         "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
         "effective_batch": per_step, "zero_stage": cfg.zero_stage,

@@ -46,13 +46,16 @@ def examples(n: int = 3) -> list[TrainExample]:
 # ------------------------------------------------------------------ training with every ZeRO stage
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_every_zero_stage_trains_and_loss_falls(tiny, tmp_path, stage, lora):
+def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage, lora):
     lr = 1e-2 if lora else 1e-3
     m = run_finetune(tiny_cfg(tiny, tmp_path, zero_stage=stage, lora_r=4 if lora else 0, learning_rate=lr, max_steps=2),
                      progress=False)
     assert m["deepspeed_zero_stage"] == stage  # the DeepSpeed engine really ran this stage
     assert m["steps"] == 2 and m["world_size"] == 1 and m["effective_batch"] == 16
     assert m["final_loss"] < m["first_loss"], m
+    # each step is the whole set (16 examples = 8 x 2): exactly twice its tokens were trained
+    seqs = tokenize_examples(tokenizer, build_train_set("regular", model=str(tiny), size=16).examples, 256)
+    assert m["tokens_trained"] == 2 * sum(len(s.input_ids) for s in seqs)
     assert m["random_weights"] is True
     folder = tmp_path / ("adapter" if lora else "model")
     assert (folder / ("adapter_config.json" if lora else "config.json")).is_file()
