@@ -82,7 +82,9 @@ def before_after_figure(table: pd.DataFrame, title: str):
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=err if i else None, capsize=2, label=row["setting"])
     ax.set_xticks(x, [METRIC_LABELS[m] for m in metrics])
     ax.set_ylim(0, 1)
-    ax.set_ylabel("score (error bars: 95% paired bootstrap interval of the change vs base)")
+    ax.set_ylabel("score")
+    ax.text(0.99, 0.98, "error bars: 95% paired bootstrap interval of the change vs base", transform=ax.transAxes,
+            ha="right", va="top", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
