@@ -112,7 +112,8 @@ def test_value_may_contain_equals_signs(cli):
 def test_cli_reports_a_bad_param_as_one_error_line(capsys):
     from factprobe.cli import main
 
-    code = main(["pipeline", "submit", "probe", "--host", "http://127.0.0.1:9", "--param", "max_facts_per_relation=abc"])
+    code = main(["pipeline", "submit", "probe", "--host", "http://127.0.0.1:9", "--allow-default-image",
+                 "--param", "max_facts_per_relation=abc"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "max_facts_per_relation" in err[0]
 
