@@ -341,17 +341,20 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
             server.__exit__(None, None, None)
 
 
-def image_notice(for_cluster_run: bool, allow_default: bool = False) -> str:
+def image_notice(for_cluster_run: bool, allow_default: bool = False, pipeline: str | list[str] | None = None) -> str:
     """The images the compiled steps will run, as one line for stderr. A default image (never
     pushed) adds a warning naming the setting and how to build one; for `submit` and `schedule`
-    (`for_cluster_run`) it is an error unless `allow_default`."""
-    from components.config import cluster_config, default_image_settings
+    (`for_cluster_run`) it is an error unless `allow_default`. The training image counts only
+    for pipelines with training steps (`pipeline`: a name or names; None or empty: all of them)."""
+    from components.config import TRAINING_PIPELINES, cluster_config, default_image_settings
 
     cfg = cluster_config()
     line = f"images: cpu steps {cfg.cpu_image}, gpu steps {cfg.gpu_image}"
     if getattr(cfg, "train_image", ""):  # FACTPROBE_IMAGE_TRAIN: the fine-tuning steps (containers/Dockerfile.train)
         line += f", training steps {cfg.train_image}"
-    defaults = default_image_settings(cfg)
+    names = [pipeline] if isinstance(pipeline, str) else list(pipeline or [])
+    training = not names or any(n.replace("-", "_") in TRAINING_PIPELINES for n in names)
+    defaults = default_image_settings(cfg, training=training)
     if not defaults:
         return line
     why = (f"{' and '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} not set, so the steps use the built-in "
@@ -587,13 +590,13 @@ def pipeline_cli(argv: list[str]) -> int:
     s.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (submits nothing)")
     s.add_argument("--wait", action="store_true", help="follow the run to its end; exit 1 unless it SUCCEEDED")
     s.add_argument("--allow-default-image", action="store_true",
-                   help="submit even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
+                   help="submit even though FACTPROBE_IMAGE_CPU/GPU (and FACTPROBE_IMAGE_TRAIN for fine-tuning) are unset (the default images are not published)")
     s.add_argument("--wait-timeout", type=float, default=24 * 3600, metavar="SECONDS", help="with --wait (default: 24 h)")
     s.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     add_access_arguments(s)
     args = p.parse_args(argv)
     if args.action == "compile":
-        print(image_notice(False), file=sys.stderr)
+        print(image_notice(False, pipeline=args.names), file=sys.stderr)
         for path in compile_all(args.out, args.names or None, compat=args.compat):
             print(path)
         return 0
@@ -602,7 +605,7 @@ def pipeline_cli(argv: list[str]) -> int:
         return 0
     if args.action == "submit":
         _host_for(args, s)
-        images = image_notice(True, args.allow_default_image)  # refuses the unpublished default image
+        images = image_notice(True, args.allow_default_image, args.name)  # refuses the unpublished default image
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     if args.action == "run":
@@ -645,7 +648,7 @@ def schedule_cli(argv: list[str]) -> int:
     _host_for(args, p)
     if not args.cron:
         p.error("the following arguments are required: --cron")
-    images = image_notice(True, args.allow_default_image)  # refuses the unpublished default image
+    images = image_notice(True, args.allow_default_image, args.name)  # refuses the unpublished default image
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,

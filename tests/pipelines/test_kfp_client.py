@@ -358,3 +358,22 @@ def test_compile_prints_the_images_and_warns_about_defaults(tmp_path, capsys, mo
     monkeypatch.delenv("FACTPROBE_IMAGE_GPU")
     assert main(["pipeline", "compile", "regression", "--out", str(tmp_path)]) == 0
     assert "warning: FACTPROBE_IMAGE_CPU and FACTPROBE_IMAGE_GPU are not set" in capsys.readouterr().err
+
+
+def test_the_training_image_counts_only_for_the_fine_tuning_pipeline(kfp_api, capsys, tmp_path, monkeypatch):
+    """FACTPROBE_IMAGE_TRAIN at its unpublished default refuses `finetune_known_unknown` (whose training
+    steps pull it) but not a pipeline without training steps."""
+    from factprobe.cli import main
+
+    monkeypatch.delenv("FACTPROBE_IMAGE_TRAIN", raising=False)
+    assert main(["pipeline", "submit", "finetune_known_unknown", "--host", kfp_api.host]) == 2
+    err = capsys.readouterr().err
+    assert "FACTPROBE_IMAGE_TRAIN is not set" in err and "FACTPROBE_IMAGE_GPU" not in err
+    assert kfp_api.requests == []
+    assert main(["pipeline", "submit", "probe", "--host", kfp_api.host]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["pipeline", "compile", "--out", str(tmp_path)]) == 0  # all pipelines: the training one too
+    assert "warning: FACTPROBE_IMAGE_TRAIN is not set" in capsys.readouterr().err
+    monkeypatch.setenv("FACTPROBE_IMAGE_TRAIN", "registry.example.com/factprobe-train:0.1.0-abc1234")
+    assert main(["pipeline", "submit", "finetune_known_unknown", "--host", kfp_api.host]) == 0
+    assert "training steps registry.example.com/factprobe-train:0.1.0-abc1234" in capsys.readouterr().err
