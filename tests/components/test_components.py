@@ -102,7 +102,7 @@ def test_component_decorator_pins_the_image(path):
     for fn in component_functions(path):
         dec = next(d for d in fn.decorator_list if isinstance(d, ast.Call))
         kw = {k.arg: ast.unparse(k.value) for k in dec.keywords}
-        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE"), f"{fn.name}: base_image from components.config"
+        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE", "TRAIN_IMAGE"), f"{fn.name}: base_image from components.config"
         assert kw.get("install_kfp_package") == "False", f"{fn.name}: the image ships kfp (no pip at start-up)"
 
 
