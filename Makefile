@@ -12,7 +12,7 @@ TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
 
-.PHONY: setup sysdeps models run run-all run-finetune run-finetune-pipeline test test-fast bench compile lint clean
+.PHONY: setup sysdeps models run run-all run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -113,6 +113,8 @@ bench: $(STAMP) models
 	$(PY) benchmarks/bench_pipeline_overhead.py
 	$(PY) benchmarks/bench_qa.py --threads 1
 	$(PY) benchmarks/bench_belief_sampling.py
+	$(PY) benchmarks/bench_belief_fluctuation.py
+	$(PY) benchmarks/bench_finetune.py
 
 compile: $(STAMP)
 	$(VENV)/bin/factprobe pipeline compile --out build/pipelines
