@@ -443,7 +443,11 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
         "effective_batch": per_step, "zero_stage": cfg.zero_stage,
         "deepspeed_zero_stage": (trainer.model_wrapped.zero_optimization_stage()
-                                 if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None), "device": device, "precision": precision,
+                                 if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None),
+        # where the running engine keeps optimizer state and parameters ("none" | "cpu" | "nvme"; None without DeepSpeed)
+        "deepspeed_offload_optimizer": _offload_device(trainer.model_wrapped, "zero_offload_optimizer"),
+        "deepspeed_offload_param": _offload_device(trainer.model_wrapped, "zero_offload_param"),
+        "device": device, "precision": precision,
         "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
         "trainable_params": trainable, "total_params": total, "trainable_fraction": trainable / total if total else None,
         "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
@@ -466,3 +470,13 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
                       f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})")
         atomic_write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def _offload_device(engine, getter: str) -> str | None:
+    """The offload device the DeepSpeed `engine` really uses for `getter` (`zero_offload_optimizer` or
+    `zero_offload_param`): "none", "cpu" or "nvme"; None when training ran without a DeepSpeed engine."""
+    if not hasattr(engine, getter):
+        return None
+    conf = getattr(engine, getter)()
+    device = getattr(conf, "device", None)
+    return "none" if device is None else str(getattr(device, "value", device))

@@ -68,6 +68,17 @@ def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage
     assert len(json.loads((tmp_path / "loss_history.json").read_text())) == 2
 
 
+@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora):
+    """--offload-optimizer and --offload-param reach the running DeepSpeed engine (CPU offload of the
+    optimizer state and of the parameters under ZeRO-3), and training still lowers the loss."""
+    m = run_finetune(tiny_cfg(tiny, tmp_path, zero_stage=3, lora_r=4 if lora else 0, learning_rate=1e-2 if lora else 1e-3,
+                              max_steps=2, offload_optimizer=True, offload_param=True), progress=False)
+    assert m["deepspeed_zero_stage"] == 3
+    assert m["deepspeed_offload_optimizer"] == "cpu" and m["deepspeed_offload_param"] == "cpu"
+    assert m["final_loss"] < m["first_loss"], m
+
+
 def test_adapter_loads_as_probe_model_and_changes_logits(tiny, tmp_path):
     from factprobe.lm.models import load_model
 
