@@ -77,12 +77,12 @@ run-all: $(STAMP) models
 # `make run-finetune`: a real smoke run (not a reproduction) of SmolLM2 LoRA (rank 8) fine-tuning on CPU
 # with DeepSpeed ZeRO-2 over gloo: 32 regular countryinfo QA facts, packed into 128-token sequences, 4 steps
 # of 4 sequences.
-# Writes runs/finetune-smoke/ (adapter/, metrics.json, loss.png, ...); then `factprobe probe qa --model
-# runs/finetune-smoke/adapter` evaluates the adapter.
+# Writes runs/finetune-smoke-<time>/ (adapter/, metrics.json, loss.png, ...; a finished folder is never trained over); then `factprobe probe qa --model
+# runs/finetune-smoke-<time>/adapter` evaluates the adapter.
 run-finetune: $(STAMP) models
 	$(VENV)/bin/factprobe finetune --model smollm2-135m-instruct --train-set regular --source countryinfo \
 	  --train-size 32 --packing --max-seq-len 128 --batch-size 2 --grad-accum 2 --max-steps 4 --zero-stage 2 \
-	  --lora-r 8 --save-steps 2 --device cpu --no-resume --out runs/finetune-smoke
+	  --lora-r 8 --save-steps 2 --device cpu --out runs/finetune-smoke-$$(date +%Y%m%d-%H%M%S)
 
 # `make run-finetune-pipeline`: the finetune_known_unknown pipeline locally on CPU, a SMOKE TEST (not a
 # reproduction of yuan2024 Tables 2-4; the run says so and is tagged factprobe.smoke_test=true): SmolLM2's

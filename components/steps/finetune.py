@@ -243,7 +243,7 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
             parent_run_id=parent_run_id, required=True, enabled=uri is not None and bool(parent_run_id), tags=tags,
             step_key=f"{pipeline}/{kfp_run_id}/finetune/{setting}") as run:
         run.log_params({k: v for k, v in cfg.to_dict().items()})
-        metrics = run_finetune(cfg, progress=False)
+        metrics = run_finetune(cfg, progress=False, if_finished="reuse")  # a pod retried after training finished
         digest = _train_set_digest(out)
         run.set_tags({tag("train_set_digest"): digest})
         run.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})

@@ -28,7 +28,8 @@ EPILOG = ("default LoRA target modules per architecture (config.model_type):\n"
 def cmd_finetune(args: argparse.Namespace) -> int:
     from ..probes.config import namespace_to_dict
     from ..signals import sigterm_as_interrupt
-    from .trainer import default_out, run_finetune
+    from . import run_finetune
+    from .trainer import default_out
 
     cfg = FinetuneConfig.from_dict(namespace_to_dict(args, (FinetuneConfig,)))
     out = Path(cfg.out) if cfg.out else default_out(cfg)

@@ -151,6 +151,7 @@ def test_resume_gives_the_same_next_step_loss(tiny, tmp_path):
     run_finetune(tiny_cfg(tiny, tmp_path / "whole", **kw), progress=False)
     run_finetune(tiny_cfg(tiny, tmp_path / "killed", **kw), progress=False, callbacks=[StopAt2()])
     assert (tmp_path / "killed" / "checkpoints" / "checkpoint-2").is_dir()
+    (tmp_path / "killed" / "metrics.json").unlink()  # a killed run never writes it (a finished folder is refused)
     resumed = run_finetune(tiny_cfg(tiny, tmp_path / "killed", **kw), progress=False)
     assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == 4
     a = json.loads((tmp_path / "whole" / "loss_history.json").read_text())
@@ -158,7 +159,8 @@ def test_resume_gives_the_same_next_step_loss(tiny, tmp_path):
     assert [h["step"] for h in b] == [1, 2, 3, 4]
     assert b[2]["loss"] == pytest.approx(a[2]["loss"], abs=1e-5)
     assert b[3]["loss"] == pytest.approx(a[3]["loss"], abs=1e-5)
-    # a resume with another configuration or model is refused, naming both
+    # a resume with another configuration or model is refused, naming both (a killed folder: no metrics.json)
+    (tmp_path / "killed" / "metrics.json").unlink()
     with pytest.raises(ConfigError, match=r"learning_rate: checkpoint 0\.003, this run 0\.001"):
         run_finetune(tiny_cfg(tiny, tmp_path / "killed", **{**kw, "learning_rate": 1e-3}), progress=False)
     with pytest.raises(ConfigError, match=r"model: checkpoint '.*tiny-random-llama', this run 'smollm2-135m-instruct'"):
@@ -331,3 +333,23 @@ def test_deepspeed_configs_are_auto_and_offload_is_applied():
                                                             "weight_decay": "auto"}}
     with pytest.raises(ConfigError, match="zero_optimization.stage is 3 but --zero-stage is 2"):
         load_deepspeed_config(2, str(config_dir() / "zero3.json"))
+
+
+def test_one_writer_and_a_finished_folder_is_not_trained_over(tiny, tmp_path):
+    """A second run into a folder that a live run holds fails at once naming the holder; a finished
+    folder is refused by default and reused (same configuration only) by a retried pipeline step."""
+    from factprobe.lm.file_lock import lock_file
+
+    cfg = tiny_cfg(tiny, tmp_path, max_steps=1)
+    with lock_file(tmp_path / ".finetune.lock") as holder:  # noqa: SIM117 (the match names the holder)
+        with pytest.raises(ConfigError, match=f"in use by another fine-tuning run.*{holder}"):
+            run_finetune(cfg, progress=False)
+    assert not (tmp_path / "metrics.json").exists()
+    first = run_finetune(cfg, progress=False)
+    with pytest.raises(ConfigError, match="holds a finished fine-tuning run"):
+        run_finetune(cfg, progress=False)
+    assert run_finetune(cfg, progress=False, if_finished="reuse") == first  # no training: the saved metrics
+    other = tiny_cfg(tiny, tmp_path, max_steps=2)
+    with pytest.raises(ConfigError, match="made with another configuration"):
+        run_finetune(other, progress=False, if_finished="reuse")
+    assert not (tmp_path / ".finetune.lock").exists()
