@@ -504,3 +504,20 @@ def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None =
     out.update(n_pairs=int(df["fact_id"].nunique()), n_prompts=len(df), n_templates=int(df["template_id"].nunique()),
                n_draws=int(n_draws), draw_seed=int(seed))
     return out
+
+
+def belief_tables(df: pd.DataFrame, templates: dict[str, list[dict]], metrics: dict,
+                  per_template: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """The three files a BELIEF probe writes beside its results: `belief_templates.parquet`
+    (`template_table` plus each template's text, source, style and provenance from `templates`
+    {relation: [template records]}, plus the columns of `per_template`, indexed by template_id),
+    `belief_relations.parquet` (metrics["per_relation"]) and `belief_calibration.parquet`
+    (metrics["calibration"] bins, one row per metric and bin)."""
+    table = template_table(df)
+    if per_template is not None:
+        table = table.merge(per_template.reset_index(), on="template_id", how="left")
+    info = pd.DataFrame([t for ts in templates.values() for t in ts])
+    table = table.merge(info[["template_id", "template", "source", "style", "provenance"]], on="template_id", how="left")
+    rel = pd.DataFrame([{"relation": r, **v} for r, v in metrics.get("per_relation", {}).items()])
+    cal = pd.DataFrame([{"metric": name, **b} for name, bins in metrics.get("calibration", {}).items() for b in bins])
+    return {"belief_templates.parquet": table, "belief_relations.parquet": rel, "belief_calibration.parquet": cal}

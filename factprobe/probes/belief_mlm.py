@@ -402,22 +402,12 @@ class BeliefMLM(Probe):
         return m
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
-        import pandas as pd
-
-        from ..metrics.belief import template_table
+        from ..metrics.belief import belief_tables
 
         df = self.predictions(rows)
         if df.empty:
             return {}
-        table = template_table(df)
-        info = pd.DataFrame([t for ts in prepared.info["belief_mlm_templates"].values() for t in ts])
-        table = table.merge(info[["template_id", "template", "source", "style", "provenance"]], on="template_id",
-                            how="left")
-        rel = pd.DataFrame([{"relation": r, **v} for r, v in metrics.get("per_relation", {}).items()])
-        cal = pd.DataFrame([{"metric": name, **b} for name, bins in metrics.get("calibration", {}).items()
-                            for b in bins])
-        return {"belief_templates.parquet": table, "belief_relations.parquet": rel,
-                "belief_calibration.parquet": cal}
+        return belief_tables(df, prepared.info["belief_mlm_templates"], metrics)
 
 
 register(BeliefMLM())
