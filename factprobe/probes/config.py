@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -98,7 +99,14 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
 
 @dataclass
 class ConfigBase:
-    """Base of every config dataclass: choices checked, `to_dict`/`from_dict`, `check` helper."""
+    """Base of every config dataclass: choices checked, `to_dict`/`from_dict`, `check` helper.
+
+    Rules every config shares (checked here, before a subclass's own checks): a value must be one
+    of the field's `choices`; every float is finite (no nan or inf); a `seed` field lies in
+    `SEED_RANGE`, 0 <= seed < 2**32 (what numpy, torch and transformers all accept)."""
+
+    #: the one seed rule of every command: range(0, 2**32)
+    SEED_RANGE: ClassVar[range] = range(0, 2**32)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -106,6 +114,12 @@ class ConfigBase:
             value = getattr(self, f.name)
             if choices and value not in choices:
                 raise ConfigError(f"{f.name}: unknown value {value!r}; choose one of {', '.join(map(str, choices))}")
+            if isinstance(value, float):
+                self.check(math.isfinite(value), f.name, value, "must be a finite number")
+        if "seed" in self.field_names():
+            seed = getattr(self, "seed")
+            self.check(isinstance(seed, int) and not isinstance(seed, bool) and seed in self.SEED_RANGE, "seed", seed,
+                       "must be in [0, 2**32)")
 
     @staticmethod
     def check(ok: bool, name: str, value: Any, why: str) -> None:
