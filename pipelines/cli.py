@@ -80,7 +80,8 @@ def _coerce(name: str, text: str, typ: type) -> Any:
 
 
 def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
-    """`k=v` strings -> typed arguments; unknown names and wrong types raise ConfigError."""
+    """`k=v` strings -> typed arguments; unknown names, wrong types and values the steps would
+    refuse (`validate_params`) raise ConfigError."""
     spec = pipeline_parameters(pipe)
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -92,6 +93,7 @@ def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
             raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)}")
         out[k] = _coerce(k, v, spec[k][0])
         _check_config_value(k, out[k])
+    validate_params(pipe, name, out)
     return out
 
 
@@ -106,6 +108,54 @@ def _check_config_value(name: str, value: Any) -> None:
         if name in cls.field_names():
             coerce_field(cls, name, value)
             return
+
+
+def pipeline_probes(name: str, values: dict[str, Any]) -> list[str]:
+    """The probes a run of pipeline `name` with parameter `values` runs: its `probes` parameter, the
+    regression pipeline's `probe_name`, else the module's fixed `PROBES` / `PROBE`."""
+    import importlib
+
+    if "probes" in values:
+        return list(values["probes"]) if isinstance(values["probes"], list) else [values["probes"]]
+    if "probe_name" in values:
+        return [values["probe_name"]]
+    module = importlib.import_module(f"pipelines.{name.replace('-', '_')}")
+    return list(getattr(module, "PROBES", None) or [getattr(module, "PROBE")])
+
+
+def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
+    """Refuse invalid parameter values before anything runs or is sent: build the configs the steps
+    will build from them (the plan step's probe check, `RunConfig` per probe as the probe steps do,
+    `FinetuneConfig` per training set as the fine-tuning step does), so the one-line ConfigError is
+    the step's own (`lora_r=-1: must be >= 0 ...`). Unknown probes name the parameter."""
+    from components.steps._common import run_config
+    from factprobe.probes.registry import probe_names
+
+    from .params import config_dict
+
+    values = {k: d for k, (_, d) in pipeline_parameters(pipe).items() if d is not inspect.Parameter.empty}
+    values.update(params)
+    probes = pipeline_probes(name, values)
+    known = probe_names()
+    bad = [p for p in probes if p not in known]
+    if bad or not probes:
+        which = "probe_name" if "probe_name" in values else "probes"
+        raise ConfigError(f"parameter {which}: unknown probe(s) {', '.join(map(repr, bad)) or '(none given)'}; "
+                          f"choose from {', '.join(known)}")
+    if "models" in values and isinstance(values["models"], list) and not values["models"]:
+        raise ConfigError("parameter models: the models list is empty")
+    config = config_dict(values)
+    for probe in probes:
+        run_config(config, probe=str(probe), model="-")
+    if name.replace("-", "_") == "finetune_known_unknown":
+        from factprobe.finetune import NEEDS_TABLE, FinetuneConfig
+
+        from .finetune_known_unknown import finetune_dict
+
+        ft = finetune_dict(values)
+        for setting in values.get("settings") or []:  # as components.steps.finetune.finetune_config
+            FinetuneConfig.from_dict({**ft, "model": values.get("model") or "-", "train_set": setting,
+                                      "known_unknown": "-" if setting in NEEDS_TABLE else None, "out": "-"})
 
 
 def _absolute_paths(params: dict[str, Any]) -> dict[str, Any]:
@@ -346,9 +396,11 @@ def image_notice(for_cluster_run: bool, allow_default: bool = False, pipeline: s
     pushed) adds a warning naming the setting and how to build one; for `submit` and `schedule`
     (`for_cluster_run`) it is an error unless `allow_default`. The training image counts only
     for pipelines with training steps (`pipeline`: a name or names; None or empty: all of them)."""
-    from components.config import TRAINING_PIPELINES, cluster_config, default_image_settings
+    from components.config import TRAINING_PIPELINES, default_image_settings
 
-    cfg = cluster_config()
+    from .platform import read_cluster_config
+
+    cfg = read_cluster_config()
     line = f"images: cpu steps {cfg.cpu_image}, gpu steps {cfg.gpu_image}"
     if getattr(cfg, "train_image", ""):  # FACTPROBE_IMAGE_TRAIN: the fine-tuning steps (containers/Dockerfile.train)
         line += f", training steps {cfg.train_image}"
@@ -500,9 +552,10 @@ def validate_cron(cron: str) -> str:
 
 def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None,
            access: KfpAccess | None = None, compat: bool = False):
+    pipe = get_pipeline(name)
+    validate_params(pipe, name, params)  # before anything is sent
     access = access or KfpAccess()
     client = kfp_client(host, access)
-    pipe = get_pipeline(name)
     params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "ui")
@@ -524,9 +577,10 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
     `catchup=False` (default) sets KFP's `no_catchup`: after a pause or an outage the schedule
     runs once, not once per missed interval (a nightly sweep missed for a week is not run 7 times)."""
     validate_cron(cron)
+    pipe = get_pipeline(name)
+    validate_params(pipe, name, params)  # before anything is sent
     access = access or KfpAccess()
     client = kfp_client(host, access)
-    pipe = get_pipeline(name)
     params = dict(params)
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "nightly")

@@ -15,6 +15,7 @@ from kfp import kubernetes
 from kfp.dsl import PipelineTask
 
 from components.config import ClusterConfig, cluster_config
+from factprobe.errors import ConfigError
 
 MLFLOW_SECRET_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
@@ -27,10 +28,22 @@ GPU_RETRIES = 2  # on a cluster: preemptible GPU nodes
 _BUILD: contextvars.ContextVar[tuple[ClusterConfig, bool] | None] = contextvars.ContextVar("factprobe_build", default=None)
 
 
+def read_cluster_config() -> ClusterConfig:
+    """`components.config.cluster_config()`, a malformed setting (FACTPROBE_GPU_COUNT=abc, ...) as
+    a ConfigError: one line naming the variable and its value, no traceback."""
+    try:
+        return cluster_config()
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 @contextmanager
 def building(local: bool = False) -> Iterator[ClusterConfig]:
-    """Build pipelines inside this block: the environment is read once, here (components.config)."""
-    config = cluster_config()
+    """Build pipelines inside this block: the environment is read once, here (components.config);
+    a malformed setting raises ConfigError (`read_cluster_config`)."""
+    config = read_cluster_config()
     token = _BUILD.set((config, local))
     try:
         yield config
@@ -39,7 +52,7 @@ def building(local: bool = False) -> Iterator[ClusterConfig]:
 
 
 def _settings() -> tuple[ClusterConfig, bool]:
-    return _BUILD.get() or (cluster_config(), False)
+    return _BUILD.get() or (read_cluster_config(), False)
 
 
 def local_build() -> bool:
