@@ -3,23 +3,97 @@
 
 The tag `factprobe.baseline=true` is set on the run and removed from every other run of the same
 experiment and probe that carries it, so a tag filter finds exactly one baseline per probe.
+
+Only runs that `regress` can gate against are promoted: runs of the multiple-choice probes
+(`gateable_probes()`: ic-lke, eic-lke, hgp, mmp), which log the `acc` metric and one boolean
+`correct` verdict per fact (or per fact and template) in `tables/per_fact.parquet`. `regress` gates
+accuracy fact by fact (paired McNemar test and bootstrap, factprobe.metrics.comparison); the other
+probes score generated answers (qa, counterfactual: EM per setting and shot count, several rows per
+fact), coherency rounds or belief templates, which that gate does not pair.
+`check_gate_table` is the same rule for a run `regress` was given (refused before it probes).
 """
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from factprobe.errors import ConfigError
 
 from .clients import TrackingError
 from .conventions import default_tracking_uri
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 BASELINE_TAG = "factprobe.baseline"
+PROBE_TAG = "factprobe.probe"
+PER_FACT_ARTIFACT = "tables/per_fact.parquet"
+
+
+def gateable_probes() -> list[str]:
+    """Names of the registered probes whose runs `regress` can gate: the multiple-choice ones."""
+    from factprobe.probes.mc import MCProbe
+    from factprobe.probes.registry import load_probes
+
+    return [name for name, probe in load_probes().items() if isinstance(probe, MCProbe)]
+
+
+def gate_needs() -> str:
+    """One clause naming what `regress` needs of a run."""
+    return (f"regress gates multiple-choice runs ({', '.join(gateable_probes())}): it needs their `acc` metric and "
+            f"one boolean `correct` per fact ({PER_FACT_ARTIFACT} or results.jsonl)")
+
+
+def check_gate_settings(max_drop: float, alpha: float, names: tuple[str, str] = ("--max-drop", "--alpha")) -> None:
+    """Raise ConfigError (one line, naming the setting by `names`) unless `max_drop` (tolerated
+    accuracy drop, absolute) is a finite number in [0, 1) and `alpha` (significance level) one in (0, 1)."""
+    import math
+
+    for name, value, ok, interval in ((names[0], max_drop, lambda v: 0.0 <= v < 1.0, "[0, 1)"),
+                                      (names[1], alpha, lambda v: 0.0 < v < 1.0, "(0, 1)")):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            v = math.nan
+        if not (math.isfinite(v) and ok(v)):
+            raise ConfigError(f"{name} must be a number in {interval}, got {value!r}")
+
+
+def _folder_probe(ref: str) -> str | None:
+    """The probe named by a results folder's run_config.json (None when there is none)."""
+    p = Path(ref)
+    cfg = (p if p.is_dir() else p.parent) / "run_config.json"
+    try:
+        return json.loads(cfg.read_text())["config"]["probe"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> None:
+    """Raise ConfigError (one line naming what `regress` needs) unless the run `desc` describes
+    (`tracking.compare.resolve_run`'s description: its `ref`, and its MLflow `tags` when it is a
+    run) is one `regress` can gate: a multiple-choice probe (by its `factprobe.probe` tag or the
+    folder's run_config.json) whose per-fact table `df` has `fact_id`, `relation` and a `correct`
+    verdict on every row. A folder that names no probe is judged by its table alone."""
+    ref = desc.get("ref", "?")
+    probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref)
+    if probe is not None and probe not in gateable_probes():
+        raise ConfigError(f"{role} {ref} is a {probe} run; {gate_needs()}")
+    missing = [c for c in ("fact_id", "relation", "correct") if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{role} {ref} has no {', '.join(map(repr, missing))} column in its per-fact table; {gate_needs()}")
+    if df["correct"].isna().any() or not df["correct"].isin([True, False, 0, 1]).all():
+        raise ConfigError(f"{role} {ref} has rows without a boolean `correct`; {gate_needs()}")
 
 
 def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
     """Tag `run_id` as the baseline and untag the previous baseline(s) of its experiment and
-    probe. Returns the run ids that lost the tag. Refuses a run that is unknown, not FINISHED, or
-    not a probe run with per-fact results (no `factprobe.probe` tag)."""
+    probe. Returns the run ids that lost the tag. Refuses (ConfigError) a run that is unknown, not
+    FINISHED, not a probe run (no `factprobe.probe` tag), or one `regress` cannot gate against: not
+    a multiple-choice probe, or without the `acc` metric or the per-fact table (see the module
+    docstring)."""
     from .library_client import open_mlflow_client
     from .run import _describe
 
@@ -35,6 +109,16 @@ def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
                           "probe run (a child run of a pipeline), not a pipeline's parent run")
     if run.info.status != "FINISHED":
         raise ConfigError(f"run {run_id} is {run.info.status}; only a FINISHED run can be the baseline")
+    if probe not in gateable_probes():
+        raise ConfigError(f"run {run_id} is a {probe} run; {gate_needs()}")
+    if "acc" not in run.data.metrics:
+        raise ConfigError(f"run {run_id} has no `acc` metric; {gate_needs()}")
+    try:
+        logged = {a.path for a in client.list_artifacts(run_id, PER_FACT_ARTIFACT.rsplit("/", 1)[0])}
+    except Exception as e:  # noqa: BLE001 - unreachable server or artifact store
+        raise TrackingError(f"MLflow tracking at {uri}: listing the artifacts of run {run_id} failed: {_describe(e)}") from None
+    if PER_FACT_ARTIFACT not in logged:
+        raise ConfigError(f"run {run_id} has no {PER_FACT_ARTIFACT} artifact; {gate_needs()}")
     try:
         previous = client.search_runs(
             [run.info.experiment_id],

@@ -44,7 +44,7 @@ class ProbeTracking:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `compare` and `regress` to the factprobe command line."""
+    """Add `compare`, `regress` and `baseline promote` to the factprobe command line."""
     from factprobe.metrics.comparison import TEMPLATE_RULES
 
     from .compare import compare_cli, regress_cli
@@ -65,17 +65,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model to probe now (alias, model folder, or PEFT adapter folder), or an MLflow run id / results folder")
     r.add_argument("--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its "
                                         "adapter_config.json)")
-    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value")
-    r.add_argument("--max-drop", type=float, default=0.02)
-    r.add_argument("--alpha", type=float, default=0.05)
+    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value, of a "
+                                                     "multiple-choice probe run (ic-lke, eic-lke, hgp, mmp)")
+    r.add_argument("--max-drop", type=float, default=0.02,
+                   help="tolerated accuracy drop, absolute, in [0, 1) (default 0.02 = 2 points)")
+    r.add_argument("--alpha", type=float, default=0.05, help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")
     r.add_argument("--out", help="where to write the candidate's probe results and the gate report")
     r.add_argument("--report", help="write the readable report to this file too")
     r.add_argument("--no-track", action="store_true")
     r.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
                    help="how a prompt-baseline run's per-template verdicts become one per fact (see compare)")
-    r.set_defaults(func=regress_cli)
 
-    from .baseline import register_baseline
+    from .baseline import check_gate_settings, register_baseline
+
+    def regress(a: argparse.Namespace) -> int:
+        check_gate_settings(a.max_drop, a.alpha)  # before anything is resolved or probed
+        return regress_cli(a)
+
+    r.set_defaults(func=regress)
 
     register_baseline(sub)

@@ -54,9 +54,12 @@ def http_settings() -> dict[str, str]:
 
 def apply_http_settings() -> None:
     """Give the MLflow library (which reads MLFLOW_HTTP_REQUEST_* from the environment at each
-    request) the fail-fast defaults. Called where a library client is opened, never at import."""
+    request) the fail-fast defaults, and no artifact-download progress bar (`compare`/`regress`
+    fetch one small table; the bar only buries their output and one-line errors on stderr).
+    Called where a library client is opened, never at import."""
     for k, v in FAIL_FAST_HTTP.items():
         os.environ.setdefault(k, v)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 @dataclass(frozen=True)

@@ -126,18 +126,23 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.D
 
 
 def regress_cli(args) -> int:
+    from .baseline import check_gate_table
+
     baseline, bdesc = resolve_run(args.baseline, args.tracking_uri)
+    check_gate_table(baseline, bdesc, "baseline")  # refused before the candidate is probed
     cand_ref = args.candidate
     is_run = Path(cand_ref).joinpath("results.jsonl").exists() or cand_ref.endswith(".jsonl")
     if not is_run and not Path(cand_ref).exists():
         try:
-            candidate, _ = resolve_run(cand_ref, args.tracking_uri)
+            candidate, cdesc = resolve_run(cand_ref, args.tracking_uri)
             is_run = True
         except (ConfigError, DataError):
             is_run = False
-    if is_run and Path(cand_ref).exists():
-        candidate = _from_results_file(Path(cand_ref))
-    elif not is_run:
+    if is_run and (Path(cand_ref).exists() or cand_ref.endswith(".jsonl")):
+        candidate, cdesc = _from_results_file(Path(cand_ref)), {"ref": cand_ref}
+    if is_run:
+        check_gate_table(candidate, cdesc, "candidate")
+    else:
         params = bdesc.get("params")
         if params is None:
             cfg_file = Path(args.baseline) / "run_config.json"

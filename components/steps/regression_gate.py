@@ -5,9 +5,11 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
              tracking_uri: str) -> dict:
     """Gate decision (factprobe.metrics.comparison.regression_gate) of the candidate's results
     against `baseline` (run id, tag filter or results folder). Logs the decision to the parent
-    run and writes a Markdown report. Returns {"decision": "PASS"|"FAIL", ...}."""
+    run and writes a Markdown report. Returns {"decision": "PASS"|"FAIL", ...}. Raises ConfigError
+    for a `max_drop` / `alpha` out of range and for runs the gate cannot gate (not multiple choice)."""
     from factprobe.io import atomic_write_text
     from factprobe.metrics.comparison import align_templates, regression_gate
+    from tracking.baseline import check_gate_settings, check_gate_table
     from tracking.compare import _from_results_file, resolve_run
     from tracking.conventions import tag
     from tracking.run import TrackedRun
@@ -15,9 +17,12 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     from ._common import resolve_tracking_uri
     from pathlib import Path
 
+    check_gate_settings(max_drop, alpha, ("max_drop", "alpha"))
     uri = resolve_tracking_uri(tracking_uri)
-    base_df, _ = resolve_run(baseline, uri)
+    base_df, base_desc = resolve_run(baseline, uri)
+    check_gate_table(base_df, base_desc, "baseline")
     cand_df = _from_results_file(Path(candidate_dir))
+    check_gate_table(cand_df, {"ref": candidate_dir}, "candidate")
     cand_df, base_df, _ = align_templates(cand_df, base_df)
     d = regression_gate(cand_df, base_df, max_drop=float(max_drop), alpha=float(alpha))
     decision = "PASS" if d.passed else "FAIL"

@@ -1,4 +1,5 @@
 """`factprobe baseline promote RUN_ID` (issue 13, item 6): one baseline per experiment and probe."""
+import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -14,9 +15,13 @@ def store(tmp_path, monkeypatch):
     client = MlflowClient(uri)
     exp = client.create_experiment("factprobe/probe", artifact_location=(tmp_path / "artifacts").as_uri())
 
+    table = tmp_path / "per_fact.parquet"  # what `regress` gates on (a probe run logs it)
+    pd.DataFrame({"fact_id": ["P36|Q1|Q2"], "relation": ["P36"], "correct": [True]}).to_parquet(table)
+
     def run(probe: str | None = "ic-lke", finish: bool = True) -> str:
         r = client.create_run(exp, tags={"factprobe.probe": probe} if probe else {})
         client.log_metric(r.info.run_id, "acc", 0.5)
+        client.log_artifact(r.info.run_id, str(table), "tables")
         if finish:
             client.set_terminated(r.info.run_id)
         return r.info.run_id
