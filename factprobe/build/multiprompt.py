@@ -33,6 +33,24 @@ Template sources (`TEMPLATE_SOURCES`, in de-duplication priority order)
 - `lpaqa-paraphrase`: LPAQA paraphrases (`lpaqa/prompts/paraphrase/P*.jsonl`; weights ignored);
 - `belief-qa`: hand-written question templates (`data/belief_qa_templates.tsv`,
   `load_belief_qa_templates`), written so that the object is the unique answer.
+A source asked for (`template_sources`, the probes' `--template-sources`) whose file or folder
+(`SOURCE_PATHS`, under the data root) is missing is a DataError naming the path and how to leave
+the source out; it is never skipped silently (`check_template_sources`). The LAMA source counts as
+present without `lama/relations.jsonl` only when every relation's facts carry their own template
+(e.g. `countryinfo`). A relation without a file in a present source (ParaRel covers 39 of the 41
+LAMA relations) simply gets no template from it. `source_counts` gives the number of templates
+each source contributed, which the probes write to metrics.json as `template_sources`.
+
+Which data root (`templates_root_for`, used by `prepare_multiprompt`): templates and the
+LAMA relation file come from the data root the facts come from, never silently from elsewhere:
+1. `--templates-root` when given (a note names it when it differs from the facts' root);
+2. else, when `--data` is a local path, the nearest folder at or above it that looks like a data
+   root (holds `lama/relations.jsonl`, `pararel/patterns` or `lpaqa/prompts`, `ROOT_MARKERS`);
+3. else (no `--data`, built-in facts), `factprobe.paths.data_root()`; when `--data` was given but
+   no data root holds it (an S3 prefix, a lone file), this fallback comes with a note that says the
+   templates come from another place than the facts.
+The note is logged as a warning and kept in `info["templates_note"]` (metrics.json).
+
 LPAQA templates that state the relation backwards (`factprobe.sources.lpaqa.is_backwards`, e.g.
 P36 `[X] is the capital of [Y]`) are dropped (`drop_backwards=True`).
 
@@ -59,6 +77,7 @@ Bad input raises DataError naming `file:line` and the template: a template witho
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -182,6 +201,98 @@ def load_belief_qa_templates(path: str | Path | None = None) -> list[RawTemplate
     if not header:
         raise DataError(f"{path}: no header line 'relation<TAB>template'")
     return out
+
+
+SOURCE_PATHS: dict[str, tuple[str, ...]] = {
+    "lama": ("lama", "relations.jsonl"),
+    "pararel": ("pararel", "patterns"),
+    "lpaqa-manual": ("lpaqa", "prompts", "manual_paraphrase"),
+    "lpaqa-paraphrase": ("lpaqa", "prompts", "paraphrase"),
+}
+ROOT_MARKERS = (("lama", "relations.jsonl"), ("pararel", "patterns"), ("lpaqa", "prompts"))
+
+
+def check_template_sources(root: Path, template_sources: Sequence[str], relations: Sequence[str] = (),
+                           test: FactSet | None = None) -> None:
+    """Raise DataError naming the path of the first asked source (`SOURCE_PATHS`) missing under
+    `root`, and the `--template-sources` value that leaves it out (module docstring). `belief-qa`
+    is checked when its file is read."""
+    for src in template_sources:
+        parts = SOURCE_PATHS.get(src)
+        if parts is None or root.joinpath(*parts).exists():
+            continue
+        if src == "lama" and test is not None and relations and all(
+                (rel := test.relations.get(r)) is not None and rel.template for r in relations):
+            continue  # every relation's facts carry their own template
+        rest = [s for s in template_sources if s != src]
+        hint = (f"leave it out on purpose with --template-sources {','.join(rest)}" if rest
+                else "choose other --template-sources")
+        raise DataError(f"template source {src!r}: {root.joinpath(*parts)} not found under the data root {root}; "
+                        f"point --templates-root (or FACTPROBE_DATA) at a data root that has it, or {hint}")
+
+
+def source_counts(templates: Mapping[str, Sequence[Mapping[str, Any]]] | pd.DataFrame,
+                  template_sources: Sequence[str] | None = None) -> dict[str, int]:
+    """{source: number of templates from it} over template records ({relation: records}) or a
+    templates table; sources in `template_sources` order (sources that gave none are left out)."""
+    if isinstance(templates, pd.DataFrame):
+        srcs = templates["source"].tolist()
+    else:
+        srcs = [t["source"] for ts in templates.values() for t in ts]
+    counts: dict[str, int] = {}
+    for s in srcs:
+        counts[s] = counts.get(s, 0) + 1
+    order = list(template_sources or TEMPLATE_SOURCES)
+    return {s: counts[s] for s in sorted(counts, key=lambda s: order.index(s) if s in order else len(order))}
+
+
+def template_source_metrics(prepared: Prepared, chosen: Mapping[str, Sequence[Mapping[str, Any]]],
+                            asked: Sequence[str]) -> dict[str, Any]:
+    """The metrics.json keys a BELIEF probe writes about its templates: `template_sources`
+    ({source: templates used from it}, sources that gave none left out), `template_sources_asked`,
+    `template_sources_unused` (asked sources that gave no template, with the reason),
+    `templates_root` and `templates_note` (module docstring)."""
+    counts = source_counts(chosen, asked)
+    unused = {s: "no template of the probed relations (no file for them, or all duplicates of higher-priority "
+                 "sources, or not sampled by --max-templates)" for s in asked if s not in counts}
+    return {"template_sources": counts, "template_sources_asked": list(asked), "template_sources_unused": unused,
+            "templates_root": prepared.info.get("templates_root"), "templates_note": prepared.info.get("templates_note")}
+
+
+def data_root_of(path: str | Path) -> Path | None:
+    """The nearest folder at or above `path` that holds one of `ROOT_MARKERS`, or None."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        return None
+    p = Path(os.path.abspath(p))  # symlinks are not followed: a root may link to another root's folders
+    for folder in (p, *p.parents) if p.is_dir() else p.parents:
+        if any(folder.joinpath(*m).exists() for m in ROOT_MARKERS):
+            return folder
+    return None
+
+
+def templates_root_for(data: str | None, templates_root: str | Path | None = None) -> tuple[Path, str | None]:
+    """(the data root templates are read from, a note or None) for facts read from `data`
+    (`--data`) and an explicit `templates_root` (`--templates-root`); rule in the module docstring."""
+    from ..paths import data_root
+
+    facts_root = data_root_of(data) if data and not str(data).startswith("s3://") else None
+    if templates_root:
+        root = Path(os.path.abspath(Path(templates_root).expanduser()))
+        if not root.is_dir():
+            raise DataError(f"{root}: --templates-root folder not found")
+        if data and facts_root != root:
+            return root, (f"templates from --templates-root {root}; the facts (--data {data}) come from "
+                          f"{facts_root or 'outside any data root'}")
+        return root, None
+    if facts_root is not None:
+        return facts_root, None
+    root = data_root()
+    if data:
+        return root, (f"templates from the default data root {root} (FACTPROBE_DATA): --data {data} is not "
+                      "inside a data root (no lama/relations.jsonl, pararel/patterns or lpaqa/prompts at or above "
+                      "it); pass --templates-root to choose")
+    return root, None
 
 
 def _lama_templates(root: Path, relations: Sequence[str], test: FactSet) -> list[RawTemplate]:
@@ -425,10 +536,12 @@ def gather_templates(root: Path, relations: Sequence[str], test: FactSet | None 
                      template_sources: Sequence[str] = TEMPLATE_SOURCES, qa_templates: str | Path | None = None,
                      ) -> list[RawTemplate]:
     """Raw templates of `relations` from `template_sources` under the data root `root`, in
-    priority order (the order of `TEMPLATE_SOURCES`) per relation, file order within a source."""
+    priority order (the order of `TEMPLATE_SOURCES`) per relation, file order within a source.
+    A missing source raises DataError (`check_template_sources`)."""
     unknown = [s for s in template_sources if s not in TEMPLATE_SOURCES]
     if unknown:
         raise ConfigError(f"unknown template source(s) {', '.join(unknown)}; known: {', '.join(TEMPLATE_SOURCES)}")
+    check_template_sources(root, template_sources, relations, test)
     wanted = set(relations)
     by_source: dict[str, list[RawTemplate]] = {}
     for src in TEMPLATE_SOURCES:
@@ -494,9 +607,9 @@ def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES
                         qa_templates: str | Path | None = None, templates_root: str | Path | None = None) -> Prepared:
     """The `Prepared` dataset of a BELIEF run from a `BaseConfig`: test facts from the configured
     source (`--source/--data/--relations`), training facts only from `--train-data` (they add
-    correct objects), templates from `templates_root` (default the data root). Raises ConfigError
-    when no relation has both facts and templates."""
-    from ..paths import data_root
+    correct objects), templates from `templates_root_for(base.data, templates_root)` (module
+    docstring; its note, if any, is logged and kept in `info["templates_note"]`). Raises
+    ConfigError when no relation has both facts and templates; DataError for a missing source."""
     from ..sources import load_facts
 
     test = load_facts(base.source, base.data, None)
@@ -506,20 +619,23 @@ def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES
     if base.train_data:
         full = load_facts("lpaqa-train", base.train_data, None)
         train = FactSet([f for f in full if f.relation in test.relations], dict(test.relations), full.source)
-    root = Path(templates_root) if templates_root else data_root()
+    root, note = templates_root_for(base.data, templates_root)
+    if note:
+        log.warning("note: %s", note)
     mp = build_multiprompt(root, None, base.max_facts_per_relation, base.seed, test=test, train=train,
                            template_sources=template_sources, qa_templates=qa_templates)
     if mp.facts.empty:
         why = "; ".join(mp.dropped_relations.values()) or "no facts"
         raise ConfigError(f"no relation of {test.source or base.source} has multi-prompt templates ({why})")
-    info = {"templates_root": str(root), "template_sources": list(template_sources),
+    info = {"templates_root": str(root), "templates_note": note, "template_sources": list(template_sources),
             "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES)}
     return mp.to_prepared(test, train, info)
 
 
 __all__ = [
     "DATASET_KIND", "DEFAULT_QA_TEMPLATES", "DROPPED_COLUMNS", "FACT_COLUMNS", "STYLES", "TEMPLATE_COLUMNS",
-    "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate", "build_multiprompt", "build_pairs",
-    "collect_templates", "gather_templates", "is_y_last", "load_belief_qa_templates", "normalize_template",
+    "ROOT_MARKERS", "SOURCE_PATHS", "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate",
+    "build_multiprompt", "build_pairs", "check_template_sources", "collect_templates", "data_root_of",
+    "gather_templates", "source_counts", "template_source_metrics", "templates_root_for", "is_y_last", "load_belief_qa_templates", "normalize_template",
     "prepare_multiprompt", "render_causal", "render_mlm", "template_style",
 ]

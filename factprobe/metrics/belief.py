@@ -24,7 +24,8 @@ What is computed
 - Draws (section 2.2): one template per subject-relation pair, the SAME template for every pair of
   a relation in one draw (as the paper's evaluation does); a draw's value is the mean over all
   pairs. `draw_values` repeats this N times from per-(relation, template) sums (each prediction
-  computed once; a draw is a vectorised gather, O(N x relations)). Relation r's template choices
+  computed once; a draw is a vectorised gather, O(N x relations) time, O(N) memory: relations are
+  drawn one at a time; N is at most `MAX_DRAWS`, larger N is a DataError before any work). Relation r's template choices
   come from `numpy.random.default_rng([seed, stable hash of r])` over its templates sorted by
   `template_id`: the same seed gives the same template choices to every model probed on the same
   templates (`DEFAULT_DRAW_SEED` is shared), and a relation's draws never depend on the others.
@@ -69,6 +70,9 @@ from ..errors import DataError
 PREDICTION_COLUMNS = ("fact_id", "relation", "template_id", "correct", "rank", "prediction", "confidence")
 REQUIRED_COLUMNS = ("fact_id", "relation", "template_id", "correct")
 DEFAULT_DRAWS = 10_000
+#: the most draws accepted (20 x the paper's 50,000): memory is O(draws) (a few float arrays of that
+#: length, relations handled one at a time), so a typo such as 10**13 is refused before any scoring
+MAX_DRAWS = 1_000_000
 DEFAULT_DRAW_SEED = 0
 N_BINS = 10
 CONTENT_FREE_SUBJECTS = ("N/A", "", "?")
@@ -188,10 +192,19 @@ def _relation_rng(seed: int, relation: str) -> np.random.Generator:
 
 def draw_template_indices(cache: DrawCache, n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED) -> list[np.ndarray]:
     """Per relation of `cache`, the template index of each of `n_draws` draws (module docstring)."""
-    if n_draws < 1:
-        raise DataError(f"n_draws must be >= 1, got {n_draws}")
-    return [_relation_rng(seed, rel).integers(0, len(t), size=n_draws)
-            for rel, t in zip(cache.relations, cache.template_ids)]
+    _check_draws(n_draws)
+    return list(_iter_template_indices(cache, n_draws, seed))
+
+
+def _check_draws(n_draws: int) -> None:
+    if not 1 <= n_draws <= MAX_DRAWS:
+        raise DataError(f"n_draws must be between 1 and {MAX_DRAWS:,}, got {n_draws:,}")
+
+
+def _iter_template_indices(cache: DrawCache, n_draws: int, seed: int):
+    """`draw_template_indices` one relation at a time (memory O(n_draws), not O(n_draws x relations))."""
+    for rel, t in zip(cache.relations, cache.template_ids):
+        yield _relation_rng(seed, rel).integers(0, len(t), size=n_draws)
 
 
 def draw_values(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS,
@@ -204,9 +217,10 @@ def draw_values(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_
 def values_from_cache(cache: DrawCache, n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED) -> np.ndarray:
     """Draw values from a `DrawCache`: sum over relations of the drawn templates' sums, divided by
     the number of pairs those templates cover."""
+    _check_draws(n_draws)
     num = np.zeros(n_draws)
     den = np.zeros(n_draws)
-    for idx, s, c in zip(draw_template_indices(cache, n_draws, seed), cache.sums, cache.counts):
+    for idx, s, c in zip(_iter_template_indices(cache, n_draws, seed), cache.sums, cache.counts):
         num += s[idx]
         den += c[idx]
     return num / den
@@ -234,17 +248,15 @@ def belief_accuracies(df: pd.DataFrame, metrics: Sequence[str] = ("acc@1",), n_d
     caches = _draw_caches(df, {m: metric_values(df, m) for m in metrics})
     if not caches:
         return {}
+    _check_draws(n_draws)
     first = next(iter(caches.values()))
-    idx = draw_template_indices(first, n_draws, seed)
-    out = {}
-    for m, cache in caches.items():
-        num = np.zeros(n_draws)
-        den = np.zeros(n_draws)
-        for i, s, c in zip(idx, cache.sums, cache.counts):
-            num += s[i]
-            den += c[i]
-        out[m] = fluctuation(num / den)
-    return out
+    num = {m: np.zeros(n_draws) for m in caches}
+    den = np.zeros(n_draws)  # the pair counts are the same for every metric
+    for r, i in enumerate(_iter_template_indices(first, n_draws, seed)):
+        den += first.counts[r][i]
+        for m, cache in caches.items():
+            num[m] += cache.sums[r][i]
+    return {m: fluctuation(num[m] / den) for m in caches}
 
 
 # ------------------------------------------------------------------ consistency

@@ -3,6 +3,9 @@
 Data: the multi-prompt set (`factprobe.build.multiprompt`, shared with `belief-mlm`): one item per
 subject-relation pair with every correct object as gold, and the relation's templates
 (`--template-sources`, `--max-templates`: a seeded sample per relation, the same one belief-mlm takes).
+Templates come from the facts' data root or `--templates-root`, a missing asked source is an error,
+metrics.json lists the sources used with their template counts, and `--draws` is bounded, all as
+in belief-mlm (`factprobe.probes.belief_mlm`, `factprobe.build.multiprompt`).
 
 Prompt (appendix E), one line per part::
 
@@ -78,11 +81,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..build.multiprompt import TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_causal, render_mlm
+from ..build.multiprompt import (TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_causal, render_mlm,
+                                 template_source_metrics)
 from ..build.prepared import Prepared
 from ..build.trex_mc import stable_rng, stable_seed
 from ..errors import ConfigError
 from ..facts import Fact
+from ..metrics.belief import MAX_DRAWS
 from .config import ConfigBase, RunConfig, option
 from .registry import Probe, Session, register
 
@@ -119,12 +124,16 @@ class BeliefICLConfig(ConfigBase):
                                              "(default: all of them)")
     belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
                                                    "(default: factprobe's build/data/belief_qa_templates.tsv)")
+    templates_root: str | None = option(None, "data root the templates (lama/, pararel/, lpaqa/prompts/) are read "
+                                              "from (default: the data root holding --data, else FACTPROBE_DATA); "
+                                              "a note says when it is not where the facts come from")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check(self.samples >= 0, "samples", self.samples, "must be >= 0 (0: no confidence)")
         self.check(self.max_answer_tokens >= 1, "max_answer_tokens", self.max_answer_tokens, "must be >= 1")
-        self.check(self.draws >= 1, "draws", self.draws, "must be >= 1")
+        self.check(1 <= self.draws <= MAX_DRAWS, "draws", self.draws, f"must be between 1 and {MAX_DRAWS:,} "
+                   "(the draws are held in memory; zhao2024 uses 50,000)")
         self.check(self.max_templates is None or self.max_templates >= 1, "max_templates", self.max_templates,
                    "must be >= 1 (or empty for all)")
         srcs = [s.strip() for s in str(self.template_sources).split(",") if s.strip()]
@@ -268,7 +277,8 @@ class BeliefICL(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.multiprompt import prepare_multiprompt
 
-        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates)
+        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates,
+                                   cfg.params.templates_root)
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Choose each relation's templates for the instruction (recorded in `prepared.info`)."""
@@ -401,9 +411,10 @@ class BeliefICL(Probe):
                 entry["confidence"] = float(sub["confidence"].mean())
         m.update(setting=p.setting, instruction=p.instruction, instruction_text=INSTRUCTIONS[p.instruction],
                  shots=p.shots, samples=p.samples, max_answer_tokens=p.max_answer_tokens,
-                 template_sources=p.template_sources.split(","), dropped_relations=dict(prepared.dropped),
+                 dropped_relations=dict(prepared.dropped),
                  relations_without_templates=prepared.info.get("belief_icl_missing", {}),
                  templates_per_relation={r: len(t) for r, t in prepared.info.get(INFO_KEY, {}).items()})
+        m.update(template_source_metrics(prepared, prepared.info.get(INFO_KEY, {}), p.template_sources.split(",")))
         return m
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:

@@ -2,7 +2,14 @@
 
 Data: the multi-prompt set (`factprobe.build.multiprompt`): one item per subject-relation pair
 with every correct object as gold, and the relation's templates (LAMA, ParaRel, LPAQA
-paraphrases, hand-written questions; `--template-sources`, `--max-templates`). Every template of
+paraphrases, hand-written questions; `--template-sources`, `--max-templates`). Templates, the
+LAMA relation file and the common vocabulary come from the data root the facts come from (the one
+holding `--data`), or from `--templates-root`; when they come from another place than the facts
+(or `--data` is in no data root), a note says so and metrics.json names `templates_root` and
+`templates_note`. A template source that is asked for but missing under that root is an error
+naming the path (leave it out with `--template-sources`); metrics.json lists `template_sources`
+actually used, with the number of templates from each. `--draws` is at most
+`factprobe.metrics.belief.MAX_DRAWS` (refused with the config, before any scoring). Every template of
 the relation is asked for every pair: `render_mlm(template, subject, tokenizer.mask_token)`; both
 `[Y]`-last and `[Y]`-inside templates are used (a masked LM sees both sides).
 
@@ -47,10 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..build.multiprompt import TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_mlm
+from ..build.multiprompt import TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
 from ..build.prepared import Prepared
 from ..build.trex_mc import stable_rng
 from ..errors import ConfigError, DataError, ModelError
+from ..metrics.belief import MAX_DRAWS
 from .config import ConfigBase, RunConfig, option
 from .registry import Probe, Session, register
 
@@ -68,18 +76,23 @@ class BeliefMLMConfig(ConfigBase):
                                 "(zhao2024 uses 50,000)")
     vocab: str = option("common", "candidate vocabulary: LAMA's common vocabulary (single tokens of the model) or "
                                   "the model's whole vocabulary", choices=VOCABS)
-    vocab_file: str | None = option(None, "common vocabulary file (default: <data root>/lama/common_vocab_cased.txt)")
+    vocab_file: str | None = option(None, "common vocabulary file (default: lama/common_vocab_cased.txt under the "
+                                          "templates' data root)")
     template_sources: str = option(",".join(TEMPLATE_SOURCES), "comma-separated template sources, in de-duplication "
                                    f"priority order, from {', '.join(TEMPLATE_SOURCES)}")
     max_templates: int | None = option(None, "templates per relation: a seeded sample of this many "
                                              "(default: all of them)")
     belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
                                                    "(default: factprobe's build/data/belief_qa_templates.tsv)")
+    templates_root: str | None = option(None, "data root the templates (lama/, pararel/, lpaqa/prompts/) are read "
+                                              "from (default: the data root holding --data, else FACTPROBE_DATA); "
+                                              "a note says when it is not where the facts come from")
     bias: bool = option(True, "measure prompt bias with content-free subjects (N/A, empty, ?)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.check(self.draws >= 1, "draws", self.draws, "must be >= 1")
+        self.check(1 <= self.draws <= MAX_DRAWS, "draws", self.draws, f"must be between 1 and {MAX_DRAWS:,} "
+                   "(the draws are held in memory; zhao2024 uses 50,000)")
         self.check(self.max_templates is None or self.max_templates >= 1, "max_templates", self.max_templates,
                    "must be >= 1 (or empty for all)")
         srcs = [s.strip() for s in str(self.template_sources).split(",") if s.strip()]
@@ -134,6 +147,17 @@ def read_common_vocab(path: str | Path) -> list[str]:
     return [w.strip() for w in read_text(path).splitlines() if w.strip()]
 
 
+def common_vocab_path(params: BeliefMLMConfig, prepared: Prepared) -> Path:
+    """`--vocab-file`, else `lama/common_vocab_cased.txt` under the data root the templates come from
+    (`prepared.info["templates_root"]`, the facts' data root; `factprobe.paths.data_root()` when unset)."""
+    from ..paths import data_root
+
+    if params.vocab_file:
+        return Path(params.vocab_file)
+    root = prepared.info.get("templates_root")
+    return (Path(root) if root else data_root()).joinpath(*COMMON_VOCAB)
+
+
 class BeliefMLM(Probe):
     name = "belief-mlm"
     description = ("BELIEF for masked LMs (zhao2024): every template of the relation as a [MASK] prompt; Acc@1/@10, "
@@ -149,7 +173,8 @@ class BeliefMLM(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.multiprompt import prepare_multiprompt
 
-        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates)
+        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates,
+                                   cfg.params.templates_root)
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Choose each relation's templates (all, or a seeded sample of `--max-templates`) and
@@ -167,9 +192,7 @@ class BeliefMLM(Probe):
         prepared.info.pop("belief_items", None)  # a dataset validated before under another --vocab
         prepared.info.pop("belief_vocab_filter", None)
         if p.vocab == "common":
-            from ..paths import data_root
-
-            words = set(read_common_vocab(p.vocab_file or data_root().joinpath(*COMMON_VOCAB)))
+            words = set(read_common_vocab(common_vocab_path(p, prepared)))
             kept: dict[str, list[MultiPromptItem]] = {}
             counts: dict[str, dict[str, int]] = {}
             for rel, items in prepared.items.items():
@@ -212,9 +235,7 @@ class BeliefMLM(Probe):
         tok = session.loaded.tokenizer
         p = session.cfg.params
         if p.vocab == "common":
-            from ..paths import data_root
-
-            words = read_common_vocab(p.vocab_file or data_root().joinpath(*COMMON_VOCAB))
+            words = read_common_vocab(common_vocab_path(p, session.prepared))
             ids = sorted({i for i in (single_token_id(tok, w) for w in words) if i is not None})
         else:
             special = set(tok.all_special_ids)
@@ -397,8 +418,9 @@ class BeliefMLM(Probe):
                     m["per_relation"][rel].update(bias_single=b["single"], bias_multi=b["multi"])
         m.update(n_skipped_pairs=len(skipped), skipped_pairs=skipped[:50], vocab=cfg.params.vocab,
                  vocab_filter=prepared.info.get("belief_vocab_filter"), dropped_relations=dict(prepared.dropped),
-                 template_sources=cfg.params.template_sources.split(","),
                  templates_per_relation={r: len(t) for r, t in prepared.info.get("belief_mlm_templates", {}).items()})
+        m.update(template_source_metrics(prepared, prepared.info.get("belief_mlm_templates", {}),
+                                         cfg.params.template_sources.split(",")))
         return m
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:

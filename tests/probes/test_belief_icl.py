@@ -69,6 +69,7 @@ def tiny(tiny_model_path, tmp_path_factory):
 
 def config(root: Path, tmp_path: Path, model, **params) -> RunConfig:
     params.setdefault("draws", 200)
+    params.setdefault("template_sources", "lama,pararel,belief-qa")  # the toy root has no lpaqa/ (issue 18 item 10)
     params.setdefault("samples", 0)
     params.setdefault("belief_qa_templates", str(write(
         tmp_path / "qa.tsv", "relation\ttemplate\nP36\tWhat is the capital of [X]? [Y]\n"

@@ -61,6 +61,7 @@ def qa_tsv(tmp_path: Path) -> Path:
 
 def config(root: Path, tmp_path: Path, model: Path, **params) -> RunConfig:
     params.setdefault("draws", 300)
+    params.setdefault("template_sources", "lama,pararel,belief-qa")  # the toy root has no lpaqa/ (issue 18 item 10)
     params.setdefault("belief_qa_templates", str(qa_tsv(tmp_path)))
     return RunConfig("belief-mlm", BaseConfig(model=str(model), source="lama", data=str(root / "lama"), device="cpu",
                                               dtype="float32"),
