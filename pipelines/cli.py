@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from factprobe.errors import ConfigError
+from factprobe.errors import ConfigError, ServiceError
 from factprobe.redact import redact
 
 PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief")
@@ -491,17 +492,90 @@ def kfp_client(host: str, access: KfpAccess | None = None):
     if response.status_code != 200:
         raise ConfigError(f"{host} does not serve the Kubeflow Pipelines API: GET {url} answered HTTP "
                           f"{response.status_code} (a full Kubeflow install serves it under <host>/pipeline)")
+    health = _json_object(response.content) if "json" in response.headers.get("Content-Type", "").lower() else None
+    if health is None:  # e.g. the login page of an SSO proxy, answered 200
+        raise ServiceError(f"{host} did not answer like the Kubeflow Pipelines API: GET {urlsplit(url).path} got "
+                           f"{describe_answer(response.status_code, response.headers.get('Content-Type'), response.content, access)}")
     import kfp
 
     kwargs: dict[str, Any] = {"existing_token": access.token, "cookies": access.cookie}
     if access.namespace:
         kwargs["namespace"] = access.namespace
     client = kfp.Client(host=host, **kwargs)
-    try:  # the API server reports its release as tag_name (pipelines/kfp_compat.py)
-        client.backend_version = str(response.json().get("tag_name") or "")
-    except ValueError:
-        client.backend_version = ""
+    # the API server reports its release as tag_name (pipelines/kfp_compat.py)
+    client.backend_version = str(health.get("tag_name") or "")
+    _check_answers(client, host, access)
     return client
+
+
+ANSWER_PREVIEW_CHARS = 200  # how much of an unexpected answer an error shows
+
+
+def _json_object(body: bytes | str | None) -> dict | None:
+    try:
+        value = json.loads(body or b"")
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def describe_answer(status: int, content_type: str | None, body: bytes | str | None, access: KfpAccess | None = None) -> str:
+    """`HTTP 200, text/html; charset=utf-8: '<!DOCTYPE html>...'`: an HTTP answer in one line, its
+    first ANSWER_PREVIEW_CHARS characters with credentials masked (`redact`, and the token and
+    cookie of `access` wherever the body echoes them)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    text = " ".join(text.split())[:ANSWER_PREVIEW_CHARS]
+    secrets = []
+    if access is not None:
+        secrets = [access.token or "", access.cookie or ""]
+        secrets += [part.split("=", 1)[-1].strip() for part in (access.cookie or "").split(";")]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    shown = f": {text!r}" if text else ", empty body"
+    return redact(f"HTTP {status}, {content_type or 'no content type'}{shown}")
+
+
+def _check_answers(client, host: str, access: KfpAccess) -> None:
+    """Make every answer `client` (kfp.Client) gets from `host` be a Kubeflow Pipelines API answer: a
+    2xx JSON object that came without a redirect. Anything else (an SSO login page, an error
+    status, a redirect) raises ServiceError naming the host, the request and what came back."""
+    from kfp_server_api.exceptions import ApiException
+
+    api = client._run_api.api_client  # kfp.Client's one ApiClient, shared by all its service APIs
+    send = api.request
+
+    def checked(method: str, url: str, *args, **kwargs):
+        path = urlsplit(url).path
+        try:
+            response = send(method, url, *args, **kwargs)
+        except ApiException as e:
+            if not e.status:  # no answer at all
+                raise ServiceError(f"cannot reach the Kubeflow Pipelines host {host}: {method} {path}: "
+                                   f"{str(e.reason).splitlines()[0] if e.reason else 'no answer'}") from None
+            headers = dict(e.headers or {})
+            ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+            raise ServiceError(f"{host} refused {method} {path}: {describe_answer(e.status, ctype, e.body, access)}") from None
+        retries = getattr(getattr(response, "urllib3_response", None), "retries", None)
+        moved = [h.redirect_location for h in getattr(retries, "history", ()) or () if h.redirect_location]
+        ctype = response.getheader("content-type") or ""
+        if moved or "json" not in ctype.lower() or _json_object(response.data) is None:
+            via = f" (redirected to {moved[-1]})" if moved else ""
+            raise ServiceError(f"{host} did not answer like the Kubeflow Pipelines API: {method} {path}{via} got "
+                               f"{describe_answer(response.status, ctype, response.data, access)}")
+        return response
+
+    api.request = checked
+
+
+def _require_id(client, host: str, access: KfpAccess, obj: Any, attr: str, what: str) -> str:
+    """`obj.<attr>`, the id the KFP API returns for what it created; ServiceError naming the host
+    and the last answer when it is missing (a 200 without an id is no KFP API answer)."""
+    value = getattr(obj, attr, None)
+    if value:
+        return str(value)
+    last = getattr(client._run_api.api_client, "last_response", None)
+    got = describe_answer(last.status, last.getheader("content-type"), last.data, access) if last is not None else "no answer"
+    raise ServiceError(f"{host} did not answer like the Kubeflow Pipelines API: no {what} id in its answer ({got})")
 
 
 def compile_checked(pipe, path: Path, client, host: str, compat: bool) -> None:
@@ -552,6 +626,10 @@ def validate_cron(cron: str) -> str:
 
 def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None,
            access: KfpAccess | None = None, compat: bool = False):
+    """Submit one run of `name` to the Kubeflow Pipelines API at `host`; returns kfp's result (with
+    `.run_id`, and `.client` for `wait_for_run`). Invalid parameter values raise ConfigError before
+    anything is sent; an answer that is not the API's own (no run id, HTML, a redirect) raises
+    ServiceError naming the host and what came back (`_check_answers`)."""
     pipe = get_pipeline(name)
     validate_params(pipe, name, params)  # before anything is sent
     access = access or KfpAccess()
@@ -565,6 +643,7 @@ def submit(name: str, host: str, params: dict[str, Any], experiment: str | None 
         result = client.create_run_from_pipeline_package(
             str(path), arguments=params, namespace=access.namespace, experiment_name=experiment or f"factprobe-{name}",
             run_name=run_name or f"{pipe.name} {time.strftime('%Y-%m-%d %H-%M-%S')}")
+    _require_id(client, host, access, result, "run_id", "run")
     result.client = client  # for --wait
     return result
 
@@ -585,14 +664,17 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
     if "trigger" in pipeline_parameters(pipe):
         params.setdefault("trigger", "nightly")
     exp = client.create_experiment(name=experiment or f"factprobe-{name}", namespace=access.namespace)
+    _require_id(client, host, access, exp, "experiment_id", "experiment")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.yaml"
         compile_checked(pipe, path, client, host, compat)
-        return client.create_recurring_run(
+        job = client.create_recurring_run(
             experiment_id=exp.experiment_id, job_name=job_name or f"factprobe-{name}-scheduled", cron_expression=cron,
             pipeline_package_path=str(path), params=params, max_concurrency=max_concurrency, enabled=True,
             no_catchup=not catchup,
         )
+    _require_id(client, host, access, job, "recurring_run_id", "recurring run")
+    return job
 
 
 COMPAT_HELP = ("compile without the platform fields older Kubeflow Pipelines backends reject (secretNameParameter, "
