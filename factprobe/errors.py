@@ -11,6 +11,7 @@ subclass of `FactprobeError`. The CLI prints `error: {err}` on one line and exit
 | `ServiceError` (and         | 1         | a service we depend on failed or refused us: the MLflow   |
 | `tracking.run.TrackingError`|           | tracking server, the loopback server of a local run, ...   |
 | and its subclasses)         |           |                                                           |
+| `DiskFullError`             | 1         | a disk filled up while results were written (names path)  |
 
 `str(err)` never shows credentials: user:password in URLs and secret query parameters are
 masked (`factprobe.redact.redact`), so a message can be printed or logged as it is.
@@ -49,5 +50,17 @@ class ServiceError(FactprobeError, RuntimeError):
     """A service factprobe depends on is unreachable, rejected us, or failed mid-run (exit 1).
 
     `tracking.run.TrackingError` (MLflow) derives from it; factprobe itself never imports tracking."""
+
+    exit_code = 1
+
+
+class TrainingDivergedError(FactprobeError, RuntimeError):
+    """Fine-tuning produced a non-finite loss, gradient norm or weights. The message names the
+    step; nothing of the run is kept as a result (exit 2: usually the learning rate)."""
+
+
+class DiskFullError(FactprobeError, RuntimeError):
+    """No space left on the device while writing results or checkpoints; the message names the
+    path (exit 1: the environment, not the input)."""
 
     exit_code = 1

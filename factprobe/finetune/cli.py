@@ -26,22 +26,35 @@ EPILOG = ("default LoRA target modules per architecture (config.model_type):\n"
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..probes.config import namespace_to_dict
     from ..signals import sigterm_as_interrupt
     from . import run_finetune
     from .trainer import default_out
 
-    cfg = FinetuneConfig.from_dict(namespace_to_dict(args, (FinetuneConfig,)))
+    given = namespace_to_dict(args, (FinetuneConfig,))
+    if given.get("full") and "lora_r" in given:
+        raise ConfigError(f"--full trains every parameter; --lora-r {given['lora_r']} would be ignored "
+                          "(give one of them)")
+    cfg = FinetuneConfig.from_dict(given)
+    if not cfg.use_lora and "lora_dropout" in given:
+        raise ConfigError(f"lora_dropout={cfg.lora_dropout!r}: a LoRA option, but "
+                          f"{'--full' if cfg.full else '--lora-r 0'} trains every parameter without LoRA")
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     cfg.out = str(out)
     with sigterm_as_interrupt():
         m = run_finetune(cfg, progress=not args.no_progress)
     resumed = f", resumed from {m['resumed_from']}" if m.get("resumed_from") else ""
     print(f"\nfinetune {cfg.model} on {m['train_set']} ({m['n_examples']} examples, digest {m['train_set_digest'][:12]}): "
-          f"{m['steps']} steps{resumed}, loss {m['first_loss']:.4f} -> {m['final_loss']:.4f}, "
-          f"{m['tokens_per_second']:.0f} tokens/s, non-padding {m['non_padding_fraction']:.1%}; "
+          f"{m['steps']} steps{resumed}, loss {_fmt(m['first_loss'], '.4f')} -> {_fmt(m['final_loss'], '.4f')}, "
+          f"{_fmt(m['tokens_per_second'], '.0f')} tokens/s, non-padding {_fmt(m['non_padding_fraction'], '.1%')}; "
           f"{m.get('output_dir', out)}")
     return 0
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    """`value` formatted with `spec`, or "n/a" when unknown (None)."""
+    return "n/a" if value is None else format(value, spec)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -29,6 +29,9 @@ TRAIN_SETS = ("known", "unknown", "mixed", "counterfactual", "regular")
 #: the sets drawn from the base model's known/unknown table
 NEEDS_TABLE = ("known", "unknown", "mixed")
 ZERO_STAGES = (0, 1, 2, 3)
+#: `--device` values (a GPU index would be ignored: each process takes its LOCAL_RANK GPU)
+DEVICES = ("auto", "cpu", "cuda")
+LORA_R_DEFAULT = 16
 
 #: default LoRA target modules per `config.model_type` (every linear layer of attention and MLP, as
 #: QLoRA/PEFT recommend); other architectures: `--lora-target-modules` or PEFT's "all-linear"
@@ -92,7 +95,7 @@ class FinetuneConfig(ConfigBase):
                                           "(batch_size x devices), rounded up)")
     effective_batch: int = option(512, "sequences per optimizer step over all devices (ignored when --grad-accum is given)")
     # ---- LoRA / full
-    lora_r: int = option(16, "LoRA rank; 0 trains every parameter (same as --full)")
+    lora_r: int = option(LORA_R_DEFAULT, "LoRA rank; 0 trains every parameter (same as --full)")
     full: bool = option(False, "full-parameter training instead of LoRA")
     lora_alpha: int | None = option(None, "LoRA alpha (default: 2 x rank)")
     lora_dropout: float = option(0.05, "LoRA dropout")
@@ -112,8 +115,8 @@ class FinetuneConfig(ConfigBase):
     save_total_limit: int | None = option(2, "checkpoints kept (oldest deleted); empty: all", decides_results=False)
     logging_steps: int = option(1, "log the loss every N steps", decides_results=False)
     resume: bool = option(True, "resume from the last checkpoint in --out when there is one", decides_results=False)
-    device: str = option("auto", "auto | cpu | cuda (under a launcher each process takes its LOCAL_RANK GPU)",
-                         decides_results=False)
+    device: str = option("auto", "auto | cpu | cuda (under a launcher each process takes its LOCAL_RANK GPU; pick GPUs "
+                                 "with CUDA_VISIBLE_DEVICES)", choices=DEVICES, decides_results=False)
     dtype: str = option("auto", "training dtype: auto (bfloat16 on a GPU that has it, else float32) | float32 | "
                                 "bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
     out: str | None = option(None, "output folder, e.g. on a PersistentVolumeClaim (default runs/finetune-<model>-<set>)",
@@ -133,12 +136,22 @@ class FinetuneConfig(ConfigBase):
         for name in ("train_size", "grad_accum", "qa_train_per_relation", "save_total_limit"):
             value = getattr(self, name)
             self.check(value is None or value >= 1, name, value, "must be >= 1 (or empty)")
-        self.check(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        self.check(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")  # finite: ConfigBase
         self.check(0 <= self.warmup_ratio < 1, "warmup_ratio", self.warmup_ratio, "must be in [0, 1)")
         self.check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "must be >= 0")
         self.check(self.lora_r >= 0, "lora_r", self.lora_r, "must be >= 0 (0: full-parameter training)")
         self.check(0 <= self.lora_dropout < 1, "lora_dropout", self.lora_dropout, "must be in [0, 1)")
         self.check(self.lora_alpha is None or self.lora_alpha > 0, "lora_alpha", self.lora_alpha, "must be > 0")
+        # options that would be silently ignored are refused
+        self.check(not (self.full and self.lora_r not in (0, LORA_R_DEFAULT)), "full", self.full,
+                   f"--full trains every parameter; --lora-r {self.lora_r} would be ignored (give one of them)")
+        if not self.use_lora:
+            why = "--full" if self.full else "--lora-r 0"
+            for name in ("lora_alpha", "lora_target_modules"):
+                self.check(getattr(self, name) is None, name, getattr(self, name),
+                           f"a LoRA option, but {why} trains every parameter without LoRA")
+        self.check(self.known_unknown is None or self.train_set in NEEDS_TABLE, "known_unknown", self.known_unknown,
+                   f"only the {', '.join(NEEDS_TABLE)} sets use the known/unknown table, not {self.train_set}")
         self.check(not (self.offload_param and self.zero_stage != 3), "offload_param", self.offload_param,
                    f"parameter offload needs --zero-stage 3 (got {self.zero_stage})")
         self.check(not (self.offload_optimizer and self.zero_stage == 0), "offload_optimizer", self.offload_optimizer,

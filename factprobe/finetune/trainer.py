@@ -49,24 +49,37 @@ Nothing here imports MLflow (`report_to="none"`); the pipeline logs these files.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
 import os
+import re
 import shutil
 import socket
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, DiskFullError, ModelError, TrainingDivergedError
 from ..io import atomic_write_json
+from ..redact import redact_values
 from .config import DEFAULT_TARGET_MODULES, FinetuneConfig
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "finetune_config.json"
 CHECKPOINTS = "checkpoints"
+#: the Trainer's own file in each checkpoint
+TRAINER_STATE = "trainer_state.json"
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _note(msg: str) -> None:
+    print(f"factprobe: {msg}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------ process group
@@ -141,16 +154,47 @@ def target_modules(cfg: FinetuneConfig, model: Any) -> list[str] | str:
     return list(wanted)
 
 
-def load_base(cfg: FinetuneConfig) -> tuple[Any, Any, Path]:
-    """(model in float32, tokenizer, folder) of `cfg.model` (alias, folder or hub id)."""
+def base_model(cfg: FinetuneConfig) -> tuple[Path, str]:
+    """(folder, revision) of `cfg.model`, checked to be a causal LM, without loading weights.
+
+    The revision identifies the weights as the probes record them (`LoadedModel.revision`:
+    `local-sha256:<hex>` for a local folder, the alias's or hub commit's otherwise). A PEFT adapter,
+    a masked LM (BERT-style, two-way attention) or a model without a causal-LM head is refused as
+    the probes refuse it (ConfigError)."""
+    from transformers import AutoConfig
+
+    from ..lm.hub import _resolve, is_adapter_folder
+    from ..lm.loading import _folder_revision, detect_kind
+
+    res = _resolve(cfg.model)
+    if is_adapter_folder(res.path):
+        raise ConfigError(f"model={cfg.model!r} is a PEFT adapter folder; fine-tune its base model instead")
+    try:
+        config = AutoConfig.from_pretrained(res.path, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"cannot read the config of {cfg.model} at {res.path}: {str(e).splitlines()[0]}") from None
+    kind = detect_kind(config)
+    if kind == "causal" and not _has_causal_head(config):
+        kind = f"{getattr(config, 'model_type', '?')} model without a causal-LM head, not a causal"
+    if kind != "causal":
+        raise ConfigError(f"model {cfg.model} is a {kind} LM; finetune accepts causal LMs only")
+    return res.path, res.revision or _folder_revision(res.path)
+
+
+def _has_causal_head(config: Any) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    return "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {}) or type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+
+
+def load_base(cfg: FinetuneConfig, folder: Path | None = None) -> tuple[Any, Any, Path]:
+    """(model in float32, tokenizer, folder) of `cfg.model` (alias, folder or hub id; `folder`:
+    already resolved by `base_model`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..lm.hub import is_adapter_folder, resolve_model_path
-
-    folder = resolve_model_path(cfg.model)
-    if is_adapter_folder(folder):
-        raise ConfigError(f"model={cfg.model!r} is a PEFT adapter folder; fine-tune its base model instead")
+    if folder is None:
+        folder, _ = base_model(cfg)
     try:
         tok = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
@@ -181,31 +225,66 @@ def count_params(model: Any) -> tuple[int, int]:
     return trainable, total
 
 
-# ------------------------------------------------------------------ resume
-def _saved_config(ckpt: Path, out: Path) -> dict | None:
-    for p in (ckpt / CONFIG_FILE, out / CONFIG_FILE):
-        if p.is_file():
-            return json.loads(p.read_text(encoding="utf-8"))
-    return None
+# ------------------------------------------------------------------ checkpoints and resume
+def checkpoint_step(path: Path) -> int | None:
+    """N of a `checkpoint-N` folder, else None."""
+    m = _CHECKPOINT_RE.match(path.name)
+    return int(m.group(1)) if m and path.is_dir() else None
 
 
-def check_resume(cfg: FinetuneConfig, out: Path, digest: str) -> Path | None:
-    """The checkpoint to resume from (None: start fresh). Refuses a checkpoint made with another
-    model or configuration (or training set), naming both."""
-    from transformers.trainer_utils import get_last_checkpoint
+def is_complete(ckpt: Path) -> bool:
+    """A checkpoint is complete when its `finetune_config.json` exists: written (atomically) after
+    every file of the Trainer and DeepSpeed, by the `on_save` callback. Older versions wrote it last
+    too; a folder without it (or without the Trainer's state) is torn."""
+    return (ckpt / CONFIG_FILE).is_file() and (ckpt / TRAINER_STATE).is_file()
 
+
+def list_checkpoints(ckdir: Path) -> list[tuple[int, Path, bool]]:
+    """(step, folder, complete?) of every `checkpoint-N` in `ckdir`, oldest first."""
+    if not ckdir.is_dir():
+        return []
+    found = [(checkpoint_step(p), p) for p in ckdir.iterdir()]
+    return sorted((n, p, is_complete(p)) for n, p in found if n is not None)
+
+
+def prune_checkpoints(ckdir: Path, keep: int | None, current: Path | None = None) -> None:
+    """Delete torn checkpoints (except `current`) and, with `keep`, all but the newest `keep`
+    complete ones. A complete checkpoint is never deleted in favour of a torn one."""
+    found = list_checkpoints(ckdir)
+    complete = [p for _, p, ok in found if ok]
+    drop = [p for _, p, ok in found if not ok and p != current]
+    if keep is not None and len(complete) > keep:
+        drop += complete[:-keep]
+    for p in drop:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | None = None,
+                 rank: int = 0) -> Path | None:
+    """The checkpoint to resume from (None: start fresh): the newest COMPLETE one; torn ones (a
+    crash or full disk mid-save) are skipped with a note and deleted (by rank 0). Refuses a
+    checkpoint made with another model or configuration (or training set), naming both, and one
+    made on other base weights than `revision` (the weights at the model path changed)."""
     ckdir = out / CHECKPOINTS
-    last = get_last_checkpoint(str(ckdir)) if ckdir.is_dir() else None
-    if last is None:
+    found = list_checkpoints(ckdir)
+    if not found:
         return None
     if not cfg.resume:
-        shutil.rmtree(ckdir)
+        if rank == 0:
+            shutil.rmtree(ckdir)
         return None
-    saved = _saved_config(Path(last), out)
-    if saved is None:
-        raise ConfigError(f"{last}: a checkpoint without {CONFIG_FILE}; cannot tell which model and configuration "
-                          "made it (use another --out, or --no-resume to start over)")
-    old, new = saved.get("fingerprint", {}), {**cfg.fingerprint(), "train_set_digest": digest}
+    complete = [p for _, p, ok in found if ok]
+    last = complete[-1] if complete else None
+    for _, p, ok in found:
+        if not ok and rank == 0:
+            _note(f"skipping the torn checkpoint {p} (a crash or a full disk while it was written; deleted); "
+                  + (f"resuming from {last.name}" if last else "no complete checkpoint: training starts over"))
+            shutil.rmtree(p, ignore_errors=True)
+    if last is None:
+        return None
+    saved = json.loads((last / CONFIG_FILE).read_text(encoding="utf-8"))
+    # finetune_config.json stores credentials inside URLs masked (issue 18): compare both sides masked
+    old, new = redact_values(saved.get("fingerprint", {})), redact_values({**cfg.fingerprint(), "train_set_digest": digest})
     old = {**old, "train_set_digest": saved.get("train_set_digest")}
     diff = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
     if diff:
@@ -213,7 +292,15 @@ def check_resume(cfg: FinetuneConfig, out: Path, digest: str) -> Path | None:
         raise ConfigError(f"{last} was made by model {old.get('model')!r} with another configuration than this run "
                           f"(model {cfg.model!r}): {what}; refusing to resume (use another --out, or --no-resume "
                           "to delete the checkpoints and start over)")
-    return Path(last)
+    had = saved.get("model_revision")
+    if revision is not None and had is not None and had != revision:
+        raise ConfigError(f"{last}: the base weights of {cfg.model!r} changed since this checkpoint was written "
+                          f"(checkpoint {had}, this run {revision}); refusing to resume an adapter on two different "
+                          "bases (restore the weights, use another --out, or --no-resume to start over)")
+    if revision is not None and had is None and rank == 0:
+        _note(f"{last} was written by an older factprobe that did not record the base weights' revision; "
+              "resuming without that check")
+    return last
 
 
 # ------------------------------------------------------------------ outputs
@@ -222,10 +309,19 @@ def loss_history(log_history: Sequence[dict]) -> list[dict]:
     out = []
     for e in log_history:
         if "loss" in e and "step" in e:
-            out.append({"step": int(e["step"]), "loss": float(e["loss"]),
-                        "learning_rate": float(e.get("learning_rate", float("nan"))),
-                        "grad_norm": float(e["grad_norm"]) if e.get("grad_norm") is not None else None})
+            out.append({"step": int(e["step"]), "loss": finite_or_none(e["loss"]),
+                        "learning_rate": finite_or_none(e.get("learning_rate")),
+                        "grad_norm": finite_or_none(e.get("grad_norm"))})
     return out
+
+
+def finite_or_none(x: Any) -> float | None:
+    """`float(x)` when it is a finite number, else None (so a NaN is never written as a number)."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def plot_loss(history: Sequence[dict], path: Path, title: str) -> None:
@@ -236,7 +332,8 @@ def plot_loss(history: Sequence[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([h["step"] for h in history], [h["loss"] for h in history], marker="o", ms=3)
+    ax.plot([h["step"] for h in history], [h["loss"] if h["loss"] is not None else float("nan") for h in history],
+            marker="o", ms=3)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (answer tokens)")
     ax.set_title(title, fontsize=9)
@@ -298,7 +395,10 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     `callbacks` are extra `transformers.TrainerCallback`s; `train_set` (a
     `factprobe.build.finetune_sets.TrainSet`) replaces the built one (tests). Returns the metrics
     dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
-    `factprobe.finetune`)."""
+    `factprobe.finetune`), `TrainingDivergedError` naming the step when a loss, gradient norm or
+    weight becomes non-finite, and `DiskFullError` naming the path when the disk fills up. Whenever
+    it raises, no `adapter/`, `model/` or `metrics.json` of this run is left in `cfg.out`, and every
+    checkpoint it leaves is complete and holds finite weights."""
     from .data import no_kv_cache, pack_sequences, tokenize_examples
     from .deepspeed_config import load_deepspeed_config
 
@@ -308,14 +408,15 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     ds_config, ds_path = load_deepspeed_config(cfg.zero_stage, cfg.deepspeed_config,
                                                offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param,
                                                pin_memory=device == "cuda")
+    folder, revision = base_model(cfg)  # a masked LM or an adapter is refused before anything is built
     if train_set is None:
         train_set = train_set_for(cfg)
     digest = train_set.digest
     rank, world = setup_distributed(device)
     accum = cfg.grad_accum_for(world)
-    resume_from = check_resume(cfg, out, digest)
+    resume_from = check_resume(cfg, out, digest, revision, rank)
 
-    model, tok, folder = load_base(cfg)
+    model, tok, folder = load_base(cfg, folder)
     random_weights = bool(getattr(model.config, "factprobe_random_weights", False))
     seqs = tokenize_examples(tok, train_set.examples, cfg.max_seq_len)
     rows = pack_sequences(seqs, cfg.max_seq_len) if cfg.packing else seqs
@@ -336,34 +437,112 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     trainable, total = count_params(model)
     use_cache = no_kv_cache(model)  # packed examples are isolated only without a KV cache (data.py)
 
-    from transformers import TrainerCallback
-
-    saved_config = {"config": cfg.to_dict(), "fingerprint": cfg.fingerprint(), "train_set_digest": digest,
-                    "train_set": train_set.kind, "base_folder": str(folder), "deepspeed_config": str(ds_path)}
-
-    class _StampCheckpoint(TrainerCallback):
-        """Writes finetune_config.json into each checkpoint (what a resume is checked against)."""
-
-        def on_save(self, args, state, control, **kw):
-            if state.is_world_process_zero:
-                ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-                if ck.is_dir():
-                    atomic_write_json(ck / CONFIG_FILE, saved_config)
-
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        train_set.save(out)
-        atomic_write_json(out / CONFIG_FILE, saved_config)
+    saved_config = {"config": redact_values(cfg.to_dict()), "fingerprint": redact_values(cfg.fingerprint()),
+                    "train_set_digest": digest,
+                    "train_set": train_set.kind, "base_folder": str(folder), "model_revision": revision,
+                    "deepspeed_config": str(ds_path)}
+    target = out / ("adapter" if cfg.use_lora else "model")
     try:
+        if rank == 0:
+            with _disk_full_names(out):
+                out.mkdir(parents=True, exist_ok=True)
+                train_set.save(out)
+                atomic_write_json(out / CONFIG_FILE, saved_config)
         return _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok,
                       train_set, seqs, rows, trainable, total, use_cache, random_weights, resume_from, saved_config,
-                      progress, callbacks, _StampCheckpoint)
+                      progress, callbacks, target)
+    except BaseException:
+        if rank == 0:  # nothing of a failed run may pass for a result
+            for p in (target, _partial(target)):
+                shutil.rmtree(p, ignore_errors=True)
+            (out / "metrics.json").unlink(missing_ok=True)
+        raise
     finally:
         # a ZeRO-3 TrainingArguments registers itself globally: later from_pretrained calls in this
         # process would partition their weights (zero.Init) unless it is unset
         from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
         unset_hf_deepspeed_config()
+
+
+def _partial(target: Path) -> Path:
+    """Where `target` (adapter/ or model/) is written before it is renamed into place."""
+    return target.with_name(f".{target.name}.partial")
+
+
+# ------------------------------------------------------------------ trust: divergence and full disks
+def _is_disk_full(err: BaseException) -> bool:
+    """True for "no space left on device" (or a quota) anywhere in `err`'s chain: an OSError with
+    ENOSPC/EDQUOT, or the RuntimeError that torch and safetensors raise for it."""
+    seen = 0
+    e: BaseException | None = err
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(s in str(e) for s in ("No space left on device", "StorageFull", "Disk quota exceeded")):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+@contextmanager
+def _disk_full_names(path: Path) -> Iterator[None]:
+    """Turn a full disk into one `DiskFullError` line naming the file (when known) or `path`."""
+    try:
+        yield
+    except (DiskFullError, TrainingDivergedError):
+        raise
+    except Exception as e:
+        if not _is_disk_full(e):
+            raise
+        where = getattr(e, "filename", None) or path
+        raise DiskFullError(f"no space left on the device while writing {where}; free space (or use another --out) "
+                            "and rerun: training resumes from the last complete checkpoint") from None
+
+
+def _all_ranks(ok: bool, device: Any) -> bool:
+    """`ok` on every process of the group (one all-reduce when there are several), so that all
+    ranks stop together instead of leaving the others waiting in a collective."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return ok
+    flag = torch.tensor([1 if ok else 0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def _weights_finite(model: Any) -> bool:
+    """Every trainable weight (this process's ZeRO-3 partition) is finite, on every rank."""
+    import torch
+
+    ok, dev = True, None
+    for p in model.parameters():
+        if not p.requires_grad:
+            continue
+        t = getattr(p, "ds_tensor", None)
+        t = p if t is None else t
+        dev = t.device
+        if t.numel() and not bool(torch.isfinite(t.detach()).all()):
+            ok = False
+            break
+    return _all_ranks(ok, dev or "cpu")
+
+
+def _diverged(cfg: FinetuneConfig, step: int, what: str) -> TrainingDivergedError:
+    return TrainingDivergedError(
+        f"training diverged at step {step} of {cfg.max_steps}: {what} (learning rate {cfg.learning_rate:g}); no "
+        "adapter, model or metrics of this run are kept; lower --learning-rate and rerun with --no-resume")
+
+
+def _carried_tokens(resume_from: Path | None) -> tuple[int, int] | None:
+    """(real, fed) tokens trained before `resume_from` (its stamp); (0, 0) for a fresh run; None
+    when a checkpoint of an older version did not record them."""
+    if resume_from is None:
+        return 0, 0
+    t = json.loads((resume_from / CONFIG_FILE).read_text(encoding="utf-8")).get("tokens")
+    return (int(t["real"]), int(t["fed"])) if isinstance(t, dict) else None
 
 
 class _TimerBase:
@@ -389,32 +568,86 @@ def _timer() -> Any:
     return type("Timer", (_TimerBase, TrainerCallback), {})()
 
 
+def _guarded_trainer(cfg: FinetuneConfig, check_grad_norm: bool) -> type:
+    """A `transformers.Trainer` that stops at the first non-finite loss (every micro-batch, all
+    ranks agreeing) or gradient norm, raising `TrainingDivergedError` naming the step. The
+    Trainer's own logs hide such losses (`logging_nan_inf_filter`), so the real values are checked
+    here, before the step's checkpoint is saved. `check_grad_norm` is off for float16, whose loss
+    scaler skips overflowing steps by design."""
+    from transformers import Trainer
+
+    class GuardedTrainer(Trainer):
+        def training_step(self, *args: Any, **kwargs: Any) -> Any:
+            loss = super().training_step(*args, **kwargs)
+            if not _all_ranks(bool(loss.isfinite().all()), loss.device):
+                raise _diverged(cfg, self.state.global_step + 1, f"the loss is {loss.float().mean().item()}")
+            return loss
+
+        def _get_grad_norm(self, *args: Any, **kwargs: Any) -> Any:
+            norm = super()._get_grad_norm(*args, **kwargs)
+            if check_grad_norm and norm is not None and not math.isfinite(float(norm)):
+                raise _diverged(cfg, self.state.global_step + 1, f"the gradient norm is {float(norm)}")
+            return norm
+
+    return GuardedTrainer
+
+
 def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok, train_set, seqs,
            rows, trainable, total, use_cache, random_weights, resume_from, saved_config, progress, callbacks,
-           stamp) -> dict[str, Any]:
+           target) -> dict[str, Any]:
     """The training part of `run_finetune` (same arguments, already checked)."""
-    from transformers import Trainer, TrainingArguments
+    from transformers import TrainerCallback, TrainingArguments
 
     from .data import Collator, RowDataset
 
     digest = train_set.digest
+    start_step = int(resume_from.name.rsplit("-", 1)[-1]) if resume_from else 0
+    carried = _carried_tokens(resume_from)
+    collator = Collator(pad_id=tok.pad_token_id)
+
+    def run_tokens(step: int) -> tuple[int, int] | None:
+        """(real, fed) tokens of the whole run up to optimizer `step` (the collator may run one
+        batch ahead: only the batches trained count); None when the resumed checkpoint lacks them."""
+        real, fed = collator.counts(max(0, step - start_step) * accum)
+        return None if carried is None else (carried[0] + real, carried[1] + fed)
+
+    class Stamp(TrainerCallback):
+        """Completes each checkpoint: checks its weights are finite (else deletes it and stops),
+        writes `finetune_config.json` last and atomically (the config, the base weights' revision and
+        the tokens trained so far: what a resume is checked against and carries on from), then
+        keeps the newest `save_total_limit` complete checkpoints (the Trainer's own rotation is
+        off: it could delete the last complete checkpoint in favour of a torn one)."""
+
+        def on_save(self, args, state, control, model=None, **kw):
+            ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if model is not None and not _weights_finite(model):
+                if state.is_world_process_zero:
+                    shutil.rmtree(ck, ignore_errors=True)
+                raise _diverged(cfg, state.global_step, "a weight is not finite")
+            if state.is_world_process_zero and ck.is_dir():
+                tokens = run_tokens(state.global_step)
+                atomic_write_json(ck / CONFIG_FILE, {**saved_config, "step": state.global_step,
+                                                     "tokens": {"real": tokens[0], "fed": tokens[1]} if tokens else None})
+                prune_checkpoints(Path(args.output_dir), cfg.save_total_limit, current=ck)
+
     try:
         args = TrainingArguments(
             output_dir=str(out / CHECKPOINTS), per_device_train_batch_size=cfg.batch_size,
             gradient_accumulation_steps=accum, max_steps=cfg.max_steps, learning_rate=cfg.learning_rate,
             lr_scheduler_type=cfg.lr_scheduler, warmup_steps=round(cfg.warmup_ratio * cfg.max_steps),
             weight_decay=cfg.weight_decay, optim="adamw_torch", logging_steps=cfg.logging_steps,
-            save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+            save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=None,  # rotation: Stamp
             report_to="none", deepspeed=ds_config, use_cpu=device == "cpu",
             ddp_backend="gloo" if device == "cpu" else None, seed=cfg.seed, data_seed=cfg.seed,
             bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
-            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0)
-        collator = Collator(pad_id=tok.pad_token_id)
+            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0, logging_nan_inf_filter=False)
         timer = _timer()
-        trainer = Trainer(model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
-                          callbacks=[stamp(), timer, *callbacks])
+        trainer = _guarded_trainer(cfg, precision != "float16")(
+            model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
+            callbacks=[Stamp(), timer, *callbacks])
         t0 = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        with _disk_full_names(out / CHECKPOINTS):
+            result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         total_seconds = time.perf_counter() - t0
         seconds = timer.seconds if timer.seconds is not None else total_seconds
     except ValueError as e:
@@ -424,21 +657,26 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
             raise ConfigError(f"{ds_path}: " + "; ".join(lines[:4])) from None
         raise
 
-    start_step = int(resume_from.name.rsplit("-", 1)[-1]) if resume_from else 0
-    trained_batches = max(0, int(trainer.state.global_step) - start_step) * accum
-    real_tokens, fed_tokens = collator.counts(trained_batches)  # not the batch collated ahead
+    steps = int(trainer.state.global_step)
+    if not _weights_finite(trainer.model):
+        raise _diverged(cfg, steps, "a weight is not finite after the last step")
+    session_real, _ = collator.counts(max(0, steps - start_step) * accum)
+    whole = run_tokens(steps)
     history = loss_history(trainer.state.log_history)
+    losses = [h["loss"] for h in history if h["loss"] is not None]
     peak, peak_kind = _peak_memory(device)
     metrics: dict[str, Any] = {
-        "train_loss": sum(h["loss"] for h in history) / len(history) if history else float(result.training_loss),
+        "train_loss": sum(losses) / len(losses) if losses else finite_or_none(result.training_loss),
         "first_loss": history[0]["loss"] if history else None,
         "final_loss": history[-1]["loss"] if history else None,
-        "tokens_per_second": real_tokens / seconds if seconds > 0 else None,
+        "tokens_per_second": session_real / seconds if seconds > 0 else None,
         "peak_memory_bytes": peak, "peak_memory_kind": peak_kind,
-        "non_padding_fraction": real_tokens / fed_tokens if fed_tokens else collator.non_padding_fraction,
-        "steps": int(trainer.state.global_step), "max_steps": cfg.max_steps,
+        # over the whole run, steps before a resume included (None: resumed from an older checkpoint)
+        "non_padding_fraction": whole[0] / whole[1] if whole and whole[1] else None,
+        "tokens_trained": whole[0] if whole else None,
+        "steps": steps, "max_steps": cfg.max_steps,
         "resumed_from": str(resume_from) if resume_from else None,
-        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained": real_tokens,
+        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained_this_session": session_real,
         "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
         "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
         "effective_batch": per_step, "zero_stage": cfg.zero_stage,
@@ -451,24 +689,30 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
         "trainable_params": trainable, "total_params": total, "trainable_fraction": trainable / total if total else None,
         "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
-        "model": cfg.model, "random_weights": random_weights,
+        "model": cfg.model, "model_revision": saved_config["model_revision"], "random_weights": random_weights,
     }
-    target = out / ("adapter" if cfg.use_lora else "model")
+    partial = _partial(target)
     model.config.use_cache = use_cache
-    trainer.save_model(str(target))
-    if trainer.is_world_process_zero():
-        if cfg.use_lora:
-            _fix_adapter_base(target, cfg.model)
-        else:
-            tok.save_pretrained(target)
-        metrics["adapter_bytes" if cfg.use_lora else "model_bytes"] = _dir_bytes(target)
-        metrics["output_dir"] = str(target)
-        trainer.state.save_to_json(str(out / "trainer_state.json"))
-        atomic_write_json(out / "loss_history.json", history)
-        if history:
-            plot_loss(history, out / "loss.png", f"{cfg.model} {train_set.kind} "
-                      f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})")
-        atomic_write_json(out / "metrics.json", metrics)
+    with _disk_full_names(target):
+        if trainer.is_world_process_zero() and partial.exists():
+            shutil.rmtree(partial)
+        trainer.save_model(str(partial))  # every rank (ZeRO-3 gathers); renamed into place when complete
+        if trainer.is_world_process_zero():
+            if cfg.use_lora:
+                _fix_adapter_base(partial, cfg.model)
+            else:
+                tok.save_pretrained(partial)
+            if target.exists():
+                shutil.rmtree(target)
+            partial.rename(target)
+            metrics["adapter_bytes" if cfg.use_lora else "model_bytes"] = _dir_bytes(target)
+            metrics["output_dir"] = str(target)
+            trainer.state.save_to_json(str(out / "trainer_state.json"))
+            atomic_write_json(out / "loss_history.json", history)
+            if history:
+                plot_loss(history, out / "loss.png", f"{cfg.model} {train_set.kind} "
+                          f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})")
+            atomic_write_json(out / "metrics.json", metrics)  # last: its presence means a finished run
     return metrics
 
 
