@@ -11,10 +11,15 @@
 
 Everything else is left as it is, so a message stays readable: `redact` is applied to every
 `FactprobeError` message (`factprobe.errors`) and to the lines the tracking code prints.
+
+`redact_values(obj)` applies `redact` to every string inside nested dicts, lists and tuples: what
+a run stores (run_config.json, finetune_config.json, MLflow parameters) goes through it, while
+the run itself keeps using the real values.
 """
 from __future__ import annotations
 
 import re
+from typing import Any
 
 MASK = "***"
 
@@ -41,3 +46,15 @@ def redact(text: object) -> str:
     s = _AUTH_HEADER.sub(lambda m: f"{m['scheme']} {MASK}", s)
     s = _ENV_ASSIGNMENT.sub(lambda m: f"{m['name']}={MASK}" if m["value"] != MASK else m[0], s)
     return s
+
+
+def redact_values(obj: Any) -> Any:
+    """A copy of `obj` with `redact` applied to every string inside dicts, lists and tuples (at
+    any depth; dict keys are kept); other values are returned as they are. `obj` is not changed."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {k: redact_values(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_values(v) for v in obj]
+    return obj

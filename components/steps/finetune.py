@@ -213,12 +213,17 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     `non_padding_fraction`, the training set as a dataset input with its digest, and under
     `model/` the adapter folder, `finetune_config.json`, `train_set.json` (digest),
     `trainer_state.json`, `loss_history.json` and the loss figure (also `figures/loss.png`).
+    The child run begins when training begins (or a finished folder is reused): a step refused at
+    its folder or at validation leaves no MLflow run.
     SIGTERM (eviction) stops it like Ctrl-C: the checkpoint stays, the child run is KILLED.
     `sets_dir`: the training-sets step's folder; the set saved there for `setting` is trained on
     as is (same digest as logged), else the trainer builds it (same builder and seed).
     Returns the trainer's metrics plus the run id and the training set digest."""
     import json
     import shutil
+    from contextlib import ExitStack
+
+    from transformers import TrainerCallback
 
     from factprobe.finetune import run_finetune
     from factprobe.signals import sigterm_as_interrupt
@@ -238,12 +243,25 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     print(smoke_banner(ft, trigger), flush=True)
     tags = {tag("step"): "finetune", tag("model"): model, tag("train_set"): setting, tag("kfp_run_id"): kfp_run_id,
             tag("trigger"): trigger, tag("config_key"): cfg.fingerprint_digest(), **smoke_tags(ft, trigger)}
-    with sigterm_as_interrupt(), TrackedRun(
-            pipeline=pipeline, run_name=f"finetune-{setting}-{_safe(model)}", tracking_uri=uri,
-            parent_run_id=parent_run_id, required=True, enabled=uri is not None and bool(parent_run_id), tags=tags,
-            step_key=f"{pipeline}/{kfp_run_id}/finetune/{setting}") as run:
-        run.log_params({k: v for k, v in cfg.to_dict().items()})
-        metrics = run_finetune(cfg, progress=False, if_finished="reuse")  # a pod retried after training finished
+    run = TrackedRun(pipeline=pipeline, run_name=f"finetune-{setting}-{_safe(model)}", tracking_uri=uri,
+                     parent_run_id=parent_run_id, required=True, enabled=uri is not None and bool(parent_run_id),
+                     tags=tags, step_key=f"{pipeline}/{kfp_run_id}/finetune/{setting}")
+    with sigterm_as_interrupt(), ExitStack() as stack:
+        started: list[bool] = []
+
+        def start() -> None:  # the child run begins once the folder is claimed and the run validated
+            if not started:
+                started.append(True)
+                stack.enter_context(run)
+                run.log_params({k: v for k, v in cfg.to_dict().items()})  # credentials in URLs are masked
+
+        class _Start(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kw):
+                start()
+
+        # if_finished="reuse": a pod retried after training finished gets the saved metrics
+        metrics = run_finetune(cfg, progress=False, if_finished="reuse", callbacks=[_Start()])
+        start()
         digest = _train_set_digest(out)
         run.set_tags({tag("train_set_digest"): digest})
         run.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})

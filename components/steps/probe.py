@@ -21,9 +21,11 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     such as known_unknown.parquet) is copied to `out_dir`. `overrides` replaces config fields for
     this step only (a pipeline that runs one probe twice with different options). Logs a nested
     child run; tracking is required, so an unreachable server fails the step after the results
-    are safely on disk. SIGTERM (pod eviction) stops it like Ctrl-C: the checkpoint stays, the
-    child run is marked KILLED. Returns the scalar metrics, the MLflow run id and the files copied."""
+    are safely on disk. The child run is opened only once the work folder is claimed and the run
+    validated: a step refused there leaves no MLflow run. SIGTERM (pod eviction) stops it like
+    Ctrl-C: the checkpoint stays, the child run is marked KILLED. Returns the scalar metrics, the MLflow run id and the files copied."""
     import shutil
+    from contextlib import ExitStack
     from pathlib import Path
 
     from factprobe.build.prepared import Prepared
@@ -42,14 +44,20 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     key = f"{cfg.results_key()}-{prepared.digest()}"
     work = work_dir(work_root, key)
     uri = resolve_tracking_uri(tracking_uri)
-    with sigterm_as_interrupt(), probe_run(
-        cfg, uri, enabled=uri is not None and bool(parent_run_id), required=True, trigger=trigger,
-        parent_run_id=parent_run_id, pipeline=pipeline, run_name=f"{probe}-{model}",
-        extra_tags={tag("step"): "probe", tag("kfp_run_id"): kfp_run_id, tag("dataset_digest"): prepared.digest()},
-        step_key=f"{pipeline}/{kfp_run_id}/probe/{key}",
-    ) as run:
+    runs = []
+    with sigterm_as_interrupt(), ExitStack() as stack:
+
+        def start() -> None:  # the child run begins once the folder is claimed and the run validated
+            runs.append(stack.enter_context(probe_run(
+                cfg, uri, enabled=uri is not None and bool(parent_run_id), required=True, trigger=trigger,
+                parent_run_id=parent_run_id, pipeline=pipeline, run_name=f"{probe}-{model}",
+                extra_tags={tag("step"): "probe", tag("kfp_run_id"): kfp_run_id, tag("dataset_digest"): prepared.digest()},
+                step_key=f"{pipeline}/{kfp_run_id}/probe/{key}")))
+
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
-        outcome = run_probe(cfg, work, prepared=prepared, progress=False, on_batch=ProgressLog(f"{probe} {model}"))
+        outcome = run_probe(cfg, work, prepared=prepared, progress=False, on_batch=ProgressLog(f"{probe} {model}"),
+                            on_start=start)
+        run = runs[0]
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,41 +25,41 @@ __all__ = ["NEEDS_TABLE", "TRAIN_SETS", "FinetuneConfig", "build_train_set_for",
 def run_finetune(cfg: FinetuneConfig, *, if_finished: str = "refuse", **kwargs: Any) -> dict:
     """Train `cfg` and return its metrics dict (also written to `<out>/metrics.json`).
 
-    One writer per output folder: the folder's `.finetune.lock` (an O_EXCL lock file with a
-    heartbeat, safe on a PVC shared by pods; a dead holder's lock goes stale; rank 0 holds it under a
-    multi-process launcher) makes a second run
-    into a folder another live run is writing fail at once, naming the holder. A folder that holds
-    a finished run (`metrics.json`) is refused (`if_finished="refuse"`, the CLI), or its metrics are
-    returned without training when it was made with the same configuration (`"reuse"`: a pipeline
-    step retried after its training finished). A killed run leaves checkpoints, not metrics.json,
-    and resumes. Keyword arguments go to `factprobe.finetune.trainer.run_finetune` (`progress`,
-    `callbacks`, `train_set`)."""
+    One writer, and one kind of run, per output folder (`factprobe.run_folder.claim`, the mechanism
+    the probes use too): its lock is an O_EXCL file with a heartbeat, safe on a PVC shared by pods
+    (a dead holder's lock goes stale; rank 0 holds it under a multi-process launcher), so a second
+    run into a folder another live run is writing fails at once, naming the holder; a folder that
+    holds another kind of run (a probe's results) is refused naming it, and `--out` naming a file
+    is refused. A folder that holds a finished run (`metrics.json`) is refused
+    (`if_finished="refuse"`, the CLI), or its metrics are returned without training when it was
+    made with the same configuration (`"reuse"`: a pipeline step retried after its training
+    finished). A killed run leaves checkpoints, not metrics.json, and resumes. Keyword arguments go
+    to `factprobe.finetune.trainer.run_finetune` (`progress`, `callbacks`, `train_set`)."""
     import json
     import os
     from contextlib import ExitStack
     from pathlib import Path
 
     from ..errors import ConfigError
-    from ..lm.file_lock import lock_file
+    from ..redact import redact_values
+    from ..run_folder import check_folder, claim, refuse_other_kind
     from .trainer import CONFIG_FILE, default_out
     from .trainer import run_finetune as _run
 
     if if_finished not in ("refuse", "reuse"):
         raise ValueError(f"if_finished must be 'refuse' or 'reuse', not {if_finished!r}")
-    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    out = check_folder(Path(cfg.out) if cfg.out else default_out(cfg))
     with ExitStack() as stack:
-        try:
-            if int(os.environ.get("RANK", "0") or 0) == 0:  # under a multi-process launcher, rank 0 holds it for all
-                stack.enter_context(lock_file(out / ".finetune.lock", timeout=0))
-        except TimeoutError as e:
-            raise ConfigError(f"output folder {out} is in use by another fine-tuning run ({e}); wait for it or use "
-                              "another --out") from None
-        except OSError as e:
-            raise ConfigError(f"cannot write into output folder {out}: {e.strerror or e}") from None
+        if int(os.environ.get("RANK", "0") or 0) == 0:  # under a multi-process launcher, rank 0 holds it for all
+            stack.enter_context(claim(out, "finetune", cfg.train_set))
+        elif out.is_dir():
+            refuse_other_kind(out, "finetune")
         done = out / "metrics.json"
         if done.is_file():
             saved = out / CONFIG_FILE
-            same = saved.is_file() and json.loads(saved.read_text(encoding="utf-8")).get("fingerprint") == cfg.fingerprint()
+            # finetune_config.json stores credentials in URLs masked: compare both sides masked
+            same = saved.is_file() and redact_values(json.loads(saved.read_text(encoding="utf-8")).get("fingerprint")) \
+                == redact_values(cfg.fingerprint())
             if if_finished == "reuse" and same:
                 return json.loads(done.read_text(encoding="utf-8"))
             raise ConfigError(f"{out} holds a finished fine-tuning run ({done.name}"

@@ -5,11 +5,12 @@ working lock manager, several CSI drivers), so pods on two nodes sharing a Persi
 could both hold it. This lock is a file created with `O_CREAT | O_EXCL`, which is atomic on
 every POSIX filesystem and on NFSv3+:
 
-- the holder writes a token (host, pid, random) into it and refreshes its mtime every
-  `heartbeat` seconds from a daemon thread;
+- the holder writes a token (`host:pid:random`, then an optional ` label` naming what it does)
+  into it and refreshes its mtime every `heartbeat` seconds from a daemon thread;
 - a waiter polls; a lock whose mtime is older than `stale_after` seconds (its holder died
-  without removing it: a preempted pod) is broken by renaming it to a unique name, an atomic
-  operation exactly one waiter wins, and the waiters race for a new lock;
+  without removing it: a preempted pod), or whose holder ran on this host under a pid that no
+  longer exists (killed, even by SIGKILL: taken over at once), is broken by renaming it to a
+  unique name, an atomic operation exactly one waiter wins, and the waiters race for a new lock;
 - on exit the holder removes the file if it still holds its own token.
 
 `stale_after` must exceed `heartbeat` by far (clocks of the hosts may differ by a few seconds;
@@ -40,16 +41,39 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def holder(token: str | None) -> tuple[str, int | None, str]:
+    """(host, pid, label) of a lock file's content (`host:pid:random label`); ("", None, "")
+    when it is not one (empty: being written)."""
+    head, _, label = (token or "").strip().partition(" ")
+    host, _, rest = head.partition(":")
+    pid, _, _ = rest.partition(":")
+    return (host, int(pid), label) if host and pid.isdigit() else ("", None, "")
+
+
+def _dead_here(token: str | None) -> bool:
+    """True when `token`'s holder ran on this host and its pid no longer exists."""
+    host, pid, _ = holder(token)
+    if pid is None or host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: alive, another user's
+        return False
+    return False
+
+
 def _break_if_stale(path: Path, stale_after: float) -> bool:
-    """Remove `path` when its mtime is older than `stale_after`; True when the caller should
-    retry at once (the lock is gone or was broken here)."""
+    """Remove `path` when its mtime is older than `stale_after` or its holder is a dead process
+    of this host; True when the caller should retry at once (the lock is gone or was broken here)."""
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return True
-    if age < stale_after:
-        return False
     seen = _read(path)
+    if age < stale_after and not _dead_here(seen):
+        return False
     moved = path.with_name(f"{path.name}.stale-{uuid.uuid4().hex[:8]}")
     try:
         os.rename(path, moved)  # atomic: of several waiters, one moves it
@@ -66,14 +90,18 @@ def _break_if_stale(path: Path, stale_after: float) -> bool:
 
 @contextmanager
 def lock_file(path: str | Path, stale_after: float = STALE_AFTER_S, heartbeat: float = HEARTBEAT_S, poll: float = 0.5,
-              timeout: float | None = None, on_wait: Callable[[str], None] | None = None) -> Iterator[str]:
+              timeout: float | None = None, on_wait: Callable[[str], None] | None = None,
+              label: str = "") -> Iterator[str]:
     """Hold the lock file `path` inside the block (see the module docstring); yields the token.
 
     `on_wait(owner)` is called once when the lock is busy (owner: the holder's token). Raises
-    TimeoutError after `timeout` seconds of waiting (None: wait as long as the holder lives)."""
+    TimeoutError after `timeout` seconds of waiting (None: wait as long as the holder lives).
+    `label` (no line breaks) is written after the token, for a refused waiter to read (`holder`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    if label:
+        token += " " + " ".join(label.split())
     start = time.monotonic()
     told = False
     while True:

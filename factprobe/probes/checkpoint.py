@@ -2,13 +2,15 @@
 
 Every probe uses this module unchanged. Files in `out/`:
 
-- `.lock`: held (flock, exclusive, non-blocking) for the whole run and stamped with
-  `host pid`. A second run into the same folder fails at once, before any model loads, naming
-  the folder and the holder's pid. The kernel drops the lock when its process dies (SIGKILL
-  included), so a stale `.lock` left by a killed run is simply taken over.
-- `run_config.json`: the config and its results key, written only once the config and the data
-  have been validated (`write_config`), so a run that fails on bad input leaves nothing that
-  would refuse its corrected rerun. A folder holding another results key is refused.
+- `.factprobe.lock`, `.factprobe-run.json`: the folder's claim (`factprobe.run_folder.claim`,
+  the one mechanism of every command that writes an output folder), held for the whole run. A
+  second run into the same folder fails at once, before any model loads, naming the folder and
+  the holder's host and pid; a folder of another kind of run (a fine-tuning run) is refused,
+  naming what it holds. A stale lock of a killed run is taken over (at once on the same host).
+- `run_config.json`: the config (credentials inside URLs masked, `factprobe.redact.redact_values`)
+  and its results key (of the real config), written only once the config and the data have
+  been validated (`write_config`), so a run that fails on bad input leaves nothing that would
+  refuse its corrected rerun. A folder holding another results key is refused.
 - `checkpoint.jsonl`: finished rows, appended, flushed and fsynced per batch. A torn last line
   (a crash mid-write) is ignored and repaired before the next append.
 - `results.jsonl`, `metrics.json`: written atomically at the end (`finish`); the checkpoint is
@@ -18,26 +20,24 @@ Every probe uses this module unchanged. Files in `out/`:
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import socket
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
+from ..redact import redact_values
+from ..run_folder import LOCK, MARKER, FolderBusyError, claim
 
 CHECKPOINT = "checkpoint.jsonl"
 RESULTS = "results.jsonl"
 METRICS = "metrics.json"
 RUN_CONFIG = "run_config.json"
 MODEL_REVISION = "model_revision.txt"
-LOCK = ".lock"
-
-
-class FolderBusyError(ConfigError):
-    """Another live process is writing into the same output folder."""
+__all__ = ["CHECKPOINT", "LOCK", "MARKER", "METRICS", "MODEL_REVISION", "RESULTS", "RUN_CONFIG", "FolderBusyError",
+           "RunFolder", "read_rows"]
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -65,41 +65,26 @@ class RunFolder:
         self.out = Path(out)
         self.key = results_key
         self.config = config
-        self._lock_fh = None
+        self._stack: ExitStack | None = None
         self._ckpt_fh = None
 
     # ------------------------------------------------------------------ lock
     def __enter__(self) -> "RunFolder":
+        stack = ExitStack()
         try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"cannot create output folder {self.out}: {e.strerror or e}") from None
-        path = self.out / LOCK
-        try:
-            fh = open(path, "a+", encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"cannot write into output folder {self.out}: {e.strerror or e}") from None
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
-            raise FolderBusyError(f"output folder {self.out} is in use by {holder}; wait for it or use another --out") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
-        fh.flush()
-        self._lock_fh = fh
-        self.check_config()
+            stack.enter_context(claim(self.out, "probe", str(self.config.get("probe") or "")))
+            self.check_config()
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close_checkpoint()
-        if self._lock_fh is not None:
-            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
-            self._lock_fh.close()
-            self._lock_fh = None
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
 
     # ------------------------------------------------------------------ config
     def check_config(self) -> None:
@@ -116,9 +101,10 @@ class RunFolder:
                               "use another --out or remove that folder")
 
     def write_config(self) -> None:
-        """Record the config once it has been validated (idempotent)."""
+        """Record the config once it has been validated (idempotent). Credentials inside URLs
+        are stored masked; the results key is the real config's."""
         if not (self.out / RUN_CONFIG).exists():
-            atomic_write_json(self.out / RUN_CONFIG, {"results_key": self.key, "config": self.config})
+            atomic_write_json(self.out / RUN_CONFIG, {"results_key": self.key, "config": redact_values(self.config)})
 
     # ------------------------------------------------------------------ rows
     def done_rows(self) -> dict[str, dict]:
@@ -171,7 +157,7 @@ class RunFolder:
         parquet), a dict or list (JSON) or a str (text)."""
         self.close_checkpoint()
         for name, content in (extra or {}).items():
-            if Path(name).name != name or name in (RESULTS, METRICS, CHECKPOINT, RUN_CONFIG, MODEL_REVISION, LOCK):
+            if Path(name).name != name or name in (RESULTS, METRICS, CHECKPOINT, RUN_CONFIG, MODEL_REVISION, LOCK, MARKER):
                 raise ConfigError(f"a probe's extra output may not be named {name!r}")
             if isinstance(content, str):
                 atomic_write_text(self.out / name, content)

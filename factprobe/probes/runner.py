@@ -4,13 +4,16 @@ Contract
 --------
 `run_probe(cfg, out_dir)` takes a `RunConfig` and an output folder and
 
-1. locks the folder (a second run into it is refused at once) and refuses a folder that holds
-   another configuration (`probes/checkpoint.py`);
+1. claims the folder (`factprobe.run_folder.claim`: a second run into it, or a folder of another
+   kind of run such as fine-tuning, is refused at once) and refuses a folder that holds another
+   configuration (`probes/checkpoint.py`);
 2. prepares the items (`probe.prepare`, or the `prepared` argument from the pipeline's data-build
    step) and lets the probe validate them (`probe.validate`);
 3. loads the model only when something is left to score, checks that its kind (causal, masked)
    is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
-   `run_config.json` written; rows of other weights are never mixed into the folder;
+   `run_config.json` written and `on_start()` called (the tracking layer opens its MLflow run
+   there, so a run refused at the folder or at validation leaves none); rows of other weights
+   are never mixed into the folder;
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -65,11 +68,13 @@ def run_probe(
     log: Callable[[str], None] = print,
     on_batch: Callable[[int, int], None] | None = None,
     prepared: Prepared | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> ProbeOutcome:
     """Run (or resume) `cfg`'s probe into `out_dir`; see the module docstring.
 
     `loaded` is an optional `LoadedModel` (else loaded here, only if something is left to score);
-    `on_batch(done, total)` is called after each batch; `prepared` skips data preparation."""
+    `on_batch(done, total)` is called after each batch; `prepared` skips data preparation;
+    `on_start()` is called once the folder is claimed and the run validated, before scoring."""
     probe = get_probe(cfg.probe)
     notes: list[str] = []
 
@@ -89,6 +94,8 @@ def run_probe(
             loaded = loaded or load_for_probe(cfg)
             probe.check_model(cfg, prepared, loaded)
         folder.write_config()  # only once the data (and the model, when one is needed) passed every check
+        if on_start:
+            on_start()
         for why in prepared.dropped.values():
             note(f"dropped {why}")
 
