@@ -59,8 +59,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     out = Path(cfg.base.out) if cfg.base.out else default_out(cfg)
     lines: list[str] = []
     with sigterm_as_interrupt(), ExitStack() as stack:
-        afters = [stack.enter_context(h.wrap(args, cfg, out)) for h in args.hooks]
-        outcome = run_probe(cfg, out, progress=not args.no_progress)
+        afters: list[Any] = []
+
+        def start() -> None:  # the hooks (MLflow) begin once the folder is claimed and the run validated
+            afters.extend(stack.enter_context(h.wrap(args, cfg, out)) for h in args.hooks)
+
+        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start)
         for after in afters:
             lines += after(outcome) or []
     m = outcome.metrics

@@ -150,8 +150,9 @@ class TrackedRun:
         self._call("setting tags", lambda: self._client.set_tags(self.run_id, {k: str(v) for k, v in tags.items()}))
 
     def log_params(self, params: dict[str, Any]) -> None:
-        """Every value as text (MLflow params are strings; capped at 6000 characters)."""
-        ps = {k: str(v)[:6000] for k, v in params.items()}
+        """Every value as text (MLflow params are strings; capped at 6000 characters), credentials
+        inside URLs masked (`factprobe.redact`: `s3://***@bucket`), also within JSON values."""
+        ps = {k: redact(v)[:6000] for k, v in params.items()}
         self._call("logging parameters", lambda: self._client.log_batch(self.run_id, ps, {}, 0, 0))
 
     def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
@@ -208,5 +209,5 @@ class TrackedRun:
             import hashlib
 
             digest = hashlib.md5(df.to_json(orient="split", index=False).encode()).hexdigest()[:8]
-        record = dataset_record(df, name, source, digest)
+        record = dataset_record(df, name, redact(source), digest)
         self._call("logging the dataset", lambda: self._client.log_dataset(self.run_id, record, context))
