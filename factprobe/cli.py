@@ -99,7 +99,8 @@ def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> No
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="factprobe", description="Measure what language models know about facts.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    parser.add_argument("--debug", action="store_true",
+                        help="show tracebacks instead of one-line errors (also accepted after the subcommand)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe_commands(sub, _probe_hooks())
 
@@ -119,9 +120,16 @@ def _one_line(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
+def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` without its `--debug` switches (anywhere before a `--`: before or after the
+    subcommand, also for the commands whose own parsers get the rest), and whether there was one."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    return kept, len(kept) != len(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
+    argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         parser = build_parser()
         # `pipeline`, `schedule` and `models` hand everything after their name to their own parsers

@@ -4,7 +4,8 @@
 child run). Contract:
 
 - On enter it checks the tracking store with an authenticated call. If that fails:
-  `required=False` -> one warning naming the URI, and tracking is switched off (the caller still
+  `required=False` -> one warning line naming the URI (`warning: ...` on stderr, not a Python
+  `UserWarning`), and tracking is switched off (the caller still
   writes its results to disk); `required=True` -> `TrackingError` with one clear line.
 - Runs left RUNNING by an earlier crash of the same step (same `factprobe.step_key` tag) are
   marked FAILED before a new run starts.
@@ -21,8 +22,8 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -53,6 +54,11 @@ def _describe(exc: BaseException) -> str:
     return msg[:300]
 
 
+def _warn_line(message: str) -> None:
+    """The default `warn` of a TrackedRun: one redacted `warning: ...` line on stderr."""
+    print(f"warning: {redact(message)}", file=sys.stderr, flush=True)
+
+
 class TrackedRun:
     """Context manager around one MLflow run; see the module docstring for the contract."""
 
@@ -77,7 +83,7 @@ class TrackedRun:
         self.step_key = step_key
         self.required = required
         self.enabled = enabled
-        self.warn = warn or (lambda m: warnings.warn(m, stacklevel=3))
+        self.warn = warn or _warn_line
         self.run_id: str | None = run_id
         self._resume = run_id is not None
         self._client = None
@@ -87,6 +93,10 @@ class TrackedRun:
         msg = redact(f"MLflow tracking at {self.uri}: {what} failed: {_describe(exc)}")
         if self.required:
             raise TrackingError(msg) from exc
+        if what == "connecting":
+            why = _describe(exc)
+            msg = redact(f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
+                         f"({why}); the run is not logged")
         self.warn(msg + "; results are kept on disk only")
         self.enabled = False
 
