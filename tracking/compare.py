@@ -92,9 +92,42 @@ def format_comparison(res: dict, name_a: str, name_b: str) -> str:
     return "\n".join(lines)
 
 
+def compare_needs() -> str:
+    """One clause naming what `compare` joins."""
+    from .baseline import gateable_probes
+
+    return (f"compare joins multiple-choice runs ({', '.join(gateable_probes())}) fact by fact on fact_id, "
+            "one row and one boolean `correct` per fact (or per fact and template)")
+
+
+def check_compare_table(df: pd.DataFrame, desc: dict, name: str) -> None:
+    """Raise ConfigError (one line: what the run is and what `compare` joins) unless run `name`
+    (`resolve_run`'s description `desc`) is a multiple-choice run (by its `factprobe.probe` tag or
+    the folder's run_config.json), or, when it names no probe, unless its table has `fact_id`,
+    `relation` and a boolean `correct` on every row."""
+    from factprobe.probes.registry import load_probes
+
+    from .baseline import PROBE_TAG, _folder_probe, gateable_probes
+
+    ref = desc.get("ref", "?")
+    probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref)
+    if probe is not None and probe not in gateable_probes():
+        known = load_probes().get(probe)
+        what = f" ({known.description.split(':')[0].strip()})" if known is not None else ""
+        raise ConfigError(f"run {name} ({ref}) is a {probe} run{what}, not a multiple-choice run; {compare_needs()}")
+    missing = [c for c in ("fact_id", "relation", "correct") if c not in df.columns]
+    if missing:
+        raise ConfigError(f"run {name} ({ref}) has no {', '.join(map(repr, missing))} column; {compare_needs()}")
+    if df["correct"].isna().any() or not df["correct"].isin([True, False, 0, 1]).all():
+        raise ConfigError(f"run {name} ({ref}) has rows without a boolean `correct` (not multiple-choice facts); "
+                          f"{compare_needs()}")
+
+
 def compare_cli(args) -> int:
-    a, _ = resolve_run(args.run_a, args.tracking_uri)
-    b, _ = resolve_run(args.run_b, args.tracking_uri)
+    a, desc_a = resolve_run(args.run_a, args.tracking_uri)
+    b, desc_b = resolve_run(args.run_b, args.tracking_uri)
+    check_compare_table(a, desc_a, "a")
+    check_compare_table(b, desc_b, "b")
     a, b, note = align_templates(a, b, getattr(args, "templates", "majority"))
     res = compare_runs(a, b, n_boot=args.n_boot)
     if note:

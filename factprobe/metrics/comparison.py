@@ -230,8 +230,11 @@ def join_runs(df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id") -> p
             f"{row['relation']!r} vs {row['relation_b']!r}"
         )
     joined = joined.drop(columns="relation_b")
-    joined["correct_a"] = _as_bool_array(joined["correct_a"], "run a 'correct'")
-    joined["correct_b"] = _as_bool_array(joined["correct_b"], "run b 'correct'")
+    for col in ("correct_a", "correct_b"):
+        try:
+            joined[col] = _as_bool_array(joined[col], f"run {col[-1]} 'correct'")
+        except ValueError as e:  # a user's table: one DataError line, not a traceback
+            raise DataError(f"{e}; compare joins multiple-choice facts, one boolean verdict each") from None
     return joined
 
 

@@ -22,7 +22,11 @@ answer of its subject (by the QA metrics' exact match against its golds, and by 
 the run's test and training facts); a relation with no such answer stays unshuffled, which each row's
 `exemplars` records (`{fact_id, question, shown_answer, true_answer, shuffled}`).
 
-A row carries `setting` and `shots` (exemplars actually used). `metrics.json` holds EM/F1/Contains
+A row carries `setting`, `shots` (exemplars actually used) and `shots_asked`. A k capped by a small
+known/unknown pool (or the model's window) is labelled with the k USED: `settings` is keyed
+`<setting>@<k used>` (each entry keeps `shots_asked`; MLflow logs `em/<setting>/k<k used>`),
+`figure7` rows carry both `shots` (asked) and `shots_used`, and `shots_capped` / `shots_note` list
+the capped groups. `metrics.json` holds EM/F1/Contains
 per setting and k (`settings`), the Figure-7 table (`figure7`: EM by setting and k) and
 `regular`/`counterfactual` 10-shot summaries. `known_unknown.parquet` is written (or, on reuse,
 copied through) for the fine-tuning pipeline.
@@ -190,15 +194,16 @@ class CounterfactualProbe(Probe):
             summary[g]["shuffled_exemplars"] = sum(e["shuffled"] for e in rs[0]["exemplars"])
         figure7 = [{"setting": s, "shots": k, "shots_used": summary.get(f"{s}@{k}", {}).get("shots_used"),
                     "em": summary.get(f"{s}@{k}", {}).get("em"), "f1": summary.get(f"{s}@{k}", {}).get("f1"),
-                    "contains": summary.get(f"{s}@{k}", {}).get("contains")}
+                    "contains": summary.get(f"{s}@{k}", {}).get("contains"), "n": summary.get(f"{s}@{k}", {}).get("n")}
                    for s in FIGURE7_SETTINGS for k in p.shots]
         pool = [r for r in rows if r["split"] == "train"]
         if p.known_unknown:  # no pool phase: count the reused table's classification of the pool
             known = list(self._reused(cfg, prepared).values())
         else:
             known = [r["em"] >= 1.0 for r in pool if r["setting"] == "regular" and r["shots_asked"] == p.known_shots]
+        labelled, capped = self._labelled(summary)
         m: dict[str, Any] = {
-            "settings": summary,
+            "settings": labelled,
             "figure7": figure7,
             "regular": summary.get(f"regular@{p.known_shots}"),
             "counterfactual": summary.get(f"counterfactual@{p.known_shots}"),
@@ -212,7 +217,28 @@ class CounterfactualProbe(Probe):
         m.update(em=reg.get("em"), f1=reg.get("f1"), contains=reg.get("contains"), n=reg.get("n", 0),
                  per_relation=reg.get("per_relation", {}))
         m.update(qa_info_summary(prepared))
+        if capped:
+            m["shots_capped"] = capped
+            m["shots_note"] = "; ".join(f"{g}: only {k} exemplar(s) used, labelled {k}" for g, k in capped.items())
         return m
+
+    @staticmethod
+    def _labelled(summary: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:
+        """`settings` keyed `<setting>@<k used>` (each entry keeps `shots_asked`), and {`<setting>@<k
+        asked>`: k used} for the capped ones. When two asked k of a setting are capped to the same k,
+        the second keeps its asked key (`<setting>@<k asked>`) and stays in `shots_capped`."""
+        out: dict[str, dict] = {}
+        capped: dict[str, int] = {}
+        for group, entry in summary.items():
+            setting, _, k = group.rpartition("@")
+            used = entry.get("shots_used")
+            key = group if used is None or str(used) == k else f"{setting}@{used}"
+            if key in out:
+                key = group
+            if used is not None and str(used) != k:
+                capped[group] = int(used)
+            out[key] = {**entry, "shots_asked": int(k)}
+        return out, capped
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
         from ..build.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown

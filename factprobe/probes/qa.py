@@ -20,7 +20,11 @@ objects of the subject, by id), with SQuAD normalisation and dates as `Month D, 
 or whitespace-only answer is wrong and counted (`n_empty`).
 
 `--shots` takes one k or a list (`0,10`): each k is its own block and its own rows (key
-`fact_id#<split>#<k>shot`). With `--split train|all`, a train item that is itself an exemplar of
+`fact_id#<split>#<k>shot`, with k as asked). A block can hold fewer exemplars than asked (a small
+train split, or a block cut to fit the model's window; noted): rows keep `shots_asked` and `shots`
+(the k used), and metrics.json labels every score with the k USED: `shots` lists the k used,
+`shots_asked` the k asked, `per_shots` is keyed by the k used (so MLflow logs `em/shots/3` when 5
+was asked and 3 were used), and `shots_capped` / `shots_note` say which k were capped. With `--split train|all`, a train item that is itself an exemplar of
 the block is asked with a second block drawn from the rest of the split (group `regular-alt`),
 so no question is ever answered with its own answer in the prompt. The regular k-shot answers (the first k > 0) also make the model's
 known/unknown table, `known_unknown.parquet` (`factprobe.build.known_unknown`), for the facts of
@@ -210,6 +214,13 @@ def generate_rows(session: Session, state: BlockState, batch: Sequence[QATask], 
     return rows
 
 
+def shots_labels(by_k: dict[int, Sequence[dict]]) -> dict[int, int]:
+    """{k asked: the k actually used}: the most exemplars any of its rows' blocks held (`shots`,
+    capped by a small train split or by the model's window; the main block, which every eval
+    question gets; only train items inside it may get a smaller alternative block); k when no row."""
+    return {k: max((int(r["shots"]) for r in rs), default=k) for k, rs in by_k.items()}
+
+
 def qa_summary(rows: Sequence[dict]) -> dict:
     """`summarize_qa` of result rows, with popularity buckets (quartiles over the rows' items)."""
     import pandas as pd
@@ -258,7 +269,8 @@ class QAProbe(Probe):
         cfg = session.cfg
         drawn = regular_block(session.prepared, k, cfg.base.seed, alt=name.endswith("-alt"))
         if len(drawn) < k:
-            session.note(f"{group}: the train split holds only {len(drawn)} items for {k} exemplars")
+            session.note(f"{group}: the train split holds only {len(drawn)} items for {k} exemplars; "
+                         f"k capped at {len(drawn)} (scores are labelled with the k used)")
         questions = [t.item.question for t in self.groups(cfg, session.prepared)[group]]
         return fit_block(session, group, [Exemplar.of(it) for it in drawn], questions)
 
@@ -270,9 +282,19 @@ class QAProbe(Probe):
         by_k = {k: [r for r in rows if r["shots_asked"] == k] for k in shots}
         first = by_k[shots[0]]
         m = qa_summary([r for r in first if r["split"] == "eval"] or first)
-        m["shots"] = shots
+        labels = shots_labels(by_k)
+        m["shots"] = [labels[k] for k in shots]  # the k actually used (metrics.json, MLflow em/shots/<k>, report)
+        m["shots_asked"] = shots
+        capped = {str(k): labels[k] for k in shots if labels[k] != k}
+        if capped:
+            m["shots_capped"] = capped
+            m["shots_note"] = "; ".join(f"--shots {k}: only {used} exemplar(s) used (the train split or the "
+                                        f"model's window is too small), labelled {used}" for k, used in capped.items())
         if len(shots) > 1:
-            m["per_shots"] = {str(k): qa_summary(v) for k, v in by_k.items()}
+            m["per_shots"] = {}
+            for k, v in by_k.items():
+                key = str(labels[k]) if str(labels[k]) not in m["per_shots"] else f"{labels[k]}-asked{k}"
+                m["per_shots"][key] = {**qa_summary(v), "shots_asked": k}
         if cfg.params.split != "eval":
             m["per_split"] = {s: qa_summary([r for r in first if r["split"] == s]) for s in ("train", "eval")}
         m["dropped_relations"] = dict(prepared.dropped)
