@@ -338,11 +338,13 @@ def test_deepspeed_configs_are_auto_and_offload_is_applied():
 def test_one_writer_and_a_finished_folder_is_not_trained_over(tiny, tmp_path):
     """A second run into a folder that a live run holds fails at once naming the holder; a finished
     folder is refused by default and reused (same configuration only) by a retried pipeline step."""
-    from factprobe.lm.file_lock import lock_file
+    import os
+
+    from factprobe.run_folder import LOCK, claim
 
     cfg = tiny_cfg(tiny, tmp_path, max_steps=1)
-    with lock_file(tmp_path / ".finetune.lock") as holder:  # noqa: SIM117 (the match names the holder)
-        with pytest.raises(ConfigError, match=f"in use by another fine-tuning run.*{holder}"):
+    with claim(tmp_path, "finetune", "regular"):  # noqa: SIM117 (the match names the holder)
+        with pytest.raises(ConfigError, match=rf"is in use by host \S+ pid {os.getpid()} \(a fine-tuning run\)"):
             run_finetune(cfg, progress=False)
     assert not (tmp_path / "metrics.json").exists()
     first = run_finetune(cfg, progress=False)
@@ -352,4 +354,4 @@ def test_one_writer_and_a_finished_folder_is_not_trained_over(tiny, tmp_path):
     other = tiny_cfg(tiny, tmp_path, max_steps=2)
     with pytest.raises(ConfigError, match="made with another configuration"):
         run_finetune(other, progress=False, if_finished="reuse")
-    assert not (tmp_path / ".finetune.lock").exists()
+    assert not (tmp_path / LOCK).exists()
