@@ -121,7 +121,7 @@ def pipeline_probes(name: str, values: dict[str, Any]) -> list[str]:
     if "probe_name" in values:
         return [values["probe_name"]]
     module = importlib.import_module(f"pipelines.{name.replace('-', '_')}")
-    return list(getattr(module, "PROBES", None) or [getattr(module, "PROBE")])
+    return list(getattr(module, "PROBES", None) or [module.PROBE])
 
 
 def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
@@ -338,58 +338,94 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
     terminal gets all of it with `verbose`, else one line per step start and end (`_RunLog`).
     A failed run ends with one line on stderr (ANSI codes stripped, credentials masked): the failed
     step, the first line of its error, and the path of that step's own log:
-    `error: step 'data-build' failed: ConfigError: unknown relation(s) P999 ...; full log: ...`."""
+    `error: step 'data-build' failed: ConfigError: unknown relation(s) P999 ...; full log: ...`.
+
+    Ctrl-C or SIGTERM stops the run (pipelines/local_steps.py): the steps' process groups get
+    SIGTERM and are waited for, the parent run and every step run still RUNNING are marked KILLED,
+    the loopback server stops last, and `PipelineStopped` (exit code 130 or 143) says what was done."""
     from tracking.local_server import LocalTrackingServer, is_local_store
+
+    from .local_steps import LocalSteps, PipelineStopped
 
     params = _absolute_paths(dict(params))
     store = params.get("tracking_uri") or tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") \
         or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
     serve = is_local_store(store) and os.environ.get("FACTPROBE_SERVE_LOCAL_STORE", "1") != "0"
-    server = LocalTrackingServer(store).start() if serve else None
-    try:
-        from kfp import local
-
-        pipe = get_pipeline(name, local=True)
-        from tracking.conventions import git_sha
-
-        os.environ.setdefault("FACTPROBE_GIT_SHA", git_sha())  # one sha for every step of this run
-        spec = pipeline_parameters(pipe)
-        if "tracking_uri" in spec:
-            params["tracking_uri"] = server.wait() if server is not None else store
-        if "trigger" in spec and "trigger" not in params:
-            params["trigger"] = "local"
-        root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
-        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
-        log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
-                      verbose=verbose)
-        if not verbose:
-            import warnings
-
-            # The local runner runs every step in this very environment, so its warning about a step's
-            # (cluster) base image is noise here; one per step would bury the step lines ...
-            warnings.filterwarnings("ignore", message="You may be attemping to run a task that uses custom",
-                                    category=RuntimeWarning)
-            # ... and so is its note that cluster settings (cpu/memory limits, display names) do nothing locally.
-            warnings.filterwarnings("ignore", message=r"Task '.*': settings \[.*\] have no effect in the current local runner",
-                                    category=UserWarning)
-            print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
-        start = time.perf_counter()
-        error: BaseException | None = None
-        sys.stdout = log
+    steps = LocalSteps()
+    server = None
+    with steps.handling_signals():
         try:
-            pipe(**params)
-        except RuntimeError as e:  # KFP local raises RuntimeError naming the failed task
-            error = e
+            try:
+                server = LocalTrackingServer(store).start() if serve else None
+                from kfp import local
+
+                pipe = get_pipeline(name, local=True)
+                from tracking.conventions import git_sha
+
+                os.environ.setdefault("FACTPROBE_GIT_SHA", git_sha())  # one sha for every step of this run
+                spec = pipeline_parameters(pipe)
+                if "tracking_uri" in spec:
+                    params["tracking_uri"] = server.wait() if server is not None else store
+                if "trigger" in spec and "trigger" not in params:
+                    params["trigger"] = "local"
+                root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
+                local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
+                log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
+                              verbose=verbose)
+                if not verbose:
+                    import warnings
+
+                    # The local runner runs every step in this very environment, so its warning about a step's
+                    # (cluster) base image is noise here; one per step would bury the step lines ...
+                    warnings.filterwarnings("ignore", message="You may be attemping to run a task that uses custom",
+                                            category=RuntimeWarning)
+                    # ... and so is its note that cluster settings (cpu/memory limits, display names) do nothing locally.
+                    warnings.filterwarnings("ignore", message=r"Task '.*': settings \[.*\] have no effect in the current local runner",
+                                            category=UserWarning)
+                    print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
+                start = time.perf_counter()
+                error: BaseException | None = None
+                sys.stdout = log
+                try:
+                    with steps.running(log.path.with_suffix(".runs.jsonl")):
+                        pipe(**params)
+                except Exception as e:  # KFP local raises RuntimeError naming the failed task
+                    if not isinstance(e, RuntimeError) and steps.signum is None:
+                        raise
+                    error = e
+                finally:
+                    sys.stdout = log._stream
+                    log.close_log()
+            except KeyboardInterrupt:  # a signal before any step ran (LocalSteps raises it only then)
+                if steps.signum is None:
+                    raise
+            if steps.signum is not None:
+                raise PipelineStopped(_stop(name, steps, params.get("tracking_uri"), store), steps.signum)
+            if error is not None:
+                sys.stdout.flush()
+                print(f"error: {failure_report(log.path, error)}", file=sys.stderr)
+            return error is None, time.perf_counter() - start, root
         finally:
-            sys.stdout = log._stream
-            log.close_log()
-        if error is not None:
-            sys.stdout.flush()
-            print(f"error: {failure_report(log.path, error)}", file=sys.stderr)
-        return error is None, time.perf_counter() - start, root
-    finally:
-        if server is not None:
-            server.__exit__(None, None, None)
+            if server is not None:  # last: the steps and the KILLED marks went through it
+                server.__exit__(None, None, None)
+
+
+def _stop(name: str, steps, tracking_uri: str | None, store: str) -> str:
+    """Finish a stopped run (steps gone, runs KILLED through `tracking_uri`, the URI the steps log
+    to) and say what was done, in one line naming `store`."""
+    import signal
+
+    steps.finish()
+    what = signal.Signals(steps.signum).name
+    forced = f", {steps.forced} of them with SIGKILL" if steps.forced else ""
+    line = f"pipeline {name} stopped by {what}: {steps.running_at_signal} running step(s) stopped{forced}"
+    try:
+        parents, killed = steps.mark_killed(tracking_uri)
+    except Exception as e:  # noqa: BLE001 - the stop must still end with its one line
+        return redact(f"{line}; marking the MLflow runs KILLED failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if not parents:
+        return f"{line}; no MLflow parent run had started"
+    return redact(f"{line}; MLflow parent run {', '.join(parents)} and {killed} step run(s) KILLED in {store}")
 
 
 def image_notice(for_cluster_run: bool, allow_default: bool = False, pipeline: str | list[str] | None = None) -> str:
@@ -745,7 +781,13 @@ def pipeline_cli(argv: list[str]) -> int:
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
     if args.action == "run":
-        ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root, verbose=args.verbose)
+        from .local_steps import PipelineStopped
+
+        try:
+            ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root, verbose=args.verbose)
+        except PipelineStopped as stopped:
+            print(str(stopped), file=sys.stderr, flush=True)
+            return stopped.exit_code
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
         print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
                      f"MLflow: {uri}"))

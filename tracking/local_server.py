@@ -21,7 +21,8 @@ values come back when the server stops.
 
 Run as a module it is the server process: `python -m tracking.local_server STORE_URI ARTIFACT_ROOT`
 (token in env `FACTPROBE_LOCAL_SERVER_TOKEN`) prints `READY <port>` once it accepts connections
-and exits when its parent process does.
+and exits when its parent process does. It runs in a process group of its own, so a Ctrl-C at
+the terminal reaches only the parent, which stops it last (`__exit__`).
 """
 from __future__ import annotations
 
@@ -96,6 +97,9 @@ class LocalTrackingServer:
             [sys.executable, "-m", "tracking.local_server", self.store_uri, self.artifact_root],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             cwd=str(Path(__file__).resolve().parent.parent), env={**os.environ, TOKEN_ENV: self.token},
+            # its own process group: a Ctrl-C at the terminal must not stop it before the steps of a
+            # stopped run have marked their runs KILLED through it (pipelines/local_steps.py)
+            start_new_session=True,
         )
         return self
 

@@ -7,13 +7,14 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     git sha and a config key (hash of the parameters except the model list, for finding previous
     comparable runs).
     Returns the run id, or '' when tracking is off. Raises TrackingError if the server is
-    unreachable or rejects the credentials."""
+    unreachable or rejects the credentials. In a local run the id is also recorded for the stop on
+    Ctrl-C / SIGTERM (`_common.record_parent_run`)."""
     import hashlib
 
     from tracking.conventions import tag
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri
+    from ._common import record_parent_run, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if uri is None:
@@ -27,5 +28,6 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
                            tag("config_key"): key, tag("role"): "parent",
                            tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
     run.__enter__()  # stays RUNNING; the exit handler (finalize step) ends it
+    record_parent_run(run.run_id or "", kfp_run_id, pipeline)  # a stopped local run marks it KILLED
     run.log_params(params)
     return run.run_id or ""
