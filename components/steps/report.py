@@ -95,7 +95,7 @@ def counterfactual_rows(everything: dict[str, dict]) -> list[dict]:
                              "em": summary.get("em"), "f1": summary.get("f1"), "contains": summary.get("contains"),
                              "n": summary.get("n")})
         for r in m["figure7"]:
-            n = (m.get("settings") or {}).get(f"{r['setting']}@{r['shots']}", {}).get("n")
+            n = r.get("n", (m.get("settings") or {}).get(f"{r['setting']}@{r['shots']}", {}).get("n"))
             rows.append({"model": model, "setting": r["setting"], "shots": int(r["shots"]), "shots_used": r.get("shots_used"),
                          "em": r.get("em"), "f1": r.get("f1"), "contains": r.get("contains"), "n": n})
     return rows
