@@ -46,11 +46,14 @@ def gate_needs() -> str:
             f"one boolean `correct` per fact ({PER_FACT_ARTIFACT} or results.jsonl)")
 
 
-def check_gate_settings(max_drop: float, alpha: float, names: tuple[str, str] = ("--max-drop", "--alpha")) -> None:
-    """Raise ConfigError (one line, naming the setting by `names`) unless `max_drop` (tolerated
-    accuracy drop, absolute) is a finite number in [0, 1) and `alpha` (significance level) one in (0, 1)."""
+def check_gate_settings(max_drop: float | str, alpha: float | str,
+                        names: tuple[str, str] = ("--max-drop", "--alpha")) -> tuple[float, float]:
+    """(max_drop, alpha) as floats. Raises ConfigError (one line, naming the setting by `names`)
+    unless `max_drop` (tolerated accuracy drop, absolute) is a finite number in [0, 1) and `alpha`
+    (significance level) one in (0, 1); a text that is no number (`abc`) is refused the same way."""
     import math
 
+    out = []
     for name, value, ok, interval in ((names[0], max_drop, lambda v: 0.0 <= v < 1.0, "[0, 1)"),
                                       (names[1], alpha, lambda v: 0.0 < v < 1.0, "(0, 1)")):
         try:
@@ -59,6 +62,8 @@ def check_gate_settings(max_drop: float, alpha: float, names: tuple[str, str] = 
             v = math.nan
         if not (math.isfinite(v) and ok(v)):
             raise ConfigError(f"{name} must be a number in {interval}, got {value!r}")
+        out.append(v)
+    return out[0], out[1]
 
 
 def _folder_probe(ref: str) -> str | None:

@@ -67,9 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "adapter_config.json)")
     r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value, of a "
                                                      "multiple-choice probe run (ic-lke, eic-lke, hgp, mmp)")
-    r.add_argument("--max-drop", type=float, default=0.02,
+    # numbers checked by check_gate_settings (one `error:` line, NaN and text included), not by argparse
+    r.add_argument("--max-drop", default=0.02, metavar="FRACTION",
                    help="tolerated accuracy drop, absolute, in [0, 1) (default 0.02 = 2 points)")
-    r.add_argument("--alpha", type=float, default=0.05, help="significance level of both tests, in (0, 1) (default 0.05)")
+    r.add_argument("--alpha", default=0.05, metavar="LEVEL", help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")
     r.add_argument("--out", help="where to write the candidate's probe results and the gate report")
     r.add_argument("--report", help="write the readable report to this file too")
@@ -80,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .baseline import check_gate_settings, register_baseline
 
     def regress(a: argparse.Namespace) -> int:
-        check_gate_settings(a.max_drop, a.alpha)  # before anything is resolved or probed
+        a.max_drop, a.alpha = check_gate_settings(a.max_drop, a.alpha)  # before anything is resolved or probed
         return regress_cli(a)
 
     r.set_defaults(func=regress)

@@ -17,7 +17,7 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     from ._common import resolve_tracking_uri
     from pathlib import Path
 
-    check_gate_settings(max_drop, alpha, ("max_drop", "alpha"))
+    max_drop, alpha = check_gate_settings(max_drop, alpha, ("max_drop", "alpha"))
     uri = resolve_tracking_uri(tracking_uri)
     base_df, base_desc = resolve_run(baseline, uri)
     check_gate_table(base_df, base_desc, "baseline")

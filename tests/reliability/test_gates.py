@@ -129,6 +129,7 @@ def test_regress_refuses_an_ungateable_baseline_before_probing(store, tmp_path, 
 @pytest.mark.parametrize("option, value", [
     ("--max-drop", "nan"), ("--max-drop", "inf"), ("--max-drop", "-0.01"), ("--max-drop", "1"),
     ("--alpha", "nan"), ("--alpha", "0"), ("--alpha", "1"), ("--alpha", "1.5"), ("--alpha=", "-inf"),
+    ("--max-drop", "abc"), ("--alpha", ""),
 ])
 def test_regress_validates_max_drop_and_alpha(tmp_path, capsys, probed, option, value):
     """issue 18 items 16 and 18c: --max-drop must be finite in [0, 1), --alpha finite in (0, 1);
@@ -142,7 +143,7 @@ def test_regress_validates_max_drop_and_alpha(tmp_path, capsys, probed, option, 
     assert rc == 2 and len(err) == 1, err
     name = option.rstrip("=")
     interval = "[0, 1)" if name == "--max-drop" else "(0, 1)"
-    assert err[0] == f"error: {name} must be a number in {interval}, got {float(value)!r}"
+    assert err[0] == f"error: {name} must be a number in {interval}, got {value!r}"
     assert probed == []
 
 
