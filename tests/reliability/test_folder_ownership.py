@@ -203,3 +203,54 @@ def test_item21b_out_that_is_a_file_is_one_sentence(tmp_path, tiny_model_path, c
     rc, _, err = cli(capsys, *argv)
     assert rc == 2 and error_line(err).startswith(f"error: --out {f} is a file, not a folder"), err
     assert f.read_text() == "not a folder"
+
+
+def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_model_path):
+    """issue 18 item 2, pipeline path (components/steps/probe.py): a probe step whose work folder
+    holds another kind of run is refused before its child MLflow run exists."""
+    from components.steps._common import run_config
+    from components.steps.probe import run_probe_step, work_dir
+    from factprobe.errors import ConfigError
+    from factprobe.probes.registry import get_probe
+    from tracking.run import TrackedRun
+
+    db = tmp_path / "mlruns.db"
+    uri = f"sqlite:///{db}"
+    config = {"relations": "P36", "max_facts_per_relation": 2, "device": "cpu"}
+    model = str(tiny_model_path("gpt2"))
+    cfg = run_config(config, probe="qa", model=model)
+    prepared = get_probe("qa").prepare(cfg)
+    prepared.save(tmp_path / "items" / (get_probe("qa").dataset or "qa"))
+    work = work_dir(str(tmp_path / "work"), f"{cfg.results_key()}-{prepared.digest()}")
+    finished_finetune_folder(work)
+    with TrackedRun(pipeline="probe", tracking_uri=uri, required=True) as parent:
+        pass
+    with pytest.raises(ConfigError, match="holds a fine-tuning run"):
+        run_probe_step(str(tmp_path / "items"), str(tmp_path / "res"), model, "qa", config, parent.run_id, uri,
+                       work_root=str(tmp_path / "work"))
+    assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
+
+
+def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
+    """issue 18 item 2, pipeline path (components/steps/finetune.py): a training step whose work
+    folder holds a probe's results is refused before its child MLflow run exists."""
+    from components.steps.finetune import finetune_config, run_train_step, train_out_dir
+    from factprobe.errors import ConfigError
+    from tracking.run import TrackedRun
+
+    db = tmp_path / "mlruns.db"
+    uri = f"sqlite:///{db}"
+    model = str(tiny_model_path("llama"))
+    ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 1, "zero_stage": 0, "lora_r": 4,
+          "max_seq_len": 256, "device": "cpu"}
+    work = train_out_dir(str(tmp_path / "work"), "", model, "regular",
+                         finetune_config(ft, model, "regular", None, "-").fingerprint_digest())
+    work.mkdir(parents=True)
+    (work / "run_config.json").write_text(json.dumps({"results_key": "k", "config": {"probe": "qa"}}))
+    (work / "results.jsonl").write_text("")
+    with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
+        pass
+    with pytest.raises(ConfigError, match=r"holds a probe run \(qa\); finetune cannot write into it"):
+        run_train_step("", str(tmp_path / "adapter"), model, "regular", ft, parent.run_id, uri,
+                       work_root=str(tmp_path / "work"))
+    assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
