@@ -86,3 +86,20 @@ def test_item17_tracked_run_params_are_redacted(tmp_path):
     got = MlflowClient(uri).get_run(run.run_id)
     assert got.data.params == {"data": "s3://***@bucket/lama", "model": "m"}
     assert SECRET not in json.dumps([i.dataset.source for i in got.inputs.dataset_inputs])
+
+
+def test_item17_finetune_config_stores_no_credentials(tmp_path, tiny_model_path):
+    """issue 18 item 17: finetune_config.json holds URL credentials masked; the run read the real
+    file, and a retried pipeline step (same configuration) still reuses the finished folder."""
+    from factprobe.finetune import FinetuneConfig, run_finetune
+
+    d = tmp_path / "http:" / f"user:{SECRET}@host"
+    d.mkdir(parents=True)
+    shutil.copy(REPO / "factprobe" / "build" / "data" / "qa_templates.tsv", d / "qa_templates.tsv")
+    cfg = FinetuneConfig(model=str(tiny_model_path("llama")), train_set="regular", train_size=16, batch_size=8,
+                         grad_accum=2, max_steps=1, zero_stage=0, lora_r=4, max_seq_len=256, device="cpu",
+                         qa_templates=f"{tmp_path}/http://user:{SECRET}@host/qa_templates.tsv", out=str(tmp_path / "ft"))
+    first = run_finetune(cfg, progress=False)
+    stored = (tmp_path / "ft" / "finetune_config.json").read_text()
+    assert SECRET not in stored and "http://***@host" in stored
+    assert run_finetune(cfg, progress=False, if_finished="reuse") == first
