@@ -32,8 +32,11 @@ Outputs in `cfg.out` (written by rank 0; `out` may be a mounted PersistentVolume
   `factprobe probe qa --model <out>/adapter` loads it); `model/` instead for full-parameter
   training (a complete model folder with its tokenizer);
 - `checkpoints/checkpoint-<step>/`: every `--save-steps` steps (DeepSpeed and trainer state, RNG,
-  and `finetune_config.json`); a rerun with the same options resumes from the last one; a
-  checkpoint of another model or configuration is refused, naming both;
+  and `finetune_config.json`, written last and atomically: a checkpoint without it is torn and is
+  skipped with a note, so a crash or a full disk mid-save never leaves one that a resume picks; it
+  records the base weights' revision and the tokens trained so far); a rerun with the same options
+  resumes from the last complete one; a checkpoint of another model or configuration, or of other
+  base weights (the files at the model path changed), is refused, naming both;
 - `trainer_state.json` (the `Trainer`'s state: log history, steps), `loss_history.json`
   ([{step, loss, learning_rate, grad_norm}]), `loss.png` (the loss curve), `train_set.jsonl` and
   `train_set.json` (the examples and their sha256 `digest`), `finetune_config.json`;
@@ -41,9 +44,16 @@ Outputs in `cfg.out` (written by rank 0; `out` may be a mounted PersistentVolume
   `first_loss`, `tokens_per_second` (non-padding tokens trained per second of the training loop
   in this process: from the trainer's train-begin, after the DeepSpeed engine set-up, to its
   train-end; `setup_seconds` is the rest of `Trainer.train`), `peak_memory_bytes` (CUDA: peak allocated on this process's GPU; CPU: the process's
-  peak resident set size), `non_padding_fraction` (real / fed tokens), `steps`, `n_examples`,
+  peak resident set size), `tokens_trained` and `non_padding_fraction` (real / fed tokens) over
+  the whole run, steps before a resume included, `steps`, `n_examples`,
   `n_sequences`, `examples_per_sequence`, `effective_batch`, `grad_accum`, `world_size`,
   `trainable_params`, `total_params`, `trainable_fraction`, `adapter_bytes`, `train_set_digest`, ...
+
+Trust: only causal LMs are trained (a masked LM is refused as the probes refuse it). A non-finite
+loss, gradient norm or weight stops training with `TrainingDivergedError` naming the step (the
+Trainer's logs would hide it); a full disk is one `DiskFullError` line naming the path. A failed
+run leaves no `adapter/`, `model/` or `metrics.json` (the weights folder is written under a
+temporary name and renamed; `metrics.json` comes last); loss values are numbers or null, never NaN.
 
 Nothing here imports MLflow (`report_to="none"`); the pipeline logs these files.
 """
@@ -292,15 +302,23 @@ def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | No
         raise ConfigError(f"{last} was made by model {old.get('model')!r} with another configuration than this run "
                           f"(model {cfg.model!r}): {what}; refusing to resume (use another --out, or --no-resume "
                           "to delete the checkpoints and start over)")
-    had = saved.get("model_revision")
-    if revision is not None and had is not None and had != revision:
-        raise ConfigError(f"{last}: the base weights of {cfg.model!r} changed since this checkpoint was written "
+    if revision is not None:
+        check_base_revision(cfg, last, revision, rank)
+    return last
+
+
+def check_base_revision(cfg: FinetuneConfig, ckpt: Path, revision: str, rank: int = 0) -> None:
+    """Refuse to resume `ckpt` when it was trained on other base weights than `revision` (the
+    files at the model path changed), naming both revisions. A checkpoint of an older version that
+    did not record the revision is resumed with a note."""
+    had = json.loads((ckpt / CONFIG_FILE).read_text(encoding="utf-8")).get("model_revision")
+    if had is not None and had != revision:
+        raise ConfigError(f"{ckpt}: the base weights of {cfg.model!r} changed since this checkpoint was written "
                           f"(checkpoint {had}, this run {revision}); refusing to resume an adapter on two different "
                           "bases (restore the weights, use another --out, or --no-resume to start over)")
-    if revision is not None and had is None and rank == 0:
-        _note(f"{last} was written by an older factprobe that did not record the base weights' revision; "
+    if had is None and rank == 0:
+        _note(f"{ckpt} was written by an older factprobe that did not record the base weights' revision; "
               "resuming without that check")
-    return last
 
 
 # ------------------------------------------------------------------ outputs
@@ -408,13 +426,15 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
     ds_config, ds_path = load_deepspeed_config(cfg.zero_stage, cfg.deepspeed_config,
                                                offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param,
                                                pin_memory=device == "cuda")
-    folder, revision = base_model(cfg)  # a masked LM or an adapter is refused before anything is built
     if train_set is None:
         train_set = train_set_for(cfg)
     digest = train_set.digest
     rank, world = setup_distributed(device)
     accum = cfg.grad_accum_for(world)
-    resume_from = check_resume(cfg, out, digest, revision, rank)
+    resume_from = check_resume(cfg, out, digest, rank=rank)  # another model or configuration: refused first
+    folder, revision = base_model(cfg)  # a masked LM or an adapter is refused before anything is loaded
+    if resume_from is not None:
+        check_base_revision(cfg, resume_from, revision, rank)
 
     model, tok, folder = load_base(cfg, folder)
     random_weights = bool(getattr(model.config, "factprobe_random_weights", False))

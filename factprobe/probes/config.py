@@ -106,7 +106,7 @@ class ConfigBase:
     `SEED_RANGE`, 0 <= seed < 2**32 (what numpy, torch and transformers all accept)."""
 
     #: the one seed rule of every command: range(0, 2**32)
-    SEED_RANGE: ClassVar[range] = range(0, 2**32)
+    SEED_RANGE: ClassVar[range] = range(2**32)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -117,7 +117,7 @@ class ConfigBase:
             if isinstance(value, float):
                 self.check(math.isfinite(value), f.name, value, "must be a finite number")
         if "seed" in self.field_names():
-            seed = getattr(self, "seed")
+            seed = self.seed  # type: ignore[attr-defined]
             self.check(isinstance(seed, int) and not isinstance(seed, bool) and seed in self.SEED_RANGE, "seed", seed,
                        "must be in [0, 2**32)")
 
