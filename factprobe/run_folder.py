@@ -86,8 +86,8 @@ def holds(out: str | Path) -> tuple[str, str] | None:
         if kind == "probe":
             what = _probe_name(out) or mark.get("name") or ", ".join(found[:2])
         else:
-            found += [n for n in SHARED_OUTPUTS if (out / n).exists()]
-            what = ", ".join(found[:3])
+            shown = [f"{n}/" if (out / n).is_dir() else n for n in found[:2]]
+            what = ", ".join(shown + [n for n in SHARED_OUTPUTS if (out / n).exists()])
         return kind, what
     return None
 
