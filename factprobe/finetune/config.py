@@ -3,7 +3,11 @@
 The fields follow the project's config pattern (`factprobe.probes.config.ConfigBase`, `option`):
 each one carries its help text, which generates the `factprobe finetune` options and the
 Kubeflow parameters; `to_dict()` / `from_dict()` pass a run as one flat JSON-able dict (strings
-from a command line or Kubeflow are coerced). Validation raises `ConfigError` naming the field.
+from a command line or Kubeflow are coerced). Validation raises `ConfigError` naming the field;
+options that conflict or would be silently ignored are refused: `--full` with another `--lora-r`,
+a LoRA option (`--lora-alpha`, `--lora-target-modules`) without LoRA, `--known-unknown` with a set
+that does not use it, a `--device` other than auto, cpu or cuda. Floats are finite and the seed is
+in [0, 2**32) (`ConfigBase`).
 
 Defaults are the paper's (B.2): AdamW, learning rate 1e-4, cosine schedule, effective batch 512
 (through gradient accumulation), sequence length 256, 40 steps. Batches count *sequences* of at

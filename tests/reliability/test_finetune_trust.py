@@ -177,10 +177,13 @@ def test_conflicting_or_unused_options_are_refused(kw, match):
         FinetuneConfig.from_dict(kw)
 
 
-def test_cli_full_with_lora_r_is_refused(capsys):
-    """issue 18 item 9: `--full --lora-r 16` (the default rank, given explicitly) is refused too."""
+@pytest.mark.parametrize("flags,words", [(["--full", "--lora-r", "16"], ("--full", "--lora-r")),
+                                          (["--lora-r", "0", "--lora-dropout", "0.1"], ("lora_dropout", "--lora-r 0"))])
+def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
+    """issue 18 item 9: `--full --lora-r 16` (the default rank, given explicitly) and a LoRA option
+    without LoRA are refused too."""
     from factprobe.cli import main
 
-    assert main(["finetune", "--full", "--lora-r", "16", "--device", "cpu", "--no-progress"]) == 2
+    assert main(["finetune", *flags, "--device", "cpu", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and err.startswith("error: ") and "--full" in err and "--lora-r" in err, err
+    assert err.count("\n") == 0 and err.startswith("error: ") and all(w in err for w in words), err
