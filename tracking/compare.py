@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
@@ -152,9 +153,16 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.D
                           "probe the baseline again or give a results folder")
     cfg = RunConfig.from_dict({**json.loads(baseline_params[CONFIG_PARAM]), "model": model,
                                "base_model": getattr(args, "base_model", None) or None, "out": None})
-    with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci", run_name=f"regress-candidate-{Path(model).name}") as run:
-        outcome = run_probe(cfg, out)
-        log_probe_outcome(run, outcome, cfg)
+    with ExitStack() as stack:
+        runs: list = []
+
+        def start() -> None:  # the MLflow run begins once the folder is claimed and the run validated
+            runs.append(stack.enter_context(probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci",
+                                                      run_name=f"regress-candidate-{Path(model).name}")))
+
+        outcome = run_probe(cfg, out, on_start=start)
+        for run in runs:
+            log_probe_outcome(run, outcome, cfg)
     return _from_results_file(out)
 
 

@@ -254,3 +254,20 @@ def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, ti
         run_train_step("", str(tmp_path / "adapter"), model, "regular", ft, parent.run_id, uri,
                        work_root=str(tmp_path / "work"))
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
+
+
+def test_item2_a_refused_regress_candidate_leaves_no_mlflow_run(tmp_path, tiny_model_path, capsys):
+    """issue 18 item 2, `regress`: a candidate probe refused at the folder claim (its --out holds a
+    fine-tuning run) creates no MLflow run (it used to leave a FAILED `regress-candidate-*` run)."""
+    model = tiny_model_path("gpt2")
+    base = tmp_path / "base"
+    rc, _, err = cli(capsys, "probe", "ic-lke", "--model", str(model), "--relations", "P36", "--max-facts-per-relation",
+                     "4", "--choices", "3", "--examples", "2", "--device", "cpu", "--no-progress", "--no-track",
+                     "--out", str(base))
+    assert rc == 0, err
+    db = tmp_path / "mlruns.db"
+    uri = f"sqlite:///{db}"
+    rc, _, err = cli(capsys, "regress", "--candidate", str(model), "--baseline", str(base), "--tracking-uri", uri,
+                     "--out", str(finished_finetune_folder(tmp_path / "ft")))
+    assert rc == 2 and "holds a fine-tuning run" in error_line(err)
+    assert mlflow_runs(uri, db) == []
