@@ -143,6 +143,12 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         which = "probe_name" if "probe_name" in values else "probes"
         raise ConfigError(f"parameter {which}: unknown probe(s) {', '.join(map(repr, bad)) or '(none given)'}; "
                           f"choose from {', '.join(known)}")
+    if name.replace("-", "_") == "regression":  # the gate step's own checks, before the candidate is probed
+        from tracking.baseline import check_gate_settings, gate_needs, gateable_probes
+
+        if values.get("probe_name") not in gateable_probes():
+            raise ConfigError(f"parameter probe_name: {values.get('probe_name')!r} runs cannot be gated; {gate_needs()}")
+        check_gate_settings(values.get("max_drop"), values.get("alpha"), names=("parameter max_drop", "parameter alpha"))
     if "models" in values and isinstance(values["models"], list) and not values["models"]:
         raise ConfigError("parameter models: the models list is empty")
     config = config_dict(values)

@@ -6,7 +6,7 @@ from typing import Any
 from kfp import dsl
 
 from components.regression_gate import fail_run, regression_gate_step
-from factprobe.probes.registry import probe_names
+from tracking.baseline import gateable_probes
 
 from .params import Param, make_pipeline
 from .platform import cpu_step
@@ -36,7 +36,8 @@ def build():
         [Param("candidate", str, "smollm2-135m-instruct", "Model to test: alias, hub id, PEFT adapter folder or folder on a mounted volume."),
          Param("baseline", str, "factprobe.baseline=true",
                "MLflow run id of the baseline probe run, or a tag filter key=value (latest finished match)."),
-         Param("probe_name", str, "ic-lke", f"Probe: {', '.join(probe_names())} (use the baseline's)."),
+         Param("probe_name", str, "ic-lke", f"Probe: {', '.join(gateable_probes())} (use the baseline's; the gate "
+               "compares multiple-choice runs fact by fact)."),
          Param("max_drop", float, 0.02, "Tolerated accuracy drop (absolute, e.g. 0.02 = 2 points)."),
          Param("alpha", float, 0.05, "Significance level of McNemar's test.")],
         "ci", _body,

@@ -114,6 +114,17 @@ def test_item13_regression_probe_name_is_checked(no_local_run, capsys):
     assert rc == 2 and "probe_name" in line and "nope" in line
 
 
+@pytest.mark.parametrize("pair, name", [("probe_name=qa", "probe_name"), ("probe_name=belief-icl", "probe_name"),
+                                        ("max_drop=nan", "max_drop"), ("alpha=1.5", "alpha")])
+def test_item13_15_regression_refuses_what_its_gate_cannot_gate(no_local_run, capsys, pair, name):
+    """issue 18 items 13 and 15: `pipeline run regression` refuses a probe its gate step cannot gate
+    (qa, belief, ...) and a max_drop/alpha out of range before the candidate is probed (the gate
+    step used to refuse it only after the whole candidate run)."""
+    rc = main(["pipeline", "run", "regression", "--param", pair])
+    line = _one_error_line(capsys)
+    assert rc == 2 and f"parameter {name}" in line
+
+
 def test_item13_valid_values_still_pass(kfp_api, capsys):
     """issue 18 item 13: valid values go through (the run is submitted)."""
     rc = main(["pipeline", "submit", "finetune_known_unknown", "--host", kfp_api.host, "--param", "lora_r=0",
