@@ -187,3 +187,33 @@ def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
     assert main(["finetune", *flags, "--device", "cpu", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: ") and all(w in err for w in words), err
+
+
+def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_path, tiny_model_path):
+    """issue 18 item 4, pipeline path (components/steps/finetune.py): a training step whose loss
+    turns non-finite (learning rate 1e30) raises TrainingDivergedError, its child MLflow run is
+    FAILED (never FINISHED), and no adapter is left where the evaluation step would take it."""
+    import json as _json
+
+    from mlflow.tracking import MlflowClient
+
+    from components.steps.finetune import run_train_step
+    from factprobe.errors import TrainingDivergedError
+    from tracking.run import TrackedRun
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    model = str(tiny_model_path("llama"))
+    ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 2, "zero_stage": 0, "lora_r": 4,
+          "max_seq_len": 256, "device": "cpu", "learning_rate": 1e30, "save_steps": 1}
+    with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
+        pass
+    adapter = tmp_path / "adapter"
+    with pytest.raises(TrainingDivergedError, match="step"):
+        run_train_step("", str(adapter), model, "regular", ft, parent.run_id, uri, work_root=str(tmp_path / "work"))
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    children = [r for r in runs if r.info.run_id != parent.run_id]
+    assert children and all(r.info.status == "FAILED" for r in children), [r.info.status for r in children]
+    assert not any(adapter.rglob("adapter_model*")), list(adapter.rglob("*"))
+    assert not list((tmp_path / "work").rglob("metrics.json")) or all(
+        "train_loss" not in _json.loads(p.read_text()) for p in (tmp_path / "work").rglob("metrics.json"))
