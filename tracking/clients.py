@@ -82,6 +82,12 @@ class TrackingClient(Protocol):
     def experiment_id(self, name: str) -> str:
         """Id of experiment `name`, created if missing (safe when two runs race to create it)."""
 
+    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
+        """The experiment's tags."""
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        """Set one experiment tag."""
+
     def create_run(self, experiment_id: str, run_name: str | None, tags: dict[str, str]) -> str:
         """Start a RUNNING run; returns its id."""
 

@@ -7,7 +7,11 @@
   `factprobe.step`, `factprobe.probe`, `factprobe.config_key`; and MLflow's standard
   `mlflow.user` and `mlflow.source.git.commit` (`standard_tags`).
 - Metrics: `acc`, `prob_mass`, `macro_acc`, `n`, `acc/<relation>`, `prob_mass/<relation>`,
-  `acc_at_k/<K>`.
+  `acc_at_k/<K>`; and on every probe run its headline metric under one name per probe family
+  (`HEADLINE_METRICS`: `headline/accuracy`, `headline/em`, `headline/coherency`,
+  `headline/belief_accuracy`), whatever the pipeline, so all probe runs sort by one column.
+- Experiments are tagged (`experiment_tags`) as model development, so the MLflow 3 UI opens the
+  runs table, with the pipeline's headline metric as primary metric.
 """
 from __future__ import annotations
 
@@ -66,6 +70,26 @@ def standard_tags() -> dict[str, str]:
     if sha and sha != "unknown":
         out["mlflow.source.git.commit"] = sha
     return out
+
+
+#: probe family -> the one metric name its headline is logged under on every probe run
+HEADLINE_METRICS = {"accuracy": "headline/accuracy", "em": "headline/em", "coherency": "headline/coherency",
+                    "belief_accuracy": "headline/belief_accuracy"}
+#: pipeline -> probe family of its headline (any other pipeline: multiple-choice accuracy)
+PIPELINE_HEADLINE = {"counterfactual_icl": "em", "finetune_known_unknown": "em", "coherency": "coherency",
+                     "belief": "belief_accuracy"}
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+PRIMARY_METRIC_TAG = "mlflow.experiment.primaryMetric.name"
+PRIMARY_GREATER_TAG = "mlflow.experiment.primaryMetric.greaterIsBetter"
+
+
+def experiment_tags(pipeline: str) -> dict[str, str]:
+    """The experiment tags of `factprobe/<pipeline>`: kind `custom_model_development` (the MLflow 3
+    UI then opens the runs table, not the GenAI traces view) and the primary metric, the headline
+    metric of the pipeline's probe family (greater is better)."""
+    return {EXPERIMENT_KIND_TAG: "custom_model_development",
+            PRIMARY_METRIC_TAG: HEADLINE_METRICS[PIPELINE_HEADLINE.get(pipeline, "accuracy")],
+            PRIMARY_GREATER_TAG: "true"}
 
 
 def tag(name: str) -> str:

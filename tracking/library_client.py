@@ -51,6 +51,12 @@ class LibraryTrackingClient:
                 raise
             return self._client.get_experiment_by_name(name).experiment_id
 
+    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
+        return dict(self._client.get_experiment(experiment_id).tags)
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        self._client.set_experiment_tag(experiment_id, key, value)
+
     def create_run(self, experiment_id: str, run_name: str | None, tags: dict[str, str]) -> str:
         return self._client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
 

@@ -15,12 +15,18 @@ Metric names (MLflow allows letters, digits and `_ - . / : space` only):
 - other probes (QA, counterfactual ICL, coherency, ...): `<metric>/<relation>` for every number of
   a `per_relation` entry (`em/P36`, `coherency_round1/P19`), and `<metric>/<group>/<key>` for the
   other `per_<group>` tables (`coherency/cardinality/N-1`, `em/answer_type/date`, `em/shots/0`);
+- the headline, one name per probe family across pipelines (`headline`): `headline/accuracy`
+  (multiple choice), `headline/em` (QA, counterfactual ICL), `headline/coherency`,
+  `headline/belief_accuracy` (BELIEF-ICL `acc`, BELIEF-MLM `acc@1`); the row of the pipeline's
+  summary table (metric, value, 95% interval, n) also goes in the tag `factprobe.headline` (JSON),
+  from which the parent run's description is built (`summary_markdown`);
 - counterfactual ICL `settings` (`<setting>@<k>`): `em/<setting>/k<k>` (also `f1/`, `contains/`),
   e.g. `em/known-shuffle/k10`; and EM per setting logged against k as the step of
   `em_by_k/<setting>`, so the MLflow UI draws Figure 7 of one run.
 """
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +34,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from .conventions import tag
+from .conventions import HEADLINE_METRICS, tag
 from .run import TrackedRun
 
 CONFIG_PARAM = "config_json"
@@ -102,6 +108,66 @@ def metric_dict(metrics: dict) -> dict[str, float]:
     return {metric_key(k): v for k, v in out.items() if v is not None}
 
 
+HEADLINE_TAG = tag("headline")
+
+
+def _wilson(p: float, n: int) -> list[float]:
+    """95% Wilson score interval of a proportion `p` over `n` items."""
+    import math
+
+    z = 1.959963984540054
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return [max(0.0, mid - half), min(1.0, mid + half)]
+
+
+def headline(probe: str, metrics: dict) -> dict | None:
+    """The probe run's headline: {"name": the MLflow metric name of its family (`HEADLINE_METRICS`),
+    "metric": the metrics.json key, "value", "ci": [lo, hi] or None, "n"}; None when the run has no
+    headline number (no items). The interval is the one metrics.json gives (`<key>_ci`), else the
+    Wilson interval of the proportion over n items."""
+    if probe.startswith("belief"):
+        family, key = "belief_accuracy", "acc@1" if "acc@1" in metrics else "acc"
+    elif "accuracy" in metrics:
+        family, key = "accuracy", "accuracy"
+    elif "coherency" in metrics:
+        family, key = "coherency", "coherency"
+    elif "em" in metrics:
+        family, key = "em", "em"
+    else:
+        return None
+    value = metrics.get(key)
+    if not _number(value):
+        return None
+    n = metrics.get("n", metrics.get("n_items"))
+    n = int(n) if _number(n) else None
+    ci = metrics.get(f"{key}_ci")
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(v) for v in ci)):
+        ci = _wilson(float(value), n) if n and 0 <= value <= 1 else None
+    return {"name": HEADLINE_METRICS[family], "metric": key, "value": value, "ci": list(ci) if ci else None, "n": n}
+
+
+def record_headline(run: TrackedRun, probe: str, metrics: dict) -> None:
+    """Log the run's headline metric under its family name and its summary row as a tag."""
+    h = headline(probe, metrics)
+    if h is not None:
+        run.log_metrics({h["name"]: h["value"]})
+        run.set_tags({HEADLINE_TAG: json.dumps(h)})
+
+
+def summary_markdown(rows: list[dict]) -> str:
+    """The summary table `make run` prints, in Markdown: one row per {"model", "probe", and a
+    `headline` dict}, as model x probe x headline metric with its 95% interval and n."""
+    lines = ["| model | probe | metric | value | 95% CI | n |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        h = r["headline"]
+        ci = f"{h['ci'][0]:.3f}-{h['ci'][1]:.3f}" if h.get("ci") else ""
+        n = "" if h.get("n") is None else h["n"]
+        lines.append(f"| {model_label(r['model'])} | {r['probe']} | {h['metric']} | {h['value']:.3f} | {ci} | {n} |")
+    return "\n".join(lines)
+
+
 def per_fact_table(results: pd.DataFrame) -> pd.DataFrame:
     """The slim per-fact table (no option lists, prompts or token ids) that runs are joined on.
     Its columns follow the rows' kind: coherency rounds (`coherent`), generated answers (`em`),
@@ -168,6 +234,7 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     m = outcome.metrics
     run.set_tags({tag("dataset_digest"): m.get("data_digest", ""), tag("model_revision"): m.get("model_revision", "")})
     run.log_metrics(metric_dict(m))
+    record_headline(run, cfg.probe, m)
     table = per_fact_table(outcome.results)
     run.log_parquet(table, "tables/per_fact.parquet")
     run.log_table(table, "tables/per_fact.json")
@@ -177,7 +244,7 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     items = table[[c for c in ("fact_id", "relation", "subject", "gold") if c in table.columns]].drop_duplicates("fact_id")
     choices = getattr(cfg.params, "choices", None)
     run.log_input(items, name=f"{cfg.base.source}-mc{choices}" if choices else f"{cfg.base.source}-{cfg.probe}",
-                  source=str(cfg.base.data or cfg.base.source), digest=m.get("data_digest"))
+                  source=str(cfg.base.data or cfg.base.source), digest=m.get("data_digest"), also_parent=True)
     log_known_unknown(run, outcome.out_dir, cfg.base.model)
     for path in run_files(outcome.out_dir):  # a probe's extra files (results/metrics were logged above)
         if path.name not in ("results.jsonl", "metrics.json", "run_config.json", "model_revision.txt"):

@@ -119,6 +119,13 @@ class RestTrackingClient:
                 raise
             return self._request("GET", "experiments/get-by-name", {"experiment_name": name})["experiment"]["experiment_id"]
 
+    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
+        exp = self._request("GET", "experiments/get", {"experiment_id": experiment_id})["experiment"]
+        return {t["key"]: t.get("value", "") for t in exp.get("tags", [])}
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        self._request("POST", "experiments/set-experiment-tag", {"experiment_id": experiment_id, "key": key, "value": value})
+
     def create_run(self, experiment_id: str, run_name: str | None, tags: dict[str, str]) -> str:
         body = {"experiment_id": experiment_id, "start_time": int(time.time() * 1000),
                 "user_id": tags.get("mlflow.user", "unknown"),

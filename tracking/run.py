@@ -7,6 +7,12 @@ child run). Contract:
   `required=False` -> one warning line naming the URI (`warning: ...` on stderr, not a Python
   `UserWarning`), and tracking is switched off (the caller still
   writes its results to disk); `required=True` -> `TrackingError` with one clear line.
+- The experiment is tagged (`conventions.experiment_tags`) so the MLflow UI opens its runs table
+  with the pipeline's headline metric as primary metric: missing tags are added, tags a user set
+  to another value are kept (the UI's own guesses, `*_inferred` kinds, are replaced). A store that
+  refuses experiment tags (e.g. HTTP 403) gets one warning line per process; the run is logged.
+- Runs carry MLflow's Source columns: `mlflow.source.type` JOB and `mlflow.source.name`
+  `factprobe <pipeline>` unless the caller's tags say otherwise.
 - Runs left RUNNING by an earlier crash of the same step (same `factprobe.step_key` tag) are
   marked FAILED before a new run starts.
 - On exit the run ends FINISHED, KILLED on Ctrl-C or SIGTERM, or FAILED if another exception escaped the block (a run opened
@@ -31,7 +37,8 @@ from typing import Any, Self
 from factprobe.redact import redact
 
 from .clients import TrackingError, find_tagged_runs, open_client
-from .conventions import default_tracking_uri, experiment_name, git_sha, standard_tags, tag
+from .conventions import (EXPERIMENT_KIND_TAG, default_tracking_uri, experiment_name, experiment_tags, git_sha,
+                          standard_tags, tag)
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
@@ -52,6 +59,29 @@ def _describe(exc: BaseException) -> str:
     if "timed out" in low or "timeout" in low:
         return "the server did not answer in time"
     return msg[:300]
+
+
+_TAGGED_EXPERIMENTS: set[tuple[str, str]] = set()  # (uri, experiment id) marked or refused in this process
+
+
+def _mark_experiment(client, uri: str, exp_id: str, pipeline: str, warn: Callable[[str], None]) -> None:
+    """Add the experiment tags of `pipeline` that are missing; never overwrite a user's value."""
+    if (uri, exp_id) in _TAGGED_EXPERIMENTS:
+        return
+    _TAGGED_EXPERIMENTS.add((uri, exp_id))
+    try:
+        have = client.experiment_tags(exp_id)
+        want = experiment_tags(pipeline)
+        if have.get(EXPERIMENT_KIND_TAG, "").endswith("_inferred") or have.get(EXPERIMENT_KIND_TAG) == "no_inferred_type":
+            have.pop(EXPERIMENT_KIND_TAG)  # the UI's guess, not a choice of the user
+        if any(k in have and have[k] != v for k, v in want.items()):
+            return  # the user chose their own view of this experiment
+        for k, v in want.items():
+            if k not in have:
+                client.set_experiment_tag(exp_id, k, v)
+    except Exception as exc:  # noqa: BLE001 - a view preference never costs the run
+        warn(f"MLflow tracking at {uri}: tagging experiment {exp_id} failed: {_describe(exc)}; "
+             "the run is logged, but the UI may not open on its runs table")
 
 
 def _warn_line(message: str) -> None:
@@ -78,7 +108,8 @@ class TrackedRun:
         self.uri = tracking_uri or default_tracking_uri()
         self.pipeline = pipeline
         self.run_name = run_name
-        self.tags = {tag("git_sha"): git_sha(), **standard_tags(), **(tags or {})}
+        self.tags = {tag("git_sha"): git_sha(), **standard_tags(), "mlflow.source.type": "JOB",
+                     "mlflow.source.name": f"factprobe {pipeline}", **(tags or {})}
         self.parent_run_id = parent_run_id or None
         self.step_key = step_key
         self.required = required
@@ -114,6 +145,7 @@ class TrackedRun:
             exp_id = client.experiment_id(experiment_name(self.pipeline))
             if self._resume:  # logging into an existing run (e.g. the parent): its status is not ours
                 return self
+            _mark_experiment(client, self.uri, exp_id, self.pipeline, self.warn)
             if self.step_key:
                 self._fail_stale(client, exp_id)
             tags = dict(self.tags)
@@ -211,8 +243,10 @@ class TrackedRun:
 
         self._call("registering a table", register)
 
-    def log_input(self, df, name: str, source: str, digest: str | None = None, context: str = "test") -> None:
-        """Record `df` as a dataset input of the run (what `mlflow.data.from_pandas` would log)."""
+    def log_input(self, df, name: str, source: str, digest: str | None = None, context: str = "test",
+                  also_parent: bool = False) -> None:
+        """Record `df` as a dataset input of the run (what `mlflow.data.from_pandas` would log);
+        with `also_parent`, of the parent run too (the pipeline run lists the data of its probes)."""
         from .clients import dataset_record
 
         if digest is None:
@@ -221,3 +255,5 @@ class TrackedRun:
             digest = hashlib.md5(df.to_json(orient="split", index=False).encode()).hexdigest()[:8]
         record = dataset_record(df, name, redact(source), digest)
         self._call("logging the dataset", lambda: self._client.log_dataset(self.run_id, record, context))
+        if also_parent and self.parent_run_id:
+            self._call("logging the dataset", lambda: self._client.log_dataset(self.parent_run_id, record, context))

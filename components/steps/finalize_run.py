@@ -1,10 +1,14 @@
-"""Exit-handler step: end the parent run FINISHED or FAILED, and fail any child left RUNNING."""
+"""Exit-handler step: end the parent run FINISHED or FAILED, fail any child left RUNNING, and write
+the summary table as the parent run's description."""
+import json
 
 
 def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, error: str = "") -> str:
     """Find the parent run by its `factprobe.kfp_run_id` tag and terminate it with the pipeline's
     final state (SUCCEEDED -> FINISHED, anything else -> FAILED); children still RUNNING become
-    FAILED. Returns the status set ('' when tracking is off or no parent exists)."""
+    FAILED. The parent's description (`mlflow.note.content`) becomes the summary table of its
+    probe runs (`tracking.probe_logging.summary_markdown`, from their `factprobe.headline` tags).
+    Returns the status set ('' when tracking is off or no parent exists)."""
     from tracking.clients import find_tagged_runs, open_client
     from tracking.conventions import experiment_name, tag
 
@@ -19,10 +23,32 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     parents = find_tagged_runs(client, [exp_id], {tag("kfp_run_id"): kfp_run_id, tag("role"): "parent"})
     status = "FINISHED" if state == "SUCCEEDED" else "FAILED"
     for p in parents:
-        for c in find_tagged_runs(client, [exp_id], {"mlflow.parentRunId": p.run_id}):
+        children = find_tagged_runs(client, [exp_id], {"mlflow.parentRunId": p.run_id})
+        for c in children:
             if c.status == "RUNNING":
                 client.set_terminated(c.run_id, "FAILED")
+        note = _summary_note(children)
+        if note:
+            client.set_tags(p.run_id, {"mlflow.note.content": note})
         if error:
             client.set_tags(p.run_id, {tag("error"): error[:5000]})
         client.set_terminated(p.run_id, status)
     return status if parents else ""
+
+
+def _summary_note(children) -> str:
+    """Markdown summary of the child probe runs that logged a headline ('' when none did)."""
+    from tracking.conventions import tag
+    from tracking.probe_logging import HEADLINE_TAG, summary_markdown
+
+    rows = []
+    for c in children:
+        try:
+            h = json.loads(c.tags.get(HEADLINE_TAG, ""))
+        except ValueError:
+            continue
+        rows.append({"model": c.tags.get(tag("model"), ""), "probe": c.tags.get(tag("probe"), ""), "headline": h})
+    if not rows:
+        return ""
+    rows.sort(key=lambda r: (r["model"], r["probe"]))
+    return "Summary (headline metric per model and probe):\n\n" + summary_markdown(rows)

@@ -6,6 +6,8 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     """Create the parent run (experiment `factprobe/<pipeline>`), tagged with trigger, KFP run id,
     git sha and a config key (hash of the parameters except the model list, for finding previous
     comparable runs).
+    The run fills the MLflow UI's Source column (`mlflow.source.name` `factprobe/pipelines/<pipeline>`,
+    type JOB) and Model column (`mlflow.log-model.history`: one entry per model, named by its label).
     Returns the run id, or '' when tracking is off. Raises TrackingError if the server is
     unreachable or rejects the credentials. In a local run the id is also recorded for the stop on
     Ctrl-C / SIGTERM (`_common.record_parent_run`)."""
@@ -26,8 +28,24 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     run = TrackedRun(pipeline=pipeline, run_name=f"{pipeline}-{kfp_run_id}", tracking_uri=uri, required=True,
                      tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
                            tag("config_key"): key, tag("role"): "parent",
+                           "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
                            tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
     run.__enter__()  # stays RUNNING; the exit handler (finalize step) ends it
     record_parent_run(run.run_id or "", kfp_run_id, pipeline)  # a stopped local run marks it KILLED
     run.log_params(params)
+    models = params.get("models") if isinstance(params.get("models"), list) else []
+    if models:
+        run.set_tags({"mlflow.log-model.history": json.dumps(model_history(run.run_id or "", models))})
     return run.run_id or ""
+
+
+def model_history(run_id: str, models: list) -> list[dict]:
+    """`mlflow.log-model.history` entries naming each model (what the runs table's Models column
+    lists: `artifact_path` and flavors); no model is stored, the names say what was probed."""
+    from datetime import datetime, timezone
+
+    from tracking.probe_logging import model_label
+
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return [{"run_id": run_id, "artifact_path": model_label(str(m)), "utc_time_created": now,
+             "flavors": {"transformers": {}}} for m in models]

@@ -1,0 +1,109 @@
+"""Issue 21: what the MLflow UI shows first. Experiments open on the runs table with the pipeline's
+headline metric as primary metric; probe runs carry one headline metric name per probe family; the
+parent run's description is the summary table; a server that refuses experiment tags still logs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tracking.run import TrackedRun
+
+KIND, PRIMARY, GREATER = ("mlflow.experimentKind", "mlflow.experiment.primaryMetric.name",
+                          "mlflow.experiment.primaryMetric.greaterIsBetter")
+
+
+@pytest.fixture
+def uri(tmp_path):
+    return f"sqlite:///{tmp_path / 'mlruns.db'}"
+
+
+@pytest.mark.parametrize("pipeline,metric", [("probe", "headline/accuracy"), ("counterfactual_icl", "headline/em"),
+                                             ("coherency", "headline/coherency"), ("belief", "headline/belief_accuracy"),
+                                             ("nightly_sweep", "headline/accuracy")])
+def test_experiment_opens_on_runs_with_the_headline_as_primary_metric(uri, pipeline, metric):
+    """issue 21 item 1"""
+    with TrackedRun(pipeline=pipeline, run_name="r", tracking_uri=uri):
+        pass
+    tags = MlflowClient(uri).get_experiment_by_name(f"factprobe/{pipeline}").tags
+    assert tags[KIND] == "custom_model_development"
+    assert tags[PRIMARY] == metric and tags[GREATER] == "true"
+
+
+def test_existing_experiment_gets_tags_but_user_tags_are_kept(uri):
+    """issue 21 item 1: an older experiment is marked on its next run; one the user tagged is not touched."""
+    c = MlflowClient(uri)
+    c.create_experiment("factprobe/probe")
+    user = c.create_experiment("factprobe/coherency", tags={PRIMARY: "my_metric"})
+    inferred = c.create_experiment("factprobe/belief", tags={KIND: "genai_development_inferred"})
+    for p in ("probe", "coherency", "belief"):
+        with TrackedRun(pipeline=p, run_name="r", tracking_uri=uri):
+            pass
+    assert c.get_experiment_by_name("factprobe/probe").tags[KIND] == "custom_model_development"
+    kept = c.get_experiment(user).tags
+    assert kept[PRIMARY] == "my_metric" and KIND not in kept
+    assert c.get_experiment(inferred).tags[KIND] == "custom_model_development"  # the UI's guess is no user choice
+
+
+def test_refused_experiment_tags_still_log_the_run(uri, capsys, monkeypatch):
+    """issue 21 bad input: a server refusing experiment tags (HTTP 403) -> the run is logged, one warning line."""
+    from tracking.library_client import LibraryTrackingClient
+    from tracking.rest_client import RestError
+
+    def refuse(self, experiment_id, key, value):
+        raise RestError("POST experiments/set-experiment-tag", 403, "PERMISSION_DENIED", "not allowed")
+
+    monkeypatch.setattr(LibraryTrackingClient, "set_experiment_tag", refuse)
+    for _ in range(2):
+        with TrackedRun(pipeline="probe", run_name="r", tracking_uri=uri, required=True) as run:
+            run.log_metrics({"acc": 0.5})
+        assert MlflowClient(uri).get_run(run.run_id).data.metrics["acc"] == 0.5
+    err = [ln for ln in capsys.readouterr().err.splitlines() if " INFO " not in ln]  # MLflow's own store log
+    assert len(err) == 1 and err[0].startswith("warning: ") and "403" in err[0], err
+
+
+def test_headline_metric_per_probe_family():
+    """issue 21 item 3: one metric name per family, whatever the pipeline."""
+    from tracking.probe_logging import headline
+
+    mc = headline("ic-lke", {"accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "n": 100})
+    assert mc == {"name": "headline/accuracy", "metric": "accuracy", "value": 0.5, "ci": [0.4, 0.6], "n": 100}
+    assert headline("qa", {"em": 0.25, "n": 40})["name"] == "headline/em"
+    assert headline("counterfactual", {"em": 0.25, "n": 40, "figure7": []})["name"] == "headline/em"
+    assert headline("coherency", {"coherency": 0.7, "n": 10})["name"] == "headline/coherency"
+    assert headline("belief-icl", {"acc": 0.3, "n": 10})["name"] == "headline/belief_accuracy"
+    assert headline("belief-mlm", {"acc@1": 0.3, "n": 10})["name"] == "headline/belief_accuracy"
+    lo, hi = headline("qa", {"em": 0.25, "n": 40})["ci"]
+    assert 0 < lo < 0.25 < hi < 1  # Wilson interval when metrics.json gives none
+    assert headline("qa", {"em": None}) is None
+
+
+def test_parent_run_reads_at_a_glance(uri, tmp_path):
+    """issue 21 item 2: summary as the parent's description, Source and Model columns, dataset inputs."""
+    import pandas as pd
+
+    from components.steps.finalize_run import run_finalize
+    from components.steps.start_run import run_start
+    from tracking.probe_logging import record_headline
+
+    pid = run_start("probe", "kfp-1", "local", uri, json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))
+    for model, acc in (("m-a", 0.5), ("/x/tiny-b", 0.25)):
+        with TrackedRun(pipeline="probe", run_name=model, tracking_uri=uri, parent_run_id=pid,
+                        tags={"factprobe.model": model, "factprobe.probe": "ic-lke"}) as run:
+            record_headline(run, "ic-lke", {"accuracy": acc, "accuracy_ci": [acc - 0.1, acc + 0.1], "n": 20})
+            run.log_input(pd.DataFrame({"fact_id": ["a"]}), name="lama-mc10", source="lama", digest="d1",
+                          also_parent=True)
+    assert run_finalize("probe", "kfp-1", uri, "SUCCEEDED") == "FINISHED"
+    c = MlflowClient(uri)
+    parent = c.get_run(pid)
+    note = parent.data.tags["mlflow.note.content"]
+    assert "| model | probe | metric | value | 95% CI | n |" in note
+    assert "| m-a | ic-lke | accuracy | 0.500 | 0.400-0.600 | 20 |" in note
+    assert "| tiny-b | ic-lke | accuracy | 0.250 |" in note
+    assert parent.data.tags["mlflow.source.name"] and parent.data.tags["mlflow.source.type"] == "JOB"
+    models = json.loads(parent.data.tags["mlflow.log-model.history"])
+    assert [m["artifact_path"] for m in models] == ["m-a", "tiny-b"]
+    assert [d.dataset.name for d in parent.inputs.dataset_inputs] == ["lama-mc10"]
+    child = c.search_runs([parent.info.experiment_id], "tags.`factprobe.model` = 'm-a'")[0]
+    assert child.data.metrics["headline/accuracy"] == 0.5
