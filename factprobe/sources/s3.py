@@ -8,8 +8,10 @@ Only the objects the reader needs are downloaded, into a temporary folder that i
 afterwards. Error messages name the s3 URI, never the temporary folder.
 
 Endpoint: the `endpoint_url` argument, else env `AWS_ENDPOINT_URL`, else
-`MLFLOW_S3_ENDPOINT_URL`, else AWS. Credentials come from the usual boto3 chain
-(`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, profiles, ...).
+`MLFLOW_S3_ENDPOINT_URL`, else AWS. Credentials: those inside the URI
+(`s3://KEY:SECRET@bucket/prefix`, percent-encoded where needed) when given, else the usual boto3
+chain (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, profiles, ...). Messages, stored configs and
+MLflow parameters show such a URI masked (`s3://***@bucket/prefix`, `factprobe.redact`).
 
 A missing bucket, an empty prefix, denied access, missing credentials or an unreachable
 endpoint raise DataError with one line naming the URI.
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import FactSet
+from ..redact import redact
 from ._common import check_relations, relation_sort_key
 from .lama import RELATIONS_FILE, load_lama
 from .triples import TRIPLE_EXTENSIONS, load_triples_files
@@ -30,14 +33,39 @@ from .triples import TRIPLE_EXTENSIONS, load_triples_files
 ENDPOINT_ENV_VARS = ("AWS_ENDPOINT_URL", "MLFLOW_S3_ENDPOINT_URL")
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """`s3://bucket/some/prefix` -> ("bucket", "some/prefix"). Raises ConfigError otherwise."""
+def _split_userinfo(uri: str) -> tuple[str | None, str]:
+    """(userinfo or None, `s3://bucket/prefix` without it)."""
     if not uri.startswith("s3://"):
-        raise ConfigError(f"not an s3 URI: {uri!r} (expected s3://bucket/prefix)")
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
+        raise ConfigError(f"not an s3 URI: {redact(uri)!r} (expected s3://bucket/prefix)")
+    rest = uri[len("s3://"):]
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    return (userinfo if at else None), f"s3://{host if at else authority}{slash}{path}"
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/some/prefix` (or `s3://KEY:SECRET@bucket/...`) -> ("bucket", "some/prefix").
+    Raises ConfigError otherwise."""
+    _, plain = _split_userinfo(uri)
+    bucket, _, prefix = plain[len("s3://"):].partition("/")
     if not bucket:
-        raise ConfigError(f"s3 URI without a bucket: {uri!r}")
+        raise ConfigError(f"s3 URI without a bucket: {redact(uri)!r}")
     return bucket, prefix.strip("/")
+
+
+def s3_credentials(uri: str) -> tuple[str, str] | None:
+    """(access key id, secret access key) written in `s3://KEY:SECRET@bucket/...` (percent-decoded),
+    None when the URI carries none. ConfigError when it carries a key without a secret."""
+    from urllib.parse import unquote
+
+    userinfo, _ = _split_userinfo(uri)
+    if userinfo is None:
+        return None
+    key, colon, secret = userinfo.partition(":")
+    if not key or not colon or not secret:
+        raise ConfigError(f"{redact(uri)}: credentials in an s3 URI must be KEY:SECRET (percent-encode ':', '@' "
+                          "and '/' inside them), or leave them out and set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY")
+    return unquote(key), unquote(secret)
 
 
 def endpoint_from_env() -> str | None:
@@ -48,14 +76,17 @@ def endpoint_from_env() -> str | None:
     return None
 
 
-def make_client(endpoint_url: str | None = None) -> Any:
+def make_client(endpoint_url: str | None = None, credentials: tuple[str, str] | None = None) -> Any:
     """A boto3 S3 client for `endpoint_url` (or the env override) with short timeouts and few
-    retries, so that an unreachable endpoint fails in seconds, not minutes."""
+    retries, so that an unreachable endpoint fails in seconds, not minutes. `credentials`
+    (key id, secret) replace boto3's credential chain."""
     import boto3
     from botocore.config import Config
 
+    keys = {"aws_access_key_id": credentials[0], "aws_secret_access_key": credentials[1]} if credentials else {}
     return boto3.client(
         "s3",
+        **keys,
         endpoint_url=endpoint_url or endpoint_from_env(),
         config=Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"}),
     )
@@ -135,8 +166,9 @@ def load_s3(
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, prefix = parse_s3_uri(uri)
-    uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-    client = client or make_client(endpoint_url)
+    credentials = s3_credentials(uri)
+    uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"  # messages and `source` never carry credentials
+    client = client or make_client(endpoint_url, credentials)
     rel_keys = {rel: key for key in list_keys(client, bucket, prefix, uri) if (rel := _relative(key, prefix)) is not None}
 
     if any(_is_fact_file(rel) for rel in rel_keys):

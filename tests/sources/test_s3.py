@@ -103,3 +103,28 @@ def test_access_denied_is_one_line(s3_env):
         stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
         with pytest.raises(DataError, match=r"^s3://b/x: access denied \(AccessDenied\)$"):
             load_s3("s3://b/x", client=client)
+
+
+def test_credentials_in_the_uri_are_used_and_never_shown(bucket, monkeypatch):
+    """issue 18 item 17: `s3://KEY:SECRET@bucket/prefix` uses KEY/SECRET for the client (it used to
+    read `KEY:SECRET@bucket` as the bucket name); the FactSet's source and every message show the
+    URI without them."""
+    import factprobe.sources.s3 as s3mod
+
+    seen: list = []
+    real = s3mod.make_client
+
+    def spy(endpoint_url=None, credentials=None):
+        seen.append(credentials)
+        return real(endpoint_url, credentials)
+
+    monkeypatch.setattr(s3mod, "make_client", spy)
+    facts = load_s3(f"s3://AKIA%2FX:se%40cret@{bucket}/lama", relations=["P36"])
+    assert seen == [("AKIA/X", "se@cret")]
+    assert facts.source == f"s3://{bucket}/lama" and len(facts.facts) > 0
+    with pytest.raises(DataError) as e:
+        load_s3(f"s3://AKIA:TOPSECRET@{bucket}/nothing-here")
+    assert "TOPSECRET" not in str(e.value) and "AKIA" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"KEY:SECRET") as e:
+        load_s3(f"s3://ONLYKEY@{bucket}/lama")
+    assert "ONLYKEY" not in str(e.value)
