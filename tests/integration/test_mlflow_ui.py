@@ -122,3 +122,93 @@ def _close_assistant_panel(chrome) -> None:
             if button.is_displayed():
                 button.click()
                 time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 21 item 5: a finished local pipeline run, as a newcomer opens it after `make run`
+
+PIPELINE_SCREENSHOT = REPO / "test-artifacts" / "mlflow_pipeline_experiment.png"
+
+
+@pytest.fixture
+def local_pipeline_store(tmp_path, real_model_path):
+    """A finished `factprobe pipeline run probe` (one model, one probe, 2 facts) in tmp_path/mlruns.db."""
+    import os
+    import subprocess
+    import sys
+
+    real_model_path(MODELS[0])
+    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", "--param",
+                        f'models=["{MODELS[0]}"]', "--param", 'probes=["ic-lke"]', "--param", "relations=P36",
+                        "--param", "max_facts_per_relation=2", "--param", "choices=10", "--param", "examples=10"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return tmp_path
+
+
+@pytest.fixture
+def plain_mlflow_ui(local_pipeline_store):
+    """`mlflow server` on the store, as `make run` tells the user to start it; yields its URL."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                             f"sqlite:///{local_pipeline_store / 'mlruns.db'}", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=local_pipeline_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "mlflow server did not start within 60 s"
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _wait_text(chrome, ok, seconds: float = 90) -> tuple[bool, str]:
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + seconds
+    while True:
+        body = chrome.find_element(By.TAG_NAME, "body").text
+        if ok(body) or time.monotonic() > deadline:
+            return ok(body), body
+        time.sleep(0.5)
+
+
+def test_pipeline_experiment_opens_on_runs_with_headline_and_summary(local_pipeline_store, plain_mlflow_ui, chrome):
+    """issue 21 item 5: the experiment page opens the runs table, the headline metric column is
+    visible, and the parent run's page shows the summary table. Screenshots in test-artifacts/."""
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{local_pipeline_store / 'mlruns.db'}")
+    exp = c.get_experiment_by_name("factprobe/probe")
+    (parent,) = c.search_runs([exp.experiment_id], "tags.`factprobe.role` = 'parent'")
+    print(f"screenshots: {PIPELINE_SCREENSHOT.parent}")
+    PIPELINE_SCREENSHOT.parent.mkdir(exist_ok=True)
+
+    chrome.get(f"{plain_mlflow_ui}/#/experiments/{exp.experiment_id}")
+    ok, body = _wait_text(chrome, lambda b: parent.info.run_name in b and "headline/accuracy" in b)
+    _close_assistant_panel(chrome)
+    chrome.save_screenshot(str(PIPELINE_SCREENSHOT))
+    assert "No data" not in body and "Traces" not in body.splitlines()[:5], body[:3000]
+    assert "/runs" in chrome.current_url or parent.info.run_name in body, chrome.current_url
+    assert ok, f"runs table with `headline/accuracy` not shown within 90 s ({chrome.current_url}):\n{body[:3000]}"
+
+    chrome.get(f"{plain_mlflow_ui}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}")
+    ok, body = _wait_text(chrome, lambda b: "95% CI" in b and "ic-lke" in b)
+    chrome.save_screenshot(str(PIPELINE_SCREENSHOT.with_name("mlflow_pipeline_parent_run.png")))
+    assert ok, f"parent run page without the summary table:\n{body[:3000]}"
