@@ -2,7 +2,9 @@
 from MLflow, and how to open the MLflow UI to compare them.
 
 `python scripts/print_latest.py` prints the latest `probe` pipeline run (what `make run` does);
-`--all` prints the latest run of every factprobe pipeline experiment in the store."""
+`--all` prints the latest run of every factprobe pipeline experiment in the store. `--markdown` prints
+the summary as the Markdown table that is also the parent run's description in the MLflow UI
+(`tracking.probe_logging.summary_markdown`: model x probe x headline metric, 95% interval, n)."""
 from __future__ import annotations
 
 import argparse
@@ -25,7 +27,19 @@ def describe(r) -> str:
     return ", ".join(shown) + (f"  (n={int(n)})" if n is not None else "")
 
 
-def print_latest(client: MlflowClient, experiment: str) -> bool:
+def markdown_rows(children) -> list[dict]:
+    """Rows for `summary_markdown` from child probe runs carrying a `factprobe.headline` tag."""
+    import json
+
+    rows = []
+    for r in sorted(children, key=lambda r: (r.data.tags.get("factprobe.model", ""), r.data.tags.get("factprobe.probe", ""))):
+        if "factprobe.headline" in r.data.tags:
+            rows.append({"model": r.data.tags.get("factprobe.model", ""), "probe": r.data.tags.get("factprobe.probe", ""),
+                         "headline": json.loads(r.data.tags["factprobe.headline"])})
+    return rows
+
+
+def print_latest(client: MlflowClient, experiment: str, markdown: bool = False) -> bool:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return False
@@ -37,6 +51,11 @@ def print_latest(client: MlflowClient, experiment: str) -> bool:
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     print(f"\n{experiment}: pipeline run {parent.data.tags.get('factprobe.kfp_run_id')} ({parent.info.status}), "
           f"MLflow parent run {parent.info.run_id} (experiment {exp.experiment_id})")
+    if markdown and markdown_rows(children):
+        from tracking.probe_logging import summary_markdown
+
+        print(summary_markdown(markdown_rows(children)))
+        return True
     for r in sorted(children, key=lambda r: (r.data.tags.get("factprobe.model", ""), r.info.start_time)):
         probe = r.data.tags.get("factprobe.probe")
         if probe:
@@ -47,12 +66,13 @@ def print_latest(client: MlflowClient, experiment: str) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help="every factprobe pipeline experiment, not only factprobe/probe")
+    ap.add_argument("--markdown", action="store_true", help="the summary as a Markdown table (the parent run's description)")
     args = ap.parse_args()
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
     client = MlflowClient(uri)
     names = (["factprobe/probe"] if not args.all else
              sorted(e.name for e in client.search_experiments() if e.name.startswith("factprobe/")))
-    found = [name for name in names if print_latest(client, name)]
+    found = [name for name in names if print_latest(client, name, args.markdown)]
     if not found:
         raise SystemExit(f"no finished factprobe pipeline run at {uri}")
     print(f"\nCompare them in the MLflow UI:\n  .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000\n"
