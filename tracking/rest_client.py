@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
+from factprobe.redact import redact
+
 from .clients import (
     MAX_METRICS_PER_BATCH,
     MAX_PARAMS_PER_BATCH,
@@ -77,6 +79,16 @@ def _session():
     return s
 
 
+def not_mlflow_answer(uri: str, r) -> str:
+    """One line for a 200 answer that is no MLflow JSON: the host, the status, the content type,
+    where a redirect led, and the first bytes of the body, credentials masked."""
+    kind = r.headers.get("Content-Type", "no content type").split(";")[0]
+    moved = f" after a redirect to {r.url}" if getattr(r, "history", None) else ""
+    first = " ".join(r.text[:120].split())
+    return redact(f"{uri} is not an MLflow tracking server: it answered HTTP {r.status_code} {kind}{moved} "
+                  f"({first!r}); a login page or proxy in front of the server? check the URI and its credentials")
+
+
 class RestTrackingClient:
     """The tracking-client interface (tracking/clients.py) for an MLflow tracking server."""
 
@@ -95,7 +107,12 @@ class RestTrackingClient:
         else:
             r = self._http.request(method, url, json=body or {}, timeout=self.timeout)
         if r.status_code == 200:
-            return r.json() if r.content else {}
+            if not r.content:
+                return {}
+            try:
+                return r.json()
+            except ValueError:  # an SSO login page, a proxy's HTML, ...: not the MLflow REST API
+                raise TrackingError(not_mlflow_answer(self.uri, r)) from None
         try:
             err = r.json()
         except ValueError:

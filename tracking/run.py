@@ -49,6 +49,8 @@ def _describe(exc: BaseException) -> str:
     text = redact(exc).strip().splitlines()
     msg = text[0] if text else type(exc).__name__
     low = str(exc).lower()
+    if "is not an mlflow tracking server" in low:  # rest_client.not_mlflow_answer: already one clear line
+        return msg
     if "401" in low or "unauthorized" in low or "credentials" in low:
         return ("the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / "
                 "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)")
@@ -126,8 +128,11 @@ class TrackedRun:
             raise TrackingError(msg) from exc
         if what == "connecting":
             why = _describe(exc)
-            msg = redact(f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
-                         f"({why}); the run is not logged")
+            if "is not an MLflow tracking server" in why:  # a login page or proxy answered (rest_client)
+                msg = redact(f"{why}; the run is not logged")
+            else:
+                msg = redact(f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
+                             f"({why}); the run is not logged")
         self.warn(msg + "; results are kept on disk only")
         self.enabled = False
 

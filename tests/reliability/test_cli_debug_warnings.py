@@ -78,3 +78,49 @@ def test_cli_probe_with_unreachable_server_prints_one_warning_line(tmp_path, tin
     lines = [ln for ln in proc.stderr.splitlines() if "127.0.0.1:9" in ln]
     assert lines == [lines[0]] and lines[0].startswith("warning: MLflow tracking server http://127.0.0.1:9 unreachable")
     assert (tmp_path / "o" / "results.jsonl").exists()
+
+
+@pytest.fixture
+def login_page():
+    """A local HTTP server that answers every request as an SSO proxy does: 200 text/html."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def _page(self):
+            body = b"<html><body>Sign in to Corp SSO</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PATCH = _page
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://bob:{SECRET}@127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_login_page_as_tracking_server_is_named_as_such(login_page, capsys):
+    """Second hostile pass (a host that is not what it seems): a tracking URI answered by an HTML
+    login page gives one warning line saying it is no MLflow server, with the status, the content
+    type and the first bytes, credentials masked; required tracking fails with the same words.
+    (It used to say `unreachable (Expecting value: line 1 column 1 (char 0))`.)"""
+    from tracking.run import TrackedRun, TrackingError
+
+    with TrackedRun(tracking_uri=login_page) as run:
+        run.log_metrics({"acc": 1.0})
+    assert not run.active
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: http://***@127.0.0.1:"), err
+    assert "is not an MLflow tracking server" in err[0] and "HTTP 200 text/html" in err[0] and "Sign in" in err[0]
+    assert SECRET not in err[0]
+    with pytest.raises(TrackingError, match="is not an MLflow tracking server") as e:
+        with TrackedRun(tracking_uri=login_page, required=True):
+            pass
+    assert SECRET not in str(e.value)
