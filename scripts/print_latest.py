@@ -75,8 +75,12 @@ def main() -> None:
     found = [name for name in names if print_latest(client, name, args.markdown)]
     if not found:
         raise SystemExit(f"no finished factprobe pipeline run at {uri}")
+    exp = client.get_experiment_by_name(found[0])
+    page = f"#/experiments/{exp.experiment_id}/runs" if exp else ""
+    # MLflow 3.1x takes the experiment page's kind from its app-wide GenAI / Machine learning switch (the URL's
+    # workflowType, else the browser's last choice), not from the experiment's mlflow.experimentKind tag
     print(f"\nCompare them in the MLflow UI:\n  .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000\n"
-          "  then open http://127.0.0.1:5000")
+          f"  then open http://127.0.0.1:5000/{page}?workflowType=machine_learning")
 
 
 if __name__ == "__main__":
