@@ -16,10 +16,11 @@ from .params import Param, make_pipeline
 from .probe import DEFAULT_MODELS, DagConfig, probe_dag
 
 NAME = "coherency"
+PROBE = "coherency"  # the one probe this pipeline runs (pipelines.cli.pipeline_probes validates with it)
 
 
 def _body(values: dict[str, Any]) -> None:
-    probe_dag(DagConfig.from_values(NAME, values, values["models"], ["coherency"]))
+    probe_dag(DagConfig.from_values(NAME, values, values["models"], [PROBE]))
 
 
 def build():

@@ -141,3 +141,13 @@ def test_item18d_bad_gpu_count_on_compile_is_one_line(tmp_path, monkeypatch, cap
     assert rc == 2
     assert "FACTPROBE_GPU_COUNT" in line and repr(value) in line
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", __import__("pipelines.cli", fromlist=["PIPELINES"]).PIPELINES)
+def test_item13_every_pipeline_validates_its_defaults(name):
+    """issue 18 item 13: the up-front validation knows every pipeline (its probes and configs): each
+    one's default parameters pass it (a pipeline it could not read used to fail `pipeline run`
+    with an AttributeError traceback)."""
+    from pipelines import cli
+
+    cli.validate_params(cli.get_pipeline(name), name, {})
