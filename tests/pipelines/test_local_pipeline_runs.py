@@ -156,7 +156,9 @@ def test_nightly_sweep_with_a_failing_model_reports_the_others(tmp_path, real_mo
     children = {r.data.tags.get("factprobe.model"): r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
                 and r.data.tags.get("factprobe.step") == "probe"}
     assert children["smollm2-135m-instruct"].info.status == "FINISHED"
-    assert children["/nonexistent/broken-model"].info.status == "FAILED"
+    # a model that cannot load is refused before its probe run starts (issue 18 item 2): no child run; the parent's
+    # alert tags and the nightly report above name the failure
+    assert "/nonexistent/broken-model" not in children
 
     models.write_text("models: [smollm2-135m-instruct]\n")
     rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)

@@ -85,8 +85,10 @@ def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, m
 
     seen = []
 
-    def fake_run_probe(cfg, out):
+    def fake_run_probe(cfg, out, on_start=None):
         seen.append(cfg)
+        if on_start:
+            on_start()
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.jsonl").write_text(_json.dumps({"fact_id": "P36:1", "relation": "P36", "correct": True}) + "\n")
 
