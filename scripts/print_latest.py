@@ -77,7 +77,7 @@ def main() -> None:
         raise SystemExit(f"no finished factprobe pipeline run at {uri}")
     exp = client.get_experiment_by_name(found[0])
     page = f"#/experiments/{exp.experiment_id}/runs" if exp else ""
-    # MLflow 3.1x takes the experiment page's kind from its app-wide GenAI / Machine learning switch (the URL's
+    # MLflow 3.17 takes the experiment page's kind from its app-wide GenAI / Machine learning switch (the URL's
     # workflowType, else the browser's last choice), not from the experiment's mlflow.experimentKind tag
     print(f"\nCompare them in the MLflow UI:\n  .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000\n"
           f"  then open http://127.0.0.1:5000/{page}?workflowType=machine_learning")

@@ -229,7 +229,7 @@ def test_pipeline_experiment_opens_on_runs_with_headline_and_summary(local_pipel
     print(f"screenshots: {PIPELINE_SCREENSHOT.parent}")
     PIPELINE_SCREENSHOT.parent.mkdir(exist_ok=True)
 
-    # the link `make run` prints (scripts/print_latest.py): MLflow 3.1x opens an experiment in the kind its app-wide
+    # the link `make run` prints (scripts/print_latest.py): MLflow 3.17 opens an experiment in the kind its app-wide
     # switch holds (URL workflowType, else the browser's last choice; GenAI by default), not the experiment's tag
     chrome.get(f"{plain_mlflow_ui}/#/experiments/{exp.experiment_id}?workflowType=machine_learning")
     ok, body = _wait_text(chrome, lambda b: parent.info.run_name in b and "Columns" in b)
