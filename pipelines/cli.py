@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,7 +200,10 @@ class _RunLog(io.TextIOBase):
         self.path = path
         self.verbose = verbose
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", encoding="utf-8")
+        # Raw, unbuffered bytes: each write is one os.write of a complete bytes object. A TextIOWrapper here
+        # once wrote raw heap bytes into the log when a write re-entered it (CPython gh-119506, Python < 3.12.4).
+        self._file = path.open("wb", buffering=0)
+        self._lock = threading.RLock()
         self._pending = ""
         self._started: dict[str, list[float]] = {}  # task name -> start times (ParallelFor repeats names)
         self._headlines: dict[str, list[str]] = {}
@@ -207,7 +211,9 @@ class _RunLog(io.TextIOBase):
 
     def write(self, text: str) -> int:
         text = redact(text)
-        self._file.write(text)
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(text.encode("utf-8", "replace"))
         if self.verbose:
             self._stream.write(text)
         else:
@@ -241,7 +247,6 @@ class _RunLog(io.TextIOBase):
 
     def flush(self) -> None:
         self._stream.flush()
-        self._file.flush()
 
     def isatty(self) -> bool:
         return self._stream.isatty()
@@ -256,7 +261,8 @@ class _RunLog(io.TextIOBase):
     def close_log(self) -> None:
         if self._pending and not self.verbose:
             self._summarise(_ANSI.sub("", self._pending))
-        self._file.close()
+        with self._lock:
+            self._file.close()
 
 
 def step_logs(log_text: str) -> list[tuple[str, str, list[str]]]:
