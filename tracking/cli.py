@@ -28,7 +28,8 @@ class ProbeTracking:
 
     @contextmanager
     def wrap(self, args: argparse.Namespace, cfg, out: Path) -> Iterator[Callable]:
-        from .probe_logging import log_probe_outcome, probe_run
+        from .probe_logging import log_probe_outcome
+        from .probe_run import probe_run
 
         # Same config into the same folder on the same host = the same step: a rerun marks the run of a
         # crashed attempt (left RUNNING when the server died) FAILED instead of leaving it RUNNING.
@@ -47,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `compare`, `regress` and `baseline promote` to the factprobe command line."""
     from factprobe.metrics.comparison import TEMPLATE_RULES
 
-    from .compare import compare_cli, regress_cli
+    from .compare import compare_cli
+    from .regress import regress_cli
 
     c = sub.add_parser("compare", help="join two runs fact by fact and compare them")
     c.add_argument("run_a", help="MLflow run id or a results folder/results.jsonl")

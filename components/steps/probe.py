@@ -33,7 +33,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from factprobe.probes.runner import run_probe
     from factprobe.signals import sigterm_as_interrupt
     from tracking.conventions import tag
-    from tracking.probe_logging import log_probe_outcome, metric_dict, probe_run, run_files
+    from tracking.probe_logging import log_probe_outcome, metric_dict, run_files
+    from tracking.probe_run import probe_run
 
     from ._common import resolve_tracking_uri, run_config
     from .progress import ProgressLog

@@ -69,7 +69,7 @@ def probed(monkeypatch):
         calls.append(model)
         raise AssertionError("regress probed the candidate")
 
-    monkeypatch.setattr("tracking.compare._probe_candidate", fake)
+    monkeypatch.setattr("tracking.regress._probe_candidate", fake)
     return calls
 
 

@@ -80,7 +80,7 @@ def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, m
     import json as _json
 
     from factprobe.probes import runner
-    from tracking.compare import _probe_candidate
+    from tracking.regress import _probe_candidate
     from tracking.probe_logging import CONFIG_PARAM
 
     seen = []
