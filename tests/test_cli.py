@@ -1,4 +1,4 @@
-"""The CLI: one-line errors (exit 2) for bad input, and a real probe run end to end."""
+"""The CLI: one-line errors (exit 2) for bad input, and a tracked probe run end to end (tiny RANDOM model)."""
 import json
 
 import pytest
@@ -67,20 +67,21 @@ def test_skip_small_relations_probes_the_rest(capsys, tmp_path, tiny_model_path)
     assert f"note: dropped {why}" in out
 
 
-@pytest.mark.real_model
-def test_real_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, real_model_path):
+def test_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, tiny_model_path):
+    """`factprobe probe` with tracking on (the default store, ./mlruns.db): one FINISHED run with
+    the metrics, the model, the dataset digest and input. Plumbing: a tiny RANDOM model."""
     from mlflow.tracking import MlflowClient
 
-    real_model_path("smollm2-135m-instruct")
+    model = str(tiny_model_path("gpt2"))
     monkeypatch.chdir(tmp_path)
-    rc, out, _ = run(capsys, "probe", "ic-lke", "--relations", "P36", "--max-facts-per-relation", "4", "--choices", "20",
-                     "--no-progress", "--out", "o")
+    rc, out, _ = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "4",
+                     "--choices", "20", "--examples", "3", "--no-progress", "--out", "o")
     assert rc == 0 and "P36" in out and "MLflow run" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = client.get_experiment_by_name("factprobe/probe")
     (r,) = client.search_runs([exp.experiment_id])
     assert r.info.status == "FINISHED" and r.data.metrics["n"] == 4 and "acc/P36" in r.data.metrics
-    assert r.data.params["model"] == "smollm2-135m-instruct"
+    assert r.data.params["model"] == model
     assert r.data.tags["factprobe.dataset_digest"]
     assert r.inputs.dataset_inputs
 
