@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .params import Param, make_pipeline
-from .probe import DEFAULT_MODELS, DagConfig, probe_dag
+from .params import config_params, make_pipeline
+from .probe import DagConfig, models_param, probe_dag
 
 NAME = "coherency"
 PROBE = "coherency"  # the one probe this pipeline runs (pipelines.cli.pipeline_probes validates with it)
 
 
 def _body(values: dict[str, Any]) -> None:
-    probe_dag(DagConfig.from_values(NAME, values, values["models"], [PROBE]))
+    probe_dag(DagConfig.from_values(NAME, values, values["models"], [PROBE], config_params([PROBE])))
 
 
 def build():
@@ -30,7 +30,5 @@ def build():
         "Factual coherency (youssef2024): subject -> object -> subject and back, for several models; per-relation "
         "and per-cardinality coherency logged to MLflow.",
         "Probe the factual coherency of several models.",
-        [Param("models", list, DEFAULT_MODELS, "Models to probe: built-in aliases (smollm2-135m-instruct, gemma-3-270m), "
-               "Hugging Face hub ids, PEFT adapter folders or folders on a mounted volume.")],
-        "ui", _body,
+        [models_param()], "ui", _body, config_params([PROBE]),
     )

@@ -28,18 +28,23 @@ from kfp import dsl
 
 from components.counterfactual_report import counterfactual_report
 from components.data_build import data_build
-from components.finalize_run import finalize_run
 from components.known_unknown import probe_known_unknown, probe_with_known_unknown
 from components.plan import plan_matrix
-from components.start_run import start_run
 
-from .params import Param, make_pipeline
+from .params import Param, config_dict, config_params, make_pipeline
 from .platform import cpu_step, gpu_step
-from .probe import DEFAULT_MODELS, DagConfig
+from .probe import models_param
+from .scaffold import tracked
 
 NAME = "counterfactual_icl"
 #: the probes of this pipeline (one QA dataset kind: data_build builds it once)
 PROBES = ["qa", "counterfactual"]
+#: options the steps set themselves: the QA step's split (`qa_overrides`), the counterfactual step's table
+SET_BY_STEPS = ("split", "known_unknown")
+
+
+def cf_config_params() -> list[Param]:
+    return config_params(PROBES, exclude=SET_BY_STEPS)
 
 
 def qa_overrides(known_shots: Any) -> dict[str, Any]:
@@ -52,27 +57,21 @@ def qa_overrides(known_shots: Any) -> dict[str, Any]:
 
 
 def _body(values: dict[str, Any]) -> None:
-    dag = DagConfig.from_values(NAME, values, values["models"], PROBES)
-    job = dsl.PIPELINE_JOB_ID_PLACEHOLDER
-    # The same bookkeeping as probe_dag (pipelines/probe.py): parent run inside an ExitHandler,
-    # plan (validates the config for every model), data build once; then this pipeline's own loop.
-    final = cpu_step(finalize_run(pipeline=NAME, kfp_run_id=job, tracking_uri=dag.tracking_uri), s3=False)
-    final.set_display_name("finalize-mlflow-run")
-    with dsl.ExitHandler(final, name="track-and-probe"):
-        parent = cpu_step(start_run(pipeline=NAME, kfp_run_id=job, trigger=dag.trigger, tracking_uri=dag.tracking_uri,
-                                    models=dag.models, probes=PROBES, config=dag.config), s3=False)
-        parent.set_display_name("start-mlflow-run")
+    config = config_dict(values, cf_config_params())
+    # The tracked scaffold (pipelines/scaffold.py), plan (validates the config for every model),
+    # data build once; then this pipeline's own loop.
+    with tracked(NAME, values, values["models"], PROBES, config) as run:
+        parent = run.parent
         # One cell per model (the counterfactual probe's config is validated for each); the parent
         # run id rides in the cell, as in probe_dag.
-        plan = cpu_step(plan_matrix(models=dag.models, probes=["counterfactual"], config=dag.config,
+        plan = cpu_step(plan_matrix(models=values["models"], probes=["counterfactual"], config=config,
                                     parent_run_id=parent.output), s3=False)
-        build = cpu_step(data_build(config=dag.config, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
-                                    tracking_uri=dag.tracking_uri), memory="8G")
+        build = cpu_step(data_build(config=config, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
+                                    tracking_uri=run.tracking_uri), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
-            common = {"items": build.outputs["items"], "model": cell.model, "config": dag.config,
-                      "parent_run_id": cell.parent_run_id, "tracking_uri": dag.tracking_uri, "work_root": dag.work_root,
-                      "kfp_run_id": job, "trigger": dag.trigger, "pipeline": NAME}
+            common = {"items": build.outputs["items"], "model": cell.model, "config": config,
+                      "work_root": run.work_root, **run.step_args(cell.parent_run_id)}
             qa = gpu_step(probe_known_unknown(probe="qa", overrides=qa_overrides(values["known_shots"]), **common))
             qa.set_display_name("qa-known-unknown")
             cf = gpu_step(probe_with_known_unknown(table=qa.outputs["table"], probe="counterfactual", overrides={},
@@ -80,7 +79,7 @@ def _body(values: dict[str, Any]) -> None:
             cf.set_display_name("counterfactual-icl")
         rep = cpu_step(counterfactual_report(qa_results=dsl.Collected(qa.outputs["results"]),
                                              counterfactual_results=dsl.Collected(cf.outputs["results"]),
-                                             parent_run_id=parent.output, tracking_uri=dag.tracking_uri, pipeline=NAME),
+                                             parent_run_id=parent.output, tracking_uri=run.tracking_uri, pipeline=NAME),
                        s3=False)
         rep.set_display_name("counterfactual-report")
 
@@ -92,7 +91,5 @@ def build():
         "Counterfactual ICL (yuan2024): per model, QA over all splits makes the known/unknown table, then regular vs "
         "counterfactual exemplars from known and unknown facts; Figure 7 across models, logged to MLflow.",
         "Counterfactual in-context learning with known and unknown knowledge, for several models.",
-        [Param("models", list, DEFAULT_MODELS, "Models to probe: built-in aliases (smollm2-135m-instruct, gemma-3-270m), "
-               "Hugging Face hub ids, PEFT adapter folders or folders on a mounted volume.")],
-        "ui", _body,
+        [models_param()], "ui", _body, cf_config_params(),
     )

@@ -12,7 +12,7 @@ before and after.
    (`FACTPROBE_IMAGE_TRAIN`), /dev/shm as a memory-backed emptyDir, the model cache PVC for
    checkpoints (a preempted pod resumes), retried like every GPU step; with `num_nodes > 1` instead
    `finetune-trainjob` (CPU) writes the Kubeflow Trainer TrainJob over that many nodes and, with
-   `trainjob_submit`, creates it and waits (pipelines/trainjob.py). A local build (`factprobe
+   `trainjob_submit`, creates it and waits (components/trainjob_manifest.py). A local build (`factprobe
    pipeline run`) always trains in the step: the local runner cannot merge If/Else outputs
    (`dsl.OneOf`), and a TrainJob needs a cluster; `num_nodes` is ignored there.
 4. `finetune-evaluate-adapter` (GPU): the same evaluation for each adapter.
@@ -32,13 +32,11 @@ for fewer settings).
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
 from typing import Any
 
 from kfp import dsl
 
 from components.data_build import data_build
-from components.finalize_run import finalize_run
 from components.finetune import (
     finetune_base_table,
     finetune_evaluate_adapter,
@@ -48,59 +46,54 @@ from components.finetune import (
     finetune_train,
     finetune_trainjob,
 )
-from components.start_run import start_run
 
-from .params import Param, config_dict, config_params, make_pipeline
+from .params import OPTIONS, Param, config_params, dataclass_params, make_pipeline
 from .platform import cpu_step, gpu_step, local_build, model_step, train_step
+from .scaffold import tracked
 
 NAME = "finetune_known_unknown"
 PROBES = ["qa", "ic-lke"]
 #: FinetuneConfig fields set per step or by the pipeline itself, not parameters
 FT_PER_STEP = ("model", "train_set", "known_unknown", "out", "train_set_dir")
+#: the probe options of this pipeline's own steps: the base table's shots, and the table to reuse
+#: (counterfactual's fields, read by finetune-base-table) and the QA train facts per relation
+PROBE_OPTIONS = ("known_unknown", "known_shots", "qa_train_per_relation")
+#: the fine-tuning options shown as parameters; every other FinetuneConfig field goes in `options`
+FT_ESSENTIALS = ("train_size", "max_steps", "learning_rate", "batch_size", "grad_accum", "lora_r")
+
+
+def ft_config_params() -> list[Param]:
+    """Base essentials, then the probe options of this pipeline's steps (`PROBE_OPTIONS`)."""
+    base = config_params([])
+    names = {b.name for b in base}
+    return base + [p for p in config_params(["counterfactual"]) if p.name in PROBE_OPTIONS and p.name not in names]
 
 
 def finetune_params() -> list[Param]:
-    """A parameter per FinetuneConfig field that no probe already has (the data options are shared:
-    the training sets come from the QA dataset the evaluation uses), with the field's help."""
+    """The fine-tuning parameters (`FT_ESSENTIALS`), with the field's help after "Fine-tuning: "."""
     from factprobe.finetune import FinetuneConfig
-    from factprobe.probes.config import HELP, PIPELINE, field_type
 
-    taken = {p.name for p in config_params()}
-    out = []
-    for f in fields(FinetuneConfig):
-        if f.name in taken or f.name in FT_PER_STEP or not f.metadata.get(PIPELINE, True):
-            continue
-        typ, optional = field_type(FinetuneConfig, f.name)
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        if optional or typ is list:
-            typ, default = str, "" if default is None else (",".join(default) if isinstance(default, list) else str(default))
-        text = f.metadata.get(HELP, "")
-        text = "Fine-tuning: " + text + (" (empty: not set)" if typ is str and optional else "")
-        out.append(Param(f.name, typ, default, text))
-    return out
+    return dataclass_params(FinetuneConfig, FT_ESSENTIALS, prefix="Fine-tuning: ")
 
 
 def finetune_dict(values: dict[str, Any]) -> dict[str, Any]:
-    """The fine-tuning options of a run: every FinetuneConfig field the pipeline has (own or shared)."""
+    """The fine-tuning options of a run: every FinetuneConfig field the pipeline has as a parameter
+    (own or shared), plus the `options` JSON (the steps expand it, components/steps/finetune.py)."""
     from factprobe.finetune import FinetuneConfig
 
-    return {n: values[n] for n in FinetuneConfig.field_names() if n in values and n not in FT_PER_STEP}
+    own = {n: values[n] for n in FinetuneConfig.field_names() if n in values and n not in FT_PER_STEP}
+    return {**own, OPTIONS: values[OPTIONS]} if OPTIONS in values else own
 
 
 def _body(values: dict[str, Any]) -> None:
-    job = dsl.PIPELINE_JOB_ID_PLACEHOLDER
-    config, ft = config_dict(values), finetune_dict(values)
-    model, uri, trigger, work = values["model"], values["tracking_uri"], values["trigger"], values["work_root"]
-    final = cpu_step(finalize_run(pipeline=NAME, kfp_run_id=job, tracking_uri=uri), s3=False)
-    final.set_display_name("finalize-mlflow-run")
-    with dsl.ExitHandler(final, name="track-and-probe"):
-        parent = cpu_step(start_run(pipeline=NAME, kfp_run_id=job, trigger=trigger, tracking_uri=uri,
-                                    models=[model], probes=PROBES, config={**config, **ft}), s3=False)
-        parent.set_display_name("start-mlflow-run")
+    config = {**{p.name: values[p.name] for p in ft_config_params()}, OPTIONS: values[OPTIONS]}
+    ft = finetune_dict(values)
+    model = values["model"]
+    with tracked(NAME, values, [model], PROBES, {**config, **ft}) as run:
+        parent, uri, trigger, work, job = run.parent, run.tracking_uri, run.trigger, run.work_root, run.job
         build = cpu_step(data_build(config=config, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
                                     tracking_uri=uri), memory="8G")
-        common = {"parent_run_id": parent.output, "tracking_uri": uri, "kfp_run_id": job, "trigger": trigger,
-                  "pipeline": NAME}
+        common = run.step_args()
         table = gpu_step(finetune_base_table(items=build.outputs["items"], model=model, config=config,
                                              settings=values["settings"], known_unknown=values["known_unknown"],
                                              work_root=work, **common))
@@ -109,11 +102,10 @@ def _body(values: dict[str, Any]) -> None:
                                                **common))
         base.set_display_name("evaluate-base")
         sets = cpu_step(finetune_sets(table=table.outputs["table"], model=model, settings=values["settings"], ft=ft,
-                                      parent_run_id=parent.output, tracking_uri=uri, kfp_run_id=job, trigger=trigger,
-                                      pipeline=NAME), s3=False)
+                                      **common), s3=False)
         sets.set_display_name("training-sets")
         with dsl.ParallelFor(sets.outputs["Output"], name="settings") as cell:
-            cell_common = {**common, "parent_run_id": cell.parent_run_id}
+            cell_common = run.step_args(cell.parent_run_id)
             if local_build():
                 # The local runner cannot merge the outputs of If/Else branches (dsl.OneOf: "Expected 1
                 # artifact in ArtifactSelectorSpec"), and a TrainJob needs a cluster: train in the step.
@@ -165,5 +157,5 @@ def build():
         "DeepSpeed per setting, zero-shot QA and IC-LKE before and after, one table with paired bootstrap intervals, "
         "logged to MLflow.",
         "Fine-tune one model on known/unknown/mixed/counterfactual/regular facts and compare before and after.",
-        own + finetune_params(), "ui", _body,
+        own, "ui", _body, ft_config_params() + finetune_params(),
     )

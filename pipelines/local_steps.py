@@ -187,7 +187,8 @@ class LocalSteps:
         uri = resolve_tracking_uri(tracking_uri or "")
         if not records or uri is None:
             return [], 0
-        from tracking.clients import find_tagged_runs, open_client
+        from tracking.clients import find_tagged_runs
+        from tracking.connect import open_client
         from tracking.conventions import experiment_name, tag
 
         why = {tag("error"): f"stopped by {signal.Signals(self.signum or signal.SIGINT).name}"}

@@ -18,20 +18,21 @@ from components.probe_tolerant import probe_model as probe_model_tolerant
 
 from .params import Param, make_pipeline, probes_param
 from .platform import cpu_step
-from .probe import DagConfig, probe_dag
+from .probe import DagConfig, probe_config_params, probe_dag
 
 
 def _body(values: dict[str, Any]) -> None:
     models = cpu_step(read_models(models_yaml=values["models_yaml"]), s3=False)
     uri = values["tracking_uri"]
 
-    def compare_with_previous(parent, probed, rep):
-        cmp = cpu_step(nightly_compare(results=dsl.Collected(probed.outputs["results"]), parent_run_id=parent.output,
+    def compare_with_previous(run, probed, rep):
+        cmp = cpu_step(nightly_compare(results=dsl.Collected(probed.outputs["results"]), parent_run_id=run.parent.output,
                                        tracking_uri=uri, max_drop=values["max_drop"], alpha=values["alpha"],
                                        fail_on_alert=values["fail_on_alert"]), s3=False)
         cmp.after(rep)  # the report logs this run's summary first
 
-    probe_dag(DagConfig.from_values("nightly_sweep", values, models.output, values["probes"], inside=compare_with_previous,
+    probe_dag(DagConfig.from_values("nightly_sweep", values, models.output, values["probes"], probe_config_params(),
+                                    inside=compare_with_previous,
                                     probe_component=probe_model_tolerant))
 
 
@@ -50,5 +51,5 @@ def build():
          Param("alpha", float, 0.05, "Significance level of the paired tests (McNemar, paired bootstrap)."),
          Param("fail_on_alert", bool, True,
                "Fail the run (after reporting) when a model failed or dropped significantly; the alert tag is set either way.")],
-        "nightly", _body,
+        "nightly", _body, probe_config_params(),
     )

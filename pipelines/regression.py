@@ -10,21 +10,22 @@ from tracking.baseline import gateable_probes
 
 from .params import Param, make_pipeline
 from .platform import cpu_step
-from .probe import DagConfig, probe_dag
+from .probe import DagConfig, probe_config_params, probe_dag
 
 
 def _body(values: dict[str, Any]) -> None:
     uri = values["tracking_uri"]
 
-    def gate(parent, probed, rep):
+    def gate(run, probed, rep):
         # One candidate x one probe: the collected list has exactly one entry.
         g = cpu_step(regression_gate_step(candidate=dsl.Collected(probed.outputs["results"]), baseline=values["baseline"],
-                                          max_drop=values["max_drop"], alpha=values["alpha"], parent_run_id=parent.output,
+                                          max_drop=values["max_drop"], alpha=values["alpha"], parent_run_id=run.parent.output,
                                           tracking_uri=uri), s3=False)
         with dsl.If(g.outputs["Output"] == "FAIL", name="gate-failed"):
             cpu_step(fail_run(message=values["baseline"]), s3=False)
 
-    probe_dag(DagConfig.from_values("regression", values, [values["candidate"]], [values["probe_name"]], inside=gate))
+    probe_dag(DagConfig.from_values("regression", values, [values["candidate"]], [values["probe_name"]],
+                                    probe_config_params(), inside=gate))
 
 
 def build():
@@ -40,5 +41,5 @@ def build():
                "compares multiple-choice runs fact by fact)."),
          Param("max_drop", float, 0.02, "Tolerated accuracy drop (absolute, e.g. 0.02 = 2 points)."),
          Param("alpha", float, 0.05, "Significance level of McNemar's test.")],
-        "ci", _body,
+        "ci", _body, probe_config_params(),
     )

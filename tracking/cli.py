@@ -28,14 +28,15 @@ class ProbeTracking:
 
     @contextmanager
     def wrap(self, args: argparse.Namespace, cfg, out: Path) -> Iterator[Callable]:
+        from .context import RunContext
         from .probe_logging import log_probe_outcome
         from .probe_run import probe_run
 
         # Same config into the same folder on the same host = the same step: a rerun marks the run of a
         # crashed attempt (left RUNNING when the server died) FAILED instead of leaving it RUNNING.
         step_key = f"cli/{socket.gethostname()}/{Path(out).resolve()}/{cfg.results_key()}"
-        with probe_run(cfg, args.tracking_uri, enabled=not args.no_track, required=args.require_tracking,
-                       trigger=args.trigger, step_key=step_key) as run:
+        context = RunContext.start(args.tracking_uri or "", pipeline="probe", trigger=args.trigger)
+        with probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking, step_key=step_key) as run:
 
             def after(outcome) -> list[str]:
                 log_probe_outcome(run, outcome, cfg)

@@ -22,6 +22,7 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.D
     from factprobe.probes.runner import run_probe
 
     from .probe_logging import CONFIG_PARAM, log_probe_outcome
+    from .context import RunContext
     from .probe_run import probe_run
 
     if CONFIG_PARAM not in baseline_params:
@@ -29,11 +30,12 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args) -> pd.D
                           "probe the baseline again or give a results folder")
     cfg = RunConfig.from_dict({**json.loads(baseline_params[CONFIG_PARAM]), "model": model,
                                "base_model": getattr(args, "base_model", None) or None, "out": None})
+    context = RunContext.start(getattr(args, "tracking_uri", None) or "", pipeline="probe", trigger="ci")
     with ExitStack() as stack:
         runs: list = []
 
         def start() -> None:  # the MLflow run begins once the folder is claimed and the run validated
-            runs.append(stack.enter_context(probe_run(cfg, args.tracking_uri, enabled=not args.no_track, trigger="ci",
+            runs.append(stack.enter_context(probe_run(cfg, context, enabled=not args.no_track,
                                                       run_name=f"regress-candidate-{Path(model).name}")))
 
         outcome = run_probe(cfg, out, on_start=start)

@@ -36,7 +36,9 @@ from typing import Any, Self
 
 from factprobe.redact import redact
 
-from .clients import TrackingError, find_tagged_runs, open_client
+from .clients import TrackingError, find_tagged_runs
+from .connect import open_client
+from .context import RunContext
 from .conventions import (EXPERIMENT_KIND_TAG, default_tracking_uri, experiment_name, experiment_tags, git_sha,
                           standard_tags, tag)
 
@@ -120,6 +122,25 @@ class TrackedRun:
         self.run_id: str | None = run_id
         self._resume = run_id is not None
         self._client = None
+
+    @classmethod
+    def from_context(cls, context: RunContext, run_name: str | None = None, tags: dict[str, str] | None = None,
+                     step_key: str | None = None, required: bool = False, child: bool = True,
+                     warn: Callable[[str], None] | None = None, run_id: str | None = None) -> TrackedRun:
+        """The run of `context` (tracking URI, pipeline, parent run, trigger, KFP run id, git
+        commit): a child of its parent run when `child`, else a top-level run (a pipeline's parent
+        run, a CLI run). Tracking is off when the context says so, and for a child without a
+        parent run. `tags` are added after the context's own."""
+        enabled = context.uri is not None and (context.tracked or not child)
+        own = dict(context.tags())
+        if context.git_commit:
+            own.update({tag("git_sha"): context.git_commit, "mlflow.source.git.commit": context.git_commit})
+        if context.user:
+            own["mlflow.user"] = context.user
+        own.update(tags or {})
+        return cls(pipeline=context.pipeline, run_name=run_name, tracking_uri=context.uri, tags=own,
+                   parent_run_id=context.parent_run_id if child else None, step_key=step_key, required=required,
+                   enabled=enabled, warn=warn, run_id=run_id)
 
     # ------------------------------------------------------------------ lifecycle
     def _fail(self, what: str, exc: BaseException) -> None:

@@ -13,20 +13,20 @@ def run_data_build(out_dir: str, config: dict, probes: list, pipeline: str, pare
 
     from factprobe.probes.registry import get_probe
     from tracking.conventions import tag
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri, run_config
+    from ._common import expand_options, run_config
 
     by_kind: dict[str, str] = {}
     for name in probes:
         by_kind.setdefault(get_probe(str(name)).dataset or str(name), str(name))
-    uri = resolve_tracking_uri(tracking_uri)
+    ctx = RunContext(tracking_uri=tracking_uri, pipeline=pipeline, parent_run_id=parent_run_id)
     n_items = n_relations = 0
     digest = ""
     dropped: dict[str, str] = {}
-    with TrackedRun(pipeline=pipeline, run_name="data-build", tracking_uri=uri, parent_run_id=parent_run_id,
-                    required=True, enabled=uri is not None and bool(parent_run_id),
-                    tags={tag("step"): "data-build", tag("source"): str(config.get("source", ""))}) as run:
+    with TrackedRun.from_context(ctx, run_name="data-build", required=True,
+                                 tags={tag("step"): "data-build", tag("source"): str(config.get("source", ""))}) as run:
         for kind, probe_name in by_kind.items():
             cfg = run_config(config, probe=probe_name, model="-")
             prepared = get_probe(probe_name).prepare(cfg)
@@ -40,6 +40,6 @@ def run_data_build(out_dir: str, config: dict, probes: list, pipeline: str, pare
             if prepared.dropped:
                 run.log_text("\n".join(prepared.dropped.values()), f"{kind}/dropped_relations.txt")
         run.set_tags({tag("dataset_digest"): digest})
-        run.log_params({k: v for k, v in config.items()})
+        run.log_params(expand_options(config))
         run.log_metrics({"n_items": n_items, "n_relations": n_relations, "n_dropped": len(dropped)})
     return {"n_items": n_items, "n_relations": n_relations, "digest": digest, "datasets": sorted(by_kind), "dropped": dropped}

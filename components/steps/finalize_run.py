@@ -9,7 +9,8 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     FAILED. The parent's description (`mlflow.note.content`) becomes the summary table of its
     probe runs (`tracking.probe_logging.summary_markdown`, from their `factprobe.headline` tags).
     Returns the status set ('' when tracking is off or no parent exists)."""
-    from tracking.clients import find_tagged_runs, open_client
+    from tracking.clients import find_tagged_runs
+    from tracking.connect import open_client
     from tracking.conventions import experiment_name, tag
 
     from ._common import resolve_tracking_uri

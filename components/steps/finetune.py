@@ -34,6 +34,7 @@ def smoke_reasons(ft: dict, trigger: str = "") -> list[str]:
     """Why a run is a smoke test rather than a reproduction of yuan2024 Tables 2-4 (empty: none):
     fewer optimizer steps or a smaller effective batch than the paper's, or a local run."""
     reasons = []
+    ft = ft_options(ft)
     steps = int(float(ft.get("max_steps") or PAPER_MAX_STEPS))
     if steps < PAPER_MAX_STEPS:
         reasons.append(f"max_steps={steps} < {PAPER_MAX_STEPS}")
@@ -63,12 +64,23 @@ def smoke_banner(ft: dict, trigger: str) -> str:
             + " (the numbers show that the pipeline works, not what fine-tuning does)")
 
 
+def ft_options(ft: dict) -> dict:
+    """The pipeline's fine-tuning dict with its `options` JSON expanded: the options that are
+    FinetuneConfig fields join it (the others are the probes' options, for the evaluation steps)."""
+    from factprobe.finetune import FinetuneConfig
+
+    from ._common import OPTIONS, expand_options
+
+    names = set(FinetuneConfig.field_names())
+    return {k: v for k, v in expand_options(ft).items() if k in ft or k in names} if OPTIONS in ft else dict(ft)
+
+
 def finetune_config(ft: dict, model: str, setting: str, table: str | None, out: str):
     """The `FinetuneConfig` of one setting: the pipeline's fine-tuning options plus model, set,
     the base model's table (only the sets that need one) and the output folder."""
     from factprobe.finetune import NEEDS_TABLE, FinetuneConfig
 
-    return FinetuneConfig.from_dict({**ft, "model": model, "train_set": setting,
+    return FinetuneConfig.from_dict({**ft_options(ft), "model": model, "train_set": setting,
                                      "known_unknown": table if setting in NEEDS_TABLE else None, "out": out})
 
 
@@ -108,6 +120,9 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
 
     from .known_unknown import run_known_unknown_step
 
+    from ._common import expand_options
+
+    config = expand_options(config)
     Path(table_path).parent.mkdir(parents=True, exist_ok=True)
     Path(results_dir).mkdir(parents=True, exist_ok=True)
     shots = int(float(config.get("known_shots") or 10))
@@ -149,7 +164,7 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
 
     import pandas as pd
 
-    from factprobe.build.finetune_sets import build_train_set
+    from factprobe.finetune.sets import build_train_set
     from factprobe.errors import ConfigError
     from factprobe.finetune import TRAIN_SETS
     from tracking.conventions import tag
@@ -157,6 +172,11 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
 
     from ._common import resolve_tracking_uri
 
+    from factprobe.finetune import FinetuneConfig
+
+    from ._common import check_options
+
+    check_options(ft, ["qa", "ic-lke"], extra=(FinetuneConfig,))  # the pipeline's evaluation probes and the trainer
     names = [str(s) for s in settings]
     bad = [s for s in names if s not in TRAIN_SETS]
     if bad or not names:

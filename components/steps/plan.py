@@ -3,12 +3,13 @@
 
 def run_plan(models: list, probes: list, parent_run_id: str = "", config: dict | None = None) -> list:
     """[{"model": m, "probe": p, "parent_run_id": id}, ...] for every pair; rejects empty or unknown
-    entries and, with `config`, validates the run config of every pair before any model loads.
+    entries and, with `config`, validates its `options` against the probes and the run config of
+    every pair before any model loads.
     The parent run id rides along in each cell (see pipelines/probe.py for why)."""
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import probe_names
 
-    from ._common import run_config
+    from ._common import check_options, run_config
 
     if not models:
         raise ConfigError("no models to probe: the models list is empty")
@@ -17,6 +18,7 @@ def run_plan(models: list, probes: list, parent_run_id: str = "", config: dict |
     if bad or not probes:
         raise ConfigError(f"unknown probe(s) {bad or probes}; choose from {', '.join(known)}")
     if config is not None:
+        check_options(config, list(probes))
         for m in models:
             for p in probes:
                 run_config(config, probe=str(p), model=str(m))

@@ -32,11 +32,12 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from factprobe.probes.registry import get_probe
     from factprobe.probes.runner import run_probe
     from factprobe.signals import sigterm_as_interrupt
-    from tracking.conventions import tag
+    from tracking.context import RunContext
+    from tracking.conventions import git_sha, run_user, tag
     from tracking.probe_logging import log_probe_outcome, metric_dict, run_files
     from tracking.probe_run import probe_run
 
-    from ._common import resolve_tracking_uri, run_config
+    from ._common import run_config
     from .progress import ProgressLog
 
     cfg = run_config({**config, **(overrides or {})}, probe=probe, model=model)
@@ -44,14 +45,15 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     prepared = Prepared.load(Path(items_dir) / (spec.dataset or probe))
     key = f"{cfg.results_key()}-{prepared.digest()}"
     work = work_dir(work_root, key)
-    uri = resolve_tracking_uri(tracking_uri)
+    # the one run context of this step (tracking/context.py): every tracking call below takes it
+    ctx = RunContext(tracking_uri=tracking_uri, pipeline=pipeline, trigger=trigger, parent_run_id=parent_run_id,
+                     kfp_run_id=kfp_run_id, user=run_user(), git_commit=git_sha())
     runs = []
     with sigterm_as_interrupt(), ExitStack() as stack:
 
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
             runs.append(stack.enter_context(probe_run(
-                cfg, uri, enabled=uri is not None and bool(parent_run_id), required=True, trigger=trigger,
-                parent_run_id=parent_run_id, pipeline=pipeline, run_name=f"{probe}-{model}",
+                cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}",
                 extra_tags={tag("step"): "probe", tag("kfp_run_id"): kfp_run_id, tag("dataset_digest"): prepared.digest()},
                 step_key=f"{pipeline}/{kfp_run_id}/probe/{key}")))
 

@@ -14,22 +14,24 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     import hashlib
 
     from tracking.conventions import tag
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
-    from ._common import record_parent_run, resolve_tracking_uri
+    from ._common import expand_options, record_parent_run
 
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri is None:
+    ctx = RunContext.start(tracking_uri, pipeline=pipeline, trigger=trigger, kfp_run_id=kfp_run_id)
+    if ctx.uri is None:
         return ""
-    params = json.loads(params_json or "{}")
+    params = expand_options(json.loads(params_json or "{}"))  # the options JSON, as the parameters it sets
     # The model list is not part of the key: each model's own probe run carries its key (the run
     # config's results key), so adding a model to a sweep changes no other model's key.
     key = hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "models"}, sort_keys=True).encode()).hexdigest()[:16]
-    run = TrackedRun(pipeline=pipeline, run_name=f"{pipeline}-{kfp_run_id}", tracking_uri=uri, required=True,
-                     tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
-                           tag("config_key"): key, tag("role"): "parent",
-                           "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
-                           tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
+    run = TrackedRun.from_context(
+        ctx, run_name=f"{pipeline}-{kfp_run_id}", required=True, child=False,
+        tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
+              tag("config_key"): key, tag("role"): "parent",
+              "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
+              tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
     run.__enter__()  # stays RUNNING; the exit handler (finalize step) ends it
     record_parent_run(run.run_id or "", kfp_run_id, pipeline)  # a stopped local run marks it KILLED
     run.log_params(params)

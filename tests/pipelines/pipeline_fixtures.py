@@ -2,7 +2,7 @@
 
 Test modules import what they use (`from tests.pipelines.pipeline_fixtures import compiled, kfp_api`).
 
-- `compiled`: every pipeline compiled by `pipelines.cli.compile_all` in a *fresh* Python with no
+- `compiled`: every pipeline compiled by `pipelines.remote.compile_all` in a *fresh* Python with no
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
   (the cluster settings are read when a pipeline is built, `pipelines.platform.building`).
   {name: CompiledPipeline}.
@@ -124,7 +124,7 @@ def load_compiled(path: Path) -> CompiledPipeline:
     return CompiledPipeline(path.stem, path, text, spec, platform)
 
 
-_COMPILE = "import sys; from pipelines.cli import compile_all; compile_all(sys.argv[1], sys.argv[2:])"
+_COMPILE = "import sys; from pipelines.remote import compile_all; compile_all(sys.argv[1], sys.argv[2:])"
 
 
 class _CompileJob:

@@ -33,7 +33,7 @@ def test_plan_is_models_x_settings_x_instructions_and_validates():
 def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
     from kfp import compiler
 
-    from pipelines.cli import get_pipeline
+    from pipelines.catalogue import get_pipeline
 
     path = tmp_path / "belief.yaml"
     compiler.Compiler().compile(get_pipeline("belief"), str(path))

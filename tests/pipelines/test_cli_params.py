@@ -12,7 +12,7 @@ from factprobe.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def cli():
-    from pipelines import cli
+    from pipelines import catalogue as cli
 
     return cli
 
@@ -71,20 +71,64 @@ def test_values_are_typed(cli):
     assert type(got["seed"]) is int and type(got["max_drop"]) is float
 
 
-def test_config_parameters_come_from_the_registry(cli):
-    """Every config field of every registered probe is a parameter; optional ints are str ("" = not set)."""
+def test_config_parameters_are_the_pipelines_own(cli):
+    """The probe pipeline shows the base essentials and its default probe's (ic-lke) options;
+    optional ints are str ("" = not set); other probes' options are not parameters."""
     spec = cli.pipeline_parameters(cli.get_pipeline("probe"))
-    assert spec["max_facts_per_relation"] == (str, "20") and spec["token_budget"] == (str, "")
-    assert spec["prompt_format"] == (str, "paper") and spec["tuple_separator"] == (str, ", ")
-    assert spec["templates"] == (str, "3") and spec["skip_small_relations"] == (bool, False)
+    assert spec["max_facts_per_relation"] == (str, "20") and spec["relations"] == (str, "")
+    assert spec["prompt_format"] == (str, "paper") and spec["skip_small_relations"] == (bool, False)
     assert spec["drop_self_examples"] == (bool, False) and spec["choices"] == (int, 100)
-    for name in ("base_model", "device", "dtype", "relations", "data", "train_data", "prompts_root"):
+    assert spec["options"] == (str, "")
+    for name in ("data", "train_data", "relations"):
         assert spec[name][0] is str, name
-    assert "out" not in spec and "model" not in spec  # local-only / per step
-    got = cli.parse_params(cli.get_pipeline("probe"), ["max_facts_per_relation=", "token_budget=64", "templates=paper",
-                                                      "skip-small-relations=true", "tuple_separator= "], "probe")
-    assert got == {"max_facts_per_relation": "", "token_budget": "64", "templates": "paper", "skip_small_relations": True,
-                   "tuple_separator": " "}
+    for name in ("out", "model", "token_budget", "device", "tuple_separator", "templates", "samples"):
+        assert name not in spec, name  # local-only, per step, or another probe's / non-essential option
+
+
+def test_any_config_field_still_works_as_a_param_through_options(cli):
+    """`--param X=Y` for a config field that is not a parameter of the pipeline lands in `options`."""
+    import json
+
+    got = cli.parse_params(cli.get_pipeline("probe"), ['probes=["eic-lke"]', "token_budget=64", "tuple_separator= ",
+                                                      "max_facts_per_relation=", "skip-small-relations=true"], "probe")
+    assert json.loads(got.pop("options")) == {"token_budget": "64", "tuple_separator": " "}
+    assert got == {"probes": ["eic-lke"], "max_facts_per_relation": "", "skip_small_relations": True}
+    # explicit options and --param options merge; the same name twice is refused
+    got = cli.parse_params(cli.get_pipeline("probe"), ['options={"device": "cpu"}', "token_budget=64"], "probe")
+    assert json.loads(got["options"]) == {"device": "cpu", "token_budget": "64"}
+    with pytest.raises(ConfigError, match="token_budget given both"):
+        cli.parse_params(cli.get_pipeline("probe"), ['options={"token_budget": 8}', "token_budget=64"], "probe")
+
+
+@pytest.mark.parametrize("pipeline, pairs, message", [
+    ("probe", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke, which this run does not run"),
+    ("probe", ["eic_interleave=2"], "'eic_interleave' is an option of probe eic-lke"),
+    ("probe", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
+    ("probe", ['probes=["eic-lke"]', 'options={"eic_interleave": "x"}'], "eic_interleave: expected int"),
+    ("probe", ['options={"choices": 5}'], "options: choices is set by a parameter"),
+    ("probe", ['options={"model": "x"}'], "options: model is set by a parameter"),
+    ("probe", ["options=[1]"], "options: expected a JSON object"),
+    ("probe", ["options={nope"], "options: not JSON"),
+    ("coherency", ['options={"examples": 3}'], "'examples' is an option of probe ic-lke, eic-lke"),
+    ("finetune_known_unknown", ['options={"lora_dropout": 0.1, "lora_r": 0}'], "options: lora_r is set by a parameter"),
+])
+def test_options_are_checked_against_the_probes_run(cli, pipeline, pairs, message):
+    with pytest.raises(ConfigError) as err:
+        cli.parse_params(cli.get_pipeline(pipeline), pairs, pipeline)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_options_reach_the_probe_config_and_the_finetune_config(cli):
+    from components.steps._common import run_config
+    from components.steps.finetune import finetune_config
+
+    cfg = run_config({"source": "countryinfo", "options": '{"eic_interleave": 3, "token_budget": 64}'}, probe="eic-lke",
+                     model="m")
+    assert cfg.params.eic_interleave == 3 and cfg.base.token_budget == 64
+    got = cli.parse_params(cli.get_pipeline("finetune_known_unknown"), ["save_steps=1", "choices=5"],
+                           "finetune_known_unknown")
+    ft = {"max_steps": 2, "options": got["options"]}
+    assert finetune_config(ft, "m", "regular", None, "-").save_steps == 1  # choices is ic-lke's, not the trainer's
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -96,7 +140,7 @@ def test_config_parameters_come_from_the_registry(cli):
 ])
 def test_lists_as_json_or_comma_separated(cli, text, expected):
     # the coercion alone: parse_params also refuses an empty models list (issue 18 item 13)
-    assert cli._coerce("models", text, list) == expected
+    assert cli.coerce("models", text, list) == expected
 
 
 def test_bracketed_list_that_is_not_json_is_refused(cli):

@@ -71,7 +71,7 @@ TRAIN_IMAGE = "ghcr.io/factprobe/factprobe-train:0.1.0"
 @functools.cache
 def built(name: str):
     """The pipeline `name` as `factprobe pipeline compile` builds it (pipelines are built on request)."""
-    from pipelines.cli import get_pipeline
+    from pipelines.catalogue import get_pipeline
 
     return get_pipeline(name)
 
@@ -137,9 +137,9 @@ def loop_task(c) -> tuple[str, dict]:
 
 
 def test_every_pipeline_is_checked_and_compiled_by_default(compiled):
-    """`factprobe pipeline compile` (no names) writes every pipeline of `pipelines.cli.PIPELINES`,
+    """`factprobe pipeline compile` (no names) writes every pipeline of `pipelines.catalogue.PIPELINES`,
     and every one of them is checked here."""
-    from pipelines.cli import PIPELINES
+    from pipelines.catalogue import PIPELINES
 
     assert set(NAMES) == set(PIPELINES)
     assert set(compiled) == set(PIPELINES)
@@ -479,7 +479,7 @@ def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
     environment variable switches that (FACTPROBE_LOCAL_RUN is gone)."""
     from kfp import compiler
 
-    from pipelines.cli import get_pipeline
+    from pipelines.catalogue import get_pipeline
     from tests.pipelines.pipeline_fixtures import load_compiled
 
     monkeypatch.setenv("FACTPROBE_LOCAL_RUN", "1")  # a leftover of the old switch changes nothing
@@ -499,7 +499,7 @@ def test_cluster_settings_are_read_when_building_not_at_import():
     tests); building a pipeline names the variable."""
     code = ("import pipelines.probe, pipelines.nightly_sweep, pipelines.regression, pipelines.counterfactual_icl, "
             "pipelines.coherency, pipelines.platform, components.config\n"
-            "from pipelines.cli import get_pipeline\n"
+            "from pipelines.catalogue import get_pipeline\n"
             "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
     env["FACTPROBE_GPU_COUNT"] = "two"
@@ -520,13 +520,47 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
         assert spec.get("isOptional") is True and "defaultValue" in spec, f"{p} has no default"
         assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
         assert spec.get("description") == documented[p], p
-    from pipelines.params import config_params
-
-    assert {p.name for p in config_params()} <= set(params), "every config field of every probe is a parameter"
+    assert params["options"]["defaultValue"] == "" and params["options"]["parameterType"] == "STRING"
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
                                                                          "regression": "ci", "counterfactual_icl": "ui",
                                                                          "coherency": "ui",
                                                                          "finetune_known_unknown": "ui", "belief": "ui"}[name]
+
+
+#: parameters per compiled pipeline (issue 19 item 2: 50-79 before, every config field of every probe)
+PARAM_COUNTS = {"probe": 19, "nightly_sweep": 22, "regression": 22, "counterfactual_icl": 17, "coherency": 15,
+                "finetune_known_unknown": 24, "belief": 20}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_pipeline_shows_more_than_25_parameters(compiled, name):
+    """The Kubeflow UI form of each pipeline holds only its own options (pipelines/params.py)."""
+    from pipelines.params import MAX_PARAMS
+
+    params = compiled[name].spec["root"]["inputDefinitions"]["parameters"]
+    assert MAX_PARAMS == 25 and len(params) <= MAX_PARAMS, sorted(params)
+    assert len(params) == PARAM_COUNTS[name], sorted(params)
+
+
+@pytest.mark.parametrize("name, own, not_own", [
+    ("coherency", {"max_candidates", "coherency_templates", "relations"}, {"eic_interleave", "belief_qa_templates",
+                                                                            "samples", "tuple_separator", "vocab_file"}),
+    ("counterfactual_icl", {"known_shots", "shots", "train_data"}, {"split", "known_unknown", "choices"}),
+    ("belief", {"samples", "max_templates"}, {"setting", "instruction", "choices"}),
+    ("probe", {"examples", "choices", "probes"}, {"templates", "samples", "device", "token_budget"}),
+    ("finetune_known_unknown", {"known_unknown", "known_shots", "max_steps", "lora_r"}, {"save_steps", "choices", "zero_stage"}),
+])
+def test_parameters_are_the_options_of_the_probes_run(compiled, name, own, not_own):
+    params = set(compiled[name].spec["root"]["inputDefinitions"]["parameters"])
+    assert own <= params and not (not_own & params), (own - params, not_own & params)
+
+
+def test_make_pipeline_refuses_more_than_25_parameters():
+    from pipelines.params import Param, make_pipeline
+
+    many = [Param(f"p{i}", int, i, f"parameter {i}") for i in range(22)]
+    with pytest.raises(ValueError, match="26 parameters, more than 25"):
+        make_pipeline("too_many", "too-many", "d", "s", many, "ui", lambda values: None)
 
 
 # --- snapshot -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A failed local pipeline run ends with one plain line: the failed step, the first line of its
-error and the path of its own log (pipelines/cli.py `run_local`)."""
+error and the path of its own log (pipelines/local_run.py `run_local`)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import failure_report, first_error_line, step_logs
+from pipelines.local_run import failure_report, first_error_line, step_logs
 
 ANSI = re.compile(r"\x1b\[")
 CYAN, RED, GREEN, RESET = "\x1b[96m", "\x1b[91m", "\x1b[92m", "\x1b[0m"
@@ -84,7 +84,11 @@ def test_failure_report_names_the_first_failed_step_and_writes_its_log(tmp_path)
 
 @pytest.mark.pipeline
 def test_failed_local_run_ends_with_the_step_and_its_error(tmp_path):
-    """A real local run of the probe pipeline with an unknown relation: data-build fails."""
+    """A real local run of the probe pipeline with an unknown relation: data-build fails (before
+    any model is loaded). The last line names the step and its error; every MLflow run it started
+    ends, the parent FAILED."""
+    from mlflow.tracking import MlflowClient
+
     env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
     p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe",
@@ -101,6 +105,11 @@ def test_failed_local_run_ends_with_the_step_and_its_error(tmp_path):
     assert "Traceback (most recent call last):" in step_log.read_text()
     run_log = step_log.with_name(step_log.name.replace(".data-build.log", ".log"))
     assert "Executing task 'data-build'" in re.sub(r"\x1b\[[0-9;]*m", "", run_log.read_text())  # the whole run's log
+    c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    all_runs = c.search_runs([c.get_experiment_by_name("factprobe/probe").experiment_id])
+    assert all_runs and all(r.info.status != "RUNNING" for r in all_runs)
+    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
+    assert parent.info.status == "FAILED"
 
 
 def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
@@ -108,7 +117,7 @@ def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
     step (name, status, seconds, the step's headline); the log file keeps everything."""
     import io
 
-    from pipelines.cli import _RunLog
+    from pipelines.local_run import _RunLog
 
     text = _kfp_log(("start-run", "SUCCESS", ["[KFP Executor 2026] INFO: " + "x" * 300]),
                     ("probe-model", "SUCCESS", ['{"executor": "json"}', "headline: qa smollm2: em 0.533 over 15 items"]),
@@ -130,7 +139,7 @@ def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
 def test_verbose_run_log_passes_everything_through(tmp_path):
     import io
 
-    from pipelines.cli import _RunLog
+    from pipelines.local_run import _RunLog
 
     text = _kfp_log(("start-run", "SUCCESS", ["ok"]))
     terminal = io.StringIO()

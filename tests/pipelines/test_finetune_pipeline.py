@@ -123,19 +123,21 @@ def test_dag_table_sets_loop_over_settings_evaluate_and_report(compiled):
     assert tasks["data-build"][1]["inputs"]["parameters"]["probes"] == {"runtimeValue": {"constant": ["qa", "ic-lke"]}}
 
 
-def test_every_finetune_option_is_a_parameter_with_its_default(compiled):
+def test_finetune_essentials_are_parameters_with_their_defaults_and_the_rest_are_options(compiled):
+    """The UI shows the fine-tuning essentials (issue 19 item 2: at most 25 parameters); every
+    other FinetuneConfig field is still settable, through `options` (or `--param`, which puts it there)."""
     from factprobe.finetune import FinetuneConfig
-    from pipelines.finetune_known_unknown import FT_PER_STEP
+    from pipelines.catalogue import option_fields
+    from pipelines.finetune_known_unknown import FT_ESSENTIALS, FT_PER_STEP
 
     params = compiled[NAME].spec["root"]["inputDefinitions"]["parameters"]
     cfg = FinetuneConfig()
-    for field in FinetuneConfig.field_names():
-        if field in FT_PER_STEP:
-            continue
-        assert field in params, field
-        default, want = params[field]["defaultValue"], getattr(cfg, field)
-        if field in ("max_steps", "learning_rate", "effective_batch", "max_seq_len", "zero_stage", "lora_r"):
-            assert default == want, field  # the paper's defaults (appendix B.2) reach the UI
+    for field in FT_ESSENTIALS:
+        assert field in params and params[field]["description"].startswith("Fine-tuning: "), field
+    for field in ("max_steps", "learning_rate", "lora_r"):
+        assert params[field]["defaultValue"] == getattr(cfg, field), field  # the paper's defaults (appendix B.2) reach the UI
+    rest = [f for f in FinetuneConfig.field_names() if f not in FT_PER_STEP and f not in params]
+    assert rest and set(rest) <= option_fields(NAME)
     assert params["settings"]["defaultValue"] == ["known", "unknown", "mixed", "counterfactual", "regular"]
     assert params["num_nodes"]["defaultValue"] == 1 and params["trainjob_submit"]["defaultValue"] is False
 
@@ -166,7 +168,7 @@ def test_local_build_mounts_nothing_and_points_nowhere():
 
     from kfp import compiler
 
-    from pipelines.cli import get_pipeline
+    from pipelines.catalogue import get_pipeline
     from tests.pipelines.pipeline_fixtures import load_compiled
 
     with tempfile.TemporaryDirectory() as d:
@@ -203,7 +205,7 @@ def test_smoke_test_verdict():
 
 def _manifest(**ft):
     from components.config import cluster_config
-    from pipelines.trainjob import trainjob_manifest
+    from components.trainjob_manifest import trainjob_manifest
 
     cfg = {"model": "smollm2-135m-instruct", "train_set": "known", "known_unknown": "/mnt/factprobe/work/t.parquet",
            "out": "/mnt/factprobe/work/finetune/run/known", **ft}
@@ -224,7 +226,7 @@ def test_trainjob_args_are_real_finetune_options():
 
 
 def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
-    from pipelines.trainjob import validate_trainjob
+    from components.trainjob_manifest import validate_trainjob
 
     for var in ("FACTPROBE_PVC", "FACTPROBE_IMAGE_TRAIN", "FACTPROBE_GPU_NODE_LABEL", "FACTPROBE_GPU_TOLERATION"):
         monkeypatch.delenv(var, raising=False)
@@ -271,7 +273,7 @@ def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
     (lambda m: m.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
 ])
 def test_bad_trainjob_manifests_are_refused(edit, message):
-    from pipelines.trainjob import validate_trainjob
+    from components.trainjob_manifest import validate_trainjob
 
     m = _manifest()
     edit(m)
@@ -281,7 +283,7 @@ def test_bad_trainjob_manifests_are_refused(edit, message):
 
 def test_trainjob_step_writes_the_manifest_without_submitting(tmp_path):
     from components.steps.finetune_trainjob import run_trainjob_step
-    from pipelines.trainjob import validate_trainjob
+    from components.trainjob_manifest import validate_trainjob
 
     table = tmp_path / "table.parquet"
     table.write_bytes(b"")  # regular needs no table
@@ -348,7 +350,7 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
 
 def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
     from components.steps.finetune import run_sets_step
-    from factprobe.build.finetune_sets import TrainSet, build_train_set
+    from factprobe.finetune.sets import TrainSet, build_train_set
     from factprobe.errors import ConfigError
 
     ft = {"source": "countryinfo", "relations": "P30,P37", "qa_train_per_relation": "20", "train_size": "6", "seed": 0,

@@ -3,7 +3,7 @@
 `kfp.Client(host=...)` talks to the fake server of pipeline_fixtures.py (`kfp_api`), which records every
 request. The tests assert on what a real Kubeflow Pipelines API server would receive:
 
-    GET  /apis/v2beta1/healthz                       (pipelines.cli.kfp_client's reachability check,
+    GET  /apis/v2beta1/healthz                       (pipelines.remote.kfp_client's reachability check,
                                                       then kfp.Client.__init__'s own)
     GET  /apis/v2beta1/experiments?filter={"predicates":[{"operation":1,"key":"display_name",
                                                           "stringValue":"factprobe-probe"}]}
@@ -45,7 +45,7 @@ def built_images(monkeypatch):
 def _nightly_header_bug() -> list[str]:
     """String defaults with a newline in the nightly_sweep pipeline (they break the compiled YAML:
     see test_compiled_specs.test_compiled_file_loads_like_the_kfp_client)."""
-    from pipelines.cli import get_pipeline, pipeline_parameters
+    from pipelines.catalogue import get_pipeline, pipeline_parameters
 
     return [n for n, (_, default) in pipeline_parameters(get_pipeline("nightly_sweep")).items()
             if isinstance(default, str) and "\n" in default]
@@ -66,10 +66,10 @@ def step_images(pipeline_spec: dict) -> dict[str, str]:
 
 
 def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
     # max_facts_per_relation is optional (an int or not set), so a str pipeline parameter ("" = all)
-    result = cli.submit("probe", kfp_api.host, {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
+    result = remote.submit("probe", kfp_api.host, {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
                                                  "max_facts_per_relation": "5", "prompt_format": "official"})
     assert [(r.method, r.path) for r in kfp_api.requests] == [
         ("GET", HEALTHZ), ("GET", HEALTHZ), ("GET", EXPERIMENTS), ("POST", EXPERIMENTS), ("POST", RUNS)]
@@ -102,10 +102,10 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
 
 
 def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
     kfp_api.experiments["factprobe-ci"] = {"experiment_id": "exp-existing", "display_name": "factprobe-ci"}
-    cli.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m", "max_drop": 0.05, "trigger": "ci"},
+    remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m", "max_drop": 0.05, "trigger": "ci"},
                experiment="factprobe-ci", run_name="gate gemma")
     assert not kfp_api.calls("POST", EXPERIMENTS)
     run = kfp_api.only("POST", RUNS).body
@@ -121,9 +121,9 @@ def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_
                    reason=f"nightly_sweep default(s) {_nightly_header_bug()} contain a newline: the compiled YAML "
                           "does not parse, so kfp.Client cannot read it back (see the report)")
 def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
-    job = cli.schedule("nightly_sweep", kfp_api.host, "0 0 2 * * *",
+    job = remote.schedule("nightly_sweep", kfp_api.host, "0 0 2 * * *",
                        {"models_yaml": "/mnt/config/models.yaml", "probes": ["ic-lke", "hgp"]})
     assert [(r.method, r.path) for r in kfp_api.requests] == [
         ("GET", HEALTHZ), ("GET", HEALTHZ), ("GET", EXPERIMENTS), ("POST", EXPERIMENTS), ("POST", RECURRING)]
@@ -182,9 +182,26 @@ def test_list_params_lists_and_exits_without_contacting_a_host(argv, kfp_api, ca
 
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["PARAMETER", "TYPE", "DEFAULT"]
+    assert out.splitlines()[0].split() == ["PARAMETER", "TYPE", "DEFAULT", "DESCRIPTION"]
     assert any(line.split()[:3] == ["coherency_templates", "str", '""'] for line in out.splitlines())
     assert kfp_api.requests == []
+
+
+def test_list_params_lists_exactly_the_compiled_parameters_with_descriptions(capsys, tmp_path):
+    """`--list-params` shows what the Kubeflow UI shows: the compiled spec's parameters, each with
+    its type, default and description (issue 19 item 2)."""
+    import yaml
+
+    from factprobe.cli import main
+    from pipelines.remote import compile_all
+
+    for name in ("coherency", "finetune_known_unknown"):
+        assert main(["pipeline", "submit", name, "--list-params"]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines()[1:] if not line.startswith("Any other")]
+        spec = next(yaml.safe_load_all(compile_all(str(tmp_path), [name])[0].read_text()))["root"]["inputDefinitions"]["parameters"]
+        assert sorted(r.split()[0] for r in rows) == sorted(spec)  # exactly the compiled parameters
+        for row in rows:
+            assert spec[row.split()[0]]["description"] in row
 
 
 def test_submit_without_host_names_the_flag(capsys):
@@ -212,44 +229,44 @@ def test_submit_cli_prints_the_run_id(kfp_api, capsys):
 
 
 def test_unreachable_host_is_one_clear_config_error():
-    from pipelines import cli
+    from pipelines import remote
 
     host = closed_port_url()
     with pytest.raises(ConfigError) as err:
-        cli.kfp_client(host)
+        remote.kfp_client(host)
     msg = str(err.value)
     assert host in msg and "\n" not in msg and "cannot reach" in msg
 
 
 def test_host_that_is_not_the_kfp_api_is_one_clear_config_error(kfp_api, monkeypatch):
     """E.g. a full Kubeflow install reached without its `/pipeline` prefix answers 404 there."""
-    from pipelines import cli
+    from pipelines import remote
 
     monkeypatch.setattr("kfp.client.client.time.sleep", lambda seconds: None)  # kfp's healthz retry back-off
     kfp_api.healthz_status = 404
     with pytest.raises(ConfigError) as err:
-        cli.kfp_client(kfp_api.host)
+        remote.kfp_client(kfp_api.host)
     msg = str(err.value)
     assert kfp_api.host in msg and "404" in msg and "\n" not in msg
 
 
 def test_five_field_cron_suggests_the_six_field_form():
-    from pipelines import cli
+    from pipelines import remote
 
     with pytest.raises(ConfigError) as err:
-        cli.validate_cron("0 2 * * *")
+        remote.validate_cron("0 2 * * *")
     msg = str(err.value)
     assert "6" in msg and "seconds first" in msg and "'0 0 2 * * *'" in msg
-    assert cli.validate_cron("0 0 2 * * *") == "0 0 2 * * *"
+    assert remote.validate_cron("0 0 2 * * *") == "0 0 2 * * *"
     with pytest.raises(ConfigError, match="has 1 fields"):
-        cli.validate_cron("@daily")
+        remote.validate_cron("@daily")
 
 
 def test_schedule_validates_cron_before_contacting_the_host(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
     with pytest.raises(ConfigError):
-        cli.schedule("probe", kfp_api.host, "0 2 * * *", {})
+        remote.schedule("probe", kfp_api.host, "0 2 * * *", {})
     assert kfp_api.requests == []
 
 
@@ -319,9 +336,9 @@ def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
                                         (["CANCELED"], 1)])
 def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, capsys, monkeypatch, states, rc):
     from factprobe.cli import main
-    from pipelines import cli
+    from pipelines import remote
 
-    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(remote.time, "sleep", lambda s: None)
     kfp_api.run_states = list(states)
     assert main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--wait"]) == rc
     out = capsys.readouterr().out

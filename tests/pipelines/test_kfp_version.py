@@ -95,20 +95,20 @@ def test_compat_file_loads_like_the_kfp_client(compiled_pair, tmp_path):
 
 
 def test_submit_to_a_current_backend_sends_the_full_spec(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
-    cli.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
+    remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
     platform = kfp_api.only("POST", RUNS).body["pipeline_spec"]["platform_spec"]
     assert all("securityContext" in e for e in _k8s(platform).values())
 
 
 @pytest.mark.parametrize("tag", ["2.5.0", "2.14.3"])
 def test_submit_to_an_older_backend_is_refused_with_the_fields_and_compat(kfp_api, tag):
-    from pipelines import cli
+    from pipelines import remote
 
     kfp_api.tag_name = tag
     with pytest.raises(ConfigError) as e:
-        cli.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
+        remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
     msg = str(e.value)
     assert f"Kubeflow Pipelines {tag} at {kfp_api.host} is too old" in msg
     assert "securityContext needs 2.17.0" in msg and "secretAsEnv.optional needs 2.15.0" in msg
@@ -130,30 +130,30 @@ def test_submit_with_compat_to_an_older_backend_sends_the_compat_spec(kfp_api, c
 
 
 def test_a_backend_older_than_compat_needs_is_refused_even_with_compat(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
     kfp_api.tag_name = "2.0.5"
     with pytest.raises(ConfigError, match=r"2\.0\.5 .* too old for this pipeline: .*tolerations needs 2\.1\.0.*upgrade"):
-        cli.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"}, compat=True)
+        remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"}, compat=True)
 
 
 def test_unknown_backend_version_warns_and_submits(kfp_api, capsys):
-    from pipelines import cli
+    from pipelines import remote
 
     kfp_api.tag_name = "unknown"
-    cli.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
+    remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
     assert kfp_api.only("POST", RUNS)
     assert "does not report its Kubeflow Pipelines version" in capsys.readouterr().err
 
 
 def test_schedule_checks_the_version_too(kfp_api):
-    from pipelines import cli
+    from pipelines import remote
 
     kfp_api.tag_name = "2.4.1"
     with pytest.raises(ConfigError, match="too old"):
-        cli.schedule("probe", kfp_api.host, "0 0 2 * * *", {})
+        remote.schedule("probe", kfp_api.host, "0 0 2 * * *", {})
     assert not kfp_api.calls("POST", RECURRING)
-    cli.schedule("probe", kfp_api.host, "0 0 2 * * *", {}, compat=True)
+    remote.schedule("probe", kfp_api.host, "0 0 2 * * *", {}, compat=True)
     body = kfp_api.only("POST", RECURRING).body
     assert all("securityContext" not in e for e in _k8s(body["pipeline_spec"]["platform_spec"]).values())
 

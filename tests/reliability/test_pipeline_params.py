@@ -90,10 +90,10 @@ def test_item13_submit_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair,
 
 def test_item13_submit_function_refuses_lora_r_minus_one(kfp_api):
     """issue 18 item 13: the library entry point validates too (nothing sent)."""
-    from pipelines import cli
+    from pipelines import remote
 
     with pytest.raises(ConfigError, match=r"^lora_r=-1"):
-        cli.submit("finetune_known_unknown", kfp_api.host, {"lora_r": -1})
+        remote.submit("finetune_known_unknown", kfp_api.host, {"lora_r": -1})
     assert kfp_api.requests == []
 
 
@@ -143,11 +143,11 @@ def test_item18d_bad_gpu_count_on_compile_is_one_line(tmp_path, monkeypatch, cap
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("name", __import__("pipelines.cli", fromlist=["PIPELINES"]).PIPELINES)
+@pytest.mark.parametrize("name", __import__("pipelines.catalogue", fromlist=["PIPELINES"]).PIPELINES)
 def test_item13_every_pipeline_validates_its_defaults(name):
     """issue 18 item 13: the up-front validation knows every pipeline (its probes and configs): each
     one's default parameters pass it (a pipeline it could not read used to fail `pipeline run`
     with an AttributeError traceback)."""
-    from pipelines import cli
+    from pipelines import catalogue
 
-    cli.validate_params(cli.get_pipeline(name), name, {})
+    catalogue.validate_params(catalogue.get_pipeline(name), name, {})

@@ -246,3 +246,58 @@ def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
     sha = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert tags["mlflow.source.git.commit"] == sha
+
+
+# --- the one run context (tracking/context.py, issue 19 item 3) -----------------------------------
+
+
+def test_run_context_crosses_a_step_boundary_as_one_json_string():
+    from factprobe.errors import ConfigError
+    from tracking.context import RunContext
+
+    ctx = RunContext(tracking_uri="http://mlflow:5000", pipeline="probe", trigger="ui", parent_run_id="p1",
+                     kfp_run_id="k1", user="ana", git_commit="abc")
+    text = ctx.to_json()
+    assert isinstance(text, str) and RunContext.from_json(text) == ctx and RunContext.from_json(json.loads(text)) == ctx
+    assert ctx.with_parent("p2").parent_run_id == "p2" and ctx.parent_run_id == "p1"
+    with pytest.raises(ConfigError, match="unknown key.*tracking"):
+        RunContext.from_json('{"tracking": "x"}')
+    with pytest.raises(ConfigError, match="not JSON"):
+        RunContext.from_json("{nope")
+
+
+def test_run_context_resolves_the_tracking_uri(monkeypatch, tmp_path):
+    from tracking.context import RunContext
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert RunContext(tracking_uri="none", parent_run_id="p").uri is None
+    assert not RunContext(tracking_uri="none", parent_run_id="p").tracked
+    assert RunContext().uri == f"sqlite:///{tmp_path / 'mlruns.db'}" and not RunContext().tracked  # no parent run
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://env:5000")
+    assert RunContext(parent_run_id="p").uri == "http://env:5000" and RunContext(parent_run_id="p").tracked
+    monkeypatch.setenv("FACTPROBE_USER", "ci-bot")
+    monkeypatch.setenv("FACTPROBE_GIT_SHA", "f" * 40)
+    started = RunContext.start("", pipeline="coherency", kfp_run_id="k")
+    assert (started.user, started.git_commit, started.trigger, started.pipeline) == ("ci-bot", "f" * 40, "local", "coherency")
+
+
+def test_tracked_run_from_context_tags_and_nests_the_run(uri):
+    from tracking.context import RunContext
+
+    ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="nightly", kfp_run_id="kfp-1", user="ana",
+                     git_commit="1" * 40)
+    with TrackedRun.from_context(ctx, run_name="parent", child=False, required=True) as parent:
+        pass
+    with TrackedRun.from_context(ctx.with_parent(parent.run_id), run_name="child", tags={"x": "y"}) as child:
+        pass
+    assert not TrackedRun.from_context(ctx).enabled  # a step run without a parent run is not logged
+    assert not TrackedRun.from_context(RunContext(tracking_uri="none", parent_run_id="p")).enabled
+    c = MlflowClient(uri)
+    got = c.get_run(child.run_id).data.tags
+    assert got["mlflow.parentRunId"] == parent.run_id and got["x"] == "y"
+    for tags in (got, c.get_run(parent.run_id).data.tags):
+        assert tags["factprobe.trigger"] == "nightly" and tags["factprobe.kfp_run_id"] == "kfp-1"
+        assert tags["factprobe.git_sha"] == "1" * 40 == tags["mlflow.source.git.commit"] and tags["mlflow.user"] == "ana"
+    assert "mlflow.parentRunId" not in c.get_run(parent.run_id).data.tags
+    assert c.get_experiment(c.get_run(child.run_id).info.experiment_id).name == "factprobe/ctx"

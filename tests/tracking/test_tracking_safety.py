@@ -22,7 +22,8 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from factprobe.errors import DataError, FactprobeError, ServiceError
-from tracking.clients import TrackingError, find_tagged_runs, open_client, tag_filter
+from tracking.clients import TrackingError, find_tagged_runs, tag_filter
+from tracking.connect import open_client
 from tracking.local_server import LocalServerError, LocalTrackingServer
 from tracking.rest_client import RestError, RestTrackingClient
 from tracking.run import TrackedRun
