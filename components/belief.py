@@ -24,7 +24,7 @@ def probe_belief(
 
     info = run_probe_belief(items.path, results.path, model, setting, instruction, config, parent_run_id,
                             tracking_uri, work_root, kfp_run_id, trigger, pipeline)
-    results.metadata.update({"model": model, "probe": "belief-icl", "setting": setting, "instruction": instruction,
+    results.metadata.update({"model": model, "probe": info["probe"], "setting": setting, "instruction": instruction,
                              "mlflow_run_id": info["run_id"]})
     for name, value in info["scalars"].items():
         metrics.log_metric(name, value)

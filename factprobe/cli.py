@@ -51,7 +51,7 @@ def default_out(cfg) -> Path:
 def cmd_probe(args: argparse.Namespace) -> int:
     from .probes.config import BaseConfig, RunConfig, namespace_to_dict
     from .probes.registry import get_probe
-    from .probes.runner import format_relation_table, run_probe
+    from .probes.runner import run_probe
     from .signals import sigterm_as_interrupt
 
     probe = get_probe(args.probe)
@@ -68,8 +68,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         for after in afters:
             lines += after(outcome) or []
     m = outcome.metrics
-    if "per_relation" in m and "accuracy" in m:
-        print(format_relation_table(m))
+    table = probe.relation_text(m)
+    if table:
+        print(table)
     head = probe.headline(m)
     print(f"\n{cfg.probe} {cfg.base.model}: " + (f"{head} " if head else "")
           + f"({outcome.n_scored_now} scored now, {outcome.n_resumed} resumed); results in {out}")

@@ -1,5 +1,10 @@
 """`factprobe compare`: join runs fact by fact (the CI gate, `factprobe regress`, is tracking/regress.py).
 
+Runs are joined on `fact_id` and compared on the boolean per-fact verdict their probe declares
+(`Probe.fact_verdict`: `correct` for the multiple-choice probes, a plug-in's own column), named by
+the probe's headline metric (`accuracy`, ...). Probes that declare no verdict (generated answers,
+coherency rounds, belief templates: several rows per fact) are refused in one line.
+
 A run reference is any of:
 - a results folder or a `results.jsonl` file written by `factprobe probe`;
 - an MLflow run id (its `tables/per_fact.parquet` artifact is downloaded);
@@ -17,6 +22,7 @@ import pandas as pd
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import align_templates, compare_runs
 
+from .baseline import PROBE_TAG
 from .clients import TrackingError, tag_filter, tags_match
 from .conventions import default_tracking_uri
 
@@ -55,7 +61,7 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
             raise
         except Exception as e:  # noqa: BLE001 - unreachable server, rejected credentials, ...
             raise TrackingError(f"MLflow tracking at {uri}: searching runs tagged {key}={value} failed: {_describe(e)}") from None
-        runs = [r for r in runs if "acc" in r.data.metrics and tags_match(r.data.tags, wanted)]
+        runs = [r for r in runs if _verdict(_probe(r.data.tags.get(PROBE_TAG))) and tags_match(r.data.tags, wanted)]
         if not runs:
             raise ConfigError(f"no finished probe run tagged {key}={value} at {uri}")
         run_id = runs[0].info.run_id
@@ -72,68 +78,101 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
     return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags)}
 
 
-def format_comparison(res: dict, name_a: str, name_b: str) -> str:
+def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accuracy") -> str:
+    """The comparison as text; `metric` names the compared proportion (the probes' headline metric)."""
     mc = res["mcnemar"]
     lo, hi = res["diff_ci"]
+    short = "acc" if metric == "accuracy" else metric
     lines = [
         f"A = {name_a}\nB = {name_b}",
         *([f"templates: {res['templates']}"] if res.get("templates") else []),
         f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
-        f"accuracy A {res['acc_a']:.4f}   B {res['acc_b']:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
+        f"{metric} A {res['acc_a']:.4f}   B {res['acc_b']:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
         f"subsumption eta(A|B) = {res['subsumption_a_given_b']:.3f}  (share of A's known facts B also knows)",
         f"subsumption eta(B|A) = {res['subsumption_b_given_a']:.3f}",
-        f"Pearson r of per-relation accuracy: {res.get('pearson_per_relation', float('nan')):.3f}",
+        f"Pearson r of per-relation {metric}: {res.get('pearson_per_relation', float('nan')):.3f}",
         "",
-        f"{'relation':<14}{'n':>6}{'acc A':>9}{'acc B':>9}{'B - A':>9}",
+        f"{'relation':<14}{'n':>6}{short + ' A':>9}{short + ' B':>9}{'B - A':>9}",
     ]
     for rel, r in sorted(res["per_relation"].items()):
         lines.append(f"{rel:<14}{r['n']:>6}{r['acc_a']:>9.3f}{r['acc_b']:>9.3f}{r['diff']:>+9.3f}")
     return "\n".join(lines)
 
 
-def compare_needs() -> str:
-    """One clause naming what `compare` joins."""
-    from .baseline import gateable_probes
+def _probe(name: str | None):
+    from .probe_logging import probe_of
 
-    return (f"compare joins multiple-choice runs ({', '.join(gateable_probes())}) fact by fact on fact_id, "
-            "one row and one boolean `correct` per fact (or per fact and template)")
+    return probe_of(name) if name else None
 
 
-def check_compare_table(df: pd.DataFrame, desc: dict, name: str) -> None:
-    """Raise ConfigError (one line: what the run is and what `compare` joins) unless run `name`
-    (`resolve_run`'s description `desc`) is a multiple-choice run (by its `factprobe.probe` tag or
-    the folder's run_config.json), or, when it names no probe, unless its table has `fact_id`,
-    `relation` and a boolean `correct` on every row."""
+def _verdict(probe) -> str | None:
+    return getattr(probe, "fact_verdict", None)
+
+
+def comparable_probes() -> list[str]:
+    """Registered probes whose runs `compare` joins: those declaring a per-fact verdict."""
     from factprobe.probes.registry import load_probes
 
-    from .baseline import PROBE_TAG, _folder_probe, gateable_probes
+    return [name for name, p in load_probes().items() if p.fact_verdict]
+
+
+def compare_needs() -> str:
+    """One clause naming what `compare` joins."""
+    return (f"compare joins runs with one boolean verdict per fact, the multiple-choice runs and any probe declaring "
+            f"one ({', '.join(comparable_probes())}), fact by fact on fact_id, one row per fact (or per fact and template)")
+
+
+def check_compare_table(df: pd.DataFrame, desc: dict, name: str) -> str:
+    """The verdict column of run `name` (`resolve_run`'s description `desc`): its probe's
+    `fact_verdict` (by its `factprobe.probe` tag or the folder's run_config.json), `correct` when it
+    names no probe. Raises ConfigError (one line: what the run is and what `compare` joins) when the
+    probe declares no verdict, or the table lacks `fact_id`, `relation` or a boolean verdict on every row."""
+    from factprobe.probes.registry import load_probes
+
+    from .baseline import _folder_probe
 
     ref = desc.get("ref", "?")
     probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref)
-    if probe is not None and probe not in gateable_probes():
+    verdict = "correct"
+    if probe is not None:
         known = load_probes().get(probe)
-        what = f" ({known.description.split(':')[0].strip()})" if known is not None else ""
-        raise ConfigError(f"run {name} ({ref}) is a {probe} run{what}, not a multiple-choice run; {compare_needs()}")
-    missing = [c for c in ("fact_id", "relation", "correct") if c not in df.columns]
+        if known is None or not known.fact_verdict:
+            what = f" ({known.description.split(':')[0].strip()})" if known is not None else ""
+            raise ConfigError(f"run {name} ({ref}) is a {probe} run{what}, with no verdict per fact; {compare_needs()}")
+        verdict = known.fact_verdict
+    missing = [c for c in ("fact_id", "relation", verdict) if c not in df.columns]
     if missing:
         raise ConfigError(f"run {name} ({ref}) has no {', '.join(map(repr, missing))} column; {compare_needs()}")
-    if df["correct"].isna().any() or not df["correct"].isin([True, False, 0, 1]).all():
-        raise ConfigError(f"run {name} ({ref}) has rows without a boolean `correct` (not multiple-choice facts); "
+    if df[verdict].isna().any() or not df[verdict].isin([True, False, 0, 1]).all():
+        raise ConfigError(f"run {name} ({ref}) has rows without a boolean `{verdict}` (not one verdict per fact); "
                           f"{compare_needs()}")
+    return verdict
+
+
+def _metric(desc: dict) -> str:
+    from .baseline import _folder_probe
+
+    probe = _probe((desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(desc.get("ref", "?")))
+    head = getattr(probe, "headline_metric", None)
+    return head.metric if head else "accuracy"
 
 
 def compare_cli(args) -> int:
     a, desc_a = resolve_run(args.run_a, args.tracking_uri)
     b, desc_b = resolve_run(args.run_b, args.tracking_uri)
-    check_compare_table(a, desc_a, "a")
-    check_compare_table(b, desc_b, "b")
+    va = check_compare_table(a, desc_a, "a")
+    vb = check_compare_table(b, desc_b, "b")
+    a, b = a.rename(columns={va: "correct"}) if va != "correct" else a, b.rename(columns={vb: "correct"}) if vb != "correct" else b
+    ma, mb = _metric(desc_a), _metric(desc_b)
+    metric = ma if ma == mb else f"{ma} (A) / {mb} (B)"
     a, b, note = align_templates(a, b, getattr(args, "templates", "majority"))
     res = compare_runs(a, b, n_boot=args.n_boot)
+    res["metric"] = metric
     if note:
         res["templates"] = note
     if args.json:
         print(json.dumps(res, indent=2, default=float))
     else:
-        print(format_comparison(res, args.run_a, args.run_b))
+        print(format_comparison(res, args.run_a, args.run_b, metric))
     return 0

@@ -6,10 +6,11 @@
   `factprobe.git_sha`, `factprobe.trigger` (local|ui|nightly|ci), `factprobe.kfp_run_id`,
   `factprobe.step`, `factprobe.probe`, `factprobe.config_key`; and MLflow's standard
   `mlflow.user` and `mlflow.source.git.commit` (`standard_tags`).
-- Metrics: `acc`, `prob_mass`, `macro_acc`, `n`, `acc/<relation>`, `prob_mass/<relation>`,
-  `acc_at_k/<K>`; and on every probe run its headline metric under one name per probe family
-  (`HEADLINE_METRICS`: `headline/accuracy`, `headline/em`, `headline/coherency`,
-  `headline/belief_accuracy`), whatever the pipeline, so all probe runs sort by one column.
+- Metrics: what each probe declares (`Probe.flat_metrics`, e.g. `acc`, `acc/<relation>`, `em/P36`);
+  and on every probe run its headline metric under one name per probe family, `headline/<family>`
+  (`headline_metric_name`; the family is the probe's `headline_metric.family`: `headline/accuracy`,
+  `headline/em`, `headline/coherency`, `headline/belief_accuracy`, or a plug-in's own), whatever
+  the pipeline, so all probe runs of a family sort by one column.
 - Experiments are tagged (`experiment_tags`) as model development, so the MLflow 3 UI opens the
   runs table, with the pipeline's headline metric as primary metric.
 """
@@ -72,9 +73,11 @@ def standard_tags() -> dict[str, str]:
     return out
 
 
-#: probe family -> the one metric name its headline is logged under on every probe run
-HEADLINE_METRICS = {"accuracy": "headline/accuracy", "em": "headline/em", "coherency": "headline/coherency",
-                    "belief_accuracy": "headline/belief_accuracy"}
+def headline_metric_name(family: str) -> str:
+    """The one metric name a probe family's headline is logged under on every probe run."""
+    return f"headline/{family}"
+
+
 #: pipeline -> probe family of its headline (any other pipeline: multiple-choice accuracy)
 PIPELINE_HEADLINE = {"counterfactual_icl": "em", "finetune_known_unknown": "em", "coherency": "coherency",
                      "belief": "belief_accuracy"}
@@ -88,7 +91,7 @@ def experiment_tags(pipeline: str) -> dict[str, str]:
     UI then opens the runs table, not the GenAI traces view) and the primary metric, the headline
     metric of the pipeline's probe family (greater is better)."""
     return {EXPERIMENT_KIND_TAG: "custom_model_development",
-            PRIMARY_METRIC_TAG: HEADLINE_METRICS[PIPELINE_HEADLINE.get(pipeline, "accuracy")],
+            PRIMARY_METRIC_TAG: headline_metric_name(PIPELINE_HEADLINE.get(pipeline, "accuracy")),
             PRIMARY_GREATER_TAG: "true"}
 
 

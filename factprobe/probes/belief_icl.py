@@ -79,17 +79,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from ..build.multiprompt import (TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_causal, render_mlm,
-                                 template_source_metrics)
+from ..build.multiprompt import MultiPromptItem, MultiPromptSet, render_causal, render_mlm, template_source_metrics
 from ..build.prepared import Prepared
-from ..build.trex_mc import stable_rng, stable_seed
 from ..errors import ConfigError
 from ..facts import Fact
-from ..metrics.belief import MAX_DRAWS
+from ..seeding import stable_rng, stable_seed
+from .base import Probe, Session
+from .belief_config import (
+    belief_qa_templates_field,
+    check_shared_fields,
+    draws_field,
+    max_templates_field,
+    template_sources_field,
+    templates_root_field,
+)
 from .config import ConfigBase, RunConfig, option
-from .registry import Probe, Session, register
+from .registry import register
+from .reporting import Headline, ReportPart, ReportRun
 
 SETTINGS = ("zero-shot", "4-random", "4-relation", "4-template")
 INSTRUCTIONS = {
@@ -116,31 +124,17 @@ class BeliefICLConfig(ConfigBase):
                                "0 skips sampling (no Overconf)")
     max_answer_tokens: int = option(10, "most tokens generated per answer and per sample (it also stops at a newline "
                                         "or 'Q:')")
-    draws: int = option(10_000, "random one-template-per-relation draws for the accuracy and its range/stdev "
-                                "(zhao2024 uses 50,000)")
-    template_sources: str = option(",".join(TEMPLATE_SOURCES), "comma-separated template sources, in de-duplication "
-                                   f"priority order, from {', '.join(TEMPLATE_SOURCES)}")
-    max_templates: int | None = option(None, "templates per relation: a seeded sample of this many "
-                                             "(default: all of them)")
-    belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
-                                                   "(default: factprobe's build/data/belief_qa_templates.tsv)")
-    templates_root: str | None = option(None, "data root the templates (lama/, pararel/, lpaqa/prompts/) are read "
-                                              "from (default: the data root holding --data, else FACTPROBE_DATA); "
-                                              "a note says when it is not where the facts come from")
+    draws: int = draws_field()
+    template_sources: str = template_sources_field()
+    max_templates: int | None = max_templates_field()
+    belief_qa_templates: str | None = belief_qa_templates_field()
+    templates_root: str | None = templates_root_field()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check(self.samples >= 0, "samples", self.samples, "must be >= 0 (0: no confidence)")
         self.check(self.max_answer_tokens >= 1, "max_answer_tokens", self.max_answer_tokens, "must be >= 1")
-        self.check(1 <= self.draws <= MAX_DRAWS, "draws", self.draws, f"must be between 1 and {MAX_DRAWS:,} "
-                   "(the draws are held in memory; zhao2024 uses 50,000)")
-        self.check(self.max_templates is None or self.max_templates >= 1, "max_templates", self.max_templates,
-                   "must be >= 1 (or empty for all)")
-        srcs = [s.strip() for s in str(self.template_sources).split(",") if s.strip()]
-        bad = [s for s in srcs if s not in TEMPLATE_SOURCES]
-        self.check(bool(srcs) and not bad, "template_sources", self.template_sources,
-                   f"choose from {', '.join(TEMPLATE_SOURCES)}")
-        self.template_sources = ",".join(srcs)
+        check_shared_fields(self)
 
     @property
     def shots(self) -> int:
@@ -271,7 +265,15 @@ class BeliefICL(Probe):
     dataset = "multiprompt"
     model_kinds = ("causal",)
     batch_size = 2  # pairs per batch (each asked with every template of its relation)
-    HEADLINE: ClassVar[tuple[str, ...]] = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate")
+    headline_metric = Headline("acc", "belief_accuracy")
+    headline_keys = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate")
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """Calibration plots, summary, per-relation, per-template and knowledge-sharing tables, and
+        metrics per model, setting and instruction (`factprobe.probes.belief_reporting`)."""
+        from .belief_reporting import belief_icl_report
+
+        return belief_icl_report(runs)
 
     # ---- data
     def prepare(self, cfg: RunConfig) -> Prepared:

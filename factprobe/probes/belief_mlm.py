@@ -52,15 +52,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from ..build.multiprompt import TEMPLATE_SOURCES, MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
+from ..build.multiprompt import MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
 from ..build.prepared import Prepared
-from ..build.trex_mc import stable_rng
 from ..errors import ConfigError, DataError, ModelError
-from ..metrics.belief import MAX_DRAWS
+from ..seeding import stable_rng
+from .base import Probe, Session
+from .belief_config import (
+    belief_qa_templates_field,
+    check_shared_fields,
+    draws_field,
+    max_templates_field,
+    template_sources_field,
+    templates_root_field,
+)
 from .config import ConfigBase, RunConfig, option
-from .registry import Probe, Session, register
+from .registry import register
+from .reporting import Headline
 
 VOCABS = ("common", "model")
 COMMON_VOCAB = ("lama", "common_vocab_cased.txt")
@@ -72,34 +81,20 @@ CONTENT_FREE = "content_free"
 class BeliefMLMConfig(ConfigBase):
     """BELIEF (masked LM) fields."""
 
-    draws: int = option(10_000, "random one-template-per-relation draws for the accuracy and its range/stdev "
-                                "(zhao2024 uses 50,000)")
+    draws: int = draws_field()
     vocab: str = option("common", "candidate vocabulary: LAMA's common vocabulary (single tokens of the model) or "
                                   "the model's whole vocabulary", choices=VOCABS)
     vocab_file: str | None = option(None, "common vocabulary file (default: lama/common_vocab_cased.txt under the "
                                           "templates' data root)")
-    template_sources: str = option(",".join(TEMPLATE_SOURCES), "comma-separated template sources, in de-duplication "
-                                   f"priority order, from {', '.join(TEMPLATE_SOURCES)}")
-    max_templates: int | None = option(None, "templates per relation: a seeded sample of this many "
-                                             "(default: all of them)")
-    belief_qa_templates: str | None = option(None, "question-style templates TSV, relation<TAB>template per line "
-                                                   "(default: factprobe's build/data/belief_qa_templates.tsv)")
-    templates_root: str | None = option(None, "data root the templates (lama/, pararel/, lpaqa/prompts/) are read "
-                                              "from (default: the data root holding --data, else FACTPROBE_DATA); "
-                                              "a note says when it is not where the facts come from")
+    template_sources: str = template_sources_field()
+    max_templates: int | None = max_templates_field()
+    belief_qa_templates: str | None = belief_qa_templates_field()
+    templates_root: str | None = templates_root_field()
     bias: bool = option(True, "measure prompt bias with content-free subjects (N/A, empty, ?)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.check(1 <= self.draws <= MAX_DRAWS, "draws", self.draws, f"must be between 1 and {MAX_DRAWS:,} "
-                   "(the draws are held in memory; zhao2024 uses 50,000)")
-        self.check(self.max_templates is None or self.max_templates >= 1, "max_templates", self.max_templates,
-                   "must be >= 1 (or empty for all)")
-        srcs = [s.strip() for s in str(self.template_sources).split(",") if s.strip()]
-        bad = [s for s in srcs if s not in TEMPLATE_SOURCES]
-        self.check(bool(srcs) and not bad, "template_sources", self.template_sources,
-                   f"choose from {', '.join(TEMPLATE_SOURCES)}")
-        self.template_sources = ",".join(srcs)
+        check_shared_fields(self)
 
 
 @dataclass(frozen=True)
@@ -166,8 +161,8 @@ class BeliefMLM(Probe):
     dataset = "multiprompt"
     model_kinds = ("masked",)
     batch_size = 4  # pairs per batch (each asked with every template of its relation)
-    HEADLINE: ClassVar[tuple[str, ...]] = ("acc@1", "acc@10", "mrr", "acc@1_range", "acc@1_stdev", "consist",
-                                           "overconf@1", "overconf@10")
+    headline_metric = Headline("acc@1", "belief_accuracy")
+    headline_keys = ("acc@1", "acc@10", "mrr", "acc@1_range", "acc@1_stdev", "consist", "overconf@1", "overconf@10")
 
     # ---- data
     def prepare(self, cfg: RunConfig) -> Prepared:

@@ -55,10 +55,12 @@ from typing import Any, Sequence
 
 from ..build.coherency import CoherencyItem, RelationTables, prepared_tables
 from ..build.prepared import Prepared
-from ..build.trex_mc import stable_rng
 from ..errors import ConfigError
+from ..seeding import stable_rng
+from .base import Probe, Session
 from .config import ConfigBase, RunConfig, option
-from .registry import Probe, Session, register
+from .registry import register
+from .reporting import Headline, ReportPart, ReportRun, model_label, top_level_metrics
 
 CANDIDATE_SCORES = ("sum", "mean")
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"
@@ -204,6 +206,46 @@ class Coherency(Probe):
     dataset = "coherency"
     model_kinds = ("causal",)
     batch_size = 4  # items (2 rows each); each item is 4 queries over hundreds of candidates
+    headline_metric = Headline("coherency", "coherency")
+    headline_keys = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2")
+    per_fact_columns = ("key", "fact_id", "relation", "cardinality", "subject", "gold", "round", "first_prediction",
+                        "second_prediction", "first_correct", "coherent")
+    #: the coherency table's numbers (overall, per relation, per cardinality)
+    TABLE_KEYS = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2", "n_items")
+
+    # ---- reporting
+    def run_figures(self, metrics, model: str):
+        """Coherency of both rounds per relation and per cardinality (`coherency`)."""
+        if not (any(k.startswith("coherency_round") for k in metrics) and metrics.get("per_relation")):
+            return {}
+        from ..report.plots import coherency_bars
+
+        label = model_label(model)
+        return {"coherency": coherency_bars({label: dict(metrics)}, title=f"{self.name} per relation and cardinality ({label})")}
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """Per-relation / per-cardinality bars across models (`figures/coherency.png`), the `coherency`
+        table (per model: overall, per relation, per cardinality) and every top-level number."""
+        from ..report.plots import coherency_bars
+
+        part = ReportPart(metrics=top_level_metrics(runs))
+        coh = {r.label: r.metrics for r in runs if "coherency_round1" in r.metrics and "per_relation" in r.metrics}
+        if coh:
+            part.figures["coherency per relation and cardinality"] = ("coherency", coherency_bars(coh))
+        rows = []
+        for r in runs:
+            model, m = r.label, r.metrics
+            if "coherency_round1" not in m or "per_relation" not in m:
+                continue
+            rows.append({"model": model, "group": "overall", "key": "*", **{k: m.get(k) for k in self.TABLE_KEYS}})
+            for group, table in (("relation", m.get("per_relation") or {}), ("cardinality", m.get("per_cardinality") or {})):
+                for key, entry in table.items():
+                    if group == "cardinality" and not entry.get("n_items"):
+                        continue
+                    rows.append({"model": model, "group": group, "key": key, **{k: entry.get(k) for k in self.TABLE_KEYS}})
+        if rows:
+            part.tables["coherency"] = rows
+        return part
 
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.coherency import prepare_coherency

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..sources import SOURCES
+from .registry import get_probe, load_probes
 
 #: metadata keys of `option` fields
 HELP, CHOICES, DECIDES_RESULTS, PIPELINE = "help", "choices", "decides_results", "pipeline"
@@ -206,8 +207,6 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any], strict: bool = True) -> "RunConfig":
         """Split a flat dict into base and probe fields by name; unknown names raise ConfigError."""
-        from .registry import get_probe
-
         d = dict(d)
         name = d.pop("probe", None)
         if not name:
@@ -236,6 +235,15 @@ class RunConfig:
     def replace(self, **changes: Any) -> "RunConfig":
         """A copy with some flat fields changed (validated again)."""
         return RunConfig.from_dict({**self.to_dict(), **changes})
+
+
+def option_classes() -> list[type]:
+    """BaseConfig then every probe's config class (each once): the source of CLI and pipeline options."""
+    out: list[type] = [BaseConfig]
+    for p in load_probes().values():
+        if p.config_class not in out:
+            out.append(p.config_class)
+    return out
 
 
 # ------------------------------------------------------------------ argparse from field metadata

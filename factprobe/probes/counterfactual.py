@@ -40,10 +40,24 @@ from ..build.counterfactual import Exemplar, correct_object_keys, draw_exemplars
 from ..build.prepared import Prepared
 from ..build.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
+from .base import Probe, Session
 from .config import RunConfig, option
-from .qa import (BATCH, BlockState, QAConfig, QATask, fit_block, generate_rows, pool_items, qa_summary,
-                 regular_block, regular_groups)
-from .registry import Probe, Session, register
+from .qa import (
+    ANSWER_COLUMNS,
+    BATCH,
+    BlockState,
+    QAConfig,
+    QAProbe,
+    QATask,
+    fit_block,
+    generate_rows,
+    pool_items,
+    qa_summary,
+    regular_block,
+    regular_groups,
+)
+from .registry import get_probe, register
+from .reporting import Headline, ReportPart, ReportRun, model_label
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 
@@ -73,6 +87,39 @@ class CounterfactualProbe(Probe):
     config_class = CounterfactualConfig
     dataset = "qa"
     batch_size = BATCH
+    headline_metric = Headline("em", "em")
+    headline_keys = ("em", "f1", "contains")
+    per_fact_columns = ANSWER_COLUMNS
+    relation_metric = "em"
+    relation_metric_title = "EM"
+
+    # ---- reporting (factprobe.probes.qa_reporting)
+    def flat_metrics(self, metrics):
+        """The default flat metrics plus `em/<setting>/k<k>` (also f1, contains) of every setting."""
+        from .qa_reporting import settings_metrics
+
+        return {**super().flat_metrics(metrics), **settings_metrics(metrics)}
+
+    def stepped_metrics(self, metrics):
+        """EM against k per setting (`em_by_k/<setting>`): the MLflow UI's Figure 7 of one run."""
+        from .qa_reporting import em_by_k
+
+        return em_by_k(metrics)
+
+    def run_figures(self, metrics, model: str):
+        """Figure 7 of this model (`figure7_em_vs_k`); without Figure-7 rows, EM per relation."""
+        if not metrics.get("figure7"):
+            return super().run_figures(metrics, model)
+        from ..report.plots import figure7
+
+        label = model_label(model)
+        return {"figure7_em_vs_k": figure7({label: dict(metrics)}, title=f"{self.name}: EM against k ({label})")}
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """Figures 7 and 6 across models with the zero-shot EM of the QA runs of the same models."""
+        from .qa_reporting import counterfactual_report
+
+        return counterfactual_report(runs, everything, lambda r: isinstance(get_probe(r.probe), QAProbe))
 
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.qa import prepare_qa

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..facts import Fact, MCItem
+from .base import Session
 from .config import option
 from .mc import ExamplesConfig, MCProbe, empty_context_text, fit_examples, item_row, longest, relation_examples
-from .registry import Session, register
+from .registry import register
 
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     from ..lm.scorer import PrefixCache, Scorer, Segment

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..facts import Fact, MCItem
+from .base import Session
 from .config import option
 from .mc import ExamplesConfig, MCProbe, empty_context_text, fit_examples, item_row, longest, relation_examples
-from .registry import Session, register
+from .registry import register
 
 PROMPT_FORMATS = ("paper", "official")
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -20,8 +20,9 @@ from ..build.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
+from .base import Probe, Session
 from .config import ConfigBase, RunConfig, option
-from .registry import Probe, Session
+from .reporting import RENAMED, Headline, ReportPart, ReportRun, generic_flat_metrics, top_level_metrics
 
 ON_TOO_LONG = ("truncate", "refuse")
 
@@ -132,10 +133,17 @@ def item_row(item: MCItem, context: str, logprobs: Sequence[float] | np.ndarray,
 
 
 class MCProbe(Probe):
-    """Base of the multiple-choice probes: shared data, rows and metrics."""
+    """Base of the multiple-choice probes: shared data, rows, metrics and reporting."""
 
     dataset = "mc"
     config_class = MCConfig
+    headline_metric = Headline("accuracy", "accuracy", label="acc")
+    headline_keys = ("accuracy",)
+    per_fact_columns = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence",
+                        "template")
+    relation_metric = "accuracy"
+    fact_verdict = "correct"
+    report_group = "multiple-choice"  # the four probes share one heatmap, one set of bars, one summary
 
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.mc_dataset import prepare_mc
@@ -153,3 +161,84 @@ class MCProbe(Probe):
             per_t = df.groupby(["relation", "template"])["correct"].mean()
             m["per_template"] = {f"{r}|{t}": float(v) for (r, t), v in per_t.items()}
         return m
+
+    # ---- reporting (the names are unchanged since the first probes, so runs stay comparable)
+    def input_name(self, cfg: RunConfig) -> str:
+        """`<source>-mc<choices>`: the four probes test the same items."""
+        return f"{cfg.base.source}-mc{cfg.params.choices}"
+
+    def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Every top-level number (`acc`, `macro_acc`, `prob_mass`, `n`, ...), `acc_ci_low/high`,
+        `acc/<relation>`, `prob_mass/<relation>`, `n/<relation>` and `acc_at_k/<K>`."""
+        if "accuracy" not in metrics:
+            return generic_flat_metrics(metrics)
+        out = {RENAMED.get(k, k): v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        lo, hi = metrics.get("accuracy_ci", [None, None])
+        if lo is not None:
+            out["acc_ci_low"], out["acc_ci_high"] = lo, hi
+        for rel, m in metrics.get("per_relation", {}).items():
+            out[f"acc/{rel}"] = m.get("accuracy")
+            out[f"prob_mass/{rel}"] = m.get("prob_mass")
+            out[f"n/{rel}"] = m.get("n")
+        for k, m in metrics.get("accuracy_at_k", {}).items():
+            out[f"acc_at_k/{k}"] = m["accuracy"]
+        return out
+
+    def relation_table(self, metrics: Mapping[str, Any]):
+        """One row per relation: accuracy, gold prob mass, n and the 95% interval."""
+        import pandas as pd
+
+        rows = [{"relation": r, "accuracy": m.get("accuracy"), "prob_mass": m.get("prob_mass"), "n": m.get("n"),
+                 "ci_low": m.get("accuracy_ci", [None, None])[0], "ci_high": m.get("accuracy_ci", [None, None])[1]}
+                for r, m in sorted(metrics.get("per_relation", {}).items())]
+        return pd.DataFrame(rows)
+
+    def relation_text(self, metrics: Mapping[str, Any]) -> str | None:
+        return format_relation_table(metrics) if "per_relation" in metrics and "accuracy" in metrics else None
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """The model x relation accuracy heatmap and per-relation bars of every multiple-choice run,
+        the summary table (accuracy with CI, macro accuracy, prob mass, n) shown first, and
+        `acc/<probe>/<model>[/<relation>]` metrics."""
+        from ..report.html import accuracy_summary_html, accuracy_summary_markdown, summary_rows
+        from ..report.plots import accuracy_heatmap, relation_bars
+
+        metrics = {r.name: r.metrics for r in runs if r.metrics.get("accuracy") is not None and r.metrics.get("per_relation")}
+        part = ReportPart()
+        if not metrics:
+            return part
+        part.figures["accuracy heatmap (model x relation)"] = ("accuracy_heatmap", accuracy_heatmap(metrics))
+        part.figures["per-relation accuracy"] = ("per_relation_accuracy", relation_bars(metrics))
+        part.summary_html = accuracy_summary_html(metrics)
+        part.summary_markdown = accuracy_summary_markdown(metrics)
+        part.tables["summary"] = summary_rows(metrics)
+        part.mlflow_only = ("summary",)
+        for r in runs:
+            if r.name not in metrics:  # no items: its numbers as any probe's
+                part.metrics.update(top_level_metrics([r]))
+                continue
+            part.metrics[f"acc/{r.metric_name}"] = r.metrics["accuracy"]
+            for rel, m in r.metrics.get("per_relation", {}).items():
+                part.metrics[f"acc/{r.metric_name}/{rel}"] = m["accuracy"]
+        return part
+
+
+def format_relation_table(metrics: Mapping[str, Any]) -> str:
+    """Plain-text per-relation table for the terminal (multiple-choice metrics)."""
+    nan = float("nan")
+
+    def num(v) -> float:
+        return nan if v is None else float(v)
+
+    def ci(v) -> str:
+        lo, hi = (v or [None, None])
+        return f"[{num(lo):.3f}, {num(hi):.3f}]"
+
+    lines = [f"{'relation':<14}{'n':>6}{'accuracy':>10}{'95% CI':>18}{'gold prob':>11}"]
+    for rel, m in sorted(metrics.get("per_relation", {}).items()):
+        lines.append(f"{rel:<14}{m['n']:>6}{num(m['accuracy']):>10.3f}{ci(m.get('accuracy_ci')):>18}"
+                     f"{num(m.get('prob_mass')):>11.3f}")
+    lines.append(f"{'micro':<14}{metrics['n']:>6}{num(metrics['accuracy']):>10.3f}{ci(metrics.get('accuracy_ci')):>18}"
+                 f"{num(metrics.get('prob_mass')):>11.3f}")
+    lines.append(f"{'macro':<14}{'':>6}{num(metrics.get('macro_accuracy')):>10.3f}{ci(metrics.get('macro_accuracy_ci')):>18}")
+    return "\n".join(lines)

@@ -17,9 +17,10 @@ from typing import ClassVar, Sequence
 
 from ..errors import ConfigError, DataError
 from ..facts import MCItem
+from .base import Session
 from .config import option
 from .mc import MCConfig, MCProbe, empty_context_text, item_row
-from .registry import Session, register
+from .registry import register
 
 _TRAILING_PERIOD = re.compile(r"\s*\.\s*$")
 

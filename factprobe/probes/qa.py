@@ -40,8 +40,10 @@ from ..build.prepared import Prepared
 from ..build.qa import QAItem, qa_info_summary, qa_train_items
 from ..errors import ContextTooLongError
 from ..metrics import qa as qam
+from .base import Probe, Session
 from .config import ConfigBase, RunConfig, option
-from .registry import Probe, Session, register
+from .registry import register
+from .reporting import Headline, ReportPart, ReportRun
 
 INSTRUCTION = ("Instruction: answer the following question. Don't include explanation. "
                "Keep the answer as concise as possible.")
@@ -232,12 +234,28 @@ def qa_summary(rows: Sequence[dict]) -> dict:
     return qam.summarize_qa(df[[c for c in df.columns if c != "popularity"]])
 
 
+#: per-fact columns of the generated-answer probes (QA, counterfactual ICL)
+ANSWER_COLUMNS = ("fact_id", "relation", "subject", "question", "answer", "gold", "em", "f1", "contains", "correct",
+                  "setting", "shots", "shots_asked", "split")
+
+
 class QAProbe(Probe):
     name = "qa"
     description = "closed-book QA recall (yuan2024): instruction + k shared exemplars + question, greedy answer"
     config_class = QAProbeConfig
     dataset = "qa"
     batch_size = BATCH
+    headline_metric = Headline("em", "em")
+    headline_keys = ("em", "f1", "contains")
+    per_fact_columns = ANSWER_COLUMNS
+    relation_metric = "em"
+    relation_metric_title = "EM"
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """EM per relation across models and the `qa` table (`factprobe.probes.qa_reporting`)."""
+        from .qa_reporting import qa_report
+
+        return qa_report(runs)
 
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..build.qa import prepare_qa

@@ -35,9 +35,10 @@ from tqdm.auto import tqdm
 from ..build.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..metrics.json_safe import json_safe
+from .base import Session
 from .checkpoint import RunFolder
 from .config import RunConfig
-from .registry import Session, get_probe
+from .registry import get_probe
 
 
 @dataclass
@@ -152,24 +153,3 @@ def score_naming_long_items(probe, session: Session, state, relation: str, batch
         subject = getattr(item, "subject", None)
         who = f"fact {fact}" + (f" (subject {subject!r})" if subject is not None else "")
         raise ContextTooLongError(f"{who}: {e}; shorten the context (fewer examples) or drop the fact") from None
-
-
-def format_relation_table(metrics: dict) -> str:
-    """Plain-text per-relation table for the terminal (multiple-choice metrics)."""
-    nan = float("nan")
-
-    def num(v) -> float:
-        return nan if v is None else float(v)
-
-    def ci(v) -> str:
-        lo, hi = (v or [None, None])
-        return f"[{num(lo):.3f}, {num(hi):.3f}]"
-
-    lines = [f"{'relation':<14}{'n':>6}{'accuracy':>10}{'95% CI':>18}{'gold prob':>11}"]
-    for rel, m in sorted(metrics.get("per_relation", {}).items()):
-        lines.append(f"{rel:<14}{m['n']:>6}{num(m['accuracy']):>10.3f}{ci(m.get('accuracy_ci')):>18}"
-                     f"{num(m.get('prob_mass')):>11.3f}")
-    lines.append(f"{'micro':<14}{metrics['n']:>6}{num(metrics['accuracy']):>10.3f}{ci(metrics.get('accuracy_ci')):>18}"
-                 f"{num(metrics.get('prob_mass')):>11.3f}")
-    lines.append(f"{'macro':<14}{'':>6}{num(metrics.get('macro_accuracy')):>10.3f}{ci(metrics.get('macro_accuracy_ci')):>18}")
-    return "\n".join(lines)

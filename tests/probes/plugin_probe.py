@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from factprobe.build.mc_dataset import load_test_and_train
 from factprobe.build.prepared import Prepared
+from factprobe.probes.base import Probe
 from factprobe.probes.config import ConfigBase, option
-from factprobe.probes.registry import Probe, register
+from factprobe.probes.registry import register
 
 
 @dataclass

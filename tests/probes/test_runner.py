@@ -9,10 +9,11 @@ from factprobe.build.prepared import Prepared
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.facts import FactSet
 from factprobe.lm.models import load_model
+from factprobe.probes.base import Session
 from factprobe.probes.checkpoint import CHECKPOINT, RESULTS
 from factprobe.probes.config import RunConfig
 from factprobe.probes.mc import relation_examples
-from factprobe.probes.registry import Session, get_probe
+from factprobe.probes.registry import get_probe
 from factprobe.probes.runner import run_probe
 
 FIELDS = {"relation", "subject", "gold", "correct_objects", "options", "logprobs", "prediction", "correct",

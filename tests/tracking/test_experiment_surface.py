@@ -107,3 +107,32 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
     assert [d.dataset.name for d in parent.inputs.dataset_inputs] == ["lama-mc10"]
     child = c.search_runs([parent.info.experiment_id], "tags.`factprobe.model` = 'm-a'")[0]
     assert child.data.metrics["headline/accuracy"] == 0.5
+
+
+def test_built_in_probes_keep_their_metric_and_figure_names():
+    """issue 19 item 1: each probe declares its reporting; the MLflow names stay those runs always had."""
+    from factprobe.probes.registry import get_probe
+    from tracking.probe_logging import metric_dict
+
+    mc = {"probe": "ic-lke", "accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "macro_accuracy": 0.5, "n": 4,
+          "per_relation": {"P36": {"accuracy": 0.5, "prob_mass": 0.3, "n": 4, "accuracy_ci": [0.1, 0.9]}},
+          "accuracy_at_k": {"5": {"accuracy": 0.75}}}
+    assert set(metric_dict(mc)) == {"acc", "macro_acc", "n", "acc_ci_low", "acc_ci_high", "acc/P36", "prob_mass/P36",
+                                    "n/P36", "acc_at_k/5"}
+    qa = {"probe": "qa", "em": 0.5, "n": 2, "per_relation": {"P36": {"em": 0.5, "n": 2}}, "per_shots": {"0": {"em": 0.5}}}
+    assert set(metric_dict(qa)) == {"em", "n", "em/P36", "n/P36", "em/shots/0"}
+    cf = {"probe": "counterfactual", "em": 0.2, "n": 2, "per_relation": {"P36": {"em": 0.2}},
+          "settings": {"known-shuffle@10": {"em": 0.1, "f1": 0.2}},
+          "figure7": [{"setting": "known-shuffle", "shots": 10, "em": 0.1}]}
+    assert {"em/known-shuffle/k10", "f1/known-shuffle/k10", "em/P36"} <= set(metric_dict(cf))
+    assert get_probe("counterfactual").stepped_metrics(cf) == {10: {"em_by_k/known-shuffle": 0.1}}
+    assert "acc_1" in metric_dict({"probe": "belief-mlm", "acc@1": 0.3})
+    coh = {"probe": "coherency", "coherency": 0.5, "coherency_round1": 0.5, "coherency_round2": 0.5,
+           "per_relation": {"P36": {"coherency_round1": 0.5, "coherency_round2": 0.5}}, "per_cardinality": {}}
+    figures = {name: list(get_probe(name).run_figures(m, "/tmp/m")) for name, m in
+               (("ic-lke", mc), ("qa", qa), ("counterfactual", cf), ("coherency", coh), ("belief-mlm", {"acc@1": 0.3}))}
+    assert figures == {"ic-lke": ["per_relation_accuracy"], "qa": ["per_relation_em"], "counterfactual": ["figure7_em_vs_k"],
+                       "coherency": ["coherency"], "belief-mlm": []}
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -1,0 +1,252 @@
+"""The probe interface: the `Probe` base class and the `Session` a probe scores with.
+
+A probe is one module that defines a `Probe` subclass and registers it (`factprobe.probes.registry`).
+It declares four things:
+
+1. `name`: the CLI subcommand, the component's and pipelines' `probe` value (`ic-lke`, ...);
+2. `config_class`: its own config dataclass (a `ConfigBase`; fields carry their help text);
+3. `prepare(cfg) -> Prepared`: how it builds its items from the facts (through `factprobe.build`);
+4. `score_batch(session, state, batch) -> rows`: how it scores a batch of items into result rows.
+
+Optional hooks have defaults: `open_relation` (per-relation state, e.g. a cached prefix),
+`batches` (how a relation's items are cut), `item_keys` (result keys of an item), `metrics`
+(metrics.json content), `artifacts` (extra files such as a parquet table, written atomically
+with the results) and `model_kinds` ("causal", "masked").
+
+The runner scores `groups(cfg, prepared)` (default `prepared.items`: one group per relation), in
+order. A probe whose later items depend on earlier results (counterfactual ICL needs the model's
+known facts first) returns phases instead; `session.done` holds every row already scored
+(resumed ones included) when a group is opened.
+
+Reporting is the probe's too (`factprobe.probes.reporting` describes each declaration):
+`headline_metric`, `headline_keys`, `per_fact_columns`, `relation_metric`, `fact_verdict`,
+`report_group`, and the hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`,
+`run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
+table; the operations layer (tracking/, components/, the CLI) calls only these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence
+
+from .reporting import (
+    DEFAULT_PER_FACT_COLUMNS,
+    Headline,
+    ReportPart,
+    ReportRun,
+    generic_flat_metrics,
+    generic_relation_table,
+    model_label,
+    number,
+    relation_rows,
+    top_level_metrics,
+)
+
+if TYPE_CHECKING:  # torch stays unimported for callers that only build data
+    import pandas as pd
+
+    from ..build.prepared import Prepared
+    from .config import ConfigBase, RunConfig
+
+
+@dataclass
+class Session:
+    """What a probe scores with: the run config, the loaded model, the prepared data, a way to
+    leave notes for metrics.json, and lazily built engines (`scorer`, `generator`)."""
+
+    cfg: "RunConfig"
+    loaded: Any  # factprobe.lm.models.LoadedModel
+    prepared: "Prepared"
+    note: Callable[[str], None]
+    #: rows scored so far in this output folder, by key (resumed rows included); read-only for probes
+    done: dict[str, dict] = field(default_factory=dict)
+    _engines: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scorer(self):
+        """The shared-prefix log-prob scorer (`factprobe.lm.scorer.Scorer`) for this model."""
+        if "scorer" not in self._engines:
+            from ..lm.scorer import Scorer
+
+            m = self.loaded
+            self._engines["scorer"] = Scorer(m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget,
+                                             max_length=m.max_length)
+        return self._engines["scorer"]
+
+    @property
+    def generator(self):
+        """The generation engine (`factprobe.lm.generate.Generator`) for this model."""
+        if "generator" not in self._engines:
+            from ..lm.generate import Generator
+
+            m = self.loaded
+            self._engines["generator"] = Generator(m.model, m.tokenizer, device=m.device,
+                                                   token_budget=self.cfg.base.token_budget, max_length=m.max_length)
+        return self._engines["generator"]
+
+    def generator_for_rows(self, rows: int, tokens_per_row: int):
+        """The generator, with a token budget that holds `rows` prompts of `tokens_per_row` tokens
+        (prompt + new tokens) per batch unless the run set `--token-budget` (which then wins).
+        For k-shot blocks: the budget counts the shared block in every row."""
+        gen = self.generator
+        if self.cfg.base.token_budget is None:
+            gen.token_budget = max(gen.token_budget, rows * tokens_per_row)
+        return gen
+
+    def token_stats(self) -> dict[str, Any]:
+        """Token counters of the engines used so far (for metrics.json and MLflow)."""
+        out: dict[str, Any] = {}
+        scorer = self._engines.get("scorer")
+        if scorer is not None:
+            s = scorer.stats
+            out.update(tokens_forwarded=s.total_tokens, forwards=s.forwards, tokenization_fallbacks=s.fallbacks,
+                       naive_tokens=s.naive_tokens, token_savings=s.savings)
+        gen = self._engines.get("generator")
+        if gen is not None:
+            g = gen.stats
+            out.update(generated_tokens=g.decode_tokens, generation_tokens_forwarded=g.total_tokens,
+                       generation_prefix_tokens=g.prefix_tokens, generation_naive_prompt_tokens=g.naive_prompt_tokens,
+                       generation_forwards=g.forwards)
+        return out
+
+
+class Probe:
+    """Base class of every probe; see the module docstring for the contract."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type["ConfigBase"]]
+    description: ClassVar[str] = ""
+    model_kinds: ClassVar[tuple[str, ...]] = ("causal",)
+    #: name of the prepared dataset; probes with the same name and data fields share one build
+    dataset: ClassVar[str] = ""
+    batch_size: ClassVar[int] = 8
+
+    def prepare(self, cfg: "RunConfig") -> "Prepared":
+        """Build this probe's items from the facts the config names (no model needed)."""
+        raise NotImplementedError
+
+    def item_keys(self, cfg: "RunConfig", prepared: "Prepared", item: Any) -> list[str]:
+        """The result-row keys one item yields (default: its fact id); used for resuming."""
+        return [item.fact_id]
+
+    def open_relation(self, session: Session, relation: str) -> Any:
+        """Per-relation state shared by the batches of that relation (default: None)."""
+        return None
+
+    def batches(self, cfg: "RunConfig", items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+        """Cut a relation's items (those still to score) into batches; one checkpoint each."""
+        for b in range(0, len(items), self.batch_size):
+            yield items[b : b + self.batch_size]
+
+    def score_batch(self, session: Session, state: Any, batch: Sequence[Any]) -> list[dict]:
+        """Result rows for a batch; each row has a unique `key` among `item_keys`."""
+        raise NotImplementedError
+
+    def metrics(self, rows: Sequence[dict], prepared: "Prepared", cfg: "RunConfig") -> dict:
+        """metrics.json content from the ordered result rows (pure)."""
+        raise NotImplementedError
+
+    def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
+        """Checks that need the prepared data (before the model loads); default: none."""
+
+    def check_model(self, cfg: "RunConfig", prepared: "Prepared", loaded: Any) -> None:
+        """Checks that need the loaded model (e.g. its revision), run before anything is written to
+        the output folder, so a refused run leaves no run_config.json behind; default: none."""
+
+    def groups(self, cfg: "RunConfig", prepared: "Prepared") -> dict[str, list[Any]]:
+        """The items to score, in ordered groups (default: `prepared.items`, one group per
+        relation). Each group is opened once (`open_relation(session, group name)`)."""
+        return prepared.items
+
+    def artifacts(self, rows: Sequence[dict], prepared: "Prepared", cfg: "RunConfig", metrics: dict) -> dict[str, Any]:
+        """Extra output files {file name: DataFrame (parquet) | dict (JSON) | str}, written
+        atomically next to results.jsonl when the run finishes; `metrics` is the final
+        metrics.json content (model revision included). Pure; default: none."""
+        return {}
+
+    # ------------------------------------------------------------------ reporting (see factprobe.probes.reporting)
+    #: the run's one number and the family it is logged under (`headline/<family>`); None: no headline
+    headline_metric: ClassVar[Headline | None] = None
+    #: top-level metrics.json numbers of the terminal line, in this order (default: the headline's metric)
+    headline_keys: ClassVar[tuple[str, ...] | None] = None
+    #: the slim per-fact table's columns (those present in the results are kept)
+    per_fact_columns: ClassVar[tuple[str, ...]] = DEFAULT_PER_FACT_COLUMNS
+    #: the per-relation number drawn as bars per run and across runs (None: no bars)
+    relation_metric: ClassVar[str | None] = None
+    #: how `relation_metric` is named in figure titles (default: the metric)
+    relation_metric_title: ClassVar[str] = ""
+    #: boolean per-fact column `factprobe compare` joins runs on (None: not compared fact by fact)
+    fact_verdict: ClassVar[str | None] = None
+    #: probes with the same group share one cross-run report part (default: the probe's name)
+    report_group: ClassVar[str] = ""
+
+    def input_name(self, cfg: "RunConfig") -> str:
+        """Name of the run's test items as a dataset (MLflow input): `<source>-<probe>` by default;
+        runs with equal names test the same kind of items."""
+        return f"{cfg.base.source}-{self.name}"
+
+    def headline(self, metrics: Mapping[str, Any]) -> str:
+        """One line of the run's main numbers for the terminal, e.g. `em 0.412, f1 0.530 over 200
+        items`: the `headline_keys` present in `metrics`, then `n` or `n_items`; "" when none is."""
+        keys = self.headline_keys if self.headline_keys is not None else (
+            (self.headline_metric.metric,) if self.headline_metric else ())
+        shown = [f"{k} {metrics[k]:.3f}" for k in keys if number(metrics.get(k))]
+        n = metrics.get("n", metrics.get("n_items"))
+        return ", ".join(shown) + (f" over {n} items" if shown and n is not None else "")
+
+    def headline_row(self, metrics: Mapping[str, Any]) -> dict | None:
+        """The run's headline (`Headline.row`): family, metric, value, 95% interval, n; None without one."""
+        return self.headline_metric.row(metrics) if self.headline_metric else None
+
+    def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """metrics.json as flat {name: number} (MLflow metrics, step outputs). Default: every top-level
+        number, `<metric>/<relation>` and `<metric>/<group>/<key>` of the `per_<group>` tables."""
+        return generic_flat_metrics(metrics)
+
+    def stepped_metrics(self, metrics: Mapping[str, Any]) -> dict[int, dict[str, float]]:
+        """{step: {name: number}}: metrics logged against a step (a curve in the MLflow UI); default none."""
+        return {}
+
+    def relation_table(self, metrics: Mapping[str, Any]) -> "pd.DataFrame":
+        """The run's per-relation table (default: every number or string of each `per_relation` entry)."""
+        return generic_relation_table(metrics)
+
+    def relation_text(self, metrics: Mapping[str, Any]) -> str | None:
+        """A plain-text per-relation table the CLI prints after a run; default none."""
+        return None
+
+    @property
+    def relation_title(self) -> str:
+        return self.relation_metric_title or self.relation_metric or ""
+
+    def run_figures(self, metrics: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """{file stem: matplotlib Figure} of one run of `model`. Default: `relation_metric` per
+        relation (`per_relation_<metric>`) when the run has it."""
+        metric = self.relation_metric
+        if not (metric and metrics.get(metric) is not None and metrics.get("per_relation")):
+            return {}
+        from ..report.plots import relation_bars
+
+        title = f"{self.name} {self.relation_title} per relation"
+        return {f"per_relation_{metric}": relation_bars({model_label(model): dict(metrics)}, title=title, metric=metric)}
+
+    def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
+        """This group's part of a pipeline's report from its `runs` (`everything`: every run of the
+        report, for parts that draw on other probes). Default: the `relation_metric` bars across
+        models (`figures/per_relation_<metric>.png`), a table named after the group (headline and
+        per-relation numbers per run) and every top-level number as `<metric>/<probe>/<model>`."""
+        part = ReportPart(metrics=top_level_metrics(runs))
+        group = self.report_group or self.name
+        metric = self.relation_metric
+        drawn = {r.label: r.metrics for r in runs if metric and r.metrics.get("per_relation")}
+        if drawn:
+            from ..report.plots import relation_bars
+
+            title = f"{group}: {self.relation_title} per relation"
+            part.figures[title] = (f"per_relation_{metric}", relation_bars(drawn, title=title, metric=metric))
+        if self.headline_metric or metric:
+            rows = relation_rows(runs, self.headline_metric, metric)
+            if rows:
+                part.tables[group] = rows
+        return part
+
