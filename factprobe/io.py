@@ -1,4 +1,5 @@
-"""File helpers: text reading with file:line errors, and atomic writes.
+"""File helpers: text reading with file:line errors, the one reader of tabular files (jsonl, csv,
+parquet: `open_table`), and atomic writes.
 
 Contract: readers raise `DataError` whose message names the file and the 1-based line number.
 A file that is not UTF-8 text raises one `DataError` naming the file, the first bad byte, its
@@ -10,11 +11,13 @@ pass `mode=0o600` for anything holding credentials.
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -104,6 +107,78 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
             if missing:
                 raise DataError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
             yield lineno, rec
+
+
+#: the tabular formats `open_table` reads, by file extension (any case)
+TABLE_EXTENSIONS = (".jsonl", ".csv", ".parquet")
+
+
+@dataclass
+class Table:
+    """A tabular file opened by `open_table`: its format, its columns, and its rows.
+
+    `columns` is the csv header (names stripped of spaces) or the parquet schema's names; None for
+    jsonl, whose records each have their own fields. `records()` yields `(where, record)` per row:
+    `where` is `file:line` (jsonl and csv, 1-based; csv counts the header as line 1, a quoted value
+    spanning lines gives the line the row starts on) or `file: row N` (parquet, 1-based), ready to
+    start an error message."""
+
+    path: Path
+    kind: str  # "jsonl" | "csv" | "parquet"
+    columns: list[str] | None
+    _rows: Any = field(repr=False, default=None)
+
+    def records(self, columns: Iterable[str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(where, record) of every row, in file order. `columns` limits a parquet record to those
+        of its columns (the others are never converted to Python); jsonl and csv records always
+        hold every field. A blank jsonl line is no row."""
+        if self.kind == "jsonl":
+            for lineno, rec in read_jsonl(self.path):
+                yield f"{self.path}:{lineno}", rec
+        elif self.kind == "csv":
+            reader = self._rows
+            start = reader.line_num + 1
+            for rec in reader:
+                lineno, start = start, reader.line_num + 1
+                yield f"{self.path}:{lineno}", rec
+        else:
+            table = self._rows
+            wanted = self.columns if columns is None else [c for c in dict.fromkeys(columns) if c in self.columns]
+            values = {c: table.column(c).to_pylist() for c in wanted}
+            for i in range(table.num_rows):
+                yield f"{self.path}: row {i + 1}", {c: v[i] for c, v in values.items()}
+
+
+@contextmanager
+def open_table(path: str | Path) -> Iterator[Table]:
+    """Open a jsonl, csv or parquet file (by extension) for reading its rows (`Table.records`).
+
+    csv is read as UTF-8 (a BOM is dropped) with `csv.DictReader`: a short row has None for its
+    missing values. Raises DataError for an extension other than `TABLE_EXTENSIONS`, a missing
+    file (`<path>: file not found`), a parquet file pyarrow cannot read (`<path>: not a readable
+    parquet file (...)`), and, while the rows are read inside the block, for malformed jsonl lines
+    (`read_jsonl`) and non-UTF-8 text (`not_utf8_error`)."""
+    path = Path(path)
+    kind = path.suffix.lower().lstrip(".")
+    if f".{kind}" not in TABLE_EXTENSIONS:
+        raise DataError(f"{path}: unsupported table format {path.suffix or '(none)'}; use {', '.join(TABLE_EXTENSIONS)}")
+    if kind == "jsonl":
+        yield Table(path, kind, None)
+    elif kind == "csv":
+        with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
+            reader = csv.DictReader(fh)
+            reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
+            yield Table(path, kind, list(reader.fieldnames), reader)
+    else:
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except FileNotFoundError:
+            raise DataError(f"{path}: file not found") from None
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
+            raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})".splitlines()[0]) from None
+        yield Table(path, kind, list(table.column_names), table)
 
 
 def atomic_write_text(path: str | Path, text: str, mode: int = RESULT_FILE_MODE) -> None:

@@ -1,5 +1,6 @@
-"""factprobe.io: jsonl reading errors name file, line or byte; atomic writers leave 0644 files
-(0600 on request) whatever the umask and although tempfile.mkstemp creates 0600."""
+"""factprobe.io: jsonl reading errors name file, line or byte; the one tabular reader (`open_table`)
+names file:line / file: row N for every format; atomic writers leave 0644 files (0600 on request)
+whatever the umask and although tempfile.mkstemp creates 0600."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,15 @@ import stat
 import pytest
 
 from factprobe.errors import DataError
-from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, not_utf8_error, read_jsonl, read_text
+from factprobe.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    not_utf8_error,
+    open_table,
+    read_jsonl,
+    read_text,
+)
 
 
 @pytest.fixture(params=[0o022, 0o077, 0o002])
@@ -83,3 +92,46 @@ def test_not_utf8_error_scans_across_chunks(tmp_path, monkeypatch):
     path.write_bytes(data)
     bad = data.index(b"\xff")
     assert str(not_utf8_error(path)).startswith(f"{path}: not UTF-8 text: byte 0xff at offset {bad} (line 3)")
+
+
+# ------------------------------------------------------------------ open_table: jsonl, csv, parquet
+def _records(path, columns=None):
+    with open_table(path) as table:
+        return table.kind, table.columns, list(table.records(columns))
+
+
+def test_open_table_reads_every_format_with_where(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"a": 1, "b": "x"}\n\n{"a": 2}\n', encoding="utf-8")
+    assert _records(tmp_path / "t.jsonl") == ("jsonl", None, [(f"{tmp_path}/t.jsonl:1", {"a": 1, "b": "x"}),
+                                                              (f"{tmp_path}/t.jsonl:3", {"a": 2})])
+    # BOM dropped, header names stripped, a quoted value over two lines: the row's first line counts
+    (tmp_path / "t.csv").write_text('\ufeff a , b\n1,"two\nlines"\n3,\n4\n', encoding="utf-8")
+    kind, columns, rows = _records(tmp_path / "t.csv")
+    assert (kind, columns) == ("csv", ["a", "b"])
+    assert rows == [(f"{tmp_path}/t.csv:2", {"a": "1", "b": "two\nlines"}), (f"{tmp_path}/t.csv:4", {"a": "3", "b": ""}),
+                    (f"{tmp_path}/t.csv:5", {"a": "4", "b": None})]
+    pd = pytest.importorskip("pandas")
+    pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).to_parquet(tmp_path / "T.PARQUET", index=False)
+    assert _records(tmp_path / "T.PARQUET") == ("parquet", ["a", "b"], [(f"{tmp_path}/T.PARQUET: row 1", {"a": 1, "b": "x"}),
+                                                                         (f"{tmp_path}/T.PARQUET: row 2", {"a": 2, "b": "y"})])
+    assert _records(tmp_path / "T.PARQUET", ["b", "missing"])[2] == [(f"{tmp_path}/T.PARQUET: row 1", {"b": "x"}),
+                                                                      (f"{tmp_path}/T.PARQUET: row 2", {"b": "y"})]
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("t.tsv", b"a\tb\n", "t.tsv: unsupported table format .tsv; use .jsonl, .csv, .parquet"),
+    ("t.parquet", b"not parquet", "t.parquet: not a readable parquet file ("),
+    ("t.csv", b"a,b\n1,\xff\n", "t.csv: not UTF-8 text: byte 0xff at offset 6 (line 2)"),
+    ("t.jsonl", b'{"a": 1}\n{"a": \n', "t.jsonl:2: malformed JSON line"),
+])
+def test_open_table_errors_name_the_file_and_line(tmp_path, name, data, message):
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(DataError) as err:
+        _records(tmp_path / name)
+    assert str(err.value).startswith(f"{tmp_path}/{message}"), str(err.value)
+
+
+@pytest.mark.parametrize("name", ["gone.csv", "gone.parquet"])
+def test_open_table_missing_file(tmp_path, name):
+    with pytest.raises(DataError, match=r"gone\.\w+: file not found"):
+        _records(tmp_path / name)

@@ -1,6 +1,7 @@
 """The small tracking-client interface `TrackedRun` and the bookkeeping steps talk to.
 
-Two implementations, picked by `open_client(uri)`:
+Two implementations, picked by `tracking.connect.open_client(uri)` (which sits above them, so this
+module imports neither):
 
 - `tracking.rest_client.RestTrackingClient` for `http(s)://` servers: MLflow's REST API over
   `requests` only. A pipeline step that logs to a server never imports `mlflow` (importing it
@@ -208,21 +209,6 @@ def sqlite_store_lock(uri: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def is_http(uri: str) -> bool:
-    return uri.lower().startswith(("http://", "https://"))
-
-
-def open_client(uri: str) -> TrackingClient:
-    """The client for `uri`: REST for http(s) servers, the MLflow library for everything else."""
-    if is_http(uri):
-        from .rest_client import RestTrackingClient
-
-        return RestTrackingClient(uri)
-    from .library_client import LibraryTrackingClient
-
-    return LibraryTrackingClient(uri)
 
 
 def batches(items: list, size: int) -> list[list]:

@@ -44,7 +44,6 @@ reads it (`read_fact_contexts`). Other sources carry none.
 """
 from __future__ import annotations
 
-import csv
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -55,9 +54,9 @@ from typing import Any, Iterator
 
 from ..errors import ConfigError, DataError
 from ..facts import CARDINALITIES, Fact, FactSet
-from ..io import open_text, read_jsonl, utf8_text
+from ..io import open_table, read_jsonl
+from ..seeding import stable_rng
 from .prepared import Prepared
-from .trex_mc import stable_rng
 
 log = logging.getLogger(__name__)
 
@@ -252,34 +251,6 @@ def _quiet_context_column() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-def _context_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """(where, record) of every row of a triples file that has a `context` field."""
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        for lineno, rec in read_jsonl(path):
-            if CONTEXT_COLUMN in rec:
-                yield f"{path}:{lineno}", rec
-    elif suffix == ".csv":
-        with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
-            reader = csv.DictReader(fh)
-            reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
-            if CONTEXT_COLUMN not in reader.fieldnames:
-                return
-            start = reader.line_num + 1
-            for rec in reader:
-                lineno, start = start, reader.line_num + 1
-                yield f"{path}:{lineno}", rec
-    elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)  # readable: the triples reader opened it first
-        if CONTEXT_COLUMN not in table.column_names:
-            return
-        cols = {c: table.column(c).to_pylist() for c in table.column_names}
-        for i in range(table.num_rows):
-            yield f"{path}: row {i + 1}", {c: v[i] for c, v in cols.items()}
-
-
 def read_fact_contexts(path: str | Path) -> dict[str, str]:
     """{fact_id: paragraph} from the optional `context` column of a triples file or folder.
 
@@ -291,12 +262,17 @@ def read_fact_contexts(path: str | Path) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for file in triple_files(path):
-        for where, rec in _context_records(file):
-            text = clean_text(rec.get(CONTEXT_COLUMN), where, CONTEXT_COLUMN, required=False)
-            if text is None:
+        with open_table(file) as table:
+            if table.columns is not None and CONTEXT_COLUMN not in table.columns:
                 continue
-            fact = _fact(rec, _column_map(rec), where)
-            out.setdefault(fact.fact_id, text)
+            for where, rec in table.records():
+                if CONTEXT_COLUMN not in rec:
+                    continue
+                text = clean_text(rec.get(CONTEXT_COLUMN), where, CONTEXT_COLUMN, required=False)
+                if text is None:
+                    continue
+                fact = _fact(rec, _column_map(rec), where)
+                out.setdefault(fact.fact_id, text)
     return out
 
 

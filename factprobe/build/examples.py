@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from ..errors import ConfigError
 from ..facts import Fact, FactSet
-from .trex_mc import stable_rng
+from ..seeding import stable_rng
 
 
 def split_train_test(

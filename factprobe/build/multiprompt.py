@@ -90,9 +90,9 @@ import pandas as pd
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet
 from ..io import open_text, read_jsonl, read_text, utf8_text
+from ..seeding import stable_rng
 from ..sources.pararel import check_template_slots, load_pararel_patterns
 from .prepared import Prepared
-from .trex_mc import stable_rng
 
 log = logging.getLogger(__name__)
 

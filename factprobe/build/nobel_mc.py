@@ -20,7 +20,8 @@ import re
 
 from ..errors import ConfigError
 from ..facts import FactSet, MCItem
-from .trex_mc import MCBuild, stable_rng
+from ..seeding import stable_rng
+from .trex_mc import MCBuild
 
 log = logging.getLogger(__name__)
 

@@ -45,22 +45,22 @@ reads the exemplar pool back from it.
 """
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet
-from ..io import open_text, read_jsonl, utf8_text
+from ..io import open_table, open_text, utf8_text
 from ..metrics.qa import ANSWER_TYPES, popularity_bucket
+from ..seeding import stable_rng, stable_seed
 from .prepared import Prepared
-from .trex_mc import sample_facts_per_relation, stable_rng, stable_seed
+from .trex_mc import sample_facts_per_relation
 
 log = logging.getLogger(__name__)
 
@@ -483,35 +483,6 @@ def build_qa(
 POPULARITY_COLUMN = "popularity"
 
 
-def _popularity_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        for lineno, rec in read_jsonl(path):
-            yield f"{path}:{lineno}", rec
-    elif suffix == ".csv":
-        with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
-            reader = csv.DictReader(fh)
-            reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
-            if POPULARITY_COLUMN not in reader.fieldnames:
-                return
-            start = reader.line_num + 1
-            for rec in reader:
-                lineno, start = start, reader.line_num + 1
-                yield f"{path}:{lineno}", rec
-    elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(path)
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
-            raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})".splitlines()[0]) from None
-        if POPULARITY_COLUMN not in table.column_names:
-            return
-        cols = {c: table.column(c).to_pylist() for c in table.column_names}
-        for i in range(table.num_rows):
-            yield f"{path}: row {i + 1}", {c: v[i] for c, v in cols.items()}
-
-
 def _popularity_value(value: Any, where: str) -> float | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "nan", "none", "null")):
         return None
@@ -538,16 +509,19 @@ def read_triples_popularity(path: str | Path) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for file in triple_files(path):
-        for where, rec in _popularity_records(file):
-            if POPULARITY_COLUMN not in rec:
+        with open_table(file) as table:
+            if table.columns is not None and POPULARITY_COLUMN not in table.columns:
                 continue
-            value = _popularity_value(rec[POPULARITY_COLUMN], where)
-            if value is None:
-                continue
-            colmap = _column_map(rec)
-            if any(c not in colmap for c in ("subject", "relation", "object")):
-                continue  # the triples reader reports the missing columns
-            out.setdefault(_fact(rec, colmap, where).fact_id, value)
+            for where, rec in table.records():
+                if POPULARITY_COLUMN not in rec:
+                    continue
+                value = _popularity_value(rec[POPULARITY_COLUMN], where)
+                if value is None:
+                    continue
+                colmap = _column_map(rec)
+                if any(c not in colmap for c in ("subject", "relation", "object")):
+                    continue  # the triples reader reports the missing columns
+                out.setdefault(_fact(rec, colmap, where).fact_id, value)
     return out
 
 

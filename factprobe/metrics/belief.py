@@ -66,6 +66,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..seeding import stable_seed
 
 PREDICTION_COLUMNS = ("fact_id", "relation", "template_id", "correct", "rank", "prediction", "confidence")
 REQUIRED_COLUMNS = ("fact_id", "relation", "template_id", "correct")
@@ -185,8 +186,6 @@ def _draw_caches(df: pd.DataFrame, columns: Mapping[str, np.ndarray]) -> dict[st
 
 
 def _relation_rng(seed: int, relation: str) -> np.random.Generator:
-    from ..build.trex_mc import stable_seed
-
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed("belief-draws", relation) & 0xFFFFFFFF])
 
 

@@ -62,11 +62,11 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..build.trex_mc import stable_rng
 from ..errors import ConfigError, DataError
 from ..facts import FactSet, Relation
 from ..io import read_jsonl, read_text
 from ..paths import data_root
+from ..seeding import stable_rng
 from ._common import check_relations, fact_files, read_fact_files, relations_for
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Generic triples files: jsonl, csv or parquet, chosen by extension.
+"""Generic triples files: jsonl, csv or parquet, chosen by extension (read by `factprobe.io.open_table`).
 
 Columns: `subject`, `relation`, `object` (required) and `subject_id`, `object_id` (optional).
 The LAMA names are accepted as aliases: `sub_label` -> subject, `obj_label` -> object,
@@ -15,7 +15,6 @@ the above are ignored, with one warning per file naming them.
 """
 from __future__ import annotations
 
-import csv
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,12 +22,12 @@ from typing import Any
 
 from ..errors import DataError
 from ..facts import Fact, FactSet
-from ..io import open_text, read_jsonl, utf8_text
+from ..io import TABLE_EXTENSIONS, open_table
 from ._common import check_relations, clean_text, dedupe_facts, relations_for, warn_unknown_columns
 
 log = logging.getLogger(__name__)
 
-TRIPLE_EXTENSIONS = (".jsonl", ".csv", ".parquet")
+TRIPLE_EXTENSIONS = TABLE_EXTENSIONS
 REQUIRED = ("subject", "relation", "object")
 OPTIONAL = ("subject_id", "object_id")
 ALIASES = {"sub_label": "subject", "obj_label": "object", "sub_uri": "subject_id", "obj_uri": "object_id"}
@@ -62,52 +61,30 @@ def _fact(rec: dict[str, Any], colmap: dict[str, str], where: str) -> Fact:
     )
 
 
-def _read_jsonl(path: Path) -> Iterator[Fact]:
-    unknown: dict[str, None] = {}
-    for lineno, rec in read_jsonl(path):
-        colmap = _column_map(rec)
+def _read_file(path: Path) -> Iterator[Fact]:
+    """The facts of one triples file (`factprobe.io.open_table` reads it)."""
+    with open_table(path) as table:
+        if table.columns is None:  # jsonl: every record has its own fields
+            unknown: dict[str, None] = {}
+            for where, rec in table.records():
+                colmap = _column_map(rec)
+                missing = _missing(colmap)
+                if missing:
+                    raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
+                unknown.update((k, None) for k in rec if k not in KNOWN_COLUMNS)
+                yield _fact(rec, colmap, where)
+            warn_unknown_columns(log, path, unknown, KNOWN_COLUMNS, kind="field")
+            return
+        colmap = _column_map(table.columns)
         missing = _missing(colmap)
         if missing:
-            raise DataError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-        unknown.update((k, None) for k in rec if k not in KNOWN_COLUMNS)
-        yield _fact(rec, colmap, f"{path}:{lineno}")
-    warn_unknown_columns(log, path, unknown, KNOWN_COLUMNS, kind="field")
+            shown = ", ".join(table.columns)
+            listed = f"header: {shown or 'empty'}" if table.kind == "csv" else f"columns: {shown}"
+            raise DataError(f"{path}: missing column(s) {', '.join(missing)} ({listed})")
+        warn_unknown_columns(log, path, table.columns, KNOWN_COLUMNS)
+        for where, rec in table.records(colmap.values()):
+            yield _fact(rec, colmap, where)
 
-
-def _read_csv(path: Path) -> Iterator[Fact]:
-    with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        reader.fieldnames = header
-        colmap = _column_map(header)
-        missing = _missing(colmap)
-        if missing:
-            raise DataError(f"{path}: missing column(s) {', '.join(missing)} (header: {', '.join(header) or 'empty'})")
-        warn_unknown_columns(log, path, header, KNOWN_COLUMNS)
-        start = reader.line_num + 1
-        for rec in reader:
-            lineno, start = start, reader.line_num + 1
-            yield _fact(rec, colmap, f"{path}:{lineno}")
-
-
-def _read_parquet(path: Path) -> Iterator[Fact]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})".splitlines()[0]) from None
-    colmap = _column_map(table.column_names)
-    missing = _missing(colmap)
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)} (columns: {', '.join(table.column_names)})")
-    warn_unknown_columns(log, path, table.column_names, KNOWN_COLUMNS)
-    columns = {col: table.column(col).to_pylist() for col in colmap.values()}
-    for i in range(table.num_rows):
-        yield _fact({col: values[i] for col, values in columns.items()}, colmap, f"{path}: row {i + 1}")
-
-
-_READERS = {".jsonl": _read_jsonl, ".csv": _read_csv, ".parquet": _read_parquet}
 
 
 def triple_files(path: str | Path) -> list[Path]:
@@ -117,10 +94,10 @@ def triple_files(path: str | Path) -> list[Path]:
     if not path.exists():
         raise DataError(f"{path}: triples file or folder not found")
     if path.is_file():
-        if path.suffix.lower() not in _READERS:
+        if path.suffix.lower() not in TRIPLE_EXTENSIONS:
             raise DataError(f"{path}: unsupported triples format {path.suffix or '(none)'}; use {', '.join(TRIPLE_EXTENSIONS)}")
         return [path]
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in _READERS)
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TRIPLE_EXTENSIONS)
     if not files:
         raise DataError(f"{path}: no triples files ({', '.join(TRIPLE_EXTENSIONS)})")
     return files
@@ -140,12 +117,11 @@ def load_triples_files(files: Iterable[str | Path], source: str, relations: list
     """Load and merge the given triples files (format by extension); see `load_triples`."""
     facts: list[Fact] = []
     for file in map(Path, files):
-        reader = _READERS.get(file.suffix.lower())
-        if reader is None:
+        if file.suffix.lower() not in TRIPLE_EXTENSIONS:
             raise DataError(f"{file}: unsupported triples format {file.suffix or '(none)'}; use {', '.join(TRIPLE_EXTENSIONS)}")
         if not file.is_file():
             raise DataError(f"{file}: file not found")
-        facts.extend(reader(file))
+        facts.extend(_read_file(file))
     facts = dedupe_facts(facts)
     wanted = check_relations(relations, dict.fromkeys(f.relation for f in facts), source)
     if wanted is not None:

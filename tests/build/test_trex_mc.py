@@ -12,10 +12,10 @@ from factprobe.build.trex_mc import (
     build_mc_items,
     sample_facts_per_relation,
     small_pool_reason,
-    stable_seed,
 )
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
+from factprobe.seeding import stable_seed
 from factprobe.sources.countryinfo import load_countryinfo
 from factprobe.sources.lama import load_lama
 from factprobe.sources.lpaqa import load_lpaqa_train

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from factprobe.build.finetune_sets import TrainExample, build_train_set, check_no_overlap, make_example
 from factprobe.errors import ConfigError, DataError
 from factprobe.finetune import FinetuneConfig, run_finetune
 from factprobe.finetune.data import IGNORE, Collator, no_kv_cache, pack_sequences, tokenize_examples
+from factprobe.finetune.sets import TrainExample, build_train_set, check_no_overlap, make_example
 
 
 def tiny_cfg(model: Path, out: Path, **kw) -> FinetuneConfig:
@@ -41,6 +41,26 @@ def tokenizer(tiny):
 
 def examples(n: int = 3) -> list[TrainExample]:
     return build_train_set("regular", model="m", size=n).examples
+
+
+# ------------------------------------------------------------------ the plan of one run
+def test_plan_is_worked_out_before_anything_is_written(tiny, tmp_path):
+    import dataclasses
+
+    from factprobe.finetune.trainer import TrainPlan, plan_training
+
+    cfg = tiny_cfg(tiny, tmp_path / "out")
+    plan = plan_training(cfg)
+    assert not (tmp_path / "out").exists()  # planning writes nothing
+    assert isinstance(plan, TrainPlan) and plan.cfg is cfg
+    assert (plan.out, plan.target) == (tmp_path / "out", tmp_path / "out" / "adapter")
+    assert (plan.device, plan.precision, plan.rank, plan.world, plan.accum, plan.per_step) == ("cpu", "float32", 0, 1, 2, 16)
+    assert plan.resume_from is None and plan.start_step == 0
+    assert plan.digest == plan.train_set.digest == plan.saved_config["train_set_digest"]
+    assert len(plan.seqs) == len(plan.rows) == 16 and plan.random_weights is True  # no packing: one example per row
+    assert 0 < plan.trainable < plan.total and plan.ds_config["zero_optimization"]["stage"] == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.accum = 4  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------ training with every ZeRO stage

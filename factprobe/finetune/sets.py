@@ -34,14 +34,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..build.counterfactual import correct_object_keys, shuffle_answers
+from ..build.known_unknown import MAKE_ONE, read_known_unknown
+from ..build.qa import QAItem, prepare_qa, qa_train_items
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_json, atomic_write_jsonl, read_jsonl
-from .counterfactual import correct_object_keys, shuffle_answers
-from .qa import QAItem, prepare_qa, qa_train_items
-from .trex_mc import stable_rng
+from ..probes.config import BaseConfig
+from ..probes.qa import exemplar_block, qa_prompt
+from ..seeding import stable_rng
+from .config import NEEDS_TABLE, TRAIN_SETS
 
-TRAIN_SETS = ("known", "unknown", "mixed", "counterfactual", "regular")
-NEEDS_TABLE = ("known", "unknown", "mixed")
 EXAMPLES_FILE = "train_set.jsonl"
 INFO_FILE = "train_set.json"
 
@@ -120,8 +122,6 @@ def examples_digest(examples: Sequence[TrainExample]) -> str:
 
 def qa_format(question: str) -> str:
     """The QA probe's zero-shot prompt for `question` (instruction, question, `Answer:`)."""
-    from ..probes.qa import exemplar_block, qa_prompt
-
     return qa_prompt(exemplar_block([]), question)
 
 
@@ -157,8 +157,6 @@ def check_no_overlap(examples: Sequence[TrainExample] | Sequence[QAItem], eval_i
 def _table_verdicts(path: str, model: str, pool: Sequence[QAItem], eval_items: Sequence[QAItem]) -> dict[str, bool]:
     """{fact_id: known} for the pool facts in the table's train rows; refuses a table whose train
     rows are evaluation facts of this run, and one that covers none of the pool."""
-    from .known_unknown import read_known_unknown
-
     df = read_known_unknown(path, model)
     train = df[df["split"] == "train"]
     eval_ids = {it.fact_id for it in eval_items}
@@ -185,9 +183,6 @@ def build_train_set(kind: str, *, model: str, source: str = "countryinfo", data:
     unknown kind, a missing table (naming the command that makes one), a table of another model,
     a set larger than its pool (naming the counts) and any overlap with evaluation facts.
     """
-    from ..probes.config import BaseConfig
-    from .known_unknown import MAKE_ONE
-
     if kind not in TRAIN_SETS:
         raise ConfigError(f"train_set: unknown value {kind!r}; choose one of {', '.join(TRAIN_SETS)}")
     if size is not None and size < 1:
