@@ -35,9 +35,13 @@ _loaded = False
 
 
 def register(probe: Probe) -> Probe:
-    """Add `probe` to the registry (one line per probe module). A name is registered once."""
+    """Add `probe` to the registry (one line per probe module). A name is registered once; a probe's
+    `fact_verdict` must be one of its `per_fact_columns` (the table `compare` reads)."""
     if not getattr(probe, "name", ""):
         raise ConfigError(f"{type(probe).__name__}: a probe needs a name")
+    if probe.fact_verdict and probe.fact_verdict not in probe.per_fact_columns:
+        raise ConfigError(f"probe {probe.name}: fact_verdict {probe.fact_verdict!r} is not one of its per_fact_columns "
+                          f"({', '.join(probe.per_fact_columns)}); compare reads it from the per-fact table")
     old = _REGISTRY.get(probe.name)
     if old is not None and type(old) is not type(probe):
         raise ConfigError(f"probe name {probe.name!r} is registered twice ({type(old).__name__}, {type(probe).__name__})")

@@ -149,3 +149,17 @@ def test_the_probe_pipeline_runs_and_reports_the_novel_metric(tmp_path, tiny_mod
     assert {"tables/hit-rate.json", "tables/summary.json"} <= tables
     assert {"figures/per_relation_hit_rate.png", "figures/accuracy_heatmap.png"} <= figures
     assert f"hit_rate/hit-rate/{model.name}" in parent.data.metrics and f"acc/ic-lke/{model.name}" in parent.data.metrics
+
+
+def test_a_verdict_missing_from_the_per_fact_table_is_refused_at_registration():
+    from factprobe.errors import ConfigError
+    from factprobe.probes.registry import register
+
+    from .novel_metric_probe import HitRate
+
+    class Broken(HitRate):
+        name = "hit-rate-broken"
+        per_fact_columns = ("fact_id", "relation")
+
+    with pytest.raises(ConfigError, match="fact_verdict 'hit' is not one of its per_fact_columns"):
+        register(Broken())
