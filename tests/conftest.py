@@ -152,3 +152,58 @@ def tmp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     root = tmp_path / "factprobe-cache"
     monkeypatch.setenv("FACTPROBE_CACHE", str(root))
     yield root
+
+
+# ---- one real local run of the `probe` pipeline, shared by the tests that inspect it
+# `probe_pipeline_run`: session-wide; runs `factprobe pipeline run probe` once, `make run`'s shape on
+# the REAL SmolLM2 (ic-lke and hgp, P36 of the default source, 2 facts, 10 choices, 10 examples),
+# in its own folder with embedded MLflow (`<folder>/mlruns.db`) and FACTPROBE_WORK=`<folder>/work`.
+# Returns the folder; the terminal output is in `<folder>/terminal.txt`. A session fixture because a
+# local pipeline run costs minutes on 2 cores: the local-run tests (tests/pipelines) and the MLflow UI
+# test (tests/integration) read the same run. Tests that use it must not write into its experiment
+# `factprobe/probe` (other experiments in the same store are fine).
+
+PROBE_PIPELINE_ARGS = ("--param", 'models=["smollm2-135m-instruct"]', "--param", 'probes=["ic-lke","hgp"]',
+                       "--param", "relations=P36", "--param", "max_facts_per_relation=2", "--param", "choices=10",
+                       "--param", "examples=10")
+
+
+@pytest.fixture(scope="session")
+def probe_pipeline_run(tmp_path_factory: pytest.TempPathFactory, real_model_path: Callable[[str], Path]) -> Path:
+    real_model_path("smollm2-135m-instruct")
+    tmp = tmp_path_factory.mktemp("probe-pipeline")
+    env = {**os.environ, "FACTPROBE_WORK": str(tmp / "work")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", *PROBE_PIPELINE_ARGS],
+                       cwd=tmp, env=env, capture_output=True, text=True, timeout=900, check=False)
+    log = p.stdout + p.stderr
+    assert p.returncode == 0, log[-3000:]
+    (tmp / "terminal.txt").write_text(log)
+    return tmp
+
+
+# ---- unmarked slow tests are named at the end of the run
+# `make test-fast` skips tests marked `real_model`, `server`, `pipeline` or `slow`; an unmarked test
+# that takes longer than SLOW_S (wall clock, its call phase) would silently make it slower. The
+# terminal summary lists each one under "unmarked tests slower than ..." (a report, not a failure:
+# a loaded machine is slow everywhere). Mark it `slow` or make it faster. FACTPROBE_TEST_SLOW_S
+# overrides the threshold.
+
+FAST_EXCLUDED_MARKERS = ("real_model", "server", "pipeline", "slow")
+SLOW_S = float(os.environ.get("FACTPROBE_TEST_SLOW_S", "5"))
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    yield
+    if call.when == "call" and call.duration > SLOW_S and \
+            not any(item.get_closest_marker(m) for m in FAST_EXCLUDED_MARKERS):
+        _unmarked_slow.append((call.duration, item.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's TerminalReporter)
+    if _unmarked_slow:
+        terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s (mark them slow or make them faster)")
+        for duration, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.write_line(f"{duration:8.2f}s {nodeid}")

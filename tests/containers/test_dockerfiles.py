@@ -201,6 +201,7 @@ def test_dockerignore_keeps_local_state_and_credentials_out():
 CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 
 
+@pytest.mark.slow  # checkov starts in ~5-15 s on 2 cores
 @pytest.mark.skipif(not CHECKOV.exists(), reason=(
     "checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov"))
 def test_checkov_dockerfiles_and_ci_workflow():

@@ -131,21 +131,10 @@ PIPELINE_SCREENSHOT = REPO / "test-artifacts" / "mlflow_pipeline_experiment.png"
 
 
 @pytest.fixture
-def local_pipeline_store(tmp_path, real_model_path):
-    """A finished `factprobe pipeline run probe` (one model, one probe, 2 facts) in tmp_path/mlruns.db."""
-    import os
-    import subprocess
-    import sys
-
-    real_model_path(MODELS[0])
-    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", "--param",
-                        f'models=["{MODELS[0]}"]', "--param", 'probes=["ic-lke"]', "--param", "relations=P36",
-                        "--param", "max_facts_per_relation=2", "--param", "choices=10", "--param", "examples=10"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    return tmp_path
+def local_pipeline_store(probe_pipeline_run):
+    """A finished `factprobe pipeline run probe` (SmolLM2, ic-lke and hgp, 2 facts) in <folder>/mlruns.db:
+    the session's run (tests/conftest.py `probe_pipeline_run`), shared with tests/pipelines."""
+    return probe_pipeline_run
 
 
 @pytest.fixture

@@ -750,6 +750,7 @@ def test_gpu_contract_matches_the_pipeline_defaults_and_docs():
 CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 
 
+@pytest.mark.slow  # checkov starts in ~5-15 s on 2 cores
 @pytest.mark.skipif(not CHECKOV.exists(), reason=(
     "checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov "
     "(a separate venv: its pins conflict with the project's)"))

@@ -30,14 +30,11 @@ def runs(c, experiment):
     return c.search_runs([exp.experiment_id]) if exp else []
 
 
-@pytest.fixture(scope="module")
-def probe_run(tmp_path_factory, real_model_path):
-    real_model_path("smollm2-135m-instruct")
-    tmp = tmp_path_factory.mktemp("probe-pipeline")
-    rc, log = pipeline(tmp, "probe", "--param", 'models=["smollm2-135m-instruct"]', "--param", 'probes=["ic-lke","hgp"]', *SMALL)
-    assert rc == 0, log[-3000:]
-    (tmp / "terminal.txt").write_text(log)
-    return tmp
+@pytest.fixture
+def probe_run(probe_pipeline_run):
+    """The session's real `probe` pipeline run (tests/conftest.py `probe_pipeline_run`): SmolLM2, ic-lke
+    and hgp on P36, 2 facts (SMALL)."""
+    return probe_pipeline_run
 
 
 def test_terminal_shows_one_line_per_step_and_the_log_path(probe_run):
@@ -96,78 +93,73 @@ def test_data_build_writes_a_folder_per_kind_and_probe_logs_every_scalar(probe_r
         assert set(kfp_metrics) == scalars  # every scalar metric, not only acc / prob_mass / n
 
 
-def test_failed_step_marks_runs_failed(tmp_path, real_model_path):
-    real_model_path("smollm2-135m-instruct")
-    rc, log = pipeline(tmp_path, "probe", "--param", 'models=["smollm2-135m-instruct"]', "--param", "relations=P999")
-    assert rc == 1 and "data-build" in log and "P999" in log
-    all_runs = runs(client(tmp_path), "factprobe/probe")
-    assert all_runs and all(r.info.status != "RUNNING" for r in all_runs)
-    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
-    assert parent.info.status == "FAILED"
+def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path, tiny_model_path):
+    """Three nights on a tiny RANDOM model (plumbing: its numbers are no result), the second with a
+    model that cannot load besides it.
 
-
-def test_nightly_sweep_compares_with_previous_night(tmp_path, real_model_path):
-    real_model_path("smollm2-135m-instruct")
+    - night 1: nothing to compare with (`previous_run` none);
+    - night 2: the broken model fails its own probe step only: the report covers the other model and
+      names the failure, the alert tag is set, the run exits 1 after everything is logged; the good
+      model is compared with its own probe run of night 1 (delta 0: its facts resumed from the work
+      folder); the broken one gets no child run (refused before start, issue 18 item 2);
+    - a models.yaml that does not parse fails the run;
+    - night 3, the broken model dropped: the good model is compared with its run of night 2 (each
+      model is its own key), and no alert is raised."""
+    good = tiny_model_path("gpt2")
+    name, broken = good.name, "/nonexistent/broken-model"
     models = tmp_path / "models.yaml"
-    models.write_text("models:\n  - name: smollm2-135m-instruct\n")
-    for _ in range(2):
-        rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
-        assert rc == 0, log[-3000:]
-    parents = sorted((r for r in runs(client(tmp_path), "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
-                     key=lambda r: r.info.start_time)
-    assert len(parents) == 2
-    assert parents[0].data.tags["factprobe.previous_run"] == "none"
-    # each model is compared with its own probe run of the previous sweep
-    previous_probe = client(tmp_path).get_run(parents[1].data.tags["factprobe.previous_run"])
-    assert previous_probe.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-    assert parents[1].data.tags["factprobe.previous_sweep"] == parents[0].info.run_id
-    assert parents[1].data.metrics["delta/ic-lke/smollm2-135m-instruct"] == 0.0
-    assert "factprobe.alert" not in parents[1].data.tags and parents[1].data.metrics["nightly/alert"] == 0.0
-    # the second night resumed every fact from the work folder instead of scoring again
+
+    def night(*entries: str) -> tuple[int, str]:
+        models.write_text("models:\n" + "".join(f"  - {e}\n" for e in entries))
+        return pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
+
+    def parents() -> list:
+        return sorted((r for r in runs(c, "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
+                      key=lambda r: r.info.start_time)
+
+    def probe_children(parent) -> dict:
+        return {r.data.tags.get("factprobe.model"): r for r in runs(c, "factprobe/nightly_sweep")
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id and r.data.tags.get("factprobe.step") == "probe"}
+
+    c = client(tmp_path)
+    rc, log = night(str(good))
+    assert rc == 0, log[-3000:]
+    (first,) = parents()
+    assert first.data.tags["factprobe.previous_run"] == "none"
+
+    rc, log = night(str(good), broken)
+    assert rc == 1, log[-3000:]
+    assert "nightly-compare" in log and "failed_models" in log and broken in log
+    first, second = parents()
+    assert second.data.tags["factprobe.alert"] == "failed_models"
+    assert f"ic-lke:{broken} failed" in second.data.tags["factprobe.alert_detail"]
+    assert second.data.tags["factprobe.failed_models"] == f"ic-lke:{broken}"
+    previous_probe = c.get_run(second.data.tags["factprobe.previous_run"])
+    assert previous_probe.data.tags["mlflow.parentRunId"] == first.info.run_id
+    assert second.data.tags["factprobe.previous_sweep"] == first.info.run_id
+    assert second.data.metrics[f"delta/ic-lke/{name}"] == 0.0 and f"acc/ic-lke/{name}" in second.data.metrics
+    summary = json.loads(open(c.download_artifacts(second.info.run_id, "summary/summary.json", str(tmp_path))).read())
+    assert len(summary) == 1 and list(summary)[0].startswith("ic-lke:") and name in list(summary)[0]
+    changes = open(c.download_artifacts(second.info.run_id, "report/nightly_changes.md", str(tmp_path))).read()
+    assert f"FAILED: ic-lke on {broken}" in changes
+    children = probe_children(second)
+    assert [m for m in children if name in (m or "")] and all(r.info.status == "FINISHED" for r in children.values())
+    assert broken not in children
+    (good_child,) = children.values()
+
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [smollm2\n")
     rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={bad}", *SMALL)
     assert rc == 1 and "does not parse" in log
 
-
-@pytest.mark.slow
-def test_nightly_sweep_with_a_failing_model_reports_the_others(tmp_path, real_model_path):
-    """A model that cannot load fails its own probe step only: the report covers the other model and
-    names the failure, the alert tag is set, and the run exits 1 after everything is logged. The next
-    night, with the broken model dropped from the list, still compares the good model with its own
-    previous run (each model is its own key)."""
-    real_model_path("smollm2-135m-instruct")
-    models = tmp_path / "models.yaml"
-    models.write_text("models:\n  - smollm2-135m-instruct\n  - /nonexistent/broken-model\n")
-    rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
-    assert rc == 1, log[-3000:]
-    assert "nightly-compare" in log and "failed_models" in log and "/nonexistent/broken-model" in log
-    c = client(tmp_path)
-    all_runs = runs(c, "factprobe/nightly_sweep")
-    (parent,) = [r for r in all_runs if r.data.tags.get("factprobe.role") == "parent"]
-    assert parent.data.tags["factprobe.alert"] == "failed_models"
-    assert "ic-lke:/nonexistent/broken-model failed" in parent.data.tags["factprobe.alert_detail"]
-    assert parent.data.tags["factprobe.failed_models"] == "ic-lke:/nonexistent/broken-model"
-    assert "acc/ic-lke/smollm2-135m-instruct" in parent.data.metrics  # the report of the good model
-    summary = json.loads(open(c.download_artifacts(parent.info.run_id, "summary/summary.json", str(tmp_path))).read())
-    assert list(summary) == ["ic-lke:smollm2-135m-instruct"]
-    changes = open(c.download_artifacts(parent.info.run_id, "report/nightly_changes.md", str(tmp_path))).read()
-    assert "FAILED: ic-lke on /nonexistent/broken-model" in changes
-    children = {r.data.tags.get("factprobe.model"): r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
-                and r.data.tags.get("factprobe.step") == "probe"}
-    assert children["smollm2-135m-instruct"].info.status == "FINISHED"
-    # a model that cannot load is refused before its probe run starts (issue 18 item 2): no child run; the parent's
-    # alert tags and the nightly report above name the failure
-    assert "/nonexistent/broken-model" not in children
-
-    models.write_text("models: [smollm2-135m-instruct]\n")
-    rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
+    rc, log = night(str(good))
     assert rc == 0, log[-3000:]
-    second = max((r for r in runs(c, "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
-                 key=lambda r: r.info.start_time)
-    assert second.data.tags["factprobe.previous_run"] == children["smollm2-135m-instruct"].info.run_id
-    assert second.data.metrics["delta/ic-lke/smollm2-135m-instruct"] == 0.0
-    assert second.data.metrics["nightly_drop/ic-lke/smollm2-135m-instruct"] == 0.0
+    third = parents()[-1]
+    assert third.data.tags["factprobe.previous_run"] == good_child.info.run_id
+    assert third.data.tags["factprobe.previous_sweep"] == second.info.run_id
+    assert third.data.metrics[f"delta/ic-lke/{name}"] == 0.0
+    assert third.data.metrics[f"nightly_drop/ic-lke/{name}"] == 0.0
+    assert "factprobe.alert" not in third.data.tags and third.data.metrics["nightly/alert"] == 0.0
 
 
 def test_regression_pipeline_passes_model_against_its_own_run(probe_run):

@@ -3,6 +3,7 @@ are not multiple-choice facts says what it compares, in one line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,23 @@ def test_compare_on_belief_rows_says_what_it_compares(tmp_path) -> None:
         err = [line for line in r.stderr.splitlines() if line.strip()]
         assert r.returncode != 0 and "Traceback" not in r.stderr and len(err) == 1, r.stderr
         assert err[0].startswith("error: ") and what in err[0] and "multiple-choice" in err[0]
+
+
+def test_unmarked_slow_tests_are_named_at_the_end_of_the_run(tmp_path) -> None:
+    """Issue 19 item 5: an unmarked test slower than the threshold is listed in the terminal summary
+    (tests/conftest.py), a `slow` one and a quick one are not; so `make test-fast` cannot quietly grow."""
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n")
+    (tmp_path / "test_sleepers.py").write_text(
+        "import time\nimport pytest\n\n\ndef test_unmarked_sleeper():\n    time.sleep(0.5)\n\n\n"
+        "@pytest.mark.slow\ndef test_marked_sleeper():\n    time.sleep(0.5)\n\n\ndef test_quick():\n    pass\n")
+    env = {**os.environ, "FACTPROBE_TEST_SLOW_S": "0.3", "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    summary = p.stdout.split("unmarked tests slower than 0.3 s (mark them slow or make them faster)", 1)
+    assert len(summary) == 2, p.stdout[-3000:]
+    listed = summary[1]
+    assert "test_sleepers.py::test_unmarked_sleeper" in listed
+    assert "test_marked_sleeper" not in listed and "test_quick" not in listed
