@@ -5,10 +5,10 @@ from .config import CPU_IMAGE
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def start_run(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, models: list, probes: list,
-              config: dict) -> str:
+              config: dict, options: str) -> str:
     """Open the MLflow parent run for this pipeline run (tags: trigger, KFP run id, git sha) and return its id."""
     import json
 
     from components.steps.start_run import run_start
 
-    return run_start(pipeline, kfp_run_id, trigger, tracking_uri, json.dumps({"models": models, "probes": probes, **config}))
+    return run_start(pipeline, kfp_run_id, trigger, tracking_uri, json.dumps({"models": models, "probes": probes, **config, "options": options}))

@@ -64,13 +64,13 @@ def _body(values: dict[str, Any]) -> None:
         parent = run.parent
         # One cell per model (the counterfactual probe's config is validated for each); the parent
         # run id rides in the cell, as in probe_dag.
-        plan = cpu_step(plan_matrix(models=values["models"], probes=["counterfactual"], config=config,
+        plan = cpu_step(plan_matrix(models=values["models"], probes=["counterfactual"], config=config, options=run.options,
                                     parent_run_id=parent.output), s3=False)
-        build = cpu_step(data_build(config=config, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
+        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
                                     tracking_uri=run.tracking_uri), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
-            common = {"items": build.outputs["items"], "model": cell.model, "config": config,
+            common = {"items": build.outputs["items"], "model": cell.model, "config": config, "options": run.options,
                       "work_root": run.work_root, **run.step_args(cell.parent_run_id)}
             qa = gpu_step(probe_known_unknown(probe="qa", overrides=qa_overrides(values["known_shots"]), **common))
             qa.set_display_name("qa-known-unknown")

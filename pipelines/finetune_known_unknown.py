@@ -47,7 +47,7 @@ from components.finetune import (
     finetune_trainjob,
 )
 
-from .params import OPTIONS, Param, config_params, dataclass_params, make_pipeline
+from .params import Param, config_params, dataclass_params, make_pipeline
 from .platform import cpu_step, gpu_step, local_build, model_step, train_step
 from .scaffold import tracked
 
@@ -78,30 +78,29 @@ def finetune_params() -> list[Param]:
 
 def finetune_dict(values: dict[str, Any]) -> dict[str, Any]:
     """The fine-tuning options of a run: every FinetuneConfig field the pipeline has as a parameter
-    (own or shared), plus the `options` JSON (the steps expand it, components/steps/finetune.py)."""
+    (own or shared). The `options` JSON travels beside it (each component adds it back)."""
     from factprobe.finetune import FinetuneConfig
 
-    own = {n: values[n] for n in FinetuneConfig.field_names() if n in values and n not in FT_PER_STEP}
-    return {**own, OPTIONS: values[OPTIONS]} if OPTIONS in values else own
+    return {n: values[n] for n in FinetuneConfig.field_names() if n in values and n not in FT_PER_STEP}
 
 
 def _body(values: dict[str, Any]) -> None:
-    config = {**{p.name: values[p.name] for p in ft_config_params()}, OPTIONS: values[OPTIONS]}
+    config = {p.name: values[p.name] for p in ft_config_params()}
     ft = finetune_dict(values)
     model = values["model"]
     with tracked(NAME, values, [model], PROBES, {**config, **ft}) as run:
         parent, uri, trigger, work, job = run.parent, run.tracking_uri, run.trigger, run.work_root, run.job
-        build = cpu_step(data_build(config=config, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
+        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
                                     tracking_uri=uri), memory="8G")
         common = run.step_args()
-        table = gpu_step(finetune_base_table(items=build.outputs["items"], model=model, config=config,
+        table = gpu_step(finetune_base_table(items=build.outputs["items"], model=model, config=config, options=run.options,
                                              settings=values["settings"], known_unknown=values["known_unknown"],
                                              work_root=work, **common))
         table.set_display_name("base-known-unknown")
-        base = gpu_step(finetune_evaluate_base(items=build.outputs["items"], model=model, config=config, work_root=work,
+        base = gpu_step(finetune_evaluate_base(items=build.outputs["items"], model=model, config=config, options=run.options, work_root=work,
                                                **common))
         base.set_display_name("evaluate-base")
-        sets = cpu_step(finetune_sets(table=table.outputs["table"], model=model, settings=values["settings"], ft=ft,
+        sets = cpu_step(finetune_sets(table=table.outputs["table"], model=model, settings=values["settings"], ft=ft, options=run.options,
                                       **common), s3=False)
         sets.set_display_name("training-sets")
         with dsl.ParallelFor(sets.outputs["Output"], name="settings") as cell:
@@ -109,30 +108,30 @@ def _body(values: dict[str, Any]) -> None:
             if local_build():
                 # The local runner cannot merge the outputs of If/Else branches (dsl.OneOf: "Expected 1
                 # artifact in ArtifactSelectorSpec"), and a TrainJob needs a cluster: train in the step.
-                tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting, ft=ft,
+                tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting, ft=ft, options=run.options,
                                                work_root=work, **cell_common))
                 tr.set_display_name("finetune")
                 adapter = tr.outputs["adapter"]
             else:
                 with dsl.If(values["num_nodes"] > 1, name="multi-node"):
                     tj = model_step(cpu_step(finetune_trainjob(
-                        table=table.outputs["table"], model=model, setting=cell.setting, ft=ft,
+                        table=table.outputs["table"], model=model, setting=cell.setting, ft=ft, options=run.options,
                         num_nodes=values["num_nodes"], submit=values["trainjob_submit"],
                         namespace=values["trainjob_namespace"], tracking_uri=uri, work_root=work, kfp_run_id=job,
                         trigger=trigger)))
                     tj.set_display_name("trainjob")
                 with dsl.Else(name="one-node"):
                     tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting,
-                                                   ft=ft, work_root=work, **cell_common))
+                                                   ft=ft, options=run.options, work_root=work, **cell_common))
                     tr.set_display_name("finetune")
                 adapter = dsl.OneOf(tj.outputs["adapter"], tr.outputs["adapter"])
             ev = gpu_step(finetune_evaluate_adapter(items=build.outputs["items"], adapter=adapter, model=model,
-                                                    setting=cell.setting, config=config, work_root=work, **cell_common))
+                                                    setting=cell.setting, config=config, options=run.options, work_root=work, **cell_common))
             ev.set_display_name("evaluate-adapter")
         rep = cpu_step(finetune_report(base_qa=base.outputs["qa_results"], base_mc=base.outputs["mc_results"],
                                        qa_results=dsl.Collected(ev.outputs["qa_results"]),
                                        mc_results=dsl.Collected(ev.outputs["mc_results"]),
-                                       ft=ft, parent_run_id=parent.output,
+                                       ft=ft, options=run.options, parent_run_id=parent.output,
                                        tracking_uri=uri, trigger=trigger, pipeline=NAME), s3=False)
         rep.set_display_name("finetune-report")
 

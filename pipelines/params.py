@@ -20,9 +20,9 @@ a parameter of NAME goes into `options` (pipelines/catalogue.py).
 
 Kubeflow parameters cannot be None, so an optional field (`int | None`, `str | None`) or a list
 field is a `str` parameter where "" means "not set". Inside the pipeline the config-carrying
-parameters and `options` are packed into ONE dict (`config_dict`) that travels to every step; the
-steps read it with `components.steps._common.run_config`, which expands `options` and coerces the
-strings Kubeflow substitutes ("5.0" for 5).
+parameters are packed into ONE dict (`config_dict`) that travels to every step beside the
+`options` text; the steps read both with `components.steps._common.run_config`, which expands
+`options` and coerces the strings Kubeflow substitutes ("5.0" for 5).
 
 `make_pipeline` builds a `@dsl.pipeline` function with an explicit signature and an `Args:`
 docstring from the pipeline's parameters.
@@ -118,8 +118,10 @@ def probes_param(default: list[str] | None = None) -> Param:
 
 def config_dict(values: dict[str, Any], params: Sequence[Param]) -> dict[str, Any]:
     """The one config object of a pipeline run: each config-carrying parameter of `params` by
-    name, plus the `options` JSON text (expanded by the steps)."""
-    return {**{p.name: values[p.name] for p in params}, OPTIONS: values[OPTIONS]}
+    name. `options` is not in it: it travels as its own step input (a JSON text inside a dict
+    constant would be substituted into the dict's JSON unescaped), and each component puts it
+    back under `OPTIONS` for the step (`components.steps._common.expand_options`)."""
+    return {p.name: values[p.name] for p in params}
 
 
 def make_pipeline(name: str, display_name: str, description: str, summary: str, own: list[Param], trigger: str,

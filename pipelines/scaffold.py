@@ -27,7 +27,7 @@ from .platform import cpu_step
 class RunScope:
     """What the steps inside the scaffold share: the pipeline's name, the start task (its output is
     the MLflow parent run id), the KFP run id placeholder, and the tracking / trigger / work_root
-    parameters (pipeline channels)."""
+    parameters and the `options` JSON text (pipeline channels)."""
 
     pipeline: str
     parent: Any
@@ -35,6 +35,7 @@ class RunScope:
     tracking_uri: Any
     trigger: Any
     work_root: Any
+    options: Any
 
     def step_args(self, parent_run_id: Any = None) -> dict[str, Any]:
         """The tracking arguments of a probe-like step: parent run (default: the start step's
@@ -56,6 +57,6 @@ def tracked(pipeline: str, values: dict[str, Any], models: Any, probes: Any, con
     final.set_display_name("finalize-mlflow-run")
     with dsl.ExitHandler(final, name="track-and-probe"):
         parent = cpu_step(start_run(pipeline=pipeline, kfp_run_id=job, trigger=trigger, tracking_uri=uri,
-                                    models=models, probes=probes, config=config), s3=False)
+                                    models=models, probes=probes, config=config, options=values["options"]), s3=False)
         parent.set_display_name("start-mlflow-run")
-        yield RunScope(pipeline, parent, job, uri, trigger, values["work_root"])
+        yield RunScope(pipeline, parent, job, uri, trigger, values["work_root"], values["options"])
