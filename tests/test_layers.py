@@ -37,7 +37,7 @@ PACKAGES = ("factprobe", "tracking", "components", "pipelines")
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
 #: the operations packages sit above it. Renaming a package is a one-word change here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("factprobe",),  # the package root: a docstring, imports nothing
+    ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY)
     ("factprobe.redact",),
     ("factprobe.errors",),
     ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
@@ -54,6 +54,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("components",),
     ("pipelines",),
 )
+
+#: units that are only their package's `__init__`, not its submodules: a new `factprobe/x.py` must be
+#: given a row of its own instead of landing silently in the bottom layer
+ROOT_ONLY = frozenset({"factprobe"})
+
 
 @dataclass(frozen=True)
 class Import:
@@ -156,7 +161,8 @@ def unit_of(module: str) -> tuple[int, str]:
     best: tuple[int, str] | None = None
     for index, units in enumerate(LAYERS):
         for unit in units:
-            if (module == unit or module.startswith(unit + ".")) and (best is None or len(unit) > len(best[1])):
+            inside = module == unit or (unit not in ROOT_ONLY and module.startswith(unit + "."))
+            if inside and (best is None or len(unit) > len(best[1])):
                 best = (index, unit)
     if best is None:
         raise AssertionError(f"{module} is in no unit of LAYERS; add it to the layer it belongs to")
@@ -196,6 +202,10 @@ def cycles(imports: list[Import]) -> list[list[Import]]:
 def test_every_module_has_a_layer():
     for module in module_files():
         unit_of(module)
+    with pytest.raises(AssertionError, match="factprobe.new_module is in no unit of LAYERS"):
+        unit_of("factprobe.new_module")
+    assert unit_of("factprobe.lm.engine") == (LAYERS.index(("factprobe.sources", "factprobe.lm", "factprobe.metrics")),
+                                              "factprobe.lm")
 
 
 def test_no_import_goes_up_or_sideways():
