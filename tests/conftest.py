@@ -202,7 +202,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         _unmarked_slow.append((call.duration, item.nodeid))
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's TerminalReporter)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _unmarked_slow:
         terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s (mark them slow or make them faster)")
         for duration, nodeid in sorted(_unmarked_slow, reverse=True):

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -138,9 +139,10 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     assert previous_probe.data.tags["mlflow.parentRunId"] == first.info.run_id
     assert second.data.tags["factprobe.previous_sweep"] == first.info.run_id
     assert second.data.metrics[f"delta/ic-lke/{name}"] == 0.0 and f"acc/ic-lke/{name}" in second.data.metrics
-    summary = json.loads(open(c.download_artifacts(second.info.run_id, "summary/summary.json", str(tmp_path))).read())
-    assert len(summary) == 1 and list(summary)[0].startswith("ic-lke:") and name in list(summary)[0]
-    changes = open(c.download_artifacts(second.info.run_id, "report/nightly_changes.md", str(tmp_path))).read()
+    summary = json.loads(Path(c.download_artifacts(second.info.run_id, "summary/summary.json", str(tmp_path))).read_text())
+    (key,) = summary  # the good model only
+    assert key.startswith("ic-lke:") and name in key
+    changes = Path(c.download_artifacts(second.info.run_id, "report/nightly_changes.md", str(tmp_path))).read_text()
     assert f"FAILED: ic-lke on {broken}" in changes
     children = probe_children(second)
     assert [m for m in children if name in (m or "")] and all(r.info.status == "FINISHED" for r in children.values())
@@ -254,8 +256,6 @@ def test_counterfactual_icl_report_draws_figure7_across_models(counterfactual_ru
     # zero-shot EM: the QA run's top-level EM (its k = 0 answers over the eval split), in the table
     (qa,) = children["qa"]
     assert m[f"em/qa/{MODEL}"] == qa.data.metrics["em"]
-    from pathlib import Path
-
     table = json.loads(Path(c.download_artifacts(parent.info.run_id, "tables/counterfactual_icl.json", str(tmp_path))).read_text())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     (zero,) = [r for r in rows if r["setting"] == "zero-shot"]

@@ -64,6 +64,7 @@ def mlflow_runs(uri: str, db: Path) -> list:
 
 
 # ------------------------------------------------------------------ item 1
+@pytest.mark.slow  # starts factprobe in a fresh Python (torch import): 4-14 s CPU
 def test_item1_probe_into_a_finished_finetune_folder_is_refused(tmp_path, tiny_model_path):
     """issue 18 item 1: `probe qa` into a finished fine-tuning folder is refused in one line naming
     what the folder holds; its metrics.json is untouched (it used to be overwritten, exit 0)."""
@@ -78,6 +79,7 @@ def test_item1_probe_into_a_finished_finetune_folder_is_refused(tmp_path, tiny_m
     assert not (ft / "results.jsonl").exists() and not (ft / "run_config.json").exists()
 
 
+@pytest.mark.slow  # starts factprobe in a fresh Python (torch import): 4-14 s CPU
 def test_item1_finetune_into_a_probe_folder_is_called_a_probe_run(tmp_path, tiny_model_path, capsys):
     """issue 18 item 1: `finetune` into a probe's folder is refused, the message calls it a probe run."""
     out = tmp_path / "p"
@@ -95,6 +97,7 @@ def test_item1_finetune_into_a_probe_folder_is_called_a_probe_run(tmp_path, tiny
     assert (out / "metrics.json").read_text() == before and not (out / "finetune_config.json").exists()
 
 
+@pytest.mark.slow  # starts factprobe in a fresh Python (torch import): 4-14 s CPU
 def test_item1_a_probe_and_a_finetune_started_at_once_exactly_one_writes(tmp_path, tiny_model_path):
     """issue 18 item 1 ("the same holds when the two run at once"): a probe and a finetune started
     together into one empty folder: exactly one proceeds, the other is refused in one line."""
@@ -130,6 +133,7 @@ def test_item1_a_probe_and_a_finetune_started_at_once_exactly_one_writes(tmp_pat
             p.wait(timeout=60)
 
 
+@pytest.mark.slow  # starts factprobe in a fresh Python (torch import): 4-14 s CPU
 def test_item1_a_killed_probe_is_taken_over_at_once_and_its_kind_stays(tmp_path, tiny_model_path):
     """issue 18 item 1: the lock is one O_EXCL file for every kind; a holder killed by SIGKILL on
     this host is taken over at once (no wait for the stale timeout); its folder stays a probe
