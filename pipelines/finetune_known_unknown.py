@@ -12,7 +12,7 @@ before and after.
    (`FACTPROBE_IMAGE_TRAIN`), /dev/shm as a memory-backed emptyDir, the model cache PVC for
    checkpoints (a preempted pod resumes), retried like every GPU step; with `num_nodes > 1` instead
    `finetune-trainjob` (CPU) writes the Kubeflow Trainer TrainJob over that many nodes and, with
-   `trainjob_submit`, creates it and waits (components/trainjob_manifest.py). A local build (`factprobe
+   `trainjob_submit`, creates it and waits (components/steps/trainjob_manifest.py). A local build (`factprobe
    pipeline run`) always trains in the step: the local runner cannot merge If/Else outputs
    (`dsl.OneOf`), and a TrainJob needs a cluster; `num_nodes` is ignored there.
 4. `finetune-evaluate-adapter` (GPU): the same evaluation for each adapter.

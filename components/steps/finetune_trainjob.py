@@ -1,5 +1,5 @@
 """Step: one setting fine-tuned on several GPU nodes through a Kubeflow Trainer TrainJob
-(components/trainjob_manifest.py builds and validates it). CPU step with the PVC mounted.
+(components/steps/trainjob_manifest.py builds and validates it). CPU step with the PVC mounted.
 
 Always writes the manifest (YAML) to its artifact, so a cluster without Kubeflow Trainer (or a
 reviewer) gets the exact object to `kubectl apply -f`. With `submit`, it creates the TrainJob in
@@ -32,7 +32,7 @@ def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, mod
     import yaml
 
     from components.config import cluster_config
-    from components.trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
+    from .trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
 
     from .finetune import _table_or_none, finetune_config, smoke_banner, train_out_dir
 

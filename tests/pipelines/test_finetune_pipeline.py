@@ -205,7 +205,7 @@ def test_smoke_test_verdict():
 
 def _manifest(**ft):
     from components.config import cluster_config
-    from components.trainjob_manifest import trainjob_manifest
+    from components.steps.trainjob_manifest import trainjob_manifest
 
     cfg = {"model": "smollm2-135m-instruct", "train_set": "known", "known_unknown": "/mnt/factprobe/work/t.parquet",
            "out": "/mnt/factprobe/work/finetune/run/known", **ft}
@@ -226,7 +226,7 @@ def test_trainjob_args_are_real_finetune_options():
 
 
 def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
-    from components.trainjob_manifest import validate_trainjob
+    from components.steps.trainjob_manifest import validate_trainjob
 
     for var in ("FACTPROBE_PVC", "FACTPROBE_IMAGE_TRAIN", "FACTPROBE_GPU_NODE_LABEL", "FACTPROBE_GPU_TOLERATION"):
         monkeypatch.delenv(var, raising=False)
@@ -273,7 +273,7 @@ def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
     (lambda m: m.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
 ])
 def test_bad_trainjob_manifests_are_refused(edit, message):
-    from components.trainjob_manifest import validate_trainjob
+    from components.steps.trainjob_manifest import validate_trainjob
 
     m = _manifest()
     edit(m)
@@ -283,7 +283,7 @@ def test_bad_trainjob_manifests_are_refused(edit, message):
 
 def test_trainjob_step_writes_the_manifest_without_submitting(tmp_path):
     from components.steps.finetune_trainjob import run_trainjob_step
-    from components.trainjob_manifest import validate_trainjob
+    from components.steps.trainjob_manifest import validate_trainjob
 
     table = tmp_path / "table.parquet"
     table.write_bytes(b"")  # regular needs no table

@@ -163,10 +163,11 @@ def test_compare_resolves_tag_references_with_awkward_values(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     table = pd.DataFrame({"fact_id": ["P36|a|b"], "relation": ["P36"], "correct": [True]})
     value = "l'équipe \"A\""
-    with TrackedRun(pipeline="probe", tracking_uri=uri, tags={"baseline": value}) as run:
+    # probe runs (compare resolves only runs of a probe with a per-fact verdict, de118a2)
+    with TrackedRun(pipeline="probe", tracking_uri=uri, tags={"baseline": value, "factprobe.probe": "ic-lke"}) as run:
         run.log_metrics({"acc": 1.0})
         run.log_parquet(table, "tables/per_fact.parquet")
-    with TrackedRun(pipeline="probe", tracking_uri=uri, tags={"baseline": "l_équipe _A_"}) as decoy:
+    with TrackedRun(pipeline="probe", tracking_uri=uri, tags={"baseline": "l_équipe _A_", "factprobe.probe": "ic-lke"}) as decoy:
         decoy.log_metrics({"acc": 0.0})  # newer, and matched by the LIKE pattern: must not win
         decoy.log_parquet(table, "tables/per_fact.parquet")
     df, desc = resolve_run(f"baseline={value}", uri)

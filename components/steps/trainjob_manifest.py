@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .config import ClusterConfig
+from components.config import ClusterConfig
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KIND = "TrainJob"
