@@ -25,6 +25,12 @@ import pytest
 
 from factprobe.paths import data_root
 
+# DeepSpeed JIT-builds its CPU ops (shared-memory comm, CPU Adam: 2-3 min of CPU each on 2 cores) into
+# TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions for every venv of the machine. A build
+# records its venv's include paths, so two checkouts with their own .venv rebuild each other's ops on
+# every run. The tests keep them per venv (unless the variable is set); subprocesses inherit it.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions"))
+
 
 @pytest.fixture(scope="session")
 def real_data_root() -> Path:
