@@ -66,7 +66,8 @@ def build_queries(args, loaded) -> list[dict]:
     """The probe's step-1 queries (both rounds) for `--items` subjects of each relation."""
     from factprobe.probes.coherency import OBJECT_SLOT, SUBJECT_SLOT
     from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import Session, get_probe
+    from factprobe.probes.base import Session
+    from factprobe.probes.registry import get_probe
 
     cfg = RunConfig.from_dict({"probe": "coherency", "model": args.model, "source": "lama", "relations": args.relations,
                                "max_facts_per_relation": args.items, "seed": args.seed, "device": "cpu",

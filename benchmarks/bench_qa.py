@@ -133,7 +133,7 @@ class Workload:
         self.notes: list[str] = []  # the probe's notes (e.g. a block cut to fit), over all sessions
 
     def session(self, loaded):
-        from factprobe.probes.registry import Session
+        from factprobe.probes.base import Session
 
         def note(msg: str) -> None:
             if msg not in self.notes:

@@ -222,7 +222,8 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     from factprobe.paths import data_root
     from factprobe.probes import ic_lke
     from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import Session, get_probe
+    from factprobe.probes.base import Session
+    from factprobe.probes.registry import get_probe
 
     root = data_root()
     cfg = RunConfig.from_dict({

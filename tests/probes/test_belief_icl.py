@@ -207,7 +207,7 @@ def test_sampling_shares_the_prompt_kv_and_is_deterministic(toy_root, tmp_path, 
         assert r["n_samples"] == 6 and r["confidence"] == r["n_samples_matching"] / 6
     assert len({r["confidence"] for r in rows}) > 1
     # the confidence of a row is reproduced by sampling its prompt again with its seed
-    from factprobe.build.trex_mc import stable_seed
+    from factprobe.seeding import stable_seed
     from factprobe.metrics.belief_match import consistency_match
 
     gen = Generator(tiny.model, tiny.tokenizer, token_budget=100_000)
