@@ -77,7 +77,7 @@ def test_compare_against_an_unreachable_server_is_one_redacted_line(monkeypatch)
 
 
 def test_pipeline_run_log_and_summary_are_redacted(tmp_path):
-    from pipelines.cli import _RunLog, failure_report
+    from pipelines.local_run import _RunLog, failure_report
 
     terminal = io.StringIO()
     log = _RunLog(terminal, tmp_path / "logs" / "run.log")
