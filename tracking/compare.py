@@ -14,17 +14,19 @@ A run reference is any of:
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
-from factprobe.metrics.comparison import align_templates, compare_runs
+from factprobe.metrics.comparison import align_templates, check_same_data, compare_runs
 
 from .baseline import PROBE_TAG
 from .clients import TrackingError, tag_filter, tags_match
-from .conventions import default_tracking_uri
+from .conventions import default_tracking_uri, tag
+from .probe_logging import CONFIG_PARAM
 
 
 def _client(uri: str | None):
@@ -78,6 +80,32 @@ def resolve_run(ref: str, tracking_uri: str | None = None) -> tuple[pd.DataFrame
     return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags)}
 
 
+def run_provenance(desc: dict) -> tuple[dict | None, str | None]:
+    """The flat configuration and the test-data digest of a resolved run (`resolve_run`'s `desc`):
+    a folder's run_config.json and metrics.json `data_digest`, or an MLflow run's `config_json`
+    parameter and `factprobe.dataset_digest` tag. None for what the run does not carry (a bare
+    results.jsonl, a run logged without them)."""
+    if "run_id" in desc:
+        raw = (desc.get("params") or {}).get(CONFIG_PARAM)
+        try:
+            config = json.loads(raw) if raw else None
+        except ValueError:
+            config = None
+        return (config if isinstance(config, dict) else None), (desc.get("tags") or {}).get(tag("dataset_digest")) or None
+    p = Path(desc.get("ref", ""))
+    folder = p if p.is_dir() else p.parent
+    config = digest = None
+    try:
+        config = json.loads((folder / "run_config.json").read_text(encoding="utf-8"))["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        digest = json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("data_digest")
+    except (OSError, ValueError, AttributeError):
+        pass
+    return (config if isinstance(config, dict) else None), digest or None
+
+
 def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accuracy") -> str:
     """The comparison as text; `metric` names the compared proportion (the probes' headline metric)."""
     mc = res["mcnemar"]
@@ -86,6 +114,7 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
     lines = [
         f"A = {name_a}\nB = {name_b}",
         *([f"templates: {res['templates']}"] if res.get("templates") else []),
+        *([res["data_note"]] if res.get("data_note") else []),
         f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
         f"{metric} A {res['acc_a']:.4f}   B {res['acc_b']:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
@@ -166,11 +195,20 @@ def compare_cli(args) -> int:
     a, b = a.rename(columns={va: "correct"}) if va != "correct" else a, b.rename(columns={vb: "correct"}) if vb != "correct" else b
     ma, mb = _metric(desc_a), _metric(desc_b)
     metric = ma if ma == mb else f"{ma} (A) / {mb} (B)"
+    (config_a, digest_a), (config_b, digest_b) = run_provenance(desc_a), run_provenance(desc_b)
+    try:
+        data_note = check_same_data(config_a, config_b, digest_a, digest_b)
+    except DataError as e:
+        raise DataError(f"{e} (a = {args.run_a}, b = {args.run_b})") from None
+    if data_note:
+        print(data_note, file=sys.stderr)
     a, b, note = align_templates(a, b, getattr(args, "templates", "majority"))
     res = compare_runs(a, b, n_boot=args.n_boot)
     res["metric"] = metric
     if note:
         res["templates"] = note
+    if data_note:
+        res["data_note"] = data_note
     if args.json:
         print(json.dumps(res, indent=2, default=float))
     else:
