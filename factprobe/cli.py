@@ -11,7 +11,9 @@ through entry points declared in pyproject.toml:
 - `factprobe.commands`: `register(subparsers)` adds whole subcommands;
 - `factprobe.probe_hooks`: an object with `add_arguments(parser)` and `wrap(args, cfg, out)`, a
   context manager around one probe run that yields `after(outcome) -> list[str]` (tracking
-  uses it to log the run to MLflow and to mark it FAILED/KILLED when the run dies).
+  uses it to log the run to MLflow and to mark it FAILED/KILLED when the run dies). A rerun into
+  a folder that already holds the finished run starts no hook; the optional
+  `already_finished(args, cfg, out) -> list[str]` says where the earlier run is instead.
 
 Errors: every expected failure prints one line `error: ...` and exits non-zero (2 for bad input,
 1 for tracking and operating-system errors such as an unwritable --out or a full disk, 130 on
@@ -67,6 +69,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
         outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start)
         for after in afters:
             lines += after(outcome) or []
+    if outcome.already_finished:  # no hook was started: say so, and where the earlier run went
+        lines.append(f"{out} already holds this finished run; nothing was scored and no new run was logged")
+        for h in args.hooks:
+            lines += getattr(h, "already_finished", lambda *_: [])(args, cfg, out) or []
     m = outcome.metrics
     table = probe.relation_text(m)
     if table:

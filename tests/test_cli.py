@@ -84,6 +84,28 @@ def test_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, tiny_model_path):
     assert r.data.params["model"] == model
     assert r.data.tags["factprobe.dataset_digest"]
     assert r.inputs.dataset_inputs
+    # the run is named by probe, model and config key, and the terminal says how to open it (issue 22)
+    key = r.data.tags["factprobe.config_key"]
+    assert r.info.run_name == f"ic-lke-{tiny_model_path('gpt2').name}-{key[:6]}"
+    assert f"ui --backend-store-uri sqlite:///{tmp_path / 'mlruns.db'} --port 5000" in out
+    assert f"#/experiments/{exp.experiment_id}/runs/{r.info.run_id}?workflowType=machine_learning" in out
+
+
+@pytest.mark.slow
+def test_rerun_of_a_finished_folder_logs_no_new_run(capsys, tmp_path, monkeypatch, tiny_model_path):
+    """The same command twice into one folder: one MLflow run; the second says the folder is
+    finished and points at the first run (issue 22 item 3)."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation",
+            "2", "--choices", "5", "--examples", "2", "--no-progress", "--out", "o"]
+    assert run(capsys, *argv)[0] == 0
+    rc, out, _ = run(capsys, *argv)
+    assert rc == 0 and "o already holds this finished run; nothing was scored and no new run was logged" in out
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    (r,) = client.search_runs([client.get_experiment_by_name("factprobe/probe").experiment_id])
+    assert r.info.status == "FINISHED" and f"MLflow run {r.info.run_id}; open it in the MLflow UI:" in out
 
 
 @pytest.mark.parametrize("command, subcommands", [

@@ -10,10 +10,14 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from factprobe.redact import redact
 
 
 class ProbeTracking:
@@ -32,17 +36,88 @@ class ProbeTracking:
         from .probe_logging import log_probe_outcome
         from .probe_run import probe_run
 
-        # Same config into the same folder on the same host = the same step: a rerun marks the run of a
-        # crashed attempt (left RUNNING when the server died) FAILED instead of leaving it RUNNING.
-        step_key = f"cli/{socket.gethostname()}/{Path(out).resolve()}/{cfg.results_key()}"
         context = RunContext.start(args.tracking_uri or "", pipeline="probe", trigger=args.trigger)
-        with probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking, step_key=step_key) as run:
+        with probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking,
+                       step_key=step_key(cfg, out), run_name=run_name(cfg)) as run:
 
             def after(outcome) -> list[str]:
                 log_probe_outcome(run, outcome, cfg)
-                return [f"MLflow run {run.run_id} at {run.uri}"] if run.active else []
+                return open_lines(run.uri, run.run_id) if run.active else []
 
             yield after
+
+    def already_finished(self, args: argparse.Namespace, cfg, out: Path) -> list[str]:
+        """Where the MLflow run of a folder's earlier, finished run is (found by its step key):
+        the lines that open it, or one line saying none was found. [] with `--no-track`."""
+        if args.no_track:
+            return []
+        from .conventions import default_tracking_uri
+
+        uri = args.tracking_uri or default_tracking_uri()
+        try:
+            found = finished_run(uri, step_key(cfg, out))
+        except Exception:  # noqa: BLE001 - only a pointer: an unreachable store is not an error here
+            found = None
+        if found is None:
+            return [f"no finished MLflow run of this folder found at {redact(uri)}"]
+        return open_lines(uri, found)
+
+
+def step_key(cfg, out: Path) -> str:
+    """`cli/<host>/<folder>/<config key>`: the same config into the same folder on the same host is
+    the same step (a rerun marks the run of a crashed attempt FAILED instead of leaving it RUNNING,
+    and a rerun of a finished folder finds its run)."""
+    return f"cli/{socket.gethostname()}/{Path(out).resolve()}/{cfg.results_key()}"
+
+
+def run_name(cfg) -> str:
+    """`<probe>-<model>-<first 6 of the config key>`: runs of different configurations get different
+    names (the key is the `factprobe.config_key` tag; the model is its short label)."""
+    from factprobe.probes.reporting import model_label
+
+    return f"{cfg.probe}-{model_label(cfg.base.model)}-{cfg.results_key()[:6]}"
+
+
+def finished_run(uri: str, key: str) -> str | None:
+    """The id of the latest FINISHED run tagged `factprobe.step_key = key` in the CLI's experiment
+    at `uri`; None when there is none (or no such experiment, or no sqlite store file)."""
+    from .clients import find_tagged_runs, sqlite_path
+    from .connect import open_client
+    from .conventions import experiment_name, tag
+
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        return None
+    client = open_client(uri)
+    runs = find_tagged_runs(client, [client.experiment_id(experiment_name("probe"))], {tag("step_key"): key},
+                            status="FINISHED")
+    return runs[0].run_id if runs else None  # newest first (the search order)
+
+
+def open_lines(uri: str, run_id: str | None) -> list[str]:
+    """How to open run `run_id` in the MLflow UI, as `make run` prints it: for a local store
+    (sqlite, file) the `mlflow ui` command and the page; for a server its page."""
+    from .connect import open_client
+    from .conventions import experiment_name
+
+    if not run_id:
+        return []
+    try:
+        exp = open_client(uri).experiment_id(experiment_name("probe"))
+    except Exception:  # noqa: BLE001
+        exp = None
+    page = f"#/experiments/{exp}/runs/{run_id}?workflowType=machine_learning" if exp else ""
+    if uri.startswith(("http://", "https://")):
+        return [f"MLflow run {run_id}: open {redact(uri.rstrip('/'))}/{page}"]
+    mlflow = Path(sys.executable).parent / "mlflow"
+    cmd = str(mlflow) if mlflow.exists() else "mlflow"
+    try:
+        cmd = str(Path(cmd).relative_to(Path.cwd()))
+    except ValueError:
+        pass
+    return [f"MLflow run {run_id}; open it in the MLflow UI:",
+            f"  {cmd} ui --backend-store-uri {shlex.quote(uri)} --port 5000",
+            f"  then open http://127.0.0.1:5000/{page}"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

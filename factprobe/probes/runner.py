@@ -13,7 +13,9 @@ Contract
    is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
    `run_config.json` written and `on_start()` called (the tracking layer opens its MLflow run
    there, so a run refused at the folder or at validation leaves none); rows of other weights
-   are never mixed into the folder;
+   are never mixed into the folder. A folder that already holds this configuration's finished
+   run (metrics.json, every row done) is not started again: `on_start()` is not called (no second
+   MLflow run) and the outcome says `already_finished`;
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -36,7 +38,7 @@ from ..build.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..metrics.json_safe import json_safe
 from .base import Session
-from .checkpoint import RunFolder
+from .checkpoint import METRICS, RunFolder
 from .config import RunConfig
 from .registry import get_probe
 
@@ -50,6 +52,9 @@ class ProbeOutcome:
     n_scored_now: int
     n_resumed: int
     notes: list[str]
+    #: the folder already held this configuration's finished run (results.jsonl and metrics.json,
+    #: every row done): nothing was scored and `on_start` was not called
+    already_finished: bool = False
 
 
 def load_for_probe(cfg: RunConfig):
@@ -91,11 +96,12 @@ def run_probe(
         done = folder.done_rows()
         total = sum(len(k) for k in keys.values())
         resumed = sum(1 for ks in keys.values() for k in ks if k in done)
+        finished_before = resumed == total and (Path(out_dir) / METRICS).exists()
         if resumed < total:
             loaded = loaded or load_for_probe(cfg)
             probe.check_model(cfg, prepared, loaded)
         folder.write_config()  # only once the data (and the model, when one is needed) passed every check
-        if on_start:
+        if on_start and not finished_before:
             on_start()
         for why in prepared.dropped.values():
             note(f"dropped {why}")
@@ -133,7 +139,7 @@ def run_probe(
                        data_digest=prepared.digest())
         metrics = json_safe(metrics)
         folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
-    return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes)
+    return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)
 
 
 def score_naming_long_items(probe, session: Session, state, relation: str, batch) -> list[dict]:
