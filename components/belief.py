@@ -6,24 +6,23 @@ from .config import CPU_IMAGE, GPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def belief_plan(models: list, settings: list, instructions: list, config: dict, parent_run_id: str) -> list:
-    """Validate the belief-icl config of every (model, setting, instruction) and expand them into the list probed in parallel."""
+def belief_plan(models: list, settings: list, instructions: list, probe: str, config: dict, options: str, context: str) -> list:
+    """Validate the probe's config (and options) for every (model, setting, instruction) and expand them into the list probed in parallel."""
     from components.steps.belief import run_belief_plan
 
-    return run_belief_plan(models, settings, instructions, config, parent_run_id)
+    return run_belief_plan(models, settings, instructions, probe, {**config, "options": options}, context)
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
 def probe_belief(
-    items: Input[Dataset], model: str, setting: str, instruction: str, config: dict, parent_run_id: str,
-    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
-    results: Output[Dataset], metrics: Output[Metrics],
+    items: Input[Dataset], model: str, probe: str, setting: str, instruction: str, config: dict, options: str,
+    context: str, work_root: str, results: Output[Dataset], metrics: Output[Metrics],
 ):
-    """Run belief-icl on one model with one ICL setting and instruction over the prepared multi-prompt set; log a child MLflow run."""
+    """Run the belief probe on one model with one ICL setting and instruction over the prepared multi-prompt set; log a child MLflow run."""
     from components.steps.belief import run_probe_belief
 
-    info = run_probe_belief(items.path, results.path, model, setting, instruction, config, parent_run_id,
-                            tracking_uri, work_root, kfp_run_id, trigger, pipeline)
+    info = run_probe_belief(items.path, results.path, model, probe, setting, instruction, {**config, "options": options},
+                            context, work_root)
     results.metadata.update({"model": model, "probe": info["probe"], "setting": setting, "instruction": instruction,
                              "mlflow_run_id": info["run_id"]})
     for name, value in info["scalars"].items():
@@ -31,13 +30,11 @@ def probe_belief(
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def belief_report(results: Input[list[Dataset]], parent_run_id: str, tracking_uri: str, pipeline: str,
-                  html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
+def belief_report(results: Input[list[Dataset]], context: str, html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
     """Aggregate every BELIEF-ICL run: calibration plots (confidence bins vs Acc@1), summary, per-relation, per-template and knowledge-sharing tables."""
     from components.steps.belief import run_belief_report
 
-    rows = run_belief_report([r.path for r in results], html_report.path, summary.path, parent_run_id, tracking_uri,
-                             pipeline)
+    rows = run_belief_report([r.path for r in results], html_report.path, summary.path, context)
     for row in rows:
         if row.get("acc") is not None:
             metrics.log_metric(f"acc-{row['model']}-{row['setting']}-{row['instruction']}".replace("/", "_"), row["acc"])

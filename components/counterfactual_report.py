@@ -6,13 +6,13 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def counterfactual_report(qa_results: Input[list[Dataset]], counterfactual_results: Input[list[Dataset]], parent_run_id: str,
-                          tracking_uri: str, pipeline: str, html_report: Output[HTML], summary: Output[Markdown],
+def counterfactual_report(qa_results: Input[list[Dataset]], counterfactual_results: Input[list[Dataset]], context: str,
+                          html_report: Output[HTML], summary: Output[Markdown],
                           metrics: Output[Metrics]):
     """Aggregate the QA and counterfactual ICL results of all models: cross-model Figure 7 and Figure 6, the counterfactual ICL table."""
     from components.steps.report import headline_scalars, run_report
 
     by_run = run_report([r.path for r in qa_results] + [r.path for r in counterfactual_results], html_report.path,
-                        summary.path, parent_run_id, tracking_uri, pipeline)
+                        summary.path, context)
     for name, value in headline_scalars(by_run).items():
         metrics.log_metric(name, value)

@@ -5,12 +5,11 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def data_build(config: dict, options: str, probes: list, pipeline: str, parent_run_id: str, tracking_uri: str,
-               items: Output[Dataset], stats: Output[Metrics]):
+def data_build(config: dict, options: str, probes: list, context: str, items: Output[Dataset], stats: Output[Metrics]):
     """Build the items every requested probe needs (one folder per dataset kind) from the run config."""
     from components.steps.data_build import run_data_build
 
-    info = run_data_build(items.path, {**config, "options": options}, probes, pipeline, parent_run_id, tracking_uri)
+    info = run_data_build(items.path, {**config, "options": options}, probes, context)
     items.metadata.update({"digest": info["digest"], "n_items": info["n_items"], "datasets": info["datasets"]})
     stats.log_metric("n_items", info["n_items"])
     stats.log_metric("n_relations", info["n_relations"])

@@ -6,15 +6,14 @@ from .config import GPU_IMAGE
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
 def probe_known_unknown(
-    items: Input[Dataset], model: str, probe: str, config: dict, options: str, overrides: dict, parent_run_id: str,
-    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
-    results: Output[Dataset], table: Output[Dataset], metrics: Output[Metrics],
+    items: Input[Dataset], model: str, probe: str, config: dict, options: str, overrides: dict, context: str,
+    work_root: str, results: Output[Dataset], table: Output[Dataset], metrics: Output[Metrics],
 ):
     """Run a probe that classifies facts as known/unknown (qa over all splits) on one model; output its results and the known/unknown table (parquet)."""
     from components.steps.known_unknown import run_known_unknown_step
 
-    info = run_known_unknown_step(items.path, results.path, table.path, model, probe, {**config, "options": options}, overrides, parent_run_id,
-                                  tracking_uri, work_root, kfp_run_id, trigger, pipeline)
+    info = run_known_unknown_step(items.path, results.path, table.path, model, probe, {**config, "options": options}, overrides, context,
+                                  work_root)
     results.metadata.update({"model": model, "probe": probe, "mlflow_run_id": info["run_id"], "files": info["files"]})
     table.metadata.update({"model": model, "format": "parquet", "n_facts": info["n_facts"], "n_known": info["n_known"],
                            "n_unknown": info["n_unknown"]})
@@ -25,14 +24,13 @@ def probe_known_unknown(
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
 def probe_with_known_unknown(
     items: Input[Dataset], table: Input[Dataset], model: str, probe: str, config: dict, options: str, overrides: dict,
-    parent_run_id: str, tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
-    results: Output[Dataset], metrics: Output[Metrics],
+    context: str, work_root: str, results: Output[Dataset], metrics: Output[Metrics],
 ):
     """Run a probe that reads the model's known/unknown table (counterfactual ICL) on one model, with the table from the previous step."""
     from components.steps.known_unknown import run_with_known_unknown_step
 
     info = run_with_known_unknown_step(items.path, table.path, results.path, model, probe, {**config, "options": options}, overrides,
-                                       parent_run_id, tracking_uri, work_root, kfp_run_id, trigger, pipeline)
+                                       context, work_root)
     results.metadata.update({"model": model, "probe": probe, "mlflow_run_id": info["run_id"], "files": info["files"]})
     for name, value in info["scalars"].items():
         metrics.log_metric(name, value)

@@ -5,10 +5,10 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def nightly_compare(results: Input[list[Dataset]], parent_run_id: str, tracking_uri: str, max_drop: float, alpha: float,
+def nightly_compare(results: Input[list[Dataset]], context: str, max_drop: float, alpha: float,
                     fail_on_alert: bool, changes: Output[Markdown]):
     """Compare each model with its previous nightly run (paired tests), tag alerts, fail on them if asked."""
     from components.steps.nightly_compare import run_nightly_compare
 
-    run_nightly_compare([r.path for r in results], changes.path, parent_run_id, tracking_uri, max_drop=max_drop,
+    run_nightly_compare([r.path for r in results], changes.path, context, max_drop=max_drop,
                         alpha=alpha, fail_on_alert=fail_on_alert)

@@ -4,11 +4,11 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def plan_matrix(models: list, probes: list, config: dict, options: str, parent_run_id: str) -> list:
-    """Validate the run config for every (model, probe) pair and expand them into the list probed in parallel."""
+def plan_matrix(models: list, probes: list, config: dict, options: str, context: str) -> list:
+    """Validate the run config for every (model, probe) pair and expand them into the list probed in parallel (each cell carries the run context)."""
     from components.steps.plan import run_plan
 
-    return run_plan(models, probes, parent_run_id, {**config, "options": options})
+    return run_plan(models, probes, context, {**config, "options": options})
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

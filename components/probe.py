@@ -6,15 +6,13 @@ from .config import GPU_IMAGE
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
 def probe_model(
-    items: Input[Dataset], model: str, probe: str, config: dict, options: str, parent_run_id: str,
-    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
+    items: Input[Dataset], model: str, probe: str, config: dict, options: str, context: str, work_root: str,
     results: Output[Dataset], metrics: Output[Metrics],
 ):
     """Run one probe (any name from the probe registry) on one model over the prepared items; log a child MLflow run."""
     from components.steps.probe import run_probe_step
 
-    info = run_probe_step(items.path, results.path, model, probe, {**config, "options": options}, parent_run_id,
-                          tracking_uri, work_root, kfp_run_id, trigger, pipeline)
+    info = run_probe_step(items.path, results.path, model, probe, {**config, "options": options}, context, work_root)
     results.metadata.update({"model": model, "probe": probe, "mlflow_run_id": info["run_id"]})
     for name, value in info["scalars"].items():
         metrics.log_metric(name, value)

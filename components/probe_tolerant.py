@@ -8,16 +8,14 @@ from .config import GPU_IMAGE
 # sweep's loop, its outputs and the steps that collect them), whichever of the two runs.
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
 def probe_model(
-    items: Input[Dataset], model: str, probe: str, config: dict, options: str, parent_run_id: str,
-    tracking_uri: str, work_root: str, kfp_run_id: str, trigger: str, pipeline: str,
+    items: Input[Dataset], model: str, probe: str, config: dict, options: str, context: str, work_root: str,
     results: Output[Dataset], metrics: Output[Metrics],
 ):
     """Run one probe on one model; a failure is recorded (results/failed.json, child run FAILED), not raised."""
     from components.steps.probe import run_probe_step_tolerant
 
-    info = run_probe_step_tolerant(items.path, results.path, model, probe, {**config, "options": options}, parent_run_id,
-                                   tracking_uri, work_root=work_root, kfp_run_id=kfp_run_id, trigger=trigger,
-                                   pipeline=pipeline)
+    info = run_probe_step_tolerant(items.path, results.path, model, probe, {**config, "options": options}, context,
+                                   work_root=work_root)
     results.metadata.update({"model": model, "probe": probe, "mlflow_run_id": info["run_id"],
                              "failed": info.get("failed", "")})
     for name, value in info["scalars"].items():

@@ -6,11 +6,10 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def report(results: Input[list[Dataset]], parent_run_id: str, tracking_uri: str, pipeline: str,
-           html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
+def report(results: Input[list[Dataset]], context: str, html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
     """Aggregate all models and probes: each probe's figures and tables (e.g. the accuracy heatmap, per-relation bars, Figure 7, calibration plots) and summary tables."""
     from components.steps.report import headline_scalars, run_report
 
-    by_run = run_report([r.path for r in results], html_report.path, summary.path, parent_run_id, tracking_uri, pipeline)
+    by_run = run_report([r.path for r in results], html_report.path, summary.path, context)
     for name, value in headline_scalars(by_run).items():
         metrics.log_metric(name, value)

@@ -1,4 +1,4 @@
-"""KFP component. Step: open the MLflow parent run of a pipeline run and return its id (the logic is in components/steps/start_run.py)."""
+"""KFP component. Step: open the MLflow parent run of a pipeline run and return the run context of its steps (the logic is in components/steps/start_run.py)."""
 from kfp import dsl
 from .config import CPU_IMAGE
 
@@ -6,7 +6,7 @@ from .config import CPU_IMAGE
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def start_run(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, models: list, probes: list,
               config: dict, options: str) -> str:
-    """Open the MLflow parent run for this pipeline run (tags: trigger, KFP run id, git sha) and return its id."""
+    """Open the MLflow parent run for this pipeline run (tags: trigger, KFP run id, git sha); return the run context (JSON) every later step takes."""
     import json
 
     from components.steps.start_run import run_start

@@ -38,9 +38,6 @@ DEFAULT_SETTINGS = ["zero-shot", "4-random", "4-relation", "4-template"]
 DEFAULT_INSTRUCTIONS = ["mp"]
 #: belief-icl fields each cell sets from the `settings` / `instructions` lists
 PER_CELL = ("setting", "instruction")
-#: why `options` is refused for now (pipelines.catalogue.validate_params): the belief plan and probe
-#: components (components/belief.py) take the config dict only, so options would not reach the probe
-NO_OPTIONS = "the belief plan and probe steps do not take `options` yet; set belief-icl's options as parameters"
 
 
 def belief_config_params() -> list[Param]:
@@ -50,19 +47,16 @@ def belief_config_params() -> list[Param]:
 def _body(values: dict[str, Any]) -> None:
     config = config_dict(values, belief_config_params())
     with tracked(NAME, values, values["models"], [PROBE], config) as run:
-        parent = run.parent
         plan = cpu_step(belief_plan(models=values["models"], settings=values["settings"], instructions=values["instructions"],
-                                    config=config, parent_run_id=parent.output), s3=False)
-        build = cpu_step(data_build(config=config, options=run.options, probes=[PROBE], pipeline=NAME, parent_run_id=parent.output,
-                                    tracking_uri=run.tracking_uri), memory="8G")
+                                    probe=PROBE, config=config, options=run.options, context=run.context), s3=False)
+        build = cpu_step(data_build(config=config, options=run.options, probes=[PROBE], context=run.context), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models-x-settings") as cell:
-            probed = gpu_step(probe_belief(items=build.outputs["items"], model=cell.model, setting=cell.setting,
-                                           instruction=cell.instruction, config=config,
-                                           work_root=run.work_root, **run.step_args(cell.parent_run_id)))
+            probed = gpu_step(probe_belief(items=build.outputs["items"], model=cell.model, probe=PROBE, setting=cell.setting,
+                                           instruction=cell.instruction, config=config, options=run.options,
+                                           work_root=run.work_root, **run.step_args(cell.context)))
             probed.set_display_name("belief-icl")
-        rep = cpu_step(belief_report(results=dsl.Collected(probed.outputs["results"]), parent_run_id=parent.output,
-                                     tracking_uri=run.tracking_uri, pipeline=NAME), s3=False)
+        rep = cpu_step(belief_report(results=dsl.Collected(probed.outputs["results"]), context=run.context), s3=False)
         rep.set_display_name("belief-report")
 
 

@@ -173,7 +173,7 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     probe steps do, `FinetuneConfig` per training set as the fine-tuning step does), so the
     one-line ConfigError is the step's own (`lora_r=-1: must be >= 0 ...`). Unknown probes name
     the parameter."""
-    from components.steps._common import check_options, parse_options, run_config
+    from components.steps._common import check_options, run_config
     from factprobe.probes.registry import probe_names
 
     values = {k: d for k, (_, d) in pipeline_parameters(pipe).items() if d is not inspect.Parameter.empty}
@@ -200,9 +200,6 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         from factprobe.finetune import FinetuneConfig
 
         extra = (FinetuneConfig,)
-    refused = getattr(importlib.import_module(f"pipelines.{key}"), "NO_OPTIONS", "")
-    if refused and parse_options(config[OPTIONS]):
-        raise ConfigError(f"parameter options: {refused}")
     check_options(config, probes, extra)
     _check_parameter_types(pipe, values, probes)
     for probe in probes:

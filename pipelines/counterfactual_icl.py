@@ -61,17 +61,15 @@ def _body(values: dict[str, Any]) -> None:
     # The tracked scaffold (pipelines/scaffold.py), plan (validates the config for every model),
     # data build once; then this pipeline's own loop.
     with tracked(NAME, values, values["models"], PROBES, config) as run:
-        parent = run.parent
-        # One cell per model (the counterfactual probe's config is validated for each); the parent
-        # run id rides in the cell, as in probe_dag.
+        # One cell per model (the counterfactual probe's config is validated for each); the run
+        # context rides in the cell, as in probe_dag.
         plan = cpu_step(plan_matrix(models=values["models"], probes=["counterfactual"], config=config, options=run.options,
-                                    parent_run_id=parent.output), s3=False)
-        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
-                                    tracking_uri=run.tracking_uri), memory="8G")
+                                    context=run.context), s3=False)
+        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
             common = {"items": build.outputs["items"], "model": cell.model, "config": config, "options": run.options,
-                      "work_root": run.work_root, **run.step_args(cell.parent_run_id)}
+                      "work_root": run.work_root, **run.step_args(cell.context)}
             qa = gpu_step(probe_known_unknown(probe="qa", overrides=qa_overrides(values["known_shots"]), **common))
             qa.set_display_name("qa-known-unknown")
             cf = gpu_step(probe_with_known_unknown(table=qa.outputs["table"], probe="counterfactual", overrides={},
@@ -79,8 +77,7 @@ def _body(values: dict[str, Any]) -> None:
             cf.set_display_name("counterfactual-icl")
         rep = cpu_step(counterfactual_report(qa_results=dsl.Collected(qa.outputs["results"]),
                                              counterfactual_results=dsl.Collected(cf.outputs["results"]),
-                                             parent_run_id=parent.output, tracking_uri=run.tracking_uri, pipeline=NAME),
-                       s3=False)
+                                             context=run.context), s3=False)
         rep.set_display_name("counterfactual-report")
 
 

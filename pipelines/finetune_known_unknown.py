@@ -89,9 +89,8 @@ def _body(values: dict[str, Any]) -> None:
     ft = finetune_dict(values)
     model = values["model"]
     with tracked(NAME, values, [model], PROBES, {**config, **ft}) as run:
-        parent, uri, trigger, work, job = run.parent, run.tracking_uri, run.trigger, run.work_root, run.job
-        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, pipeline=NAME, parent_run_id=parent.output,
-                                    tracking_uri=uri), memory="8G")
+        work = run.work_root
+        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         common = run.step_args()
         table = gpu_step(finetune_base_table(items=build.outputs["items"], model=model, config=config, options=run.options,
                                              settings=values["settings"], known_unknown=values["known_unknown"],
@@ -104,7 +103,7 @@ def _body(values: dict[str, Any]) -> None:
                                       **common), s3=False)
         sets.set_display_name("training-sets")
         with dsl.ParallelFor(sets.outputs["Output"], name="settings") as cell:
-            cell_common = run.step_args(cell.parent_run_id)
+            cell_common = run.step_args(cell.context)
             if local_build():
                 # The local runner cannot merge the outputs of If/Else branches (dsl.OneOf: "Expected 1
                 # artifact in ArtifactSelectorSpec"), and a TrainJob needs a cluster: train in the step.
@@ -117,8 +116,7 @@ def _body(values: dict[str, Any]) -> None:
                     tj = model_step(cpu_step(finetune_trainjob(
                         table=table.outputs["table"], model=model, setting=cell.setting, ft=ft, options=run.options,
                         num_nodes=values["num_nodes"], submit=values["trainjob_submit"],
-                        namespace=values["trainjob_namespace"], tracking_uri=uri, work_root=work, kfp_run_id=job,
-                        trigger=trigger)))
+                        namespace=values["trainjob_namespace"], work_root=work, **cell_common)))
                     tj.set_display_name("trainjob")
                 with dsl.Else(name="one-node"):
                     tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting,
@@ -131,8 +129,7 @@ def _body(values: dict[str, Any]) -> None:
         rep = cpu_step(finetune_report(base_qa=base.outputs["qa_results"], base_mc=base.outputs["mc_results"],
                                        qa_results=dsl.Collected(ev.outputs["qa_results"]),
                                        mc_results=dsl.Collected(ev.outputs["mc_results"]),
-                                       ft=ft, options=run.options, parent_run_id=parent.output,
-                                       tracking_uri=uri, trigger=trigger, pipeline=NAME), s3=False)
+                                       ft=ft, options=run.options, context=run.context), s3=False)
         rep.set_display_name("finetune-report")
 
 

@@ -178,13 +178,13 @@ class LocalSteps:
     def mark_killed(self, tracking_uri: str | None) -> tuple[list[str], int]:
         """Mark the recorded parent runs and every run under them still RUNNING as KILLED (tagged
         `factprobe.error` with the signal). Returns (parent run ids, step runs now KILLED)."""
-        from components.steps._common import resolve_tracking_uri
+        from tracking.context import RunContext
 
         path = getattr(self, "record_file", None)
         records = []
         if path is not None and path.is_file():
             records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        uri = resolve_tracking_uri(tracking_uri or "")
+        uri = RunContext(tracking_uri=tracking_uri or "").uri
         if not records or uri is None:
             return [], 0
         from tracking.clients import find_tagged_runs

@@ -23,11 +23,9 @@ from .probe import DagConfig, probe_config_params, probe_dag
 
 def _body(values: dict[str, Any]) -> None:
     models = cpu_step(read_models(models_yaml=values["models_yaml"]), s3=False)
-    uri = values["tracking_uri"]
-
     def compare_with_previous(run, probed, rep):
-        cmp = cpu_step(nightly_compare(results=dsl.Collected(probed.outputs["results"]), parent_run_id=run.parent.output,
-                                       tracking_uri=uri, max_drop=values["max_drop"], alpha=values["alpha"],
+        cmp = cpu_step(nightly_compare(results=dsl.Collected(probed.outputs["results"]), context=run.context,
+                                       max_drop=values["max_drop"], alpha=values["alpha"],
                                        fail_on_alert=values["fail_on_alert"]), s3=False)
         cmp.after(rep)  # the report logs this run's summary first
 

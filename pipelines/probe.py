@@ -65,21 +65,18 @@ def probe_dag(dag: DagConfig):
     pipeline; collect the loop's results with `dsl.Collected(probe_task.outputs["results"])`.
     Returns (scope, probe task, report task)."""
     with tracked(dag.pipeline, dag.values, dag.models, dag.probes, dag.config) as run:
-        parent = run.parent
-        # The parent run id travels inside each loop item: kfp 2.17's local runner hands a loop
+        # The run context travels inside each loop item: kfp 2.17's local runner hands a loop
         # item to a task-output argument used inside a ParallelFor over another task's output.
         plan = cpu_step(plan_matrix(models=dag.models, probes=dag.probes, config=dag.config, options=run.options,
-                                    parent_run_id=parent.output), s3=False)
-        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, pipeline=dag.pipeline, parent_run_id=parent.output,
-                                    tracking_uri=run.tracking_uri), memory="8G")
+                                    context=run.context), s3=False)
+        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context),
+                         memory="8G")
         build.after(plan)  # the plan validates every (model, probe) config first
         with dsl.ParallelFor(plan.output, name="models-x-probes") as cell:
             probed = gpu_step((dag.probe_component or probe_model)(
                 items=build.outputs["items"], model=cell.model, probe=cell.probe, config=dag.config, options=run.options,
-                parent_run_id=cell.parent_run_id, tracking_uri=run.tracking_uri, work_root=run.work_root,
-                kfp_run_id=run.job, trigger=run.trigger, pipeline=dag.pipeline))
-        rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), parent_run_id=parent.output,
-                              tracking_uri=run.tracking_uri, pipeline=dag.pipeline), s3=False)
+                context=cell.context, work_root=run.work_root))
+        rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), context=run.context), s3=False)
         if dag.inside is not None:
             dag.inside(run, probed, rep)
     return run, probed, rep

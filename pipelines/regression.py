@@ -14,13 +14,11 @@ from .probe import DagConfig, probe_config_params, probe_dag
 
 
 def _body(values: dict[str, Any]) -> None:
-    uri = values["tracking_uri"]
-
     def gate(run, probed, rep):
         # One candidate x one probe: the collected list has exactly one entry.
         g = cpu_step(regression_gate_step(candidate=dsl.Collected(probed.outputs["results"]), baseline=values["baseline"],
-                                          max_drop=values["max_drop"], alpha=values["alpha"], parent_run_id=run.parent.output,
-                                          tracking_uri=uri), s3=False)
+                                          max_drop=values["max_drop"], alpha=values["alpha"], context=run.context),
+                       s3=False)
         with dsl.If(g.outputs["Output"] == "FAIL", name="gate-failed"):
             cpu_step(fail_run(message=values["baseline"]), s3=False)
 

@@ -2,8 +2,14 @@
 step and finalized by an ExitHandler whatever happens, with the pipeline's own steps in between.
 
     with tracked(NAME, values, models, probes, config) as run:
-        ...steps, reading run.parent (the start step: its output is the parent run id), run.job,
-        run.tracking_uri, run.trigger, run.work_root...
+        ...steps, each taking `context=run.context` (or, inside a loop, the cell's `context`),
+        and reading run.work_root / run.options...
+
+The start step builds the pipeline run's one `RunContext` (tracking/context.py: tracking URI,
+pipeline, trigger, KFP run id, user, git commit, and the MLflow parent run it opens) and outputs
+it as JSON; every later step takes that one `context` input instead of loose tracking inputs. The
+finalize step is the exception: it is the exit task, which runs even when the start step failed,
+so it takes the pipeline name, the KFP run id and the `tracking_uri` pipeline parameter itself.
 
 The finalize step is the exit task (it runs after every step inside, failed or not); the start
 step is the first task inside. Task names and order are those of the compiled specs
@@ -26,23 +32,23 @@ from .platform import cpu_step
 @dataclass(frozen=True)
 class RunScope:
     """What the steps inside the scaffold share: the pipeline's name, the start task (its output is
-    the MLflow parent run id), the KFP run id placeholder, and the tracking / trigger / work_root
-    parameters and the `options` JSON text (pipeline channels)."""
+    the run context JSON), and the work_root parameter and the `options` JSON text (pipeline
+    channels)."""
 
     pipeline: str
-    parent: Any
-    job: str
-    tracking_uri: Any
-    trigger: Any
+    start: Any
     work_root: Any
     options: Any
 
-    def step_args(self, parent_run_id: Any = None) -> dict[str, Any]:
-        """The tracking arguments of a probe-like step: parent run (default: the start step's
-        output; inside a loop, the cell's), tracking URI, KFP run id, trigger and pipeline."""
-        return {"parent_run_id": self.parent.output if parent_run_id is None else parent_run_id,
-                "tracking_uri": self.tracking_uri, "kfp_run_id": self.job, "trigger": self.trigger,
-                "pipeline": self.pipeline}
+    @property
+    def context(self) -> Any:
+        """The run context (JSON) every step takes: the start step's output."""
+        return self.start.output
+
+    def step_args(self, context: Any = None) -> dict[str, Any]:
+        """The tracking argument of a step: `context`, the start step's output by default (inside a
+        loop, the cell's `context`: see pipelines/probe.py for why)."""
+        return {"context": self.context if context is None else context}
 
 
 @contextmanager
@@ -59,4 +65,4 @@ def tracked(pipeline: str, values: dict[str, Any], models: Any, probes: Any, con
         parent = cpu_step(start_run(pipeline=pipeline, kfp_run_id=job, trigger=trigger, tracking_uri=uri,
                                     models=models, probes=probes, config=config, options=values["options"]), s3=False)
         parent.set_display_name("start-mlflow-run")
-        yield RunScope(pipeline, parent, job, uri, trigger, values["work_root"], values["options"])
+        yield RunScope(pipeline, parent, values["work_root"], values["options"])

@@ -70,9 +70,11 @@ class RunContext:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | dict[str, Any]) -> RunContext:
-        """Read `to_json`'s text back (a dict is taken as is). Not a JSON object, or unknown keys:
-        ConfigError naming them."""
+    def from_json(cls, text: str | dict[str, Any] | RunContext) -> RunContext:
+        """Read `to_json`'s text back (a dict is taken as is, a RunContext returned as is). Not a
+        JSON object, or unknown keys: ConfigError naming them."""
+        if isinstance(text, RunContext):
+            return text
         try:
             value = text if isinstance(text, dict) else json.loads(text)
         except (TypeError, json.JSONDecodeError):

@@ -142,6 +142,13 @@ class TrackedRun:
                    parent_run_id=context.parent_run_id if child else None, step_key=step_key, required=required,
                    enabled=enabled, warn=warn, run_id=run_id)
 
+    @classmethod
+    def parent_of(cls, context: RunContext, required: bool = True) -> TrackedRun:
+        """The parent run of `context`, to log into (figures, tables, tags of a report step); it is
+        not ended on exit. Disabled when the context is not tracked (tracking off, or no parent)."""
+        return cls(pipeline=context.pipeline, tracking_uri=context.uri, required=required, enabled=context.tracked,
+                   run_id=context.parent_run_id or None)
+
     # ------------------------------------------------------------------ lifecycle
     def _fail(self, what: str, exc: BaseException) -> None:
         msg = redact(f"MLflow tracking at {self.uri}: {what} failed: {_describe(exc)}")

@@ -4,18 +4,10 @@ import json
 import os
 from typing import Any
 
-from tracking.conventions import default_tracking_uri
 
 #: set by a local run (pipelines/local_steps.py): the file where start-run records the parent run,
 #: so that a run stopped by Ctrl-C or SIGTERM can mark it KILLED
 RUN_RECORD_ENV = "FACTPROBE_RUN_RECORD"
-
-
-def resolve_tracking_uri(tracking_uri: str) -> str | None:
-    """'' -> env/default embedded store; 'none' -> tracking off (None); else the URI itself."""
-    if tracking_uri.strip().lower() == "none":
-        return None
-    return tracking_uri.strip() or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
 
 
 def optional(value: str) -> str | None:

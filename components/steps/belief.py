@@ -9,46 +9,47 @@ artifact name (`report/belief_report.html`) and returns the summary rows.
 """
 from __future__ import annotations
 
-#: the probe of the belief pipeline's cells (pipelines/belief.py names the same probe)
-PROBE = "belief-icl"
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 
-def run_belief_plan(models: list, settings: list, instructions: list, config: dict, parent_run_id: str = "") -> list:
-    """[{"model", "setting", "instruction", "parent_run_id"}, ...] for every combination, after
-    validating the run config of each (an unknown setting or instruction fails here, before any
-    model loads)."""
+def run_belief_plan(models: list, settings: list, instructions: list, probe: str, config: dict, context: str = "") -> list:
+    """[{"model", "setting", "instruction", "context"}, ...] for every combination, after validating
+    the run config of `probe` (the pipeline's, pipelines/belief.py) for each: an unknown setting,
+    instruction or option fails here, before any model loads. `config` may hold the `options`
+    JSON. The run context (JSON) rides along in each cell (see pipelines/probe.py for why)."""
     from factprobe.errors import ConfigError
 
-    from ._common import run_config
+    from ._common import check_options, run_config
 
     for name, values in (("models", models), ("settings", settings), ("instructions", instructions)):
         if not values:
             raise ConfigError(f"belief pipeline: the {name} list is empty")
+    check_options(config, [probe])
     cells = []
     for m in models:
         for s in settings:
             for i in instructions:
-                run_config(config, probe=PROBE, model=str(m), setting=str(s), instruction=str(i))
-                cells.append({"model": str(m), "setting": str(s), "instruction": str(i), "parent_run_id": parent_run_id})
+                run_config(config, probe=probe, model=str(m), setting=str(s), instruction=str(i))
+                cells.append({"model": str(m), "setting": str(s), "instruction": str(i), "context": context})
     return cells
 
 
-def run_probe_belief(items_dir: str, out_dir: str, model: str, setting: str, instruction: str, config: dict,
-                     parent_run_id: str, tracking_uri: str, work_root: str = "", kfp_run_id: str = "",
-                     trigger: str = "local", pipeline: str = "belief") -> dict:
-    """One cell's probe run (the generic probe step with this cell's setting and instruction)."""
+def run_probe_belief(items_dir: str, out_dir: str, model: str, probe: str, setting: str, instruction: str, config: dict,
+                     context: RunContext | str, work_root: str = "") -> dict:
+    """One cell's run of `probe` (the generic probe step with this cell's setting and instruction)."""
     from .probe import run_probe_step
 
-    return run_probe_step(items_dir, out_dir, model, PROBE, config, parent_run_id, tracking_uri, work_root, kfp_run_id,
-                          trigger, pipeline, overrides={"setting": setting, "instruction": instruction})
+    return run_probe_step(items_dir, out_dir, model, probe, config, context, work_root,
+                          overrides={"setting": setting, "instruction": instruction})
 
 
-def run_belief_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_id: str, tracking_uri: str,
-                      pipeline: str = "belief") -> list[dict]:
+def run_belief_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str) -> list[dict]:
     """The generic report (`write_report`) of the cells' runs, its page logged as
     `report/belief_report.html`. Returns the `belief_summary` rows (one per run)."""
     from .report import write_report
 
-    _, parts = write_report(result_dirs, html_path, md_path, parent_run_id, tracking_uri, pipeline,
-                            html_artifact="report/belief_report.html")
+    _, parts = write_report(result_dirs, html_path, md_path, context, html_artifact="report/belief_report.html")
     return next((p.tables["belief_summary"] for p in parts if "belief_summary" in p.tables), [])

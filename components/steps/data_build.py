@@ -1,10 +1,16 @@
 """Step: build each probe dataset once for every model of a pipeline run."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 
-def run_data_build(out_dir: str, config: dict, probes: list, pipeline: str, parent_run_id: str, tracking_uri: str) -> dict:
+def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext | str) -> dict:
     """For each dataset kind the `probes` need (probes sharing a kind share one build), prepare the
     items with the first such probe and save them to `out_dir/<kind>/`; log a child run of
-    `pipeline`'s experiment with each dataset as `log_input`.
+    the pipeline run (`context`: its `RunContext`, or that as JSON) with each dataset as `log_input`.
 
     Returns {"n_items", "n_relations", "digest", "datasets", "dropped"} (counts over all kinds)."""
     from pathlib import Path
@@ -21,7 +27,7 @@ def run_data_build(out_dir: str, config: dict, probes: list, pipeline: str, pare
     by_kind: dict[str, str] = {}
     for name in probes:
         by_kind.setdefault(get_probe(str(name)).dataset or str(name), str(name))
-    ctx = RunContext(tracking_uri=tracking_uri, pipeline=pipeline, parent_run_id=parent_run_id)
+    ctx = RunContext.from_json(context)
     n_items = n_relations = 0
     digest = ""
     dropped: dict[str, str] = {}

@@ -13,9 +13,11 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     from tracking.connect import open_client
     from tracking.conventions import experiment_name, tag
 
-    from ._common import resolve_tracking_uri
+    from tracking.context import RunContext
 
-    uri = resolve_tracking_uri(tracking_uri)
+    # the exit task runs even when start-run failed, so it cannot take start-run's context: it
+    # gets the tracking URI as a pipeline parameter (tracking/context.py's rule: '' = default, 'none' = off)
+    uri = RunContext(tracking_uri=tracking_uri, pipeline=pipeline).uri
     if uri is None:
         return ""
     client = open_client(uri)

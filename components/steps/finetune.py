@@ -19,6 +19,10 @@ Every step logs a child MLflow run of the pipeline's parent run and tags it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 #: the paper's budget (appendix B.2); a run below it is a smoke test, not a reproduction
 PAPER_MAX_STEPS = 40
@@ -105,8 +109,7 @@ def _safe(text: str) -> str:
 
 # ------------------------------------------------------------------ 1. the known/unknown table
 def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model: str, config: dict, settings: list,
-                        known_unknown: str, parent_run_id: str, tracking_uri: str, work_root: str = "",
-                        kfp_run_id: str = "", trigger: str = "local", pipeline: str = "finetune_known_unknown") -> dict:
+                        known_unknown: str, context: RunContext | str, work_root: str = "") -> dict:
     """Write the base model's known/unknown table to `table_path`.
 
     `known_unknown` given: it is resolved (`runs:/<id>` downloads it), checked to be `model`'s and
@@ -132,8 +135,7 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
         how = f"given: {known_unknown.strip()}"
     elif any(str(s) in NEEDS_TABLE for s in settings):
         run_known_unknown_step(items_dir, results_dir, table_path, model, "qa", config,
-                               {"split": "train", "shots": [shots]}, parent_run_id, tracking_uri, work_root,
-                               kfp_run_id, trigger, pipeline)
+                               {"split": "train", "shots": [shots]}, context, work_root)
         df = read_known_unknown(table_path, model, shots=shots)
         how = f"qa probe, {shots}-shot, train split"
     else:
@@ -151,15 +153,15 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
 
 
 # ------------------------------------------------------------------ 2. the training sets
-def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict, parent_run_id: str,
-                  tracking_uri: str, kfp_run_id: str = "", trigger: str = "local",
-                  pipeline: str = "finetune_known_unknown") -> list[dict]:
+def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict,
+                  context: RunContext | str) -> list[dict]:
     """Build every setting's training set (`factprobe.build.finetune_sets.build_train_set`, the trainer's
     own builder: same data options and seed, so the same digest), save it to `out_dir/<setting>/`
     (`TrainSet.save`: the training step trains on exactly that set), log it as an MLflow dataset (context `training`, with its digest)
     in one `training-sets` child run, and tag the parent run with the smoke-test verdict.
     Refuses unknown settings and sets that overlap the evaluation facts (the builder names them).
-    Returns the loop cells `[{"setting", "parent_run_id"}]`."""
+    `context` is the pipeline run's `RunContext` (or its JSON); it rides in each loop cell.
+    Returns the loop cells `[{"setting", "context"}]`."""
     import json
 
     import pandas as pd
@@ -167,10 +169,9 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
     from factprobe.finetune.sets import build_train_set
     from factprobe.errors import ConfigError
     from factprobe.finetune import TRAIN_SETS
+    from tracking.context import RunContext
     from tracking.conventions import tag
     from tracking.run import TrackedRun
-
-    from ._common import resolve_tracking_uri
 
     from factprobe.finetune import FinetuneConfig
 
@@ -186,12 +187,12 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
     table = _table_or_none(table_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    uri = resolve_tracking_uri(tracking_uri)
-    tags = {tag("step"): "training-sets", tag("model"): model, tag("kfp_run_id"): kfp_run_id, **smoke_tags(ft, trigger)}
-    print(smoke_banner(ft, trigger), flush=True)
+    ctx = RunContext.from_json(context)
+    tags = {tag("step"): "training-sets", tag("model"): model, tag("kfp_run_id"): ctx.kfp_run_id,
+            **smoke_tags(ft, ctx.trigger)}
+    print(smoke_banner(ft, ctx.trigger), flush=True)
     summary = {}
-    with TrackedRun(pipeline=pipeline, run_name="training-sets", tracking_uri=uri, parent_run_id=parent_run_id,
-                    required=True, enabled=uri is not None and bool(parent_run_id), tags=tags) as run:
+    with TrackedRun.from_context(ctx, run_name="training-sets", required=True, tags=tags) as run:
         for s in names:
             cfg = finetune_config(ft, model, s, table, str(out / s))
             built = build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
@@ -207,14 +208,14 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
             run.set_tags({tag(f"train_set_digest/{s}"): built.digest})
         run.log_text(json.dumps(summary, indent=1), "training_sets.json")
         run.log_params({"settings": ",".join(names), "model": model, **{k: v for k, v in ft.items()}})
-        if parent_run_id and uri is not None:
-            parent = TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True, run_id=parent_run_id)
+        if ctx.tracked:
+            parent = TrackedRun.parent_of(ctx)
             parent.__enter__()
-            parent.set_tags(smoke_tags(ft, trigger))
+            parent.set_tags(smoke_tags(ft, ctx.trigger))
     (out / "sets.json").write_text(json.dumps(summary, indent=1))
     for s, info in summary.items():
         print(f"training set {s}: {info['n']} examples, digest {info['digest']}", flush=True)
-    return [{"setting": s, "parent_run_id": parent_run_id} for s in names]
+    return [{"setting": s, "context": ctx.to_json()} for s in names]
 
 
 # ------------------------------------------------------------------ 3. training
@@ -224,9 +225,8 @@ def train_out_dir(work_root: str, kfp_run_id: str, model: str, setting: str, fin
     return _work_root(work_root) / "finetune" / _safe(kfp_run_id or "local") / f"{_safe(model)}-{setting}-{fingerprint}"
 
 
-def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, ft: dict, parent_run_id: str,
-                   tracking_uri: str, work_root: str = "", kfp_run_id: str = "", trigger: str = "local",
-                   pipeline: str = "finetune_known_unknown", sets_dir: str = "") -> dict:
+def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, ft: dict, context: RunContext | str,
+                   work_root: str = "", sets_dir: str = "") -> dict:
     """Fine-tune `model` on `setting`'s training set (`run_finetune`, resuming from the last
     checkpoint of a killed pod), copy the adapter and its files to `adapter_dir`, and log a child
     run: parameters, the loss per step, `train_loss`, `tokens_per_second`, `peak_memory_bytes`,
@@ -247,11 +247,12 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
 
     from factprobe.finetune import run_finetune
     from factprobe.signals import sigterm_as_interrupt
+    from tracking.context import RunContext
     from tracking.conventions import tag
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri
-
+    ctx = RunContext.from_json(context)
+    kfp_run_id, trigger = ctx.kfp_run_id, ctx.trigger
     table = _table_or_none(table_path)
     saved = Path(sets_dir) / setting if sets_dir else None
     if saved is not None and (saved / "train_set.json").is_file():
@@ -259,13 +260,11 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     probe_cfg = finetune_config(ft, model, setting, table, "-")
     out = train_out_dir(work_root, kfp_run_id, model, setting, probe_cfg.fingerprint_digest())
     cfg = finetune_config(ft, model, setting, table, str(out))
-    uri = resolve_tracking_uri(tracking_uri)
     print(smoke_banner(ft, trigger), flush=True)
     tags = {tag("step"): "finetune", tag("model"): model, tag("train_set"): setting, tag("kfp_run_id"): kfp_run_id,
             tag("trigger"): trigger, tag("config_key"): cfg.fingerprint_digest(), **smoke_tags(ft, trigger)}
-    run = TrackedRun(pipeline=pipeline, run_name=f"finetune-{setting}-{_safe(model)}", tracking_uri=uri,
-                     parent_run_id=parent_run_id, required=True, enabled=uri is not None and bool(parent_run_id),
-                     tags=tags, step_key=f"{pipeline}/{kfp_run_id}/finetune/{setting}")
+    run = TrackedRun.from_context(ctx, run_name=f"finetune-{setting}-{_safe(model)}", required=True, tags=tags,
+                                  step_key=f"{ctx.pipeline}/{kfp_run_id}/finetune/{setting}")
     with sigterm_as_interrupt(), ExitStack() as stack:
         started: list[bool] = []
 
@@ -371,8 +370,7 @@ def model_link(adapter_dir: str, work_root: str, kfp_run_id: str, model: str, se
 
 
 def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, setting: str, config: dict,
-                      parent_run_id: str, tracking_uri: str, work_root: str = "", kfp_run_id: str = "",
-                      trigger: str = "local", pipeline: str = "finetune_known_unknown", training_dir: str = "") -> dict:
+                      context: RunContext | str, work_root: str = "", training_dir: str = "") -> dict:
     """Zero-shot QA over the evaluation split (`QA_EVAL`) into `qa_dir` and IC-LKE over the same
     relations into `mc_dir`, for `model` (alias, or an adapter folder), each a child run
     (`components.steps.probe.run_probe_step`); `finetune_setting.json` in both folders names the
@@ -383,8 +381,7 @@ def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, sett
 
     from .probe import run_probe_step
 
-    common = {"parent_run_id": parent_run_id, "tracking_uri": tracking_uri, "work_root": work_root, "kfp_run_id": kfp_run_id,
-                  "trigger": trigger, "pipeline": pipeline}
+    common = {"context": context, "work_root": work_root}
     qa = run_probe_step(items_dir, qa_dir, model, "qa", config, overrides=QA_EVAL, **common)
     mc = run_probe_step(items_dir, mc_dir, model, "ic-lke", config, **common)
     for d in (qa_dir, mc_dir):

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 METRIC_LABELS = {"em": "EM", "f1": "F1", "contains": "Contains", "iclke_acc": "IC-LKE acc"}
 
@@ -110,9 +114,9 @@ def loss_figure(losses: dict[str, list[tuple[int, float]]], title: str):
 
 
 def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, md_path: str,
-                        ft: dict, parent_run_id: str, tracking_uri: str, trigger: str = "local",
-                        pipeline: str = "finetune_known_unknown") -> pd.DataFrame:
-    """Write the reports and log everything to the parent run (module docstring); returns the table."""
+                        ft: dict, context: RunContext | str) -> pd.DataFrame:
+    """Write the reports and log everything to the parent run of `context` (the pipeline run's
+    `RunContext` or its JSON; module docstring); returns the table."""
     import html
 
     import matplotlib.pyplot as plt
@@ -120,11 +124,13 @@ def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, 
     from factprobe.io import atomic_write_text
     from factprobe.metrics.finetune_compare import comparison_table, flat_metrics, markdown_table
     from factprobe.report.html import figure_png
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri
     from .finetune import smoke_banner, smoke_tags
 
+    ctx = RunContext.from_json(context)
+    trigger = ctx.trigger
     table = comparison_table(read_variants(qa_dirs, mc_dirs))
     banner = smoke_banner(ft, trigger)
     losses = read_losses(qa_dirs)
@@ -138,9 +144,8 @@ def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, 
                                  f"{imgs}</body></html>")
     print(banner, flush=True)
     print(markdown_table(table), flush=True)
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri is not None and parent_run_id:
-        run = TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True, run_id=parent_run_id)
+    if ctx.tracked:
+        run = TrackedRun.parent_of(ctx)
         run.__enter__()
         run.set_tags(smoke_tags(ft, trigger))
         run.log_table(table, "tables/finetune.json")

@@ -9,6 +9,10 @@ waits until it succeeds or fails, and copies the adapter the job wrote to the PV
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 #: how long a TrainJob may run before the step gives up (the job keeps its checkpoints)
 WAIT_S = 24 * 3600
@@ -23,19 +27,24 @@ def trainjob_name(kfp_run_id: str, setting: str) -> str:
 
 
 def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, model: str, setting: str, ft: dict,
-                      num_nodes: int, submit: bool, namespace: str, tracking_uri: str, work_root: str = "",
-                      kfp_run_id: str = "", trigger: str = "ui") -> dict:
+                      num_nodes: int, submit: bool, namespace: str, context: RunContext | str,
+                      work_root: str = "") -> dict:
     """Build, validate and write the TrainJob of `setting` (`num_nodes` nodes); with `submit`,
-    create it, wait and copy its adapter to `adapter_dir`. Returns {"name", "submitted", "out"}."""
+    create it, wait and copy its adapter to `adapter_dir`. `context` (the pipeline run's
+    `RunContext` or its JSON) names the KFP run (job name, folders), the trigger and the tracking
+    server the nodes log to (a server URI only, not a local store). Returns {"name", "submitted", "out"}."""
     import shutil
 
     import yaml
 
     from components.config import cluster_config
+    from tracking.context import RunContext
     from .trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
 
     from .finetune import _table_or_none, finetune_config, smoke_banner, train_out_dir
 
+    ctx = RunContext.from_json(context)
+    kfp_run_id, trigger, tracking_uri = ctx.kfp_run_id, ctx.trigger, ctx.tracking_uri
     table = _table_or_none(table_path)
     if table is not None and submit:
         # the nodes read the table from the PVC, not from this pod's artifact folder

@@ -17,6 +17,11 @@ With `fail_on_alert` the step then exits non-zero (after logging), so the KFP ru
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
+
 ALERT_DROP = "significant_drop"
 ALERT_FAILED = "failed_models"
 
@@ -104,10 +109,11 @@ def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def run_nightly_compare(result_dirs: list[str], md_path: str, parent_run_id: str, tracking_uri: str,
+def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContext | str,
                         max_drop: float = 0.02, alpha: float = 0.05, fail_on_alert: bool = True) -> list[dict]:
     """Compare every (probe, model) result of tonight with its previous nightly run (module doc),
-    log metrics, the changes table and the alert tags to the parent run, write a Markdown summary;
+    log metrics, the changes table and the alert tags to the parent run of `context` (the sweep's
+    `RunContext` or its JSON), write a Markdown summary;
     returns the changes rows. Raises SystemExit naming the alert when `fail_on_alert` and a model
     failed or dropped significantly (everything is logged first)."""
     import json
@@ -120,18 +126,19 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, parent_run_id: str
     from tracking.compare import _from_results_file
     from tracking.conventions import tag
     from tracking.library_client import open_mlflow_client
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri
     from .report import load_failures, load_results
 
+    ctx = RunContext.from_json(context)
+    uri, parent_run_id = ctx.uri, ctx.parent_run_id
     current = load_results(result_dirs)
     failures = load_failures(result_dirs)
     folders = {name: d for d in result_dirs if not (Path(d) / "failed.json").exists()
                for name in load_results([d])}
-    uri = resolve_tracking_uri(tracking_uri)
     alerts = [ALERT_FAILED] if failures else []
-    if uri is None or not parent_run_id:
+    if not ctx.tracked:
         atomic_write_text(md_path, _markdown(diff_summaries(current, {}), {}, {}, failures, alerts)
                           + "\nTracking is off: nothing to compare with.\n")
         _maybe_fail(alerts, failures, {}, fail_on_alert)
@@ -160,7 +167,7 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, parent_run_id: str
     drops = {n: p for n, p in pairs.items() if p.get("drop")}
     if drops:
         alerts.insert(0, ALERT_DROP)
-    run = TrackedRun(pipeline="nightly_sweep", tracking_uri=uri, required=True, run_id=parent_run_id)
+    run = TrackedRun.parent_of(ctx)
     run.__enter__()
     tags = {tag("previous_run"): ",".join(sorted(set(previous_runs.values()))) or "none",
             tag("previous_sweep"): ",".join(sorted({client.get_run(r).data.tags.get("mlflow.parentRunId", "")

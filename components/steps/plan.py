@@ -1,11 +1,11 @@
 """Step: the model x probe matrix the probe loop fans out over."""
 
 
-def run_plan(models: list, probes: list, parent_run_id: str = "", config: dict | None = None) -> list:
-    """[{"model": m, "probe": p, "parent_run_id": id}, ...] for every pair; rejects empty or unknown
+def run_plan(models: list, probes: list, context: str = "", config: dict | None = None) -> list:
+    """[{"model": m, "probe": p, "context": context}, ...] for every pair; rejects empty or unknown
     entries and, with `config`, validates its `options` against the probes and the run config of
     every pair before any model loads.
-    The parent run id rides along in each cell (see pipelines/probe.py for why)."""
+    The run context (the start step's JSON) rides along in each cell (see pipelines/probe.py for why)."""
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import probe_names
 
@@ -22,7 +22,7 @@ def run_plan(models: list, probes: list, parent_run_id: str = "", config: dict |
         for m in models:
             for p in probes:
                 run_config(config, probe=str(p), model=str(m))
-    return [{"model": str(m), "probe": str(p), "parent_run_id": parent_run_id} for m in models for p in probes]
+    return [{"model": str(m), "probe": str(p), "context": context} for m in models for p in probes]
 
 
 def run_read_models(models_yaml: str) -> list:

@@ -1,4 +1,10 @@
 """Step: run one registered probe for one model. GPU step."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 
 def work_dir(work_root: str, key: str):
@@ -12,9 +18,8 @@ def work_dir(work_root: str, key: str):
     return root / "probe" / key
 
 
-def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, parent_run_id: str,
-                   tracking_uri: str, work_root: str = "", kfp_run_id: str = "", trigger: str = "local",
-                   pipeline: str = "probe", overrides: dict | None = None) -> dict:
+def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
+                   work_root: str = "", overrides: dict | None = None) -> dict:
     """Probe `model` on the prepared items in `items_dir/<dataset kind>`; results go to a stable work
     folder (resumable, locked against a second writer) and every file the run wrote there
     (results.jsonl, metrics.json, run_config.json, model_revision.txt and the probe's extra files
@@ -23,7 +28,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     child run; tracking is required, so an unreachable server fails the step after the results
     are safely on disk. The child run is opened only once the work folder is claimed and the run
     validated: a step refused there leaves no MLflow run. SIGTERM (pod eviction) stops it like
-    Ctrl-C: the checkpoint stays, the child run is marked KILLED. Returns the scalar metrics, the MLflow run id and the files copied."""
+    Ctrl-C: the checkpoint stays, the child run is marked KILLED. `context` is the pipeline run's
+    `RunContext` (or its JSON, as the start step wrote it): the child run nests under its parent. Returns the scalar metrics, the MLflow run id and the files copied."""
     import shutil
     from contextlib import ExitStack
     from pathlib import Path
@@ -33,7 +39,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from factprobe.probes.runner import run_probe
     from factprobe.signals import sigterm_as_interrupt
     from tracking.context import RunContext
-    from tracking.conventions import git_sha, run_user, tag
+    from tracking.conventions import tag
     from tracking.probe_logging import log_probe_outcome, metric_dict, run_files
     from tracking.probe_run import probe_run
 
@@ -46,16 +52,15 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     key = f"{cfg.results_key()}-{prepared.digest()}"
     work = work_dir(work_root, key)
     # the one run context of this step (tracking/context.py): every tracking call below takes it
-    ctx = RunContext(tracking_uri=tracking_uri, pipeline=pipeline, trigger=trigger, parent_run_id=parent_run_id,
-                     kfp_run_id=kfp_run_id, user=run_user(), git_commit=git_sha())
+    ctx = RunContext.from_json(context)
     runs = []
     with sigterm_as_interrupt(), ExitStack() as stack:
 
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
             runs.append(stack.enter_context(probe_run(
                 cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}",
-                extra_tags={tag("step"): "probe", tag("kfp_run_id"): kfp_run_id, tag("dataset_digest"): prepared.digest()},
-                step_key=f"{pipeline}/{kfp_run_id}/probe/{key}")))
+                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): prepared.digest()},
+                step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
 
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
         outcome = run_probe(cfg, work, prepared=prepared, progress=False, on_batch=ProgressLog(f"{probe} {model}"),
@@ -79,8 +84,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
 FAILED_FILE = "failed.json"  # a tolerant probe step's record of its failure (load_results skips the folder)
 
 
-def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str, config: dict, parent_run_id: str,
-                            tracking_uri: str, **kwargs) -> dict:
+def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
+                            **kwargs) -> dict:
     """`run_probe_step` that never fails the pipeline: for a sweep where one broken model must not
     cost the report of the others. On an error it writes `<out_dir>/failed.json` ({"model", "probe",
     "error": one line}) and returns {"failed": that line, ...}; the child MLflow run is already
@@ -91,7 +96,7 @@ def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str
     from factprobe.redact import redact
 
     try:
-        return run_probe_step(items_dir, out_dir, model, probe, config, parent_run_id, tracking_uri, **kwargs)
+        return run_probe_step(items_dir, out_dir, model, probe, config, context, **kwargs)
     except Exception as e:  # noqa: BLE001 - any failure of this model is recorded, the sweep goes on
         text = str(e).strip().splitlines()
         line = redact(f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": "))[:500]

@@ -15,6 +15,10 @@ Folders of failed (tolerant) probe steps are named in a `failed` table and a tag
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracking.context import RunContext
 
 
 def load_failures(dirs: list[str]) -> list[dict]:
@@ -95,15 +99,16 @@ def headline_scalars(by_run: dict[str, dict]) -> dict[str, float]:
     return out
 
 
-def run_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_id: str, tracking_uri: str,
-               pipeline: str = "probe", html_artifact: str = "report/report.html") -> dict[str, dict]:
-    """Write the HTML and Markdown reports; log figures, tables and metrics to the parent run (see
-    the module docstring). Returns the metrics by run name (`<probe>:<model>`, unique)."""
-    return write_report(result_dirs, html_path, md_path, parent_run_id, tracking_uri, pipeline, html_artifact)[0]
+def run_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str,
+               html_artifact: str = "report/report.html") -> dict[str, dict]:
+    """Write the HTML and Markdown reports; log figures, tables and metrics to the parent run of
+    `context` (the pipeline run's `RunContext` or its JSON; see the module docstring). Returns the
+    metrics by run name (`<probe>:<model>`, unique)."""
+    return write_report(result_dirs, html_path, md_path, context, html_artifact)[0]
 
 
-def write_report(result_dirs: list[str], html_path: str, md_path: str, parent_run_id: str, tracking_uri: str,
-                 pipeline: str = "probe", html_artifact: str = "report/report.html") -> tuple[dict[str, dict], list]:
+def write_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str,
+                 html_artifact: str = "report/report.html") -> tuple[dict[str, dict], list]:
     """`run_report`, returning also the report parts (`ReportPart`, one per report group)."""
     import json
 
@@ -113,10 +118,10 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, parent_ru
     from factprobe.io import atomic_write_text
     from factprobe.probes.reporting import metric_key
     from factprobe.report.html import figure_png, html_page, markdown_page
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
-    from ._common import resolve_tracking_uri
-
+    ctx = RunContext.from_json(context)
     runs = load_runs(result_dirs)
     everything = {r.name: r.metrics for r in runs}
     parts = report_parts(runs)
@@ -127,14 +132,13 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, parent_ru
         tables["failed"] = failures
     shown = {name: (rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows) for name, rows in tables.items()
              if not any(name in p.mlflow_only for p in parts)}
-    title = f"factprobe {pipeline}: {len(runs)} run(s)"
+    title = f"factprobe {ctx.pipeline}: {len(runs)} run(s)"
     summaries_html = [p.summary_html for p in parts if p.summary_html]
     summaries_md = [p.summary_markdown for p in parts if p.summary_markdown]
     atomic_write_text(html_path, html_page(title, summaries_html, {t: figure_png(f) for t, (_, f) in figs.items()}, shown))
     atomic_write_text(md_path, markdown_page(title, summaries_md, shown))
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri is not None and parent_run_id:
-        run = TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True, run_id=parent_run_id)
+    if ctx.tracked:
+        run = TrackedRun.parent_of(ctx)
         run.__enter__()
         for stem, fig in figs.values():
             run.log_figure(fig, f"figures/{stem}.png")

@@ -1,4 +1,4 @@
-"""Step: open the MLflow parent run of a pipeline run and return its id."""
+"""Step: open the MLflow parent run of a pipeline run and return the run context of its steps."""
 import json
 
 
@@ -8,7 +8,8 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     comparable runs).
     The run fills the MLflow UI's Source column (`mlflow.source.name` `factprobe/pipelines/<pipeline>`,
     type JOB) and Model column (`mlflow.log-model.history`: one entry per model, named by its label).
-    Returns the run id, or '' when tracking is off. Raises TrackingError if the server is
+    Returns the pipeline run's one `RunContext` (tracking/context.py) as JSON, with the parent run
+    filled in (none when tracking is off): every later step takes it as its one `context` input. Raises TrackingError if the server is
     unreachable or rejects the credentials. In a local run the id is also recorded for the stop on
     Ctrl-C / SIGTERM (`_common.record_parent_run`)."""
     import hashlib
@@ -21,7 +22,7 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
 
     ctx = RunContext.start(tracking_uri, pipeline=pipeline, trigger=trigger, kfp_run_id=kfp_run_id)
     if ctx.uri is None:
-        return ""
+        return ctx.to_json()
     params = expand_options(json.loads(params_json or "{}"))  # the options JSON, as the parameters it sets
     # The model list is not part of the key: each model's own probe run carries its key (the run
     # config's results key), so adding a model to a sweep changes no other model's key.
@@ -38,7 +39,7 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     models = params.get("models") if isinstance(params.get("models"), list) else []
     if models:
         run.set_tags({"mlflow.log-model.history": json.dumps(model_history(run.run_id or "", models))})
-    return run.run_id or ""
+    return ctx.with_parent(run.run_id or "").to_json()
 
 
 def model_history(run_id: str, models: list) -> list[dict]:

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from components.steps.nightly_compare import ALERT_FAILED, diff_summaries, paired_change, run_nightly_compare
+from tracking.context import RunContext
 
 
 def table(correct: list[bool], relation: str = "P36") -> pd.DataFrame:
@@ -68,11 +69,11 @@ def test_a_failed_model_is_named_and_fails_the_step_after_the_report(tmp_path):
     dirs = [_ok_dir(tmp_path, "good"), _failed_dir(tmp_path, "broken")]
     md = tmp_path / "changes.md"
     with pytest.raises(SystemExit, match=r"nightly alert \(failed_models\): ic-lke:broken failed: ModelError: no such model"):
-        run_nightly_compare(dirs, str(md), "", "none")
+        run_nightly_compare(dirs, str(md), RunContext(tracking_uri="none"))
     text = md.read_text()
     assert f"**ALERT: {ALERT_FAILED}**" in text and "FAILED: ic-lke on broken: ModelError: no such model" in text
     assert "| ic-lke:good |" in text  # the good model is still in the table
-    run_nightly_compare(dirs, str(md), "", "none", fail_on_alert=False)  # reported, not raised
+    run_nightly_compare(dirs, str(md), RunContext(tracking_uri="none"), fail_on_alert=False)  # reported, not raised
 
 
 def test_report_skips_failed_folders_and_lists_them(tmp_path):

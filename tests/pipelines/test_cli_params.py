@@ -111,7 +111,8 @@ def test_any_config_field_still_works_as_a_param_through_options(cli):
     ("probe", ["options={nope"], "options: not JSON"),
     ("coherency", ['options={"examples": 3}'], "'examples' is an option of probe ic-lke, eic-lke"),
     ("finetune_known_unknown", ['options={"lora_dropout": 0.1, "lora_r": 0}'], "options: lora_r is set by a parameter"),
-    ("belief", ["token_budget=64"], "parameter options: the belief plan and probe steps do not take `options` yet"),
+    ("belief", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
+    ("belief", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke"),
 ])
 def test_options_are_checked_against_the_probes_run(cli, pipeline, pairs, message):
     with pytest.raises(ConfigError) as err:

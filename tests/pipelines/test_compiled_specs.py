@@ -304,6 +304,36 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert inside["start-run"]["inputs"]["parameters"]["kfp_run_id"] == final["inputs"]["parameters"]["kfp_run_id"]
 
 
+#: the run context's parts (tracking/context.py): no step takes them one by one
+LOOSE_TRACKING_INPUTS = {"tracking_uri", "parent_run_id", "kfp_run_id", "trigger", "pipeline"}
+#: the steps that may: start-run builds the context; finalize-run (the exit task) runs even when
+#: start-run failed, so it takes the tracking URI parameter and the KFP run id itself
+CONTEXT_BUILDERS = {"comp-start-run", "comp-finalize-run"}
+#: the steps that log nothing to MLflow (no context)
+UNTRACKED = {"comp-read-models", "comp-fail-run"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_run_context_crosses_the_steps(compiled, name):
+    """Every step but start-run and finalize-run takes the run context as ONE `context` input
+    (start-run's output, or inside a loop the cell's), none of its parts one by one."""
+    c = compiled[name]
+    for comp, spec in c.spec["components"].items():
+        if "executorLabel" not in spec or comp in CONTEXT_BUILDERS:
+            continue
+        params = set(spec.get("inputDefinitions", {}).get("parameters", {}))
+        assert not params & LOOSE_TRACKING_INPUTS, f"{name}: {comp} takes {sorted(params & LOOSE_TRACKING_INPUTS)}"
+        if comp not in UNTRACKED:
+            assert "context" in params, f"{name}: {comp} takes no run context"
+    start = c.spec["components"]["comp-start-run"]["outputDefinitions"]["parameters"]["Output"]
+    assert start["parameterType"] == "STRING"
+    for step, (_, task) in c.tasks().items():
+        given = task.get("inputs", {}).get("parameters", {}).get("context")
+        if given is None or "componentInputParameter" in given:  # inside a loop: the cell's, checked below
+            continue
+        assert given == {"taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "start-run"}}, step
+
+
 @pytest.mark.parametrize("name", PROBE_DAG)
 def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
     c = compiled[name]
@@ -316,7 +346,7 @@ def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
     assert tasks["probe-model"][0] == loop["componentRef"]["name"], "the probe runs inside the loop"
     probe_inputs = tasks["probe-model"][1]["inputs"]
     item = loop["parameterIterator"]["itemInput"]
-    for field in ("model", "probe", "parent_run_id"):
+    for field in ("model", "probe", "context"):
         assert probe_inputs["parameters"][field] == {"componentInputParameter": item,
                                                      "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
     assert probe_inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
@@ -394,7 +424,7 @@ def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compile
     assert (qa[1]["taskInfo"]["name"], cf[1]["taskInfo"]["name"]) == ("qa-known-unknown", "counterfactual-icl")
     for _, task in (qa, cf):
         inputs = task["inputs"]
-        for field in ("model", "parent_run_id"):
+        for field in ("model", "context"):
             assert inputs["parameters"][field] == {"componentInputParameter": item,
                                                    "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
         assert inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
@@ -423,9 +453,8 @@ def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compile
         assert loop_comp["outputDefinitions"]["artifacts"][key]["isArtifactList"] is True
         assert rep["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {"outputArtifactKey": key, "producerTask": loop_name}}
         assert c.spec["components"]["comp-counterfactual-report"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
-    assert rep["inputs"]["parameters"]["parent_run_id"] == {"taskOutputParameter": {"outputParameterKey": "Output",
-                                                                                    "producerTask": "start-run"}}
-    assert rep["inputs"]["parameters"]["pipeline"] == {"runtimeValue": {"constant": "counterfactual_icl"}}
+    assert rep["inputs"]["parameters"]["context"] == {"taskOutputParameter": {"outputParameterKey": "Output",
+                                                                              "producerTask": "start-run"}}
     start = tasks["start-run"][1]["inputs"]["parameters"]
     assert start["probes"] == {"runtimeValue": {"constant": ["qa", "counterfactual"]}}
 

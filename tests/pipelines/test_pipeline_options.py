@@ -1,7 +1,8 @@
 """The `options` parameter through a real local KFP run (issue 19 item 2): a config field that is
 not a parameter of the pipeline (`--param token_budget=64`, into `options`) reaches each probe
 step's RunConfig, the parent run's parameters and the data-build run, through the KFP local
-runner's placeholder substitution of a JSON string inside the config dict.
+runner's placeholder substitution of a JSON string inside the config dict; and the one run context
+(start-run's output) reaches the data-build and probe steps, whose runs nest under the parent.
 
 A tiny RANDOM model (plumbing only: its numbers are no result)."""
 import json
@@ -36,3 +37,10 @@ def test_options_reach_every_step_of_a_local_run(tmp_path, tiny_model_path):
     assert cfg["token_budget"] == 64 and cfg["device"] == "cpu" and cfg["choices"] == 10
     (build,) = [r for r in runs if r.data.tags.get("factprobe.step") == "data-build"]
     assert build.data.params["token_budget"] == "64"
+    # one run context (built by start-run, handed on as one JSON input, through the loop cell to the
+    # probe step): both step runs nest under the parent and carry its KFP run id, trigger and commit
+    tags = parent.data.tags
+    for step in (probe, build):
+        assert step.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        for key in ("factprobe.kfp_run_id", "factprobe.trigger", "factprobe.git_sha"):
+            assert step.data.tags[key] == tags[key], key
