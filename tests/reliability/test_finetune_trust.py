@@ -199,6 +199,7 @@ def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_p
 
     from components.steps.finetune import run_train_step
     from factprobe.errors import TrainingDivergedError
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
@@ -209,7 +210,9 @@ def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_p
         pass
     adapter = tmp_path / "adapter"
     with pytest.raises(TrainingDivergedError, match="step"):
-        run_train_step("", str(adapter), model, "regular", ft, parent.run_id, uri, work_root=str(tmp_path / "work"))
+        run_train_step("", str(adapter), model, "regular", ft,
+                       RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local",
+                                  parent_run_id=parent.run_id), work_root=str(tmp_path / "work"))
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     children = [r for r in runs if r.info.run_id != parent.run_id]
