@@ -26,22 +26,37 @@ ALERT_DROP = "significant_drop"
 ALERT_FAILED = "failed_models"
 
 
+def compared_metrics(run_name: str) -> tuple[str | None, str | None]:
+    """(overall, per-relation) metric names compared for the run `<probe>:<model>`: the probe's
+    declared headline metric and relation metric (factprobe/probes/base.py); None where the probe
+    declares none (no row is then compared at that level)."""
+    from factprobe.probes.registry import get_probe
+
+    spec = get_probe(run_name.split(":", 1)[0])
+    return (spec.headline_metric.metric if spec.headline_metric else None), spec.relation_metric
+
+
 def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[dict]:
-    """Rows {run, relation ('*' = overall), previous, current, delta} for every shared run name,
-    plus rows for runs that appeared or disappeared (previous or current is None)."""
+    """Rows {run, relation ('*' = overall), previous, current, delta} for every shared run name
+    (`<probe>:<model>`), of the probe's headline metric overall and its relation metric per
+    relation (`compared_metrics`), plus rows for runs that appeared or disappeared (previous or
+    current is None)."""
     rows = []
     for name in sorted(set(current) | set(previous)):
         cur, prev = current.get(name), previous.get(name)
+        overall, per_relation = compared_metrics(name)
         if cur is None or prev is None:
-            rows.append({"run": name, "relation": "*", "previous": prev and prev.get("accuracy"),
-                         "current": cur and cur.get("accuracy"), "delta": None})
+            rows.append({"run": name, "relation": "*", "previous": prev and prev.get(overall),
+                         "current": cur and cur.get(overall), "delta": None})
             continue
-        a, b = prev.get("accuracy"), cur.get("accuracy")
+        a, b = prev.get(overall), cur.get(overall)
         rows.append({"run": name, "relation": "*", "previous": a, "current": b,
                      "delta": None if a is None or b is None else b - a})
+        if per_relation is None:
+            continue
         for rel in sorted(set(cur.get("per_relation", {})) | set(prev.get("per_relation", {}))):
-            a = prev.get("per_relation", {}).get(rel, {}).get("accuracy")
-            b = cur.get("per_relation", {}).get(rel, {}).get("accuracy")
+            a = prev.get("per_relation", {}).get(rel, {}).get(per_relation)
+            b = cur.get("per_relation", {}).get(rel, {}).get(per_relation)
             rows.append({"run": name, "relation": rel, "previous": a, "current": b,
                          "delta": None if a is None or b is None else b - a})
     return rows

@@ -50,6 +50,18 @@ def test_a_model_that_disappeared_or_appeared_has_no_delta():
                     {"run": "ic-lke:b", "relation": "*", "previous": 0.4, "current": None, "delta": None}]
 
 
+def test_each_probe_is_compared_on_its_own_declared_metrics():
+    """The headline metric overall and the relation metric per relation, as the probe declares
+    them (qa: em), not `accuracy`; a probe without a relation metric (coherency) has no relation rows."""
+    rows = diff_summaries({"qa:m": {"em": 0.5, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.25}}},
+                           "coherency:m": {"coherency": 0.7, "per_relation": {"P36": {"coherency": 0.7}}}},
+                          {"qa:m": {"em": 0.25, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.5}}},
+                           "coherency:m": {"coherency": 0.6, "per_relation": {"P36": {"coherency": 0.6}}}})
+    assert rows == [{"run": "coherency:m", "relation": "*", "previous": 0.6, "current": 0.7, "delta": pytest.approx(0.1)},
+                    {"run": "qa:m", "relation": "*", "previous": 0.25, "current": 0.5, "delta": 0.25},
+                    {"run": "qa:m", "relation": "P36", "previous": 0.5, "current": 0.25, "delta": -0.25}]
+
+
 def _ok_dir(tmp_path, model):
     d = tmp_path / model
     d.mkdir()

@@ -301,3 +301,22 @@ def test_tracked_run_from_context_tags_and_nests_the_run(uri):
         assert tags["factprobe.git_sha"] == "1" * 40 == tags["mlflow.source.git.commit"] and tags["mlflow.user"] == "ana"
     assert "mlflow.parentRunId" not in c.get_run(parent.run_id).data.tags
     assert c.get_experiment(c.get_run(child.run_id).info.experiment_id).name == "factprobe/ctx"
+
+
+def test_parent_of_logs_into_the_parent_and_leaves_it_running(uri):
+    """A report step logs into its context's parent run (TrackedRun.parent_of) without ending it;
+    with tracking off or no parent run it logs nothing. A RunContext passes through from_json."""
+    from tracking.context import RunContext
+
+    ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="ui")
+    parent = TrackedRun.from_context(ctx, run_name="parent", child=False, required=True)
+    parent.__enter__()  # RUNNING, as start-run leaves it
+    step_ctx = RunContext.from_json(ctx.with_parent(parent.run_id).to_json())
+    assert RunContext.from_json(step_ctx) is step_ctx
+    with TrackedRun.parent_of(step_ctx) as run:
+        run.set_tags({"factprobe.gate": "PASS"})
+    got = MlflowClient(uri).get_run(parent.run_id)
+    assert got.data.tags["factprobe.gate"] == "PASS" and got.info.status == "RUNNING"
+    assert not TrackedRun.parent_of(ctx).enabled  # no parent run
+    assert not TrackedRun.parent_of(RunContext(tracking_uri="none", parent_run_id=parent.run_id)).enabled
+    parent.__exit__(None, None, None)
