@@ -94,6 +94,18 @@ class CounterfactualProbe(Probe):
     relation_metric_title = "EM"
 
     # ---- reporting (factprobe.probes.qa_reporting)
+    def headline(self, metrics):
+        """The default line plus what it is: the regular exemplars at the known/unknown k."""
+        head = super().headline(metrics)
+        used = (metrics.get("regular") or {}).get("shots_used")
+        return f"{head} (regular exemplars, k={used})" if head and used is not None else head
+
+    def relation_text(self, metrics):
+        """The Figure-7 table (EM per setting and k), printed after a CLI run."""
+        from .qa_reporting import figure7_text
+
+        return figure7_text(metrics)
+
     def flat_metrics(self, metrics):
         """The default flat metrics plus `em/<setting>/k<k>` (also f1, contains) of every setting."""
         from .qa_reporting import settings_metrics

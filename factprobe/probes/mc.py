@@ -185,7 +185,7 @@ class MCProbe(Probe):
         return out
 
     def relation_table(self, metrics: Mapping[str, Any]):
-        """One row per relation: accuracy, gold prob mass, n and the 95% interval."""
+        """One row per relation: accuracy, prob_mass (the gold option's probability mass), n and the 95% interval."""
         import pandas as pd
 
         rows = [{"relation": r, "accuracy": m.get("accuracy"), "prob_mass": m.get("prob_mass"), "n": m.get("n"),
@@ -234,7 +234,7 @@ def format_relation_table(metrics: Mapping[str, Any]) -> str:
         lo, hi = (v or [None, None])
         return f"[{num(lo):.3f}, {num(hi):.3f}]"
 
-    lines = [f"{'relation':<14}{'n':>6}{'accuracy':>10}{'95% CI':>18}{'gold prob':>11}"]
+    lines = [f"{'relation':<14}{'n':>6}{'accuracy':>10}{'95% CI':>18}{'prob_mass':>11}"]
     for rel, m in sorted(metrics.get("per_relation", {}).items()):
         lines.append(f"{rel:<14}{m['n']:>6}{num(m['accuracy']):>10.3f}{ci(m.get('accuracy_ci')):>18}"
                      f"{num(m.get('prob_mass')):>11.3f}")

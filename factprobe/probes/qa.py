@@ -251,6 +251,13 @@ class QAProbe(Probe):
     relation_metric = "em"
     relation_metric_title = "EM"
 
+    def headline(self, metrics):
+        """The default line plus the k its numbers are at: `em 0.200, ... over 30 items at k=0` (the
+        top-level scores are those of the first `--shots`, by the k used; see `qa_reporting.headline_k`)."""
+        from .qa_reporting import headline_k
+
+        return headline_k(super().headline(metrics), metrics)
+
     def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
         """EM per relation across models and the `qa` table (`factprobe.probes.qa_reporting`)."""
         from .qa_reporting import qa_report

@@ -26,6 +26,44 @@ def zero_shot_em(m: Mapping[str, Any]) -> float | None:
     return None
 
 
+def headline_k(head: str, m: Mapping[str, Any]) -> str:
+    """A QA run's terminal line `head` with the k of its numbers: ` at k=<first k used>` (and, when
+    more k ran, where the others are); `head` unchanged when it or `shots` is empty."""
+    shots = m.get("shots") or []
+    if not head or not shots:
+        return head
+    rest = f" (k={', '.join(map(str, shots[1:]))}: per_shots in metrics.json)" if len(shots) > 1 else ""
+    return f"{head} at k={shots[0]}{rest}"
+
+
+def figure7_text(m: Mapping[str, Any]) -> str | None:
+    """A counterfactual run's Figure 7 as a plain-text table: EM per setting (rows) and k asked
+    (columns) over the evaluation split, `*` where fewer exemplars fitted than asked (the k used is
+    in `shots_note`); None without `figure7` rows."""
+    rows = m.get("figure7") or []
+    if not rows:
+        return None
+    ks = sorted({int(r["shots"]) for r in rows})
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    cell = {(r["setting"], int(r["shots"])): r for r in rows}
+
+    def show(r: Mapping[str, Any] | None) -> str:
+        if r is None or not number(r.get("em")):
+            return "-"
+        used = r.get("shots_used")
+        return f"{r['em']:.3f}" + ("*" if used is not None and int(used) != int(r["shots"]) else "")
+
+    width = max(len("setting"), *(len(s) for s in settings)) + 2
+    ns = {r.get("n") for r in rows if r.get("n") is not None}
+    per_cell = f", n = {ns.pop()} per cell" if len(ns) == 1 else ""
+    lines = [f"Figure 7: EM per setting and k (evaluation split{per_cell})",
+             f"{'setting':<{width}}" + "".join(f"{'k=' + str(k):>9}" for k in ks)]
+    lines += [f"{s:<{width}}" + "".join(f"{show(cell.get((s, k))):>9}" for k in ks) for s in settings]
+    if m.get("shots_note"):
+        lines.append(f"* {m['shots_note']}")
+    return "\n".join(lines)
+
+
 def _has_em(m: Mapping[str, Any]) -> bool:
     return m.get("em") is not None and bool(m.get("per_relation"))
 

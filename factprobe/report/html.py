@@ -21,7 +21,7 @@ def figure_png(fig) -> bytes:
 
 
 def summary_rows(metrics_by_run: Mapping[str, dict]) -> list[dict]:
-    """One row per (model, probe) run: accuracy with CI, macro accuracy, gold prob mass, n."""
+    """One row per (model, probe) run: accuracy with CI, macro accuracy, prob_mass (the gold option's probability mass), n."""
     rows = []
     for name, m in metrics_by_run.items():
         lo, hi = (float("nan") if v is None else v for v in (m.get("accuracy_ci") or [None, None]))
@@ -32,7 +32,7 @@ def summary_rows(metrics_by_run: Mapping[str, dict]) -> list[dict]:
 
 def accuracy_summary_markdown(metrics_by_run: Mapping[str, dict]) -> str:
     """The accuracy summary (one row per run) and the relation x run accuracy table, in Markdown."""
-    lines = ["| run | accuracy | 95% CI | macro acc | gold prob | n |", "|---|---|---|---|---|---|"]
+    lines = ["| run | accuracy | 95% CI | macro acc | prob_mass | n |", "|---|---|---|---|---|---|"]
     for r in summary_rows(metrics_by_run):
         lines.append(f"| {r['run']} | {r['accuracy']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
                      f"{(r['macro_accuracy'] or float('nan')):.3f} | {r['prob_mass']:.3f} | {r['n']} |")
@@ -52,7 +52,7 @@ def accuracy_summary_html(metrics_by_run: Mapping[str, dict]) -> str:
         for r in summary_rows(metrics_by_run)
     )
     return ("<table><tr><th>run</th><th>accuracy</th><th>95% CI</th>"
-            f"<th>macro acc</th><th>gold prob</th><th>n</th></tr>{rows}</table>")
+            f"<th>macro acc</th><th>prob_mass</th><th>n</th></tr>{rows}</table>")
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
