@@ -12,7 +12,9 @@
   `headline/em`, `headline/coherency`, `headline/belief_accuracy`, or a plug-in's own), whatever
   the pipeline, so all probe runs of a family sort by one column.
 - Experiments are tagged (`experiment_tags`) as model development, so the MLflow 3 UI opens the
-  runs table, with the pipeline's headline metric as primary metric.
+  runs table, with the pipeline's headline metric as primary metric: the headline family of the
+  first of its probes that declares one, given by whoever opens the experiment's first run (a
+  pipeline's start step, components/steps/start_run.py); `DEFAULT_HEADLINE_FAMILY` otherwise.
 """
 from __future__ import annotations
 
@@ -78,20 +80,19 @@ def headline_metric_name(family: str) -> str:
     return f"headline/{family}"
 
 
-#: pipeline -> probe family of its headline (any other pipeline: multiple-choice accuracy)
-PIPELINE_HEADLINE = {"counterfactual_icl": "em", "finetune_known_unknown": "em", "coherency": "coherency",
-                     "belief": "belief_accuracy"}
+#: the headline family of an experiment whose runs name none (a plain CLI probe run's `factprobe/probe`)
+DEFAULT_HEADLINE_FAMILY = "accuracy"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 PRIMARY_METRIC_TAG = "mlflow.experiment.primaryMetric.name"
 PRIMARY_GREATER_TAG = "mlflow.experiment.primaryMetric.greaterIsBetter"
 
 
-def experiment_tags(pipeline: str) -> dict[str, str]:
-    """The experiment tags of `factprobe/<pipeline>`: kind `custom_model_development` (the MLflow 3
-    UI then opens the runs table, not the GenAI traces view) and the primary metric, the headline
-    metric of the pipeline's probe family (greater is better)."""
+def experiment_tags(headline_family: str = "") -> dict[str, str]:
+    """The experiment tags of a `factprobe/<pipeline>` experiment: kind `custom_model_development`
+    (the MLflow 3 UI then opens the runs table, not the GenAI traces view) and the primary metric,
+    the headline metric of `headline_family` ('' = `DEFAULT_HEADLINE_FAMILY`; greater is better)."""
     return {EXPERIMENT_KIND_TAG: "custom_model_development",
-            PRIMARY_METRIC_TAG: headline_metric_name(PIPELINE_HEADLINE.get(pipeline, "accuracy")),
+            PRIMARY_METRIC_TAG: headline_metric_name(headline_family or DEFAULT_HEADLINE_FAMILY),
             PRIMARY_GREATER_TAG: "true"}
 
 

@@ -27,8 +27,9 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     # The model list is not part of the key: each model's own probe run carries its key (the run
     # config's results key), so adding a model to a sweep changes no other model's key.
     key = hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "models"}, sort_keys=True).encode()).hexdigest()[:16]
+    probes = params.get("probes") if isinstance(params.get("probes"), list) else []
     run = TrackedRun.from_context(
-        ctx, run_name=f"{pipeline}-{kfp_run_id}", required=True, child=False,
+        ctx, run_name=f"{pipeline}-{kfp_run_id}", required=True, child=False, headline_family=headline_family(probes),
         tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
               tag("config_key"): key, tag("role"): "parent",
               "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
@@ -40,6 +41,20 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     if models:
         run.set_tags({"mlflow.log-model.history": json.dumps(model_history(run.run_id or "", models))})
     return ctx.with_parent(run.run_id or "").to_json()
+
+
+def headline_family(probes: list) -> str:
+    """The headline family of a pipeline's experiment (its primary metric in the MLflow UI): that of
+    the first of the pipeline's `probes` that declares a headline ('' when none does: the default).
+    Unknown names are skipped: the plan step refuses them, with the list of known probes."""
+    from factprobe.probes.registry import get_probe, probe_names
+
+    known = set(probe_names())
+    for name in (str(p) for p in probes if str(p) in known):
+        head = get_probe(name).headline_metric
+        if head is not None:
+            return head.family
+    return ""
 
 
 def model_history(run_id: str, models: list) -> list[dict]:
