@@ -66,7 +66,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         def start() -> None:  # the hooks (MLflow) begin once the folder is claimed and the run validated
             afters.extend(stack.enter_context(h.wrap(args, cfg, out)) for h in args.hooks)
 
-        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start)
+        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start, start_when_finished=False)
         for after in afters:
             lines += after(outcome) or []
     if outcome.already_finished:  # no hook was started: say so, and where the earlier run went

@@ -13,9 +13,10 @@ Contract
    is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
    `run_config.json` written and `on_start()` called (the tracking layer opens its MLflow run
    there, so a run refused at the folder or at validation leaves none); rows of other weights
-   are never mixed into the folder. A folder that already holds this configuration's finished
-   run (metrics.json, every row done) is not started again: `on_start()` is not called (no second
-   MLflow run) and the outcome says `already_finished`;
+   are never mixed into the folder. When the folder already holds this configuration's finished
+   run (metrics.json, every row done) the outcome says `already_finished`, and with
+   `start_when_finished=False` `on_start()` is not called (the CLI logs no second MLflow run; a
+   pipeline step, whose cached work folder a new pipeline run reuses, still starts its child run);
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -53,7 +54,7 @@ class ProbeOutcome:
     n_resumed: int
     notes: list[str]
     #: the folder already held this configuration's finished run (results.jsonl and metrics.json,
-    #: every row done): nothing was scored and `on_start` was not called
+    #: every row done): nothing was scored (and `on_start` was not called if `start_when_finished` was False)
     already_finished: bool = False
 
 
@@ -75,12 +76,14 @@ def run_probe(
     on_batch: Callable[[int, int], None] | None = None,
     prepared: Prepared | None = None,
     on_start: Callable[[], None] | None = None,
+    start_when_finished: bool = True,
 ) -> ProbeOutcome:
     """Run (or resume) `cfg`'s probe into `out_dir`; see the module docstring.
 
     `loaded` is an optional `LoadedModel` (else loaded here, only if something is left to score);
     `on_batch(done, total)` is called after each batch; `prepared` skips data preparation;
-    `on_start()` is called once the folder is claimed and the run validated, before scoring."""
+    `on_start()` is called once the folder is claimed and the run validated, before scoring, unless
+    the folder already holds the finished run and `start_when_finished` is False."""
     probe = get_probe(cfg.probe)
     notes: list[str] = []
 
@@ -101,7 +104,7 @@ def run_probe(
             loaded = loaded or load_for_probe(cfg)
             probe.check_model(cfg, prepared, loaded)
         folder.write_config()  # only once the data (and the model, when one is needed) passed every check
-        if on_start and not finished_before:
+        if on_start and (start_when_finished or not finished_before):
             on_start()
         for why in prepared.dropped.values():
             note(f"dropped {why}")
