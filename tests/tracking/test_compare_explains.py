@@ -83,3 +83,14 @@ def test_compare_refuses_real_runs_with_and_without_train_data(tmp_path, capsys,
     assert main(["compare", str(tmp_path / "with"), str(tmp_path / "without"), "--n-boot", "50"]) == 2
     err = capsys.readouterr().err
     assert f"--train-data {train} (a) vs not set (b)" in err and "run b again with --train-data" in err
+
+
+def test_mlflow_runs_are_read_from_config_json_and_the_digest_tag(tmp_path):
+    from tracking.compare import run_provenance
+
+    desc = {"ref": "abc", "run_id": "abc", "params": {"config_json": json.dumps(BASE), "seed": "0"},
+            "tags": {"factprobe.dataset_digest": "d1"}}
+    assert run_provenance(desc) == (BASE, "d1")
+    assert run_provenance({"ref": "abc", "run_id": "abc", "params": {}, "tags": {}}) == (None, None)
+    folder = _folder(tmp_path / "f", ROWS, BASE, "d2")
+    assert run_provenance({"ref": str(folder / "results.jsonl")}) == (BASE, "d2")
