@@ -59,7 +59,8 @@ run: $(STAMP) models
 #   counterfactual_icl  QA over all splits (k = 0 and 10) -> known/unknown table -> counterfactual ICL at
 #                       k = 10,15,20; 10 eval + 50 train facts per relation; Figure 7 across both models
 #   coherency           both rounds, 5 facts per relation, 30 candidates per query
-# Sized to finish well under an hour on 2 CPU cores (see README.md, "All pipelines on both models").
+# Measured once (2026-11-25): 98 min wall, 54 CPU-minutes, on 2 CPU cores shared with other heavy jobs (load
+# average 7-18); see README.md, "All pipelines on both models".
 RUN_ALL_DATA ?= $(or $(FACTPROBE_DATA),../shared/data)
 RUN_ALL_RELATIONS ?= P36,P19,P103
 RUN_ALL_PARAMS = --param models='["smollm2-135m-instruct","gemma-3-270m"]' --param source=lama \

@@ -180,6 +180,7 @@ def real_build(real_data_root: Path):
     return build_qa(test, train, load_question_templates(), seed=0), [*test, *train]
 
 
+@pytest.mark.slow  # minutes of exact_match over the real LPAQA pools
 def test_shuffle_on_real_lpaqa_training_facts(real_build):
     build, facts = real_build
     correct = correct_object_keys(facts)

@@ -64,6 +64,7 @@ def test_plan_is_worked_out_before_anything_is_written(tiny, tmp_path):
 
 
 # ------------------------------------------------------------------ training with every ZeRO stage
+@pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage, lora):
@@ -88,6 +89,7 @@ def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage
     assert len(json.loads((tmp_path / "loss_history.json").read_text())) == 2
 
 
+@pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora):
     """--offload-optimizer and --offload-param reach the running DeepSpeed engine (CPU offload of the
@@ -99,6 +101,7 @@ def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora)
     assert m["final_loss"] < m["first_loss"], m
 
 
+@pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 def test_adapter_loads_as_probe_model_and_changes_logits(tiny, tmp_path):
     from factprobe.lm.models import load_model
 
@@ -159,6 +162,7 @@ def test_packed_logits_equal_unpacked(tiny, tokenizer, attn):
 
 
 # ------------------------------------------------------------------ resume
+@pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 def test_resume_gives_the_same_next_step_loss(tiny, tmp_path):
     from transformers import TrainerCallback
 
