@@ -99,12 +99,14 @@ def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, mo
 def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):
     from components.steps.finalize_run import run_finalize
     from components.steps.start_run import run_start
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
     kfp_run_id = uuid.uuid4().hex[:8]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        parent_id = run_start("itest", kfp_run_id, "ci", uri, json.dumps({"models": ["m1", "m2"], "seed": 0}))
+        parent_id = RunContext.from_json(run_start("itest", kfp_run_id, "ci", uri,
+                                                   json.dumps({"models": ["m1", "m2"], "seed": 0}))).parent_run_id
     child = TrackedRun(pipeline="itest", run_name="probe", tracking_uri=uri, parent_run_id=parent_id, required=True)
     child.__enter__()  # the step was killed: still RUNNING
     assert run_finalize("itest", kfp_run_id, uri, state="FAILED", error="probe-model: OOMKilled") == "FAILED"

@@ -15,19 +15,20 @@ from mlflow.tracking import MlflowClient
 from components.steps.belief import run_belief_plan, run_belief_report
 from factprobe.errors import ConfigError
 from factprobe.probes.runner import run_probe
+from tracking.context import RunContext
 from tests.probes.test_belief_icl import config, tiny, toy_root  # noqa: F401 (fixtures)
 
 
 def test_plan_is_models_x_settings_x_instructions_and_validates():
-    cells = run_belief_plan(["m1", "m2"], ["zero-shot", "4-template"], ["mp", "qa"], {"source": "lama"}, "pid")
+    cells = run_belief_plan(["m1", "m2"], ["zero-shot", "4-template"], ["mp", "qa"], "belief-icl", {"source": "lama"}, "ctx")
     assert len(cells) == 8 and cells[0] == {"model": "m1", "setting": "zero-shot", "instruction": "mp",
-                                            "parent_run_id": "pid"}
+                                            "context": "ctx"}
     assert {(c["model"], c["setting"], c["instruction"]) for c in cells} == {
         (m, s, i) for m in ("m1", "m2") for s in ("zero-shot", "4-template") for i in ("mp", "qa")}
     with pytest.raises(ConfigError, match="setting"):
-        run_belief_plan(["m1"], ["8-shot"], ["mp"], {}, "")
+        run_belief_plan(["m1"], ["8-shot"], ["mp"], "belief-icl", {}, "")
     with pytest.raises(ConfigError, match="instructions list is empty"):
-        run_belief_plan(["m1"], ["zero-shot"], [], {}, "")
+        run_belief_plan(["m1"], ["zero-shot"], [], "belief-icl", {}, "")
 
 
 def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
@@ -50,7 +51,7 @@ def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
     assert loop["taskInfo"]["name"] == "models-x-settings"
     item = loop["parameterIterator"]["itemInput"]
     probe = comps[loop["componentRef"]["name"]]["dag"]["tasks"]["probe-belief"]
-    for field in ("model", "setting", "instruction", "parent_run_id"):
+    for field in ("model", "setting", "instruction", "context"):
         assert probe["inputs"]["parameters"][field] == {"componentInputParameter": item,
                                                         "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
     assert comps["comp-belief-report"]["inputDefinitions"]["artifacts"]["results"]["isArtifactList"] is True
@@ -75,7 +76,8 @@ def test_report_draws_calibration_and_logs_tables(toy_root, tmp_path, tiny):  # 
     c = MlflowClient(uri)
     exp = c.create_experiment("factprobe/belief")
     parent = c.create_run(exp).info.run_id
-    rows = run_belief_report(dirs, str(tmp_path / "r.html"), str(tmp_path / "r.md"), parent, uri)
+    rows = run_belief_report(dirs, str(tmp_path / "r.html"), str(tmp_path / "r.md"),
+                             RunContext(tracking_uri=uri, pipeline="belief", parent_run_id=parent))
     assert [(r["setting"], r["instruction"]) for r in rows] == [("zero-shot", "mp"), ("4-template", "mp")]
     assert all(0 <= r["acc"] <= 1 and -1 <= r["overconf"] <= 1 for r in rows)
     page = (tmp_path / "r.html").read_text()

@@ -111,7 +111,7 @@ def test_dag_table_sets_loop_over_settings_evaluate_and_report(compiled):
     ev = tasks["finetune-evaluate-adapter"]
     assert ev[0] == loop["componentRef"]["name"]
     assert "taskOutputArtifact" in ev[1]["inputs"]["artifacts"]["adapter"]
-    for field in ("setting", "parent_run_id"):
+    for field in ("setting", "context"):
         assert ev[1]["inputs"]["parameters"][field]["parameterExpressionSelector"] == f'parseJson(string_value)["{field}"]'
     # the report collects both evaluations over every setting, and the base model's
     rep = tasks["finetune-report"][1]["inputs"]["artifacts"]
@@ -283,14 +283,15 @@ def test_bad_trainjob_manifests_are_refused(edit, message):
 
 def test_trainjob_step_writes_the_manifest_without_submitting(tmp_path):
     from components.steps.finetune_trainjob import run_trainjob_step
+    from tracking.context import RunContext
     from components.steps.trainjob_manifest import validate_trainjob
 
     table = tmp_path / "table.parquet"
     table.write_bytes(b"")  # regular needs no table
     info = run_trainjob_step(str(table), str(tmp_path / "manifest.yaml"), str(tmp_path / "adapter"),
                              "smollm2-135m-instruct", "regular", {"max_steps": 3, "source": "countryinfo"}, 2, False,
-                             "kubeflow", "http://mlflow.factprobe.svc.cluster.local:5000", str(tmp_path / "work"),
-                             "2f6c-run", "ui")
+                             "kubeflow", RunContext(tracking_uri="http://mlflow.factprobe.svc.cluster.local:5000",
+                                                    kfp_run_id="2f6c-run", trigger="ui"), str(tmp_path / "work"))
     assert info == {"name": "ft-regular-2f6crun", "submitted": False, "out": info["out"]}
     m = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
     validate_trainjob(m)
@@ -317,6 +318,7 @@ def _eval_dir(root: Path, setting: str, qa_rows: list[dict], mc_rows: list[dict]
 
 def test_report_table_matches_the_per_fact_results(tmp_path):
     from components.steps.finetune_report import run_finetune_report
+    from tracking.context import RunContext
 
     def qa(fid, em, f1, split="eval", shots=0):
         return {"fact_id": fid, "relation": "P36", "split": split, "shots_asked": shots, "em": em, "f1": f1,
@@ -333,7 +335,7 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
                       [mc("a", True), mc("b", True)])
     Path(known[0], "finetune_loss_history.json").write_text(json.dumps([{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]))
     table = run_finetune_report([base[0], known[0]], [base[1], known[1]], str(tmp_path / "r.html"), str(tmp_path / "r.md"),
-                                {"max_steps": 2}, "", "none", "local")
+                                {"max_steps": 2}, RunContext(tracking_uri="none", trigger="local"))
     assert table["setting"].tolist() == ["base", "known"]
     b, k = table.iloc[0], table.iloc[1]
     assert (b["em"], b["f1"], b["iclke_acc"], b["qa_n"]) == (0.25, 0.375, 0.5, 4)
@@ -350,6 +352,7 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
 
 def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
     from components.steps.finetune import run_sets_step
+    from tracking.context import RunContext
     from factprobe.finetune.sets import TrainSet, build_train_set
     from factprobe.errors import ConfigError
 
@@ -357,9 +360,9 @@ def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings
           "max_steps": 2}
     empty = tmp_path / "table.parquet"
     empty.write_bytes(b"")
-    cells = run_sets_step(str(tmp_path / "sets"), str(empty), "smollm2-135m-instruct", ["regular", "counterfactual"], ft,
-                          "", "none")
-    assert cells == [{"setting": "regular", "parent_run_id": ""}, {"setting": "counterfactual", "parent_run_id": ""}]
+    off = RunContext(tracking_uri="none")
+    cells = run_sets_step(str(tmp_path / "sets"), str(empty), "smollm2-135m-instruct", ["regular", "counterfactual"], ft, off)
+    assert cells == [{"setting": "regular", "context": off.to_json()}, {"setting": "counterfactual", "context": off.to_json()}]
     for kind in ("regular", "counterfactual"):
         saved = TrainSet.load(tmp_path / "sets" / kind)  # checks the digest against the examples
         again = build_train_set(kind, model="smollm2-135m-instruct", source="countryinfo", relations=["P30", "P37"],
@@ -368,8 +371,8 @@ def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings
     sets = json.loads((tmp_path / "sets" / "sets.json").read_text())
     assert sets["regular"]["digest"] == TrainSet.load(tmp_path / "sets" / "regular").digest
     with pytest.raises(ConfigError, match="choose from known, unknown, mixed, counterfactual, regular"):
-        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known", "famous"], ft, "", "none")
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known", "famous"], ft, off)
     with pytest.raises(ConfigError, match="listed twice"):
-        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["regular", "regular"], ft, "", "none")
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["regular", "regular"], ft, off)
     with pytest.raises(ConfigError, match="needs the base model's known/unknown table"):
-        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known"], ft, "", "none")
+        run_sets_step(str(tmp_path / "x"), str(empty), "smollm2-135m-instruct", ["known"], ft, off)

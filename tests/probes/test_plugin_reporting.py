@@ -109,12 +109,14 @@ def test_report_step_shows_the_novel_metric(cli_runs, registered, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from components.steps.report import headline_scalars, run_report
+    from tracking.context import RunContext
 
     src, model, _ = cli_runs
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     c = MlflowClient(uri)
     parent = c.create_run(c.create_experiment("factprobe/probe")).info.run_id
-    by_run = run_report([str(src / "a")], str(tmp_path / "r.html"), str(tmp_path / "r.md"), parent, uri)
+    by_run = run_report([str(src / "a")], str(tmp_path / "r.html"), str(tmp_path / "r.md"),
+                        RunContext(tracking_uri=uri, parent_run_id=parent))
     hit = by_run[f"hit-rate:{model}"]["hit_rate"]
     md, page = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
     assert "## hit-rate" in md and "| model | relation | hit_rate | n |" in md and "| P36 |" in md

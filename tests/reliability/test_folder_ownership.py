@@ -216,6 +216,7 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     from components.steps.probe import run_probe_step, work_dir
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import get_probe
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
     db = tmp_path / "mlruns.db"
@@ -230,7 +231,8 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     with TrackedRun(pipeline="probe", tracking_uri=uri, required=True) as parent:
         pass
     with pytest.raises(ConfigError, match="holds a fine-tuning run"):
-        run_probe_step(str(tmp_path / "items"), str(tmp_path / "res"), model, "qa", config, parent.run_id, uri,
+        run_probe_step(str(tmp_path / "items"), str(tmp_path / "res"), model, "qa", config,
+                       RunContext(tracking_uri=uri, trigger="local", parent_run_id=parent.run_id),
                        work_root=str(tmp_path / "work"))
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
 
@@ -240,6 +242,7 @@ def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, ti
     folder holds a probe's results is refused before its child MLflow run exists."""
     from components.steps.finetune import finetune_config, run_train_step, train_out_dir
     from factprobe.errors import ConfigError
+    from tracking.context import RunContext
     from tracking.run import TrackedRun
 
     db = tmp_path / "mlruns.db"
@@ -255,8 +258,9 @@ def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, ti
     with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
         pass
     with pytest.raises(ConfigError, match=r"holds a probe run \(qa\); finetune cannot write into it"):
-        run_train_step("", str(tmp_path / "adapter"), model, "regular", ft, parent.run_id, uri,
-                       work_root=str(tmp_path / "work"))
+        run_train_step("", str(tmp_path / "adapter"), model, "regular", ft,
+                       RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local",
+                                  parent_run_id=parent.run_id), work_root=str(tmp_path / "work"))
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
 
 

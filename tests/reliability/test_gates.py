@@ -158,11 +158,12 @@ def test_pipeline_gate_step_refuses_what_it_cannot_gate(tmp_path):
     """issue 18 items 15 and 16, pipeline side: the regression pipeline's gate step refuses a qa
     baseline and a NaN max_drop in one line (ConfigError) instead of a stack of pandas errors."""
     from components.steps.regression_gate import run_gate
+    from tracking.context import RunContext
 
     mc = folder(tmp_path / "mc-run", "ic-lke", mc_rows())
     qa = folder(tmp_path / "qa-run", "qa", qa_rows())
     with pytest.raises(ConfigError, match=re.escape(f"baseline {qa} is a qa run; {NEEDS}")):
-        run_gate(str(mc), str(qa), 0.02, 0.05, str(tmp_path / "gate.md"), "", "none")
+        run_gate(str(mc), str(qa), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
     with pytest.raises(ConfigError, match=r"^max_drop must be a number in \[0, 1\), got nan$"):
-        run_gate(str(mc), str(mc), math.nan, 0.05, str(tmp_path / "gate.md"), "", "none")
-    assert run_gate(str(mc), str(mc), 0.02, 0.05, str(tmp_path / "gate.md"), "", "none")["decision"] == "PASS"
+        run_gate(str(mc), str(mc), math.nan, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
+    assert run_gate(str(mc), str(mc), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))["decision"] == "PASS"

@@ -19,13 +19,16 @@ def uri(tmp_path):
     return f"sqlite:///{tmp_path / 'mlruns.db'}"
 
 
-@pytest.mark.parametrize("pipeline,metric", [("probe", "headline/accuracy"), ("counterfactual_icl", "headline/em"),
-                                             ("coherency", "headline/coherency"), ("belief", "headline/belief_accuracy"),
-                                             ("nightly_sweep", "headline/accuracy")])
-def test_experiment_opens_on_runs_with_the_headline_as_primary_metric(uri, pipeline, metric):
-    """issue 21 item 1"""
-    with TrackedRun(pipeline=pipeline, run_name="r", tracking_uri=uri):
-        pass
+@pytest.mark.parametrize("pipeline,probes,metric", [
+    ("probe", ["ic-lke", "qa"], "headline/accuracy"), ("counterfactual_icl", ["qa", "counterfactual"], "headline/em"),
+    ("coherency", ["coherency"], "headline/coherency"), ("belief", ["belief-icl"], "headline/belief_accuracy"),
+    ("nightly_sweep", ["no-such-probe", "ic-lke"], "headline/accuracy"), ("finetune_known_unknown", ["qa", "ic-lke"], "headline/em")])
+def test_experiment_opens_on_runs_with_the_headline_as_primary_metric(uri, pipeline, probes, metric):
+    """issue 21 item 1; issue 19: the family is that of the first of the pipeline's probes that
+    declares a headline (the start step's `probes`), no pipeline -> family table"""
+    from components.steps.start_run import run_start
+
+    run_start(pipeline, "kfp-1", "local", uri, json.dumps({"models": ["m"], "probes": probes}))
     tags = MlflowClient(uri).get_experiment_by_name(f"factprobe/{pipeline}").tags
     assert tags[KIND] == "custom_model_development"
     assert tags[PRIMARY] == metric and tags[GREATER] == "true"
@@ -85,9 +88,11 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
 
     from components.steps.finalize_run import run_finalize
     from components.steps.start_run import run_start
+    from tracking.context import RunContext
     from tracking.probe_logging import record_headline
 
-    pid = run_start("probe", "kfp-1", "local", uri, json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))
+    pid = RunContext.from_json(run_start("probe", "kfp-1", "local", uri,
+                                         json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))).parent_run_id
     for model, acc in (("m-a", 0.5), ("/x/tiny-b", 0.25)):
         with TrackedRun(pipeline="probe", run_name=model, tracking_uri=uri, parent_run_id=pid,
                         tags={"factprobe.model": model, "factprobe.probe": "ic-lke"}) as run:
