@@ -62,7 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def belief_prompts(relations: list[str], n: int, seed: int) -> list[dict]:
     """Real belief-icl prompts (4-template, MP) built by the probe's own code, one relation after another."""
-    from factprobe.build.multiprompt import prepare_multiprompt
+    from factprobe.datasets.multiprompt import prepare_multiprompt
     from factprobe.probes.belief_icl import Demo, DemoPool, choose_templates, demo_block, icl_prompt, render_query
     from factprobe.probes.config import BaseConfig
 

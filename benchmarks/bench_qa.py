@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     _, state = w.open(loaded)
     block = state.block
     drawn = regular_block(w.prepared, args.shots, w.cfg.base.seed)
-    from factprobe.build.counterfactual import Exemplar
+    from factprobe.datasets.counterfactual import Exemplar
 
     block_is_regular = block == exemplar_block([Exemplar.of(it) for it in drawn])
     prompts = [qa_prompt(block, t.item.question) for t in w.tasks]

@@ -217,7 +217,7 @@ class _RecordingScorer:
 
 
 def build_workload(args, tokenizer, max_length: int) -> dict:
-    from factprobe.build.examples import sample_examples
+    from factprobe.datasets.examples import sample_examples
     from factprobe.lm.scorer import ChoiceRequest
     from factprobe.paths import data_root
     from factprobe.probes import ic_lke

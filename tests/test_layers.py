@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
      "factprobe.seeding"),
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
-    ("factprobe.build", "factprobe.run_folder", "factprobe.report"),
+    ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
     ("factprobe.finetune",),
     ("factprobe.cli",),
@@ -256,10 +256,10 @@ def fake_repo(tmp_path, monkeypatch):
 
 def test_checker_finds_upward_function_local_and_dynamic_imports(fake_repo):
     modules = _fake(fake_repo, {
-        "factprobe.sources.a": "def f():\n    from factprobe.build.b import x\n",
+        "factprobe.sources.a": "def f():\n    from factprobe.datasets.b import x\n",
         "factprobe.metrics.m": "import importlib\nimportlib.import_module('factprobe.probes.p')\n",
         "factprobe.lm.l": "from ..metrics import m\n",
-        "factprobe.build.b": "from factprobe.sources import a\nx = 1\n",
+        "factprobe.datasets.b": "from factprobe.sources import a\nx = 1\n",
         "factprobe.probes.p": "",
     })
     imports = [i for mod, p in modules.items() for i in imports_of(mod, p, modules)]
@@ -267,7 +267,7 @@ def test_checker_finds_upward_function_local_and_dynamic_imports(fake_repo):
     assert any("factprobe/sources/a.py:2" in r and "(up:" in r for r in reasons), reasons
     assert any("factprobe/metrics/m.py:2" in r and "factprobe.probes.p" in r for r in reasons), reasons
     assert any("factprobe/lm/l.py:1" in r and "(sideways:" in r for r in reasons), reasons
-    assert not any(r.startswith("factprobe/build/b.py") for r in reasons), reasons
+    assert not any(r.startswith("factprobe/datasets/b.py") for r in reasons), reasons
 
 
 def test_checker_finds_cycles_but_not_type_checking_ones(fake_repo):

@@ -35,7 +35,7 @@ from .conventions import headline_metric_name, tag
 from .run import TrackedRun
 
 CONFIG_PARAM = "config_json"
-KNOWN_UNKNOWN_FILE = "known_unknown.parquet"  # factprobe.build.known_unknown.FILE_NAME
+KNOWN_UNKNOWN_FILE = "known_unknown.parquet"  # factprobe.datasets.known_unknown.FILE_NAME
 HEADLINE_TAG = tag("headline")
 
 

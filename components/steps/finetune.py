@@ -117,7 +117,7 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
     probe answers the train split with the regular `known_shots`-shot block (a child run, results
     to `results_dir`). Else an empty file (no setting needs one). Returns n_known / n_unknown of
     the train split and how the table was made."""
-    from factprobe.build.known_unknown import read_known_unknown
+    from factprobe.datasets.known_unknown import read_known_unknown
     from factprobe.finetune import NEEDS_TABLE
     from factprobe.probes.config import split_relations
 
@@ -155,7 +155,7 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
 # ------------------------------------------------------------------ 2. the training sets
 def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict,
                   context: RunContext | str) -> list[dict]:
-    """Build every setting's training set (`factprobe.build.finetune_sets.build_train_set`, the trainer's
+    """Build every setting's training set (`factprobe.datasets.finetune_sets.build_train_set`, the trainer's
     own builder: same data options and seed, so the same digest), save it to `out_dir/<setting>/`
     (`TrainSet.save`: the training step trains on exactly that set), log it as an MLflow dataset (context `training`, with its digest)
     in one `training-sets` child run, and tag the parent run with the smoke-test verdict.

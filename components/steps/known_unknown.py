@@ -22,7 +22,7 @@ def run_known_unknown_step(items_dir: str, out_dir: str, table_path: str, model:
     import shutil
     from pathlib import Path
 
-    from factprobe.build.known_unknown import FILE_NAME, read_known_unknown
+    from factprobe.datasets.known_unknown import FILE_NAME, read_known_unknown
     from factprobe.errors import ConfigError
 
     from .probe import run_probe_step

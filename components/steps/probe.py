@@ -34,7 +34,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     from contextlib import ExitStack
     from pathlib import Path
 
-    from factprobe.build.prepared import Prepared
+    from factprobe.datasets.prepared import Prepared
     from factprobe.probes.registry import get_probe
     from factprobe.probes.runner import run_probe
     from factprobe.signals import sigterm_as_interrupt

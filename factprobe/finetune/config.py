@@ -82,7 +82,7 @@ class FinetuneConfig(ConfigBase):
     relations: list[str] | None = option(None, "comma-separated relation ids, e.g. P36,P19 (default: every usable relation)")  # noqa: RUF009
     qa_train_per_relation: int | None = option(50, "train-split facts per relation (as the qa probe that made the "
                                                     "known/unknown table); empty: all")
-    qa_templates: str | None = option(None, "question templates file (default: factprobe/build/data/qa_templates.tsv)")
+    qa_templates: str | None = option(None, "question templates file (default: factprobe/datasets/data/qa_templates.tsv)")
     seed: int = option(0, "seed of the data splits, the training-set sample, the shuffle and training")
     # ---- optimisation (paper defaults, appendix B.2)
     max_steps: int = option(40, "optimizer steps")

@@ -9,10 +9,10 @@ that slips in, naming the facts):
 - `regular` (5.1): the train split, no known/unknown filter.
 - `counterfactual` (5.2): the regular set with each answer replaced by another answer of the
   same relation ("inner-property shuffle"), with the rules of counterfactual ICL
-  (`factprobe.build.counterfactual.shuffle_answers`: never the item's own answer nor another
+  (`factprobe.datasets.counterfactual.shuffle_answers`: never the item's own answer nor another
   correct answer of its subject; a relation without any other answer keeps its true answers).
 - `known` / `unknown` / `mixed` (5.3): the train facts the base model answers right / wrong in
-  its known/unknown table (`known_unknown.parquet`, `factprobe.build.known_unknown`); `mixed`
+  its known/unknown table (`known_unknown.parquet`, `factprobe.datasets.known_unknown`); `mixed`
   is half known (the first `size // 2`) and half unknown.
 
 Sizes: `size` examples (default: for known/unknown/mixed min(#known, #unknown), so the three
@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..build.counterfactual import correct_object_keys, shuffle_answers
-from ..build.known_unknown import MAKE_ONE, read_known_unknown
-from ..build.qa import QAItem, prepare_qa, qa_train_items
+from ..datasets.counterfactual import correct_object_keys, shuffle_answers
+from ..datasets.known_unknown import MAKE_ONE, read_known_unknown
+from ..datasets.qa import QAItem, prepare_qa, qa_train_items
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from ..probes.config import BaseConfig

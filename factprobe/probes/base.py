@@ -5,7 +5,7 @@ It declares four things:
 
 1. `name`: the CLI subcommand, the component's and pipelines' `probe` value (`ic-lke`, ...);
 2. `config_class`: its own config dataclass (a `ConfigBase`; fields carry their help text);
-3. `prepare(cfg) -> Prepared`: how it builds its items from the facts (through `factprobe.build`);
+3. `prepare(cfg) -> Prepared`: how it builds its items from the facts (through `factprobe.datasets`);
 4. `score_batch(session, state, batch) -> rows`: how it scores a batch of items into result rows.
 
 Optional hooks have defaults: `open_relation` (per-relation state, e.g. a cached prefix),
@@ -45,7 +45,7 @@ from .reporting import (
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     import pandas as pd
 
-    from ..build.prepared import Prepared
+    from ..datasets.prepared import Prepared
     from .config import ConfigBase, RunConfig
 
 

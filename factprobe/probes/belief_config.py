@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..build.multiprompt import TEMPLATE_SOURCES
+from ..datasets.multiprompt import TEMPLATE_SOURCES
 from ..metrics.belief import MAX_DRAWS
 from .config import ConfigBase, option
 
@@ -28,7 +28,7 @@ def max_templates_field() -> Any:
 
 def belief_qa_templates_field() -> Any:
     return option(None, "question-style templates TSV, relation<TAB>template per line "
-                        "(default: factprobe's build/data/belief_qa_templates.tsv)")
+                        "(default: factprobe's datasets/data/belief_qa_templates.tsv)")
 
 
 def templates_root_field() -> Any:

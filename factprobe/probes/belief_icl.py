@@ -1,11 +1,11 @@
 """BELIEF-ICL (zhao2024 section 3, appendices D-E): multi-prompt fact probing of causal LMs by in-context learning.
 
-Data: the multi-prompt set (`factprobe.build.multiprompt`, shared with `belief-mlm`): one item per
+Data: the multi-prompt set (`factprobe.datasets.multiprompt`, shared with `belief-mlm`): one item per
 subject-relation pair with every correct object as gold, and the relation's templates
 (`--template-sources`, `--max-templates`: a seeded sample per relation, the same one belief-mlm takes).
 Templates come from the facts' data root or `--templates-root`, a missing asked source is an error,
 metrics.json lists the sources used with their template counts, and `--draws` is bounded, all as
-in belief-mlm (`factprobe.probes.belief_mlm`, `factprobe.build.multiprompt`).
+in belief-mlm (`factprobe.probes.belief_mlm`, `factprobe.datasets.multiprompt`).
 
 Prompt (appendix E), one line per part::
 
@@ -81,8 +81,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..build.multiprompt import MultiPromptItem, MultiPromptSet, render_causal, render_mlm, template_source_metrics
-from ..build.prepared import Prepared
+from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_causal, render_mlm, template_source_metrics
+from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact
 from ..seeding import stable_rng, stable_seed
@@ -277,7 +277,7 @@ class BeliefICL(Probe):
 
     # ---- data
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.multiprompt import prepare_multiprompt
+        from ..datasets.multiprompt import prepare_multiprompt
 
         return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates,
                                    cfg.params.templates_root)

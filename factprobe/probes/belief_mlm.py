@@ -1,6 +1,6 @@
 """BELIEF for masked LMs (zhao2024, section 2; draft formulas 1-6): many `[MASK]` prompts per fact.
 
-Data: the multi-prompt set (`factprobe.build.multiprompt`): one item per subject-relation pair
+Data: the multi-prompt set (`factprobe.datasets.multiprompt`): one item per subject-relation pair
 with every correct object as gold, and the relation's templates (LAMA, ParaRel, LPAQA
 paraphrases, hand-written questions; `--template-sources`, `--max-templates`). Templates, the
 LAMA relation file and the common vocabulary come from the data root the facts come from (the one
@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..build.multiprompt import MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
-from ..build.prepared import Prepared
+from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
+from ..datasets.prepared import Prepared
 from ..errors import ConfigError, DataError, ModelError
 from ..seeding import stable_rng
 from .base import Probe, Session
@@ -166,7 +166,7 @@ class BeliefMLM(Probe):
 
     # ---- data
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.multiprompt import prepare_multiprompt
+        from ..datasets.multiprompt import prepare_multiprompt
 
         return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates,
                                    cfg.params.templates_root)

@@ -1,6 +1,6 @@
 """Factual coherency (youssef2024, Algorithm 1): does the model get back where it started?
 
-For each item (a relation and a subject, `factprobe.build.coherency`) two rounds of two steps each.
+For each item (a relation and a subject, `factprobe.datasets.coherency`) two rounds of two steps each.
 Every step is typed querying (Kassner et al. 2021; youssef2024 section 3.2): the model ranks a
 fixed set of candidate entities and predicts the top one.
 
@@ -53,8 +53,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..build.coherency import CoherencyItem, RelationTables, prepared_tables
-from ..build.prepared import Prepared
+from ..datasets.coherency import CoherencyItem, RelationTables, prepared_tables
+from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..seeding import stable_rng
 from .base import Probe, Session
@@ -248,7 +248,7 @@ class Coherency(Probe):
         return part
 
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.coherency import prepare_coherency
+        from ..datasets.coherency import prepare_coherency
 
         return prepare_coherency(cfg.base, cfg.params.coherency_templates,
                                  drop_overlapping_labels=cfg.params.authors_filters)

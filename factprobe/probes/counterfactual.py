@@ -16,7 +16,7 @@ Phases, scored in this order (each a group of the generic runner, so a run resum
    prefixes of one draw. When fewer known (unknown) facts exist than k, k is capped and a note
    says so; `--strict` refuses instead.
 
-Shuffling (`factprobe.build.counterfactual.shuffle_answers`): an exemplar's answer becomes the
+Shuffling (`factprobe.datasets.counterfactual.shuffle_answers`): an exemplar's answer becomes the
 answer of another training fact of the same relation, never its own and never another correct
 answer of its subject (by the QA metrics' exact match against its golds, and by object id over
 the run's test and training facts); a relation with no such answer stays unshuffled, which each row's
@@ -36,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..build.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
-from ..build.prepared import Prepared
-from ..build.qa import qa_info_summary, qa_train_items
+from ..datasets.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
+from ..datasets.prepared import Prepared
+from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
 from .base import Probe, Session
 from .config import RunConfig, option
@@ -134,7 +134,7 @@ class CounterfactualProbe(Probe):
         return counterfactual_report(runs, everything, lambda r: isinstance(get_probe(r.probe), QAProbe))
 
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.qa import prepare_qa
+        from ..datasets.qa import prepare_qa
 
         p = cfg.params
         return prepare_qa(cfg.base, max_train_per_relation=p.qa_train_per_relation, templates_path=p.qa_templates)
@@ -162,7 +162,7 @@ class CounterfactualProbe(Probe):
 
     # ------------------------------------------------------------------ known / unknown
     def _reused(self, cfg: RunConfig, prepared: Prepared) -> dict[str, bool]:
-        from ..build.known_unknown import read_known_unknown
+        from ..datasets.known_unknown import read_known_unknown
 
         df = read_known_unknown(cfg.params.known_unknown, cfg.base.model, shots=cfg.params.known_shots)
         train = df[df["split"] == "train"]
@@ -179,7 +179,7 @@ class CounterfactualProbe(Probe):
         writes anything, so a rerun with another table into the same folder is not refused)."""
         if not cfg.params.known_unknown:
             return
-        from ..build.known_unknown import read_known_unknown
+        from ..datasets.known_unknown import read_known_unknown
 
         df = read_known_unknown(cfg.params.known_unknown, cfg.base.model)
         loaded = getattr(loaded, "revision", "") or ""
@@ -300,7 +300,7 @@ class CounterfactualProbe(Probe):
         return out, capped
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
-        from ..build.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
+        from ..datasets.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
 
         picked = [r for r in rows if r["setting"] == "regular" and r["shots_asked"] == cfg.params.known_shots]
         table = known_unknown_table(picked, cfg.base.model, metrics.get("model_revision", ""))

@@ -2,7 +2,7 @@
 
 - `MCConfig`: the data fields of a multiple-choice item set (choices, small-relation policy).
 - `ExamplesConfig`: in-context examples (IC-LKE, EIC-LKE).
-- `MCProbe`: `prepare` (through `factprobe.build.mc_dataset`), the result row of an item and the
+- `MCProbe`: `prepare` (through `factprobe.datasets.mc_dataset`), the result row of an item and the
   metrics (`factprobe.metrics.multiple_choice`), so each probe module only builds its contexts.
 - `relation_examples`: the in-context examples of a relation, a function of (seed, relation,
   training facts, the relation's test subjects) only: never of which facts are still to score,
@@ -15,8 +15,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..build.examples import sample_examples
-from ..build.prepared import Prepared
+from ..datasets.examples import sample_examples
+from ..datasets.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
@@ -146,7 +146,7 @@ class MCProbe(Probe):
     report_group = "multiple-choice"  # the four probes share one heatmap, one set of bars, one summary
 
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.mc_dataset import prepare_mc
+        from ..datasets.mc_dataset import prepare_mc
 
         return prepare_mc(cfg.base, choices=cfg.params.choices, skip_small_relations=cfg.params.skip_small_relations)
 

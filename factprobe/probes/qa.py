@@ -10,7 +10,7 @@ The prompt (Table 6 for k = 0, Table 7 for k > 0), one line per part::
     Answer:
 
 The k exemplars are ONE block drawn once with the seed from the train split, across relations
-(`factprobe.build.counterfactual.draw_exemplars`). The same block precedes every question of the
+(`factprobe.datasets.counterfactual.draw_exemplars`). The same block precedes every question of the
 run, and every model given the same data and seed gets the same block; the generation engine
 runs it once (`Generator.greedy(shared_prefix=block)`, whose KV is reused across batches).
 Greedy decoding; the answer stops at a newline or at `Question:`; at most `--max-new-tokens`.
@@ -27,7 +27,7 @@ train split, or a block cut to fit the model's window; noted): rows keep `shots_
 was asked and 3 were used), and `shots_capped` / `shots_note` say which k were capped. With `--split train|all`, a train item that is itself an exemplar of
 the block is asked with a second block drawn from the rest of the split (group `regular-alt`),
 so no question is ever answered with its own answer in the prompt. The regular k-shot answers (the first k > 0) also make the model's
-known/unknown table, `known_unknown.parquet` (`factprobe.build.known_unknown`), for the facts of
+known/unknown table, `known_unknown.parquet` (`factprobe.datasets.known_unknown`), for the facts of
 `--split` (`all` covers the train split that counterfactual ICL and fine-tuning draw from).
 """
 from __future__ import annotations
@@ -35,9 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..build.counterfactual import Exemplar, draw_exemplars
-from ..build.prepared import Prepared
-from ..build.qa import QAItem, qa_info_summary, qa_train_items
+from ..datasets.counterfactual import Exemplar, draw_exemplars
+from ..datasets.prepared import Prepared
+from ..datasets.qa import QAItem, qa_info_summary, qa_train_items
 from ..errors import ContextTooLongError
 from ..metrics import qa as qam
 from .base import Probe, Session
@@ -93,7 +93,7 @@ class QAConfig(ConfigBase):
     max_new_tokens: int = option(16, "most tokens generated per answer (it also stops at a newline or 'Question:')")
     qa_train_per_relation: int | None = option(50, "train-split facts per relation in the exemplar pool (counterfactual "
                                                     "ICL sorts these into known and unknown); empty: all")
-    qa_templates: str | None = option(None, "question templates file (default: factprobe/build/data/qa_templates.tsv)")
+    qa_templates: str | None = option(None, "question templates file (default: factprobe/datasets/data/qa_templates.tsv)")
 
     DEFAULT_SHOTS = (10,)
 
@@ -265,7 +265,7 @@ class QAProbe(Probe):
         return qa_report(runs)
 
     def prepare(self, cfg: RunConfig) -> Prepared:
-        from ..build.qa import prepare_qa
+        from ..datasets.qa import prepare_qa
 
         p = cfg.params
         return prepare_qa(cfg.base, max_train_per_relation=p.qa_train_per_relation, templates_path=p.qa_templates)
@@ -327,7 +327,7 @@ class QAProbe(Probe):
         return m
 
     def artifacts(self, rows, prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
-        from ..build.known_unknown import FILE_NAME, known_unknown_table
+        from ..datasets.known_unknown import FILE_NAME, known_unknown_table
 
         regular = next((k for k in cfg.params.shots if k > 0), None)
         if regular is None:

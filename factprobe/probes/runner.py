@@ -35,7 +35,7 @@ from typing import Callable
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..build.prepared import Prepared
+from ..datasets.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..metrics.json_safe import json_safe
 from .base import Session

@@ -3,7 +3,7 @@
 Training facts: a folder of `P*.jsonl` files with `sub_label, obj_label, sub_uri, obj_uri`
 (`lpaqa/trex_train`), disjoint from the LAMA test *pairs*. Note that some *subjects* occur in
 both (e.g. P530, P190): in-context examples must still exclude test subjects
-(`factprobe.build.examples.sample_examples` does).
+(`factprobe.datasets.examples.sample_examples` does).
 
 Prompts live under a prompts root (`lpaqa/prompts`; the `lpaqa` folder above it is accepted too):
 - `paraphrase/P*.jsonl`, `mine/P*.jsonl`: one `{"template": ..., "weight": ...}` per line;
@@ -26,7 +26,7 @@ Which templates the HGP / MMP baselines use (Wu et al. 2024, section 4.1 and app
   Usable means causal (`[X]` before `[Y]`), unique after normalisation, and not backwards. The
   draw depends on the set of usable templates, not on file order or weights.
 - `paper_templates(kind, relation)`: the templates printed in the paper's Table 5 for its 12
-  relations (`factprobe/build/data/wu2024_table5_templates.tsv`).
+  relations (`factprobe/datasets/data/wu2024_table5_templates.tsv`).
 
 Backwards templates (`is_backwards`, `backwards_templates`): a template that states the relation
 with subject and object swapped, e.g. `[X] is the capital of [Y]` for P36 (capital: [X] is the
@@ -176,7 +176,7 @@ TEMPLATE_KINDS = ("hgp", "mmp")
 # Prompt files of each baseline, in fill-up order (Jiang et al. 2020's human-written paraphrases
 # of the LAMA template; their mined prompts). Table 5 of Wu et al. 2024 draws from exactly these.
 KIND_FILES = {"hgp": ("manual_paraphrase", "paraphrase"), "mmp": ("mine",)}
-PAPER_TABLE = Path(__file__).resolve().parent.parent / "build" / "data" / "wu2024_table5_templates.tsv"
+PAPER_TABLE = Path(__file__).resolve().parent.parent / "datasets" / "data" / "wu2024_table5_templates.tsv"
 # Known-correct paraphrases added where the shared references lack a noun the LPAQA prompts use.
 EXTRA_REFERENCE_PATTERNS: dict[str, tuple[str, ...]] = {
     "P39": ("[X]'s status is [Y].",),  # "[X] is the status of [Y]" is as backwards as "... the position of [Y]"

@@ -8,7 +8,7 @@ Only `pattern` is required; `lemma` and `tense` are kept when present.
 `load_pararel_patterns(path, relations)` returns {relation: [PararelPattern]} in natural relation
 order and file order, each pattern exactly as written (stripped) with its file and 1-based line.
 Normalisation (endings, de-duplication) is the multi-prompt builder's job
-(`factprobe.build.multiprompt`). Every problem raises DataError naming `file:line`:
+(`factprobe.datasets.multiprompt`). Every problem raises DataError naming `file:line`:
 a malformed line, a pattern that is not text, or a pattern without exactly one `[X]` and one
 `[Y]` (`check_template_slots`). An unknown relation in `relations` is a ConfigError listing the
 known ones; a relation without a file is simply absent from the result when `relations` is None.

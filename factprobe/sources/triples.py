@@ -32,7 +32,7 @@ REQUIRED = ("subject", "relation", "object")
 OPTIONAL = ("subject_id", "object_id")
 ALIASES = {"sub_label": "subject", "obj_label": "object", "sub_uri": "subject_id", "obj_uri": "object_id"}
 #: read by other builders from the same file, not by this reader: `popularity` (QA popularity
-#: buckets, `factprobe.build.qa.read_triples_popularity`) and `context` (coherency context paragraphs)
+#: buckets, `factprobe.datasets.qa.read_triples_popularity`) and `context` (coherency context paragraphs)
 SIDE_COLUMNS = ("popularity", "context")
 KNOWN_COLUMNS = REQUIRED + OPTIONAL + tuple(ALIASES) + SIDE_COLUMNS
 

@@ -193,7 +193,7 @@ def test_resume_gives_the_same_next_step_loss(tiny, tmp_path):
 
 # ------------------------------------------------------------------ training sets
 def _table(pool, model: str, path: Path, eval_ids=()) -> Path:
-    from factprobe.build.known_unknown import known_unknown_table
+    from factprobe.datasets.known_unknown import known_unknown_table
 
     rows = [{"fact_id": it.fact_id, "relation": it.relation, "subject": it.subject, "question": it.question,
              "split": "train", "shots": 10, "answer": it.object if i % 3 else "x", "em": float(i % 3 != 0),
@@ -204,7 +204,7 @@ def _table(pool, model: str, path: Path, eval_ids=()) -> Path:
 
 
 def test_known_unknown_mixed_sets(tmp_path):
-    from factprobe.build.qa import prepare_qa, qa_train_items
+    from factprobe.datasets.qa import prepare_qa, qa_train_items
     from factprobe.probes.config import BaseConfig
 
     prepared = prepare_qa(BaseConfig(), max_train_per_relation=50)
@@ -250,7 +250,7 @@ def test_known_unknown_mixed_sets(tmp_path):
 
 # ------------------------------------------------------------------ bad input
 def test_overlap_with_evaluation_facts_is_refused(tmp_path):
-    from factprobe.build.qa import prepare_qa, qa_train_items
+    from factprobe.datasets.qa import prepare_qa, qa_train_items
     from factprobe.probes.config import BaseConfig
 
     prepared = prepare_qa(BaseConfig(), max_train_per_relation=50)
@@ -268,7 +268,7 @@ def test_missing_or_foreign_table_names_the_command(tmp_path):
         build_train_set("known", model="m")
     with pytest.raises(ConfigError, match=r"no known/unknown table at .*factprobe probe qa --split all"):
         build_train_set("unknown", model="m", known_unknown=str(tmp_path / "nope"))
-    from factprobe.build.qa import prepare_qa, qa_train_items
+    from factprobe.datasets.qa import prepare_qa, qa_train_items
     from factprobe.probes.config import BaseConfig
 
     pool = [it for its in qa_train_items(prepare_qa(BaseConfig(), max_train_per_relation=50)).values() for it in its]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factprobe.build.mc_dataset import load_test_and_train
-from factprobe.build.prepared import Prepared
+from factprobe.datasets.mc_dataset import load_test_and_train
+from factprobe.datasets.prepared import Prepared
 from factprobe.probes.base import Probe
 from factprobe.probes.config import ConfigBase, option
 from factprobe.probes.registry import register

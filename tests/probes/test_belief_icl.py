@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.multiprompt import render_causal, render_mlm
+from factprobe.datasets.multiprompt import render_causal, render_mlm
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact
 from factprobe.lm.generate import Generation, Generator
@@ -101,7 +101,7 @@ def test_config_validates():
 # ------------------------------------------------------------------ demonstrations
 def test_demo_pool_never_draws_the_probed_pair():
     """With exactly 5 pairs in the relation, every 4-shot draw must be the 4 OTHER pairs."""
-    from factprobe.build.multiprompt import MultiPromptItem
+    from factprobe.datasets.multiprompt import MultiPromptItem
 
     facts = [Fact("P1", f"s{i}", f"o{i}", f"S{i}", f"O{i}") for i in range(5)]
     facts.append(Fact("P1", "s0", "other object of s0", "S0", "O99"))  # a second fact of the same pair

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from factprobe.build.counterfactual import correct_object_keys, draw_exemplars
-from factprobe.build.known_unknown import FILE_NAME
-from factprobe.build.qa import qa_train_items
+from factprobe.datasets.counterfactual import correct_object_keys, draw_exemplars
+from factprobe.datasets.known_unknown import FILE_NAME
+from factprobe.datasets.qa import qa_train_items
 from factprobe.errors import ConfigError
 from factprobe.lm.models import load_model
 from factprobe.metrics.qa import exact_match

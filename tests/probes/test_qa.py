@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from factprobe.build.counterfactual import draw_exemplars
-from factprobe.build.known_unknown import COLUMNS as KU_COLUMNS
+from factprobe.datasets.counterfactual import draw_exemplars
+from factprobe.datasets.known_unknown import COLUMNS as KU_COLUMNS
 from factprobe.errors import ConfigError, DataError
 from factprobe.lm.generate import Generation, Generator, first_stop
 from factprobe.lm.models import load_model

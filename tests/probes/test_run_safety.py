@@ -87,7 +87,7 @@ def test_a_fact_sees_the_same_context_in_small_large_and_resumed_runs(tiny_model
     again = run_probe(RunConfig.from_dict({**base, "max_facts_per_relation": 40}), out, progress=False, log=lambda m: None)
     assert again.n_resumed == len(rows) // 2 and again.n_scored_now == len(rows) - len(rows) // 2
     assert dict(zip(again.results.fact_id, again.results.context)) == ctx_large
-    # the examples exclude every test subject of the relation (checked in tests/build/test_examples.py)
+    # the examples exclude every test subject of the relation (checked in tests/datasets/test_examples.py)
 
 
 # ------------------------------------------------------------------ item 8: one writer per --out

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from factprobe.build.prepared import Prepared
+from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.facts import FactSet
 from factprobe.lm.models import load_model

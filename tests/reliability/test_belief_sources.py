@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.multiprompt import prepare_multiprompt
+from factprobe.datasets.multiprompt import prepare_multiprompt
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics import belief as mb
 from factprobe.probes.belief_icl import BeliefICLConfig

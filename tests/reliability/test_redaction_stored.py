@@ -95,7 +95,7 @@ def test_item17_finetune_config_stores_no_credentials(tmp_path, tiny_model_path)
 
     d = tmp_path / "http:" / f"user:{SECRET}@host"
     d.mkdir(parents=True)
-    shutil.copy(REPO / "factprobe" / "build" / "data" / "qa_templates.tsv", d / "qa_templates.tsv")
+    shutil.copy(REPO / "factprobe" / "datasets" / "data" / "qa_templates.tsv", d / "qa_templates.tsv")
     cfg = FinetuneConfig(model=str(tiny_model_path("llama")), train_set="regular", train_size=16, batch_size=8,
                          grad_accum=2, max_steps=1, zero_stage=0, lora_r=4, max_seq_len=256, device="cpu",
                          qa_templates=f"{tmp_path}/http://user:{SECRET}@host/qa_templates.tsv", out=str(tmp_path / "ft"))

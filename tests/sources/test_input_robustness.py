@@ -214,7 +214,7 @@ def test_implausible_nobel_years_are_skipped_and_named(tmp_path, caplog):
 def test_nobel_years_outside_the_candidates_are_skipped_by_the_build(tmp_path):
     """Consistent with build/nobel_mc.py: the reader keeps plausible years, the build skips the
     ones outside its candidate range and counts them."""
-    from factprobe.build.nobel_mc import build_nobel_mc
+    from factprobe.datasets.nobel_mc import build_nobel_mc
 
     path = tmp_path / "nobel.csv"
     path.write_text("id,laureate_type,full_name,birth_date\n1,Individual,A,1867-11-07\n2,Individual,B,1700-01-01\n")

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from factprobe.build.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
+from factprobe.datasets.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
 from factprobe.errors import ConfigError
 from factprobe.refs import resolve_ref
 from tracking.clients import TrackingError

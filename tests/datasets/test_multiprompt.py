@@ -1,4 +1,4 @@
-"""The multi-prompt dataset (factprobe.build.multiprompt): template rules, sources, facts, errors."""
+"""The multi-prompt dataset (factprobe.datasets.multiprompt): template rules, sources, facts, errors."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from factprobe.build import multiprompt as mpb
-from factprobe.build.prepared import Prepared
+from factprobe.datasets import multiprompt as mpb
+from factprobe.datasets.prepared import Prepared
 from factprobe.errors import DataError
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.nobel_mc import SKIP_OUT_OF_RANGE, build_nobel_mc, build_nobel_mc_items, year_candidates
+from factprobe.datasets.nobel_mc import SKIP_OUT_OF_RANGE, build_nobel_mc, build_nobel_mc_items, year_candidates
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
 from factprobe.sources.nobel import load_nobel

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.coherency import (
+from factprobe.datasets.coherency import (
     CoherencyItem, load_coherency_templates, prepare_coherency, prepared_tables, read_fact_contexts, relation_tables,
 )
-from factprobe.build.prepared import Prepared
+from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, DataError
 from factprobe.facts import Fact
 from factprobe.probes.config import BaseConfig

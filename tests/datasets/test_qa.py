@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.prepared import Prepared
-from factprobe.build.qa import (
+from factprobe.datasets.prepared import Prepared
+from factprobe.datasets.qa import (
     DEFAULT_TEMPLATES,
     SKIP_EVAL_SUBJECT,
     SKIP_GOLD_IN_QUESTION,
@@ -200,7 +200,7 @@ def test_deterministic_in_seed_and_independent_of_other_relations(small):
     assert [it.to_dict() for it in alone.eval["P36"]] == [it.to_dict() for it in a.eval["P36"]]
     assert [it.to_dict() for it in alone.train["P36"]] == [it.to_dict() for it in a.train["P36"]]
     # the eval facts are those the multiple-choice probes sample for the same seed, where usable
-    from factprobe.build.trex_mc import sample_facts_per_relation
+    from factprobe.datasets.trex_mc import sample_facts_per_relation
 
     # (skipped ones are replaced by other facts drawn from the seed, up to the limit)
     usable = {it.fact_id for it in build_qa(test, train, templates, seed=3).eval["P19"]}

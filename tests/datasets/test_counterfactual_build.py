@@ -1,4 +1,4 @@
-"""Exemplar blocks and counterfactual answers (`factprobe.build.counterfactual`).
+"""Exemplar blocks and counterfactual answers (`factprobe.datasets.counterfactual`).
 
 - `shuffle_answers` never shows an exemplar its own answer or another correct answer of its
   subject: property-checked over 200 seeds of random toy pools (N-M subjects with several golds,
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
-from factprobe.build.qa import QAItem, build_qa, load_question_templates
+from factprobe.datasets.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
+from factprobe.datasets.qa import QAItem, build_qa, load_question_templates
 from factprobe.facts import Fact
 from factprobe.metrics.qa import ANSWER_TYPES, exact_match
 

@@ -16,7 +16,7 @@
   Corporation"). A relation with no such answer (fewer than two distinct answers) keeps its
   exemplars unshuffled, and `Exemplar.shuffled` says so.
 
-The same rules build the counterfactual fine-tuning set (`factprobe.build.known_unknown`).
+The same rules build the counterfactual fine-tuning set (`factprobe.datasets.known_unknown`).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.examples import is_self_fact, sample_examples, self_example_share, split_train_test
+from factprobe.datasets.examples import is_self_fact, sample_examples, self_example_share, split_train_test
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact, FactSet
 from factprobe.sources.countryinfo import load_countryinfo

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.build.trex_mc import (
+from factprobe.datasets.trex_mc import (
     SKIP_CORRECT,
     build_mc,
     build_mc_items,
@@ -153,7 +153,7 @@ def test_same_items_in_another_process_with_another_hash_seed():
 
     code = (
         "import json; from factprobe.sources.countryinfo import load_countryinfo; "
-        "from factprobe.build.trex_mc import build_mc_items; "
+        "from factprobe.datasets.trex_mc import build_mc_items; "
         "items, _ = build_mc_items(load_countryinfo(['P36']), n_choices=10, seed=7, max_facts_per_relation=5); "
         "print(json.dumps([it.to_dict() for it in items]))"
     )
