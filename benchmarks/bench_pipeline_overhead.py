@@ -47,16 +47,17 @@ from components.steps.probe import run_probe_step
 from components.steps.report import run_report
 from components.steps.finalize_run import run_finalize
 p = json.loads(sys.argv[1]); uri = sys.argv[2]; d = sys.argv[3]
-parent = run_start("probe", "direct", "local", uri, json.dumps(p))
-cells = run_plan(p["models"], p["probes"], parent)
-run_data_build(d + "/items", "countryinfo", "", "", p["relations"], p["max_facts_per_relation"], p["examples"],
-               p["choices"], 0, parent, uri)
+# the same steps with the same one config dict and run context a pipeline passes (pipelines/scaffold.py)
+config = {"source": "countryinfo", "relations": p["relations"], "max_facts_per_relation": p["max_facts_per_relation"],
+          "examples": p["examples"], "choices": p["choices"], "seed": 0}
+context = run_start("probe", "direct", "local", uri, json.dumps(p))
+cells = run_plan(p["models"], p["probes"], context, config)
+run_data_build(d + "/items", config, p["probes"], context)
 outs = []
 for i, c in enumerate(cells):
-    run_probe_step(d + "/items", d + f"/res{i}", c["model"], c["probe"], p["examples"], p["choices"], 0, parent, uri,
-                   d + "/work", "direct", "local", "probe")
+    run_probe_step(d + "/items", d + f"/res{i}", c["model"], c["probe"], config, c["context"], d + "/work")
     outs.append(d + f"/res{i}")
-run_report(outs, d + "/r.html", d + "/r.md", parent, uri)
+run_report(outs, d + "/r.html", d + "/r.md", context)
 run_finalize("probe", "direct", uri, "SUCCEEDED")
 print(json.dumps({"seconds": time.perf_counter() - t0}))
 '''
