@@ -12,8 +12,10 @@ through entry points declared in pyproject.toml:
 - `factprobe.probe_hooks`: an object with `add_arguments(parser)` and `wrap(args, cfg, out)`, a
   context manager around one probe run that yields `after(outcome) -> list[str]` (tracking
   uses it to log the run to MLflow and to mark it FAILED/KILLED when the run dies). A rerun into
-  a folder that already holds the finished run starts no hook; the optional
-  `already_finished(args, cfg, out) -> list[str]` says where the earlier run is instead.
+  a folder that already holds the finished run starts the hooks only if one of them answers the
+  optional `needs_logging(args, cfg, out) -> bool` with True (tracking: MLflow has no FINISHED run
+  of the folder, e.g. the server died before the results were logged); otherwise the optional
+  `already_finished(args, cfg, out) -> list[str]` says where the earlier run is.
 
 Errors: every expected failure prints one line `error: ...` and exits non-zero (2 for bad input,
 1 for tracking and operating-system errors such as an unwritable --out or a full disk, 130 on
@@ -66,10 +68,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
         def start() -> None:  # the hooks (MLflow) begin once the folder is claimed and the run validated
             afters.extend(stack.enter_context(h.wrap(args, cfg, out)) for h in args.hooks)
 
-        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start, start_when_finished=False)
+        def log_finished_folder() -> bool:  # a finished folder is logged again only if no hook holds its run
+            return any(getattr(h, "needs_logging", lambda *_: False)(args, cfg, out) for h in args.hooks)
+
+        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start,
+                            start_when_finished=log_finished_folder)
         for after in afters:
             lines += after(outcome) or []
-    if outcome.already_finished:  # no hook was started: say so, and where the earlier run went
+    if outcome.already_finished and not afters:  # no hook was started: say so, and where the earlier run went
         lines.append(f"{out} already holds this finished run; nothing was scored and no new run was logged")
         for h in args.hooks:
             lines += getattr(h, "already_finished", lambda *_: [])(args, cfg, out) or []

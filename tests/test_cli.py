@@ -108,6 +108,29 @@ def test_rerun_of_a_finished_folder_logs_no_new_run(capsys, tmp_path, monkeypatc
     assert r.info.status == "FINISHED" and f"MLflow run {r.info.run_id}; open it in the MLflow UI:" in out
 
 
+@pytest.mark.slow
+def test_rerun_of_a_finished_folder_that_was_never_logged_logs_it_once(capsys, tmp_path, monkeypatch, tiny_model_path):
+    """A folder finished without a logged run (here --no-track; in life a tracking server that died
+    after the results were written) is logged by the next tracked rerun, and only once: the rerun
+    after that logs nothing (tests/integration/test_server_failure.py covers the dead server)."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation",
+            "2", "--choices", "5", "--examples", "2", "--no-progress", "--out", "o"]
+    assert run(capsys, *argv, "--no-track")[0] == 0
+    assert not (tmp_path / "mlruns.db").exists()
+    rc, out, _ = run(capsys, *argv)
+    assert rc == 0 and "already holds this finished run" not in out and "2 resumed" in out
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("factprobe/probe").experiment_id
+    (r,) = client.search_runs([exp])
+    assert r.info.status == "FINISHED" and r.data.metrics["n"] == 2
+    rc, out, _ = run(capsys, *argv)
+    assert rc == 0 and "already holds this finished run" in out
+    assert [x.info.run_id for x in client.search_runs([exp])] == [r.info.run_id]
+
+
 @pytest.mark.parametrize("command, subcommands", [
     ("pipeline", ["run", "compile", "submit"]),
     ("models", ["list", "path", "verify"]),

@@ -46,6 +46,20 @@ class ProbeTracking:
 
             yield after
 
+    def needs_logging(self, args: argparse.Namespace, cfg, out: Path) -> bool:
+        """For a folder that already holds its finished run: True unless MLflow already has a FINISHED
+        run of it (same step key). A run whose logging failed (server down, crash after the results
+        were written) is logged by the rerun; a logged one is not logged twice. An unreachable store
+        answers True, so the run opens and fails or warns as any tracked run does."""
+        if args.no_track:
+            return False
+        from .conventions import default_tracking_uri
+
+        try:
+            return finished_run(args.tracking_uri or default_tracking_uri(), step_key(cfg, out)) is None
+        except Exception:  # noqa: BLE001 - the tracked run reports an unreachable store itself
+            return True
+
     def already_finished(self, args: argparse.Namespace, cfg, out: Path) -> list[str]:
         """Where the MLflow run of a folder's earlier, finished run is (found by its step key):
         the lines that open it, or one line saying none was found. [] with `--no-track`."""

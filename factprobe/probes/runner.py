@@ -15,8 +15,9 @@ Contract
    there, so a run refused at the folder or at validation leaves none); rows of other weights
    are never mixed into the folder. When the folder already holds this configuration's finished
    run (metrics.json, every row done) the outcome says `already_finished`, and with
-   `start_when_finished=False` `on_start()` is not called (the CLI logs no second MLflow run; a
-   pipeline step, whose cached work folder a new pipeline run reuses, still starts its child run);
+   `start_when_finished=False` (or a callable that returns False) `on_start()` is not called (the
+   CLI logs no second MLflow run when the first was logged; a pipeline step, whose cached work
+   folder a new pipeline run reuses, still starts its child run);
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -76,14 +77,15 @@ def run_probe(
     on_batch: Callable[[int, int], None] | None = None,
     prepared: Prepared | None = None,
     on_start: Callable[[], None] | None = None,
-    start_when_finished: bool = True,
+    start_when_finished: bool | Callable[[], bool] = True,
 ) -> ProbeOutcome:
     """Run (or resume) `cfg`'s probe into `out_dir`; see the module docstring.
 
     `loaded` is an optional `LoadedModel` (else loaded here, only if something is left to score);
     `on_batch(done, total)` is called after each batch; `prepared` skips data preparation;
     `on_start()` is called once the folder is claimed and the run validated, before scoring, unless
-    the folder already holds the finished run and `start_when_finished` is False."""
+    the folder already holds the finished run and `start_when_finished` is False (a callable is
+    asked only then: the CLI's "was this folder's run logged?")."""
     probe = get_probe(cfg.probe)
     notes: list[str] = []
 
@@ -104,7 +106,8 @@ def run_probe(
             loaded = loaded or load_for_probe(cfg)
             probe.check_model(cfg, prepared, loaded)
         folder.write_config()  # only once the data (and the model, when one is needed) passed every check
-        if on_start and (start_when_finished or not finished_before):
+        if on_start and (not finished_before or
+                         (start_when_finished() if callable(start_when_finished) else start_when_finished)):
             on_start()
         for why in prepared.dropped.values():
             note(f"dropped {why}")
