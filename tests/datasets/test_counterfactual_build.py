@@ -186,7 +186,7 @@ def test_shuffle_on_real_lpaqa_training_facts(real_build):
     correct = correct_object_keys(facts)
     several = sum(len(correct[(it.relation, it.subject_id)]) > 1 for its in build.train.values() for it in its)
     assert several >= 50  # N-M subjects with several golds are in the pool (measured: 55)
-    for seed in range(3):
+    for seed in range(1):  # one seed: each took ~100 s of exact_match on the real pools (3 seeds: 294 s, the suite's slowest)
         for rel, items in build.train.items():
             rng = random.Random(seed)
             exemplars = rng.sample(items, min(150, len(items)))
