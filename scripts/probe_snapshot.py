@@ -30,26 +30,11 @@ VOLATILE = ("seconds", "elapsed", "wall", "tokens_per_second", "items_per_second
 def _models(root: Path) -> dict[str, Path]:
     """The tiny RANDOM models: gpt2, a llama with a 2048-token window and louder weights (as
     tests/probes/test_qa.py widens it, so k-shot blocks fit), and bert (masked)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from factprobe.lm.testing import make_tiny_random_model
+    from factprobe.lm.testing import make_tiny_random_model, widen_tiny_llama
 
     root.mkdir(parents=True, exist_ok=True)
     out = {kind: make_tiny_random_model(kind, root) for kind in ("gpt2", "llama", "bert")}
-    wide = root / "wide" / "tiny-random-llama"
-    if not wide.exists():
-        shutil.copytree(out["llama"], wide)
-        config = json.loads((wide / "config.json").read_text(encoding="utf-8"))
-        config["max_position_embeddings"] = 2048
-        (wide / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        model = AutoModelForCausalLM.from_pretrained(wide, dtype=torch.float32)
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.ndim >= 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
-        model.save_pretrained(wide)
+    wide = widen_tiny_llama(out["llama"], root / "wide")
     out["wide"] = wide
     return out
 
@@ -115,7 +100,8 @@ def run_all(out: Path, models_root: Path, data: Path, only: list[str] | None = N
         metrics = _strip(json.loads((work / "metrics.json").read_text(encoding="utf-8")))
         text = json.dumps(metrics, indent=1, sort_keys=True).replace(str(REPO), "<repo>")  # where the checkout lives
         (dst / "metrics.json").write_text(text + "\n", encoding="utf-8")
-        print(f"{probe}: {sum(1 for _ in open(dst / 'results.jsonl', encoding='utf-8'))} rows", flush=True)
+        rows = len((dst / "results.jsonl").read_text(encoding="utf-8").splitlines())
+        print(f"{probe}: {rows} rows", flush=True)
     shutil.rmtree(out / ".work", ignore_errors=True)
 
 
@@ -148,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with tempfile.TemporaryDirectory() as d:
             run_all(Path(d), a.models, data_root(), only)
-            base = a.base if not only else a.base
-            bad = [b for b in compare(base, Path(d)) if not only or b.split("/")[0] in only]
+            bad = [b for b in compare(a.base, Path(d)) if not only or b.split("/")[0] in only]
         print("\n".join(bad) if bad else f"OK: every file identical to {a.base}")
         return 1 if bad else 0
     if not a.out:

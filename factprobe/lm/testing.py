@@ -210,3 +210,34 @@ def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def widen_tiny_llama(llama: str | os.PathLike[str], root: str | os.PathLike[str], *, window: int = 2048,
+                     newline_gain: float | None = None) -> Path:
+    """A copy (once) of the tiny RANDOM llama at `llama` in `<root>/tiny-random-llama`, whose context
+    window is `window` instead of 256 (rotary positions: no weight depends on it), so k-shot blocks
+    fit, and whose matrices are redrawn with std 3/sqrt(n) from seed 0 (the stock init answers every
+    prompt with the same repeated token). `newline_gain` scales the newline token's embedding (tied
+    embeddings: its logit grows), so that generated answers also end at the stop string. Still
+    RANDOM weights: never a result."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dst = Path(root) / "tiny-random-llama"
+    if dst.exists():
+        return dst
+    shutil.copytree(llama, dst)
+    config = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+    config["max_position_embeddings"] = window
+    (dst / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    model = AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
+        if newline_gain is not None:
+            newline = AutoTokenizer.from_pretrained(dst).convert_tokens_to_ids("\u010a")
+            model.get_input_embeddings().weight[newline] *= newline_gain
+    model.save_pretrained(dst)
+    return dst

@@ -40,33 +40,11 @@ NEWLINE_GAIN = 4.0
 
 # ------------------------------------------------------------------ helpers
 def widened_tiny_llama(tiny_model_path, root: Path, window: int = 2048) -> Path:
-    """A copy of the tiny RANDOM llama whose context window is `window` instead of 256 (rotary
-    positions: no weight depends on it), so that k-shot blocks fit without being shortened, and
-    whose matrices are redrawn with std 3/sqrt(n) (the stock init answers every prompt with the
-    same repeated token, which would make answer comparisons weak)."""
-    import shutil
+    """The tiny RANDOM llama with a `window`-token context, redrawn louder weights and a louder
+    newline, so answers also end at the stop string, some at once (`factprobe.lm.testing.widen_tiny_llama`)."""
+    from factprobe.lm.testing import widen_tiny_llama
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dst = root / "tiny-random-llama"
-    if not dst.exists():
-        shutil.copytree(tiny_model_path("llama"), dst)
-        config = json.loads((dst / "config.json").read_text(encoding="utf-8"))
-        config["max_position_embeddings"] = window
-        (dst / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        model = AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32)
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.ndim >= 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
-            # a louder newline (tied embeddings: its logit grows) so that answers also end at the
-            # stop string, some at once (an empty answer)
-            newline = AutoTokenizer.from_pretrained(dst).convert_tokens_to_ids("\u010a")
-            model.get_input_embeddings().weight[newline] *= NEWLINE_GAIN
-        model.save_pretrained(dst)
-    return dst
+    return widen_tiny_llama(tiny_model_path("llama"), root, window=window, newline_gain=NEWLINE_GAIN)
 
 
 @pytest.fixture(scope="module")
