@@ -2,6 +2,7 @@
 
     factprobe probe <probe> [options]      one subcommand per registered probe (factprobe/probes/registry.py)
     factprobe models list | path ALIAS
+    factprobe study <study> [options]      one subcommand per study (factprobe/studies/registry.py)
     ... plus the commands that other installed packages contribute (entry-point group
     `factprobe.commands`): `pipeline`, `schedule` (pipelines/), `compare`, `regress` (tracking/).
 
@@ -123,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .finetune.cli import register as register_finetune
 
     register_finetune(sub)
+    from .studies.cli import register as register_studies
+
+    register_studies(sub)
     for register in _entry_points(COMMAND_GROUP):
         register(sub)
     return parser

@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
-    ("factprobe.finetune",),
+    ("factprobe.finetune", "factprobe.studies"),
     ("factprobe.cli",),
     ("tracking",),
     ("components.config",),

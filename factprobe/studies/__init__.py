@@ -1,0 +1,5 @@
+"""Studies: experiments over one or more probes that the papers' figures come from (issue 20).
+
+A study is one `Study` (`base.py`) registered by name in `registry.py`; `factprobe study NAME`
+(`cli.py`) runs it into a claimed output folder and writes `metrics.json` atomically.
+"""

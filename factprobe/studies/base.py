@@ -1,0 +1,61 @@
+"""The contract every study implements (`factprobe study NAME`).
+
+A study is an experiment that the papers' figures come from (the examples curve, the position
+study, the findings table). Unlike a probe it is not a per-fact loop with a checkpoint: it runs
+once into a claimed output folder (`factprobe.run_folder.claim(out, "study", name)`) and
+returns its metrics, which the CLI writes atomically to `<out>/metrics.json`.
+
+Contract of a study:
+- `name` (the CLI's subcommand), `description` (one line), `config_class` (a `ConfigBase`
+  dataclass of its own options, one `--flag` per field, validated in `__post_init__`);
+- `uses_base`: whether the `BaseConfig` flags (model, source, data, relations, seed, ...) apply;
+- `run(ctx)` does the work. It writes its own files (jsonl tables, PNG figures) into `ctx.out`
+  with the atomic writers of `factprobe.io` and returns the metrics dict (JSON-able; NaN allowed,
+  written as null). It must not write `metrics.json` itself;
+- `summary(metrics)` gives the console lines (what was measured, in words and numbers);
+- `flat_metrics(metrics)` gives the scalars for MLflow (`name -> float`, names as in
+  `tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
+- `figures(out)`: the PNG files of the run (default: every `*.png` in `out`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+from ..probes.config import BaseConfig, ConfigBase
+
+
+@dataclass
+class StudyContext:
+    """What one study run gets: its configs, its (claimed, existing) output folder, and whether
+    to show progress bars. `note(msg)` prints a one-line notice (a capped n, a dropped relation)
+    to stderr and keeps it for `metrics.json`'s `notes`."""
+
+    base: BaseConfig | None
+    cfg: ConfigBase
+    out: Path
+    progress: bool
+    note: Callable[[str], None]
+
+
+class Study:
+    """Base class of a study (module docstring)."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type[ConfigBase]] = ConfigBase
+    uses_base: ClassVar[bool] = True
+
+    def run(self, ctx: StudyContext) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def summary(self, metrics: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        return {k: float(v) for k, v in metrics.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def figures(self, out: Path) -> list[Path]:
+        return sorted(Path(out).glob("*.png"))

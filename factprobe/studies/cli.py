@@ -1,0 +1,142 @@
+"""`factprobe study NAME [flags]`: run one registered study (registry.py) into an output folder.
+
+    factprobe study icl-examples --model smollm2-135m-instruct --source lama --relations P36 --n 0,1,5 --draws 3
+    factprobe study icl-sequence --length 200 --replace 40 --kind incorrect --placement block
+
+The folder is claimed for one study (`factprobe.run_folder.claim(out, "study", name)`): a second
+run into it while the first is live is refused, and so is a folder of a probe or fine-tuning run.
+`study_config.json` records the configuration first; `metrics.json` is written atomically last,
+so a folder holding `metrics.json` holds a finished study:
+- rerunning the same configuration into it prints the finished summary and computes nothing;
+- another configuration into it is refused in one line naming the differing options.
+
+Hooks from the entry-point group `factprobe.study_hooks` (tracking: the MLflow run) work like
+the probe hooks of `factprobe/cli.py`: `add_arguments(parser)` and `wrap(args, study, config, out)`,
+a context manager yielding `after(metrics) -> list[str]`; a SIGTERM or Ctrl-C inside it ends
+the run KILLED and exits 143/130.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..io import atomic_write_json
+from ..metrics.json_safe import json_safe
+from ..probes.config import BaseConfig, add_config_arguments, namespace_to_dict
+from ..run_folder import claim
+from ..signals import sigterm_as_interrupt
+from .base import Study, StudyContext
+from . import registry
+from .registry import get_study
+
+STUDY_HOOK_GROUP = "factprobe.study_hooks"
+CONFIG_FILE = "study_config.json"
+METRICS_FILE = "metrics.json"
+
+
+def _hooks() -> list[Any]:
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=STUDY_HOOK_GROUP), key=lambda e: e.name)
+    return [h() if isinstance(h, type) else h for h in (ep.load() for ep in found)]
+
+
+def study_config(study: Study, given: dict[str, Any]) -> dict[str, Any]:
+    """The study's whole configuration as one JSON-able dict `{"study", "base"?, "params"}`,
+    validated (ConfigError names the bad option). `given` holds the options the user set."""
+    own = study.config_class.from_dict({k: v for k, v in given.items() if k in study.config_class.field_names()})
+    config: dict[str, Any] = {"study": study.name, "params": own.to_dict()}
+    if study.uses_base:
+        base = BaseConfig.from_dict({k: v for k, v in given.items() if k in BaseConfig.field_names()})
+        config["base"] = {k: v for k, v in base.to_dict().items() if k != "out"}
+    return config
+
+
+def default_out(study: Study, config: dict[str, Any]) -> Path:
+    """runs/study-<name>[-<model folder name>]"""
+    model = (config.get("base") or {}).get("model")
+    return Path(f"runs/study-{study.name}" + (f"-{Path(model).name}" if model else ""))
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for part in ("base", "params"):
+        a, b = old.get(part) or {}, new.get(part) or {}
+        out += [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return out
+
+
+def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool = True,
+              hooks: list[Any] = (), args: argparse.Namespace | None = None) -> tuple[dict[str, Any], list[str], bool]:
+    """Run `study` with `config` (from `study_config`) into `out`.
+
+    Returns (metrics, lines from the hooks, already_finished). A folder already holding this
+    finished configuration returns its metrics with already_finished=True and runs nothing."""
+    base = BaseConfig.from_dict({**config["base"], "out": str(out)}) if config.get("base") is not None else None
+    cfg = study.config_class.from_dict(config["params"])
+    notes: list[str] = []
+
+    def note(msg: str) -> None:
+        notes.append(msg)
+        print(f"note: {msg}", file=sys.stderr)
+
+    with sigterm_as_interrupt(), claim(out, "study", study.name), ExitStack() as stack:
+        if (out / METRICS_FILE).exists() and (out / CONFIG_FILE).exists():
+            old = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
+            diff = _differences(old, config) if old.get("study") == study.name else [f"study: {old.get('study')!r}"]
+            if diff:
+                raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); "
+                                  "use another --out")
+            return json.loads((out / METRICS_FILE).read_text(encoding="utf-8")), [], True
+        atomic_write_json(out / CONFIG_FILE, config)
+        afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
+        metrics = study.run(StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note))
+        if notes:
+            metrics = {**metrics, "notes": notes}
+        metrics = json_safe(metrics)
+        atomic_write_json(out / METRICS_FILE, metrics)
+        lines: list[str] = []
+        for after in afters:
+            lines += after(metrics) or []
+    return metrics, lines, False
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    study = get_study(args.study)
+    classes = (BaseConfig, study.config_class) if study.uses_base else (study.config_class,)
+    given = namespace_to_dict(args, classes)
+    config = study_config(study, given)
+    out = Path(args.out) if getattr(args, "out", None) else default_out(study, config)
+    metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks, args=args)
+    for line in study.summary(metrics):
+        print(line)
+    if finished:
+        print(f"{out} already holds this finished study; nothing was computed and no new run was logged")
+    print(f"results in {out}")
+    for line in lines:
+        print(line)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `factprobe study NAME` with one subcommand per available study."""
+    hooks = _hooks()
+    p = sub.add_parser("study", help="run a study (the experiments behind the papers' figures)")
+    studies = p.add_subparsers(dest="study", required=True, metavar="STUDY")
+    for name in registry.available():
+        study = get_study(name)
+        sp = studies.add_parser(name, help=study.description, description=study.description)
+        if study.uses_base:
+            add_config_arguments(sp.add_argument_group("model and data"), BaseConfig)
+        else:
+            sp.add_argument("--out", default=None, help="output folder (default runs/study-<name>)")
+        add_config_arguments(sp.add_argument_group(f"{name} options"), study.config_class)
+        sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+        for h in hooks:
+            h.add_arguments(sp)
+        sp.set_defaults(func=cmd_study, hooks=hooks)
