@@ -89,6 +89,6 @@ def test_bad_option_and_unknown_study_are_one_line_errors(echo, tmp_path, capsys
 
 def test_command_line_prints_the_summary(echo, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["study", "echo", "--times", "3", "--out", str(out), "--no-track", "--no-progress"]) == 0
+    assert main(["study", "echo", "--times", "3", "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "echo total 6" in text and f"results in {out}" in text
