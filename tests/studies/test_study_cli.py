@@ -81,7 +81,7 @@ def test_a_probe_folder_is_refused(echo, tmp_path):
 
 
 def test_bad_option_and_unknown_study_are_one_line_errors(echo, tmp_path, capsys):
-    assert main(["study", "echo", "--times", "0", "--out", str(tmp_path / "x")]) == 2
+    assert main(["study", "echo", "--times", "0", "--out", str(tmp_path / "x"), "--no-track"]) == 2
     assert capsys.readouterr().err.strip() == "error: times=0: must be >= 1"
     with pytest.raises(ConfigError, match="unknown study 'nope'; known: echo"):
         get_study("nope")
@@ -89,6 +89,6 @@ def test_bad_option_and_unknown_study_are_one_line_errors(echo, tmp_path, capsys
 
 def test_command_line_prints_the_summary(echo, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["study", "echo", "--times", "3", "--out", str(out), "--no-progress"]) == 0
+    assert main(["study", "echo", "--times", "3", "--out", str(out), "--no-progress", "--no-track"]) == 0
     text = capsys.readouterr().out
     assert "echo total 6" in text and f"results in {out}" in text
