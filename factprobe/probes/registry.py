@@ -26,6 +26,7 @@ BUILTIN_MODULES = (
     "factprobe.probes.counterfactual",
     "factprobe.probes.belief_mlm",
     "factprobe.probes.belief_icl",
+    "factprobe.probes.mc_items",
 )
 PLUGIN_ENV = "FACTPROBE_PROBE_MODULES"
 ENTRY_POINT_GROUP = "factprobe.probes"

@@ -1,0 +1,192 @@
+"""mc-items: your own multiple-choice items, scored with their options in place.
+
+Items come from `--data FILE` (`factprobe.datasets.mc_items` states the format and the bad-item
+errors): a prompt with one answer slot (`[Y]`; `--slot`), its options and the answer.
+
+What is scored. The prompt is split at the slot into `before` and `after`; the context is
+`before` (after the in-context examples, when there are any) and each option's continuation is
+`option + after` (trailing whitespace dropped). The scorer moves the context's trailing
+whitespace into the continuation, as IC-LKE and lm-evaluation-harness do, so:
+
+- slot at the end (`The capital of France is [Y]`): log P(" Paris" | "The capital of France is"),
+  the continuation scoring of IC-LKE;
+- text after the slot (`[Y] is the capital of France.`, `The [Y] river flows through Cairo.`):
+  log P(option + rest of the sentence | text before the slot), i.e. the log-probability of the
+  whole filled sentence less that of the shared text before the slot, which is the same for
+  every option and is forwarded once (the scorer's prefix sharing). A slot at the very start
+  gets the tokenizer's BOS (else EOS) text as its context, as lm-evaluation-harness does.
+
+`--option-score` (default `sum`): `sum` is the summed log-probability of those tokens (wu2024's and
+lm-eval's `acc` scoring; the softmax over options is then the model's probability of each option
+among the options, so `gold_prob` and `confidence` are probabilities); `mean` divides each sum by
+the option's number of scored tokens (a length normalisation that stops long options losing just
+for being long; `gold_prob` and `confidence` are then a softmax of mean log-probs, a score, not a
+probability). Rows carry `logprobs` (the score per option that decided the prediction),
+`option_tokens` (scored tokens per option) and, under `mean`, `logprob_sums`.
+
+In-context examples (`--examples n`, from `--train-data FILE` of the same format): n training
+items of the item's relation (all training items when none has that relation), never one whose
+prompt is a test prompt, drawn with the seed per relation (a function of seed, relation and data
+only), each written as its prompt filled with its answer, joined by `--example-separator`
+(a newline) and followed by it before the item. The examples' text is one cached prefix per
+relation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..datasets.mc_items import DEFAULT_SLOT, parse_fields, prepare_mc_items
+from ..datasets.prepared import Prepared
+from ..errors import ConfigError
+from ..facts import Fact, MCItem
+from ..seeding import stable_rng
+from .base import Session
+from .config import ConfigBase, RunConfig, option
+from .mc import ON_TOO_LONG, MCProbe, empty_context_text, fit_examples, item_row
+from .registry import register
+
+OPTION_SCORES = ("sum", "mean")
+
+
+@dataclass
+class MCItemsConfig(ConfigBase):
+    """mc-items' own fields (the items file is the base `--data`, the examples file `--train-data`)."""
+
+    slot: str = option(DEFAULT_SLOT, "the answer slot in each prompt")
+    fields: str = option("", "your column names, e.g. prompt=text,answer=label (fields: prompt, options, answer, id, "
+                             "relation, group; default: the field names)")
+    option_score: str = option("sum", "sum: summed log-prob of the option's scored tokens (probabilities among the "
+                                      "options); mean: per scored token (length-normalised)", choices=OPTION_SCORES)
+    examples: int = option(0, "in-context examples per relation from --train-data, each its prompt filled with its answer")
+    example_separator: str = option("\n", "between in-context examples, and between the last one and the item")
+    on_too_long: str = option("truncate", "examples longer than the model's window: drop the earliest (truncate) or refuse",
+                              choices=ON_TOO_LONG)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check(bool(self.slot and self.slot.strip()), "slot", self.slot, "must not be empty")
+        parse_fields(self.fields)
+        self.check(self.examples >= 0, "examples", self.examples, "must be >= 0")
+        self.check(bool(self.example_separator), "example_separator", self.example_separator, "must not be empty")
+
+
+def split_prompt(prompt: str, slot: str = DEFAULT_SLOT) -> tuple[str, str]:
+    """(text before the slot, text after it with trailing whitespace dropped)."""
+    before, after = prompt.split(slot, 1)
+    return before, after.rstrip()
+
+
+def fill(prompt: str, slot: str, option: str) -> str:
+    """The prompt with `option` in the slot."""
+    return prompt.replace(slot, option, 1)
+
+
+def item_request(prompt: str, options: Sequence[str], slot: str, examples_text: str = "", separator: str = "\n",
+                 empty_context: str = "") -> tuple[str, list[str]]:
+    """(context, one continuation per option) scored for an item (see the module docstring).
+    `empty_context` stands in for a context with no text (slot first, no examples)."""
+    before, after = split_prompt(prompt, slot)
+    context = f"{examples_text}{separator}{before}" if examples_text else before
+    if not context.strip():
+        context = empty_context + context
+    return context, [f"{o}{after}" for o in options]
+
+
+def continuation_token_counts(scorer, context: str, continuations: Sequence[str]) -> list[int]:
+    """Scored tokens per continuation, split exactly as the scorer splits them."""
+    from ..lm.scorer import split_point, split_trailing_whitespace
+
+    ctx_ids = scorer.encode_context(split_trailing_whitespace(context, "")[0])
+    out = []
+    for c in continuations:
+        ctx, cont = split_trailing_whitespace(context, c)
+        whole = scorer.encode_context(ctx + cont)
+        out.append(len(whole) - split_point(ctx_ids, whole))
+    return out
+
+
+def choose_examples(train: Sequence[Fact], test_prompts: set[str], relation: str, n: int, seed: int) -> list[Fact]:
+    """`n` training items for `relation` (see the module docstring), in drawn order."""
+    pool = [f for f in train if f.relation == relation] or list(train)
+    pool = [f for f in pool if f.subject not in test_prompts]
+    if len(pool) <= n:
+        return stable_rng(seed, "mc_items_examples", relation).sample(pool, len(pool))
+    return stable_rng(seed, "mc_items_examples", relation).sample(pool, n)
+
+
+@dataclass
+class _RelationState:
+    examples_text: str
+    prefix: Any  # PrefixCache or None
+
+
+class MCItems(MCProbe):
+    name = "mc-items"
+    description = "your own multiple-choice items (prompt with an answer slot, options, answer) from --data FILE"
+    config_class = MCItemsConfig
+    dataset = "mc-items"
+
+    def prepare(self, cfg: RunConfig) -> Prepared:
+        p = cfg.params
+        return prepare_mc_items(cfg.base, p.slot, parse_fields(p.fields))
+
+    def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
+        if cfg.params.examples and "train" not in prepared.facts:
+            raise ConfigError(f"examples={cfg.params.examples}: in-context examples need --train-data FILE "
+                              "(items in the --data format)")
+
+    def input_name(self, cfg: RunConfig) -> str:
+        """`mc-items-<file stem>`."""
+        return f"mc-items-{Path(str(cfg.base.data)).stem}"
+
+    def open_relation(self, session: Session, relation: str) -> _RelationState:
+        p, cfg = session.cfg.params, session.cfg
+        if not p.examples:
+            return _RelationState("", None)
+        test_prompts = {f.subject for f in session.prepared.test if f.relation == relation}
+        examples = choose_examples(session.prepared.train.facts, test_prompts, relation, p.examples, cfg.base.seed)
+        if len(examples) < p.examples:
+            session.note(f"{relation}: only {len(examples)} training items for {p.examples} examples")
+        sep = p.example_separator
+
+        def text_of(ex: list[Fact]) -> str:
+            return sep.join(fill(e.subject, p.slot, e.object) for e in ex)
+
+        items = session.prepared.items[relation]
+        tail = sep + max((fill(it.subject, p.slot, o) for it in items for o in it.options), key=len)
+        examples = fit_examples(session, relation, examples, text_of, tail)
+        text = text_of(examples)
+        shared = text.rstrip()
+        return _RelationState(text, session.scorer.prefix(shared) if shared else None)
+
+    def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
+        from ..lm.scorer import ChoiceRequest
+
+        p = session.cfg.params
+        scorer = session.scorer
+        empty = empty_context_text(scorer.tokenizer)
+        requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator, empty)
+                    for it in batch]
+        sums = scorer.score_choices([ChoiceRequest(c, conts) for c, conts in requests], shared_prefix=state.prefix)
+        rows = []
+        for it, (context, conts), s in zip(batch, requests, sums):
+            counts = continuation_token_counts(scorer, context, conts)
+            scores = s / np.asarray(counts, dtype=float) if p.option_score == "mean" else s
+            row = item_row(it, context, scores, self.name)
+            row["option_tokens"] = counts
+            if p.option_score == "mean":
+                row["logprob_sums"] = [float(x) for x in s]
+            rows.append(row)
+        return rows
+
+    def metrics(self, rows: Sequence[dict], prepared: Prepared, cfg: RunConfig) -> dict:
+        m = super().metrics(rows, prepared, cfg)
+        m["option_score"] = cfg.params.option_score
+        return m
+
+
+register(MCItems())
