@@ -188,3 +188,34 @@ class StudyTracking:
                 return open_lines(run.uri, run.run_id, experiment_name(pipeline)) if run.active else []
 
             yield after
+
+
+class StepStudyTracking:
+    """The study hook of a pipeline step (components/steps/study.py): the study's run is a child of
+    the pipeline run's parent run (`context`), tracking required (an unreachable server fails the
+    step after the results are on disk), the same logging as a CLI study run. `run_id` holds the
+    child run's id once it is open."""
+
+    def __init__(self, context: RunContext, step_key: str, extra_tags: dict[str, str] | None = None) -> None:
+        self.context = context
+        self.step_key = step_key
+        self.extra_tags = dict(extra_tags or {})
+        self.run_id = ""
+
+    @contextmanager
+    def wrap(self, args: argparse.Namespace | None, study, config: dict[str, Any], out: Path) -> Iterator[Callable]:
+        with study_run(study, config, self.context, enabled=self.context.tracked, required=True,
+                       step_key=self.step_key, extra_tags=self.extra_tags, child=True) as run:
+            self.run_id = run.run_id or ""
+
+            def after(metrics: dict[str, Any]) -> list[str]:
+                log_study_outcome(run, study, metrics, out)
+                return []
+
+            yield after
+
+    def log_finished(self, study, config: dict[str, Any], out: Path, metrics: dict[str, Any]) -> None:
+        """Log a study folder that an earlier pipeline run finished (its work folder reused): this
+        pipeline run still gets its child run (the study computes nothing again)."""
+        with self.wrap(None, study, config, out) as after:
+            after(metrics)

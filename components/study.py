@@ -1,0 +1,17 @@
+"""KFP component. Step: run one registered study (icl-examples, icl-sequence, findings) for one model; log a child MLflow run. GPU step (the logic is in components/steps/study.py)."""
+from kfp import dsl
+from kfp.dsl import Dataset, Metrics, Output
+
+from .config import GPU_IMAGE
+
+
+@dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
+def run_study(study: str, model: str, config: dict, options: str, params: dict, context: str, work_root: str,
+              results: Output[Dataset], metrics: Output[Metrics]):
+    """Run study `study` (factprobe study NAME) for `model` with the pipeline's config and the step's own `params`; its files (metrics.json, tables, figures) are the results artifact."""
+    from components.steps.study import run_study_step
+
+    info = run_study_step(results.path, study, model, {**config, "options": options}, params, context, work_root)
+    results.metadata.update({"study": study, "model": model, "mlflow_run_id": info["run_id"]})
+    for name, value in info["scalars"].items():
+        metrics.log_metric(name, value)
