@@ -1,6 +1,7 @@
 """Metrics: pure functions over per-item / per-fact result tables (numpy and pandas only).
 
-- `multiple_choice`: IC-LKE prediction, accuracy, gold probability mass, Accuracy@K, `summarize`.
+- `multiple_choice`: IC-LKE prediction, accuracy, gold probability mass, Accuracy@K and coverage,
+  `summarize`.
 - `bootstrap`: percentile, stratified (macro) and paired bootstrap intervals.
 - `comparison`: two runs joined fact by fact: subsumption rate (pooled and averaged over
   relations), McNemar, per-relation Pearson r, `compare_runs` and the `regression_gate`.
@@ -34,6 +35,7 @@ from .multiple_choice import (
     accuracy,
     accuracy_at_k,
     confidence,
+    coverage_at_k,
     gold_prob,
     is_correct,
     option_probs,
@@ -52,6 +54,7 @@ __all__ = [
     "bootstrap_ci",
     "compare_runs",
     "confidence",
+    "coverage_at_k",
     "eta_family_summary",
     "eta_pairs",
     "family_correlation",

@@ -10,7 +10,8 @@ product of the option's token probabilities, in log space). From those:
 - probability mass on the gold: the option probabilities normalised across the choices
   (appendix C: "the resulting values are normalized across multiple choices"), read at the gold.
 - confidence: the normalised probability of the predicted option (for a tie, the tied maximum).
-- Accuracy@K (appendix D): accuracy over the items whose confidence is >= K.
+- Accuracy@K (appendix D): accuracy over the items whose confidence is >= K, and the coverage at
+  K, the share of all items kept (n_kept / n): Accuracy@K alone rewards a K that keeps a few sure items.
 
 Per-item functions take one item's option log-probs; `summarize` takes a per-fact table with
 columns `relation, correct, gold_prob, confidence` and returns plain numbers; `template_summary`
@@ -122,6 +123,18 @@ def accuracy_at_k(
     return out
 
 
+def coverage_at_k(
+    confidences: Sequence[float] | np.ndarray, thresholds: Iterable[float] = DEFAULT_THRESHOLDS
+) -> dict[float, float]:
+    """For each K, the share of items whose confidence is >= K (the items Accuracy@K keeps).
+
+    Returns `{K: n_kept / n}`: 1.0 at K <= the smallest confidence (K = 0 always), 0.0 at a K that
+    keeps nothing; NaN for every K when there are no items.
+    """
+    conf = np.asarray(confidences, dtype=float).ravel()
+    return {float(k): float((conf >= k).mean()) if conf.size else float("nan") for k in thresholds}
+
+
 def _as_bool_series(values: pd.Series, name: str) -> pd.Series:
     """Coerce a 0/1 or bool column to bool, refusing NaN and other values instead of guessing."""
     if values.isna().any():
@@ -151,11 +164,13 @@ def summarize(
         {"accuracy", "accuracy_ci", "macro_accuracy", "macro_accuracy_ci",
          "prob_mass", "prob_mass_ci", "n",
          "per_relation": {rel: {"accuracy", "accuracy_ci", "prob_mass", "n"}},
-         "accuracy_at_k": {str(K): {"accuracy", "n"}}}
+         "accuracy_at_k": {str(K): {"accuracy", "n", "coverage"}}}
 
     `accuracy` is micro (over all facts); `macro_accuracy` is the unweighted mean of the
     per-relation accuracies, with a bootstrap that resamples within each relation. Intervals are
-    95% percentile bootstrap intervals, `[lo, hi]`. An empty table gives NaNs and n = 0.
+    95% percentile bootstrap intervals, `[lo, hi]`. In `accuracy_at_k`, `n` is the number of facts
+    kept at K and `coverage` their share of all facts (`coverage_at_k`). An empty table gives NaNs
+    and n = 0.
     """
     missing = [c for c in SUMMARY_COLUMNS if c not in results.columns]
     if missing:
@@ -177,7 +192,9 @@ def summarize(
     macro = (
         float(np.mean([r["accuracy"] for r in per_relation.values()])) if per_relation else float("nan")
     )
+    thresholds = list(thresholds)
     at_k = accuracy_at_k(confidences, correct, thresholds)
+    coverage = coverage_at_k(confidences, thresholds)
     return {
         "accuracy": accuracy(correct),
         "accuracy_ci": _ci(bootstrap_ci(correct, n_boot=n_boot, seed=seed)),
@@ -187,7 +204,7 @@ def summarize(
         "prob_mass_ci": _ci(bootstrap_ci(gold_probs, n_boot=n_boot, seed=seed)),
         "n": int(correct.size),
         "per_relation": per_relation,
-        "accuracy_at_k": {str(k): {"accuracy": acc, "n": n} for k, (acc, n) in at_k.items()},
+        "accuracy_at_k": {str(k): {"accuracy": acc, "n": n, "coverage": coverage[k]} for k, (acc, n) in at_k.items()},
     }
 
 
@@ -246,6 +263,7 @@ __all__ = [
     "accuracy",
     "accuracy_at_k",
     "confidence",
+    "coverage_at_k",
     "gold_prob",
     "is_correct",
     "option_probs",

@@ -22,7 +22,7 @@ from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
 from .base import Probe, Session
 from .config import ConfigBase, RunConfig, option
-from .reporting import RENAMED, Headline, ReportPart, ReportRun, generic_flat_metrics, top_level_metrics
+from .reporting import RENAMED, Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
 
 ON_TOO_LONG = ("truncate", "refuse")
 
@@ -169,7 +169,8 @@ class MCProbe(Probe):
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Every top-level number (`acc`, `macro_acc`, `prob_mass`, `n`, ...), `acc_ci_low/high`,
-        `acc/<relation>`, `prob_mass/<relation>`, `n/<relation>` and `acc_at_k/<K>`."""
+        `acc/<relation>`, `prob_mass/<relation>`, `n/<relation>`, `acc_at_k/<K>` and `coverage_at_k/<K>`
+        (the share of facts Accuracy@K keeps; runs from before it have none)."""
         if "accuracy" not in metrics:
             return generic_flat_metrics(metrics)
         out = {RENAMED.get(k, k): v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -182,7 +183,20 @@ class MCProbe(Probe):
             out[f"n/{rel}"] = m.get("n")
         for k, m in metrics.get("accuracy_at_k", {}).items():
             out[f"acc_at_k/{k}"] = m["accuracy"]
+            if "coverage" in m:
+                out[f"coverage_at_k/{k}"] = m["coverage"]
         return out
+
+    def run_figures(self, metrics: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """The per-relation accuracy bars and, for a run with items, Accuracy@K and the coverage at K
+        against K (`accuracy_at_k`, appendix D)."""
+        figures = super().run_figures(metrics, model)
+        if metrics.get("accuracy_at_k") and metrics.get("n"):
+            from ..report.cross_model_plots import accuracy_at_k_figure
+
+            figures["accuracy_at_k"] = accuracy_at_k_figure(
+                metrics, title=f"{self.name} {model_label(model)}: Accuracy@K and coverage")
+        return figures
 
     def relation_table(self, metrics: Mapping[str, Any]):
         """One row per relation: accuracy, prob_mass (the gold option's probability mass), n and the 95% interval."""

@@ -162,9 +162,10 @@ def test_summarize_accuracy_at_k_keys_and_values():
     assert list(out["accuracy_at_k"]) == [str(k) for k in DEFAULT_THRESHOLDS]
     assert list(out["accuracy_at_k"])[:3] == ["0.1", "0.2", "0.3"]
     # confidence >= 0.7: facts 1 (0.9, correct), 3 (0.7, correct), 6 (0.8, wrong) -> 2/3
-    assert out["accuracy_at_k"]["0.7"] == {"accuracy": pytest.approx(2 / 3), "n": 3}
-    # confidence >= 0.5: facts 1,2,3,4,6 -> correct 1,2,3 -> 3/5
-    assert out["accuracy_at_k"]["0.5"] == {"accuracy": pytest.approx(0.6), "n": 5}
+    # coverage 3 of 6 facts
+    assert out["accuracy_at_k"]["0.7"] == {"accuracy": pytest.approx(2 / 3), "n": 3, "coverage": 0.5}
+    # confidence >= 0.5: facts 1,2,3,4,6 -> correct 1,2,3 -> 3/5; coverage 5/6
+    assert out["accuracy_at_k"]["0.5"] == {"accuracy": pytest.approx(0.6), "n": 5, "coverage": pytest.approx(5 / 6)}
 
 
 def test_summarize_is_deterministic_and_json_ready():
