@@ -23,27 +23,57 @@ An entity is removed by id; a candidate label stays while any entity carrying it
 The first step of a round excludes nothing (the paper excludes nothing there), so in round 1
 any of an N-M subject's gold objects can be predicted and counts as correct.
 
-Scoring. A candidate's score is the exact summed log-prob of its continuation from the shared-prefix
-scorer (`Scorer.score_choices`, one `ChoiceRequest` per query with every candidate as an option:
-the query text runs once and the candidates are packed). The query text is the template up to
-the predicted slot (the other slot filled; the whitespace before the slot moves into the
-continuation, as the harness does). Where the predicted slot is not at the end of the template,
-the continuation is the candidate PLUS the rest of the filled template, so candidates are ranked
-by the probability of the whole filled sentence (the text before the slot is common to all of
-them). A template that starts with the predicted slot is scored after the tokenizer's BOS (else
-EOS) text. `--candidate-score mean` ranks by the per-token mean log-prob instead (what the
-authors' code computes); the default `sum` is the probability of the entity, the paper's "most
-probable entity". Ties go to the first candidate in label order. Candidates are every distinct
-label of the relation's entities (test + training facts), sorted; `--max-candidates` caps them at
-a seeded sample per relation and side, plus the entity the query must be able to return, and
-only when asked.
+Scoring (`--candidate-score`). The default `sum` is the paper's "most probable entity" (section
+3.2: typed querying chooses "the most probable entity"): a candidate's score is the exact summed
+log-prob of its continuation from the shared-prefix scorer (`Scorer.score_choices`, one
+`ChoiceRequest` per query with every candidate as an option: the query text runs once and the
+candidates are packed). The query text is the template up to the predicted slot (the other slot
+filled; the whitespace before the slot moves into the continuation, as the harness does). Where
+the predicted slot is not at the end of the template, the continuation is the candidate PLUS the
+rest of the filled template, so candidates are ranked by the probability of the whole filled
+sentence (the text before the slot is common to all of them). A template that starts with the
+predicted slot is scored after the tokenizer's BOS (else EOS) text. `mean` divides that sum by
+the candidate's scored tokens. Ties go to the first candidate in label order. Candidates are
+every distinct label of the relation's entities (test + training facts), sorted;
+`--max-candidates` caps them at a seeded sample per relation and side, plus the entity the query
+must be able to return, and only when asked.
+
+`authors` reproduces what `paulyoussef/coherency` (commit d0acafe) actually computes
+(`authors_candidate_scores`); it is not the default because it is not the paper's "most probable
+entity": a candidate's later tokens are scored after the model's own greedy tokens, not after
+the candidate's earlier tokens. From `main_autoregressive.py` and `utils/newutils.py`:
+- the query is the template with the given slot filled and the predicted slot replaced by ""
+  (`prepare_inputs_obj`/`prepare_inputs_sub`, main_autoregressive.py lines 17-31), so it keeps
+  the space before the slot ("The capital of France is "), and is encoded with the tokenizer's
+  default special tokens (newutils.py line 538); the templates must end with the predicted slot
+  (their `assert`, lines 18 and 26; here a ConfigError naming the relation);
+- each candidate is tokenized alone, WITHOUT a leading space and without special tokens
+  (`model_temp.format(o)`, line 22; newutils.py line 533);
+- `model.generate(query, min_new_tokens=L, max_new_tokens=L, output_scores=True)` with L the
+  longest candidate's token count (newutils.py line 541): greedy decoding with the EOS ids banned
+  (`min_new_tokens` sets their logits to -inf at every step), and `log_softmax` of those step
+  scores (line 544): step t's distribution is conditioned on the query plus the model's first t
+  greedy tokens, the same for every candidate of the query;
+- candidate token t is looked up in step t's distribution (line 546); -inf values (a banned EOS
+  id) become 0, padding is masked, and the sum is divided by `count_nonzero` (lines 547-551): the
+  mean over the candidate's tokens whose log-prob is finite and non-zero (a candidate with none
+  scores -inf here, where their code divides 0 by 0);
+- the top of a descending sort is the prediction (lines 558-559).
+Their shape-keyed reuse of one batch's scores for the next (line 537) changes nothing: the
+greedy continuation does not depend on the candidates. Here the greedy steps run on the
+shared-prefix scorer (`Scorer.prefix` then `Scorer.extend` by one token per step). An evidence
+paragraph is prepended as in the other modes (their autoregressive script has none).
 
 Correctness and coherency are reported separately (appendix A): `first_correct` is the first
 step's prediction against the gold (round 1: any correct object of the pair; round 2: the
 subject), `coherent` is the second prediction against the round's starting entity, NOT
 conditioned on `first_correct` (section 2: "regardless of its correctness"). Matching is the
-paper's partial match (`factprobe.metrics.coherency.partial_match`). `--authors-filters` adds the
-two filters of the authors' code that the paper does not describe (see `CoherencyConfig`).
+paper's partial match (`factprobe.metrics.coherency.partial_match`; newutils.py lines 419-427).
+`--authors-filters` adds the two filters of the authors' code that the paper does not describe,
+and `--candidate-score authors` turns them on: a fact whose subject and object labels are equal
+or contain one another (case-sensitive, as main_autoregressive.py lines 99 and 113) is dropped
+before the items are built, and a second prediction equal to the first (stripped, lower-cased)
+is incoherent (lines 165 and 170).
 
 An evidence paragraph (`item.context`, from a triples file's `context` column) is prepended to
 every query of the item (section 3.4).
@@ -51,7 +81,7 @@ every query of the item (section 3.4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from ..datasets.coherency import CoherencyItem, RelationTables, prepared_tables
 from ..datasets.prepared import Prepared
@@ -62,7 +92,7 @@ from .config import ConfigBase, RunConfig, option
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun, model_label, top_level_metrics
 
-CANDIDATE_SCORES = ("sum", "mean")
+CANDIDATE_SCORES = ("sum", "mean", "authors")
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"
 
 
@@ -76,15 +106,19 @@ class CoherencyConfig(ConfigBase):
         None, "cap every query's candidates: a fixed seeded sample of this many of the relation's entities per side, "
               "plus the entity the query must be able to return (default: all candidates, as the paper)")
     candidate_score: str = option(
-        "sum", "rank candidates by their summed log-prob (the entity's probability) or per-token mean log-prob "
-               "(the authors' code)", choices=CANDIDATE_SCORES)
+        "sum", "rank candidates by their summed log-prob (the entity's probability, the paper's 'most probable "
+               "entity'), their per-token mean log-prob, or as the authors' code does (authors: each candidate token "
+               "scored after the model's greedy continuation, averaged per token, candidate without its leading "
+               "space; turns --authors-filters on)", choices=CANDIDATE_SCORES)
     authors_filters: bool = option(
         False, "apply the two filters of the authors' code that the paper does not describe: skip facts whose "
                "subject and object labels contain one another, and count a second prediction equal to the first "
-               "as incoherent")
+               "as incoherent (always on with --candidate-score authors)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.candidate_score == "authors":
+            self.authors_filters = True  # the authors' scoring comes with the authors' filters
         self.check(self.max_candidates is None or self.max_candidates >= 2, "max_candidates", self.max_candidates,
                    "must be at least 2 (or empty for all candidates)")
         if self.coherency_templates is not None:
@@ -103,6 +137,14 @@ def split_template(template: str, target: str, value: str) -> tuple[str, str, st
     before, after = before.replace(given, value), after.replace(given, value)
     context = before.rstrip()
     return context, before[len(context):], after.rstrip()
+
+
+def authors_query(template: str, target: str, value: str, paragraph: str | None) -> str:
+    """The authors' query text: the template with the given slot = `value` and the predicted slot
+    removed, the space before it kept (main_autoregressive.py line 22); a paragraph goes first."""
+    given = SUBJECT_SLOT if target == OBJECT_SLOT else OBJECT_SLOT
+    query = template.replace(given, value).replace(target, "")
+    return f"{paragraph.rstrip()} {query}" if paragraph else query
 
 
 def build_query(template: str, target: str, value: str, candidates: Sequence[str], paragraph: str | None,
@@ -260,6 +302,14 @@ class Coherency(Probe):
         missing = [rel for rel in prepared.items if rel not in templates]
         if missing:
             raise ConfigError(f"coherency dataset has no templates for {', '.join(missing)}")
+        if cfg.params.candidate_score == "authors":
+            for rel in prepared.items:
+                for name, slot in (("template_obj", OBJECT_SLOT), ("template_sub", SUBJECT_SLOT)):
+                    t = templates[rel][name]
+                    if not t.rstrip().endswith(slot):
+                        raise ConfigError(f"--candidate-score authors: {name} {t!r} of {rel} does not end with {slot}; "
+                                          "the authors' scoring continues the query with the candidate, so the "
+                                          "predicted slot must come last (use --candidate-score sum or mean)")
 
     def item_keys(self, cfg: RunConfig, prepared: Prepared, item: CoherencyItem) -> list[str]:
         return [f"{item.fact_id}#r1", f"{item.fact_id}#r2"]
@@ -283,6 +333,8 @@ class Coherency(Probe):
         from .mc import empty_context_text
 
         cands, removed = side.candidates(excluded, required)
+        if session.cfg.params.candidate_score == "authors":
+            return _Step(authors_query(template, target, value, paragraph), cands, list(cands), gold_labels, removed)
         ctx, conts = build_query(template, target, value, cands, paragraph, empty_context_text(session.scorer.tokenizer))
         return _Step(ctx, cands, conts, gold_labels, removed)
 
@@ -290,6 +342,11 @@ class Coherency(Probe):
         from ..lm.scorer import ChoiceRequest
 
         scorer = session.scorer
+        if session.cfg.params.candidate_score == "authors":
+            banned = session.generator.eos_token_ids  # what model.generate's min_new_tokens bans
+            for s in steps:
+                s.scores = authors_candidate_scores(scorer, s.context, s.candidates, banned)
+            return
         results = scorer.score_choices([ChoiceRequest(s.context, s.continuations) for s in steps])
         for s, lp in zip(steps, results):
             scores = [float(x) for x in lp]
@@ -383,6 +440,55 @@ class Coherency(Probe):
             if k in prepared.info:
                 m[k] = prepared.info[k]
         return m
+
+
+def greedy_step_logprobs(scorer, context: str, steps: int, banned: Collection[int] = ()):
+    """`[steps, vocab]` float32 log-distributions of the tokens after `context` along the model's
+    greedy continuation with the `banned` ids at -inf (renormalised over the rest): row t is
+    conditioned on `context` (encoded with default special tokens, trailing whitespace kept) plus
+    the first t greedy tokens. This is `log_softmax(model.generate(..., min_new_tokens=steps,
+    max_new_tokens=steps, output_scores=True).scores)` of greedy decoding with `banned` the EOS ids."""
+    import torch
+
+    with torch.inference_mode():
+        prefix = scorer.prefix(context)
+        if prefix.next_logprobs is None:
+            raise ConfigError(f"coherency: the query {context!r} encodes to no tokens; nothing to condition on")
+        ban = torch.tensor(sorted(banned), dtype=torch.long, device=prefix.next_logprobs.device) if banned else None
+        rows = []
+        for t in range(steps):
+            lp = prefix.next_logprobs.float()
+            if ban is not None:
+                lp = lp.index_fill(0, ban, float("-inf"))
+                lp = lp - torch.logsumexp(lp, dim=0)
+            rows.append(lp)
+            if t + 1 < steps:
+                prefix = scorer.extend(prefix, [int(torch.argmax(lp))])
+        return torch.stack(rows)
+
+
+def authors_candidate_scores(scorer, context: str, candidates: Sequence[str], banned: Collection[int] = ()) -> list[float]:
+    """The authors' score of each candidate (module docstring, `--candidate-score authors`): its
+    tokens (tokenized alone, no leading space, no special tokens) looked up in the greedy step
+    distributions of `context` (`greedy_step_logprobs`), averaged over the tokens whose log-prob
+    is finite and non-zero; -inf for a candidate without such a token."""
+    import torch
+
+    tok = scorer.tokenizer
+    ids = [list(tok(c, add_special_tokens=False)["input_ids"]) for c in candidates]
+    longest = max((len(x) for x in ids), default=0)
+    if longest == 0:
+        return [float("-inf")] * len(ids)
+    lps = greedy_step_logprobs(scorer, context, longest, banned)
+    out = []
+    for x in ids:
+        if not x:
+            out.append(float("-inf"))
+            continue
+        vals = lps[torch.arange(len(x), device=lps.device), torch.tensor(x, device=lps.device)]
+        keep = torch.isfinite(vals) & (vals != 0)
+        out.append(float(vals[keep].sum() / keep.sum()) if bool(keep.any()) else float("-inf"))
+    return out
 
 
 def continuation_token_counts(scorer, context: str, continuations: Sequence[str]) -> list[int]:

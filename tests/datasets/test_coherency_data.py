@@ -201,3 +201,12 @@ def test_prepared_round_trip_keeps_items_templates_and_tables(tmp_path):
     assert q.kind == "coherency" and q.items == p.items and isinstance(q.items["born_in"][0], CoherencyItem)
     assert q.info["coherency_templates"] == p.info["coherency_templates"]
     assert prepared_tables(q, "born_in") == prepared_tables(p, "born_in")
+
+
+def test_authors_filter_is_their_case_sensitive_containment():
+    """main_autoregressive.py lines 99 and 113 compare the labels as they are: equal or containing."""
+    from factprobe.datasets.coherency import labels_overlap
+
+    assert labels_overlap("Brody Raion", "Brody") and labels_overlap("Brody", "Brody Raion")
+    assert labels_overlap("Paris", "Paris")
+    assert not labels_overlap("Brody Raion", "brody") and not labels_overlap("Alice", "Paris")

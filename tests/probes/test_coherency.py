@@ -365,3 +365,110 @@ def test_real_smollm2_two_relations(real_model_path, real_data_root, tmp_path):
     r = rows[0]
     assert r["first_score"] == pytest.approx(
         naive_logprob(loaded.model, loaded.tokenizer, r["context"], " " + r["first_prediction"]), abs=1e-4)
+
+
+# ------------------------------------------------------------------ --candidate-score authors (paulyoussef/coherency)
+def their_loop(model, tokenizer, query: str, candidates: list[str], batch_size: int) -> list[tuple[str, float]]:
+    """`predict_typed_preds_optimized` (paulyoussef/coherency utils/newutils.py lines 512-561, commit
+    d0acafe) for ONE row, written out plainly: (candidate, score) sorted best first. Their
+    GPT-2/GPT-Neo generation config decodes greedily; `do_sample=False, num_beams=1` pins that here."""
+    import copy
+
+    import torch
+
+    tok = copy.deepcopy(tokenizer)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"  # GPT-2's tokenizer pads on the right
+    ents = []
+    previous_shape = None
+    for start in range(0, len(candidates), batch_size):
+        batch = candidates[start:start + batch_size]
+        labels = tok(batch, return_tensors="pt", padding=True, truncation=True, add_special_tokens=False)
+        if labels["input_ids"].shape != previous_shape:
+            inputs = tok([query] * len(batch), return_tensors="pt", padding=True, truncation=True)
+            with torch.no_grad():
+                out = model.generate(inputs["input_ids"], pad_token_id=tok.eos_token_id, return_dict_in_generate=True,
+                                     output_scores=True, min_new_tokens=labels["input_ids"].shape[1],
+                                     max_new_tokens=labels["input_ids"].shape[1], do_sample=False, num_beams=1)
+            probas = torch.stack(list(out.scores), dim=1).log_softmax(-1)
+        sel = torch.clone(probas).gather(dim=2, index=labels["input_ids"].unsqueeze(2)).squeeze(-1)
+        sel = torch.where(sel == float("-inf"), torch.tensor(0.0), sel)
+        sel = sel * labels["attention_mask"]
+        final = sel.sum(axis=-1) / sel.count_nonzero(dim=-1)
+        ents += list(zip(batch, final.tolist()))
+        previous_shape = labels["input_ids"].shape
+    return sorted(ents, key=lambda e: e[1], reverse=True)
+
+
+AUTHORS_CANDIDATES = ["Paris", "Rome", "Berlin", "Ulm", "Warsaw", "Niels Bohr", "Marie Curie", "Ottawa, Canada",
+                      "Tokyo 1922", "Lima"]
+
+
+@pytest.mark.slow  # model.generate per batch of candidates, as their loop does
+def test_authors_scores_equal_their_loop(tiny, tmp_path):
+    """Every candidate's score equals the authors' loop to 1e-4 (multi-token candidates of several
+    lengths, batches of 3 so their shape-keyed reuse and padding both happen); the teacher-forced
+    per-token mean is a different number for the multi-token ones."""
+    from factprobe.lm.generate import Generator
+    from factprobe.lm.scorer import ChoiceRequest, Scorer
+    from factprobe.probes.coherency import authors_candidate_scores, continuation_token_counts
+
+    model, tok = tiny.model, tiny.tokenizer
+    scorer = Scorer(model, tok, device="cpu")
+    eos = Generator(model, tok, device="cpu").eos_token_ids
+    assert eos  # the EOS ban is exercised
+    for query in ("The capital of France is ", "Paris is the capital of "):
+        ours = dict(zip(AUTHORS_CANDIDATES, authors_candidate_scores(scorer, query, AUTHORS_CANDIDATES, eos)))
+        theirs = their_loop(model, tok, query, AUTHORS_CANDIDATES, batch_size=3)
+        for cand, score in theirs:
+            assert ours[cand] == pytest.approx(score, abs=1e-4), (query, cand)
+        assert max(ours, key=ours.get) == theirs[0][0]
+    # not the teacher-forced mean: a candidate's later tokens follow the greedy tokens, not its own
+    multi = [c for c in AUTHORS_CANDIDATES if len(tok(c, add_special_tokens=False)["input_ids"]) > 1]
+    ctx, conts = "The capital of France is", [" " + c for c in multi]
+    sums = scorer.score_choices([ChoiceRequest(ctx, conts)])[0]
+    forced = [float(x) / n for x, n in zip(sums, continuation_token_counts(scorer, ctx, conts))]
+    authors = authors_candidate_scores(scorer, ctx + " ", multi, eos)
+    assert any(abs(a - f) > 1e-3 for a, f in zip(authors, forced))
+
+
+@pytest.mark.slow  # model.generate per step and batch, as their loop does
+def test_authors_mode_end_to_end_matches_their_pipeline(tiny, tmp_path):
+    """The probe under `--candidate-score authors`: the authors' query text (space before the slot
+    kept), their filters on, and every step's prediction and score equal to their loop over the
+    step's candidates (first step: all of the side; second step: less the excluded ones)."""
+    cfg = toy_cfg(tiny, tmp_path, candidate_score="authors")
+    assert cfg.params.authors_filters is True  # the authors' scoring brings their filters
+    probe = get_probe("coherency")
+    prepared = probe.prepare(cfg)
+    probe.validate(cfg, prepared)
+    session = Session(cfg, tiny, prepared, lambda m: None)
+    state = probe.open_relation(session, "P36")
+    rows = probe.score_batch(session, state, prepared.items["P36"][:2])
+    objects, subjects = sorted(state.objects.pool), sorted(state.subjects.pool)
+    for r in rows:
+        first_side, second_side = (objects, subjects) if r["round"] == 1 else (subjects, objects)
+        want = their_loop(tiny.model, tiny.tokenizer, r["context"], first_side, batch_size=4)[0]
+        assert (r["first_prediction"], r["first_score"]) == (want[0], pytest.approx(want[1], abs=1e-4))
+        rest = [c for c in second_side if c not in r["excluded"]]
+        want = their_loop(tiny.model, tiny.tokenizer, r["second_context"], rest, batch_size=4)[0]
+        assert (r["second_prediction"], r["second_score"]) == (want[0], pytest.approx(want[1], abs=1e-4))
+    france = rows[0]
+    assert france["context"] == "France is a country. Its capital is Paris. The capital of France is "
+    assert rows[2]["context"] == "The capital of Italy is " and rows[3]["context"] == "Rome is the capital of "
+    assert france["second_context"] == f"France is a country. Its capital is Paris. {france['first_prediction']} is the capital of "
+
+
+def test_authors_mode_needs_the_slot_last_and_turns_the_filters_on(tiny, tmp_path):
+    assert CoherencyConfig(candidate_score="authors").authors_filters is True
+    assert CoherencyConfig(candidate_score="sum").authors_filters is False
+    probe = get_probe("coherency")
+    cfg = toy_cfg(tiny, tmp_path, candidate_score="authors")
+    prepared = probe.prepare(cfg)
+    prepared.info["coherency_templates"]["P36"]["template_sub"] = "In [X] , [Y] is the capital ."
+    with pytest.raises(ConfigError, match=r"template_sub 'In \[X\] , \[Y\] is the capital \.' of P36 does not end "
+                                          r"with \[X\]"):
+        probe.validate(cfg, prepared)
+    plain = toy_cfg(tiny, tmp_path)
+    probe.validate(plain, prepared)  # the other scores take any slot position
