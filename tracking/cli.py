@@ -141,15 +141,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .compare import compare_cli
     from .regress import regress_cli
 
-    c = sub.add_parser("compare", help="join two runs fact by fact and compare them")
-    c.add_argument("run_a", help="MLflow run id or a results folder/results.jsonl")
-    c.add_argument("run_b")
+    c = sub.add_parser("compare", help="join two runs fact by fact, or map many models (heatmap, Pearson r, eta)",
+                       description="Two runs: a fact-by-fact comparison. Three or more runs (or two with --out, "
+                                   "--cross-model, --model-meta or --intersect): the cross-model maps of Wu et al. "
+                                   "2024 section 4.2: model x relation heatmap, Pearson r between models (within and "
+                                   "across families), subsumption eta of smaller in larger models of a family and of "
+                                   "fine-tuned models against their base.")
+    c.add_argument("runs", nargs="+", metavar="RUN",
+                   help="MLflow run id, results folder/results.jsonl, or tag filter key=value; one run per model")
     c.add_argument("--tracking-uri")
     c.add_argument("--n-boot", type=int, default=2000)
-    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--json", action="store_true", help="print the comparison (or cross_model.json) as JSON")
     c.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
                    help="a prompt-baseline run (one row per fact and template) against a one-row-per-fact run: a "
                         "fact is right when the majority / any / all of its templates are (default: majority)")
+    c.add_argument("--out", metavar="DIR", help="cross-model maps: write DIR/cross_model.json, DIR/heatmap.png and "
+                                                "DIR/pearson.png")
+    c.add_argument("--cross-model", action="store_true", help="two runs: the cross-model maps instead of the fact-by-fact comparison")
+    c.add_argument("--model-meta", metavar="FILE",
+                   help="YAML or CSV of model, family, size (e.g. 135M, 1.3B), optional base (the model a fine-tuned "
+                        "one comes from); default: each model's config.json and weights")
+    c.add_argument("--intersect", action="store_true",
+                   help="cross-model maps of runs on different fact sets: compare the facts all runs share")
     c.set_defaults(func=compare_cli)
 
     r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")

@@ -1,5 +1,15 @@
 """`factprobe compare`: join runs fact by fact (the CI gate, `factprobe regress`, is tracking/regress.py).
 
+Two runs: the fact-by-fact comparison (accuracy difference with its paired bootstrap interval,
+McNemar, eta both ways, per relation). Three or more runs, or two with `--out`, `--cross-model`,
+`--model-meta` or `--intersect`: the cross-model maps of Wu et al. 2024 section 4.2
+(`factprobe.report.cross_model_maps`): the model x relation heatmap, the Pearson r between models
+with its within/across-family means, eta of every within-family smaller/larger pair and of each
+fine-tuned model against its base; `--out DIR` writes DIR/cross_model.json, DIR/heatmap.png and
+DIR/pearson.png. Family, size and base come from each model's config (`factprobe.report.model_meta`)
+or `--model-meta FILE`. Runs on different fact sets are refused naming their data digests, unless
+`--intersect`.
+
 Runs are joined on `fact_id` and compared on the boolean per-fact verdict their probe declares
 (`Probe.fact_verdict`: `correct` for the multiple-choice probes, a plug-in's own column), named by
 the probe's headline metric (`accuracy`, ...). Probes that declare no verdict (generated answers,
@@ -187,7 +197,95 @@ def _metric(desc: dict) -> str:
     return head.metric if head else "accuracy"
 
 
+def cross_model_wanted(args) -> bool:
+    """True when `compare` draws the cross-model maps: three or more runs, or any of their flags."""
+    return (len(args.runs) > 2 or bool(getattr(args, "out", None)) or bool(getattr(args, "cross_model", False))
+            or bool(getattr(args, "model_meta", None)) or bool(getattr(args, "intersect", False)))
+
+
 def compare_cli(args) -> int:
+    """`factprobe compare RUN RUN [RUN ...]`: two runs fact by fact, or the cross-model maps."""
+    if len(args.runs) < 2:
+        raise ConfigError(f"compare needs at least two runs, got {len(args.runs)}: {' '.join(args.runs)}")
+    if cross_model_wanted(args):
+        return cross_model_cli(args)
+    args.run_a, args.run_b = args.runs
+    return compare_two_cli(args)
+
+
+def _run_model(desc: dict, config: dict | None) -> str:
+    """The model a run probed: its configuration's `model`, else its metrics.json `model`, else the
+    reference itself (a bare results.jsonl)."""
+    if config and config.get("model"):
+        return str(config["model"])
+    ref = desc.get("ref", "?")
+    p = Path(ref)
+    try:
+        model = json.loads(((p if p.is_dir() else p.parent) / "metrics.json").read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        model = None
+    return str(model) if model else ref
+
+
+def load_run_facts(refs: list[str], tracking_uri: str | None = None) -> tuple[list, str]:
+    """The runs `refs` as `RunFacts` (per-fact table with the probe's verdict as `correct`, model,
+    digest, configuration, probe) and the compared metric's name (the probes' headline metric)."""
+    from factprobe.report.cross_model_maps import RunFacts
+
+    from .baseline import _folder_probe
+
+    out, metrics = [], []
+    for i, ref in enumerate(refs, start=1):
+        df, desc = resolve_run(ref, tracking_uri)
+        verdict = check_compare_table(df, desc, str(i))
+        if verdict != "correct":
+            df = df.drop(columns=[c for c in ("correct",) if c in df.columns]).rename(columns={verdict: "correct"})
+        config, digest = run_provenance(desc)
+        probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref) or (config or {}).get("probe")
+        out.append(RunFacts(model=_run_model(desc, config), table=df, ref=ref, digest=digest, config=config, probe=probe))
+        metrics.append(_metric(desc))
+    metric = metrics[0] if len(set(metrics)) == 1 else " / ".join(dict.fromkeys(metrics))
+    return out, metric
+
+
+def cross_model_cli(args) -> int:
+    """The cross-model maps of `args.runs` (see the module docstring): printed, and written to
+    `args.out` (cross_model.json, heatmap.png, pearson.png) when given."""
+    import matplotlib.pyplot as plt
+
+    from factprobe.io import atomic_write_json
+    from factprobe.report.cross_model_maps import align_runs, build_maps, format_maps, maps_figures
+    from factprobe.report.model_meta import resolve_model_meta
+
+    if getattr(args, "model_meta", None) and not Path(args.model_meta).is_file():
+        raise ConfigError(f"--model-meta {args.model_meta}: no such file")
+    runs, metric = load_run_facts(list(args.runs), args.tracking_uri)
+    aligned = align_runs(runs, intersect=bool(getattr(args, "intersect", False)),
+                         templates=getattr(args, "templates", "majority"))
+    metas = resolve_model_meta([r.model for r in runs], getattr(args, "model_meta", None))
+    maps = build_maps(aligned, metas, metric)
+    written = []
+    if getattr(args, "out", None):
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "cross_model.json", maps.result)
+        try:
+            for stem, fig in maps_figures(maps, metric).items():
+                fig.savefig(out / f"{stem}.png", dpi=110)
+        finally:
+            plt.close("all")
+        written = [str(out / n) for n in ("cross_model.json", "heatmap.png", "pearson.png")]
+    if args.json:
+        print(json.dumps(maps.result, indent=2, allow_nan=False))
+    else:
+        print(format_maps(maps.result))
+        if written:
+            print("\nwrote " + ", ".join(written))
+    return 0
+
+
+def compare_two_cli(args) -> int:
+    """Two runs (`args.run_a`, `args.run_b`) fact by fact."""
     a, desc_a = resolve_run(args.run_a, args.tracking_uri)
     b, desc_b = resolve_run(args.run_b, args.tracking_uri)
     va = check_compare_table(a, desc_a, "a")

@@ -11,6 +11,16 @@ coherency (per relation and cardinality, `coherency` table), BELIEF-ICL (calibra
 tables); any other probe: its `relation_metric` per relation and a table named after it. Runs
 other than multiple choice and BELIEF-ICL also log every top-level number as `<metric>/<probe>/<model>`.
 Folders of failed (tolerant) probe steps are named in a `failed` table and a tag.
+
+Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): for every probe that declares a
+per-fact verdict (`Probe.fact_verdict`) and has runs of two or more models, the model x relation
+heatmap (models grouped by family, by size within a family), the Pearson r between models with its
+within/across-family means and the subsumption eta of smaller in larger models of a family and of
+fine-tuned models in their base, as figures, tables (`cross_model_<probe>`, `cross_model_pearson_<probe>`,
+`cross_model_families_<probe>`, `cross_model_eta_<probe>`) and parent-run metrics (`pearson_within/<probe>`, `pearson_across/<probe>`,
+`eta/<probe>/<small> vs <large>`); family and size from each model's config
+(`factprobe.report.model_meta`). Runs on different fact sets are mapped on the facts they share, and
+the table says so.
 """
 from __future__ import annotations
 
@@ -55,6 +65,93 @@ def load_runs(dirs: list[str], unique: bool = True) -> list:
         runs.append(ReportRun(name=name, probe=cfg["probe"], model=cfg["model"], label=model_label(str(cfg["model"])),
                               metrics=json.loads((Path(d) / "metrics.json").read_text()), config=cfg, dir=Path(d)))
     return runs
+
+
+def cross_model_parts(runs: list) -> list:
+    """One `ReportPart` per probe (registry order) that declares a per-fact verdict and has runs of
+    at least two models, with one run each (a model run in several settings is left out of its
+    probe's maps, and a note row says so): the cross-model maps described in the module docstring.
+    Maps that cannot be drawn (the runs ask the facts differently, share no fact) become a note row
+    in the `cross_model_notes` table instead of failing the report."""
+    import pandas as pd
+
+    from factprobe.errors import FactprobeError
+    from factprobe.probes.registry import probe_names
+    from factprobe.probes.reporting import ReportPart
+    from factprobe.report.cross_model_maps import RunFacts, align_runs, build_maps, maps_figures
+    from factprobe.report.model_meta import resolve_model_meta
+    from tracking.probe_logging import probe_of
+
+    by_probe: dict[str, list] = {}
+    for r in runs:
+        if r.dir is not None and (r.dir / "results.jsonl").exists() and getattr(probe_of(r.probe), "fact_verdict", None):
+            by_probe.setdefault(r.probe, []).append(r)
+    rank = {n: i for i, n in enumerate(probe_names())}
+    parts, notes = [], []
+    for name in sorted(by_probe, key=lambda n: rank.get(n, len(rank))):
+        probe = probe_of(name)
+        per_model: dict[str, list] = {}
+        for r in by_probe[name]:
+            per_model.setdefault(str(r.model), []).append(r)
+        for model, rs in per_model.items():
+            if len(rs) > 1:
+                notes.append({"probe": name, "note": f"{model} has {len(rs)} runs ({', '.join(r.name for r in rs)}); "
+                                                     f"left out of the cross-model maps, which take one run per model"})
+        single = [rs[0] for rs in per_model.values() if len(rs) == 1]
+        if len(single) < 2:
+            continue
+        verdict = probe.fact_verdict
+        facts = []
+        for r in single:
+            df = pd.read_json(r.dir / "results.jsonl", lines=True)
+            if verdict != "correct":
+                df = df.drop(columns=[c for c in ("correct",) if c in df.columns]).rename(columns={verdict: "correct"})
+            facts.append(RunFacts(model=str(r.model), table=df, ref=str(r.dir), digest=r.metrics.get("data_digest"),
+                                  config=r.config, probe=name))
+        head = probe.headline_metric
+        metric = head.metric if head else verdict
+        try:
+            aligned = align_runs(facts, intersect=True)
+            maps = build_maps(aligned, resolve_model_meta([f.model for f in facts]), metric)
+        except FactprobeError as e:
+            notes.append({"probe": name, "note": f"no cross-model maps: {e}"})
+            continue
+        res = maps.result
+        part = ReportPart()
+        figs = maps_figures(maps, metric)
+        part.figures[f"{name}: {metric}, model x relation (models by family and size)"] = (f"cross_model_heatmap_{name}", figs["heatmap"])
+        part.figures[f"{name}: Pearson r of per-relation {metric} between models"] = (f"cross_model_pearson_{name}", figs["pearson"])
+        meta = {m["label"]: m for m in res["models"]}
+        part.tables[f"cross_model_{name}"] = [
+            {"model": lab, "family": meta[lab]["family"], "size": meta[lab]["size"], "base": meta[lab]["base"],
+             metric: meta[lab]["accuracy"], **res["heatmap"][lab]} for lab in res["order"]]
+        fc = res["family_correlation"]
+        part.tables[f"cross_model_pearson_{name}"] = [{"model": lab, **res["pearson"][lab]} for lab in res["order"]]
+        part.tables[f"cross_model_families_{name}"] = [
+            {"model pairs": "within a family", "mean Pearson r": fc["within"], "pairs": fc["n_within"]},
+            {"model pairs": "across families", "mean Pearson r": fc["across"], "pairs": fc["n_across"]}]
+        eta_rows = [{"pair": k, "kind": "size", "eta_pooled": v["pooled"], "eta_relation_mean": v["relation_mean"],
+                     "n_joined": v["n_joined"], "n_small_known": v["n_small_known"]} for k, v in res["eta"].items()]
+        eta_rows += [{"pair": k, "kind": "fine-tuned", "eta_pooled": v["eta"], "eta_relation_mean": v["eta_relation_mean"],
+                      "n_joined": v["n_joined"], "n_small_known": v["n_finetuned_known"],
+                      "accuracy_delta": v["accuracy_delta"]} for k, v in res["base_vs_finetuned"].items()]
+        if eta_rows:
+            part.tables[f"cross_model_eta_{name}"] = eta_rows
+        for note in res["notes"]:
+            notes.append({"probe": name, "note": note})
+        for key, value in (("within", fc["within"]), ("across", fc["across"])):
+            if value is not None:
+                part.metrics[f"pearson_{key}/{name}"] = value
+        for k, v in res["eta"].items():
+            if v["pooled"] is not None:
+                part.metrics[f"eta/{name}/{k}"] = v["pooled"]
+        for k, v in res["base_vs_finetuned"].items():
+            if v["eta"] is not None:
+                part.metrics[f"eta/{name}/{k}"] = v["eta"]
+        parts.append(part)
+    if notes:
+        parts.append(ReportPart(tables={"cross_model_notes": notes}))
+    return parts
 
 
 def metric_safe(run_name: str) -> str:
@@ -124,7 +221,7 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, context: 
     ctx = RunContext.from_json(context)
     runs = load_runs(result_dirs)
     everything = {r.name: r.metrics for r in runs}
-    parts = report_parts(runs)
+    parts = report_parts(runs) + cross_model_parts(runs)
     failures = load_failures(result_dirs)  # named in the report and tagged; the others are reported as usual
     figs = {title: fig for p in parts for title, fig in p.figures.items()}  # title -> (file stem, figure)
     tables = {name: rows for p in parts for name, rows in p.tables.items()}
