@@ -58,7 +58,8 @@ def test_summarize_on_no_items_serialises_strictly():
     _strict(safe)
     assert safe["accuracy"] is None and safe["accuracy_reason"] == NO_ITEMS_REASON
     assert safe["accuracy_ci"] == [None, None]
-    assert safe["accuracy_at_k"]["0.5"] == {"accuracy": None, "accuracy_reason": NO_ITEMS_REASON, "n": 0}
+    assert safe["accuracy_at_k"]["0.5"] == {"accuracy": None, "accuracy_reason": NO_ITEMS_REASON, "n": 0,
+                                              "coverage": None, "coverage_reason": NO_ITEMS_REASON}
 
 
 def test_summarize_thresholds_without_items_on_a_normal_run():
@@ -67,7 +68,7 @@ def test_summarize_thresholds_without_items_on_a_normal_run():
                        "gold_prob": [0.3, 0.1, 0.2], "confidence": [0.3, 0.4, 0.2]})
     safe = json_safe(summarize(df, n_boot=20))
     _strict(safe)
-    assert safe["accuracy_at_k"]["0.3"] == {"accuracy": 0.5, "n": 2}
+    assert safe["accuracy_at_k"]["0.3"] == {"accuracy": 0.5, "n": 2, "coverage": pytest.approx(2 / 3)}
     assert safe["accuracy_at_k"]["0.5"]["accuracy"] is None
     assert "accuracy_reason" not in safe and "accuracy_reason" not in safe["per_relation"]["P1"]
 

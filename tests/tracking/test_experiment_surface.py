@@ -136,7 +136,7 @@ def test_built_in_probes_keep_their_metric_and_figure_names():
            "per_relation": {"P36": {"coherency_round1": 0.5, "coherency_round2": 0.5}}, "per_cardinality": {}}
     figures = {name: list(get_probe(name).run_figures(m, "/tmp/m")) for name, m in
                (("ic-lke", mc), ("qa", qa), ("counterfactual", cf), ("coherency", coh), ("belief-mlm", {"acc@1": 0.3}))}
-    assert figures == {"ic-lke": ["per_relation_accuracy"], "qa": ["per_relation_em"], "counterfactual": ["figure7_em_vs_k"],
+    assert figures == {"ic-lke": ["per_relation_accuracy", "accuracy_at_k"], "qa": ["per_relation_em"], "counterfactual": ["figure7_em_vs_k"],
                        "coherency": ["coherency"], "belief-mlm": []}
     import matplotlib.pyplot as plt
 
