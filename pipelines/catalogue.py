@@ -19,7 +19,8 @@ from factprobe.errors import ConfigError
 
 from .params import OPTIONS, PER_STEP
 
-PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief")
+PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief",
+             "design_space", "findings")
 
 
 def pipeline_key(name: str) -> str:
@@ -204,6 +205,9 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     _check_parameter_types(pipe, values, probes)
     for probe in probes:
         run_config(config, probe=str(probe), model="-")
+    module = importlib.import_module(f"pipelines.{key}")
+    if hasattr(module, "check_studies"):  # pipelines that run studies: each study's config, as its step builds it
+        module.check_studies(values, config)
     if key == "finetune_known_unknown":
         from factprobe.finetune import NEEDS_TABLE
 
