@@ -31,6 +31,8 @@ from .model_meta import ModelMeta, base_pairs, unique_labels
 #: run options that change how a fact is asked (other distractors or in-context examples): runs that
 #: differ in one test other items even on the facts they share, so not even `intersect` joins them
 ITEM_OPTIONS = ("choices", "train_data", "seed")
+#: the console lists every pair's Pearson r up to this many models
+SHOW_PAIRS_UP_TO = 6
 
 
 @dataclass
@@ -266,8 +268,9 @@ def _size(v) -> str:
 
 def format_maps(result: Mapping) -> str:
     """The console summary of `build_maps(...).result`: the models (family, size), the heatmap as a
-    table (relations as rows, models as columns, the mean last), the within- and across-family
-    Pearson means, eta per pair and each fine-tuned model against its base."""
+    table (relations as rows, models as columns, the overall accuracy last), the within- and
+    across-family Pearson means (and each pair's r up to `SHOW_PAIRS_UP_TO` models), eta per pair
+    and each fine-tuned model against its base."""
     order = result["order"]
     metric = result.get("metric", "accuracy")
     models = {m["label"]: m for m in result["models"]}
@@ -287,19 +290,20 @@ def format_maps(result: Mapping) -> str:
         lines.append(f"{rel:<22}" + "".join(f"{_num(heat[lab].get(rel), '.3f'):>{w}}" for lab in order))
     lines.append(f"{'overall':<22}" + "".join(f"{_num(models[lab]['accuracy'], '.3f'):>{w}}" for lab in order))
     fc = result["family_correlation"]
-    lines += ["", f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({fc['n_within']} pairs), "
-                  f"across families {_num(fc['across'])} ({fc['n_across']} pairs)"]
-    for i, a in enumerate(order):
-        for b in order[i + 1:]:
-            lines.append(f"  r({a}, {b}) = {_num(result['pearson'][a][b])}")
+    lines += ["", (f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({fc['n_within']} pairs), "
+                   f"across families {_num(fc['across'])} ({fc['n_across']} pairs)")]
+    if len(order) <= SHOW_PAIRS_UP_TO:  # more models: the matrix is in cross_model.json and pearson.png
+        for i, a in enumerate(order):
+            for b in order[i + 1:]:
+                lines.append(f"  r({a}, {b}) = {_num(result['pearson'][a][b])}")
     if result["eta"]:
         lines += ["", "subsumption eta(small | large): share of the smaller model's known facts the larger one also knows"]
         for k, v in result["eta"].items():
             lines.append(f"  {k}: pooled {_num(v['pooled'])}, mean over relations {_num(v['relation_mean'])} "
                          f"({v['n_small_known']} of {v['n_joined']} facts known by the smaller)")
     else:
-        lines += ["", "subsumption eta: no two models of one family with known, different sizes"
-                      " (give family and size with --model-meta)"]
+        lines += ["", ("subsumption eta: no two models of one family with known, different sizes"
+                       " (give family and size with --model-meta)")]
     for k, v in result.get("base_vs_finetuned", {}).items():
         lines.append(f"fine-tuned vs base {k}: {metric} delta {_num(v['accuracy_delta'], '+.3f')} "
                      f"({_num(v['accuracy_finetuned'])} vs {_num(v['accuracy_base'])}), eta(fine-tuned | base) "

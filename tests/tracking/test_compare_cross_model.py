@@ -104,6 +104,7 @@ def test_three_runs_write_the_maps_and_the_figures(three, capsys):
     assert "M1 = org/small  (family A, size 100M)" in text
     assert "R2                       0.250   0.500   1.000" in text
     assert f"within families {R_SL:.3f} (1 pairs), across families {(R_SO + R_LO) / 2:.3f} (2 pairs)" in text
+    assert f"  r(org/small, org/other) = {R_SO:.3f}" in text
     assert "org/small vs org/large: pooled 0.750, mean over relations 0.833" in text
     assert "cross_model.json" in text
 
@@ -119,7 +120,7 @@ def test_csv_metadata_gives_the_same_maps_and_json_prints_them(three, capsys):
 
 
 def test_two_runs_keep_the_fact_by_fact_comparison_unless_asked(three, capsys):
-    tmp, runs, meta = three
+    tmp, runs, _ = three
     assert main(["compare", runs[0], runs[1], "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
     assert "facts joined: 10" in out and "McNemar" in out and "cross-model" not in out
@@ -294,12 +295,8 @@ def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
         save_file({"w": np.zeros((width, 4), dtype=np.float32)}, str(folder / "model.safetensors"))
-        KNOWN[str(folder)] = KNOWN[f"org/{n}"]
-        try:
-            metrics = summarize(pd.DataFrame(_rows(str(folder))), n_boot=20)
-            dirs.append(str(_run(tmp_path / f"run-{n}", str(folder), metrics=metrics)))
-        finally:
-            KNOWN.pop(str(folder))
+        metrics = summarize(pd.DataFrame(_rows(f"org/{n}")), n_boot=20)
+        dirs.append(str(_run(tmp_path / f"run-{n}", str(folder), known=KNOWN[f"org/{n}"], metrics=metrics)))
     part, = cross_model_parts(load_runs(dirs))
     eta = {r["pair"]: r for r in part.tables["cross_model_eta_ic-lke"]}
     assert eta["small vs large"]["eta_pooled"] == pytest.approx(3 / 4)
@@ -308,3 +305,36 @@ def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
     assert part.metrics["pearson_within/ic-lke"] == pytest.approx(R_SL)
     heat = {r["model"]: r for r in part.tables["cross_model_ic-lke"]}
     assert heat["small"]["family"] == "llama" and heat["small"]["size"] == 8 and heat["large"]["size"] == 32
+
+
+@pytest.mark.slow
+def test_the_report_step_logs_the_maps_to_the_parent_run(tmp_path):
+    """The cross-model figures, tables and metrics reach the pipeline's parent MLflow run (names with
+    spaces and slashes are valid MLflow metric names)."""
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+    from safetensors.numpy import save_file
+
+    from components.steps.report import run_report
+    from factprobe.metrics.multiple_choice import summarize
+    from tracking.context import RunContext
+
+    dirs = []
+    for n, width in (("small", 2), ("large", 8)):
+        folder = tmp_path / "models" / n
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+        save_file({"w": np.zeros((width, 4), dtype=np.float32)}, str(folder / "model.safetensors"))
+        metrics = summarize(pd.DataFrame(_rows(f"org/{n}")), n_boot=20)
+        dirs.append(str(_run(tmp_path / f"run-{n}", str(folder), known=KNOWN[f"org/{n}"], metrics=metrics)))
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    c = MlflowClient(uri)
+    parent = c.create_run(c.create_experiment("factprobe/probe")).info.run_id
+    run_report(dirs, str(tmp_path / "r.html"), str(tmp_path / "r.md"), RunContext(tracking_uri=uri, parent_run_id=parent))
+    arts = {a.path for d in ("tables", "figures") for a in c.list_artifacts(parent, d)}
+    assert {"figures/cross_model_heatmap_ic-lke.png", "figures/cross_model_pearson_ic-lke.png",
+            "tables/cross_model_ic-lke.json", "tables/cross_model_pearson_ic-lke.json",
+            "tables/cross_model_eta_ic-lke.json"} <= arts
+    m = c.get_run(parent).data.metrics
+    assert m["eta/ic-lke/small vs large"] == pytest.approx(3 / 4)
+    assert m["pearson_within/ic-lke"] == pytest.approx(R_SL)
