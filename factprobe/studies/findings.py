@@ -1,0 +1,319 @@
+"""`factprobe study findings`: the papers' qualitative claims, measured on your models, each judged
+holds / does not hold / inconclusive (issue 20 item 6; the verdict logic is
+`factprobe.metrics.findings`, the claims and their rules are listed there and in docs/findings.md).
+
+Per model of `--models` it runs, into `<out>/<model folder name>/<step>/`:
+
+- the probes `ic-lke`, `hgp`, `mmp` (the same multiple-choice items), `counterfactual`,
+  `coherency` and `belief-icl` through `factprobe.probes.runner.run_probe`: each folder is a
+  normal probe run, so a rerun after a kill resumes each probe from its checkpoint and a finished
+  probe is not scored again;
+- the studies `icl-examples` (the n curve) and `icl-sequence` twice (`--kind unknown` and
+  `--kind incorrect`, random placement) through `factprobe.studies.cli.run_study`: a finished study
+  folder is read back, not recomputed. A study that is not installed leaves its claim
+  inconclusive ("not measured") with a note.
+
+Sizes: `--relations` (LAMA relation ids), `--max-facts-per-relation` (the fact cap of every probe)
+and `--budget` (`BUDGETS`: options per item, templates, the n grid and draws, the sequence length,
+k, candidates, templates of BELIEF-ICL). `small` is sized for about 30 minutes for both models on
+2 CPU cores with 4 relations and 10 facts per relation; `paper` uses the papers' settings.
+The resolved settings are written to `metrics.json` (`settings`).
+
+Outputs: `metrics.json` (returned: `findings`, one record per claim and model, see
+`Finding.to_dict`; `settings`; `runs`: the folder of every step), `findings.md` (the table and
+each finding's detail) and `findings.png` (each finding's value and 95% interval against its
+threshold). Only what was measured is claimed: the verdicts come from those numbers alone.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+from ..io import atomic_write_text, read_jsonl
+from ..metrics import findings as fm
+from ..probes.config import BaseConfig, ConfigBase, RunConfig, option, split_relations
+from .base import Study, StudyContext
+
+DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+
+#: what each budget runs (the knobs that decide the cost). `small`: about 30 min for both models on
+#: 2 CPU cores with 4 relations x 10 facts; `tiny`: tests (tiny random models); `paper`: the papers'.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "tiny": {"choices": 5, "examples": 4, "templates": "1", "n": [0, 1, 2, 4], "draws": 2, "length": 16,
+             "replace": 4, "shots": 2, "known_shots": 2, "qa_train_per_relation": 6, "max_new_tokens": 4,
+             "max_candidates": 5, "belief_setting": "zero-shot", "belief_templates": 3, "max_answer_tokens": 3,
+             "n_boot": 200, "fluctuation_draws": 200},
+    "small": {"choices": 20, "examples": 50, "templates": "2", "n": [0, 1, 2, 5, 10, 20, 50], "draws": 3,
+              "length": 200, "replace": 40, "shots": 10, "known_shots": 10, "qa_train_per_relation": 20,
+              "max_new_tokens": 8, "max_candidates": 30, "belief_setting": "zero-shot", "belief_templates": 4,
+              "max_answer_tokens": 5, "n_boot": 2000, "fluctuation_draws": 2000},
+    "paper": {"choices": 100, "examples": 50, "templates": "paper", "n": [0, 1, 2, 5, 10, 20, 30, 50], "draws": 5,
+              "length": 200, "replace": 40, "shots": 10, "known_shots": 10, "qa_train_per_relation": 50,
+              "max_new_tokens": 16, "max_candidates": None, "belief_setting": "zero-shot", "belief_templates": None,
+              "max_answer_tokens": 10, "n_boot": 2000, "fluctuation_draws": 10000},
+}
+PROBES = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl")
+SEQUENCE_KINDS = ("unknown", "incorrect")
+
+
+@dataclass
+class FindingsConfig(ConfigBase):
+    """The findings study's options."""
+
+    models: list[str] = option(list(DEFAULT_MODELS), "comma-separated models (aliases or folders)")
+    relations: list[str] = option(["P36", "P19", "P37", "P1376"], "comma-separated LAMA T-REx relation ids")
+    data: str | None = option(None, "LAMA folder (default: the data root's lama/)")
+    train_data: str | None = option(None, "folder of P*.jsonl training facts (in-context examples, the counterfactual "
+                                           "pool), e.g. ../shared/data/lpaqa/trex_train (default: split the test facts)")
+    max_facts_per_relation: int = option(10, "test facts per relation for every probe (a deterministic sample)")
+    budget: str = option("small", "what each step runs: tiny (tests), small (~30 min for two models on 2 cores), "
+                                  "paper (the papers' settings); docs/findings.md lists them", choices=tuple(BUDGETS))
+    seed: int = option(0, "seed of every step")
+    device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
+    dtype: str = option("auto", "auto | float32 | bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.models = [m.strip() for m in (self.models.split(",") if isinstance(self.models, str) else self.models)]
+        self.check(bool(self.models) and all(self.models), "models", self.models, "give at least one model")
+        names = [Path(m).name for m in self.models]
+        self.check(len(set(names)) == len(names), "models", self.models, "two models share a folder name")
+        rels = split_relations(self.relations)
+        self.check(bool(rels), "relations", self.relations, "give at least one LAMA relation id, e.g. P36,P19")
+        self.relations = rels  # type: ignore[assignment]
+        self.check(self.max_facts_per_relation >= 1, "max_facts_per_relation", self.max_facts_per_relation,
+                   "must be >= 1")
+
+
+# ------------------------------------------------------------------ the steps
+def _base(cfg: FindingsConfig, model: str, **over: Any) -> dict[str, Any]:
+    d = {"model": model, "source": "lama", "data": cfg.data, "train_data": cfg.train_data,
+         "relations": list(cfg.relations), "max_facts_per_relation": cfg.max_facts_per_relation, "seed": cfg.seed,
+         "device": cfg.device, "dtype": cfg.dtype}
+    d.update(over)
+    return d
+
+
+def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
+    """{probe: RunConfig} of one model under the budget."""
+    b = BUDGETS[cfg.budget]
+    base = _base(cfg, model)
+    mc = {**base, "choices": b["choices"], "skip_small_relations": True}
+    flat = {
+        "ic-lke": {**mc, "examples": b["examples"]},
+        "hgp": {**mc, "templates": b["templates"]},
+        "mmp": {**mc, "templates": b["templates"]},
+        "counterfactual": {**base, "shots": [b["shots"]], "known_shots": b["known_shots"],
+                           "qa_train_per_relation": b["qa_train_per_relation"], "max_new_tokens": b["max_new_tokens"]},
+        "coherency": {**base, "max_candidates": b["max_candidates"]},
+        "belief-icl": {**base, "train_data": None, "setting": b["belief_setting"], "samples": 0,
+                       "max_templates": b["belief_templates"], "max_answer_tokens": b["max_answer_tokens"],
+                       "draws": b["fluctuation_draws"]},
+    }
+    return {p: RunConfig.from_dict({"probe": p, **d}) for p, d in flat.items()}
+
+
+def study_givens(cfg: FindingsConfig, model: str) -> dict[str, dict[str, Any]]:
+    """{step folder: options} of the sub-studies (icl-examples; icl-sequence per kind)."""
+    b = BUDGETS[cfg.budget]
+    out = {"icl-examples": {**_base(cfg, model), "choices": b["choices"], "skip_small_relations": True,
+                            "n": b["n"], "draws": b["draws"]}}
+    for kind in SEQUENCE_KINDS:  # the sequence is drawn from all facts of each relation
+        out[f"icl-sequence-{kind}"] = {**_base(cfg, model, train_data=None, max_facts_per_relation=None),
+                                       "length": b["length"], "replace": b["replace"], "kind": kind,
+                                       "placement": "random"}
+    return out
+
+
+def _rows(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "results.jsonl"
+    return [r for _, r in read_jsonl(path)] if path.exists() else []
+
+
+def _substudy(ctx: StudyContext, name: str, given: dict[str, Any], out: Path) -> dict[str, Any] | None:
+    """Run (or read back) the registered study `name` into `out`; None when it is not installed."""
+    from . import registry
+    from .cli import run_study, study_config
+
+    if name not in registry.available():
+        ctx.note(f"study {name} is not installed; its claim is not measured")
+        return None
+    study = registry.get_study(name)
+    known = set(study.config_class.field_names()) | (set(BaseConfig.field_names()) if study.uses_base else set())
+    missing = sorted(k for k in given if k not in known)
+    if missing:
+        raise ConfigError(f"study {name} has no option(s) {', '.join(missing)} that findings sets")
+    metrics, _, _ = run_study(study, study_config(study, given), out, progress=ctx.progress)
+    return metrics
+
+
+# ------------------------------------------------------------------ the claims of one model
+def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str]) -> list[fm.Finding]:
+    """Run every step of `model` into `out` and judge its claims."""
+    from ..probes.runner import run_probe
+
+    cfg: FindingsConfig = ctx.cfg  # type: ignore[assignment]
+    b = BUDGETS[cfg.budget]
+    boot = {"n_boot": b["n_boot"], "seed": cfg.seed}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    probe_metrics: dict[str, dict[str, Any]] = {}
+    loaded = None
+    for probe, rc in probe_configs(cfg, model).items():
+        folder = out / probe
+        runs[f"{model}/{probe}"] = str(folder)
+        if loaded is None and not (folder / "metrics.json").exists():
+            from ..probes.runner import load_for_probe
+
+            loaded = load_for_probe(rc)
+            if getattr(loaded, "is_random", False):
+                ctx.note(f"{model} has RANDOM weights: these findings are not a result")
+        outcome = run_probe(rc, folder, loaded=loaded, progress=ctx.progress,
+                            log=lambda m: print(m) if ctx.progress else None)
+        for n in outcome.notes:
+            ctx.note(f"{model} {probe}: {n}")
+        rows[probe] = outcome.results.to_dict("records")
+        probe_metrics[probe] = outcome.metrics
+    subs: dict[str, dict[str, Any] | None] = {}
+    for step, given in study_givens(cfg, model).items():
+        runs[f"{model}/{step}"] = str(out / step)
+        subs[step] = _substudy(ctx, step.rsplit("-", 1)[0] if step.startswith("icl-sequence") else step, given,
+                               out / step)
+
+    found = [fm.mc_vs_baseline(model, base, rows["ic-lke"], rows[base], **boot) for base in ("hgp", "mmp")]
+    curve = subs["icl-examples"]
+    found.append(fm.saturation(model, curve["curve"], curve.get("n_items")) if curve
+                 else fm.not_measured("saturation", model, "study icl-examples is not installed"))
+    if all(subs[f"icl-sequence-{k}"] for k in SEQUENCE_KINDS):
+        pos = {k: [r for _, r in read_jsonl(out / f"icl-sequence-{k}" / "positions.jsonl")] for k in SEQUENCE_KINDS}
+        found.append(fm.incorrect_vs_unknown(model, pos["unknown"], pos["incorrect"], **boot))
+    else:
+        found.append(fm.not_measured("incorrect>unknown", model, "study icl-sequence is not installed"))
+    cf = probe_metrics["counterfactual"]
+    used = {e["setting"]: e.get("shots_used") for e in cf.get("figure7", []) if int(e["shots"]) == b["shots"]}
+    found.append(fm.counterfactual_known_vs_unknown(model, rows["counterfactual"], b["shots"], shots_used=used, **boot))
+    found.append(fm.coherency_vs_correctness(model, rows["coherency"], **boot))
+    found.append(fm.prompt_fluctuation(model, rows["belief-icl"], n_draws=b["fluctuation_draws"],
+                                       n_boot=min(b["n_boot"], 500), seed=cfg.seed, setting=b["belief_setting"]))
+    fluct = found[-1]
+    fluct.detail["probe_acc_range"] = probe_metrics["belief-icl"].get("acc_range")
+    return found
+
+
+# ------------------------------------------------------------------ outputs
+def findings_markdown(metrics: Mapping[str, Any]) -> str:
+    """findings.md: the table, then each finding's detail."""
+    lines = ["# Findings", "", fm.markdown_table(metrics["findings"]), "## Detail", ""]
+    for f in metrics["findings"]:
+        lines.append(f"### {f['model']}: {f['statement']} ({f['source']}): {f['verdict']}")
+        lines.append("")
+        lines += [f"- {k}: {json.dumps(v)}" for k, v in f["detail"].items()]
+        lines.append("")
+    lines += ["## Settings", "", "```json", json.dumps(metrics.get("settings", {}), indent=1), "```", ""]
+    return "\n".join(lines)
+
+
+COLORS = {fm.HOLDS: "tab:green", fm.NOT_HOLDS: "tab:red", fm.INCONCLUSIVE: "tab:gray"}
+
+
+def findings_figure(findings: list[Mapping[str, Any]]):
+    """One row per finding: the value minus its threshold, signed so that positive is the claim's
+    direction, with its 95% interval; colour = verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    below = {"coherency<correctness"}
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(findings) + 1.5))
+    for i, f in enumerate(findings):
+        thr = f["detail"].get("threshold", 0.0) or 0.0
+        sign = -1.0 if f["claim"] in below else 1.0
+        if f["value"] is None:
+            ax.text(0, i, "not measured", va="center", fontsize=8, color="gray")
+            continue
+        v = sign * (f["value"] - thr)
+        lo, hi = f["ci"]
+        if lo is not None and hi is not None:
+            a, b = sorted((sign * (lo - thr), sign * (hi - thr)))
+            ax.plot([a, b], [i, i], color=COLORS[f["verdict"]], lw=2)
+        ax.plot([v], [i], "o", color=COLORS[f["verdict"]])
+    ax.axvline(0, color="black", lw=0.8, ls="--")
+    ax.set_yticks(range(len(findings)), [f"{f['model']}: {f['claim']}" for f in findings], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("margin in the claim's direction (value - threshold; > 0 supports the claim), 95% CI")
+    ax.set_title("findings: green holds, red does not hold, gray inconclusive")
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig, path: Path) -> None:
+    """Write a figure atomically (temp file, then rename) and close it."""
+    import os
+
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _slug(s: str) -> str:
+    return "_".join("".join(c if c.isalnum() else " " for c in s.lower()).split())
+
+
+class FindingsStudy(Study):
+    name = "findings"
+    description = "the papers' claims on your models: holds / does not hold / inconclusive, with numbers, 95% CI and n"
+    config_class = FindingsConfig
+    uses_base = False
+
+    def run(self, ctx: StudyContext) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        cfg: FindingsConfig = ctx.cfg  # type: ignore[assignment]
+        runs: dict[str, str] = {}
+        found: list[fm.Finding] = []
+        for model in tqdm(cfg.models, desc="findings", unit="model", disable=not ctx.progress):
+            found += model_findings(ctx, model, Path(ctx.out) / Path(model).name, runs)
+        metrics: dict[str, Any] = {
+            "findings": [f.to_dict() for f in found],
+            "models": list(cfg.models), "relations": list(cfg.relations),
+            "settings": {"budget": cfg.budget, **BUDGETS[cfg.budget], "max_facts_per_relation": cfg.max_facts_per_relation,
+                         "train_data": cfg.train_data, "seed": cfg.seed},
+            "runs": runs,
+        }
+        atomic_write_text(Path(ctx.out) / "findings.md", findings_markdown(metrics))
+        _save(findings_figure(metrics["findings"]), Path(ctx.out) / "findings.png")
+        return metrics
+
+    def summary(self, metrics: Mapping[str, Any]) -> list[str]:
+        """The findings table, one line per claim and model."""
+        lines = [f"{'model':<24}{'claim':<24}{'verdict':<15}{'value':>8}  {'95% CI':<20}{'n':>6}"]
+        for f in metrics.get("findings", []):
+            lo, hi = f["ci"]
+            ci = "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]"
+            val = "n/a" if f["value"] is None else f"{f['value']:+.3f}"
+            lines.append(f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6}")
+        return lines
+
+    def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """`findings/<model>/<claim>/{value,ci_low,ci_high,n,verdict}` (verdict: 1 holds, -1 does not
+        hold, 0 inconclusive); NaN-free."""
+        code = {fm.HOLDS: 1.0, fm.NOT_HOLDS: -1.0, fm.INCONCLUSIVE: 0.0}
+        out: dict[str, float] = {}
+        for f in metrics.get("findings", []):
+            key = f"findings/{_slug(Path(f['model']).name)}/{_slug(f['claim'])}"
+            out[f"{key}/verdict"] = code[f["verdict"]]
+            out[f"{key}/n"] = float(f["n"])
+            for name, v in (("value", f["value"]), ("ci_low", f["ci"][0]), ("ci_high", f["ci"][1])):
+                if v is not None and math.isfinite(v):
+                    out[f"{key}/{name}"] = float(v)
+        return out
+
+
+STUDY = FindingsStudy()

@@ -1,0 +1,156 @@
+"""`factprobe study findings` end to end on a tiny RANDOM model (never a result) and the real LAMA
+files: the folders of every step, the metrics.json structure, verdicts recomputed from the steps'
+own files, a rerun that computes nothing, a study that is not installed, and bad options."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from factprobe.errors import ConfigError
+from factprobe.io import read_jsonl
+from factprobe.metrics import findings as fm
+from factprobe.studies import findings as fs
+from factprobe.studies import registry
+from factprobe.studies.cli import run_study, study_config
+
+STEPS = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl", "icl-examples", "icl-sequence-unknown",
+         "icl-sequence-incorrect")
+
+
+def _given(model: Path) -> dict:
+    return {"models": [str(model)], "relations": "P36,P1376", "max_facts_per_relation": 3, "budget": "tiny",
+            "device": "cpu", "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def wide_model(tmp_path_factory) -> Path:
+    from factprobe.lm.testing import make_tiny_random_model, widen_tiny_llama
+
+    root = tmp_path_factory.mktemp("findings-models")
+    return widen_tiny_llama(make_tiny_random_model("llama", root), root / "wide")
+
+
+@pytest.fixture(scope="module")
+def finished(real_data_root, wide_model, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("findings") / "run"
+    metrics, _, done = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), out, progress=False)
+    assert not done
+    return out, metrics
+
+
+def _rows(path: Path) -> list[dict]:
+    return [r for _, r in read_jsonl(path)]
+
+
+@pytest.mark.slow
+def test_every_step_runs_into_its_folder_and_every_claim_is_reported(finished, wide_model):
+    out, metrics = finished
+    model_dir = out / wide_model.name
+    for step in STEPS:
+        assert (model_dir / step / "metrics.json").exists(), step
+    claims = [f["claim"] for f in metrics["findings"]]
+    assert claims == list(fm.CLAIMS)
+    for f in metrics["findings"]:
+        assert set(f) == {"claim", "statement", "source", "model", "verdict", "value", "ci", "n", "detail"}
+        assert f["verdict"] in fm.VERDICTS and f["model"] == str(wide_model) and len(f["ci"]) == 2
+    assert metrics["settings"]["budget"] == "tiny" and metrics["settings"]["choices"] == fs.BUDGETS["tiny"]["choices"]
+    assert any("RANDOM weights" in n for n in metrics["notes"])
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["findings"] == json.loads(json.dumps(metrics["findings"]))
+    md = (out / "findings.md").read_text()
+    assert md.count(f"| {wide_model} |") == len(fm.CLAIMS) and "## Detail" in md
+    assert (out / "findings.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_verdicts_come_from_the_steps_own_files(finished, wide_model):
+    out, metrics = finished
+    d, model = out / wide_model.name, str(wide_model)
+    b = fs.BUDGETS["tiny"]
+    boot = {"n_boot": b["n_boot"], "seed": 0}
+    by_claim = {f["claim"]: f for f in metrics["findings"]}
+    icl = _rows(d / "ic-lke" / "results.jsonl")
+    cf_metrics = json.loads((d / "counterfactual" / "metrics.json").read_text())
+    used = {e["setting"]: e.get("shots_used") for e in cf_metrics["figure7"] if int(e["shots"]) == b["shots"]}
+    expected = [
+        fm.mc_vs_baseline(model, "hgp", icl, _rows(d / "hgp" / "results.jsonl"), **boot),
+        fm.mc_vs_baseline(model, "mmp", icl, _rows(d / "mmp" / "results.jsonl"), **boot),
+        fm.saturation(model, json.loads((d / "icl-examples" / "metrics.json").read_text())["curve"]),
+        fm.incorrect_vs_unknown(model, _rows(d / "icl-sequence-unknown" / "positions.jsonl"),
+                                _rows(d / "icl-sequence-incorrect" / "positions.jsonl"), **boot),
+        fm.counterfactual_known_vs_unknown(model, _rows(d / "counterfactual" / "results.jsonl"), b["shots"],
+                                           shots_used=used, **boot),
+        fm.coherency_vs_correctness(model, _rows(d / "coherency" / "results.jsonl"), **boot),
+        fm.prompt_fluctuation(model, _rows(d / "belief-icl" / "results.jsonl"), n_draws=b["fluctuation_draws"],
+                              n_boot=b["n_boot"], seed=0),
+    ]
+    for e in expected:
+        got = by_claim[e.claim]
+        want = e.to_dict()
+        assert (got["verdict"], got["n"]) == (want["verdict"], want["n"]), e.claim
+        assert got["value"] == pytest.approx(want["value"]) and got["ci"] == pytest.approx(want["ci"]), e.claim
+    # the probes' own headline numbers are the ones the findings report
+    acc = json.loads((d / "ic-lke" / "metrics.json").read_text())["accuracy"]
+    assert by_claim["ic-lke>=hgp"]["detail"]["acc_ic_lke"] == pytest.approx(acc)
+
+
+@pytest.mark.slow
+def test_a_rerun_computes_nothing_and_a_killed_run_resumes_from_the_step_folders(finished, wide_model, monkeypatch):
+    out, metrics = finished
+
+    def no_model(*a, **k):
+        raise AssertionError("a finished step loaded a model")
+
+    monkeypatch.setattr("factprobe.probes.runner.load_for_probe", no_model)
+    monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
+    cfg = study_config(fs.STUDY, _given(wide_model))
+    again, _, done = run_study(fs.STUDY, cfg, out, progress=False)
+    assert done and again["findings"] == json.loads(json.dumps(metrics["findings"]))
+    (out / "metrics.json").unlink()  # as if killed after the last step: every step is read back, none rescored
+    resumed, _, done = run_study(fs.STUDY, cfg, out, progress=False)
+    assert not done
+    assert [f["verdict"] for f in resumed["findings"]] == [f["verdict"] for f in metrics["findings"]]
+    assert [f["value"] for f in resumed["findings"]] == pytest.approx([f["value"] for f in metrics["findings"]])
+
+
+@pytest.mark.slow
+def test_a_study_that_is_not_installed_leaves_its_claim_not_measured(finished, wide_model, tmp_path, monkeypatch):
+    out, _ = finished
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    (copy / "metrics.json").unlink()
+    monkeypatch.setattr(registry, "available", lambda: ["findings"])
+    m, _, _ = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), copy, progress=False)
+    by_claim = {f["claim"]: f for f in m["findings"]}
+    for claim in ("saturation", "incorrect>unknown"):
+        assert by_claim[claim]["verdict"] == fm.INCONCLUSIVE and by_claim[claim]["n"] == 0
+        assert "not installed" in by_claim[claim]["detail"]["not_measured"]
+    assert any("icl-examples is not installed" in n for n in m["notes"])
+
+
+def test_summary_and_flat_metrics():
+    rec = fm.Finding("ic-lke>=hgp", "smollm2-135m-instruct", fm.HOLDS, 0.2, (0.1, 0.3), 40, {}).to_dict()
+    none = fm.not_measured("saturation", "smollm2-135m-instruct", "x").to_dict()
+    lines = fs.STUDY.summary({"findings": [rec, none]})
+    assert "holds" in lines[1] and "[+0.100, +0.300]" in lines[1] and "n/a" in lines[2]
+    flat = fs.STUDY.flat_metrics({"findings": [rec, none]})
+    assert flat["findings/smollm2_135m_instruct/ic_lke_hgp/verdict"] == 1.0
+    assert flat["findings/smollm2_135m_instruct/saturation/verdict"] == 0.0
+    assert "findings/smollm2_135m_instruct/saturation/value" not in flat
+    assert all(re.fullmatch(r"[a-z0-9_/.]+", k) for k in flat)
+
+
+@pytest.mark.parametrize("given,match", [
+    ({"models": "a/m,b/m"}, "two models share a folder name"),
+    ({"relations": " , "}, "empty relation id"),
+    ({"max_facts_per_relation": 0}, "must be >= 1"),
+    ({"budget": "huge"}, "unknown value 'huge'"),
+])
+def test_bad_options_are_one_line_errors(given, match):
+    with pytest.raises(ConfigError, match=match):
+        study_config(fs.STUDY, given)
