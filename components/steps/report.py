@@ -123,7 +123,8 @@ def cross_model_parts(runs: list) -> list:
         part.figures[f"{name}: Pearson r of per-relation {metric} between models"] = (f"cross_model_pearson_{name}", figs["pearson"])
         meta = {m["label"]: m for m in res["models"]}
         part.tables[f"cross_model_{name}"] = [
-            {"model": lab, "family": meta[lab]["family"], "size": meta[lab]["size"], "base": meta[lab]["base"],
+            {"model": lab, "family": meta[lab]["family"],
+             "size": None if meta[lab]["size"] is None else int(meta[lab]["size"]), "base": meta[lab]["base"],
              metric: meta[lab]["accuracy"], **res["heatmap"][lab]} for lab in res["order"]]
         fc = res["family_correlation"]
         part.tables[f"cross_model_pearson_{name}"] = [{"model": lab, **res["pearson"][lab]} for lab in res["order"]]

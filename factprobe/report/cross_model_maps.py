@@ -266,6 +266,10 @@ def _size(v) -> str:
     return f"{v:.0f}"
 
 
+def _pairs(n: int) -> str:
+    return f"{n} pair" if n == 1 else f"{n} pairs"
+
+
 def format_maps(result: Mapping) -> str:
     """The console summary of `build_maps(...).result`: the models (family, size), the heatmap as a
     table (relations as rows, models as columns, the overall accuracy last), the within- and
@@ -290,8 +294,8 @@ def format_maps(result: Mapping) -> str:
         lines.append(f"{rel:<22}" + "".join(f"{_num(heat[lab].get(rel), '.3f'):>{w}}" for lab in order))
     lines.append(f"{'overall':<22}" + "".join(f"{_num(models[lab]['accuracy'], '.3f'):>{w}}" for lab in order))
     fc = result["family_correlation"]
-    lines += ["", (f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({fc['n_within']} pairs), "
-                   f"across families {_num(fc['across'])} ({fc['n_across']} pairs)")]
+    lines += ["", (f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({_pairs(fc['n_within'])}), "
+                   f"across families {_num(fc['across'])} ({_pairs(fc['n_across'])})")]
     if len(order) <= SHOW_PAIRS_UP_TO:  # more models: the matrix is in cross_model.json and pearson.png
         for i, a in enumerate(order):
             for b in order[i + 1:]:

@@ -103,7 +103,7 @@ def test_three_runs_write_the_maps_and_the_figures(three, capsys):
     # the console: the heatmap as a table, the family means, eta
     assert "M1 = org/small  (family A, size 100M)" in text
     assert "R2                       0.250   0.500   1.000" in text
-    assert f"within families {R_SL:.3f} (1 pairs), across families {(R_SO + R_LO) / 2:.3f} (2 pairs)" in text
+    assert f"within families {R_SL:.3f} (1 pair), across families {(R_SO + R_LO) / 2:.3f} (2 pairs)" in text
     assert f"  r(org/small, org/other) = {R_SO:.3f}" in text
     assert "org/small vs org/large: pooled 0.750, mean over relations 0.833" in text
     assert "cross_model.json" in text
