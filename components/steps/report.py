@@ -70,7 +70,7 @@ def load_runs(dirs: list[str], unique: bool = True) -> list:
 def cross_model_parts(runs: list) -> list:
     """One `ReportPart` per probe (registry order) that declares a per-fact verdict and has runs of
     at least two models, with one run each (a model run in several settings is left out of its
-    probe's maps, and a note row says so): the cross-model maps described in the module docstring.
+    probe's maps, and a note row says so when other models are there): the cross-model maps described in the module docstring.
     Maps that cannot be drawn (the runs ask the facts differently, share no fact) become a note row
     in the `cross_model_notes` table instead of failing the report."""
     import pandas as pd
@@ -94,7 +94,7 @@ def cross_model_parts(runs: list) -> list:
         for r in by_probe[name]:
             per_model.setdefault(str(r.model), []).append(r)
         for model, rs in per_model.items():
-            if len(rs) > 1:
+            if len(rs) > 1 and len(per_model) > 1:  # one model in several settings alone: nothing to map
                 notes.append({"probe": name, "note": f"{model} has {len(rs)} runs ({', '.join(r.name for r in rs)}); "
                                                      f"left out of the cross-model maps, which take one run per model"})
         single = [rs[0] for rs in per_model.values() if len(rs) == 1]

@@ -278,6 +278,7 @@ def test_the_report_step_draws_the_maps_of_two_models(tmp_path):
     again = str(_run(tmp_path / "again", "org/small", metrics={"probe": "ic-lke"}))
     notes = cross_model_parts(load_runs([*dirs, again]))
     assert len(notes) == 1 and "org/small has 2 runs" in notes[0].tables["cross_model_notes"][0]["note"]
+    assert cross_model_parts(load_runs([dirs[0], again])) == []  # one model in two settings: nothing to say
 
 
 def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
