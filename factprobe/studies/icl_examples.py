@@ -56,10 +56,10 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..datasets.examples import sample_examples
 from ..errors import ConfigError, ContextTooLongError
@@ -85,13 +85,11 @@ def parse_n_list(value: Any) -> list[int]:
     out = []
     for p in parts:
         try:
-            if isinstance(p, bool):
-                raise ValueError
-            f = float(str(p).strip())
-            if not math.isfinite(f) or f != int(f):
-                raise ValueError
+            f = math.nan if isinstance(p, bool) else float(str(p).strip())
         except ValueError:
-            raise ConfigError(f"n={value!r}: {str(p).strip()!r} is not a whole number") from None
+            f = math.nan
+        if not math.isfinite(f) or f != int(f):
+            raise ConfigError(f"n={value!r}: {str(p).strip()!r} is not a whole number")
         out.append(int(f))
     if any(k < 0 for k in out):
         raise ConfigError(f"n={value!r}: numbers of examples must be >= 0")
@@ -104,7 +102,7 @@ def parse_n_list(value: Any) -> list[int]:
 class ICLExamplesConfig(MCConfig):
     """The curve's own options, plus IC-LKE's prompt options (`ic_lke.ICLKEConfig` without `examples`)."""
 
-    n: list[int] = option(list(DEFAULT_N), "numbers of in-context examples, increasing, e.g. 0,1,2,5,10,20,30,50")
+    n: list[int] | None = option(None, "numbers of in-context examples, increasing (default: 0,1,2,5,10,20,30,50)")
     draws: int = option(3, "seeded example draws per n (the mean and std are over these)")
     separator: str = option(" ", "between subject and object (and, in the paper format, between examples)")
     prompt_format: str = option("paper", "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's "
@@ -115,7 +113,7 @@ class ICLExamplesConfig(MCConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.n = parse_n_list(self.n)
+        self.n = parse_n_list(list(DEFAULT_N) if self.n is None else self.n)
         self.check(isinstance(self.draws, int) and self.draws >= 1, "draws", self.draws, "must be >= 1")
         self.check(bool(self.separator), "separator", self.separator, "must not be empty")
 

@@ -6,6 +6,7 @@ prefix of those for larger n, the reused prefix gives the probe's numbers, cappe
 metrics' shape, and one clear line per bad --n. One small real-model run checks the CLI end to end."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from factprobe.cli import main
 from factprobe.datasets.mc_dataset import prepare_mc
 from factprobe.errors import ConfigError, ContextTooLongError
+from factprobe.io import read_jsonl
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
 from factprobe.probes.config import BaseConfig, RunConfig
@@ -31,7 +33,6 @@ from factprobe.studies.icl_examples import (
     plan_relation,
     score_curve,
 )
-from factprobe.io import read_jsonl
 
 FX = Path(__file__).resolve().parents[1] / "fixtures" / "mc_snapshot"
 
@@ -62,10 +63,11 @@ def _plans(scorer, prepared, cfg, notes=None):
             for rel, items in prepared.items.items()}
 
 
-def _probe_rows(flat, tmp_path, examples: int) -> dict[str, dict]:
+def _probe_rows(tiny, tmp_path, examples: int) -> dict[str, dict]:
+    flat, loaded = tiny[0], tiny[1]
     out = tmp_path / f"ic-lke-{examples}"
-    run_probe(RunConfig.from_dict({"probe": "ic-lke", **flat, "choices": 5, "examples": examples}), out, progress=False,
-              log=lambda m: None)
+    run_probe(RunConfig.from_dict({"probe": "ic-lke", **flat, "choices": 5, "examples": examples}), out, loaded=loaded,
+              progress=False, log=lambda m: None)
     return {r["fact_id"]: r for _, r in read_jsonl(out / "results.jsonl")}
 
 
@@ -79,9 +81,9 @@ def curve(tiny):
 
 
 def test_n0_is_zero_context_scoring_exactly(tiny, curve, tmp_path):
-    flat, loaded, scorer, prepared = tiny
+    _, loaded, scorer, prepared = tiny
     _, _, scores = curve
-    probe = _probe_rows(flat, tmp_path, examples=0)  # the IC-LKE probe's own n = 0 mode
+    probe = _probe_rows(tiny, tmp_path, examples=0)  # the IC-LKE probe's own n = 0 mode
     bos = empty_context_text(loaded.tokenizer)
     for rel, items in prepared.items.items():
         rows = scores.rows[(rel, 0, None)]
@@ -103,7 +105,7 @@ def test_examples_for_n_are_a_prefix_of_those_for_larger_n(curve):
             contexts = [scores.rows_at(rel, n, d)[0]["context"] for n in (1, 2, 4)]
             subject = plan.items[0].subject
             prefixes = [c[: -len(subject)] for c in contexts]
-            for short, long in zip(prefixes, prefixes[1:]):
+            for short, long in itertools.pairwise(prefixes):
                 assert long.startswith(short) and len(long) > len(short)
             assert prefixes[-1].rstrip() == relation_prefix(plan.draws[d][:4])
     # every n > 1 of a draw extended the previous n's prefix cache instead of recomputing it
@@ -113,12 +115,12 @@ def test_examples_for_n_are_a_prefix_of_those_for_larger_n(curve):
 def test_reused_prefix_gives_the_ic_lke_probes_numbers(tiny, curve, tmp_path):
     """Draw 0 at the largest n holds the probe's own examples (same seed): the reused (extended)
     prefix gives the probe's contexts exactly and its log-probs within 1e-4; so does recomputing."""
-    flat, _, scorer, _ = tiny
+    _, _, scorer, _ = tiny
     cfg, plans, reused = curve
     p36 = {"P36": plans["P36"]}
     fresh = score_curve(scorer, p36, cfg, keep_logprobs=True, reuse_prefix=False)
     assert fresh.prefix_extended == 0 and fresh.prefix_recomputed == cfg.draws * 2
-    probe = _probe_rows(flat, tmp_path, examples=4)
+    probe = _probe_rows(tiny, tmp_path, examples=4)
     for rel in plans:
         for row in reused.rows_at(rel, 4, 0):
             assert row["context"] == probe[row["fact_id"]]["context"]
@@ -131,7 +133,8 @@ def test_reused_prefix_gives_the_ic_lke_probes_numbers(tiny, curve, tmp_path):
 def test_metrics_shape_files_and_summary(tiny, tmp_path):
     flat, _, _, _ = tiny
     out = tmp_path / "study"
-    metrics, _, finished = run_study(STUDY, study_config(STUDY, {**flat, "choices": 5, "n": "0,1,3", "draws": 2}), out,
+    metrics, _, finished = run_study(STUDY, study_config(STUDY, {**flat, "choices": 5, "n": "0,1,3", "draws": 2,
+                                                                        "max_facts_per_relation": 3}), out,
                                      progress=False)
     assert not finished
     on_disk = json.loads((out / "metrics.json").read_text())
@@ -140,7 +143,7 @@ def test_metrics_shape_files_and_summary(tiny, tmp_path):
     for r in metrics["curve"]:
         assert len(r["draws"]) == 2 and r["mean"] == pytest.approx(sum(r["draws"]) / 2)
         assert r["std"] == pytest.approx(float(np.std(r["draws"], ddof=1)))
-        assert r["n_items"] == 32 and set(r["n_used"]) == {"P36", "P103"}
+        assert r["n_items"] == 6 and set(r["n_used"]) == {"P36", "P103"}
     assert metrics["curve"][0]["draws"][0] == metrics["curve"][0]["draws"][1]  # n = 0 has no draw
     assert metrics["n95"] in (0, 1, 3) and set(metrics["per_relation"]) == {"P36", "P103"}
     assert metrics["model_is_random"] is True and metrics["draw_seeds"][0] == SEED
@@ -148,7 +151,7 @@ def test_metrics_shape_files_and_summary(tiny, tmp_path):
     assert [(r["n"], r["draw"]) for r in table] == [(n, d) for n in (0, 1, 3) for d in (0, 1)]
     assert [r["accuracy"] for r in table if r["n"] == 3] == metrics["curve"][2]["draws"]
     assert (out / "curve.png").stat().st_size > 0 and STUDY.figures(out) == [out / "curve.png"]
-    assert sum(1 for _ in read_jsonl(out / "scores.jsonl")) == 32 * (1 + 2 + 2)  # n=0 once, n=1 and 3 per draw
+    assert sum(1 for _ in read_jsonl(out / "scores.jsonl")) == 6 * (1 + 2 + 2)  # n=0 once, n=1 and 3 per draw
     lines = STUDY.summary(metrics)
     assert "RANDOM weights" in lines[0] and lines[2].split()[0] == "0" and any(x.startswith("n95 = ") for x in lines)
     flat_m = STUDY.flat_metrics(metrics)
