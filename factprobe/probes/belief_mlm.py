@@ -14,13 +14,16 @@ the relation is asked for every pair: `render_mlm(template, subject, tokenizer.m
 `[Y]`-last and `[Y]`-inside templates are used (a masked LM sees both sides).
 
 Single-token objects only, as LAMA. Vocabulary filter (`--vocab`):
-- `common` (default, LAMA's setting): pairs keep only gold objects in LAMA's common vocabulary
-  (`lama/common_vocab_cased.txt`, or `--vocab-file`), and the model ranks only the common-vocab
-  words that are one token of its tokenizer (the output distribution restricted to them, as LAMA
-  does). Pairs without such a gold are left out before scoring (counted per relation in
-  metrics.json, `vocab_filter`).
-- `model`: every token of the model's vocabulary except special tokens is a candidate; gold
-  objects must be one token.
+- `model` (default, zhao2024's setting: the answer is ranked over "the entire vocabulary given by
+  the model"): every token of the model's vocabulary except special tokens is a candidate; gold
+  objects must be one token. It costs the same forwards as `common` (the softmax is over the full
+  vocabulary either way; only the ranking is wider), so it is affordable on CPU for BERT-sized
+  models.
+- `common` (LAMA's setting, not the paper's): pairs keep only gold objects in LAMA's common
+  vocabulary (`lama/common_vocab_cased.txt`, or `--vocab-file`), and the model ranks only the
+  common-vocab words that are one token of its tokenizer (the output distribution restricted to
+  them, as LAMA does). Pairs without such a gold are left out before scoring (counted per
+  relation in metrics.json, `vocab_filter`).
 A gold object is one token when `tokenizer(" " + label)` without special tokens is exactly one id
 (the leading space makes BPE/SentencePiece vocabularies give their word-initial token). A pair
 whose golds are all multi-token for this tokenizer yields rows with `skipped` set (the reason) and
@@ -82,8 +85,8 @@ class BeliefMLMConfig(ConfigBase):
     """BELIEF (masked LM) fields."""
 
     draws: int = draws_field()
-    vocab: str = option("common", "candidate vocabulary: LAMA's common vocabulary (single tokens of the model) or "
-                                  "the model's whole vocabulary", choices=VOCABS)
+    vocab: str = option("model", "candidate vocabulary: the model's whole vocabulary (zhao2024's setting) or LAMA's "
+                                 "common vocabulary (single tokens of the model; LAMA's setting)", choices=VOCABS)
     vocab_file: str | None = option(None, "common vocabulary file (default: lama/common_vocab_cased.txt under the "
                                           "templates' data root)")
     template_sources: str = template_sources_field()

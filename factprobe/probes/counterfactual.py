@@ -18,7 +18,11 @@ Phases, scored in this order (each a group of the generic runner, so a run resum
 
 Shuffling (`factprobe.datasets.counterfactual.shuffle_answers`): an exemplar's answer becomes the
 answer of another training fact of the same relation, never its own and never another correct
-answer of its subject (by the QA metrics' exact match against its golds, and by object id over
+answer of its subject. `--counterfactual-answer fact` (default; yuan2024 4.1: "random answers
+chosen from the 5k training set" within the property type) draws a random admissible training
+fact and shows its answer, so frequent objects are drawn more often; `label` draws uniformly over
+the distinct admissible answers (the behaviour before issue 20, kept as a deviation). Either way
+the answer is never its own (by the QA metrics' exact match against its golds, and by object id over
 the run's test and training facts); a relation with no such answer stays unshuffled, which each row's
 `exemplars` records (`{fact_id, question, shown_answer, true_answer, shuffled}`).
 
@@ -36,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..datasets.counterfactual import Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
+from ..datasets.counterfactual import DRAWS, Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
 from ..datasets.prepared import Prepared
 from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
@@ -72,6 +76,10 @@ class CounterfactualConfig(QAConfig):
                                              "runs:/<MLflow run id> of the run that logged it; made by `qa --split all` "
                                              "for the same model) instead of asking the pool")
     strict: bool = option(False, "refuse when a setting has fewer known/unknown facts than k (default: cap k and say so)")
+    counterfactual_answer: str = option(
+        "fact", "how a shuffled exemplar's answer is drawn from its relation's training facts: fact (a random "
+                "training fact's answer, so frequent objects come up more often: yuan2024's) or label (uniform over "
+                "the distinct answers: factprobe's before issue 20)", choices=DRAWS)
 
     DEFAULT_SHOTS = (10, 15, 20, 32)
 
@@ -215,7 +223,8 @@ class CounterfactualProbe(Probe):
         correct = self._correct_objects(session.prepared)
         if setting in ("pool", "pool-alt", "regular", "counterfactual"):
             drawn = regular_block(session.prepared, k, cfg.base.seed, alt=setting == "pool-alt")
-            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct) if setting == "counterfactual"
+            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct,
+                                  draw=cfg.params.counterfactual_answer) if setting == "counterfactual"
                   else [Exemplar.of(it) for it in drawn])
         else:
             want_known = setting.startswith("known")
@@ -229,7 +238,8 @@ class CounterfactualProbe(Probe):
                     raise ConfigError(msg + "; --strict refuses (lower --shots or raise --qa-train-per-relation)")
                 session.note(msg + f"; k capped at {len(candidates)}")
             drawn = draw_exemplars(candidates, k, cfg.base.seed, kind)
-            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct) if setting.endswith("-shuffle")
+            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct,
+                                  draw=cfg.params.counterfactual_answer) if setting.endswith("-shuffle")
                   else [Exemplar.of(it) for it in drawn])
         unshuffled = [e.fact_id for e in ex if not e.shuffled]
         if setting in ("counterfactual", "known-shuffle", "unknown-shuffle") and unshuffled:

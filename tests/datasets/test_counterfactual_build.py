@@ -96,23 +96,44 @@ def check_shuffle(exemplars: list[QAItem], shuffled: list[Exemplar], pool: dict[
     return n
 
 
-def test_shuffle_never_shows_a_correct_answer_over_200_seeds():
+@pytest.mark.parametrize("draw", ["fact", "label"])
+def test_shuffle_never_shows_a_correct_answer_over_200_seeds(draw):
     shuffled_total = unshuffled_single = 0
     for seed in SEEDS:
         pool, facts = toy_pool(seed)
         correct = correct_object_keys(facts)
         exemplars = [it for its in pool.values() for it in its]
-        out = shuffle_answers(exemplars, pool, seed, correct_objects=correct)
+        out = shuffle_answers(exemplars, pool, seed, correct_objects=correct, draw=draw)
         shuffled_total += check_shuffle(exemplars, out, pool, correct)
         for rel, its in pool.items():  # one distinct correct object in the relation: nothing to shuffle to
             if len({o.object_id for o in its}) == 1:
                 assert all(not e.shuffled and e.shown_answer == e.true_answer for e in out if e.relation == rel)
                 unshuffled_single += 1
         # deterministic, and an exemplar's shown answer does not depend on the other exemplars
-        assert shuffle_answers(exemplars, pool, seed, correct_objects=correct) == out
-        alone = shuffle_answers(exemplars[-1:], pool, seed, correct_objects=correct)
+        assert shuffle_answers(exemplars, pool, seed, correct_objects=correct, draw=draw) == out
+        alone = shuffle_answers(exemplars[-1:], pool, seed, correct_objects=correct, draw=draw)
         assert alone == out[-1:]
+        # which exemplars are shuffled does not depend on how the answer is drawn
+        other = shuffle_answers(exemplars, pool, seed, correct_objects=correct, draw="label" if draw == "fact" else "fact")
+        assert [e.shuffled for e in other] == [e.shuffled for e in out]
     assert shuffled_total > 500 and unshuffled_single > 20  # the generator exercises both paths
+
+
+def test_fact_draw_weights_frequent_objects_and_label_draw_does_not():
+    """yuan2024 4.1 draws a random TRAINING FACT's answer: an object that 8 of the 9 other facts
+    share is shown about 8/9 of the time; the label draw shows each distinct answer about equally."""
+    def item(i, obj, oid):
+        return QAItem("P19", f"S{i}", obj, f"Where was S{i} born?", "entity", (obj,), f"S{i}", oid, split="train")
+
+    ex = item(0, "Berlin", "Q64")
+    pool = {"P19": [ex] + [item(i, "Paris", "Q90") for i in range(1, 9)] + [item(9, "Rome", "Q220")]}
+    shown = {d: [shuffle_answers([ex], pool, seed, draw=d)[0].shown_answer for seed in range(400)]
+             for d in ("fact", "label")}
+    assert set(shown["fact"]) == set(shown["label"]) == {"Paris", "Rome"}
+    assert shown["fact"].count("Paris") / 400 > 0.8
+    assert 0.38 < shown["label"].count("Paris") / 400 < 0.62
+    with pytest.raises(ValueError, match="draw must be one of fact, label"):
+        shuffle_answers([ex], pool, 0, draw="uniform")
 
 
 def test_shuffle_never_shows_another_label_of_a_correct_object():

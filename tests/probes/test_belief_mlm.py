@@ -70,7 +70,8 @@ def config(root: Path, tmp_path: Path, model: Path, **params) -> RunConfig:
 
 def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
     bert = tiny_model_path("bert")
-    out = run_probe(config(toy_root, tmp_path, bert), tmp_path / "run", progress=False, log=lambda m: None)
+    out = run_probe(config(toy_root, tmp_path, bert, vocab="common"), tmp_path / "run", progress=False,
+                    log=lambda m: None)
     rows = out.results.to_dict("records")
     facts = [r for r in rows if r["row_type"] == "fact"]
     free = [r for r in rows if r["row_type"] == "content_free"]
@@ -103,7 +104,8 @@ def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
 
 def test_ranks_match_a_naive_forward(toy_root, tmp_path, tiny_model_path) -> None:
     bert = tiny_model_path("bert")
-    out = run_probe(config(toy_root, tmp_path, bert, bias=False), tmp_path / "run", progress=False, log=lambda m: None)
+    out = run_probe(config(toy_root, tmp_path, bert, bias=False, vocab="common"), tmp_path / "run", progress=False,
+                    log=lambda m: None)
     lm = load_model(str(bert), device="cpu", dtype="float32")
     tok = lm.tokenizer
     words = (toy_root / "lama" / "common_vocab_cased.txt").read_text().split()
@@ -170,6 +172,7 @@ def test_refuses_a_tokenizer_without_mask_token(toy_root, tmp_path, tiny_model_p
 
 
 def test_config_errors() -> None:
+    assert BeliefMLMConfig().vocab == "model"  # zhao2024 ranks the model's whole output vocabulary
     with pytest.raises(ConfigError, match="draws=0"):
         BeliefMLMConfig(draws=0)
     with pytest.raises(ConfigError, match="template_sources='lama,wiki'"):

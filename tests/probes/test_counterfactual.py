@@ -90,8 +90,11 @@ def test_config_defaults():
     c = CounterfactualConfig()
     assert c.shots == [10, 15, 20, 32] and c.known_shots == 10 and c.max_new_tokens == 16
     assert c.strict is False and c.known_unknown is None
+    assert c.counterfactual_answer == "fact"  # yuan2024 4.1: a random training fact's answer
     with pytest.raises(ConfigError, match="k >= 1"):
         CounterfactualConfig(shots="0,10")
+    with pytest.raises(ConfigError, match="counterfactual_answer"):
+        CounterfactualConfig(counterfactual_answer="uniform")
 
 
 def test_cli_help_lists_the_counterfactual_options(capsys):
@@ -184,6 +187,27 @@ def test_regular_and_counterfactual_blocks(cf_run, world):
     assert [e["question"] for e in counter] == [e["question"] for e in regular]
     assert all(e["shuffled"] for e in counter)
     assert all(not e["shuffled"] for e in regular)
+
+
+def test_counterfactual_answer_option_reaches_the_shuffle(tiny):
+    """The block's shown answers are `shuffle_answers` with the configured draw: a random training
+    fact's answer by default, uniform over the distinct answers with `--counterfactual-answer label`
+    (P37, official languages, 20 train facts: English and French are shared, so the draws differ)."""
+    from factprobe.datasets.counterfactual import shuffle_answers
+    from factprobe.probes.base import Session
+    from factprobe.probes.qa import regular_block
+
+    probe = get_probe("counterfactual")
+    blocks = {}
+    for draw in ("fact", "label"):
+        cfg = cf_cfg(tiny, relations="P37", qa_train_per_relation=20, known_shots=6, counterfactual_answer=draw)
+        prepared = probe.prepare(cfg)
+        correct = correct_object_keys([*prepared.facts["test"], *prepared.facts["train"]])
+        want = shuffle_answers(regular_block(prepared, 6, 0), qa_train_items(prepared), 0, correct_objects=correct,
+                               draw=draw)
+        blocks[draw] = probe.open_relation(Session(cfg, tiny, prepared, lambda m: None), "counterfactual@6").exemplars
+        assert blocks[draw] == want, draw
+    assert [e.shown_answer for e in blocks["fact"]] != [e.shown_answer for e in blocks["label"]]
 
 
 def test_shuffled_answers_are_never_correct_for_the_exemplars_subject(cf_run, world):
