@@ -1,0 +1,47 @@
+"""One real local KFP run of the `design_space` pipeline (pipelines/design_space.py) on a tiny RANDOM
+llama with tiny settings (plumbing: plan, data build, the IC-LKE probe and the three study steps in
+the per-model loop, the cross-model report, MLflow; its numbers are no result)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
+
+TINY = ["--param", "source=lama", "--param", "relations=P36,P19", "--param", "max_facts_per_relation=2",
+        "--param", "choices=5", "--param", "examples=4", "--param", "n=0,1,2", "--param", "draws=2",
+        "--param", "length=8", "--param", "replace=2", "--param", 'options={"device": "cpu"}']
+
+
+def test_design_space_runs_locally_and_logs_studies_and_the_report(tmp_path, tiny_model_path):
+    model = tiny_model_path("llama")
+    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "design_space",
+                        "--param", f'models=["{model}"]', *TINY],
+                       check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    runs = c.search_runs([c.get_experiment_by_name("factprobe/design_space").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("factprobe.role") == "parent"]
+    assert parent.info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert all(r.info.status == "FINISHED" for r in children)
+    (probe,) = [r for r in children if r.data.tags.get("factprobe.step") == "probe"]
+    assert probe.data.tags["factprobe.probe"] == "ic-lke" and "acc" in probe.data.metrics
+    studies = {(r.data.tags["factprobe.study"], json.loads(r.data.params["config_json"])["params"].get("kind")): r
+               for r in children if r.data.tags.get("factprobe.step") == "study"}
+    assert set(studies) == {("icl-examples", None), ("icl-sequence", "unknown"), ("icl-sequence", "incorrect")}
+    for (study, _), r in studies.items():
+        cfg = json.loads(r.data.params["config_json"])
+        assert cfg["base"]["model"] == str(model) and cfg["base"]["relations"] == ["P36", "P19"]
+        figures = {a.path for a in c.list_artifacts(r.info.run_id, "figures")}
+        tables = {a.path for a in c.list_artifacts(r.info.run_id, "tables")}
+        assert figures and "tables/curve.json" in tables, (study, figures, tables)  # the curve, and its numbers
+    assert json.loads(studies[("icl-examples", None)].data.params["config_json"])["params"]["n"] == [0, 1, 2]
+    assert "tables/positions.json" in {a.path for a in c.list_artifacts(studies[("icl-sequence", "unknown")].info.run_id,
+                                                                         "tables")}
+    assert "figures/accuracy_heatmap.png" in {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
