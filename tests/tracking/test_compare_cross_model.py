@@ -237,6 +237,8 @@ def test_family_size_and_base_come_from_the_model_folders(tmp_path):
 
 def test_two_runs_of_one_model_are_refused(three, capsys):
     tmp, runs, _ = three
+    assert main(["compare", runs[0]]) == 2
+    assert capsys.readouterr().err.startswith(f"error: compare needs at least two runs, got 1: {runs[0]}")
     again = _run(tmp / "again", "org/small")
     assert main(["compare", *runs, str(again)]) == 2
     assert "both probe model org/small; the cross-model maps take one run per model" in capsys.readouterr().err
