@@ -54,10 +54,12 @@ def configs(models: dict[str, Path], data: Path) -> dict[str, dict]:
         "qa": {"model": str(models["wide"]), "relations": "P36,P1376", "max_facts_per_relation": 3, "shots": "0,2",
                "qa_train_per_relation": 3, **cpu},
         "counterfactual": {"model": str(models["wide"]), "relations": "P36,P1376,P37", "max_facts_per_relation": 2,
-                           "qa_train_per_relation": 6, "shots": "2,4", "known_shots": 3, **cpu},
+                           "qa_train_per_relation": 6, "shots": "2,4", "known_shots": 3,
+                           "counterfactual_answer": "label", **cpu},  # the draw before issue 20 (default now fact)
         "coherency": {"model": str(models["llama"]), **lama, "max_candidates": 8, **cpu},
         "belief-icl": {"model": str(models["wide"]), **lama, "max_templates": 3, "samples": 2, "draws": 20, **cpu},
-        "belief-mlm": {"model": str(models["bert"]), **lama, "max_templates": 3, **cpu},
+        "belief-mlm": {"model": str(models["bert"]), **lama, "max_templates": 3, "vocab": "common", **cpu},  # the
+        # vocabulary before issue 20 (default now model)
     }
 
 
