@@ -3,8 +3,9 @@
 
 - `StudyTracking` (entry point group `factprobe.study_hooks`, pyproject.toml): the probe hook's
   flags (`--tracking-uri`, `--no-track`, `--require-tracking`, `--trigger`:
-  `tracking.cli.ProbeTracking.add_arguments`) on every `factprobe study NAME`, and an MLflow run
-  around the study. A finished folder rerun logs no second run: `factprobe.studies.cli.run_study`
+  `tracking.cli.ProbeTracking.add_arguments`) and `--experiment NAME` (experiment
+  `factprobe/NAME` instead of `factprobe/study-<name>`) on every `factprobe study NAME`, and an
+  MLflow run around the study. A finished folder rerun logs no second run: `factprobe.studies.cli.run_study`
   returns before any hook is entered.
 - `study_run(study, config, context, ...)`: the `TrackedRun` of one study in experiment
   `factprobe/study-<name>` (`study_pipeline`) for a CLI run, or a child of the pipeline's parent run
@@ -172,12 +173,14 @@ class StudyTracking:
         from .cli import ProbeTracking
 
         ProbeTracking().add_arguments(p)
+        p.add_argument("--experiment", default=None, metavar="NAME",
+                       help="MLflow experiment factprobe/NAME (default: factprobe/study-<study>)")
 
     @contextmanager
     def wrap(self, args: argparse.Namespace, study, config: dict[str, Any], out: Path) -> Iterator[Callable]:
         """The MLflow run around one CLI study run; yields `after(metrics) -> lines` (the lines that
         open the run in the MLflow UI)."""
-        pipeline = study_pipeline(study.name)
+        pipeline = getattr(args, "experiment", None) or study_pipeline(study.name)
         context = RunContext.start(getattr(args, "tracking_uri", None) or "", pipeline=pipeline,
                                    trigger=getattr(args, "trigger", "local"))
         with study_run(study, config, context, enabled=not getattr(args, "no_track", False),

@@ -116,6 +116,15 @@ def test_a_study_run_logs_params_metrics_figures_files_and_tables(curve, tmp_pat
     assert len(runs_of(uri)) == 1
 
 
+def test_experiment_flag_names_the_experiment(curve, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    assert main(["study", "curve", "--out", str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri,
+                 "--experiment", "mine"]) == 0
+    c = MlflowClient(uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("factprobe/mine").experiment_id])
+    assert run.data.tags["factprobe.study"] == "curve" and not runs_of(uri)
+
+
 def test_no_track_logs_nothing(curve, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     assert main(["study", "curve", "--out", str(tmp_path / "s"), "--no-progress", "--no-track", "--tracking-uri", uri]) == 0
