@@ -10,7 +10,10 @@ that does not use it, a `--device` other than auto, cpu or cuda. Floats are fini
 in [0, 2**32) (`ConfigBase`).
 
 Defaults are the paper's (B.2): AdamW, learning rate 1e-4, cosine schedule, effective batch 512
-(through gradient accumulation), sequence length 256, 40 steps. Batches count *sequences* of at
+(through gradient accumulation), sequence length 256, 40 steps. One is not: yuan2024 fine-tunes
+every parameter, and `--full` (or `--lora-r 0`) is that setting; the command's default is LoRA
+(rank 16) to save cost on small machines. The `finetune_known_unknown` pipeline defaults to the
+paper's full-parameter training (`lora_r` = 0 there). Batches count *sequences* of at
 most `max_seq_len` tokens: one example each without `--packing`, several short examples each with
 it (so with packing one optimizer step sees more examples than the paper's 512).
 
@@ -100,7 +103,8 @@ class FinetuneConfig(ConfigBase):
     effective_batch: int = option(512, "sequences per optimizer step over all devices (ignored when --grad-accum is given)")
     # ---- LoRA / full
     lora_r: int = option(LORA_R_DEFAULT, "LoRA rank; 0 trains every parameter (same as --full)")
-    full: bool = option(False, "full-parameter training instead of LoRA")
+    full: bool = option(False, "full-parameter training instead of LoRA (yuan2024's setting; LoRA is the cost-saving "
+                               "default)")
     lora_alpha: int | None = option(None, "LoRA alpha (default: 2 x rank)")
     lora_dropout: float = option(0.05, "LoRA dropout")
     lora_target_modules: list[str] | None = option(None, "comma-separated module names to adapt (default per "  # noqa: RUF009
