@@ -40,14 +40,15 @@ The scorer already shares a relation's examples prefix across its facts (a `Pref
 the n values of one draw are scored in increasing order, and the prefix cache of n is built by
 `Scorer.extend`-ing the cache of the previous n with only the tokens of the examples it adds
 (`PrefixChain`). So each example token of a draw is forwarded once per relation, not once per n
-(recomputing costs sum over n of the prefix length: 118/50 = 2.4x the largest prefix for the
-default n list). This holds when the token ids of the shorter prefix text are a prefix of the
+(recomputing forwards the sum over n of the prefix lengths: 841 tokens instead of 372 for LAMA
+P36 with SmolLM2 and the default n list). This holds when the token ids of the shorter prefix text are a prefix of the
 longer one's (true for the BPE tokenizers we use: each example starts with the separator); when a
 tokenizer merges across the boundary the cache is recomputed from scratch for that n (exact, just
 not shared) and `prefix_recomputed` counts it. Only the KV of the last prefix is kept. The facts'
 own tokens must be forwarded again for every n (they attend to a different context), so the
-whole-run saving is the prefix share of the work: `benchmarks/bench_icl_examples.py` measures
-both. The extended cache equals a fresh forward of the same tokens up to float rounding (tested
+whole-run saving is the prefix's share of the work: `benchmarks/bench_icl_examples.py` measured
+the prefix 1.78x faster and the whole curve 1.09x faster with 10 facts x 20 options (less with
+more options or facts, where the facts dominate). The extended cache equals a fresh forward of the same tokens up to float rounding (tested
 to 1e-4 against the IC-LKE probe's own scores at the same examples).
 """
 from __future__ import annotations
