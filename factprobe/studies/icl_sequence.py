@@ -121,7 +121,7 @@ def score_sequence(scorer, prefixes: Sequence[str], objects: Sequence[str], rela
             spans.append((start, len(e)))
         else:
             own.append(i)
-    one = [i for i in range(len(pairs)) if i not in set(own)]
+    one = sorted(set(range(len(pairs))) - set(own))
     logprobs = [math.nan] * len(pairs)
     if spans:
         (sums,) = scorer.score_segments(scorer.prefix([]), [Segment(whole, -1, spans)])
@@ -366,7 +366,7 @@ def positions_figure(rows: Sequence[Mapping[str, Any]], title: str, max_panels: 
         ax.set_xlabel("position in the sequence")
         ax.set_ylabel("P(object)")
         ax.set_title(rel, fontsize=10)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="best")
     for ax in list(axes.flat)[len(rels):]:
         ax.axis("off")
     fig.suptitle(title, fontsize=11)
