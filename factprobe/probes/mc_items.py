@@ -96,8 +96,9 @@ def item_request(prompt: str, options: Sequence[str], slot: str, examples_text: 
     return context, [f"{o}{after}" for o in options]
 
 
-def continuation_token_counts(scorer, context: str, continuations: Sequence[str]) -> list[int]:
-    """Scored tokens per continuation, split exactly as the scorer splits them."""
+def encode_item(scorer, context: str, continuations: Sequence[str]) -> tuple[list[int], list[tuple[list[int], int]]]:
+    """The harness split of every option, as the scorer makes it: (context ids, per option
+    (ids of context + continuation, where the continuation starts)). `len(ids) - start` tokens are scored."""
     from ..lm.scorer import split_point, split_trailing_whitespace
 
     ctx_ids = scorer.encode_context(split_trailing_whitespace(context, "")[0])
@@ -105,7 +106,40 @@ def continuation_token_counts(scorer, context: str, continuations: Sequence[str]
     for c in continuations:
         ctx, cont = split_trailing_whitespace(context, c)
         whole = scorer.encode_context(ctx + cont)
-        out.append(len(whole) - split_point(ctx_ids, whole))
+        out.append((whole, split_point(ctx_ids, whole)))
+    return ctx_ids, out
+
+
+def score_packed(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+    """Summed log-probs per option of items that share no prefix, several items per packed forward
+    (`Scorer.score_segments` after an empty prefix): each item's context is one segment and each
+    option a child segment of it. An option whose joint tokenization rewrites the end of the
+    context is a root segment of its own (the whole sequence, its continuation scored): exact."""
+    from ..lm.scorer import Segment
+
+    segments: list[Segment] = []
+    owners: list[tuple[int, int] | None] = []
+    out = [np.full(len(conts), np.nan) for _, conts in requests]
+    for i, (context, conts) in enumerate(requests):
+        ctx_ids, encoded = encode_item(scorer, context, conts)
+        root = None
+        for j, (whole, start) in enumerate(encoded):
+            if start == 0 or start >= len(whole):
+                raise ValueError(f"nothing to score for option {conts[j]!r} after context ending {context[-40:]!r}")
+            scorer.stats.naive_tokens += len(whole)
+            if start == len(ctx_ids):
+                if root is None:
+                    root = len(segments)
+                    segments.append(Segment(ctx_ids, -1, spans=[]))
+                    owners.append(None)
+                segments.append(Segment(whole[start:], root))
+            else:
+                scorer.stats.fallbacks += 1
+                segments.append(Segment(whole, -1, spans=[(start, len(whole))]))
+            owners.append((i, j))
+    for who, sums in zip(owners, scorer.score_segments(scorer.prefix([]), segments)):
+        if who is not None:
+            out[who[0]][who[1]] = sums[0]
     return out
 
 
@@ -171,10 +205,13 @@ class MCItems(MCProbe):
         empty = empty_context_text(scorer.tokenizer)
         requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator, empty)
                     for it in batch]
-        sums = scorer.score_choices([ChoiceRequest(c, conts) for c, conts in requests], shared_prefix=state.prefix)
+        if state.prefix is None:  # no examples: pack the items' own trees after an empty prefix
+            sums = score_packed(scorer, requests)
+        else:
+            sums = scorer.score_choices([ChoiceRequest(c, conts) for c, conts in requests], shared_prefix=state.prefix)
         rows = []
         for it, (context, conts), s in zip(batch, requests, sums):
-            counts = continuation_token_counts(scorer, context, conts)
+            counts = [len(whole) - start for whole, start in encode_item(scorer, context, conts)[1]]
             scores = s / np.asarray(counts, dtype=float) if p.option_score == "mean" else s
             row = item_row(it, context, scores, self.name)
             row["option_tokens"] = counts
