@@ -223,7 +223,7 @@ def test_bad_n_and_draws_on_the_command_line(tmp_path, capsys):
 def test_real_model_cli_end_to_end(real_model_path, real_data_root, tmp_path, capsys):
     out = tmp_path / "curve"
     argv = ["study", "icl-examples", "--model", str(real_model_path("smollm2-135m-instruct")), "--source", "lama",
-            "--data", str(real_data_root / "lama"), "--train-data", str(real_data_root / "lpaqa" / "trex_train"),
+            "--data", str(real_data_root / "lama"),  # examples from a split of the LAMA facts (no LPAQA load)
             "--relations", "P36", "--max-facts-per-relation", "3", "--choices", "5", "--n", "0,1,2", "--draws", "2",
             "--device", "cpu", "--dtype", "float32", "--out", str(out), "--no-progress", "--no-track"]
     assert main(argv) == 0
