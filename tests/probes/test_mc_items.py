@@ -165,3 +165,21 @@ def test_cli_compare_and_regress_two_runs(tiny_model_path, subset, tmp_path, cap
     theirs = [json.loads(line) for line in (b / "results.jsonl").read_text().splitlines()]
     assert [v for r in cand for v in r["logprobs"]] == pytest.approx([v for r in theirs for v in r["logprobs"]], abs=1e-9)
     assert {r["probe"] for r in cand} == {"mc-items"} and "logprob_sums" in cand[0]  # the baseline's --option-score mean
+
+
+def test_packed_items_with_a_token_merged_across_the_slot_stay_exact(tiny):
+    """A slot glued to the text before it (`at 1[Y]`, option `00`) makes the joint tokenization
+    rewrite the context's last token: that option is scored as a whole sequence of its own."""
+    from factprobe.lm.scorer import Scorer
+    from factprobe.probes.mc_items import item_request, score_packed
+
+    _, model, tok = tiny
+    scorer = Scorer(model, tok, device="cpu", token_budget=48)
+    items = [("Water boils at 1[Y] degrees.", ["00", "50"]), ("th[Y] sat down.", ["e cat", "is dog"]),
+             ("The capital of France is [Y]", ["Paris", "Lyon"])]
+    requests = [item_request(p, opts, "[Y]") for p, opts in items]
+    scores = score_packed(scorer, requests)
+    assert scorer.stats.fallbacks >= 2
+    for (ctx, conts), s in zip(requests, scores):
+        for c, v in zip(conts, s):
+            assert v == pytest.approx(naive_logprob(model, tok, ctx, c), abs=1e-4), (ctx, c)
