@@ -122,6 +122,7 @@ bench: $(STAMP) models
 	$(PY) benchmarks/bench_belief_sampling.py
 	$(PY) benchmarks/bench_belief_fluctuation.py
 	$(PY) benchmarks/bench_finetune.py
+	$(PY) benchmarks/bench_mc_items.py --threads 1
 	$(PY) benchmarks/bench_icl_examples.py --threads 1
 
 compile: $(STAMP)
