@@ -31,6 +31,13 @@ from factprobe.paths import data_root
 # every run. The tests keep them per venv (unless the variable is set); subprocesses inherit it.
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions"))
 
+# Under pytest-xdist (`make test` runs `-n auto`) the workers share the cores: each gets its share of
+# threads (torch reads OMP_NUM_THREADS when it loads) instead of every worker starting one per core
+# and all of them fighting over the same cores. An explicit OMP_NUM_THREADS is kept.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS",
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
 
 @pytest.fixture(scope="session")
 def real_data_root() -> Path:
@@ -202,10 +209,17 @@ _unmarked_slow: list[tuple[float, str]] = []
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    yield
+    outcome = yield
     if call.when == "call" and call.duration > SLOW_S and \
             not any(item.get_closest_marker(m) for m in FAST_EXCLUDED_MARKERS):
-        _unmarked_slow.append((call.duration, item.nodeid))
+        # carried on the report, so the list also fills under pytest-xdist (reports travel to the controller)
+        outcome.get_result().user_properties.append(("unmarked_slow_s", call.duration))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for key, value in report.user_properties:
+        if key == "unmarked_slow_s":
+            _unmarked_slow.append((float(value), report.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

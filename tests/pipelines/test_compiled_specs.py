@@ -501,6 +501,7 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
     assert sorted(t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec) == gpu_steps(c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
     """`factprobe pipeline run` builds with `get_pipeline(name, local=True)`: no retries, so a local run

@@ -187,6 +187,7 @@ def test_list_params_lists_and_exits_without_contacting_a_host(argv, kfp_api, ca
     assert kfp_api.requests == []
 
 
+@pytest.mark.slow
 def test_list_params_lists_exactly_the_compiled_parameters_with_descriptions(capsys, tmp_path):
     """`--list-params` shows what the Kubeflow UI shows: the compiled spec's parameters, each with
     its type, default and description (issue 19 item 2)."""
@@ -310,6 +311,7 @@ def test_submit_sends_token_and_cookie_from_the_environment_and_the_namespace(kf
     assert "s3cr3t" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_missing_or_wrong_credentials_are_one_line(kfp_api, capsys, monkeypatch):
     from factprobe.cli import main
 
@@ -377,6 +379,7 @@ def test_compile_prints_the_images_and_warns_about_defaults(tmp_path, capsys, mo
     assert "warning: FACTPROBE_IMAGE_CPU and FACTPROBE_IMAGE_GPU are not set" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_training_image_counts_only_for_the_fine_tuning_pipeline(kfp_api, capsys, tmp_path, monkeypatch):
     """FACTPROBE_IMAGE_TRAIN at its unpublished default refuses `finetune_known_unknown` (whose training
     steps pull it) but not a pipeline without training steps."""

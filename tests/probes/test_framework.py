@@ -131,6 +131,7 @@ def _plugin_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_an_extra_probe_module_runs_through_the_cli(tmp_path, tiny_model_path):
     env = _plugin_env(tmp_path)
     p = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "object-logprob", "--model", str(tiny_model_path("gpt2")),

@@ -63,6 +63,7 @@ def registered():
     registry._REGISTRY.pop(novel_metric_probe.PROBE.name, None)
 
 
+@pytest.mark.slow
 def test_cli_run_logs_the_novel_metric_headline_table_and_figure(cli_runs):
     from mlflow.tracking import MlflowClient
 
@@ -88,6 +89,7 @@ def test_cli_run_logs_the_novel_metric_headline_table_and_figure(cli_runs):
     assert "hit_rate" in rel["columns"]
 
 
+@pytest.mark.slow
 def test_compare_joins_on_the_probe_verdict_and_names_its_metric(cli_runs):
     from mlflow.tracking import MlflowClient
 
@@ -104,6 +106,7 @@ def test_compare_joins_on_the_probe_verdict_and_names_its_metric(cli_runs):
     assert res["metric"] == "hit_rate" and res["n_joined"] == 16 and res["diff"] == 0
 
 
+@pytest.mark.slow
 def test_report_step_shows_the_novel_metric(cli_runs, registered, tmp_path):
     """Only plug-in runs: the report used to fail drawing an empty accuracy heatmap."""
     from mlflow.tracking import MlflowClient

@@ -164,6 +164,7 @@ def test_debug_shows_the_traceback(capsys, tiny_model_path):
 
 
 # ------------------------------------------------------------------ item 13: SIGTERM
+@pytest.mark.slow
 @needs_data
 def test_sigterm_keeps_the_checkpoint_and_marks_the_mlflow_run_killed(tmp_path, tiny_model_path):
     out = tmp_path / "o"

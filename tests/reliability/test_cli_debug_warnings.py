@@ -64,6 +64,7 @@ def test_unreachable_tracking_server_is_one_warning_line(capsys):
     assert err[0].endswith("the run is not logged; results are kept on disk only") and SECRET not in err[0]
 
 
+@pytest.mark.slow
 def test_cli_probe_with_unreachable_server_prints_one_warning_line(tmp_path, tiny_model_path):
     """issue 18 item 20, end to end: a probe run against a dead tracking server prints one
     warning line (no `UserWarning`, no `warnings.warn(...)` source line) and still writes results."""

@@ -133,6 +133,7 @@ def test_item14_run_answer_without_an_id_is_an_error(host, capsys):
     _assert_one_error(rc, out, err, host, "run id", "200", "application/json", '{"display_name": "x"}')
 
 
+@pytest.mark.slow
 def test_item14_recurring_run_answer_without_an_id_is_an_error(host, capsys):
     """issue 18 item 14: POST recurringruns answers 200 JSON without a recurring run id."""
     host.raw[("POST", "/apis/v2beta1/recurringruns")] = (200, "application/json", b"{}", {})

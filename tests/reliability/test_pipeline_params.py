@@ -125,6 +125,7 @@ def test_item13_15_regression_refuses_what_its_gate_cannot_gate(no_local_run, ca
     assert rc == 2 and f"parameter {name}" in line
 
 
+@pytest.mark.slow
 def test_item13_valid_values_still_pass(kfp_api, capsys):
     """issue 18 item 13: valid values go through (the run is submitted)."""
     rc = main(["pipeline", "submit", "finetune_known_unknown", "--host", kfp_api.host, "--param", "lora_r=0",

@@ -178,6 +178,7 @@ def test_compare_resolves_tag_references_with_awkward_values(tmp_path):
 # a fresh sqlite store opened by two processes at once
 
 
+@pytest.mark.slow
 def test_two_processes_create_the_same_fresh_store(tmp_path):
     """MLflow creates and migrates a new sqlite file without a lock of its own: two processes
     starting on the same fresh mlruns.db used to collide ('duplicate column name', 'table
@@ -211,6 +212,7 @@ def test_two_processes_create_the_same_fresh_store(tmp_path):
 # the loopback server's token
 
 
+@pytest.mark.slow
 def test_loopback_server_needs_its_run_token(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlruns.db'}"
     before = os.environ.get("MLFLOW_TRACKING_TOKEN")
