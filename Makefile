@@ -124,6 +124,7 @@ bench: $(STAMP) models
 	$(PY) benchmarks/bench_finetune.py
 	$(PY) benchmarks/bench_mc_items.py --threads 1
 	$(PY) benchmarks/bench_icl_examples.py --threads 1
+	$(PY) benchmarks/bench_icl_sequence.py --threads 1
 
 compile: $(STAMP)
 	$(VENV)/bin/factprobe pipeline compile --out build/pipelines
