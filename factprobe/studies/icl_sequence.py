@@ -40,6 +40,7 @@ Outputs in `<out>`:
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,7 +330,7 @@ class ICLSequenceStudy(Study):
             for k in ("mean_prob_correct", "mean_prob_replaced", "mean_prob_after_replaced", "drop_not_replaced"):
                 v = m.get(k)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    out[f"per_relation/{rel.lower()}/{k}"] = float(v)
+                    out[f"per_relation/{re.sub(r'[^a-z0-9_.]', '_', rel.lower())}/{k}"] = float(v)
         return out
 
 

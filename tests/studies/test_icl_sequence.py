@@ -229,3 +229,10 @@ def test_command_line_on_smollm2(tmp_path, real_data_root, real_model_path, caps
                                              abs=1e-4)
     # on a real model, the correct examples late in the clean part are far likelier than the replaced ones
     assert metrics["mean_prob_correct"] > metrics["mean_prob_replaced"]
+
+
+def test_flat_metrics_are_mlflow_names():
+    flat = STUDY.flat_metrics({"mean_prob_correct": 0.5, "length": 200, "kind": "none",
+                               "per_relation": {"P36": {"mean_prob_correct": 0.1}, "Birth Year": {"drop_not_replaced": 0.2}}})
+    assert flat == {"mean_prob_correct": 0.5, "per_relation/p36/mean_prob_correct": 0.1,
+                    "per_relation/birth_year/drop_not_replaced": 0.2}
