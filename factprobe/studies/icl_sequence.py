@@ -339,6 +339,13 @@ _COLORS = {"correct": "tab:blue", "after_replaced": "tab:cyan", "replaced": "tab
 _LABELS = {"correct": "correct", "after_replaced": "right after a replaced one", "replaced": "replaced"}
 
 
+def _top(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Upper y limit: 1 (the paper's scale) unless every probability is small, then a little
+    above the largest (a small model's probabilities would be a flat line at 0)."""
+    most = max([r["prob"] for r in rows] + [r.get("prob_clean", 0.0) for r in rows] + [0.0])
+    return min(1.02, max(0.05, 1.1 * most))
+
+
 def positions_figure(rows: Sequence[Mapping[str, Any]], title: str, max_panels: int = MAX_PANELS):
     """Figure 2a-2e: the object's probability at each position, one panel per relation (at most
     `max_panels`), coloured by group; the dashed line is the mean of the correct ones."""
@@ -363,7 +370,7 @@ def positions_figure(rows: Sequence[Mapping[str, Any]], title: str, max_panels: 
         correct = [r["prob"] for r in by_rel[rel] if r["group"] == "correct"]
         if correct:
             ax.axhline(sum(correct) / len(correct), color="tab:blue", linestyle="--", linewidth=1)
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylim(-0.02 * _top(by_rel[rel]), _top(by_rel[rel]))
         ax.set_xlabel("position in the sequence")
         ax.set_ylabel("P(object)")
         ax.set_title(rel, fontsize=10)
@@ -396,7 +403,8 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
             left.bar(k + width / 2, sum(clean) / len(clean), width, color=_COLORS[g], alpha=0.35, hatch="//")
     left.set_xticks(range(len(present)), [f"{_LABELS[g]}\n(n={sum(r['group'] == g for r in rows)})" for g in present],
                     fontsize=8)
-    left.set_ylim(0, 1)
+    top = _top(rows)
+    left.set_ylim(0, top)
     left.set_ylabel("mean P(object)" + (" (hatched: clean sequence)" if paired else ""))
     xs = [c["position"] for c in curve]
     for c in curve:
@@ -407,7 +415,7 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
     right.plot(xs, [c["smoothed"] for c in curve], color="tab:blue", label="this sequence (smoothed)")
     if curve and "smoothed_clean" in curve[0]:
         right.plot(xs, [c["smoothed_clean"] for c in curve], color="black", linestyle="--", label="clean sequence (smoothed)")
-    right.set_ylim(0, 1)
+    right.set_ylim(0, top)
     right.set_xlabel("position in the sequence (red: replaced)")
     right.set_ylabel("P(object), mean over relations")
     right.legend(fontsize=8)
