@@ -39,6 +39,7 @@ NaN never reaches a verdict other than inconclusive.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -233,7 +234,7 @@ def after_replaced(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], f
     out = {}
     for rel, rs in by_rel.items():
         ordered = sorted(rs, key=lambda r: int(r["position"]))
-        for prev, cur in zip(ordered, ordered[1:]):
+        for prev, cur in itertools.pairwise(ordered):
             if prev["replaced"] and not cur["replaced"]:
                 out[(rel, int(cur["position"]))] = float(cur["prob"])
     return out
@@ -437,6 +438,20 @@ def markdown_table(findings: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLAIMS", "FLUCTUATION_THRESHOLD", "Finding", "VERDICTS", "coherency_vs_correctness",
-           "counterfactual_known_vs_unknown", "incorrect_vs_unknown", "markdown_table", "mc_vs_baseline",
-           "not_measured", "prompt_fluctuation", "saturation", "t_interval", "two_sample_diff", "verdict"]
+__all__ = [
+    "CLAIMS",
+    "FLUCTUATION_THRESHOLD",
+    "VERDICTS",
+    "Finding",
+    "coherency_vs_correctness",
+    "counterfactual_known_vs_unknown",
+    "incorrect_vs_unknown",
+    "markdown_table",
+    "mc_vs_baseline",
+    "not_measured",
+    "prompt_fluctuation",
+    "saturation",
+    "t_interval",
+    "two_sample_diff",
+    "verdict",
+]
