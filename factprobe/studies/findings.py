@@ -71,7 +71,7 @@ class FindingsConfig(ConfigBase):
     train_data: str | None = option(None, "folder of P*.jsonl training facts (in-context examples, the counterfactual "
                                            "pool), e.g. ../shared/data/lpaqa/trex_train (default: split the test facts)")
     max_facts_per_relation: int = option(8, "test facts per relation for every probe (a deterministic sample)")
-    budget: str = option("small", "what each step runs: tiny (tests), small (the measured run's sizes), "
+    budget: str = option("small", "what each step runs: tiny (tests), small (~30 min for two models on 2 cores), "
                                   "paper (the papers' settings); docs/findings.md lists them", choices=tuple(BUDGETS))
     seed: int = option(0, "seed of every step")
     device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
