@@ -17,7 +17,7 @@ from factprobe.cli import main
 from factprobe.errors import ConfigError
 from tracking.baseline import BASELINE_TAG, promote
 
-NEEDS = "regress gates multiple-choice runs (ic-lke, eic-lke, hgp, mmp)"
+NEEDS = "regress gates multiple-choice runs (ic-lke, eic-lke, hgp, mmp, mc-items)"
 
 
 def mc_rows(n=6):
