@@ -12,7 +12,7 @@ TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
 
-.PHONY: setup sysdeps models run run-all run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
+.PHONY: setup sysdeps models run run-all run-design-space run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -73,6 +73,24 @@ run-all: $(STAMP) models
 	  --param max_facts_per_relation=10 --param qa_train_per_relation=50 --param known_shots=10 --param shots=10,15,20
 	$(VENV)/bin/factprobe pipeline run coherency $(RUN_ALL_PARAMS) \
 	  --param max_facts_per_relation=5 --param max_candidates=30
+	@$(PY) scripts/print_latest.py --all
+
+# `make run-design-space`: the design_space pipeline (issue 20) locally on both real models (MODELS), logged to
+# ./mlruns.db (experiment factprobe/design_space), twice: on LAMA T-REx relations DESIGN_RELATIONS (LPAQA
+# training facts as the examples pool) and on Nobel birth years. Per model: ic-lke (20 options, 10 facts per
+# relation; Accuracy@K), the examples curve (n = 0,1,5,10; 2 draws), the position study (100 examples, 20
+# replaced, unknown and incorrect); then the cross-model report. A small run: the paper's sizes (n up to 50,
+# 200 examples, 40 replaced) are the pipeline's defaults. Measured once (2026-11-26): 21.5 min wall (LAMA
+# 887 s, Nobel 404 s) on 2 CPU cores shared with other heavy jobs (load average ~13); README.md, "Design-space
+# studies on both models".
+DESIGN_RELATIONS ?= P36,P19
+DESIGN_PARAMS = --param models='["smollm2-135m-instruct","gemma-3-270m"]' --param max_facts_per_relation=10 \
+  --param choices=20 --param n=0,1,5,10 --param draws=2 --param length=100 --param replace=20
+
+run-design-space: $(STAMP) models
+	$(VENV)/bin/factprobe pipeline run design_space $(DESIGN_PARAMS) --param source=lama \
+	  --param relations=$(DESIGN_RELATIONS) --param train_data=$(RUN_ALL_DATA)/lpaqa/trex_train
+	$(VENV)/bin/factprobe pipeline run design_space $(DESIGN_PARAMS) --param source=nobel
 	@$(PY) scripts/print_latest.py --all
 
 # `make run-finetune`: a real smoke run (not a reproduction) of SmolLM2 LoRA (rank 8) fine-tuning on CPU
