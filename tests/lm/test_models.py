@@ -279,6 +279,7 @@ FAKE_GGUF = b"GGUF fake weights for factprobe tests\n" * 1000
 def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
     """`smollm2-135m-instruct` backed by a fake GGUF and a converter that copies tiny-llama."""
     alias = "smollm2-135m-instruct"
+    tiny_model_path("llama")  # built now, before a test's capsys starts: building may import DeepSpeed, which logs to stdout
     sha = hashlib.sha256(FAKE_GGUF).hexdigest()
     spec = dataclasses.replace(aliases._REGISTRY[alias], sha256=sha, size_bytes=len(FAKE_GGUF),
                                revision=f"gguf-sha256:{sha}")

@@ -37,7 +37,8 @@ start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "probe-belief"}
+             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "probe-belief",
+             "run-study", "run-study-2", "run-study-3"}
 #: GPU steps in the training image (FACTPROBE_IMAGE_TRAIN); tests/pipelines/test_finetune_pipeline.py checks them
 TRAIN_STEPS = {"finetune-train"}
 CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
@@ -45,7 +46,8 @@ CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix",
              "finetune-trainjob", "belief-plan", "belief-report"}
 # read facts from s3://; MLflow artifacts are proxied by the server
 S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob", "probe-belief"}
+            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob", "probe-belief",
+            "run-study", "run-study-2", "run-study-3"}
 STEPS_OF = {
     "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
     "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
@@ -59,6 +61,10 @@ STEPS_OF = {
                                "finetune-train", "finetune-trainjob", "finetune-evaluate-adapter", "finetune-report",
                                "finalize-run"},
     "belief": {"start-run", "belief-plan", "data-build", "probe-belief", "belief-report", "finalize-run"},
+    # the study steps (issue 20): one component per task, `run-study`, `run-study-2`, ...
+    "design_space": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run",
+                     "run-study", "run-study-2", "run-study-3"},
+    "findings": {"start-run", "run-study", "finalize-run"},
 }
 #: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
 PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
@@ -554,12 +560,13 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
     assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
                                                                          "regression": "ci", "counterfactual_icl": "ui",
                                                                          "coherency": "ui",
-                                                                         "finetune_known_unknown": "ui", "belief": "ui"}[name]
+                                                                         "finetune_known_unknown": "ui", "belief": "ui",
+                                                                         "design_space": "ui", "findings": "ui"}[name]
 
 
 #: parameters per compiled pipeline (issue 19 item 2: 50-79 before, every config field of every probe)
 PARAM_COUNTS = {"probe": 19, "nightly_sweep": 22, "regression": 22, "counterfactual_icl": 18, "coherency": 15,
-                "finetune_known_unknown": 24, "belief": 20}
+                "finetune_known_unknown": 24, "belief": 20, "design_space": 23, "findings": 13}
 
 
 @pytest.mark.parametrize("name", NAMES)

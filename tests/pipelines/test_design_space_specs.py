@@ -1,55 +1,15 @@
 """The compiled `design_space` and `findings` pipelines (pipelines/design_space.py, pipelines/findings.py):
-the checks every compiled pipeline gets (tests/pipelines/test_compiled_specs.py: steps and platform
-spec, GPU placement, secrets, non-root, retries only on GPU steps, no caching, the ExitHandler, one run
-context, default images) run on them here, with their own steps; then their parameters (at most 25,
-every one documented, the studies' options among them), the per-model loop, and a snapshot.
-
-Regenerate the snapshots after an intended change:
-    UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_design_space_specs.py
+what is their own: the per-model loop of the probe and three study steps, the cross-model report, the
+studies' options among their parameters, and bad study options refused up front. The checks every
+compiled pipeline gets (steps, platform spec, GPU placement, secrets, parameter counts, snapshots) run
+on them in tests/pipelines/test_compiled_specs.py.
 """
 from __future__ import annotations
-
-import difflib
-import os
 
 import pytest
 
 from tests.pipelines import test_compiled_specs as specs
 from tests.pipelines.pipeline_fixtures import compiled  # noqa: F401 (fixture)
-
-#: the study steps: one component per task (`run-study`, `run-study-2`, ...), GPU steps reading S3
-STUDY_STEPS = {"design_space": {"run-study", "run-study-2", "run-study-3"}, "findings": {"run-study"}}
-STEPS_OF = {
-    "design_space": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"}
-                    | STUDY_STEPS["design_space"],
-    "findings": {"start-run", "finalize-run"} | STUDY_STEPS["findings"],
-}
-NAMES = tuple(STEPS_OF)
-SHARED_CHECKS = ("test_compiled_file_loads_like_the_kfp_client", "test_pipeline_has_its_steps_and_a_platform_spec",
-                 "test_probe_step_requests_one_gpu_on_the_gpu_pool",
-                 "test_cpu_steps_request_no_accelerator_and_stay_off_the_gpu_pool",
-                 "test_every_step_gets_mlflow_credentials_and_only_s3_steps_get_s3_credentials",
-                 "test_no_credentials_in_parameters_or_yaml", "test_every_step_runs_as_the_image_user_not_root",
-                 "test_gpu_probe_is_retried_and_nothing_else", "test_no_step_is_cached",
-                 "test_exit_handler_finalizes_the_mlflow_run", "test_one_run_context_crosses_the_steps",
-                 "test_default_images")
-
-
-@pytest.fixture
-def with_study_steps(monkeypatch):
-    """The shared checks' step tables, with these pipelines' steps added."""
-    study = set().union(*STUDY_STEPS.values())
-    monkeypatch.setattr(specs, "GPU_STEPS", specs.GPU_STEPS | study)
-    monkeypatch.setattr(specs, "S3_STEPS", specs.S3_STEPS | study)
-    for name, steps in STEPS_OF.items():
-        monkeypatch.setitem(specs.STEPS_OF, name, steps)
-
-
-@pytest.mark.parametrize("check", SHARED_CHECKS)
-@pytest.mark.parametrize("name", NAMES)
-def test_the_checks_every_compiled_pipeline_gets(compiled, with_study_steps, name, check):  # noqa: F811
-    getattr(specs, check)(compiled, name)
-
 
 def study_tasks(c) -> dict[str, dict]:
     """{task name: task spec} of the study steps."""
@@ -125,19 +85,3 @@ def test_bad_study_options_are_refused_before_anything_runs():
         parse_params(get_pipeline("design_space"), ["draws=0"], "design_space")
     with pytest.raises(ConfigError, match="budget: unknown value 'huge'"):
         parse_params(get_pipeline("findings"), ["budget=huge"], "findings")
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_snapshot(compiled, name):  # noqa: F811
-    actual = specs.normalised(compiled[name]).replace("tests/pipelines/test_compiled_specs.py",
-                                                      "tests/pipelines/test_design_space_specs.py")
-    path = specs.SNAPSHOTS / f"{name}.yaml"
-    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
-        path.write_text(actual)
-        return
-    assert path.exists(), f"no snapshot {path}; create it with UPDATE_SNAPSHOTS=1"
-    expected = path.read_text()
-    if actual != expected:
-        diff = "".join(list(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
-                                                 f"snapshots/{name}.yaml", "compiled"))[:120])
-        pytest.fail(f"compiled {name} differs from its snapshot (UPDATE_SNAPSHOTS=1 if intended):\n{diff}")

@@ -95,7 +95,7 @@ def test_unmarked_slow_tests_are_named_at_the_end_of_the_run(tmp_path) -> None:
     """Issue 19 item 5: an unmarked test slower than the threshold is listed in the terminal summary
     (tests/conftest.py), a `slow` one and a quick one are not; so `make test-fast` cannot quietly grow."""
     (tmp_path / "conftest.py").write_text(
-        "from tests.conftest import pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n")
+        "from tests.conftest import pytest_runtest_logreport, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n")
     (tmp_path / "test_sleepers.py").write_text(
         "import time\nimport pytest\n\n\ndef test_unmarked_sleeper():\n    time.sleep(0.5)\n\n\n"
         "@pytest.mark.slow\ndef test_marked_sleeper():\n    time.sleep(0.5)\n\n\ndef test_quick():\n    pass\n")
