@@ -106,12 +106,13 @@ run-finetune: $(STAMP) models
 # `make run-finetune-pipeline`: the finetune_known_unknown pipeline locally on CPU, a SMOKE TEST (not a
 # reproduction of yuan2024 Tables 2-4; the run says so and is tagged factprobe.smoke_test=true): SmolLM2's
 # known/unknown table over 40 countryinfo train facts (P30, P37; 4-shot), all five training sets of 6 examples,
-# 2 LoRA steps each, then zero-shot QA and IC-LKE (10 examples, 5 choices) on 10 evaluation facts per model.
+# 2 LoRA steps each (lora_r=8: the pipeline's default is the paper's full fine-tuning, too heavy for a CPU
+# smoke test), then zero-shot QA and IC-LKE (10 examples, 5 choices) on 10 evaluation facts per model.
 run-finetune-pipeline: $(STAMP) models
 	$(VENV)/bin/factprobe pipeline run finetune_known_unknown --param source=countryinfo --param relations=P30,P37 \
 	  --param max_facts_per_relation=5 --param qa_train_per_relation=20 --param known_shots=4 --param choices=5 \
 	  --param examples=10 --param train_size=6 --param max_steps=2 --param batch_size=4 --param grad_accum=1 \
-	  --param save_steps=1
+	  --param save_steps=1 --param lora_r=8
 
 # `make run-belief`: the belief pipeline (BELIEF-ICL, zhao2024) locally on both real models: LAMA P36, P19,
 # P103 (5 facts, 5 templates each), the four ICL settings with the MP instruction, 20 samples per prompt
@@ -121,16 +122,20 @@ run-belief: $(STAMP) models
 	  --param source=lama --param relations=P36,P19,P103 --param max_facts_per_relation=5 --param max_templates=5 \
 	  --param samples=20 --param settings='["zero-shot","4-random","4-relation","4-template"]' --param instructions='["mp"]'
 
+# Both test targets run on every core (pytest-xdist); a test file stays on one worker (--dist loadfile), so
+# its module fixtures (models, servers, shared pipeline runs) are built once. XDIST= runs them serially.
+XDIST ?= -n auto --dist loadfile
+
 # `make test`: the FULL suite (real models, servers, local pipelines, `slow`), under 25 min on 2 CPU cores.
 # It prints the 25 slowest tests (--durations=25) so the CI log shows where the time goes. pytest's
 # exit 5 (no tests collected) is a failure.
 test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models
-	$(PY) -m pytest -q --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q $(XDIST) --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # `make test-fast`: under 3 min; no real model, server, local pipeline or `slow` test (marker
 # definitions in pyproject.toml). Not a substitute for `make test` before a merge.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q --durations=25 -m "not real_model and not server and not pipeline and not slow"; rc=$$?; \
+	$(PY) -m pytest -q $(XDIST) --durations=25 -m "not real_model and not server and not pipeline and not slow"; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 bench: $(STAMP) models

@@ -203,7 +203,7 @@ def probe_pipeline_run(tmp_path_factory: pytest.TempPathFactory, real_model_path
 # overrides the threshold.
 
 FAST_EXCLUDED_MARKERS = ("real_model", "server", "pipeline", "slow")
-SLOW_S = float(os.environ.get("FACTPROBE_TEST_SLOW_S", "5"))
+SLOW_S = float(os.environ.get("FACTPROBE_TEST_SLOW_S", "2"))
 _unmarked_slow: list[tuple[float, str]] = []
 
 

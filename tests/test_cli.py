@@ -46,6 +46,7 @@ def test_malformed_jsonl_names_file_and_line(capsys, tmp_path):
     assert rc == 2 and "P36.jsonl:3" not in err and "P36.jsonl:2" in err and "obj_label" in err
 
 
+@pytest.mark.slow
 def test_unreachable_tracking_uri_still_writes_results(capsys, tmp_path, tiny_model_path):
     model = str(tiny_model_path("gpt2"))
     rc, _, err = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "2",
@@ -67,6 +68,7 @@ def test_skip_small_relations_probes_the_rest(capsys, tmp_path, tiny_model_path)
     assert f"note: dropped {why}" in out
 
 
+@pytest.mark.slow
 def test_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, tiny_model_path):
     """`factprobe probe` with tracking on (the default store, ./mlruns.db): one FINISHED run with
     the metrics, the model, the dataset digest and input. Plumbing: a tiny RANDOM model."""

@@ -45,6 +45,7 @@ def test_factprobe_errors_are_redacted():
         assert str(e) == "no run at https://***@mlflow.example.com"
 
 
+@pytest.mark.slow
 def test_tracked_run_warning_and_error_hide_credentials():
     from tracking.run import TrackedRun, TrackingError
 

@@ -102,6 +102,7 @@ def test_template_file_covers_every_relation(lama_dir):
     assert len(rows) == len(set(rows)) == len(templates)
 
 
+@pytest.mark.slow
 def test_no_question_gives_its_answer_away_on_real_data(full_build, lama_all):
     build = full_build
     assert not build.dropped

@@ -179,6 +179,7 @@ def _offers_a_known_object(it, known: FactSet) -> bool:
     return any(o.casefold() in right for i, o in enumerate(it.options) if i != it.gold_index)
 
 
+@pytest.mark.slow
 def test_p530_distractors_never_an_object_the_training_file_lists(lama_and_train):
     test, train = lama_and_train
     p530 = test.select(["P530"])

@@ -359,6 +359,7 @@ def test_deepspeed_configs_are_auto_and_offload_is_applied():
         load_deepspeed_config(2, str(config_dir() / "zero3.json"))
 
 
+@pytest.mark.slow
 def test_one_writer_and_a_finished_folder_is_not_trained_over(tiny, tmp_path):
     """A second run into a folder that a live run holds fails at once naming the holder; a finished
     folder is refused by default and reused (same configuration only) by a retried pipeline step."""

@@ -428,6 +428,7 @@ def test_stale_temp_folders_are_cleaned(fake_alias) -> None:
     assert not stale.exists()
 
 
+@pytest.mark.slow
 def test_concurrent_prepare_builds_once(fake_alias, monkeypatch) -> None:
     import threading
 

@@ -31,6 +31,7 @@ def test_plan_is_models_x_settings_x_instructions_and_validates():
         run_belief_plan(["m1"], ["zero-shot"], [], "belief-icl", {}, "")
 
 
+@pytest.mark.slow
 def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
     from kfp import compiler
 
@@ -65,6 +66,7 @@ def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
     assert probe.get("retryPolicy", {}).get("maxRetryCount") == 2
 
 
+@pytest.mark.slow
 def test_report_draws_calibration_and_logs_tables(toy_root, tmp_path, tiny):  # noqa: F811
     dirs = []
     for setting in ("zero-shot", "4-template"):

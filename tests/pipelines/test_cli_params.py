@@ -20,6 +20,7 @@ def cli():
 # --- pipelines.cli.parse_params -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unknown_pipeline_lists_the_known_ones(cli):
     with pytest.raises(ConfigError) as err:
         cli.get_pipeline("probes")
@@ -85,6 +86,7 @@ def test_config_parameters_are_the_pipelines_own(cli):
         assert name not in spec, name  # local-only, per step, or another probe's / non-essential option
 
 
+@pytest.mark.slow
 def test_any_config_field_still_works_as_a_param_through_options(cli):
     """`--param X=Y` for a config field that is not a parameter of the pipeline lands in `options`."""
     import json
@@ -114,12 +116,14 @@ def test_any_config_field_still_works_as_a_param_through_options(cli):
     ("belief", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
     ("belief", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke"),
 ])
+@pytest.mark.slow
 def test_options_are_checked_against_the_probes_run(cli, pipeline, pairs, message):
     with pytest.raises(ConfigError) as err:
         cli.parse_params(cli.get_pipeline(pipeline), pairs, pipeline)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_options_reach_the_probe_config_and_the_finetune_config(cli):
     from components.steps._common import run_config
     from components.steps.finetune import finetune_config

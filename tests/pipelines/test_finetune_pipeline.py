@@ -151,6 +151,7 @@ def _compile(tmp_path: Path, **env: str):
     return job.result()[NAME]
 
 
+@pytest.mark.slow
 def test_settings_reach_the_spec_and_an_empty_pvc_name_mounts_nothing(tmp_path):
     c = _compile(tmp_path / "a", FACTPROBE_IMAGE_TRAIN="registry.example.com/team/fp-train:t1", FACTPROBE_PVC="team-cache",
                  FACTPROBE_PVC_MOUNT="/data/fp", FACTPROBE_SHM_SIZE="32Gi", FACTPROBE_HF_SECRET="team-hf")
@@ -165,6 +166,7 @@ def test_settings_reach_the_spec_and_an_empty_pvc_name_mounts_nothing(tmp_path):
     assert not [s for s in bare.step_names() if "pvcMount" in bare.k8s_executors[bare.executor_of(s)]]
 
 
+@pytest.mark.slow
 def test_local_build_mounts_nothing_and_points_nowhere():
     """The local runner has no volumes: a local build sets no PVC and no cache variables; it trains in
     the step (no TrainJob branch)."""

@@ -65,6 +65,7 @@ def step_images(pipeline_spec: dict) -> dict[str, str]:
 # --- submit -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     from pipelines import remote
 
@@ -101,6 +102,7 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert result.run_id == kfp_api.only("POST", RUNS).response["run_id"]
 
 
+@pytest.mark.slow
 def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_api):
     from pipelines import remote
 
@@ -120,6 +122,7 @@ def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_
 @pytest.mark.xfail(bool(_nightly_header_bug()), strict=True, raises=yaml.YAMLError,
                    reason=f"nightly_sweep default(s) {_nightly_header_bug()} contain a newline: the compiled YAML "
                           "does not parse, so kfp.Client cannot read it back (see the report)")
+@pytest.mark.slow
 def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
     from pipelines import remote
 
@@ -144,6 +147,7 @@ def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
     assert job.recurring_run_id == kfp_api.only("POST", RECURRING).response["recurring_run_id"]
 
 
+@pytest.mark.slow
 def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys):
     from factprobe.cli import main
 
@@ -164,6 +168,7 @@ def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys
     assert body["no_catchup"] is True
 
 
+@pytest.mark.slow
 def test_schedule_cli_catchup_opts_out_of_no_catchup(kfp_api, capsys):
     from factprobe.cli import main
 
@@ -177,6 +182,7 @@ def test_schedule_cli_catchup_opts_out_of_no_catchup(kfp_api, capsys):
     ["pipeline", "run", "coherency", "--list-params"],
     ["schedule", "coherency", "--list-params"],
 ])
+@pytest.mark.slow
 def test_list_params_lists_and_exits_without_contacting_a_host(argv, kfp_api, capsys):
     from factprobe.cli import main
 
@@ -214,6 +220,7 @@ def test_submit_without_host_names_the_flag(capsys):
     assert "--host" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_submit_cli_prints_the_run_id(kfp_api, capsys):
     from factprobe.cli import main
 
@@ -271,6 +278,7 @@ def test_schedule_validates_cron_before_contacting_the_host(kfp_api):
     assert kfp_api.requests == []
 
 
+@pytest.mark.slow
 def test_cli_schedule_with_a_five_field_cron_exits_2(capsys, kfp_api):
     from factprobe.cli import main
 
@@ -285,6 +293,7 @@ def test_cli_schedule_with_a_five_field_cron_exits_2(capsys, kfp_api):
     ["pipeline", "submit", "probe", "--host", "{host}"],
     ["schedule", "nightly_sweep", "--host", "{host}", "--cron", "0 0 2 * * *"],
 ])
+@pytest.mark.slow
 def test_cli_unreachable_host_exits_2_with_one_line(capsys, argv):
     from factprobe.cli import main
 
@@ -298,6 +307,7 @@ def test_cli_unreachable_host_exits_2_with_one_line(capsys, argv):
 # --- auth, namespace, --wait (issue 13, item 4) ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_submit_sends_token_and_cookie_from_the_environment_and_the_namespace(kfp_api, capsys, monkeypatch):
     from factprobe.cli import main
 
@@ -326,6 +336,7 @@ def test_missing_or_wrong_credentials_are_one_line(kfp_api, capsys, monkeypatch)
     assert kfp_api.calls("POST", RUNS) == [] and kfp_api.calls("POST", RECURRING) == []
 
 
+@pytest.mark.slow
 def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
     from factprobe.cli import main
 
@@ -336,6 +347,7 @@ def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
 
 @pytest.mark.parametrize("states, rc", [(["PENDING", "RUNNING", "SUCCEEDED"], 0), (["RUNNING", "FAILED"], 1),
                                         (["CANCELED"], 1)])
+@pytest.mark.slow
 def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, capsys, monkeypatch, states, rc):
     from factprobe.cli import main
     from pipelines import remote
@@ -353,6 +365,7 @@ def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, cap
 # --- images (issue 13, item 3) -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["pipeline", "submit", "probe"], ["schedule", "probe", "--cron", "0 0 2 * * *"]])
 def test_submit_and_schedule_refuse_the_unpublished_default_image(argv, kfp_api, capsys, monkeypatch):
     from factprobe.cli import main
@@ -367,6 +380,7 @@ def test_submit_and_schedule_refuse_the_unpublished_default_image(argv, kfp_api,
     assert "warning: FACTPROBE_IMAGE_GPU is not set" in out.err and "gpu steps ghcr.io/factprobe/factprobe-gpu:" in out.err
 
 
+@pytest.mark.slow
 def test_compile_prints_the_images_and_warns_about_defaults(tmp_path, capsys, monkeypatch):
     from factprobe.cli import main
 

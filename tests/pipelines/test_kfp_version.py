@@ -52,6 +52,7 @@ def test_parse_version():
     assert parse_version("unknown") is None and parse_version("") is None
 
 
+@pytest.mark.slow
 def test_the_compiled_pipeline_needs_2_17_and_compat_needs_2_1(compiled_pair):
     (spec, platform, _), (cspec, cplatform, _) = compiled_pair
     names = {f.name for f in required_features(spec, platform)}
@@ -79,6 +80,7 @@ def test_compat_drops_only_the_fields_with_an_older_equivalent(compiled_pair):
     assert compat_platform_spec(platform) == cplatform
 
 
+@pytest.mark.slow
 def test_compat_file_loads_like_the_kfp_client(compiled_pair, tmp_path):
     """kfp.Client reads a package with its own loader: the rewritten file must still be one."""
     from kfp.client.client import _extract_pipeline_yaml
@@ -94,6 +96,7 @@ def test_compat_file_loads_like_the_kfp_client(compiled_pair, tmp_path):
     assert _k8s(platform) and all("securityContext" not in e for e in _k8s(platform).values())
 
 
+@pytest.mark.slow
 def test_submit_to_a_current_backend_sends_the_full_spec(kfp_api):
     from pipelines import remote
 
@@ -102,6 +105,7 @@ def test_submit_to_a_current_backend_sends_the_full_spec(kfp_api):
     assert all("securityContext" in e for e in _k8s(platform).values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", ["2.5.0", "2.14.3"])
 def test_submit_to_an_older_backend_is_refused_with_the_fields_and_compat(kfp_api, tag):
     from pipelines import remote
@@ -116,6 +120,7 @@ def test_submit_to_an_older_backend_is_refused_with_the_fields_and_compat(kfp_ap
     assert not kfp_api.calls("POST", RUNS)  # nothing submitted
 
 
+@pytest.mark.slow
 def test_submit_with_compat_to_an_older_backend_sends_the_compat_spec(kfp_api, capsys):
     from factprobe.cli import main
 
@@ -129,6 +134,7 @@ def test_submit_with_compat_to_an_older_backend_sends_the_compat_spec(kfp_api, c
     assert "warning: Kubeflow Pipelines 2.2.0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_backend_older_than_compat_needs_is_refused_even_with_compat(kfp_api):
     from pipelines import remote
 
@@ -137,6 +143,7 @@ def test_a_backend_older_than_compat_needs_is_refused_even_with_compat(kfp_api):
         remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"}, compat=True)
 
 
+@pytest.mark.slow
 def test_unknown_backend_version_warns_and_submits(kfp_api, capsys):
     from pipelines import remote
 
@@ -146,6 +153,7 @@ def test_unknown_backend_version_warns_and_submits(kfp_api, capsys):
     assert "does not report its Kubeflow Pipelines version" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_schedule_checks_the_version_too(kfp_api):
     from pipelines import remote
 

@@ -184,6 +184,7 @@ def test_qa_instruction_asks_questions_only(toy_root, tmp_path, tiny):
 
 
 # ------------------------------------------------------------------ sampling, determinism, metrics
+@pytest.mark.slow
 def test_sampling_shares_the_prompt_kv_and_is_deterministic(toy_root, tmp_path, tiny, monkeypatch):
     calls: list[tuple[str, int]] = []
     real_sample = Generator.sample

@@ -443,6 +443,7 @@ def test_cli_help_lists_the_qa_options(capsys):
     assert "{eval,train,all}" in text
 
 
+@pytest.mark.slow
 def test_cli_run_writes_the_files(tiny_model_path, tmp_path):
     exe = Path(sys.executable).parent / "factprobe"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "factprobe.cli"]

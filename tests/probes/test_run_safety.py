@@ -69,6 +69,7 @@ def test_official_format_scores_the_exact_string(tiny_model_path, tmp_path):
 
 
 # ------------------------------------------------------------------ item 2: examples
+@pytest.mark.slow
 @needs_data
 def test_a_fact_sees_the_same_context_in_small_large_and_resumed_runs(tiny_model_path, tmp_path):
     base = {"probe": "ic-lke", "model": str(tiny_model_path("gpt2")), "source": "lama", "data": str(LAMA),

@@ -48,6 +48,7 @@ def test_debug_after_a_double_dash_is_not_taken(tmp_path, monkeypatch, capsys):
     assert err[-1].startswith("error: '--debug' is neither a results folder nor a run"), err
 
 
+@pytest.mark.slow
 def test_unreachable_tracking_server_is_one_warning_line(capsys):
     """issue 18 item 20: one redacted `warning:` line on stderr; no UserWarning."""
     from tracking.run import TrackedRun

@@ -41,6 +41,7 @@ def _finite_checkpoint_weights(ckpt: Path) -> bool:
 
 
 # ------------------------------------------------------------------ item 4
+@pytest.mark.slow
 def test_diverged_training_fails_and_leaves_no_result(tiny, tmp_path, capsys):
     """issue 18 item 4: `--learning-rate 1e30` stops at the first non-finite loss or gradient norm,
     exits non-zero with one line naming the step, and leaves no adapter, model or metrics.json;
@@ -104,6 +105,7 @@ def test_resume_after_the_base_weights_changed_is_refused(tiny, tmp_path):
 
 
 # ------------------------------------------------------------------ items 7, 8, 18e
+@pytest.mark.slow
 def test_full_disk_mid_checkpoint_then_resume_from_last_complete(tiny, tmp_path, monkeypatch, capsys):
     """issue 18 items 7, 8, 18e: a full disk while checkpoint-2 is written gives one line naming the
     path; the torn checkpoint-2 is skipped with a note and training resumes from checkpoint-1;
@@ -189,6 +191,7 @@ def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
     assert err.count("\n") == 0 and err.startswith("error: ") and all(w in err for w in words), err
 
 
+@pytest.mark.slow
 def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_path, tiny_model_path):
     """issue 18 item 4, pipeline path (components/steps/finetune.py): a training step whose loss
     turns non-finite (learning rate 1e30) raises TrainingDivergedError, its child MLflow run is

@@ -159,6 +159,7 @@ def test_item1_a_killed_probe_is_taken_over_at_once_and_its_kind_stays(tmp_path,
 
 
 # ------------------------------------------------------------------ item 2
+@pytest.mark.slow
 def test_item2_a_refused_probe_leaves_no_mlflow_run(tmp_path, tiny_model_path, capsys):
     """issue 18 item 2: a probe refused at validation, at the folder's kind or at its lock creates
     no MLflow run (a FAILED one used to appear); a run that passes does."""
@@ -237,6 +238,7 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
 
 
+@pytest.mark.slow
 def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
     """issue 18 item 2, pipeline path (components/steps/finetune.py): a training step whose work
     folder holds a probe's results is refused before its child MLflow run exists."""

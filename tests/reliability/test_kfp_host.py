@@ -117,6 +117,7 @@ def _assert_one_error(rc: int, out: str, err: str, host: Host, *expected: str) -
     return line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [SUBMIT, SCHEDULE], ids=["submit", "schedule"])
 def test_item14_sso_login_page_is_an_error_naming_what_came_back(host, capsys, argv):
     """issue 18 item 14: every answer is an HTML login page (an SSO proxy in front of the API)."""
@@ -126,6 +127,7 @@ def test_item14_sso_login_page_is_an_error_naming_what_came_back(host, capsys, a
     assert [r.method for r in host.requests if r.path.endswith(("/runs", "/recurringruns"))] == []
 
 
+@pytest.mark.slow
 def test_item14_run_answer_without_an_id_is_an_error(host, capsys):
     """issue 18 item 14: POST runs answers 200 JSON, but without a run id."""
     host.raw[("POST", "/apis/v2beta1/runs")] = (200, "application/json", b'{"display_name": "x"}', {})
@@ -141,6 +143,7 @@ def test_item14_recurring_run_answer_without_an_id_is_an_error(host, capsys):
     _assert_one_error(rc, out, err, host, "recurring run id", "200", "application/json")
 
 
+@pytest.mark.slow
 def test_item14_redirect_to_a_login_page_is_an_error(host, capsys):
     """issue 18 item 14: the run POST is redirected (session expired) to a login page."""
     host.raw[("POST", "/apis/v2beta1/runs")] = (302, "text/html", b"", {"Location": "HOST/login"})
@@ -150,6 +153,7 @@ def test_item14_redirect_to_a_login_page_is_an_error(host, capsys):
     _assert_one_error(rc, out, err, host, f"redirected to {host.host}/login", "200", "text/html", "Sign in")
 
 
+@pytest.mark.slow
 def test_item14_echoed_token_is_masked(host, capsys, monkeypatch):
     """issue 18 item 14: what came back is shown with credentials masked, the token we sent included."""
     token = "tok-ABCDEFGH12345678"
@@ -160,6 +164,7 @@ def test_item14_echoed_token_is_masked(host, capsys, monkeypatch):
     assert token not in out + err
 
 
+@pytest.mark.slow
 def test_item14_a_real_answer_still_submits(host, capsys):
     """issue 18 item 14: the KFP API's own answers pass."""
     rc, out, err = _run(host, capsys, SUBMIT)

@@ -47,6 +47,7 @@ def _step_message(fn) -> str:
     return str(e.value)
 
 
+@pytest.mark.slow
 def test_item13_lora_r_minus_one_is_refused_before_the_local_run(no_local_run, capsys):
     """issue 18 item 13: `lora_r=-1` used to fail only in the fine-tuning step, after the
     45-second known/unknown step; now at once, with the fine-tuning step's own message."""
@@ -88,6 +89,7 @@ def test_item13_submit_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair,
     assert kfp_api.requests == []
 
 
+@pytest.mark.slow
 def test_item13_submit_function_refuses_lora_r_minus_one(kfp_api):
     """issue 18 item 13: the library entry point validates too (nothing sent)."""
     from pipelines import remote
@@ -99,6 +101,7 @@ def test_item13_submit_function_refuses_lora_r_minus_one(kfp_api):
 
 @pytest.mark.parametrize("pair, name", [("max_facts_per_relation=-1", "max_facts_per_relation"),
                                         ('probes=["ic-lke","bogus"]', "probes")])
+@pytest.mark.slow
 def test_item13_schedule_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair, name):
     """issue 18 item 13: `schedule` refuses before it contacts the host."""
     rc = main(["schedule", "nightly_sweep", "--host", kfp_api.host, "--cron", "0 0 2 * * *", "--param", pair])
@@ -107,6 +110,7 @@ def test_item13_schedule_sends_nothing_for_an_invalid_value(kfp_api, capsys, pai
     assert kfp_api.requests == []
 
 
+@pytest.mark.slow
 def test_item13_regression_probe_name_is_checked(no_local_run, capsys):
     """issue 18 item 13: the regression pipeline's single probe (`probe_name`) is checked too."""
     rc = main(["pipeline", "run", "regression", "--param", "probe_name=nope"])
@@ -116,6 +120,7 @@ def test_item13_regression_probe_name_is_checked(no_local_run, capsys):
 
 @pytest.mark.parametrize("pair, name", [("probe_name=qa", "probe_name"), ("probe_name=belief-icl", "probe_name"),
                                         ("max_drop=nan", "max_drop"), ("alpha=1.5", "alpha")])
+@pytest.mark.slow
 def test_item13_15_regression_refuses_what_its_gate_cannot_gate(no_local_run, capsys, pair, name):
     """issue 18 items 13 and 15: `pipeline run regression` refuses a probe its gate step cannot gate
     (qa, belief, ...) and a max_drop/alpha out of range before the candidate is probed (the gate
@@ -144,6 +149,7 @@ def test_item18d_bad_gpu_count_on_compile_is_one_line(tmp_path, monkeypatch, cap
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", __import__("pipelines.catalogue", fromlist=["PIPELINES"]).PIPELINES)
 def test_item13_every_pipeline_validates_its_defaults(name):
     """issue 18 item 13: the up-front validation knows every pipeline (its probes and configs): each

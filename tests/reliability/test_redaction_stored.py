@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from factprobe.cli import main
 from factprobe.probes.config import RunConfig
 
@@ -37,6 +39,7 @@ def test_item17_redact_values_masks_every_string_of_a_nested_config():
     assert SECRET in cfg["data"]  # the caller's dict is not changed: the run uses the real value
 
 
+@pytest.mark.slow
 def test_item17_probe_stores_no_credentials(tmp_path, tiny_model_path, capsys):
     """issue 18 item 17: a probe whose --data / --train-data hold URL credentials runs on the real
     value, but run_config.json, the MLflow params and config_json hold them masked; the results

@@ -69,6 +69,7 @@ def test_compare_on_qa_runs_says_what_it_compares(qa_runs) -> None:
     assert "ic-lke" in err[0] and "fact_id" in err[0]
 
 
+@pytest.mark.slow
 def test_compare_on_belief_rows_says_what_it_compares(tmp_path) -> None:
     """issue 18 item 21c: a BELIEF folder (per (pair, template) rows, skipped pairs without a verdict) is
     refused in one line naming what it is (it was a ValueError traceback); a folder without
@@ -91,6 +92,7 @@ def test_compare_on_belief_rows_says_what_it_compares(tmp_path) -> None:
         assert err[0].startswith("error: ") and what in err[0] and "multiple-choice" in err[0]
 
 
+@pytest.mark.slow
 def test_unmarked_slow_tests_are_named_at_the_end_of_the_run(tmp_path) -> None:
     """Issue 19 item 5: an unmarked test slower than the threshold is listed in the terminal summary
     (tests/conftest.py), a `slow` one and a quick one are not; so `make test-fast` cannot quietly grow."""

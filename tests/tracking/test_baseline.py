@@ -45,6 +45,7 @@ def test_promote_moves_the_tag_within_the_probe_only(store, capsys):
     assert tagged(client, b) == "true"
 
 
+@pytest.mark.slow
 def test_promote_refuses_unknown_unfinished_and_parent_runs(store, capsys):
     client, run = store
     with pytest.raises(ConfigError, match="run 'nope' not found at sqlite://"):

@@ -49,6 +49,7 @@ def test_existing_experiment_gets_tags_but_user_tags_are_kept(uri):
     assert c.get_experiment(inferred).tags[KIND] == "custom_model_development"  # the UI's guess is no user choice
 
 
+@pytest.mark.slow
 def test_refused_experiment_tags_still_log_the_run(uri, capsys, monkeypatch):
     """issue 21 bad input: a server refusing experiment tags (HTTP 403) -> the run is logged, one warning line."""
     from tracking.library_client import LibraryTrackingClient

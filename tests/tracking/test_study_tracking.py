@@ -91,6 +91,7 @@ def runs_of(uri: str) -> list:
     return c.search_runs([exp.experiment_id]) if exp else []
 
 
+@pytest.mark.slow
 def test_a_study_run_logs_params_metrics_figures_files_and_tables(curve, tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     out = tmp_path / "s"
@@ -139,6 +140,7 @@ def test_a_failing_study_ends_its_run_failed(curve, tmp_path):
     assert run.info.status == "FAILED"
 
 
+@pytest.mark.slow
 def test_unreachable_server_is_one_warning_line_and_results_stay(curve, tmp_path, capsys):
     out = tmp_path / "s"
     assert main(["study", "curve", "--out", str(out), "--no-progress", "--tracking-uri", "http://127.0.0.1:9"]) == 0
@@ -147,6 +149,7 @@ def test_unreachable_server_is_one_warning_line_and_results_stay(curve, tmp_path
     assert json.loads((out / "metrics.json").read_text())["top"] == pytest.approx(0.2)
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_killed(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}

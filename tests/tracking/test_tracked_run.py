@@ -30,6 +30,7 @@ def uri(request, tmp_path):
     return request.getfixturevalue("served_store")
 
 
+@pytest.mark.slow
 def test_finished_and_failed(uri):
     with TrackedRun(pipeline="t", run_name="ok", tracking_uri=uri) as run:
         run.log_metrics({"acc": 0.5, "acc/P36": 0.25, "nan": float("nan")})
@@ -55,6 +56,7 @@ def test_nested_child_and_stale_running_runs(uri):
     assert c.get_run(retry.run_id).data.tags["mlflow.parentRunId"] == parent.run_id
 
 
+@pytest.mark.slow
 def test_unreachable_server_warns_or_raises():
     dead = "http://127.0.0.1:9"  # discard port: nothing listens
     msgs = []
@@ -116,6 +118,7 @@ def _log_everything(uri: str) -> str:
     return run.run_id
 
 
+@pytest.mark.slow
 def test_rest_and_library_clients_write_the_same_run(tmp_path, served_store):
     """Every kind of logging through REST lands exactly as through the MLflow library: tags,
     params (incl. >100 and a capped long value), 1200 metrics (over one batch), tables (with the
@@ -173,6 +176,7 @@ def test_rest_errors_name_the_call_and_the_server_answer(served_store):
         run.set_tags({"a": "b"})
 
 
+@pytest.mark.slow
 def test_local_server_that_cannot_start_says_why(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -206,6 +210,7 @@ def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypat
     assert s3.get_object(Bucket="artifacts-rest", Key="1/r1/artifacts/all/sub/b.txt")["Body"].read() == b"b"
 
 
+@pytest.mark.slow
 def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch):
     """`sqlite:///mlruns.db` means the caller's working folder, not the server process's."""
     from tracking.local_server import absolute_store, default_artifact_root
@@ -220,6 +225,7 @@ def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch)
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.slow
 def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
     """MLflow's standard tags (the UI's User and Source columns): `mlflow.user` from FACTPROBE_USER
     (else the login name), `mlflow.source.git.commit` = the checkout's commit = factprobe.git_sha."""

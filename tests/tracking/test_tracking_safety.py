@@ -90,6 +90,7 @@ def test_importing_tracking_sets_no_environment_variable():
     assert out.stdout.strip() == "[]", out.stdout
 
 
+@pytest.mark.slow
 def test_clients_fail_fast_without_touching_the_environment(monkeypatch):
     for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
         monkeypatch.delenv(k, raising=False)
@@ -105,6 +106,7 @@ def test_clients_fail_fast_without_touching_the_environment(monkeypatch):
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_the_library_client_gets_the_fail_fast_settings_when_opened(monkeypatch, tmp_path):
     for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
         monkeypatch.delenv(k, raising=False)
@@ -116,6 +118,7 @@ def test_the_library_client_gets_the_fail_fast_settings_when_opened(monkeypatch,
 # filters built from user values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", AWKWARD_KEYS)
 def test_stale_runs_with_awkward_step_keys_are_failed(uri, key):
     """A step key holding quotes, backslashes, wildcards or non-ASCII text: the run is tracked,
@@ -157,6 +160,7 @@ def test_tag_filter_forms():
         tag_filter({"a`b": "x"})
 
 
+@pytest.mark.slow
 def test_compare_resolves_tag_references_with_awkward_values(tmp_path):
     from tracking.compare import resolve_run
 
