@@ -13,14 +13,15 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-HEADLINE = ("acc", "em", "f1", "contains", "coherency", "coherency_round1", "coherency_round2", "correct_round1",
+HEADLINE = ("accuracy", "acc", "em", "f1", "contains", "coherency", "coherency_round1", "coherency_round2", "correct_round1",
             "correct_round2", "known_rate")
 
 
 def describe(r) -> str:
     m = r.data.metrics
-    if "acc" in m and "acc_ci_low" in m:
-        return (f"accuracy {m['acc']:.3f}  (95% CI {m['acc_ci_low']:.3f}-{m.get('acc_ci_high', float('nan')):.3f}, "
+    if "accuracy" in m and "accuracy_ci_low" in m:
+        return (f"accuracy {m['accuracy']:.3f}  (95% CI {m['accuracy_ci_low']:.3f}-"
+                f"{m.get('accuracy_ci_high', float('nan')):.3f}, "
                 f"n={int(m.get('n', 0))})")
     shown = [f"{k} {m[k]:.3f}" for k in HEADLINE if k in m]
     n = m.get("n", m.get("n_items"))

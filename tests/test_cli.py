@@ -82,7 +82,7 @@ def test_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, tiny_model_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = client.get_experiment_by_name("factprobe/probe")
     (r,) = client.search_runs([exp.experiment_id])
-    assert r.info.status == "FINISHED" and r.data.metrics["n"] == 4 and "acc/P36" in r.data.metrics
+    assert r.info.status == "FINISHED" and r.data.metrics["n"] == 4 and "accuracy/P36" in r.data.metrics
     assert r.data.params["model"] == model
     assert r.data.tags["factprobe.dataset_digest"]
     assert r.inputs.dataset_inputs

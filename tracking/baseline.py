@@ -5,7 +5,7 @@ The tag `factprobe.baseline=true` is set on the run and removed from every other
 experiment and probe that carries it, so a tag filter finds exactly one baseline per probe.
 
 Only runs that `regress` can gate against are promoted: runs of the multiple-choice probes
-(`gateable_probes()`: ic-lke, eic-lke, hgp, mmp), which log the `acc` metric and one boolean
+(`gateable_probes()`: ic-lke, eic-lke, hgp, mmp), which log the `accuracy` metric and one boolean
 `correct` verdict per fact (or per fact and template) in `tables/per_fact.parquet`. `regress` gates
 accuracy fact by fact (paired McNemar test and bootstrap, factprobe.metrics.comparison); the other
 probes score generated answers (qa, counterfactual: EM per setting and shot count, several rows per
@@ -42,7 +42,7 @@ def gateable_probes() -> list[str]:
 
 def gate_needs() -> str:
     """One clause naming what `regress` needs of a run."""
-    return (f"regress gates multiple-choice runs ({', '.join(gateable_probes())}): it needs their `acc` metric and "
+    return (f"regress gates multiple-choice runs ({', '.join(gateable_probes())}): it needs their `accuracy` metric and "
             f"one boolean `correct` per fact ({PER_FACT_ARTIFACT} or results.jsonl)")
 
 
@@ -97,7 +97,7 @@ def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
     """Tag `run_id` as the baseline and untag the previous baseline(s) of its experiment and
     probe. Returns the run ids that lost the tag. Refuses (ConfigError) a run that is unknown, not
     FINISHED, not a probe run (no `factprobe.probe` tag), or one `regress` cannot gate against: not
-    a multiple-choice probe, or without the `acc` metric or the per-fact table (see the module
+    a multiple-choice probe, or without the `accuracy` metric or the per-fact table (see the module
     docstring)."""
     from .library_client import open_mlflow_client
     from .run import _describe
@@ -116,8 +116,8 @@ def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
         raise ConfigError(f"run {run_id} is {run.info.status}; only a FINISHED run can be the baseline")
     if probe not in gateable_probes():
         raise ConfigError(f"run {run_id} is a {probe} run; {gate_needs()}")
-    if "acc" not in run.data.metrics:
-        raise ConfigError(f"run {run_id} has no `acc` metric; {gate_needs()}")
+    if not {"accuracy", "acc"} & set(run.data.metrics):  # `acc`: runs logged before the rename (issue 22)
+        raise ConfigError(f"run {run_id} has no `accuracy` metric; {gate_needs()}")
     try:
         logged = {a.path for a in client.list_artifacts(run_id, PER_FACT_ARTIFACT.rsplit("/", 1)[0])}
     except Exception as e:  # noqa: BLE001 - unreachable server or artifact store

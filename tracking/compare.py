@@ -120,7 +120,7 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
     """The comparison as text; `metric` names the compared proportion (the probes' headline metric)."""
     mc = res["mcnemar"]
     lo, hi = res["diff_ci"]
-    short = "acc" if metric == "accuracy" else metric
+    short = metric
     lines = [
         f"A = {name_a}\nB = {name_b}",
         *([f"templates: {res['templates']}"] if res.get("templates") else []),

@@ -6,7 +6,7 @@
   `factprobe.git_sha`, `factprobe.trigger` (local|ui|nightly|ci), `factprobe.kfp_run_id`,
   `factprobe.step`, `factprobe.probe`, `factprobe.config_key`; and MLflow's standard
   `mlflow.user` and `mlflow.source.git.commit` (`standard_tags`).
-- Metrics: what each probe declares (`Probe.flat_metrics`, e.g. `acc`, `acc/<relation>`, `em/P36`);
+- Metrics: what each probe declares (`Probe.flat_metrics`, e.g. `accuracy`, `accuracy/<relation>`, `em/P36`);
   and on every probe run its headline metric under one name per probe family, `headline/<family>`
   (`headline_metric_name`; the family is the probe's `headline_metric.family`: `headline/accuracy`,
   `headline/em`, `headline/coherency`, `headline/belief_accuracy`, or a plug-in's own), whatever

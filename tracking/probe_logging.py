@@ -15,8 +15,9 @@ as an MLflow dataset input (`log_input`) whose digest is the data digest; and a 
 known/unknown table, when the probe wrote one, as a second dataset input (`known_unknown-<model>`,
 context `known_unknown`).
 
-Metric names of the built-in probes (unchanged): `acc`, `macro_acc`, `acc/<relation>`,
-`prob_mass/<relation>`, `n/<relation>`, `acc_at_k/<K>`, `acc_ci_low/high` (multiple choice);
+Metric names of the built-in probes, as in metrics.json: `accuracy`, `macro_accuracy`, `accuracy/<relation>`,
+`prob_mass/<relation>`, `n/<relation>`, `accuracy_at_k/<K>`, `coverage_at_k/<K>`, `accuracy_ci_low/high`
+(multiple choice; runs logged before 2026-11-26 used `acc` for `accuracy`);
 `<metric>/<relation>` and `<metric>/<group>/<key>` for the other probes' `per_<group>` tables
 (`em/P36`, `coherency/cardinality/N-1`, `em/shots/0`); counterfactual `em/<setting>/k<k>`.
 MLflow allows letters, digits and `_ - . / : space` only: `acc@1` is logged as `acc_1`.

@@ -391,7 +391,7 @@ def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, sett
             if p.name != SETTING_FILE:
                 shutil.copy2(p, Path(qa_dir) / p.name)
     s = {**{f"qa_{k}": v for k, v in qa["scalars"].items() if k in ("em", "f1", "contains")},
-         **{f"iclke_{k}": v for k, v in mc["scalars"].items() if k == "acc"}}
+         **{"iclke_acc": v for k, v in mc["scalars"].items() if k == "accuracy"}}  # the fine-tuning table's column
     return {"setting": setting, "scalars": s, "qa_run_id": qa["run_id"], "mc_run_id": mc["run_id"]}
 
 

@@ -185,7 +185,7 @@ def report_parts(runs: list) -> list:
 def headline_scalars(by_run: dict[str, dict]) -> dict[str, float]:
     """{`<label>-<probe>-<model>`: headline value} of every run (`run_report`'s result, by
     `<probe>:<model>`) whose probe declares a headline: the report components' KFP metrics,
-    e.g. `acc-ic-lke-smollm2` (multiple choice), `em-qa-smollm2`."""
+    e.g. `accuracy-ic-lke-smollm2` (multiple choice), `em-qa-smollm2`."""
     from tracking.probe_logging import probe_of
 
     out = {}

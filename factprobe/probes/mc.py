@@ -22,7 +22,7 @@ from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
 from .base import Probe, Session
 from .config import ConfigBase, RunConfig, option
-from .reporting import RENAMED, Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
+from .reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
 
 ON_TOO_LONG = ("truncate", "refuse")
 
@@ -137,7 +137,7 @@ class MCProbe(Probe):
 
     dataset = "mc"
     config_class = MCConfig
-    headline_metric = Headline("accuracy", "accuracy", label="acc")
+    headline_metric = Headline("accuracy", "accuracy")
     headline_keys = ("accuracy",)
     per_fact_columns = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence",
                         "template")
@@ -168,21 +168,22 @@ class MCProbe(Probe):
         return f"{cfg.base.source}-mc{cfg.params.choices}"
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        """Every top-level number (`acc`, `macro_acc`, `prob_mass`, `n`, ...), `acc_ci_low/high`,
-        `acc/<relation>`, `prob_mass/<relation>`, `n/<relation>`, `acc_at_k/<K>` and `coverage_at_k/<K>`
-        (the share of facts Accuracy@K keeps; runs from before it have none)."""
+        """Every top-level number under its metrics.json name (`accuracy`, `macro_accuracy`, `prob_mass`,
+        `n`, ...), `accuracy_ci_low/high`, `accuracy/<relation>`, `prob_mass/<relation>`, `n/<relation>`,
+        `accuracy_at_k/<K>` and `coverage_at_k/<K>` (the share of facts Accuracy@K keeps; runs from
+        before it have none). One name per quantity on screen, in files and in MLflow (issue 22)."""
         if "accuracy" not in metrics:
             return generic_flat_metrics(metrics)
-        out = {RENAMED.get(k, k): v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        out = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         lo, hi = metrics.get("accuracy_ci", [None, None])
         if lo is not None:
-            out["acc_ci_low"], out["acc_ci_high"] = lo, hi
+            out["accuracy_ci_low"], out["accuracy_ci_high"] = lo, hi
         for rel, m in metrics.get("per_relation", {}).items():
-            out[f"acc/{rel}"] = m.get("accuracy")
+            out[f"accuracy/{rel}"] = m.get("accuracy")
             out[f"prob_mass/{rel}"] = m.get("prob_mass")
             out[f"n/{rel}"] = m.get("n")
         for k, m in metrics.get("accuracy_at_k", {}).items():
-            out[f"acc_at_k/{k}"] = m["accuracy"]
+            out[f"accuracy_at_k/{k}"] = m["accuracy"]
             if "coverage" in m:
                 out[f"coverage_at_k/{k}"] = m["coverage"]
         return out
@@ -213,7 +214,7 @@ class MCProbe(Probe):
     def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
         """The model x relation accuracy heatmap and per-relation bars of every multiple-choice run,
         the summary table (accuracy with CI, macro accuracy, prob mass, n) shown first, and
-        `acc/<probe>/<model>[/<relation>]` metrics."""
+        `accuracy/<probe>/<model>[/<relation>]` metrics."""
         from ..report.html import accuracy_summary_html, accuracy_summary_markdown, summary_rows
         from ..report.plots import accuracy_heatmap, relation_bars
 
@@ -231,9 +232,9 @@ class MCProbe(Probe):
             if r.name not in metrics:  # no items: its numbers as any probe's
                 part.metrics.update(top_level_metrics([r]))
                 continue
-            part.metrics[f"acc/{r.metric_name}"] = r.metrics["accuracy"]
+            part.metrics[f"accuracy/{r.metric_name}"] = r.metrics["accuracy"]
             for rel, m in r.metrics.get("per_relation", {}).items():
-                part.metrics[f"acc/{r.metric_name}/{rel}"] = m["accuracy"]
+                part.metrics[f"accuracy/{r.metric_name}/{rel}"] = m["accuracy"]
         return part
 
 

@@ -29,8 +29,6 @@ from typing import Any, Mapping, Sequence
 #: per-fact columns of a probe that declares none (the multiple-choice columns, plus `template`)
 DEFAULT_PER_FACT_COLUMNS = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob",
                             "confidence", "template")
-#: MLflow-style renames of top-level metrics.json keys (kept since the first probes: runs stay comparable)
-RENAMED = {"accuracy": "acc", "macro_accuracy": "macro_acc"}
 _BAD_NAME_CHARS = re.compile(r"[^\w.\- :/]")
 
 
@@ -142,10 +140,10 @@ class ReportPart:
 
 # ------------------------------------------------------------------ defaults of the Probe hooks
 def generic_flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Every top-level number (`accuracy` -> `acc`, `macro_accuracy` -> `macro_acc`), and
+    """Every top-level number under its metrics.json name (`accuracy`, `macro_accuracy`, ...), and
     `<metric>/<relation>` for every number of a `per_relation` entry, `<metric>/<group>/<key>` for
     the other `per_<group>` tables (`coherency/cardinality/N-1`, `em/answer_type/date`)."""
-    out = {RENAMED.get(k, k): v for k, v in metrics.items() if number(v)}
+    out = {k: v for k, v in metrics.items() if number(v)}
     for group, table in metrics.items():
         if not (group.startswith("per_") and isinstance(table, dict)):
             continue

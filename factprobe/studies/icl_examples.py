@@ -462,14 +462,14 @@ class ICLExamplesStudy(Study):
         return lines
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        """`n95`, `n_items`, `acc/n/<n>` (mean) and `acc_std/n/<n>` per n of the curve."""
+        """`n95`, `n_items`, `accuracy/n/<n>` (mean) and `accuracy_std/n/<n>` per n of the curve."""
         out: dict[str, float] = {}
         for key in ("n95", "n95_threshold", "n_items", "draws"):
             v = metrics.get(key)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[key] = float(v)
         for r in metrics.get("curve") or []:
-            for name, v in (("acc", r["mean"]), ("acc_std", r["std"])):
+            for name, v in (("accuracy", r["mean"]), ("accuracy_std", r["std"])):
                 if v is not None:
                     out[f"{name}/n/{r['n']}"] = float(v)
         return out

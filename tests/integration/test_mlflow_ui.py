@@ -85,7 +85,7 @@ def test_compare_view_shows_both_models(servers, mlflow_client, two_model_runs, 
     # CLI runs are named <probe>-<model>-<6 of the config key> (tracking/cli.py run_name)
     assert [n.rsplit("-", 1)[0] for n in names] == [f"ic-lke-{m}" for m in MODELS]
     assert all(len(n.rsplit("-", 1)[1]) == 6 for n in names)
-    assert all("acc" in r.data.metrics for r in runs.values())
+    assert all("accuracy" in r.data.metrics for r in runs.values())
 
     token = base64.b64encode(f"{ADMIN_USER}:{ADMIN_PASSWORD}".encode()).decode()
     chrome.execute_cdp_cmd("Network.enable", {})
@@ -101,7 +101,7 @@ def test_compare_view_shows_both_models(servers, mlflow_client, two_model_runs, 
         body = text()
         lines = [ln.strip() for ln in body.splitlines()]
         ready = ("Comparing 2 Runs" in body and all(n in lines for n in names)
-                 and "Metrics" in lines and "acc" in lines[lines.index("Metrics"):])
+                 and "Metrics" in lines and "accuracy" in lines[lines.index("Metrics"):])
         if ready or time.monotonic() > deadline:
             break
         time.sleep(0.5)

@@ -84,7 +84,7 @@ def test_parent_and_child_runs(pipeline_run):
     assert {c.info.status for c in children} == {"FINISHED"}, [(c.info.run_name, c.info.status) for c in children]
     assert sorted(c.data.tags.get("factprobe.step") for c in children) == ["data-build", "probe"]
     # the report step logs the cross-model summary to the parent
-    assert f"acc/ic-lke/{MODEL}" in parent.data.metrics
+    assert f"accuracy/ic-lke/{MODEL}" in parent.data.metrics
 
 
 def test_probe_child_metrics_params_dataset(pipeline_run):
@@ -95,9 +95,9 @@ def test_probe_child_metrics_params_dataset(pipeline_run):
     assert probe.data.params["model"] == MODEL
     assert probe.data.tags["factprobe.kfp_run_id"] == parent.data.tags["factprobe.kfp_run_id"]
     m = probe.data.metrics
-    for key in ("acc", "acc/P36", "acc/P1376", "prob_mass", "n"):
+    for key in ("accuracy", "accuracy/P36", "accuracy/P1376", "prob_mass", "n"):
         assert key in m, sorted(m)
-    assert 0.0 <= m["acc"] <= 1.0
+    assert 0.0 <= m["accuracy"] <= 1.0
     assert m["n"] == FACTS_PER_RELATION * len(RELATIONS)
     digest = probe.data.tags["factprobe.dataset_digest"]
     assert digest
@@ -148,8 +148,8 @@ def test_runs_live_in_postgres(pipeline_run, servers):
         assert cur.fetchone()[0] >= 3
         cur.execute("select run_uuid, status from runs where run_uuid = any(%s)", (ids,))
         assert dict(cur.fetchall()) == {i: "FINISHED" for i in ids}
-        cur.execute("select value from latest_metrics where run_uuid = %s and key = 'acc'", (probe.info.run_id,))
-        assert cur.fetchone()[0] == pytest.approx(probe.data.metrics["acc"])
+        cur.execute("select value from latest_metrics where run_uuid = %s and key = 'accuracy'", (probe.info.run_id,))
+        assert cur.fetchone()[0] == pytest.approx(probe.data.metrics["accuracy"])
         cur.execute("select count(*) from inputs where destination_id = %s", (probe.info.run_id,))
         assert cur.fetchone()[0] >= 1
     conn.close()
@@ -164,4 +164,4 @@ def test_results_on_disk_match_the_logged_run(pipeline_run):
     assert len(rows) == FACTS_PER_RELATION * len(RELATIONS)
     assert len({r["key"] for r in rows}) == len(rows)
     acc = sum(bool(r["correct"]) for r in rows) / len(rows)
-    assert acc == pytest.approx(_child(children, "probe").data.metrics["acc"])
+    assert acc == pytest.approx(_child(children, "probe").data.metrics["accuracy"])

@@ -73,8 +73,8 @@ def test_every_multiple_choice_probe_logs_coverage_and_draws_accuracy_at_k(probe
     metrics = json_safe(summarize(_table(), n_boot=20))
     p = get_probe(probe)
     flat = p.flat_metrics(metrics)
-    assert flat["coverage_at_k/0.5"] == pytest.approx(0.8) and flat["acc_at_k/0.5"] == pytest.approx(0.5)
-    assert flat["coverage_at_k/0.9"] == pytest.approx(0.2) and flat["acc_at_k/0.9"] == 1.0
+    assert flat["coverage_at_k/0.5"] == pytest.approx(0.8) and flat["accuracy_at_k/0.5"] == pytest.approx(0.5)
+    assert flat["coverage_at_k/0.9"] == pytest.approx(0.2) and flat["accuracy_at_k/0.9"] == 1.0
     figures = p.run_figures(metrics, "/tmp/some-model")
     assert isinstance(figures["accuracy_at_k"], matplotlib.figure.Figure)
     plt.close("all")

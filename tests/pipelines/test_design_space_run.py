@@ -31,7 +31,7 @@ def test_design_space_runs_locally_and_logs_studies_and_the_report(tmp_path, tin
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert all(r.info.status == "FINISHED" for r in children)
     (probe,) = [r for r in children if r.data.tags.get("factprobe.step") == "probe"]
-    assert probe.data.tags["factprobe.probe"] == "ic-lke" and "acc" in probe.data.metrics
+    assert probe.data.tags["factprobe.probe"] == "ic-lke" and "accuracy" in probe.data.metrics
     studies = {(r.data.tags["factprobe.study"], json.loads(r.data.params["config_json"])["params"].get("kind")): r
                for r in children if r.data.tags.get("factprobe.step") == "study"}
     assert set(studies) == {("icl-examples", None), ("icl-sequence", "unknown"), ("icl-sequence", "incorrect")}

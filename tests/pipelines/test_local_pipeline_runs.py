@@ -62,14 +62,14 @@ def test_probe_pipeline_logs_parent_and_children(probe_run):
     probes = {r.data.tags["factprobe.probe"]: r for r in children if r.data.tags.get("factprobe.step") == "probe"}
     assert set(probes) == {"ic-lke", "hgp"}
     for name, r in probes.items():
-        assert "acc" in r.data.metrics and "acc/P36" in r.data.metrics and r.inputs.dataset_inputs
+        assert "accuracy" in r.data.metrics and "accuracy/P36" in r.data.metrics and r.inputs.dataset_inputs
         # one config dict through the pipeline: each step's RunConfig is logged whole, with its probe's fields only
         cfg = json.loads(r.data.params["config_json"])
         assert cfg["probe"] == name and cfg["relations"] == ["P36"] and cfg["max_facts_per_relation"] == 2
         assert cfg["choices"] == 10 and ("examples" in cfg) == (name == "ic-lke") and ("templates" in cfg) == (name == "hgp")
     arts = {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
     assert "figures/accuracy_heatmap.png" in arts
-    assert any(k.startswith("acc/ic-lke/") for k in parent.data.metrics)
+    assert any(k.startswith("accuracy/ic-lke/") for k in parent.data.metrics)
 
 
 def test_report_outputs_exist(probe_run):
@@ -90,7 +90,7 @@ def test_data_build_writes_a_folder_per_kind_and_probe_logs_every_scalar(probe_r
     assert len(logged) == 2
     for run_id, kfp_metrics in logged.items():
         scalars = {k for k in c.get_run(run_id).data.metrics if "/" not in k}
-        assert {"acc", "macro_acc", "prob_mass", "n", "tokens_forwarded", "n_resumed"} <= set(kfp_metrics)
+        assert {"accuracy", "macro_accuracy", "prob_mass", "n", "tokens_forwarded", "n_resumed"} <= set(kfp_metrics)
         assert set(kfp_metrics) == scalars  # every scalar metric, not only acc / prob_mass / n
 
 
@@ -138,7 +138,7 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     previous_probe = c.get_run(second.data.tags["factprobe.previous_run"])
     assert previous_probe.data.tags["mlflow.parentRunId"] == first.info.run_id
     assert second.data.tags["factprobe.previous_sweep"] == first.info.run_id
-    assert second.data.metrics[f"delta/ic-lke/{name}"] == 0.0 and f"acc/ic-lke/{name}" in second.data.metrics
+    assert second.data.metrics[f"delta/ic-lke/{name}"] == 0.0 and f"accuracy/ic-lke/{name}" in second.data.metrics
     summary = json.loads(Path(c.download_artifacts(second.info.run_id, "summary/summary.json", str(tmp_path))).read_text())
     (key,) = summary  # the good model only
     assert key.startswith("ic-lke:") and name in key

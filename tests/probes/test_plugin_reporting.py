@@ -153,7 +153,7 @@ def test_the_probe_pipeline_runs_and_reports_the_novel_metric(tmp_path, tiny_mod
     figures = {a.path for a in c.list_artifacts(parent.info.run_id, "figures")}
     assert {"tables/hit-rate.json", "tables/summary.json"} <= tables
     assert {"figures/per_relation_hit_rate.png", "figures/accuracy_heatmap.png"} <= figures
-    assert f"hit_rate/hit-rate/{model.name}" in parent.data.metrics and f"acc/ic-lke/{model.name}" in parent.data.metrics
+    assert f"hit_rate/hit-rate/{model.name}" in parent.data.metrics and f"accuracy/ic-lke/{model.name}" in parent.data.metrics
 
 
 def test_a_verdict_missing_from_the_per_fact_table_is_refused_at_registration():

@@ -89,13 +89,13 @@ def test_promote_refuses_runs_regress_cannot_gate(store, capsys):
         assert len(err) == 1 and err[0].startswith(f"error: run {rid} is a {probe} run; {NEEDS}"), err
         assert "`correct`" in err[0]
         assert client.get_run(rid).data.tags.get(BASELINE_TAG) is None
-    no_table = run("ic-lke", {"acc": 0.5})
+    no_table = run("ic-lke", {"accuracy": 0.5})
     with pytest.raises(ConfigError, match=re.escape(f"run {no_table} has no tables/per_fact.parquet artifact; {NEEDS}")):
         promote(no_table)
-    no_acc = run("ic-lke", {"macro_acc": 0.5}, mc_rows())
-    with pytest.raises(ConfigError, match=f"run {no_acc} has no `acc` metric"):
+    no_acc = run("ic-lke", {"macro_accuracy": 0.5}, mc_rows())
+    with pytest.raises(ConfigError, match=f"run {no_acc} has no `accuracy` metric"):
         promote(no_acc)
-    good = run("hgp", {"acc": 0.5}, [{**r, "template": "t1"} for r in mc_rows()])
+    good = run("hgp", {"accuracy": 0.5}, [{**r, "template": "t1"} for r in mc_rows()])
     assert promote(good) == [] and client.get_run(good).data.tags[BASELINE_TAG] == "true"
 
 

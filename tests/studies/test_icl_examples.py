@@ -155,7 +155,7 @@ def test_metrics_shape_files_and_summary(tiny, tmp_path):
     lines = STUDY.summary(metrics)
     assert "RANDOM weights" in lines[0] and lines[2].split()[0] == "0" and any(x.startswith("n95 = ") for x in lines)
     flat_m = STUDY.flat_metrics(metrics)
-    assert flat_m["acc/n/3"] == metrics["curve"][2]["mean"] and "n95" in flat_m
+    assert flat_m["accuracy/n/3"] == metrics["curve"][2]["mean"] and "n95" in flat_m
 
 
 def test_n95_and_curve_records_hand_computed():

@@ -20,7 +20,7 @@ def store(tmp_path, monkeypatch):
 
     def run(probe: str | None = "ic-lke", finish: bool = True) -> str:
         r = client.create_run(exp, tags={"factprobe.probe": probe} if probe else {})
-        client.log_metric(r.info.run_id, "acc", 0.5)
+        client.log_metric(r.info.run_id, "accuracy", 0.5)
         client.log_artifact(r.info.run_id, str(table), "tables")
         if finish:
             client.set_terminated(r.info.run_id)

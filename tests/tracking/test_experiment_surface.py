@@ -123,8 +123,8 @@ def test_built_in_probes_keep_their_metric_and_figure_names():
     mc = {"probe": "ic-lke", "accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "macro_accuracy": 0.5, "n": 4,
           "per_relation": {"P36": {"accuracy": 0.5, "prob_mass": 0.3, "n": 4, "accuracy_ci": [0.1, 0.9]}},
           "accuracy_at_k": {"5": {"accuracy": 0.75}}}
-    assert set(metric_dict(mc)) == {"acc", "macro_acc", "n", "acc_ci_low", "acc_ci_high", "acc/P36", "prob_mass/P36",
-                                    "n/P36", "acc_at_k/5"}
+    assert set(metric_dict(mc)) == {"accuracy", "macro_accuracy", "n", "accuracy_ci_low", "accuracy_ci_high", "accuracy/P36", "prob_mass/P36",
+                                    "n/P36", "accuracy_at_k/5"}
     qa = {"probe": "qa", "em": 0.5, "n": 2, "per_relation": {"P36": {"em": 0.5, "n": 2}}, "per_shots": {"0": {"em": 0.5}}}
     assert set(metric_dict(qa)) == {"em", "n", "em/P36", "n/P36", "em/shots/0"}
     cf = {"probe": "counterfactual", "em": 0.2, "n": 2, "per_relation": {"P36": {"em": 0.2}},
