@@ -187,3 +187,26 @@ def coherency_bars(metrics_by_model: dict[str, dict], title: str = "factual cohe
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def save_png(fig, path, dpi: int = 110) -> None:
+    """Write `fig` to `path` as PNG atomically (a temp file in the same folder, then a rename; a
+    reader never sees half a file, a failed write leaves no temp file) and close the figure."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from ..io import RESULT_FILE_MODE
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png")
+        os.chmod(tmp, RESULT_FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)

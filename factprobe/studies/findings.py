@@ -251,18 +251,6 @@ def findings_figure(findings: list[Mapping[str, Any]]):
     return fig
 
 
-def _save(fig, path: Path) -> None:
-    """Write a figure atomically (temp file, then rename) and close it."""
-    import os
-
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
 def _slug(s: str) -> str:
     return "_".join("".join(c if c.isalnum() else " " for c in s.lower()).split())
 
@@ -290,7 +278,8 @@ class FindingsStudy(Study):
             metrics["findings"] = [f.to_dict() for f in found]
             # after each model, so a run stopped during the next model leaves the finished models' table
             atomic_write_text(Path(ctx.out) / "findings.md", findings_markdown(metrics))
-        _save(findings_figure(metrics["findings"]), Path(ctx.out) / "findings.png")
+        from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
+        save_png(findings_figure(metrics["findings"]), Path(ctx.out) / "findings.png")
         return metrics
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:

@@ -54,9 +54,7 @@ to 1e-4 against the IC-LKE probe's own scores at the same examples).
 from __future__ import annotations
 
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,18 +370,6 @@ def curve_figure(metrics: Mapping[str, Any], title: str):
     return fig
 
 
-def _save_png_atomic(fig, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 # ------------------------------------------------------------------ the study
 def _print_note(msg: str) -> None:
     print(f"note: {msg}", file=sys.stderr)
@@ -421,14 +407,11 @@ def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, pr
     atomic_write_jsonl(out / "scores.jsonl", (
         {"relation": rel, "n_used": k, "draw": d, **{c: r[c] for c in ("fact_id", "correct", "gold_prob", "prediction")}}
         for (rel, k, d), rows in scores.rows.items() for r in rows))
-    import matplotlib.pyplot as plt
-
     fig = curve_figure(metrics, f"IC-LKE accuracy vs in-context examples\n{Path(base.model).name}"
                        + (" (RANDOM weights, not a result)" if metrics["model_is_random"] else ""))
-    try:
-        _save_png_atomic(fig, out / "curve.png")
-    finally:
-        plt.close(fig)
+    from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
+
+    save_png(fig, out / "curve.png")  # closes the figure
     return metrics
 
 

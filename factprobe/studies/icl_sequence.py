@@ -43,7 +43,6 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, DataError
@@ -300,7 +299,8 @@ class ICLSequenceStudy(Study):
                                                                  if cfg.kind != "none" else f" ({cfg.length} examples)")
         for name, fig in (("positions.png", positions_figure(rows, title, MAX_PANELS)),
                           ("groups.png", groups_figure(rows, metrics["curve"], title))):
-            _save(fig, ctx.out / name)
+            from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
+            save_png(fig, ctx.out / name)
         if len(relations) > MAX_PANELS:
             ctx.note(f"positions.png draws the first {MAX_PANELS} of {len(relations)} relations")
         return metrics
@@ -424,16 +424,6 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
     return fig
 
 
-def _save(fig, path: Path) -> None:
-    """Write a figure atomically (temp file, then rename) and close it."""
-    import os
-
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 STUDY = ICLSequenceStudy()
