@@ -12,7 +12,7 @@ TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
 
-.PHONY: setup sysdeps models run run-all run-design-space run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
+.PHONY: setup sysdeps models run run-all run-design-space run-findings run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -91,6 +91,20 @@ run-design-space: $(STAMP) models
 	$(VENV)/bin/factprobe pipeline run design_space $(DESIGN_PARAMS) --param source=lama \
 	  --param relations=$(DESIGN_RELATIONS) --param train_data=$(RUN_ALL_DATA)/lpaqa/trex_train
 	$(VENV)/bin/factprobe pipeline run design_space $(DESIGN_PARAMS) --param source=nobel
+	@$(PY) scripts/print_latest.py --all
+
+# `make run-findings`: the findings pipeline (issue 20 item 6) locally on both real models (MODELS), logged to
+# ./mlruns.db (experiment factprobe/findings): the papers' six claims, each holds / does not hold / inconclusive
+# with its 95% interval and n, over FINDINGS_RELATIONS (LAMA T-REx; LPAQA training facts as the examples and
+# counterfactual pool), FINDINGS_FACTS test facts per relation, budget small. The README's findings table is this
+# run; its time is in docs/findings.md.
+FINDINGS_RELATIONS ?= P36,P1376,P37,P19,P103,P17,P27,P30,P1412,P364,P407,P495,P20,P140
+FINDINGS_FACTS ?= 10
+
+run-findings: $(STAMP) models
+	$(VENV)/bin/factprobe pipeline run findings --param models='["smollm2-135m-instruct","gemma-3-270m"]' \
+	  --param relations=$(FINDINGS_RELATIONS) --param max_facts_per_relation=$(FINDINGS_FACTS) --param budget=small \
+	  --param train_data=$(RUN_ALL_DATA)/lpaqa/trex_train
 	@$(PY) scripts/print_latest.py --all
 
 # `make run-finetune`: a real smoke run (not a reproduction) of SmolLM2 LoRA (rank 8) fine-tuning on CPU

@@ -53,7 +53,8 @@ def _body(values: dict[str, Any]) -> None:
     config = config_dict(values, findings_config_params())
     with tracked(NAME, values, values["models"], PROBES, config) as run:
         step = gpu_step(run_study(study=STUDY, model="", config=config, options=run.options,
-                                  params={"models": values["models"]}, context=run.context, work_root=run.work_root))
+                                  params={}, models=values["models"], context=run.context,
+                                  work_root=run.work_root))
         step.set_display_name("findings")
 
 

@@ -16,7 +16,8 @@
   disk) unless tracking is required.
 - `log_study_outcome(run, study, metrics, out)`: the study's `flat_metrics` (names made safe for
   MLflow), its figures (`study.figures(out)`) as `figures/<name>.png`, every file it wrote
-  (`metrics.json`, `study_config.json`, its jsonl tables) under `results/`, and its tables as
+  (`metrics.json`, `study_config.json`, its jsonl tables, a markdown report such as findings.md) under
+  `results/`, and its tables as
   MLflow tables (`tables/<name>.json`, shown as tables by the UI) and parquet
   (`tables/<name>.parquet`): each `<out>/*.jsonl` file, and each top-level metrics entry that is a
   list of records (the curves, e.g. icl-examples' `curve`).
@@ -133,7 +134,7 @@ def log_study_outcome(run: TrackedRun, study, metrics: dict[str, Any], out: Path
     for fig in study.figures(out):
         run.log_artifact(fig, "figures")
     for path in sorted(out.iterdir()):
-        if path.is_file() and (path.name in STUDY_FILES or path.suffix == ".jsonl"):
+        if path.is_file() and (path.name in STUDY_FILES or path.suffix in (".jsonl", ".md")):
             run.log_artifact(path, "results")
     for name, table in study_tables(metrics, out).items():
         safe = metric_key(name).replace("/", "_")

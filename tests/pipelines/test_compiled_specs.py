@@ -284,6 +284,39 @@ def test_no_step_is_cached(compiled, name):
             assert task.get("cachingOptions", {}).get("enableCache", False) is False, f"{tname} is cached"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_no_list_or_struct_parameter_is_placed_inside_a_constant(compiled, name):
+    """A placeholder inside a constant (e.g. a dict option) is replaced as text: a list or struct
+    parameter there gives the step invalid JSON (the findings pipeline's `models` once did). Such a
+    parameter must reach its step as an input of its own."""
+    c = compiled[name]
+    dags = {"root": c.spec["root"], **{k: v for k, v in c.spec["components"].items() if "dag" in v}}
+    placeholder = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+    def strings(value):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from strings(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from strings(v)
+
+    for tname, (owner, task) in c.tasks().items():
+        declared = dags[owner].get("inputDefinitions", {}).get("parameters", {})
+        for pname, value in task.get("inputs", {}).get("parameters", {}).items():
+            constant = value.get("runtimeValue", {}).get("constant")
+            for text in strings(constant):
+                for ref in placeholder.findall(text):
+                    kind = declared.get(ref, {}).get("parameterType") or \
+                        task["inputs"]["parameters"].get(ref, {}).get("parameterType")
+                    upstream = task["inputs"]["parameters"].get(ref, {})
+                    if kind is None and "componentInputParameter" in upstream:
+                        kind = declared.get(upstream["componentInputParameter"], {}).get("parameterType")
+                    assert kind not in ("LIST", "STRUCT"), f"{name}: task {tname} input {pname} embeds {ref} ({kind})"
+
+
 # --- DAG structure ------------------------------------------------------------------------------
 
 
