@@ -58,7 +58,12 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
     work = study_work_dir(work_root, name, key)
     hook = StepStudyTracking(ctx, step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/study/{name}-{key}",
                              extra_tags={tag("step"): "study", tag("kfp_run_id"): ctx.kfp_run_id})
-    metrics, _, finished = run_study(study, cfg, work, progress=False, hooks=[hook])
+    from .progress import PROGRESS_PREFIX, ProgressLog
+
+    label = f"{name} {Path(model).name}" if model else name
+    metrics, _, finished = run_study(study, cfg, work, progress=False, hooks=[hook],
+                                     step=lambda msg: print(f"{PROGRESS_PREFIX}{label}: {msg}", flush=True),
+                                     batch_progress=lambda what: ProgressLog(what))
     if finished:
         hook.log_finished(study, cfg, work, metrics)
     out = Path(out_dir)

@@ -19,7 +19,7 @@ Contract of a study:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -30,13 +30,20 @@ from ..probes.config import BaseConfig, ConfigBase
 class StudyContext:
     """What one study run gets: its configs, its (claimed, existing) output folder, and whether
     to show progress bars. `note(msg)` prints a one-line notice (a capped n, a dropped relation)
-    to stderr and keeps it for `metrics.json`'s `notes`."""
+    to stderr and keeps it for `metrics.json`'s `notes`.
+
+    For runs without a terminal (a pipeline step's pod log, where no bar is drawn): `step(msg)` is
+    called with one line when a stage of the study starts (e.g. "gemma-3-270m: coherency (14/18)"),
+    and `batch_progress(label)` gives a probe's `on_batch(done, total)` callback (or None). Both do
+    nothing by default."""
 
     base: BaseConfig | None
     cfg: ConfigBase
     out: Path
     progress: bool
     note: Callable[[str], None]
+    step: Callable[[str], None] = field(default=lambda msg: None)
+    batch_progress: Callable[[str], Callable[[int, int], None] | None] = field(default=lambda label: None)
 
 
 class Study:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from ..metrics.json_safe import json_safe
 from ..probes.config import BaseConfig, add_config_arguments, namespace_to_dict
 from ..run_folder import claim
 from ..signals import sigterm_as_interrupt
-from .base import Study, StudyContext
 from . import registry
+from .base import Study, StudyContext
 from .registry import get_study
 
 STUDY_HOOK_GROUP = "factprobe.study_hooks"
@@ -72,8 +73,12 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool = True,
-              hooks: list[Any] = (), args: argparse.Namespace | None = None) -> tuple[dict[str, Any], list[str], bool]:
-    """Run `study` with `config` (from `study_config`) into `out`.
+              hooks: list[Any] = (), args: argparse.Namespace | None = None,
+              step: Callable[[str], None] | None = None,
+              batch_progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
+              ) -> tuple[dict[str, Any], list[str], bool]:
+    """Run `study` with `config` (from `study_config`) into `out`. `step` and `batch_progress`:
+    the progress lines of a run without a terminal (`StudyContext`).
 
     Returns (metrics, lines from the hooks, already_finished). A folder already holding this
     finished configuration returns its metrics with already_finished=True and runs nothing."""
@@ -95,7 +100,12 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
             return json.loads((out / METRICS_FILE).read_text(encoding="utf-8")), [], True
         atomic_write_json(out / CONFIG_FILE, config)
         afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
-        metrics = study.run(StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note))
+        ctx = StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note)
+        if step is not None:
+            ctx.step = step
+        if batch_progress is not None:
+            ctx.batch_progress = batch_progress
+        metrics = study.run(ctx)
         if notes:
             metrics = {**metrics, "notes": notes}
         metrics = json_safe(metrics)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,13 +148,15 @@ def _substudy(ctx: StudyContext, name: str, given: dict[str, Any], out: Path) ->
     missing = sorted(k for k in given if k not in known)
     if missing:
         raise ConfigError(f"study {name} has no option(s) {', '.join(missing)} that findings sets")
-    metrics, _, _ = run_study(study, study_config(study, given), out, progress=ctx.progress)
+    metrics, _, _ = run_study(study, study_config(study, given), out, progress=ctx.progress,
+                              batch_progress=ctx.batch_progress)
     return metrics
 
 
 # ------------------------------------------------------------------ the claims of one model
-def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str]) -> list[fm.Finding]:
-    """Run every step of `model` into `out` and judge its claims."""
+def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str],
+                   stage: Callable[[str], None] = lambda name: None) -> list[fm.Finding]:
+    """Run every step of `model` into `out` and judge its claims; `stage(step name)` is called as each step starts."""
     from ..probes.runner import run_probe
 
     cfg: FindingsConfig = ctx.cfg  # type: ignore[assignment]
@@ -166,6 +168,7 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
     for probe, rc in probe_configs(cfg, model).items():
         folder = out / probe
         runs[f"{model}/{probe}"] = str(folder)
+        stage(probe)
         if loaded is None and not (folder / "metrics.json").exists():
             from ..probes.runner import load_for_probe
 
@@ -173,7 +176,8 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
             if getattr(loaded, "is_random", False):
                 ctx.note(f"{model} has RANDOM weights: these findings are not a result")
         outcome = run_probe(rc, folder, loaded=loaded, progress=ctx.progress,
-                            log=lambda m: print(m) if ctx.progress else None)
+                            log=lambda m: print(m) if ctx.progress else None,
+                            on_batch=ctx.batch_progress(f"{probe} {Path(model).name}"))
         for n in outcome.notes:
             ctx.note(f"{model} {probe}: {n}")
         rows[probe] = outcome.results.to_dict("records")
@@ -181,6 +185,7 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
     subs: dict[str, dict[str, Any] | None] = {}
     for step, given in study_givens(cfg, model).items():
         runs[f"{model}/{step}"] = str(out / step)
+        stage(step)
         subs[step] = _substudy(ctx, step.rsplit("-", 1)[0] if step.startswith("icl-sequence") else step, given,
                                out / step)
 
@@ -273,8 +278,12 @@ class FindingsStudy(Study):
                          "train_data": cfg.train_data, "seed": cfg.seed},
             "runs": runs,
         }
+        total = len(cfg.models) * (len(PROBES) + len(study_givens(cfg, cfg.models[0])))
+        started = iter(range(1, total + 1))
         for model in tqdm(cfg.models, desc="findings", unit="model", disable=not ctx.progress):
-            found += model_findings(ctx, model, Path(ctx.out) / Path(model).name, runs)
+            name = Path(model).name
+            found += model_findings(ctx, model, Path(ctx.out) / name, runs,
+                                    stage=lambda s, name=name: ctx.step(f"{name}: {s} ({next(started)}/{total})"))
             metrics["findings"] = [f.to_dict() for f in found]
             # after each model, so a run stopped during the next model leaves the finished models' table
             atomic_write_text(Path(ctx.out) / "findings.md", findings_markdown(metrics))

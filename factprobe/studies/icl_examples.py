@@ -246,9 +246,11 @@ class CurveScores:
 
 
 def score_curve(scorer, plans: Mapping[str, RelationPlan], cfg: ICLExamplesConfig, *, reuse_prefix: bool = True,
-                keep_logprobs: bool = False, progress: bool = False) -> CurveScores:
+                keep_logprobs: bool = False, progress: bool = False,
+                on_batch: Callable[[int, int], None] | None = None) -> CurveScores:
     """Score every distinct (relation, examples used, draw) once: per relation the 0-example
-    rows, then per draw the used counts in increasing order through one `PrefixChain`."""
+    rows, then per draw the used counts in increasing order through one `PrefixChain`.
+    `on_batch(done, total)`: called after each (relation, examples used, draw) with the items scored so far."""
     from tqdm.auto import tqdm
 
     out = CurveScores(plans=dict(plans))
@@ -259,12 +261,16 @@ def score_curve(scorer, plans: Mapping[str, RelationPlan], cfg: ICLExamplesConfi
             if 0 in todo[rel]:
                 out.rows[(rel, 0, None)] = score_items(scorer, plan.items, [], None, cfg, keep_logprobs)
                 bar.update(len(plan.items))
+                if on_batch:
+                    on_batch(bar.n, total)
             for d, examples in enumerate(plan.draws):
                 chain = PrefixChain(scorer, reuse=reuse_prefix)
                 for k in (k for k in todo[rel] if k > 0):
                     cache = chain.get(relation_prefix(examples[:k], cfg.separator, cfg.prompt_format).rstrip())
                     out.rows[(rel, k, d)] = score_items(scorer, plan.items, examples[:k], cache, cfg, keep_logprobs)
                     bar.update(len(plan.items))
+                    if on_batch:
+                        on_batch(bar.n, total)
                 out.prefix_extended += chain.extended
                 out.prefix_recomputed += chain.recomputed
     return out
@@ -376,9 +382,11 @@ def _print_note(msg: str) -> None:
 
 
 def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, progress: bool = True,
-                   note: Callable[[str], None] = _print_note, *, loaded=None) -> dict[str, Any]:
+                   note: Callable[[str], None] = _print_note, *, loaded=None,
+                   on_batch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run the curve (module docstring) into the existing folder `out`: writes curve.jsonl,
     scores.jsonl and curve.png, returns the metrics (not written: the caller writes metrics.json).
+    `on_batch(done, total)`: progress in items scored (`score_curve`).
     `loaded`: an already loaded `LoadedModel` of `base.model` (else loaded here)."""
     from ..datasets.mc_dataset import prepare_mc
     from ..lm.models import load_model, require_kind
@@ -396,7 +404,7 @@ def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, pr
     plans = {rel: plan_relation(scorer, rel, items, prepared.train, (f for f in prepared.test if f.relation == rel),
                                 cfg, base.seed, note)
              for rel, items in prepared.items.items()}
-    scores = score_curve(scorer, plans, cfg, progress=progress)
+    scores = score_curve(scorer, plans, cfg, progress=progress, on_batch=on_batch)
     metrics, table = curve_metrics(scores, cfg, base.seed)
     s = scorer.stats
     metrics.update(model=base.model, model_revision=getattr(loaded, "revision", "") or "",
@@ -427,7 +435,8 @@ class ICLExamplesStudy(Study):
 
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         assert ctx.base is not None
-        return examples_curve(ctx.base, ctx.cfg, ctx.out, ctx.progress, ctx.note)  # type: ignore[arg-type]
+        return examples_curve(ctx.base, ctx.cfg, ctx.out, ctx.progress, ctx.note,  # type: ignore[arg-type]
+                              on_batch=ctx.batch_progress(f"icl-examples {Path(ctx.base.model).name}"))
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:
         curve = metrics.get("curve") or []

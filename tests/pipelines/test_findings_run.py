@@ -35,3 +35,5 @@ def test_findings_runs_locally_and_logs_the_table(tmp_path, tiny_model_path):
     assert {"coherency_correctness", "fluctuation", "counterfactual_known"} <= claims, claims
     arts = {a.path for d in ("figures", "results", "tables") for a in c.list_artifacts(child.info.run_id, d)}
     assert {"figures/findings.png", "results/findings.md", "results/metrics.json", "tables/findings.json"} <= arts, arts
+    assert "findings: tiny-random-llama: ic-lke (1/9)" in p.stdout, p.stdout[-2000:]  # a line as each stage starts
+    assert "findings: tiny-random-llama: icl-sequence-incorrect (9/9)" in p.stdout, p.stdout[-2000:]
