@@ -50,6 +50,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", default=str(REPO / "examples" / "mc_items" / "cloze.jsonl"))
     p.add_argument("--train-data", default=str(REPO / "examples" / "mc_items" / "cloze_train.jsonl"))
     p.add_argument("--examples", type=int, default=2, help="in-context examples per relation for the few-shot setting")
+    p.add_argument("--lama-relations", default="P36,P19",
+                   help="LAMA T-REx relations of the second item set (4-option items built from the data root); '' skips it")
+    p.add_argument("--lama-items", type=int, default=10, help="test items per LAMA relation")
+    p.add_argument("--lama-examples", default="0,10,50", help="in-context example counts run on the LAMA items")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (one pass of each method per round)")
     p.add_argument("--lm-eval-batch-size", type=int, default=8)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
@@ -63,6 +67,45 @@ def loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+def lama_items(relations: list[str], n_items: int, out_dir: Path, seed: int = 0) -> tuple[Path, Path]:
+    """A 4-option mc-items set built from the data root (read, never copied into the repository):
+    for each relation, `n_items` LAMA T-REx facts (drawn with `seed`) as items `template with [X]
+    filled, [Y] the slot` (LAMA's " ." written "."), the gold object plus 3 distractors drawn from the
+    relation's other objects, in a seeded order; and every LPAQA T-REx training fact of the relation
+    whose subject is not a test subject, as training items of the same form (the examples' pool).
+    Writes `<out_dir>/items.jsonl` and `<out_dir>/train.jsonl`; returns both paths."""
+    import json
+    import random
+
+    from factprobe.io import read_jsonl
+    from factprobe.paths import data_root
+
+    root = data_root()
+    templates = {r["relation"]: r["template"] for _, r in read_jsonl(root / "lama" / "relations.jsonl")}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items, train = [], []
+    for rel in relations:
+        template = templates[rel].replace(" .", ".")
+        facts = [r for _, r in read_jsonl(root / "lama" / "trex" / f"{rel}.jsonl")]
+        objects = sorted({f["obj_label"] for f in facts})
+        rng = random.Random(f"{seed}/{rel}")
+        chosen = rng.sample(facts, n_items)
+        for f in chosen:
+            options = [f["obj_label"], *rng.sample([o for o in objects if o != f["obj_label"]], 3)]
+            rng.shuffle(options)
+            items.append({"id": f["uuid"], "relation": rel, "prompt": template.replace("[X]", f["sub_label"]),
+                          "options": options, "answer": f["obj_label"]})
+        test_subjects = {f["sub_label"] for f in chosen}
+        for _, f in read_jsonl(root / "lpaqa" / "trex_train" / f"{rel}.jsonl"):
+            if f["sub_label"] not in test_subjects and f["obj_label"] in objects:
+                others = rng.sample([o for o in objects if o != f["obj_label"]], 3)
+                train.append({"relation": rel, "prompt": template.replace("[X]", f["sub_label"]),
+                              "options": [f["obj_label"], *others], "answer": 0})
+    for name, rows in (("items.jsonl", items), ("train.jsonl", train)):
+        (out_dir / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return out_dir / "items.jsonl", out_dir / "train.jsonl"
 
 
 def ours_pass(cfg, loaded, prepared) -> tuple[dict, list[dict]]:
@@ -92,16 +135,19 @@ def lm_eval_pass(lm, pairs: list[tuple[str, str]]) -> tuple[dict, list[float]]:
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}, [float(r[0]) for r in res]
 
 
-def setting(args, examples: int, loaded, lm, progress: bool) -> dict:
-    """Time ours and lm-eval (alternating rounds) on the items with `examples` examples; check exactness."""
+def setting(args, examples: int, loaded, lm, progress: bool, data: str | None = None, train_data: str | None = None,
+            label: str = "cloze") -> dict:
+    """Time ours and lm-eval (alternating rounds) on the items of `data` (default --data) with
+    `examples` examples from `train_data` (default --train-data); check exactness."""
+    data, train_data = data or args.data, train_data or args.train_data
     from factprobe.lm.naive import naive_logprob
     from factprobe.probes.config import RunConfig
     from factprobe.probes.mc_items import split_prompt
     from factprobe.probes.registry import get_probe
 
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": args.model, "data": args.data, "device": "cpu",
+    cfg = RunConfig.from_dict({"probe": "mc-items", "model": args.model, "data": str(data), "device": "cpu",
                                "dtype": "float32", "examples": examples,
-                               "train_data": args.train_data if examples else None})
+                               "train_data": str(train_data) if examples else None})
     prepared = get_probe("mc-items").prepare(cfg)
     get_probe("mc-items").validate(cfg, prepared)
     _, rows = ours_pass(cfg, loaded, prepared)  # warm-up, and the rows whose requests lm-eval gets
@@ -123,7 +169,7 @@ def setting(args, examples: int, loaded, lm, progress: bool) -> dict:
     ours_t, lm_t = [], []
     lm_lp: list[float] = []
     stats = {}
-    for _ in tqdm(range(args.rounds), desc=f"rounds ({examples} examples)", disable=not progress, leave=False):
+    for _ in tqdm(range(args.rounds), desc=f"rounds ({label}, {examples} examples)", disable=not progress, leave=False):
         t, _rows = ours_pass(cfg, loaded, prepared)
         ours_t.append(t)
         stats = {k: t[k] for k in ("tokens_forwarded", "naive_tokens", "forwards")}
@@ -136,7 +182,7 @@ def setting(args, examples: int, loaded, lm, progress: bool) -> dict:
 
     n = len(rows)
     out = {
-        "examples": examples, "items": n, "options": len(pairs),
+        "set": label, "data": _rel(data), "examples": examples, "items": n, "options": len(pairs),
         "ours_seconds_per_item": med(ours_t, "seconds") / n, "lm_eval_seconds_per_item": med(lm_t, "seconds") / n,
         "ours_cpu_seconds_per_item": med(ours_t, "cpu_seconds") / n,
         "lm_eval_cpu_seconds_per_item": med(lm_t, "cpu_seconds") / n,
@@ -154,6 +200,11 @@ def setting(args, examples: int, loaded, lm, progress: bool) -> dict:
     out["speedup_range_over_rounds"] = [min(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t)),
                                         max(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t))]
     return out
+
+
+def _rel(path) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
 
 
 def main(argv=None) -> int:
@@ -174,12 +225,23 @@ def main(argv=None) -> int:
     settings = [setting(args, 0, loaded, lm, progress)]
     if args.examples:
         settings.append(setting(args, args.examples, loaded, lm, progress))
+    if args.lama_relations:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mc-items-lama-") as tmp:
+            items, train = lama_items(args.lama_relations.split(","), args.lama_items, Path(tmp))
+            for k in (int(x) for x in args.lama_examples.split(",")):
+                settings.append(setting(args, k, loaded, lm, progress, items, train,
+                                        f"lama {args.lama_relations}"))
+                settings[-1]["data"] = f"built from LAMA T-REx {args.lama_relations} (lama_items)"
     import lm_eval
     import transformers
 
     head = settings[0]
     res = {
         "speedup_vs_lm_eval": head["speedup_vs_lm_eval"],
+        "speedup_by_setting": {f"{s['set']}, {s['examples']} examples": round(s["speedup_vs_lm_eval"], 2)
+                               for s in settings},
         "max_abs_logprob_diff_vs_lm_eval": max(s["max_abs_logprob_diff_vs_lm_eval"] for s in settings),
         "max_abs_logprob_diff_vs_naive": max(s["max_abs_logprob_diff_vs_naive"] for s in settings),
         "settings": settings,
@@ -198,10 +260,10 @@ def main(argv=None) -> int:
     atomic_write_json(args.out, res)
     print(f"\nmc-items benchmark: {head['items']} items x 4 options, {args.model} fp32 CPU, "
           f"{res['machine']['torch_threads']} threads, load {load_start} -> {res['loadavg_end']}")
-    print(f"  {'examples':>8}{'ours s/item':>13}{'lm-eval s/item':>16}{'speedup':>9}{'CPU speedup':>13}"
+    print(f"  {'set':<18}{'examples':>8}{'ours s/item':>13}{'lm-eval s/item':>16}{'speedup':>9}{'CPU speedup':>13}"
           f"{'|d| lm-eval':>13}{'|d| naive':>11}")
     for s in settings:
-        print(f"  {s['examples']:>8}{s['ours_seconds_per_item']:>13.4f}{s['lm_eval_seconds_per_item']:>16.4f}"
+        print(f"  {s['set']:<18}{s['examples']:>8}{s['ours_seconds_per_item']:>13.4f}{s['lm_eval_seconds_per_item']:>16.4f}"
               f"{s['speedup_vs_lm_eval']:>8.1f}x{s['cpu_speedup_vs_lm_eval']:>12.1f}x"
               f"{s['max_abs_logprob_diff_vs_lm_eval']:>13.1e}{s['max_abs_logprob_diff_vs_naive']:>11.1e}")
     print(f"  targets {res['targets']}: passed {res['passed']}; written to {args.out}")
