@@ -45,14 +45,12 @@ def random_model(folder: Path, dtype: torch.dtype):
     """The folder's architecture with RANDOM weights (seed 0, std 3/sqrt(n)) on CUDA, and its tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from factprobe.lm.testing import redraw_weights
+
     cfg = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.ndim >= 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
+    redraw_weights(model)
     return model.to(device=DEVICE, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)
 
 

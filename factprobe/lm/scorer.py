@@ -474,7 +474,8 @@ class Scorer(ModelEngine):
         results: list[np.ndarray | None] = [None] * len(requests)
         trees: list[_OptionTree] = []
         shared_of: list[int] = []  # request of each tree packed after the shared prefix
-        own: list[tuple[int, bool]] = []  # (request, extends the shared prefix): scored after its own prefix
+        # (request, how its context relates to the shared prefix: "extends" it, "equals" it, or "own": none)
+        own: list[tuple[int, str]] = []
         encoded = [self._encode_request(r.context, r.options) for r in requests]
         self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
         base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
@@ -484,27 +485,30 @@ class Scorer(ModelEngine):
             for oi, fb in enumerate(enc.fallback):
                 if fb:
                     results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
-            shares = (base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
-                      and len(enc.ctx_ids) > len(base))
+            starts_with_base = base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
+            shares = starts_with_base and len(enc.ctx_ids) > len(base)
             if shares:
                 tree = _OptionTree.build(enc.ctx_ids[len(base):], enc.cont_ids, enc.fallback)
                 if tree.n_tokens <= self.token_budget:
                     trees.append(tree)
                     shared_of.append(ri)
                     continue
-            own.append((ri, shares))
+            own.append((ri, "extends" if shares else "equals" if starts_with_base else "own"))
         for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(base, trees) if trees else []):
             tree.sum_into(lp, results[ri])
         # A request with its own prefix, or whose options' trie exceeds the token budget: its
         # context runs once (extending the shared prefix where it can), then its options' trie is
         # cut into root subtrees packed within the budget (attention cost grows with the square of
-        # a packed forward's length, so one 2,000-token trie costs more than four of 500).
-        for ri, shares in own:
+        # a packed forward's length, so one 2,000-token trie costs more than four of 500). A context
+        # equal to the shared prefix (an item whose slot comes first, after in-context examples) uses
+        # the shared prefix itself: nothing of it is forwarded again.
+        for ri, relation in own:
             enc = encoded[ri]
             tree = _OptionTree.build([], enc.cont_ids, enc.fallback)
             if not tree.queries:
                 continue
-            prefix = self.extend(base, enc.ctx_ids[len(base):]) if shares else self.prefix(enc.ctx_ids)
+            prefix = (self.extend(base, enc.ctx_ids[len(base):]) if relation == "extends"
+                      else base if relation == "equals" else self.prefix(enc.ctx_ids))
             parts = tree.split(self.token_budget)
             for part, lp in zip(parts, self._score_option_trees(prefix, parts)):
                 part.sum_into(lp, results[ri])

@@ -212,6 +212,19 @@ def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike
     return out
 
 
+def redraw_weights(model, seed: int = 0, gain: float = 3.0) -> None:
+    """Redraw every matrix of `model` in place from N(0, (gain / sqrt(fan_in))^2), seeded: RANDOM
+    weights whose logits are sharp (the stock init gives near-uniform logits and repeated tokens,
+    which make equality tests weak). Vectors (norms, biases) are kept."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= 2:
+                p.copy_((torch.randn(p.shape, generator=gen) * gain / p.shape[-1] ** 0.5).to(p.dtype))
+
+
 def widen_tiny_llama(llama: str | os.PathLike[str], root: str | os.PathLike[str], *, window: int = 2048,
                      newline_gain: float | None = None) -> Path:
     """A copy (once) of the tiny RANDOM llama at `llama` in `<root>/tiny-random-llama`, whose context
@@ -231,11 +244,8 @@ def widen_tiny_llama(llama: str | os.PathLike[str], root: str | os.PathLike[str]
     config["max_position_embeddings"] = window
     (dst / "config.json").write_text(json.dumps(config), encoding="utf-8")
     model = AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32)
-    gen = torch.Generator().manual_seed(0)
+    redraw_weights(model)
     with torch.no_grad():
-        for p in model.parameters():
-            if p.ndim >= 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
         if newline_gain is not None:
             newline = AutoTokenizer.from_pretrained(dst).convert_tokens_to_ids("\u010a")
             model.get_input_embeddings().weight[newline] *= newline_gain

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.lm.generate import Generation, Generator, draw, first_stop, warp
 from factprobe.lm.naive import naive_token_logprobs
+from factprobe.lm.testing import redraw_weights
 
 TOL = 1e-4
 
@@ -43,11 +44,7 @@ def _tiny(tiny_model_path, kind: str):
     near-uniform logits and repetitive text, which would make the equality tests weak."""
     if kind not in _TINY:
         model, tok = _load(tiny_model_path(kind))
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.ndim >= 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 3.0 / p.shape[-1] ** 0.5)
+        redraw_weights(model)
         _TINY[kind] = (model, tok)
     return _TINY[kind]
 

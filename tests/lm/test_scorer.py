@@ -197,6 +197,22 @@ def test_single_token_options_after_own_prefix_need_no_packed_forward(tiny_model
         assert abs(naive_logprob(model, tok, "Q: pick one. A:", opt) - value) <= TOL
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_context_equal_to_the_shared_prefix_reuses_it(tiny_model_path, kind):
+    """An item whose slot comes first, after in-context examples: its context is exactly the shared
+    prefix. Its options are scored after that prefix, which is not forwarded again, and stay exact."""
+    model, tok = _load(tiny_model_path(kind))
+    scorer = Scorer(model, tok)
+    prefix = scorer.prefix(PREFIX)
+    before = scorer.stats.prefix_tokens
+    requests = [ChoiceRequest(PREFIX, [" Berlin", " Bonn am Rhein", " B"]), REQUESTS[0]]
+    got = scorer.score_choices(requests, shared_prefix=prefix)
+    assert scorer.stats.prefix_tokens == before  # the prefix was not recomputed for the first request
+    for req, scores in zip(requests, got):
+        for opt, value in zip(req.options, scores):
+            assert abs(naive_logprob(model, tok, req.context, opt) - value) <= TOL
+
+
 def test_option_trie_split_keeps_root_subtrees_whole_and_every_query():
     from factprobe.lm.scorer import _OptionTree
 
