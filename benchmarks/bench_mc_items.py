@@ -1,8 +1,13 @@
 """mc-items benchmark: the mc-items probe's scoring vs lm-eval's multiple-choice loglikelihood.
 
-Workload: the 4-option cloze items shipped in `examples/mc_items/cloze.jsonl` (20 items; the slot
-at the end, in the middle and at the start), `smollm2-135m-instruct`, fp32 on CPU; zero-shot, and
-with `--examples` in-context examples per relation from `examples/mc_items/cloze_train.jsonl`.
+Workload: two 4-option item sets, `smollm2-135m-instruct`, fp32 on CPU.
+- cloze: the 20 items shipped in `examples/mc_items/cloze.jsonl` (the slot at the end, in the middle
+  and at the start), zero-shot and with `--examples` in-context examples per relation from
+  `examples/mc_items/cloze_train.jsonl`;
+- lama: items built at run time from the data root by `lama_items` (LAMA T-REx `--lama-relations`,
+  `--lama-items` facts each, the gold object and 3 distractors of the relation; LPAQA T-REx training
+  facts as the examples' pool), with each count of `--lama-examples` (default 0, 10, 50: the last is
+  wu2024's IC-LKE setting).
 
 - ours: the probe's own loop (`MCItems.open_relation` + `score_batch` over the runner's batches,
   a real `Session`): per relation the examples' prefix once, then packed forwards of several
@@ -16,10 +21,11 @@ with `--examples` in-context examples per relation from `examples/mc_items/cloze
 The methods alternate in rounds (ours pass, lm-eval pass, ...) so load from other processes hits
 both alike; per method the median over rounds is reported, in wall and in process-CPU seconds.
 Exactness: max |log-prob difference| of ours against lm-eval and against naive over every option
-(ours' summed log-probs; the `mean` rule divides the same sums by token counts).
+(ours' summed log-probs; the `mean` rule divides the same sums by token counts). The speed target is
+judged on the last setting (the most examples; `judge`), each setting's verdict is listed too.
 
 Writes `benchmarks/results/mc_items.json` atomically and prints a summary. See benchmarks/README.md.
-Run: `python benchmarks/bench_mc_items.py` (~2-5 min on the shared 2-core machine).
+Run: `python benchmarks/bench_mc_items.py` (about 8 min on the idle 2-core machine).
 """
 from __future__ import annotations
 
@@ -202,6 +208,29 @@ def setting(args, examples: int, loaded, lm, progress: bool, data: str | None = 
     return out
 
 
+def judge(settings: list[dict]) -> dict:
+    """The summary of the measured settings: the speed target is judged on the setting with the most
+    in-context examples (the last one: wu2024's IC-LKE setting of 50 examples, where the items share a
+    long context), exactness on every setting; each setting's own verdict is listed beside it."""
+    def key(s: dict) -> str:
+        return f"{s['set']}, {s['examples']} examples"
+
+    target = settings[-1]
+    res = {"target_setting": key(target), "speedup_vs_lm_eval": target["speedup_vs_lm_eval"],
+           "speedup_by_setting": {key(s): round(s["speedup_vs_lm_eval"], 2) for s in settings},
+           "max_abs_logprob_diff_vs_lm_eval": max(s["max_abs_logprob_diff_vs_lm_eval"] for s in settings),
+           "max_abs_logprob_diff_vs_naive": max(s["max_abs_logprob_diff_vs_naive"] for s in settings)}
+
+    def ok(value: float, k: str) -> bool:
+        op, thr = TARGETS[k]
+        return bool(value >= thr if op == ">=" else value <= thr)
+
+    res["targets"] = {k: f"{op} {thr:g}" for k, (op, thr) in TARGETS.items()}
+    res["passed"] = {k: ok(res[k], k) for k in TARGETS}
+    res["speed_target_passed_by_setting"] = {key(s): ok(s["speedup_vs_lm_eval"], "speedup_vs_lm_eval") for s in settings}
+    return res
+
+
 def _rel(path) -> str:
     p = Path(path).resolve()
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
@@ -239,11 +268,7 @@ def main(argv=None) -> int:
 
     head = settings[0]
     res = {
-        "speedup_vs_lm_eval": head["speedup_vs_lm_eval"],
-        "speedup_by_setting": {f"{s['set']}, {s['examples']} examples": round(s["speedup_vs_lm_eval"], 2)
-                               for s in settings},
-        "max_abs_logprob_diff_vs_lm_eval": max(s["max_abs_logprob_diff_vs_lm_eval"] for s in settings),
-        "max_abs_logprob_diff_vs_naive": max(s["max_abs_logprob_diff_vs_naive"] for s in settings),
+        **judge(settings),
         "settings": settings,
         "workload": {"model": args.model, "model_path": str(path), "data": str(Path(args.data).relative_to(REPO))
                      if Path(args.data).is_relative_to(REPO) else args.data, "dtype": "float32", "device": "cpu",
@@ -254,8 +279,6 @@ def main(argv=None) -> int:
                     "python": platform.python_version()},
         "loadavg_start": load_start, "loadavg_end": loadavg(),
     }
-    res["targets"] = {k: f"{op} {thr:g}" for k, (op, thr) in TARGETS.items()}
-    res["passed"] = {k: bool(res[k] >= thr if op == ">=" else res[k] <= thr) for k, (op, thr) in TARGETS.items()}
     res["wall_seconds"] = time.perf_counter() - t_start
     atomic_write_json(args.out, res)
     print(f"\nmc-items benchmark: {head['items']} items x 4 options, {args.model} fp32 CPU, "
@@ -266,7 +289,8 @@ def main(argv=None) -> int:
         print(f"  {s['set']:<18}{s['examples']:>8}{s['ours_seconds_per_item']:>13.4f}{s['lm_eval_seconds_per_item']:>16.4f}"
               f"{s['speedup_vs_lm_eval']:>8.1f}x{s['cpu_speedup_vs_lm_eval']:>12.1f}x"
               f"{s['max_abs_logprob_diff_vs_lm_eval']:>13.1e}{s['max_abs_logprob_diff_vs_naive']:>11.1e}")
-    print(f"  targets {res['targets']}: passed {res['passed']}; written to {args.out}")
+    print(f"  targets {res['targets']} (speed judged on {res['target_setting']}): passed {res['passed']}; "
+          f"written to {args.out}")
     return 0
 
 
