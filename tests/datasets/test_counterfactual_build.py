@@ -79,8 +79,9 @@ def check_shuffle(exemplars: list[QAItem], shuffled: list[Exemplar], pool: dict[
         ids = correct[(it.relation, it.subject_id or it.subject)]
         # every label the pool gives a correct object of the subject, and every gold
         correct_labels = [*it.gold, *(o.object for o in same if o.object_id in ids)]
-        wrong = [o.object for o in same
-                 if o.object_id not in ids and not exact_match(o.object, correct_labels, it.answer_type)]
+        matches = {label: exact_match(label, correct_labels, it.answer_type)  # once per distinct label
+                   for label in {o.object for o in same if o.object_id not in ids}}
+        wrong = [o.object for o in same if o.object_id not in ids and not matches[o.object]]
         assert ex.true_answer == it.object and ex.question == it.question and ex.relation == it.relation
         if not ex.shuffled:
             assert ex.shown_answer == it.object, ex
