@@ -313,3 +313,23 @@ def kfp_api(monkeypatch, tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def run_local_pipeline(name: str, params: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, object, list]:
+    """`factprobe pipeline run NAME --param ...` in a fresh Python in `cwd` (its work folder and
+    ./mlruns.db there), asserted to succeed. Returns (the process, the MLflow client, the run's
+    MLflow runs) after checking the FINISHED parent and that every child ended FINISHED."""
+    from mlflow.tracking import MlflowClient
+
+    env = {**os.environ, "FACTPROBE_WORK": str(cwd / "work")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", name, *params],
+                       check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    c = MlflowClient(f"sqlite:///{cwd / 'mlruns.db'}")
+    runs = c.search_runs([c.get_experiment_by_name(f"factprobe/{name}").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("factprobe.role") == "parent"]
+    assert parent.info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert children and all(r.info.status == "FINISHED" for r in children)
+    return p, c, [parent, *children]

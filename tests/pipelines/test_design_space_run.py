@@ -2,12 +2,10 @@
 llama with tiny settings (plumbing: plan, data build, the IC-LKE probe and the three study steps in
 the per-model loop, the cross-model report, MLflow; its numbers are no result)."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from mlflow.tracking import MlflowClient
+
+from tests.pipelines.pipeline_fixtures import run_local_pipeline
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
@@ -18,18 +16,7 @@ TINY = ["--param", "source=lama", "--param", "relations=P36,P19", "--param", "ma
 
 def test_design_space_runs_locally_and_logs_studies_and_the_report(tmp_path, tiny_model_path):
     model = tiny_model_path("llama")
-    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "design_space",
-                        "--param", f'models=["{model}"]', *TINY],
-                       check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
-    runs = c.search_runs([c.get_experiment_by_name("factprobe/design_space").experiment_id])
-    (parent,) = [r for r in runs if r.data.tags.get("factprobe.role") == "parent"]
-    assert parent.info.status == "FINISHED"
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert all(r.info.status == "FINISHED" for r in children)
+    _, c, (parent, *children) = run_local_pipeline("design_space", ["--param", f'models=["{model}"]', *TINY], tmp_path)
     (probe,) = [r for r in children if r.data.tags.get("factprobe.step") == "probe"]
     assert probe.data.tags["factprobe.probe"] == "ic-lke" and "accuracy" in probe.data.metrics
     studies = {(r.data.tags["factprobe.study"], json.loads(r.data.params["config_json"])["params"].get("kind")): r

@@ -2,12 +2,10 @@
 with the `tiny` budget (plumbing: the list parameter `models` reaching the study step, the study's
 probes and studies, the findings table logged to MLflow; its numbers are no result)."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from mlflow.tracking import MlflowClient
+
+from tests.pipelines.pipeline_fixtures import run_local_pipeline
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
@@ -16,18 +14,10 @@ def test_findings_runs_locally_and_logs_the_table(tmp_path, tiny_model_path):
     from factprobe.lm.testing import widen_tiny_llama
 
     model = widen_tiny_llama(tiny_model_path("llama"), tmp_path / "wide")  # a window for the tiny budget's sequences
-    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "findings",
-                        "--param", f'models=["{model}"]', "--param", "relations=P36", "--param", "budget=tiny",
-                        "--param", "max_facts_per_relation=3", "--param", "device=cpu"],
-                       check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
-    runs = c.search_runs([c.get_experiment_by_name("factprobe/findings").experiment_id])
-    (parent,) = [r for r in runs if r.data.tags.get("factprobe.role") == "parent"]
-    assert parent.info.status == "FINISHED"
-    (child,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    p, c, (parent, *children) = run_local_pipeline(
+        "findings", ["--param", f'models=["{model}"]', "--param", "relations=P36", "--param", "budget=tiny",
+                     "--param", "max_facts_per_relation=3", "--param", "device=cpu"], tmp_path)
+    (child,) = children
     assert child.info.status == "FINISHED" and child.data.tags["factprobe.study"] == "findings"
     cfg = json.loads(child.data.params["config_json"])
     assert cfg["params"]["models"] == [str(model)] and cfg["params"]["relations"] == ["P36"]  # the list reached the step
