@@ -115,6 +115,7 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     m = outcome.metrics
     probe = probe_of(cfg.probe)
     run.set_tags({tag("dataset_digest"): m.get("data_digest", ""), tag("model_revision"): m.get("model_revision", "")})
+    log_identity(run, m)
     run.log_metrics(metric_dict(m, probe))
     record_headline(run, cfg.probe, m)
     table = per_fact_table(outcome.results, probe)
@@ -133,6 +134,20 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     for step, values in sorted(probe.stepped_metrics(m).items()):  # e.g. EM against k: one run's Figure 7
         run.log_metrics({metric_key(k): v for k, v in values.items()}, step=step)
     _log_run_figures(run, probe, m, cfg.base.model)
+
+
+def log_identity(run: TrackedRun, metrics: dict) -> None:
+    """The run's measurement identity (`metrics["identity"]`, factprobe.identity) as tags
+    `factprobe.<model_revision|data_digest|config_key|numerics|dtype|device|device_name|identity_key>`
+    and params `identity.*` (model revision, data digest, each numerics field, each input location)."""
+    from factprobe.identity import RunIdentity, identity_of
+
+    found = identity_of(metrics)
+    if found is None:
+        return
+    ident = RunIdentity.from_dict(found)
+    run.set_tags({tag(k): v for k, v in ident.tags().items()})
+    run.log_params(ident.params())
 
 
 def log_known_unknown(run: TrackedRun, out_dir: Path, model: str) -> None:

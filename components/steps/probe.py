@@ -8,7 +8,8 @@ if TYPE_CHECKING:
 
 
 def work_dir(work_root: str, key: str):
-    """Stable working folder of a probe (so a rerun resumes): `<root>/probe/<key>`."""
+    """Stable working folder of a probe (so a rerun of the same identity resumes): `<root>/probe/<key>`,
+    `key` naming the config and the measurement identity (`RunIdentity.key`)."""
     import os
     from pathlib import Path
 
@@ -36,7 +37,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
 
     from factprobe.datasets.prepared import Prepared
     from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_probe
+    from factprobe.probes.runner import run_identity, run_probe
     from factprobe.signals import sigterm_as_interrupt
     from tracking.context import RunContext
     from tracking.conventions import tag
@@ -49,7 +50,10 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     cfg = run_config({**config, **(overrides or {})}, probe=probe, model=model)
     spec = get_probe(probe)
     prepared = Prepared.load(Path(items_dir) / (spec.dataset or probe))
-    key = f"{cfg.results_key()}-{prepared.digest()}"
+    # the work folder is keyed by the whole measurement identity (weights, data, config, numerics), so
+    # a night over changed weights scores afresh and an unchanged night reuses everything
+    ident = run_identity(cfg, prepared)
+    key = f"{cfg.results_key()}-{ident.key()}"
     work = work_dir(work_root, key)
     # the one run context of this step (tracking/context.py): every tracking call below takes it
     ctx = RunContext.from_json(context)
@@ -59,7 +63,8 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
             runs.append(stack.enter_context(probe_run(
                 cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}",
-                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): prepared.digest()},
+                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): prepared.digest(),
+                            tag("identity_key"): ident.key()},
                 step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
 
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead

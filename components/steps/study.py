@@ -51,9 +51,12 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
     from tracking.conventions import tag
     from tracking.study_run import StepStudyTracking, study_key
 
+    from factprobe.studies.study_identity import study_identity
+
     study = get_study(name)
     cfg = study_step_config(name, model, config, params)
-    key = study_key(cfg)
+    # the work folder is keyed by the config and the identity (weights, input bytes, numerics)
+    key = f"{study_key(cfg)}-{study_identity(cfg, study_key(cfg)).key()}"
     ctx = RunContext.from_json(context)
     work = study_work_dir(work_root, name, key)
     hook = StepStudyTracking(ctx, step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/study/{name}-{key}",

@@ -5,7 +5,8 @@ Names are tried in this order:
 1. **Aliases** (`factprobe.lm.aliases`): prepared in the cache (`factprobe.lm.gguf_cache`).
 2. **Local folders** holding a Hugging Face model (`config.json`) or a PEFT adapter
    (`adapter_config.json`; its base model is resolved by `factprobe.lm.adapters`).
-3. **Hub ids** (`org/name`), tried only when the name is neither an alias nor an existing path.
+3. **Hub ids** (`org/name`, or `org/name@REV` pinned to a commit, branch or tag), tried only when the
+   name is neither an alias nor an existing path. The revision recorded is the resolved commit.
    The hub is asked with a short timeout (`FACTPROBE_HUB_TIMEOUT`, default 10 s); offline mode
    (`HF_HUB_OFFLINE=1` or `TRANSFORMERS_OFFLINE=1`) and the local Hugging Face cache are
    honoured. Failure is one clear `ModelError` line.
@@ -49,6 +50,7 @@ def _is_model_folder(path: Path) -> bool:
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_REVISION = re.compile(r"^[\w./-]+$")
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.py", "*.tiktoken"]
 
 
@@ -86,8 +88,9 @@ def _unknown(name: str, why: str) -> ModelError:
                       f"not a local folder, and {why}")
 
 
-def _resolve_hub(repo_id: str) -> _Resolved:
-    """Download (or find in the HF cache) a hub model; never hangs longer than the timeout."""
+def _resolve_hub(repo_id: str, revision: str | None = None) -> _Resolved:
+    """Download (or find in the HF cache) a hub model at `revision` (a commit, branch or tag; default
+    the main branch); never hangs longer than the timeout. The revision recorded is the commit."""
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -104,7 +107,7 @@ def _resolve_hub(repo_id: str) -> _Resolved:
         reason = "the Hugging Face hub is switched off (HF_HUB_OFFLINE=1)"
     else:
         try:
-            info = HfApi(endpoint=endpoint).model_info(repo_id, timeout=timeout)
+            info = HfApi(endpoint=endpoint).model_info(repo_id, revision=revision, timeout=timeout)
         except RepositoryNotFoundError:
             raise _unknown(repo_id, "the Hugging Face hub returned 'repository not found'") from None
         except GatedRepoError:
@@ -133,9 +136,10 @@ def _resolve_hub(repo_id: str) -> _Resolved:
             return _Resolved(Path(path), "hub", f"hub:{repo_id}@{info.sha}")
     # Offline or unreachable: a copy in the local Hugging Face cache is still fine.
     try:
-        path = snapshot_download(repo_id, local_files_only=True, cache_dir=_hub_cache_dir())
+        path = snapshot_download(repo_id, revision=revision, local_files_only=True, cache_dir=_hub_cache_dir())
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
-        raise _unknown(repo_id, f"{reason}, nor is it in the local Hugging Face cache") from None
+        at = f" at revision {revision}" if revision else ""
+        raise _unknown(repo_id, f"{reason}, nor is it{at} in the local Hugging Face cache") from None
     p = Path(path)
     if not _is_model_folder(p):
         raise _unknown(repo_id, f"{reason}, and its copy in the local Hugging Face cache has "
@@ -160,9 +164,12 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> _Resolved:
     if _looks_like_path(name):
         raise ModelError(f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), "
                          f"and no local folder exists at {p.resolve()}")
-    if not _HUB_ID.match(name) or ".." in name or "--" in name:
-        raise _unknown(name, "not a valid Hugging Face hub id")
-    return _resolve_hub(name)
+    repo_id, at, revision = name.partition("@")
+    if at and not revision.strip():
+        raise _unknown(name, "it names no revision after '@' (pin one as org/name@COMMIT)")
+    if not _HUB_ID.match(repo_id) or ".." in repo_id or "--" in repo_id or (at and not _REVISION.match(revision)):
+        raise _unknown(name, "not a valid Hugging Face hub id (org/name, or org/name@REVISION to pin a commit)")
+    return _resolve_hub(repo_id, revision or None)
 
 
 def resolve_model_path(name_or_path: str) -> Path:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm import adapters, gguf_cache
-from factprobe.lm._util import first_line, sha256_file
+from factprobe.identity import folder_revision
+from factprobe.lm._util import first_line
 from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
 from factprobe.lm.gguf_cache import MARKER_NAME, _read_marker
 from factprobe.lm.hub import _resolve, _Resolved
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 MAX_LENGTH_CAP = 8192
 #: Used when a config names no context window at all.
 DEFAULT_MAX_LENGTH = 2048
-#: Local folders up to this many bytes are hashed in full for `LoadedModel.revision`.
-FULL_HASH_LIMIT = 4 * 1024**3
 
 #: What `kind=` accepts; "auto" reads the config (`detect_kind`).
 ModelKind = Literal["causal", "masked"]
@@ -57,8 +56,8 @@ class LoadedModel:
     - `name`: the name the caller gave (alias, hub id or path as written).
     - `path`: the folder it was loaded from (the adapter folder for an adapter).
     - `revision`: identifies the weights: `gguf-sha256:<hex>` for aliases, `hub:<id>@<commit>`
-      for hub models, `local-sha256:<hex>` (sha256 over the folder's files) for local folders
-      (`local-fingerprint:<hex>` over names and sizes when they exceed `FULL_HASH_LIMIT`), and
+      for hub models, `local-sha256:<hex>` (sha256 over the bytes of the folder's files, each file
+      hashed once per machine: `factprobe.identity.file_sha256`) for local folders, and
       `adapter-sha256:<hex>+<base revision>` for an adapter on its base.
     - `max_length`: context window from the config, capped at `MAX_LENGTH_CAP`.
     - `source`: "alias", "local" or "hub" (how `name` resolved; for an adapter, how the adapter
@@ -135,21 +134,24 @@ def detect_kind(config: Any) -> ModelKind:
 
 
 def _folder_revision(folder: Path, prefix: str = "local") -> str:
-    """Identify a folder by the content of its top-level files: `<prefix>-sha256:<hex>`."""
+    """Identify a folder by the bytes of its top-level files: `<prefix>-sha256:<hex>`
+    (`factprobe.identity.folder_revision`: every file hashed once per machine, whatever its size).
+    A converted alias folder names the revision of the GGUF file it was converted from (its marker)."""
     marker = _read_marker(folder)
     if marker and isinstance(marker.get("revision"), str):
         return marker["revision"]
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != MARKER_NAME
-                   and not p.name.startswith("."))
-    total = sum(p.stat().st_size for p in files)
-    h = hashlib.sha256()
-    if total <= FULL_HASH_LIMIT:
-        for p in files:
-            h.update(f"{p.name}\0{p.stat().st_size}\0{sha256_file(p)}\n".encode())
-        return f"{prefix}-sha256:{h.hexdigest()}"
-    for p in files:
-        h.update(f"{p.name}\0{p.stat().st_size}\n".encode())
-    return f"{prefix}-fingerprint:{h.hexdigest()}"
+    return folder_revision(folder, prefix)
+
+
+def model_revision(name_or_path: str | os.PathLike[str], base_model: str | os.PathLike[str] | None = None) -> str:
+    """The content revision `load_model(name_or_path, base_model=base_model).revision` will have,
+    without loading any weights (aliases are prepared, hub ids resolved, files hashed once)."""
+    res = _resolve(os.fspath(name_or_path))
+    if res.is_adapter:
+        base_name = os.fspath(base_model) if base_model is not None else adapters.adapter_base_name(res.path)
+        base = _resolve(base_name)
+        return f"{_folder_revision(res.path, 'adapter')}+{base.revision or _folder_revision(base.path)}"
+    return res.revision or _folder_revision(res.path)
 
 
 def context_window(config: Any, tokenizer: Any | None = None) -> int:

@@ -34,21 +34,21 @@ from factprobe.lm.gguf_cache import (
 from factprobe.lm.hub import ADAPTER_CONFIG, is_adapter_folder, resolve_model_path
 from factprobe.lm.loading import (
     DEFAULT_MAX_LENGTH,
-    FULL_HASH_LIMIT,
     MAX_LENGTH_CAP,
     LoadedModel,
     ModelKind,
     context_window,
     detect_kind,
     load_model,
+    model_revision,
     require_kind,
 )
 
 __all__ = [
-    "ADAPTER_CONFIG", "CACHE_FORMAT", "DEFAULT_MAX_LENGTH", "FULL_HASH_LIMIT", "LOGIT_CHECK_TEXT",
+    "ADAPTER_CONFIG", "CACHE_FORMAT", "DEFAULT_MAX_LENGTH", "LOGIT_CHECK_TEXT",
     "LOGIT_CHECK_TOL", "MARKER_NAME", "MAX_LENGTH_CAP", "DecoderParts", "LoadedModel",
     "ModelKind", "ModelSpec", "aliases", "check_cache", "context_window", "decoder_parts",
     "detect_kind", "ensure_gguf", "get_spec", "gguf_cache_path", "is_adapter_folder",
-    "is_cached", "list_models", "load_model", "model_cache_dir", "models_root", "prepare_alias",
+    "is_cached", "list_models", "load_model", "model_cache_dir", "model_revision", "models_root", "prepare_alias",
     "require_kind", "resolve_model_path", "unwrap_peft",
 ]

@@ -17,6 +17,10 @@ Every probe uses this module unchanged. Files in `out/`:
   removed afterwards. Rows already in `results.jsonl` count as done on a rerun.
 - `model_revision.txt`: the revision of the weights that scored the rows; resuming with other
   weights is refused.
+- The run's measurement identity (`factprobe.identity.RunIdentity`: model revision, data digest,
+  config key, numerics) is stored in `run_config.json`; a folder holding results of another
+  identity is refused in one line naming what changed (`check_identity`), and so is a folder of
+  an older version that recorded none.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError
+from ..identity import RunIdentity
 from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
 from ..redact import redact_values
 from ..run_folder import LOCK, MARKER, FolderBusyError, claim
@@ -100,11 +105,46 @@ class RunFolder:
             raise ConfigError(f"{self.out} holds results of a different configuration (results key {old} != {self.key}); "
                               "use another --out or remove that folder")
 
-    def write_config(self) -> None:
-        """Record the config once it has been validated (idempotent). Credentials inside URLs
-        are stored masked; the results key is the real config's."""
-        if not (self.out / RUN_CONFIG).exists():
-            atomic_write_json(self.out / RUN_CONFIG, {"results_key": self.key, "config": redact_values(self.config)})
+    def stored_identity(self) -> RunIdentity | None:
+        """The identity recorded in run_config.json, None when there is none."""
+        try:
+            ident = json.loads((self.out / RUN_CONFIG).read_text(encoding="utf-8")).get("identity")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return RunIdentity.from_dict(ident) if isinstance(ident, dict) else None
+
+    def holds_results(self) -> bool:
+        """True when the folder holds finished rows or metrics (anything a rerun would reuse)."""
+        return any((self.out / n).is_file() and (self.out / n).stat().st_size for n in (RESULTS, CHECKPOINT, METRICS))
+
+    def check_identity(self, ident: RunIdentity) -> None:
+        """Refuse (one line, naming what changed and how to start afresh) a folder holding results of
+        another measurement identity: other weights, data, config or numerics, or results of an
+        older version that recorded no identity. A folder without results is never refused."""
+        if not self.holds_results():
+            return
+        old = self.stored_identity()
+        afresh = f"use another --out, or remove {self.out} to start afresh"
+        if old is None:
+            raise ConfigError(f"{self.out} holds results that record no measurement identity (made by an older factprobe), "
+                              f"so they cannot be shown to be of these weights, data and numerics; {afresh}")
+        changed = ident.changes_from(old)
+        if changed:
+            raise ConfigError(f"{self.out} holds results of other {'; other '.join(changed)}; {afresh}")
+
+    def write_config(self, identity: RunIdentity | None = None) -> None:
+        """Record the config (and the run's identity) once they have been validated. Credentials inside
+        URLs are stored masked; the results key is the real config's."""
+        content: dict[str, Any] = {"results_key": self.key, "config": redact_values(self.config)}
+        if identity is not None:
+            content["identity"] = redact_values(identity.to_dict())
+        path = self.out / RUN_CONFIG
+        try:
+            same = json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(content))
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            atomic_write_json(path, content)
 
     # ------------------------------------------------------------------ rows
     def done_rows(self) -> dict[str, dict]:

@@ -21,8 +21,14 @@ Contract
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
-   `metrics.json` (`probe.metrics` plus token counts, resume counts, notes, model revision, data
-   digest) atomically, with no bare NaN.
+   `metrics.json` (`probe.metrics` plus token counts, resume counts, notes, and the run's
+   measurement identity: model revision, data digest, config key, numerics) atomically, with no bare NaN.
+
+The measurement identity (`run_identity`, `factprobe.identity`) is computed and printed in one line
+before anything is scored; a folder holding results of another identity is refused
+(`RunFolder.check_identity`), and a row is resumed only when its item's content digest
+(`item_digest`: prompt, options, answer) equals the current item's: an edited item is scored again,
+a removed one is dropped.
 
 Returns a `ProbeOutcome`. An interrupt (SIGINT, or SIGTERM turned into `Terminated` by
 `factprobe.signals`) leaves every finished batch in the checkpoint for the next run to resume.
@@ -37,7 +43,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..datasets.prepared import Prepared
-from ..errors import ContextTooLongError
+from ..errors import ConfigError, ContextTooLongError
+from ..identity import RunIdentity, data_digest, item_digest, loaded_numerics, resolved_numerics, with_inputs
 from ..metrics.json_safe import json_safe
 from .base import Session
 from .checkpoint import METRICS, RunFolder
@@ -98,14 +105,21 @@ def run_probe(
         probe.validate(cfg, prepared)
         groups = probe.groups(cfg, prepared)
         keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}
-        done = folder.done_rows()
+        content = {k: item_digest(it) for its in groups.values() for it in its for k in keys[id(it)]}
+        ident = run_identity(cfg, prepared, loaded)
+        log(ident.line())
+        folder.check_identity(ident)
+        # a row is reused only when its item's content (prompt, options, answer) is the same
+        done = {k: r for k, r in folder.done_rows().items() if content.get(k) == r.get("item_digest")}
         total = sum(len(k) for k in keys.values())
         resumed = sum(1 for ks in keys.values() for k in ks if k in done)
         finished_before = resumed == total and (Path(out_dir) / METRICS).exists()
         if resumed < total:
             loaded = loaded or load_for_probe(cfg)
             probe.check_model(cfg, prepared, loaded)
-        folder.write_config()  # only once the data (and the model, when one is needed) passed every check
+            ident = loaded_identity(ident, loaded)
+            folder.check_identity(ident)
+        folder.write_config(ident)  # only once the data (and the model, when one is needed) passed every check
         if on_start and (not finished_before or
                          (start_when_finished() if callable(start_when_finished) else start_when_finished)):
             on_start()
@@ -113,11 +127,9 @@ def run_probe(
             note(f"dropped {why}")
 
         n_new = 0
-        revision = folder.revision()
         token_stats: dict = {}
         if resumed < total:
-            revision = getattr(loaded, "revision", "") or ""
-            folder.set_revision(revision, resumed, cfg.base.model)
+            folder.set_revision(ident.model_revision, resumed, cfg.base.model)
             session = Session(cfg, loaded, prepared, note, done)
             bar = tqdm(total=total, initial=resumed, desc=f"{cfg.probe} {cfg.base.model}", unit="row", disable=not progress)
             try:
@@ -128,6 +140,8 @@ def run_probe(
                     state = probe.open_relation(session, rel)
                     for batch in probe.batches(cfg, todo):
                         fresh = [r for r in score_naming_long_items(probe, session, state, rel, batch) if r["key"] not in done]
+                        for r in fresh:
+                            r["item_digest"] = content.get(r["key"])
                         folder.append(fresh)
                         done.update((r["key"], r) for r in fresh)
                         n_new += len(fresh)
@@ -141,11 +155,37 @@ def run_probe(
         ordered = [done[k] for its in groups.values() for it in its for k in keys[id(it)] if k in done]
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
-        metrics.update(model_revision=revision, n_resumed=resumed, notes=notes, probe=cfg.probe, model=cfg.base.model,
-                       data_digest=prepared.digest())
+        metrics.update(model_revision=ident.model_revision, n_resumed=resumed, notes=notes, probe=cfg.probe,
+                       model=cfg.base.model, data_digest=ident.data_digest, identity=ident.to_dict())
         metrics = json_safe(metrics)
         folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
     return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)
+
+
+def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity:
+    """The run's measurement identity (`factprobe.identity`) before anything is scored: the weights'
+    content revision (of `loaded` when given, else of the files `cfg.base.model` names: no weights are
+    loaded), the prepared data's digest, the config key, the numerics this machine resolves
+    `cfg.base.device` / `cfg.base.dtype` to, and the config's input locations made absolute."""
+    if loaded is not None:
+        revision, num = loaded.revision, loaded_numerics(loaded)
+    else:
+        from ..lm.loading import model_revision
+
+        revision = model_revision(cfg.base.model, cfg.base.base_model)
+        num = resolved_numerics(cfg.base.device, cfg.base.dtype)
+    ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num)
+    return with_inputs(ident, cfg.to_dict())
+
+
+def loaded_identity(ident: RunIdentity, loaded) -> RunIdentity:
+    """`ident` completed by the loaded model: its numerics (attention implementation included). The
+    loaded weights must be those the identity names (ConfigError when the files changed in between)."""
+    if loaded.revision and ident.model_revision and loaded.revision != ident.model_revision:
+        raise ConfigError(f"the weights of {loaded.name} changed while the run started (revision {ident.model_revision} "
+                          f"when checked, {loaded.revision} when loaded); run again once they are stable")
+    return RunIdentity(loaded.revision or ident.model_revision, ident.data_digest, ident.config_key,
+                       loaded_numerics(loaded), ident.inputs)
 
 
 def score_naming_long_items(probe, session: Session, state, relation: str, batch) -> list[dict]:

@@ -180,7 +180,7 @@ def test_model_revision_survives_a_full_resume_and_other_weights_are_refused(tin
     (tmp_path / RESULTS).unlink()
     (tmp_path / CHECKPOINT).write_text("".join(json.dumps(r) + "\n" for r in full[:2]))
     retrained = dataclasses.replace(tiny, revision="local-sha256:" + "0" * 64)
-    with pytest.raises(ConfigError, match=r"holds 2 results scored with model revision local-sha256:.*now local-sha256:0+; "):
+    with pytest.raises(ConfigError, match=r"holds results of other weights \(model revision local-sha256:\w+ then, local-sha256:0+ now\); use another --out"):
         run_probe(c, tmp_path, loaded=retrained, progress=False)
     assert len((tmp_path / CHECKPOINT).read_text().splitlines()) == 2  # nothing lost
 

@@ -1,0 +1,360 @@
+"""The measurement identity of a result: which weights, which data, which numerics, which config.
+
+A number is reused (a resumed folder, a pipeline work folder), compared or gated only against a
+number of the same identity. `RunIdentity` has four parts, each computed before anything is scored:
+
+- **model** (`model_revision`): a content revision of the weights that are loaded, never of names and
+  sizes. Local folders: `local-sha256:<hex>` over the bytes of every file in the folder
+  (`folder_revision`); aliases: the sha256 of the GGUF file they are converted from
+  (`gguf-sha256:<hex>`); hub ids: the resolved commit (`hub:<id>@<commit>`, pinned with
+  `--model org/name@REV`); an adapter: `adapter-sha256:<hex>+<base revision>`.
+  Every file is hashed once: its sha256 is remembered (`file_sha256`) under its real path, size,
+  mtime, ctime, inode and device, so a 140 GB checkpoint is read once per machine and an in-place
+  edit is seen even when the editor restores the mtime (the ctime cannot be set back).
+- **data** (`data_digest`): `sha256:<hex>` over the content of every prepared item (prompt or
+  context, options and answer included, `item.to_dict()`), every fact set (test, train, ...) and
+  the relations' metadata (templates). Whatever input decides a result reaches one of these.
+- **numerics**: the resolved dtype, device type and name (`cuda` / `NVIDIA H100 80GB HBM3`; the
+  CPU's model name on a CPU), the attention implementation and the versions of torch,
+  transformers, peft and factprobe (`numerics`).
+- **config** (`config_key`): `RunConfig.results_key()`, as before.
+
+`inputs` records every config value that names an existing local path as an absolute location, so
+a run can be repeated from another working folder (`regress` replays it) and its data digest
+checked against the original.
+
+The attention implementation is known only once a model is loaded; it is a function of the
+transformers version, the weights' config and the device, which the identity holds, so a folder
+whose rows are all done is reused without loading the model (`numerics(..., attn=None)` before,
+the loaded model's value after).
+
+This module imports torch lazily and neither kfp nor mlflow.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .io import atomic_write_text
+from .paths import cache_root
+
+#: numerics fields compared for "like with like" gates: dtype, device type, transformers major version
+GATE_NUMERICS = ("dtype", "device", "transformers_major")
+_LIBS = ("torch", "transformers", "peft", "factprobe")
+_HASH_DIR = "file-hashes"
+_memo: dict[tuple, str] = {}
+_memo_lock = threading.Lock()
+#: how many files were actually read by `file_sha256` in this process (tests: "hashed once")
+reads = 0
+
+
+# ------------------------------------------------------------------ file and folder hashes
+def _stat_key(path: Path) -> tuple:
+    real = path.resolve()
+    st = real.stat()
+    return (str(real), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 (hex) of a file's bytes, read once per (real path, size, mtime, ctime, inode, device):
+    remembered in this process and under `<cache root>/file-hashes/` for later ones. A bar shows
+    the progress of a large file's first read."""
+    global reads
+    path = Path(path)
+    key = _stat_key(path)
+    with _memo_lock:
+        if key in _memo:
+            return _memo[key]
+    token = hashlib.sha256(json.dumps(key).encode()).hexdigest()
+    cached = cache_root() / _HASH_DIR / token[:2] / token
+    try:
+        value = cached.read_text(encoding="utf-8").strip()
+    except OSError:
+        value = ""
+    if len(value) != 64:
+        from .lm._util import sha256_file
+
+        value = sha256_file(path.resolve(), desc=f"hashing {path.name}")
+        reads += 1
+        if _stat_key(path) == key:  # the file did not change while it was read
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(cached, value + "\n")
+            except OSError:
+                pass  # a read-only cache only costs a second read later
+    with _memo_lock:
+        _memo[key] = value
+    return value
+
+
+def _files(folder: Path, recursive: bool) -> list[Path]:
+    skip = lambda p: p.name.startswith(".")  # noqa: E731 - markers, locks, editor files
+    if recursive:
+        found = [p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".")
+                                                                          for part in p.relative_to(folder).parts)]
+    else:
+        found = [p for p in folder.iterdir() if p.is_file() and not skip(p)]
+    return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+
+
+def folder_revision(folder: str | Path, prefix: str = "local", recursive: bool = False) -> str:
+    """`<prefix>-sha256:<hex>` over (relative name, sha256 of the bytes) of every file of `folder`
+    (top-level files by default, as `from_pretrained` reads them; hidden files left out). Two folders
+    whose files have equal names and sizes but other bytes get other revisions."""
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for p in _files(folder, recursive):
+        h.update(f"{p.relative_to(folder).as_posix()}\0{file_sha256(p)}\n".encode())
+    return f"{prefix}-sha256:{h.hexdigest()}"
+
+
+def path_digest(path: str | Path) -> str:
+    """`sha256:<hex>` of a file's bytes, or of a folder's files (recursive, by relative name)."""
+    p = Path(path)
+    if p.is_dir():
+        return "sha256:" + folder_revision(p, "x", recursive=True).split(":", 1)[1]
+    return "sha256:" + file_sha256(p)
+
+
+# ------------------------------------------------------------------ data
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def item_digest(item: Any) -> str:
+    """sha256 (first 16 hex) of one prepared item's content (`item.to_dict()`: prompt or context,
+    options and answer included): the key under which its result rows are reused."""
+    content = item.to_dict() if hasattr(item, "to_dict") else item
+    return hashlib.sha256(_canon(content).encode("utf-8")).hexdigest()[:16]
+
+
+def data_digest(prepared: Any) -> str:
+    """`sha256:<hex>` over a `Prepared` dataset: every item in order, every fact set (sorted facts)
+    and every relation's metadata (its templates). Equal content gives an equal digest."""
+    h = hashlib.sha256()
+    h.update(f"kind\0{prepared.kind}\n".encode())
+    for rel, items in prepared.items.items():
+        h.update(f"group\0{rel}\n".encode())
+        for it in items:
+            h.update((_canon(it.to_dict() if hasattr(it, "to_dict") else it) + "\n").encode("utf-8"))
+    for name in sorted(prepared.facts):
+        fs = prepared.facts[name]
+        h.update(f"facts\0{name}\n".encode())
+        for line in sorted(_canon(f.to_dict()) for f in fs):
+            h.update((line + "\n").encode("utf-8"))
+        for rid in sorted(fs.relations):
+            h.update((_canon(asdict(fs.relations[rid])) + "\n").encode("utf-8"))
+    return "sha256:" + h.hexdigest()
+
+
+def input_locations(config: Mapping[str, Any], base: str | Path | None = None) -> list[dict]:
+    """Every config value that names an existing local path (or an `s3://` location), made absolute:
+    [{"name": field, "location": "/abs/path"}], in field order. `base` is the working folder the
+    relative paths were given in (default: the current one)."""
+    out = []
+    root = Path(base) if base is not None else Path.cwd()
+    for name, value in config.items():
+        if name in ("out", "model", "base_model") or not isinstance(value, str) or not value.strip():
+            continue
+        if value.startswith("s3://"):
+            out.append({"name": name, "location": value})
+            continue
+        p = Path(value).expanduser()
+        p = p if p.is_absolute() else root / p
+        if ("/" in value or p.suffix) and p.exists():
+            out.append({"name": name, "location": str(p.resolve())})
+    return out
+
+
+# ------------------------------------------------------------------ numerics
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def device_name(device: Any) -> str:
+    """The device's name: the GPU's (`torch.cuda.get_device_name`), else the CPU's model name."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    if dev.type == "mps":
+        return "Apple MPS"
+    return _cpu_name()
+
+
+def numerics(device: Any, dtype: Any, attn: str | None = None) -> dict[str, Any]:
+    """The resolved numerics: {"dtype": "float32", "device": "cpu", "device_name", "attn_implementation",
+    "torch", "transformers", "peft", "factprobe"} for a resolved torch device and dtype. `attn` is the
+    loaded model's attention implementation (None before a model is loaded)."""
+    import torch
+
+    from .lm.device import dtype_name
+
+    dev = torch.device(device)
+    return {"dtype": dtype_name(dtype) if isinstance(dtype, torch.dtype) else str(dtype), "device": dev.type,
+            "device_name": device_name(dev), "attn_implementation": attn,
+            **{lib: _version(lib) for lib in _LIBS}}
+
+
+def resolved_numerics(device: str, dtype: str) -> dict[str, Any]:
+    """`numerics` of what `load_model(device=, dtype=)` would use here ("auto" resolved), without loading."""
+    from .lm.device import resolve_device, resolve_dtype
+
+    dev = resolve_device(device)
+    return numerics(dev, resolve_dtype(dtype, dev))
+
+
+def attn_implementation(model: Any) -> str | None:
+    """The attention implementation a loaded model runs ("sdpa", "eager", ...), None when unknown."""
+    cfg = getattr(model, "config", None)
+    value = getattr(cfg, "_attn_implementation", None) or getattr(cfg, "attn_implementation", None)
+    return str(value) if value else None
+
+
+def loaded_numerics(loaded: Any) -> dict[str, Any]:
+    """`numerics` of a `LoadedModel` (its device, dtype and attention implementation)."""
+    return numerics(loaded.device, loaded.dtype, attn_implementation(loaded.model))
+
+
+def _major(version: str | None) -> str | None:
+    return version.split(".")[0] if version else None
+
+
+def numerics_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What differs between two numerics that a gate cares about, as phrases "dtype bfloat16 vs float32",
+    "device cuda vs cpu", "transformers 5.x vs 4.x" (a's value first); [] when alike."""
+    out = []
+    if a.get("dtype") != b.get("dtype"):
+        out.append(f"dtype {a.get('dtype')} vs {b.get('dtype')}")
+    if a.get("device") != b.get("device"):
+        out.append(f"device {a.get('device')} vs {b.get('device')}")
+    ma, mb = _major(a.get("transformers")), _major(b.get("transformers"))
+    if ma != mb:
+        out.append(f"transformers {ma}.x vs {mb}.x")
+    return out
+
+
+# ------------------------------------------------------------------ the identity
+@dataclass
+class RunIdentity:
+    """What one result measured; see the module docstring. `to_dict()` is what run_config.json,
+    metrics.json and MLflow hold."""
+
+    model_revision: str
+    data_digest: str
+    config_key: str
+    numerics: dict[str, Any] = field(default_factory=dict)
+    inputs: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunIdentity":
+        return cls(str(d.get("model_revision") or ""), str(d.get("data_digest") or ""), str(d.get("config_key") or ""),
+                   dict(d.get("numerics") or {}), list(d.get("inputs") or []))
+
+    def key(self) -> str:
+        """sha256 (first 16 hex) over model revision, data digest, config key and the numerics known
+        before a model loads (every field but the attention implementation): the name of a
+        pipeline work folder, so a folder is reused only by a run of the same identity."""
+        num = {k: v for k, v in self.numerics.items() if k != "attn_implementation"}
+        text = _canon([self.model_revision, self.data_digest, self.config_key, num])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def changes_from(self, old: "RunIdentity") -> list[str]:
+        """What differs from `old` (an earlier run's identity), as phrases for a one-line refusal:
+        "weights (model revision X then, Y now)", "data (...)", "config (...)", "numerics (dtype ...)".
+        An unknown attention implementation on either side is not a difference."""
+        out = []
+        if old.model_revision != self.model_revision:
+            out.append(f"weights (model revision {short(old.model_revision)} then, {short(self.model_revision)} now)")
+        if old.data_digest != self.data_digest:
+            out.append(f"data (digest {short(old.data_digest)} then, {short(self.data_digest)} now)")
+        if old.config_key != self.config_key:
+            out.append(f"config (results key {old.config_key} then, {self.config_key} now)")
+        diffs = [f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
+                 for k in sorted(set(old.numerics) | set(self.numerics))
+                 if old.numerics.get(k) != self.numerics.get(k)
+                 and not (k == "attn_implementation" and None in (old.numerics.get(k), self.numerics.get(k)))]
+        if diffs:
+            out.append(f"numerics ({'; '.join(diffs)})")
+        return out
+
+    def line(self) -> str:
+        """One line for the screen: `identity: model local-sha256:1a2b3c4d5e6f, data sha256:..., float32 on cpu (...)`."""
+        n = self.numerics
+        where = n.get("device_name") or n.get("device")
+        attn = f", attn {n['attn_implementation']}" if n.get("attn_implementation") else ""
+        return (f"identity: model {short(self.model_revision)}, data {short(self.data_digest)}, config {self.config_key}, "
+                f"{n.get('dtype')} on {n.get('device')} ({where}{attn}), torch {n.get('torch')}, "
+                f"transformers {n.get('transformers')}, factprobe {n.get('factprobe')}")
+
+    def tags(self) -> dict[str, str]:
+        """MLflow tags (without the `factprobe.` prefix): model_revision, data_digest, config_key, numerics
+        (compact JSON), dtype, device, device_name, identity_key."""
+        n = self.numerics
+        return {"model_revision": self.model_revision, "data_digest": self.data_digest, "config_key": self.config_key,
+                "numerics": _canon(n), "dtype": str(n.get("dtype")), "device": str(n.get("device")),
+                "device_name": str(n.get("device_name")), "identity_key": self.key()}
+
+    def params(self) -> dict[str, str]:
+        """MLflow params `identity.<name>`: the model revision, data digest, each numerics field and the inputs."""
+        out = {"identity.model_revision": self.model_revision, "identity.data_digest": self.data_digest}
+        out.update({f"identity.{k}": str(v) for k, v in self.numerics.items()})
+        for inp in self.inputs:
+            out[f"identity.input.{inp.get('name')}"] = str(inp.get("location"))
+        return out
+
+
+def short(text: str, n: int = 12) -> str:
+    """`local-sha256:1a2b3c4d5e6f` (the kind and the first `n` hex digits) for messages."""
+    kind, sep, rest = str(text).rpartition(":")
+    if not sep:
+        return text[:n] if len(text) > n + 8 else text
+    return f"{kind}:{rest[:n]}" if "+" not in text else text[: len(kind) + 1 + n] + "…"
+
+
+def identity_of(d: Mapping[str, Any] | None) -> dict | None:
+    """The `identity` object of a metrics.json or run_config.json dict (or the dict itself when it is
+    one), None when there is none (a run made before identities were recorded)."""
+    if not isinstance(d, Mapping):
+        return None
+    ident = d.get("identity")
+    if isinstance(ident, Mapping) and ident.get("model_revision") is not None:
+        return dict(ident)
+    if "model_revision" in d and "numerics" in d:
+        return dict(d)
+    return None
+
+
+def with_inputs(ident: RunIdentity, config: Mapping[str, Any], digest: str | None = None) -> RunIdentity:
+    """`ident` with `inputs` set from `config` (`input_locations`), each carrying the data digest."""
+    ident.inputs = [{**i, "digest": digest or ident.data_digest} for i in input_locations(config)]
+    return ident
+
+
+__all__ = ["GATE_NUMERICS", "RunIdentity", "attn_implementation", "data_digest", "device_name", "file_sha256",
+           "folder_revision", "identity_of", "input_locations", "item_digest", "loaded_numerics", "numerics",
+           "numerics_changes", "path_digest", "resolved_numerics", "short", "with_inputs"]
