@@ -291,6 +291,8 @@ class TrackedRun:
             import hashlib
 
             digest = hashlib.md5(df.to_json(orient="split", index=False).encode()).hexdigest()[:8]
+        # MLflow caps a dataset digest at 36 characters: a content digest `sha256:<64 hex>` keeps its hex prefix
+        digest = digest.removeprefix("sha256:")[:36]
         record = dataset_record(df, name, redact(source), digest)
         self._call("logging the dataset", lambda: self._client.log_dataset(self.run_id, record, context))
         if also_parent and self.parent_run_id:

@@ -19,6 +19,35 @@ def work_dir(work_root: str, key: str):
     return root / "probe" / key
 
 
+#: how long a step waits for another live run that holds its work folder (env FACTPROBE_WORK_WAIT_S, seconds)
+WORK_WAIT_S = 6 * 3600
+
+
+def when_free(attempt, wait_s: float | None = None, poll_s: float = 5.0):
+    """`attempt()`, retried while its work folder is held by another live run (`FolderBusyError`:
+    another pipeline of the same identity on the same volume), for at most `wait_s` seconds
+    (default env FACTPROBE_WORK_WAIT_S, else `WORK_WAIT_S`); one line says who it waits for."""
+    import os
+    import time
+
+    from factprobe.run_folder import FolderBusyError
+
+    if wait_s is None:
+        wait_s = float(os.environ.get("FACTPROBE_WORK_WAIT_S") or WORK_WAIT_S)
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            return attempt()
+        except FolderBusyError as e:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                print(f"waiting: {e} (up to {wait_s:.0f} s; its rows are then reused)", flush=True)
+                said = True
+            time.sleep(poll_s)
+
+
 def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
                    work_root: str = "", overrides: dict | None = None) -> dict:
     """Probe `model` on the prepared items in `items_dir/<dataset kind>`; results go to a stable work
@@ -68,8 +97,10 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
                 step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
 
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
-        outcome = run_probe(cfg, work, prepared=prepared, progress=False, on_batch=ProgressLog(f"{probe} {model}"),
-                            on_start=start)
+        # two pipelines of the same identity on one PVC share this folder: the second waits for the
+        # first and then reuses its rows instead of failing as "busy"
+        outcome = when_free(lambda: run_probe(cfg, work, prepared=prepared, progress=False,
+                                              on_batch=ProgressLog(f"{probe} {model}"), on_start=start))
         run = runs[0]
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)

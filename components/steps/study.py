@@ -64,9 +64,12 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
     from .progress import PROGRESS_PREFIX, ProgressLog
 
     label = f"{name} {Path(model).name}" if model else name
-    metrics, _, finished = run_study(study, cfg, work, progress=False, hooks=[hook],
-                                     step=lambda msg: print(f"{PROGRESS_PREFIX}{label}: {msg}", flush=True),
-                                     batch_progress=lambda what: ProgressLog(what))
+    from .probe import when_free
+
+    # another pipeline of the same identity on the same volume: wait for it, then reuse its work
+    metrics, _, finished = when_free(lambda: run_study(
+        study, cfg, work, progress=False, hooks=[hook], step=lambda msg: print(f"{PROGRESS_PREFIX}{label}: {msg}", flush=True),
+        batch_progress=lambda what: ProgressLog(what)))
     if finished:
         hook.log_finished(study, cfg, work, metrics)
     out = Path(out_dir)
