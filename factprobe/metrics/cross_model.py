@@ -5,15 +5,19 @@ Every input is a per-fact table per model (the table every multiple-choice probe
 (`subsumption`, `eta_pairs`). Tables are keyed by a model label (the name a figure shows).
 
 - `accuracy_matrix`: model x relation accuracy (Figure 5's heatmap).
-- `order_models`: Figure 5's row order: grouped by family, smallest model first within a family.
+- `figure5_order`: Figure 5's row order: families by the accuracy of their model closest to 7B
+  parameters (best first), models within a family by their average accuracy (best first);
+  `order_models`: grouped by family, smallest model first within a family (the order of size pairs).
 - `pearson_matrix`: Pearson r of per-relation accuracy between every two models (Figure 6 and the
-  paper's Table 14); `family_correlation`: its within-family and across-family means.
+  paper's Table 14); `family_correlation`: its within-family and across-family means (fine-tuned
+  models take no part in the within-family mean: the paper's families are pre-trained models).
 - `subsumption`: eta(small | large) = |phi(small) ∩ phi(large)| / |phi(small)|, phi = the facts a model
   gets right, over the facts both ran. Two aggregates, both kept: `pooled` takes F = all joined facts;
   `relation_mean` takes F = each relation's facts and averages over the relations where eta is defined,
   which is the paper's Table 1 number ("average subsumption rate ... over the relations").
-- `eta_pairs`: eta for every within-family (smaller, larger) pair, and fine-tuned models against their
-  base; `eta_family_summary`: Table 1 (each family's smallest against its largest model).
+- `eta_pairs`: eta for every within-family (smaller, larger) pair of pre-trained models (a fine-tuned
+  model is never in a size pair), and fine-tuned models against their base; `eta_family_summary`:
+  Table 1 (each family's smallest against its largest model).
 
 Pure functions (numpy, pandas, scipy). Undefined values are NaN; pass results through
 `metrics.json_safe.json_safe` before writing strict JSON. Bad tables raise `DataError` naming the model.
@@ -21,7 +25,7 @@ Pure functions (numpy, pandas, scipy). Undefined values are NaN; pass results th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -82,6 +86,41 @@ def order_models(models: Sequence[str], families: Mapping[str, str | None],
     return [m for _, m in sorted(enumerate(models), key=key)]
 
 
+#: Figure 5 ranks a family by its model closest to this many parameters (wu2024 section 4.2.1, footnote 3)
+REFERENCE_SIZE = 7e9
+
+
+def figure5_order(models: Sequence[str], families: Mapping[str, str | None], sizes: Mapping[str, float | None],
+                  accuracies: Mapping[str, float], reference: float = REFERENCE_SIZE) -> list[str]:
+    """Figure 5's order (wu2024: "grouped by family and arranged from left to right based on the
+    accuracy of the model closest to 7 billion parameters. Within each family, models are ordered by
+    their average accuracy"): families by the accuracy of their model whose size is closest to
+    `reference` in parameters (the paper's "gap of <= 1B parameters"; best first; a family without a known size
+    ranks by its best model), models within a
+    family by accuracy (best first); models without a family last, by accuracy. Ties (and NaN
+    accuracies, which rank last) keep their order in `models`."""
+    def acc(m: str) -> float:
+        v = accuracies.get(m)
+        return float(v) if _known(v) else -math.inf
+
+    by_family: dict[str, list[str]] = {}
+    for m in models:
+        fam = families.get(m)
+        if _known(fam):
+            by_family.setdefault(fam, []).append(m)
+
+    def family_key(fam: str) -> float:
+        sized = [m for m in by_family[fam] if _known(sizes.get(m))]
+        if not sized:
+            return max(acc(m) for m in by_family[fam])
+        closest = min(sized, key=lambda m: (abs(float(sizes[m]) - reference), by_family[fam].index(m)))
+        return acc(closest)
+
+    fams = sorted(by_family, key=lambda f: -family_key(f))  # sorted() is stable: ties keep first appearance
+    out = [m for f in fams for m in sorted(by_family[f], key=lambda m: -acc(m))]
+    return out + sorted((m for m in models if not _known(families.get(m))), key=lambda m: -acc(m))
+
+
 def pearson_matrix(matrix: pd.DataFrame) -> pd.DataFrame:
     """Pearson r (`scipy.stats.pearsonr`) of per-relation accuracy between every two models (rows of
     `matrix`, as from `accuracy_matrix`), over the relations both have (non-NaN in both rows). NaN when
@@ -98,10 +137,13 @@ def pearson_matrix(matrix: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None]) -> dict:
+def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None],
+                       finetuned: Collection[str] = ()) -> dict:
     """Figure 6's means: the mean Pearson r over the pairs of models of one family (`within`) and over
     the pairs of models of two different families (`across`). Off-diagonal pairs only, each unordered
-    pair once; pairs whose r is NaN and pairs with a model of unknown family are left out. Returns::
+    pair once; pairs whose r is NaN and pairs with a model of unknown family are left out, and so are
+    the within-family pairs with a model of `finetuned` (a fine-tuned model is not a pre-trained
+    member of its base's family; its across-family pairs stay). Returns::
 
         {"within", "across", "n_within", "n_across",
          "families": {family_a: {family_b: mean r}}}   # the family x family matrix of Figure 6
@@ -116,7 +158,7 @@ def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None]
         for b in models[i + 1:]:
             fa, fb = families.get(a), families.get(b)
             r = float(pearson.loc[a, b])
-            if not (_known(fa) and _known(fb)) or math.isnan(r):
+            if not (_known(fa) and _known(fb)) or math.isnan(r) or (fa == fb and (a in finetuned or b in finetuned)):
                 continue
             (within if fa == fb else across).append(r)
             by_pair.setdefault(tuple(sorted((fa, fb))), []).append(r)
@@ -168,21 +210,25 @@ def subsumption(small: pd.DataFrame, large: pd.DataFrame, key: str = "fact_id") 
 
 
 def eta_pairs(tables: Mapping[str, pd.DataFrame], families: Mapping[str, str | None],
-              sizes: Mapping[str, float | None], base_of: Mapping[str, str] | None = None) -> dict[str, dict]:
+              sizes: Mapping[str, float | None], base_of: Mapping[str, str] | None = None,
+              finetuned: Collection[str] = ()) -> dict[str, dict]:
     """eta for every within-family pair of models of different known sizes, smaller given larger, keyed
     `"<small> vs <large>"` in `order_models` order; and, for each `{fine-tuned: base}` of `base_of` whose
     two models are both in `tables`, `"<fine-tuned> vs <base>"`: eta(fine-tuned | base), the share of
     the fine-tuned model's knowledge already in its base (the paper's Table 10). Each value is
     `subsumption(...)` plus `"kind"` ("size" or "fine-tuned"), `"family"`, `"small"`, `"large"`,
     `"size_small"`, `"size_large"` (for a fine-tuned pair, small is the fine-tuned model and large its
-    base). Models without a family or a size, and two models of one family with the same size, form no
-    size pair. A name in `base_of` that is not in `tables` raises DataError naming it."""
+    base). Models without a family or a size, two models of one family with the same size, and any
+    fine-tuned model (a key of `base_of`, or in `finetuned`: fine-tuned from a base that may not be
+    in the runs) form no size pair: the paper's size pairs are pre-trained models. A name in
+    `base_of` that is not in `tables` raises DataError naming it."""
     base_of = dict(base_of or {})
     unknown = sorted({m for pair in base_of.items() for m in pair} - set(tables))
     if unknown:
         raise DataError(f"base_of names model(s) not in the runs: {', '.join(unknown)}; the runs are "
                         f"{', '.join(tables)}")
     ordered = order_models(list(tables), families, sizes)
+    tuned = set(base_of) | set(finetuned)
     out: dict[str, dict] = {}
 
     def add(small: str, large: str, kind: str) -> None:
@@ -195,7 +241,7 @@ def eta_pairs(tables: Mapping[str, pd.DataFrame], families: Mapping[str, str | N
         for large in ordered[i + 1:]:
             fam, s_small, s_large = families.get(small), sizes.get(small), sizes.get(large)
             if (_known(fam) and fam == families.get(large) and _known(s_small) and _known(s_large)
-                    and float(s_small) < float(s_large)):
+                    and float(s_small) < float(s_large) and small not in tuned and large not in tuned):
                 add(small, large, "size")
     for tuned, base in base_of.items():
         add(tuned, base, "fine-tuned")
@@ -230,6 +276,7 @@ __all__ = [
     "eta_family_summary",
     "eta_pairs",
     "family_correlation",
+    "figure5_order",
     "order_models",
     "pearson_matrix",
     "subsumption",

@@ -6,13 +6,17 @@ show them (Wu et al. 2024, section 4.2: Figure 5, Figure 6, Tables 1 and 10).
   Runs built on different fact sets (different test-data digests, different fact ids, or
   configurations that select other facts) are refused in one line naming the digests, unless
   `intersect` (then the facts all runs share, and a note says how many).
-- `build_maps`: the model x relation accuracy heatmap (models grouped by family, by size within a
-  family), the Pearson r of per-relation accuracy between every two models with the within-family
-  and across-family means, eta (the share of the smaller model's known facts the larger one also
-  knows) for every within-family smaller/larger pair, pooled and per relation, and each fine-tuned
-  model against its base (eta and the accuracy delta). The numbers come from
+- `build_maps`: the model x relation accuracy heatmap in Figure 5's order (families by the accuracy
+  of their model closest to 7B, models by average accuracy), the Pearson r of per-relation accuracy
+  between every two models with the within-family and across-family means, eta (the share of the
+  smaller model's known facts the larger one also knows) for every within-family smaller/larger pair
+  of pre-trained models, as the mean over relations (the paper's Tables 1 and 10) and pooled, and
+  each fine-tuned model against its base (eta and the accuracy delta). A fine-tuned model (one with
+  a base) is never in a size pair nor in the within-family Pearson mean. The numbers come from
   `factprobe.metrics.cross_model`; family, size and base from `factprobe.report.model_meta`.
-- `format_maps`: the console summary; `maps_figures`: the heatmap and Pearson figures.
+- `format_maps`: the console summary (eta as the relation mean first, the pooled value second and
+  labelled; a line saying when families are by architecture, not pretraining lineage, i.e. without
+  `--model-meta`); `maps_figures`: the heatmap and Pearson figures.
 
 Pure: no mlflow, no tracking. Undefined numbers are NaN in memory and null in `CrossModelMaps.result`.
 """
@@ -33,6 +37,10 @@ from .model_meta import ModelMeta, base_pairs, unique_labels
 ITEM_OPTIONS = ("choices", "train_data", "seed")
 #: the console lists every pair's Pearson r up to this many models
 SHOW_PAIRS_UP_TO = 6
+#: the console line when a family is not known from --model-meta (model_meta: config.json's model_type)
+FAMILIES_BY_ARCHITECTURE = ("families are by architecture (config.json's model_type), not by pretraining lineage: "
+                            "e.g. SmolLM2 falls in one family with any Llama; give --model-meta FILE with each model's "
+                            "family for the paper's families")
 
 
 @dataclass
@@ -184,7 +192,9 @@ def build_maps(aligned: Aligned, metas: Mapping[str, ModelMeta], metric: str = "
     name them, `model_meta.resolve_model_meta`). `result` holds::
 
         {"metric", "n_facts", "notes", "intersect",
-         "models": [{label, model, family, size, base, source, ref, probe, digest, accuracy}] (Figure 5 order),
+         "families_by": "lineage" (every family from --model-meta) or "architecture" (from config.json),
+         "models": [{label, model, family, size, base, source, ref, probe, digest, accuracy,
+                     accuracy_relation_mean}] (Figure 5 order),
          "order": [label, ...],
          "heatmap": {label: {relation: accuracy}},
          "pearson": {label: {label: r}},
@@ -201,7 +211,7 @@ def build_maps(aligned: Aligned, metas: Mapping[str, ModelMeta], metric: str = "
         eta_family_summary,
         eta_pairs,
         family_correlation,
-        order_models,
+        figure5_order,
         pearson_matrix,
     )
     from ..metrics.json_safe import json_safe
@@ -213,11 +223,14 @@ def build_maps(aligned: Aligned, metas: Mapping[str, ModelMeta], metric: str = "
     by_model = {aligned.runs[lab].model: lab for lab in labels}
     base_of = {by_model[t]: by_model[b] for t, b in base_pairs({aligned.runs[lab].model: meta[lab] for lab in labels}).items()}
 
-    order = order_models(labels, families, sizes)
-    matrix = accuracy_matrix(aligned.tables).loc[order]
+    finetuned = {lab for lab, m in meta.items() if m.base}  # fine-tuned, whether or not its base is in the runs
+    full = accuracy_matrix(aligned.tables)
+    rel_mean = {lab: float(full.loc[lab].mean()) if full.loc[lab].notna().any() else float("nan") for lab in labels}
+    order = figure5_order(labels, families, sizes, rel_mean)
+    matrix = full.loc[order]
     pearson = pearson_matrix(matrix)
-    fam = family_correlation(pearson, families)
-    pairs = eta_pairs(aligned.tables, families, sizes, base_of)
+    fam = family_correlation(pearson, families, finetuned)
+    pairs = eta_pairs(aligned.tables, families, sizes, base_of, finetuned)
     eta = {k: {**v, "per_relation": _plain(v["per_relation"])} for k, v in pairs.items() if v.get("kind") == "size"}
     fam = {**fam, "families": _plain(fam["families"])}
     tuned = {}
@@ -235,11 +248,17 @@ def build_maps(aligned: Aligned, metas: Mapping[str, ModelMeta], metric: str = "
     overall = {lab: float(pd.Series(aligned.tables[lab]["correct"]).astype(bool).mean()) for lab in labels}
     models = [{"label": lab, **meta[lab].to_dict(), "base": (by_model.get(meta[lab].base) or meta[lab].base),
                "ref": aligned.runs[lab].ref, "probe": aligned.runs[lab].probe, "digest": aligned.runs[lab].digest,
-               "accuracy": overall[lab]} for lab in order]
+               "accuracy": overall[lab], "accuracy_relation_mean": rel_mean[lab]} for lab in order]
+    by_lineage = all(m.source.startswith("meta file") for m in meta.values())
+    notes = list(aligned.notes)
+    if finetuned:
+        notes.append(f"fine-tuned model(s) {', '.join(sorted(finetuned))}: in no size pair and in no within-family "
+                     f"Pearson mean (the paper's families are pre-trained models)")
     result = {
         "metric": metric,
         "n_facts": aligned.n_facts,
-        "notes": list(aligned.notes),
+        "families_by": "lineage" if by_lineage else "architecture",
+        "notes": notes,
         "intersect": aligned.intersect,
         "models": models,
         "order": order,
@@ -279,6 +298,8 @@ def format_maps(result: Mapping) -> str:
     metric = result.get("metric", "accuracy")
     models = {m["label"]: m for m in result["models"]}
     lines = [f"cross-model maps of {len(order)} runs over {result['n_facts']} facts ({metric})"]
+    if result.get("families_by", "architecture") != "lineage":
+        lines.append(FAMILIES_BY_ARCHITECTURE)
     lines += list(result.get("notes") or [])
     lines.append("")
     for i, lab in enumerate(order):
@@ -301,17 +322,19 @@ def format_maps(result: Mapping) -> str:
             for b in order[i + 1:]:
                 lines.append(f"  r({a}, {b}) = {_num(result['pearson'][a][b])}")
     if result["eta"]:
-        lines += ["", "subsumption eta(small | large): share of the smaller model's known facts the larger one also knows"]
+        lines += ["", ("subsumption eta(small | large): share of the smaller model's known facts the larger one also "
+                       "knows, mean over relations (as the paper's Table 1); pooled over all facts second")]
         for k, v in result["eta"].items():
-            lines.append(f"  {k}: pooled {_num(v['pooled'])}, mean over relations {_num(v['relation_mean'])} "
-                         f"({v['n_small_known']} of {v['n_joined']} facts known by the smaller)")
+            lines.append(f"  {k}: eta {_num(v['relation_mean'])} (pooled over facts {_num(v['pooled'])}; "
+                         f"{v['n_small_known']} of {v['n_joined']} facts known by the smaller)")
     else:
         lines += ["", ("subsumption eta: no two models of one family with known, different sizes"
                        " (give family and size with --model-meta)")]
     for k, v in result.get("base_vs_finetuned", {}).items():
         lines.append(f"fine-tuned vs base {k}: {metric} delta {_num(v['accuracy_delta'], '+.3f')} "
                      f"({_num(v['accuracy_finetuned'])} vs {_num(v['accuracy_base'])}), eta(fine-tuned | base) "
-                     f"{_num(v['eta'])}")
+                     f"{_num(v['eta_relation_mean'])} mean over relations, as Table 10 (pooled over facts "
+                     f"{_num(v['eta'])})")
     return "\n".join(lines)
 
 
@@ -323,5 +346,6 @@ def maps_figures(maps: CrossModelMaps, metric: str = "accuracy") -> dict[str, ob
             "pearson": pearson_figure(maps.pearson, maps.order, title=f"Pearson r of per-relation {metric}")}
 
 
-__all__ = ["ITEM_OPTIONS", "Aligned", "CrossModelMaps", "RunFacts", "align_runs", "build_maps", "format_maps",
+__all__ = ["FAMILIES_BY_ARCHITECTURE", "ITEM_OPTIONS", "Aligned", "CrossModelMaps", "RunFacts", "align_runs", "build_maps",
+           "format_maps",
            "maps_figures"]

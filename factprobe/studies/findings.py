@@ -8,15 +8,16 @@ Per model of `--models` it runs, into `<out>/<model folder name>/<step>/`:
   `coherency` and `belief-icl` through `factprobe.probes.runner.run_probe`: each folder is a
   normal probe run, so a rerun after a kill resumes each probe from its checkpoint and a finished
   probe is not scored again;
-- the studies `icl-examples` (the n curve) and `icl-sequence` twice (`--kind unknown` and
-  `--kind incorrect`, random placement) through `factprobe.studies.cli.run_study`: a finished study
-  folder is read back, not recomputed. A study that is not installed leaves its claim
-  inconclusive ("not measured") with a note.
+- the studies `icl-examples` (the n curve) and `icl-sequence` four times (`--kind unknown` and
+  `--kind incorrect`, each with random and with block placement; `--train-data` only as facts an
+  incorrect or fictitious example must not match) through `factprobe.studies.cli.run_study`: a
+  finished study folder is read back, not recomputed. A study that is not installed leaves its
+  claims inconclusive ("not measured") with a note.
 
 Sizes: `--relations` (LAMA relation ids), `--max-facts-per-relation` (the fact cap of every probe)
 and `--budget` (`BUDGETS`: options per item, templates, the n grid and draws, the sequence length,
-k, candidates, templates of BELIEF-ICL). `small` is the measured run's size (3 relations x 8 facts; its time is
-in docs/findings.md); `paper` uses the papers' settings.
+the counterfactual k values, candidates, templates of BELIEF-ICL). `small` is the measured run's size (3 relations
+x 8 facts; its time is in docs/findings.md); `paper` uses the papers' settings.
 The resolved settings are written to `metrics.json` (`settings`).
 
 Outputs: `metrics.json` (returned: `findings`, one record per claim and model, see
@@ -45,20 +46,26 @@ DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 #: both models, docs/findings.md); `tiny`: tests (tiny random models); `paper`: the papers' settings.
 BUDGETS: dict[str, dict[str, Any]] = {
     "tiny": {"choices": 5, "examples": 4, "templates": "1", "n": [0, 1, 2, 4], "draws": 2, "length": 16,
-             "replace": 4, "shots": 2, "known_shots": 2, "qa_train_per_relation": 6, "max_new_tokens": 4,
+             "replace": 4, "shots": [2, 3], "known_shots": 2, "qa_train_per_relation": 6, "max_new_tokens": 4,
              "max_candidates": 5, "belief_setting": "zero-shot", "belief_templates": 3, "max_answer_tokens": 3,
              "n_boot": 200, "fluctuation_draws": 200},
     "small": {"choices": 10, "examples": 50, "templates": "1", "n": [0, 2, 10, 20], "draws": 3, "length": 200,
-              "replace": 40, "shots": 10, "known_shots": 10, "qa_train_per_relation": 20, "max_new_tokens": 8,
+              "replace": 40, "shots": list(fm.PAPER_SHOTS), "known_shots": 10, "qa_train_per_relation": 20,
+              "max_new_tokens": 8,
               "max_candidates": 20, "belief_setting": "zero-shot", "belief_templates": 4, "max_answer_tokens": 5,
               "n_boot": 2000, "fluctuation_draws": 2000},
     "paper": {"choices": 100, "examples": 50, "templates": "paper", "n": [0, 1, 2, 5, 10, 20, 30, 50], "draws": 5,
-              "length": 200, "replace": 40, "shots": 10, "known_shots": 10, "qa_train_per_relation": 50,
+              "length": 200, "replace": 40, "shots": list(fm.PAPER_SHOTS), "known_shots": 10,
+              "qa_train_per_relation": 50,
               "max_new_tokens": 16, "max_candidates": None, "belief_setting": "zero-shot", "belief_templates": None,
               "max_answer_tokens": 10, "n_boot": 2000, "fluctuation_draws": 10000},
 }
 PROBES = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl")
 SEQUENCE_KINDS = ("unknown", "incorrect")
+#: the icl-sequence steps: {step folder: (kind, placement)} (wu2024 Figures 2b-2e)
+SEQUENCE_STEPS = {"icl-sequence-unknown": ("unknown", "random"), "icl-sequence-incorrect": ("incorrect", "random"),
+                  "icl-sequence-unknown-block": ("unknown", "block"),
+                  "icl-sequence-incorrect-block": ("incorrect", "block")}
 
 
 @dataclass
@@ -108,7 +115,7 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
         "ic-lke": {**mc, "examples": b["examples"]},
         "hgp": {**mc, "templates": b["templates"]},
         "mmp": {**mc, "templates": b["templates"]},
-        "counterfactual": {**base, "shots": [b["shots"]], "known_shots": b["known_shots"],
+        "counterfactual": {**base, "shots": list(b["shots"]), "known_shots": b["known_shots"],
                            "qa_train_per_relation": b["qa_train_per_relation"], "max_new_tokens": b["max_new_tokens"]},
         "coherency": {**base, "max_candidates": b["max_candidates"]},
         "belief-icl": {**base, "train_data": None, "setting": b["belief_setting"], "samples": 0,
@@ -123,10 +130,9 @@ def study_givens(cfg: FindingsConfig, model: str) -> dict[str, dict[str, Any]]:
     b = BUDGETS[cfg.budget]
     out = {"icl-examples": {**_base(cfg, model), "choices": b["choices"], "skip_small_relations": True,
                             "n": b["n"], "draws": b["draws"]}}
-    for kind in SEQUENCE_KINDS:  # the sequence is drawn from all facts of each relation
-        out[f"icl-sequence-{kind}"] = {**_base(cfg, model, train_data=None, max_facts_per_relation=None),
-                                       "length": b["length"], "replace": b["replace"], "kind": kind,
-                                       "placement": "random"}
+    for step, (kind, placement) in SEQUENCE_STEPS.items():  # the sequence is drawn from all facts of each relation
+        out[step] = {**_base(cfg, model, max_facts_per_relation=None), "length": b["length"], "replace": b["replace"],
+                     "kind": kind, "placement": placement}
     return out
 
 
@@ -186,22 +192,18 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
     for step, given in study_givens(cfg, model).items():
         runs[f"{model}/{step}"] = str(out / step)
         stage(step)
-        subs[step] = _substudy(ctx, step.rsplit("-", 1)[0] if step.startswith("icl-sequence") else step, given,
-                               out / step)
+        subs[step] = _substudy(ctx, "icl-sequence" if step in SEQUENCE_STEPS else step, given, out / step)
 
     found = [fm.mc_vs_baseline(model, base, rows["ic-lke"], rows[base], **boot) for base in ("hgp", "mmp")]
     curve = subs["icl-examples"]
-    found.append(fm.saturation(model, curve["curve"], curve.get("n_items")) if curve
+    found.append(fm.saturation(model, curve["curve"], curve.get("n_items"), **boot) if curve
                  else fm.not_measured("saturation", model, "study icl-examples is not installed"))
-    if all(subs[f"icl-sequence-{k}"] for k in SEQUENCE_KINDS):
-        pos = {k: [r for _, r in read_jsonl(out / f"icl-sequence-{k}" / "positions.jsonl")] for k in SEQUENCE_KINDS}
-        found.append(fm.incorrect_vs_unknown(model, pos["unknown"], pos["incorrect"], **boot))
-    else:
-        found.append(fm.not_measured("incorrect>unknown", model, "study icl-sequence is not installed"))
+    found += sequence_findings(model, out, subs, boot)
     cf = probe_metrics["counterfactual"]
-    used = {e["setting"]: e.get("shots_used") for e in cf.get("figure7", []) if int(e["shots"]) == b["shots"]}
-    found.append(fm.counterfactual_known_vs_unknown(model, rows["counterfactual"], b["shots"], shots_used=used, **boot))
-    found.append(fm.coherency_vs_correctness(model, rows["coherency"], **boot))
+    found.append(fm.counterfactual_over_k(model, rows["counterfactual"], b["shots"], shots_used=shots_used(cf),
+                                          n_params=model_params(model), **boot))
+    found.append(fm.coherency_poor(model, rows["coherency"], **boot))
+    found.append(fm.c1_above_c2(model, rows["coherency"], **boot))
     found.append(fm.prompt_fluctuation(model, rows["belief-icl"], n_draws=b["fluctuation_draws"],
                                        n_boot=min(b["n_boot"], 500), seed=cfg.seed, setting=b["belief_setting"]))
     fluct = found[-1]
@@ -209,12 +211,43 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
     return found
 
 
+def sequence_findings(model: str, out: Path, subs: Mapping[str, Any], boot: Mapping[str, Any]) -> list[fm.Finding]:
+    """The three icl-sequence claims from the four sequence steps' positions.jsonl (not measured when
+    icl-sequence is not installed)."""
+    claims = ("incorrect>unknown", "incorrect>unknown-block", "incorrect-block>random")
+    if not all(subs.get(step) for step in SEQUENCE_STEPS):
+        return [fm.not_measured(c, model, "study icl-sequence is not installed") for c in claims]
+    pos = {step: [r for _, r in read_jsonl(out / step / "positions.jsonl")] for step in SEQUENCE_STEPS}
+    return [fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown"], pos["icl-sequence-incorrect"], **boot),
+            fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"],
+                                    placement="block", **boot),
+            fm.block_vs_random(model, pos["icl-sequence-incorrect-block"], pos["icl-sequence-incorrect"], **boot)]
+
+
+def shots_used(cf_metrics: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """{k asked: {Figure-7 setting: k used}} of the counterfactual probe's metrics."""
+    out: dict[int, dict[str, Any]] = {}
+    for e in cf_metrics.get("figure7", []):
+        out.setdefault(int(e["shots"]), {})[e["setting"]] = e.get("shots_used")
+    return out
+
+
+def model_params(model: str) -> float | None:
+    """The model's parameter count from its local folder (`report.model_meta.config_meta`), None when unknown."""
+    from ..report.model_meta import config_meta
+
+    try:
+        return config_meta(model).size
+    except Exception:  # noqa: BLE001 - a size we cannot read only drops the counterfactual's scale note
+        return None
+
+
 # ------------------------------------------------------------------ outputs
 def findings_markdown(metrics: Mapping[str, Any]) -> str:
     """findings.md: the table, then each finding's detail."""
     lines = ["# Findings", "", fm.markdown_table(metrics["findings"]), "## Detail", ""]
     for f in metrics["findings"]:
-        lines.append(f"### {f['model']}: {f['statement']} ({f['source']}): {f['verdict']}")
+        lines.append(f"### {f['model']}: {f['statement']} ({f['source']}): {fm.verdict_text(f)}")
         lines.append("")
         lines += [f"- {k}: {json.dumps(v)}" for k, v in f["detail"].items()]
         lines.append("")
@@ -233,24 +266,25 @@ def findings_figure(findings: list[Mapping[str, Any]]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    below = {"coherency<correctness"}
+    below = {"coherency-poor", "saturation"}
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(findings) + 1.5))
     for i, f in enumerate(findings):
         thr = f["detail"].get("threshold", 0.0) or 0.0
         sign = -1.0 if f["claim"] in below else 1.0
+        scale = float(f["detail"].get("n_max") or 1.0) if f["claim"] == "saturation" else 1.0  # n95 in units of n_max
         if f["value"] is None:
             ax.text(0, i, "not measured", va="center", fontsize=8, color="gray")
             continue
-        v = sign * (f["value"] - thr)
+        v = sign * (f["value"] - thr) / scale
         lo, hi = f["ci"]
         if lo is not None and hi is not None:
-            a, b = sorted((sign * (lo - thr), sign * (hi - thr)))
+            a, b = sorted((sign * (lo - thr) / scale, sign * (hi - thr) / scale))
             ax.plot([a, b], [i, i], color=COLORS[f["verdict"]], lw=2)
         ax.plot([v], [i], "o", color=COLORS[f["verdict"]])
     ax.axvline(0, color="black", lw=0.8, ls="--")
     ax.set_yticks(range(len(findings)), [f"{f['model']}: {f['claim']}" for f in findings], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("value - threshold in the claim's direction (> 0 supports it), 95% CI")
+    ax.set_xlabel("value - threshold in the claim's direction (> 0 supports it; saturation / n_max), 95% CI")
     ax.set_title("findings: green holds, red does not hold, gray inconclusive")
     fig.tight_layout()
     return fig
@@ -293,12 +327,16 @@ class FindingsStudy(Study):
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:
         """The findings table, one line per claim and model."""
-        lines = [f"{'model':<24}{'claim':<24}{'verdict':<15}{'value':>8}  {'95% CI':<20}{'n':>6}"]
+        lines = [f"{'model':<24}{'claim':<24}{'verdict':<15}{'value':>8}  {'95% CI':<20}{'n':>6} unit"]
         for f in metrics.get("findings", []):
             lo, hi = f["ci"]
             ci = "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]"
             val = "n/a" if f["value"] is None else f"{f['value']:+.3f}"
-            lines.append(f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6}")
+            note = (f.get("detail") or {}).get("verdict_note")
+            unit = (f.get("detail") or {}).get("unit", "")
+            lines.append(f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6} "
+                         f"{unit}" + (f"  ({note})" if note else ""))
+        lines.append(fm.MULTIPLICITY_NOTE)
         return lines
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:

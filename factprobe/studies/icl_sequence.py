@@ -6,7 +6,9 @@ its examples (`x1 S y1 S x2 S y2 ...`; `factprobe.studies.sequence_data`), and t
 every object given everything before it (Figure 2a). Variants replace `--replace` positions with
 `unknown` (fictitious subjects, plausible objects) or `incorrect` (true subjects, wrong objects)
 examples, placed at `random` positions or as one `block` (Figures 2b-2e). `--kind none` replaces
-nothing (`--replace` is ignored).
+nothing (`--replace` is ignored). `--train-data` (LPAQA training facts) never enters the sequence:
+an incorrect object is wrong against those facts too, and a fictitious subject equals none of
+their subjects (data that is true somewhere is never "incorrect" or "fictitious").
 
 How a probability is computed: ONE forward pass of the whole sequence per relation, not one per
 position. The object at position i has `prefix` = the exact text before it; its log-prob is the
@@ -242,6 +244,23 @@ class ICLSequenceStudy(Study):
     config_class = ICLSequenceConfig
     uses_base = True
 
+    def prepare(self, ctx: StudyContext) -> None:
+        """Read the facts and check that the relations have enough of them before the MLflow run opens
+        (a DataError here leaves no run and no files); `run` reads them again (cheap next to scoring).
+        Options that do not apply are refused by `run` in its own words."""
+        from dataclasses import replace
+
+        from ..sources import load_facts
+
+        base = ctx.base
+        if base is None or base.max_facts_per_relation:
+            return None
+        facts = load_facts(base.source, base.data, None)
+        if base.relations:
+            facts = facts.select(base.relations)
+        _relations(replace(ctx, note=lambda msg: None), facts)  # its notes are given once, by run
+        return None
+
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
@@ -252,14 +271,18 @@ class ICLSequenceStudy(Study):
         base, cfg = ctx.base, ctx.cfg
         if base is None:
             raise ConfigError("icl-sequence needs the model and data options")
-        if base.train_data or base.max_facts_per_relation:
+        if base.max_facts_per_relation:
             raise ConfigError("icl-sequence draws its sequence from all facts of each relation; "
-                              "--train-data and --max-facts-per-relation do not apply")
+                              "--max-facts-per-relation does not apply (remove it)")
         facts = load_facts(base.source, base.data, None)
+        # the training facts are a loaded source too: never drawn into the sequence, but what they hold true is
+        # never an "incorrect" example, and their subjects are never "fictitious" (sequence_data)
+        known = load_facts("lpaqa-train", base.train_data, None).facts if base.train_data else []
         if base.relations:
             facts = facts.select(base.relations)
         relations = _relations(ctx, facts)
-        sequences = {r: build_sequence(facts.facts, r, cfg.length, cfg.replaced, cfg.kind, cfg.placement, base.seed)
+        sequences = {r: build_sequence(facts.facts, r, cfg.length, cfg.replaced, cfg.kind, cfg.placement, base.seed,
+                                       known_facts=known)
                      for r in relations}
         cleans = {r: build_sequence(facts.facts, r, cfg.length, 0, "none", cfg.placement, base.seed)
                   for r in relations} if cfg.kind != "none" else {}

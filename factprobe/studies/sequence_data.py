@@ -14,9 +14,12 @@ A variant replaces `replace` of these positions (the same positions for both kin
 What a replaced position holds:
 - kind `unknown`: a FICTITIOUS subject (`fictitious_subjects`: a plausible-looking name spliced
   from the relation's real subject names, never equal, case-insensitively, to any real subject
-  of the loaded data) with a plausible object (an object of the same relation, drawn by seed);
+  of any loaded source: the sequence's data, `known_facts` (e.g. the LPAQA training facts) and
+  `all_subjects`) with a plausible object (an object of the same relation, drawn by seed);
 - kind `incorrect`: the true subject with a WRONG object of the same relation: never an object
-  the data lists as correct for that subject (by id and by case-insensitive label).
+  that any loaded source (the sequence's data and `known_facts`) lists as correct for that
+  subject in that relation (by id and by case-insensitive label). Data that is true somewhere is
+  never "incorrect" or "fictitious" (LAMA lists one object per subject of P530, LPAQA others).
 Kind `none` replaces nothing.
 
 Bad input (DataError, one line naming relation, what is there and what was asked): fewer
@@ -138,10 +141,13 @@ def _correct_objects(facts: Iterable[Fact], relation: str) -> dict[str, set[str]
 
 
 def build_sequence(facts: Sequence[Fact], relation: str, length: int, replace: int, kind: str, placement: str,
-                   seed: int, all_subjects: Iterable[str] = ()) -> list[SequenceExample]:
+                   seed: int, all_subjects: Iterable[str] = (), known_facts: Iterable[Fact] = ()) -> list[SequenceExample]:
     """The sequence of one relation (module docstring). `facts`: every loaded fact (all relations
     may be given; other relations' subjects are never used as fictitious names); `all_subjects`:
-    more real names a fictitious subject must not equal. Kind `none` ignores `replace`."""
+    more real names a fictitious subject must not equal; `known_facts`: facts of other loaded
+    sources (never drawn into the sequence): an incorrect object is wrong against them too, and a
+    fictitious subject equals none of their subjects. Kind `none` ignores `replace`."""
+    known = list(known_facts)
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
     clean = clean_sequence(facts, relation, length, seed)
@@ -157,13 +163,14 @@ def build_sequence(facts: Sequence[Fact], relation: str, length: int, replace: i
     out = list(clean)
     if kind == "unknown":
         real = sorted({f.subject for f in rel_facts})
-        names = fictitious_subjects(real, len(positions), rng, forbidden={f.subject for f in facts} | set(all_subjects),
+        names = fictitious_subjects(real, len(positions), rng,
+                                    forbidden={f.subject for f in (*facts, *known)} | set(all_subjects),
                                     relation=relation)
         for p, name in zip(positions, names):
             obj = rng.choice(object_list)[1]
             out[p] = SequenceExample(p, name, obj, True, kind, True, clean[p].subject, clean[p].object)
         return out
-    correct = _correct_objects(facts, relation)
+    correct = _correct_objects((*facts, *known), relation)
     for p in positions:
         ex = clean[p]
         bad = correct[ex.subject.casefold()] | {ex.object.casefold()}

@@ -22,8 +22,8 @@ def test_findings_runs_locally_and_logs_the_table(tmp_path, tiny_model_path):
     cfg = json.loads(child.data.params["config_json"])
     assert cfg["params"]["models"] == [str(model)] and cfg["params"]["relations"] == ["P36"]  # the list reached the step
     claims = {k.split("/")[2] for k in child.data.metrics if k.startswith("findings/") and k.endswith("/verdict")}
-    assert {"coherency_correctness", "fluctuation", "counterfactual_known"} <= claims, claims
+    assert {"coherency_poor", "c1_c2", "fluctuation", "counterfactual_known", "incorrect_block_random"} <= claims, claims
     arts = {a.path for d in ("figures", "results", "tables") for a in c.list_artifacts(child.info.run_id, d)}
     assert {"figures/findings.png", "results/findings.md", "results/metrics.json", "tables/findings.json"} <= arts, arts
-    assert "findings: tiny-random-llama: ic-lke (1/9)" in p.stdout, p.stdout[-2000:]  # a line as each stage starts
-    assert "findings: tiny-random-llama: icl-sequence-incorrect (9/9)" in p.stdout, p.stdout[-2000:]
+    assert "findings: tiny-random-llama: ic-lke (1/11)" in p.stdout, p.stdout[-2000:]  # a line as each stage starts
+    assert "findings: tiny-random-llama: icl-sequence-incorrect-block (11/11)" in p.stdout, p.stdout[-2000:]

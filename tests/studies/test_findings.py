@@ -17,7 +17,7 @@ from factprobe.studies import registry
 from factprobe.studies.cli import run_study, study_config
 
 STEPS = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl", "icl-examples", "icl-sequence-unknown",
-         "icl-sequence-incorrect")
+         "icl-sequence-incorrect", "icl-sequence-unknown-block", "icl-sequence-incorrect-block")
 
 
 def _given(model: Path) -> dict:
@@ -74,16 +74,19 @@ def test_verdicts_come_from_the_steps_own_files(finished, wide_model):
     by_claim = {f["claim"]: f for f in metrics["findings"]}
     icl = _rows(d / "ic-lke" / "results.jsonl")
     cf_metrics = json.loads((d / "counterfactual" / "metrics.json").read_text())
-    used = {e["setting"]: e.get("shots_used") for e in cf_metrics["figure7"] if int(e["shots"]) == b["shots"]}
+    pos = {s: _rows(d / s / "positions.jsonl") for s in fs.SEQUENCE_STEPS}
     expected = [
         fm.mc_vs_baseline(model, "hgp", icl, _rows(d / "hgp" / "results.jsonl"), **boot),
         fm.mc_vs_baseline(model, "mmp", icl, _rows(d / "mmp" / "results.jsonl"), **boot),
-        fm.saturation(model, json.loads((d / "icl-examples" / "metrics.json").read_text())["curve"]),
-        fm.incorrect_vs_unknown(model, _rows(d / "icl-sequence-unknown" / "positions.jsonl"),
-                                _rows(d / "icl-sequence-incorrect" / "positions.jsonl"), **boot),
-        fm.counterfactual_known_vs_unknown(model, _rows(d / "counterfactual" / "results.jsonl"), b["shots"],
-                                           shots_used=used, **boot),
-        fm.coherency_vs_correctness(model, _rows(d / "coherency" / "results.jsonl"), **boot),
+        fm.saturation(model, json.loads((d / "icl-examples" / "metrics.json").read_text())["curve"], **boot),
+        fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown"], pos["icl-sequence-incorrect"], **boot),
+        fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"],
+                                placement="block", **boot),
+        fm.block_vs_random(model, pos["icl-sequence-incorrect-block"], pos["icl-sequence-incorrect"], **boot),
+        fm.counterfactual_over_k(model, _rows(d / "counterfactual" / "results.jsonl"), b["shots"],
+                                 shots_used=fs.shots_used(cf_metrics), n_params=fs.model_params(model), **boot),
+        fm.coherency_poor(model, _rows(d / "coherency" / "results.jsonl"), **boot),
+        fm.c1_above_c2(model, _rows(d / "coherency" / "results.jsonl"), **boot),
         fm.prompt_fluctuation(model, _rows(d / "belief-icl" / "results.jsonl"), n_draws=b["fluctuation_draws"],
                               n_boot=b["n_boot"], seed=0),
     ]
@@ -127,7 +130,7 @@ def test_a_study_that_is_not_installed_leaves_its_claim_not_measured(finished, w
     monkeypatch.setattr(registry, "available", lambda: ["findings"])
     m, _, _ = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), copy, progress=False)
     by_claim = {f["claim"]: f for f in m["findings"]}
-    for claim in ("saturation", "incorrect>unknown"):
+    for claim in ("saturation", "incorrect>unknown", "incorrect>unknown-block", "incorrect-block>random"):
         assert by_claim[claim]["verdict"] == fm.INCONCLUSIVE and by_claim[claim]["n"] == 0
         assert "not installed" in by_claim[claim]["detail"]["not_measured"]
     assert any("icl-examples is not installed" in n for n in m["notes"])
@@ -138,6 +141,7 @@ def test_summary_and_flat_metrics():
     none = fm.not_measured("saturation", "smollm2-135m-instruct", "x").to_dict()
     lines = fs.STUDY.summary({"findings": [rec, none]})
     assert "holds" in lines[1] and "[+0.100, +0.300]" in lines[1] and "n/a" in lines[2]
+    assert lines[-1] == fm.MULTIPLICITY_NOTE  # each verdict is at 95% alone, said on screen
     flat = fs.STUDY.flat_metrics({"findings": [rec, none]})
     assert flat["findings/smollm2_135m_instruct/ic_lke_hgp/verdict"] == 1.0
     assert flat["findings/smollm2_135m_instruct/saturation/verdict"] == 0.0
@@ -154,3 +158,16 @@ def test_summary_and_flat_metrics():
 def test_bad_options_are_one_line_errors(given, match):
     with pytest.raises(ConfigError, match=match):
         study_config(fs.STUDY, given)
+
+
+def test_the_sequence_steps_cover_both_placements_and_see_the_training_facts(tmp_path):
+    given = {**_given(tmp_path / "m"), "train_data": str(tmp_path / "train")}
+    cfg = fs.FindingsConfig.from_dict(study_config(fs.STUDY, given)["params"])
+    givens = fs.study_givens(cfg, str(tmp_path / "m"))
+    seq = {step: (g["kind"], g["placement"]) for step, g in givens.items() if step.startswith("icl-sequence")}
+    assert seq == {"icl-sequence-unknown": ("unknown", "random"), "icl-sequence-incorrect": ("incorrect", "random"),
+                   "icl-sequence-unknown-block": ("unknown", "block"), "icl-sequence-incorrect-block": ("incorrect", "block")}
+    # issue 29 item 6: an incorrect example must be wrong against the training facts too
+    assert all(givens[s]["train_data"] == str(tmp_path / "train") for s in seq)
+    assert fs.probe_configs(cfg, str(tmp_path / "m"))["counterfactual"].params.shots == fs.BUDGETS["tiny"]["shots"]
+    assert fs.BUDGETS["paper"]["shots"] == fs.BUDGETS["small"]["shots"] == [10, 15, 20, 32]  # yuan2024 Figure 7's k

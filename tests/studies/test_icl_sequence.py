@@ -204,7 +204,7 @@ def test_a_sequence_longer_than_the_context_window_names_the_lengths(wide_llama)
 
 
 def test_options_that_do_not_apply_are_refused(tmp_path, wide_llama, triples):
-    with pytest.raises(ConfigError, match="--max-facts-per-relation do not apply"):
+    with pytest.raises(ConfigError, match="--max-facts-per-relation does not apply"):
         _run(tmp_path, wide_llama, triples, relations="capital", length=5, max_facts_per_relation=3)
 
 
