@@ -67,8 +67,10 @@ def design_config_params() -> list[Param]:
 
 def sequence_params(kind: str) -> dict[str, Any]:
     """An icl-sequence step's own options: its kind; the sequence is drawn from every fact of a
-    relation, so the probe's fact cap and training data do not apply (the study refuses them)."""
-    return {"kind": kind, "max_facts_per_relation": "", "train_data": ""}
+    relation, so the probe's fact cap does not apply. The pipeline's training data reaches the study
+    as a second source of truth (never drawn into the sequence): an "incorrect" object or a
+    "fictitious" subject that is true or real there is never used (issue 29 item 6)."""
+    return {"kind": kind, "max_facts_per_relation": ""}
 
 
 def _body(values: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ Folders of failed (tolerant) probe steps are named in a `failed` table and a tag
 
 Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): for every probe that declares a
 per-fact verdict (`Probe.fact_verdict`) and has runs of two or more models, the model x relation
-heatmap (models grouped by family, by size within a family), the Pearson r between models with its
+heatmap (Figure 5 order: families by the accuracy of their model closest to 7B, models by mean accuracy), the Pearson r between models with its
 within/across-family means and the subsumption eta of smaller in larger models of a family and of
 fine-tuned models in their base, as figures, tables (`cross_model_<probe>`, `cross_model_pearson_<probe>`,
 `cross_model_families_<probe>`, `cross_model_eta_<probe>`) and parent-run metrics (`pearson_within/<probe>`, `pearson_across/<probe>`,
@@ -119,7 +119,7 @@ def cross_model_parts(runs: list) -> list:
         res = maps.result
         part = ReportPart()
         figs = maps_figures(maps, metric)
-        part.figures[f"{name}: {metric}, model x relation (models by family and size)"] = (f"cross_model_heatmap_{name}", figs["heatmap"])
+        part.figures[f"{name}: {metric}, model x relation (Figure 5 order)"] = (f"cross_model_heatmap_{name}", figs["heatmap"])
         part.figures[f"{name}: Pearson r of per-relation {metric} between models"] = (f"cross_model_pearson_{name}", figs["pearson"])
         meta = {m["label"]: m for m in res["models"]}
         part.tables[f"cross_model_{name}"] = [

@@ -37,10 +37,11 @@ def test_design_space_runs_the_probe_and_three_studies_per_model_and_reports_acr
         for field in ("model", "context"):
             assert task["inputs"]["parameters"][field] == {"componentInputParameter": item,
                                                            "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
-    # the sequence is drawn from every fact of a relation: the steps unset the probe's fact cap and training data
+    # the sequence is drawn from every fact of a relation: the steps unset the probe's fact cap; the training
+    # data is kept, as a second source of truth for what is "incorrect" or "fictitious"
     for t in studies.values():
         if constant(t, "study") == "icl-sequence":
-            assert constant(t, "params")["max_facts_per_relation"] == "" and constant(t, "params")["train_data"] == ""
+            assert constant(t, "params")["max_facts_per_relation"] == "" and "train_data" not in constant(t, "params")
     owner, rep = tasks["report"]
     assert owner != loop["componentRef"]["name"] and rep["taskInfo"]["name"] == "cross-model-report"
     # the report collects every model's IC-LKE run (dsl.Collected over the loop)
