@@ -18,6 +18,11 @@ through entry points declared in pyproject.toml:
   of the folder, e.g. the server died before the results were logged); otherwise the optional
   `already_finished(args, cfg, out) -> list[str]` says where the earlier run is.
 
+Help: every parser of the tree (plug-ins' subcommands included) is a `HelpSafeParser`, so a help
+text, description or epilog may say "95% CI" without escaping its `%`: argparse %-formats every help
+string, and a bare `%` was a traceback on `--help`. A `%` that is not `%%` and not a `%(name)s`
+placeholder is shown as written (`HelpSafeFormatter`); a plug-in's own `formatter_class` keeps working.
+
 Errors: every expected failure prints one line `error: ...` and exits non-zero (2 for bad input,
 1 for tracking and operating-system errors such as an unwritable --out or a full disk, 130 on
 Ctrl-C, 143 on SIGTERM). `--debug` shows the traceback instead.
@@ -25,6 +30,8 @@ Ctrl-C, 143 on SIGTERM). `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -34,6 +41,54 @@ from .errors import FactprobeError
 
 COMMAND_GROUP = "factprobe.commands"
 PROBE_HOOK_GROUP = "factprobe.probe_hooks"
+
+
+# ------------------------------------------------------------------ help that may say "95% CI"
+#: `%%`, a `%(name)s`-style placeholder (flags, width, precision, conversion), or a bare `%`
+_PERCENT = re.compile(r"%%|%\([^)]*\)[#0 +-]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]|%")
+
+
+def escape_percent(text: str) -> str:
+    """`text` with every bare `%` doubled, so that `text % params` shows it as written; `%%` and
+    `%(name)s` placeholders (argparse's `%(default)s`, `%(prog)s`) are left as they are."""
+    return _PERCENT.sub(lambda m: "%%" if m.group(0) == "%" else m.group(0), text)
+
+
+class HelpSafeFormatter(argparse.HelpFormatter):
+    """A help formatter whose help strings, descriptions, epilogs and usages may hold a bare `%`."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return escape_percent(super()._get_help_string(action) or "")
+
+    def _format_text(self, text: str) -> str:
+        if "%(prog)" in text:  # argparse formats such a text with `% {"prog": ...}` only then
+            text = escape_percent(text)
+        return super()._format_text(text)
+
+    def _format_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None) -> str:
+        return super()._format_usage(None if usage is None else escape_percent(usage), actions, groups, prefix)
+
+
+def help_safe(formatter_class: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
+    """`formatter_class` with `HelpSafeFormatter`'s escaping (itself when it already has it)."""
+    if issubclass(formatter_class, HelpSafeFormatter):
+        return formatter_class
+    return type(f"HelpSafe{formatter_class.__name__}", (HelpSafeFormatter, formatter_class), {})
+
+
+class HelpSafeParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose help may hold a bare `%` (module docstring). Its
+    `add_subparsers` makes parsers of this class, so the whole command tree is covered."""
+
+    def __init__(self, *args: Any, formatter_class: type[argparse.HelpFormatter] = HelpSafeFormatter, **kwargs: Any):
+        super().__init__(*args, formatter_class=help_safe(formatter_class), **kwargs)
+
+    def add_subparsers(self, **kwargs: Any):
+        kwargs.setdefault("parser_class", HelpSafeParser)
+        if not issubclass(kwargs["parser_class"], HelpSafeParser):
+            kwargs["parser_class"] = type(f"HelpSafe{kwargs['parser_class'].__name__}",
+                                          (HelpSafeParser, kwargs["parser_class"]), {})
+        return super().add_subparsers(**kwargs)
 
 
 def _entry_points(group: str) -> list[Any]:
@@ -112,7 +167,8 @@ def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> No
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="factprobe", description="Measure what language models know about facts.")
+    # every subparser (studies, fine-tuning, plug-ins' commands) is made from this one: help may say "95% CI"
+    parser = HelpSafeParser(prog="factprobe", description="Measure what language models know about facts.")
     parser.add_argument("--debug", action="store_true",
                         help="show tracebacks instead of one-line errors (also accepted after the subcommand)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,7 +185,24 @@ def build_parser() -> argparse.ArgumentParser:
     register_studies(sub)
     for register in _entry_points(COMMAND_GROUP):
         register(sub)
+    for name in THREADED_COMMANDS:
+        _add_threads_option(sub.choices[name])
     return parser
+
+
+#: the commands that compute: each takes `--threads` (factprobe/threads.py), a probe's and a study's from BaseConfig
+THREADED_COMMANDS = ("probe", "study", "finetune")
+
+
+def _add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """`--threads N` on `parser` and on every leaf parser under it that does not have one yet."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            _add_threads_option(child)
+    if not subs and "--threads" not in parser._option_string_actions:
+        parser.add_argument("--threads", type=int, default=argparse.SUPPRESS, metavar="THREADS",
+                            help="CPU threads (default: the CPUs this process may use, cgroup quota and affinity)")
 
 
 def _one_line(err: BaseException) -> str:
@@ -146,6 +219,8 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # before anything imports torch: OpenMP reads it once, when it loads (factprobe/threads.py)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         parser = build_parser()
@@ -157,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, "rest", None) is None:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             args.rest = extra + args.rest
+        if args.command in THREADED_COMMANDS:
+            from .threads import apply as apply_threads
+
+            apply_threads(getattr(args, "threads", None))  # before the command imports torch
         return int(args.func(args) or 0)
     except FactprobeError as e:
         if debug:

@@ -109,6 +109,30 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
             yield lineno, rec
 
 
+def malformed_csv(path: str | Path, line: int, err: csv.Error) -> str:
+    """The one-line message of a CSV record that `csv` (strict) cannot read, starting at `line`."""
+    why = str(err)
+    hint = ("a quoted value opened here is never closed" if "end of data" in why
+            else "a quoted value must be followed by the delimiter or the line's end; write a quote inside it twice")
+    return f"{path}:{line}: malformed CSV ({why}): {hint}"
+
+
+def csv_rows(reader: Any, path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(1-based line the row starts on, row) of a `csv.reader`/`csv.DictReader` made with `strict=True`
+    over the lines of `path`; a row `csv` cannot read (an unterminated quote, which a lenient reader
+    takes as the rest of the file in one value) is a DataError naming that line (`malformed_csv`)."""
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise DataError(malformed_csv(path, start, e)) from None
+        lineno, start = start, reader.line_num + 1
+        yield lineno, row
+
+
 #: the tabular formats `open_table` reads, by file extension (any case)
 TABLE_EXTENSIONS = (".jsonl", ".csv", ".parquet")
 
@@ -136,10 +160,7 @@ class Table:
             for lineno, rec in read_jsonl(self.path):
                 yield f"{self.path}:{lineno}", rec
         elif self.kind == "csv":
-            reader = self._rows
-            start = reader.line_num + 1
-            for rec in reader:
-                lineno, start = start, reader.line_num + 1
+            for lineno, rec in csv_rows(self._rows, self.path):
                 yield f"{self.path}:{lineno}", rec
         else:
             table = self._rows
@@ -153,8 +174,9 @@ class Table:
 def open_table(path: str | Path) -> Iterator[Table]:
     """Open a jsonl, csv or parquet file (by extension) for reading its rows (`Table.records`).
 
-    csv is read as UTF-8 (a BOM is dropped) with `csv.DictReader`: a short row has None for its
-    missing values. Raises DataError for an extension other than `TABLE_EXTENSIONS`, a missing
+    csv is read as UTF-8 (a BOM is dropped) with a strict `csv.DictReader`: a short row has None for its
+    missing values; an unterminated quote is a DataError naming the line the record starts on
+    (`csv_rows`). Raises DataError for an extension other than `TABLE_EXTENSIONS`, a missing
     file (`<path>: file not found`), a parquet file pyarrow cannot read (`<path>: not a readable
     parquet file (...)`), and, while the rows are read inside the block, for malformed jsonl lines
     (`read_jsonl`) and non-UTF-8 text (`not_utf8_error`)."""
@@ -166,8 +188,11 @@ def open_table(path: str | Path) -> Iterator[Table]:
         yield Table(path, kind, None)
     elif kind == "csv":
         with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
-            reader = csv.DictReader(fh)
-            reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
+            reader = csv.DictReader(fh, strict=True)
+            try:
+                reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
+            except csv.Error as e:
+                raise DataError(malformed_csv(path, 1, e)) from None
             yield Table(path, kind, list(reader.fieldnames), reader)
     else:
         import pyarrow.parquet as pq

@@ -6,9 +6,12 @@ reads the last three). Fields (other column names are mapped with `--fields prom
 - `prompt`: the sentence with one answer slot (`[Y]` unless `--slot` says otherwise), anywhere in it;
 - `options`: the candidate fillers, a list (in CSV: a JSON list in the cell, `["Paris", "Lyon"]`);
   numbers are read as their text (`1879` -> "1879");
-- `answer`: the gold option, as an integer index (0-based) or as the option's text. A string is
-  matched against the options first and read as an index only when no option equals it, so a CSV
-  `answer` of `2` means the option "2" when there is one, else index 2;
+- `answer`: the gold option, as an integer index (0-based) or as the option's text. One rule in
+  every format (a JSON number and a CSV cell `2` are read alike), set by `--answer-is`:
+  `auto` (default): the option whose text equals the answer (a number as its text: 2 -> "2"), else
+  the answer as an index; an answer that is both an option's text and the index of ANOTHER option
+  (`1` with options "1", "2": "1" or "2"?) is refused as ambiguous, naming both readings;
+  `text`: always an option's text; `index`: always a 0-based index;
 - optional `id` (the item's stable id: `fact_id` is `<relation>|<id or prompt>|<answer>`) and
   `relation` (or `group`; default `items`): the per-relation tables group by it.
 
@@ -17,17 +20,24 @@ are the file's, in the file's order, so the multiple-choice rows, metrics, `comp
 `regress` treat it as any other item. A bad record raises ONE `DataError` naming the file and the
 record (`file:line`, `file: row N` or `file: item N`, plus the id when it has one): missing field,
 missing slot (or more than one), fewer than 2 options, empty or duplicate options, an answer index
-out of range, an answer text that is not an option, a CSV cell that is not a JSON list, or an id
-given twice.
+out of range, an answer text that is not an option, an ambiguous answer, a non-finite number
+(`Infinity`) as an option, a CSV cell that is not a JSON list, or an id given twice. A CSV file
+with an unterminated quote is refused naming the line the quote opens on (`factprobe.io.csv_rows`),
+and a `--fields` mapping to a column the file lacks is refused naming the file's columns.
 
 Training items for in-context examples (`--train-data`, the same format) become `Fact`s of the
 `train` fact set: subject = prompt, object = gold; the probe fills the prompt with the gold.
+A training item that is a test item is never an example (`leaks`): its prompt, or its prompt
+filled with its answer, equals a test item's prompt or answered prompt once whitespace is removed
+and case folded (`leak_key`).
 """
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet, MCItem
@@ -108,6 +118,8 @@ def _options(value: Any, where: str) -> list[str]:
     for o in value:
         if isinstance(o, bool) or not isinstance(o, (str, int, float)):
             raise DataError(f"{where}: option {o!r} is not text")
+        if isinstance(o, float) and not math.isfinite(o):
+            raise DataError(f"{where}: option {o!r} is not a finite number; write it as text (\"inf\") if it is one")
         o = o if isinstance(o, str) else str(o)
         if not o.strip():
             raise DataError(f"{where}: empty option in {list(value)!r}")
@@ -115,29 +127,65 @@ def _options(value: Any, where: str) -> list[str]:
     return out
 
 
-def _answer_index(answer: Any, options: list[str], where: str) -> int:
+#: how an answer is read (`--answer-is`): `auto` (an option's text, else a 0-based index; an answer
+#: that reads both ways, as different options, is refused), `index` or `text`
+ANSWER_RULES = ("auto", "index", "text")
+_INDEX = re.compile(r"-?[0-9]+")
+
+
+def _as_index(answer: Any) -> int | None:
+    """`answer` as a whole number (an int, an integral finite float, or ASCII digits), else None."""
     if isinstance(answer, bool):
-        raise DataError(f"{where}: answer {answer!r} is neither an option index nor an option's text")
-    if isinstance(answer, float) and answer == int(answer):
-        answer = int(answer)
+        return None
     if isinstance(answer, int):
-        if not 0 <= answer < len(options):
-            raise DataError(f"{where}: answer index {answer} out of range for {len(options)} options (0..{len(options) - 1})")
         return answer
+    if isinstance(answer, float):
+        return int(answer) if math.isfinite(answer) and answer.is_integer() else None
+    if isinstance(answer, str) and _INDEX.fullmatch(answer.strip()):
+        return int(answer.strip())
+    return None
+
+
+def _as_text(answer: Any) -> str | None:
+    """`answer` as an option's text (a number as its text: 2 and 2.0 -> "2"), else None."""
+    if isinstance(answer, bool):
+        return None
     if isinstance(answer, str):
-        if answer in options:
-            return options.index(answer)
-        if answer.strip() in options:
-            return options.index(answer.strip())
-        text = answer.strip()
-        if text.lstrip("-").isdigit():
-            return _answer_index(int(text), options, where)
+        return answer
+    if isinstance(answer, float) and math.isfinite(answer) and answer.is_integer():
+        return str(int(answer))
+    if isinstance(answer, (int, float)):
+        return str(answer)
+    return None
+
+
+def _answer_index(answer: Any, options: list[str], where: str, rule: str = "auto") -> int:
+    """The gold option's index: `answer` read by `rule` (`ANSWER_RULES`; the module docstring)."""
+    text, index = _as_text(answer), _as_index(answer)
+    by_text = None
+    if text is not None and rule != "index":
+        by_text = options.index(text) if text in options else options.index(text.strip()) if text.strip() in options else None
+    by_index = index if index is not None and rule != "text" and 0 <= index < len(options) else None
+    if by_text is not None and by_index is not None and by_text != by_index:
+        raise DataError(f"{where}: answer {answer!r} is ambiguous: the option {options[by_text]!r} (index {by_text}) "
+                        f"or the option at index {by_index} ({options[by_index]!r}); "
+                        "say which with --answer-is text or --answer-is index")
+    if by_text is not None:
+        return by_text
+    if by_index is not None:
+        return by_index
+    if index is not None and rule != "text":
+        raise DataError(f"{where}: answer index {index} out of range for {len(options)} options (0..{len(options) - 1})")
+    if text is not None and rule != "index":
         raise DataError(f"{where}: answer {answer!r} is not among the options {options!r}")
-    raise DataError(f"{where}: answer {answer!r} is neither an option index nor an option's text")
+    what = {"index": "a 0-based option index (--answer-is index)", "text": "an option's text (--answer-is text)",
+            "auto": "an option index nor an option's text"}[rule]
+    raise DataError(f"{where}: answer {answer!r} is {'neither ' if rule == 'auto' else 'not '}{what}")
 
 
-def parse_item(rec: Mapping[str, Any], where: str, slot: str, fields: Mapping[str, str]) -> MCItem:
-    """One record -> MCItem (see the module docstring); DataError naming `where` for a bad record."""
+def parse_item(rec: Mapping[str, Any], where: str, slot: str, fields: Mapping[str, str], answer_is: str = "auto") -> MCItem:
+    """One record -> MCItem (see the module docstring; `answer_is`: `ANSWER_RULES`); DataError naming
+    `where` for a bad record."""
     col = {f: fields.get(f, f) for f in FIELDS}
     raw_id = rec.get(col["id"])
     item_id = None if _missing(raw_id) else str(raw_id).strip()
@@ -164,7 +212,7 @@ def parse_item(rec: Mapping[str, Any], where: str, slot: str, fields: Mapping[st
         if key in seen:
             raise DataError(f"{where}: duplicate option {o!r} in {options!r}")
         seen[key] = 1
-    gold_index = _answer_index(rec[col["answer"]], options, where)
+    gold_index = _answer_index(rec[col["answer"]], options, where, answer_is)
     rel = rec.get(col["relation"])
     if _missing(rel):
         rel = rec.get(col["group"])
@@ -174,23 +222,54 @@ def parse_item(rec: Mapping[str, Any], where: str, slot: str, fields: Mapping[st
                   correct_objects=(gold,), subject_id=item_id)
 
 
-def load_items(path: str | Path, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None) -> list[MCItem]:
-    """Every item of the file, in file order; DataError for the first bad record, or for two items
-    with one `fact_id` (the same id, or the same prompt and answer without ids)."""
+def load_items(path: str | Path, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None,
+               answer_is: str = "auto") -> list[MCItem]:
+    """Every item of the file, in file order; DataError for the first bad record, for two items
+    with one `fact_id` (the same id, or the same prompt and answer without ids), or for a `fields`
+    mapping to a column that no record of the file has (naming the file's columns)."""
     fields = dict(fields or {})
     items: list[MCItem] = []
     first: dict[str, str] = {}
+    columns: dict[str, None] = {}
     for where, rec in read_records(path):
-        item = parse_item(rec, where, slot, fields)
+        columns.update((str(k), None) for k in rec if k is not None)
+        item = parse_item(rec, where, slot, fields, answer_is)
         if item.fact_id in first:
             what = f"id {item.subject_id!r}" if item.subject_id else "prompt and answer"
             raise DataError(f"{where}: same {what} as {first[item.fact_id]} (fact id {item.fact_id!r}); "
                             "give each item its own id")
         first[item.fact_id] = where
         items.append(item)
+    absent = [f"{f}={c}" for f, c in fields.items() if c not in columns]
+    if absent:
+        raise DataError(f"{path}: --fields {', '.join(absent)}: no such column in the file; its columns: "
+                        f"{', '.join(columns) or 'none'}")
     if not items:
         raise DataError(f"{path}: no items")
     return items
+
+
+def leak_key(text: str) -> str:
+    """`text` with every whitespace character removed and its case folded: two texts that differ
+    only in whitespace or case (`"The capital of  France is [Y] "`, `"the capital of France is [y]"`)
+    have one key."""
+    return "".join(text.split()).casefold()
+
+
+def item_keys(prompt: str, answer: str, slot: str = DEFAULT_SLOT) -> set[str]:
+    """The leak keys of an item: of its prompt and of its prompt filled with its answer."""
+    return {leak_key(prompt), leak_key(prompt.replace(slot, answer, 1))}
+
+
+def leaks(train: Fact, keys: set[str], slot: str = DEFAULT_SLOT) -> bool:
+    """Whether training item `train` (subject = prompt, object = answer) is a test item: its prompt,
+    or its prompt filled with its answer, has a key in `keys` (the test items' `leak_keys`)."""
+    return bool(item_keys(train.subject, train.object, slot) & keys)
+
+
+def leak_keys(test: Iterable[Fact], slot: str = DEFAULT_SLOT) -> set[str]:
+    """The `item_keys` of every test item (facts: subject = prompt, object = answer)."""
+    return {k for f in test for k in item_keys(f.subject, f.object, slot)}
 
 
 def as_facts(items: list[MCItem], source: str) -> FactSet:
@@ -211,12 +290,13 @@ def _sample(items: list[MCItem], n: int | None, seed: int) -> list[MCItem]:
     return [it for i, it in enumerate(items) if i in keep]
 
 
-def prepare_mc_items(base, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None) -> Prepared:
+def prepare_mc_items(base, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None,
+                     answer_is: str = "auto") -> Prepared:
     """Load `base.data` (test items) and `base.train_data` (examples), select `base.relations`,
     sample `base.max_facts_per_relation` per relation; kind `mc-items`."""
     if not base.data:
         raise ConfigError("data=None: mc-items needs --data FILE (a .json list, .jsonl, .csv or .parquet of items)")
-    items = load_items(base.data, slot, fields)
+    items = load_items(base.data, slot, fields, answer_is)
     present = list(dict.fromkeys(it.relation for it in items))
     if base.relations:
         unknown = [r for r in base.relations if r not in present]
@@ -229,5 +309,5 @@ def prepare_mc_items(base, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] |
         grouped.setdefault(it.relation, []).append(it)
     facts = {"test": as_facts(items, str(base.data))}
     if base.train_data:
-        facts["train"] = as_facts(load_items(base.train_data, slot, fields), str(base.train_data))
+        facts["train"] = as_facts(load_items(base.train_data, slot, fields, answer_is), str(base.train_data))
     return Prepared(kind="mc-items", items=grouped, facts=facts)

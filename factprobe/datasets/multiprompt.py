@@ -34,11 +34,14 @@ Template sources (`TEMPLATE_SOURCES`, in de-duplication priority order)
 - `belief-qa`: hand-written question templates (`data/belief_qa_templates.tsv`,
   `load_belief_qa_templates`), written so that the object is the unique answer.
 A source asked for (`template_sources`, the probes' `--template-sources`) whose file or folder
-(`SOURCE_PATHS`, under the data root) is missing is a DataError naming the path and how to leave
-the source out; it is never skipped silently (`check_template_sources`). The LAMA source counts as
-present without `lama/relations.jsonl` only when every relation's facts carry their own template
-(e.g. `countryinfo`). A relation without a file in a present source (ParaRel covers 39 of the 41
-LAMA relations) simply gets no template from it. `source_counts` gives the number of templates
+(`SOURCE_PATHS`, under the data root) is missing, or is a folder without any template file (an
+empty `pararel/patterns/`), is a DataError naming the path and how to leave the source out; it is
+never skipped silently (`check_template_sources`). The LAMA source counts as present without
+`lama/relations.jsonl` only when every relation's facts carry their own template (e.g.
+`countryinfo`); a `lama/relations.jsonl` without a line for a probed relation (whose facts carry no
+template) is a DataError too (a line with an empty template says the relation has none). A relation
+without a file in a present folder source (ParaRel covers 39 of the 41 LAMA relations) simply gets
+no template from it. `source_counts` gives the number of templates
 each source contributed, which the probes write to metrics.json as `template_sources`.
 
 Which data root (`templates_root_for`, used by `prepare_multiprompt`): templates and the
@@ -212,23 +215,41 @@ SOURCE_PATHS: dict[str, tuple[str, ...]] = {
 ROOT_MARKERS = (("lama", "relations.jsonl"), ("pararel", "patterns"), ("lpaqa", "prompts"))
 
 
+#: the template files of a folder source (a folder that holds none of them is as good as missing)
+SOURCE_FILES = {"pararel": "P*.jsonl", "lpaqa-manual": "P*.txt", "lpaqa-paraphrase": "P*.jsonl"}
+
+
+def _leave_out(src: str, template_sources: Sequence[str]) -> str:
+    """How to leave `src` out of `template_sources` on purpose (the end of a missing-source error)."""
+    rest = [s for s in template_sources if s != src]
+    return (f"leave it out on purpose with --template-sources {','.join(rest)}" if rest
+            else "choose other --template-sources")
+
+
 def check_template_sources(root: Path, template_sources: Sequence[str], relations: Sequence[str] = (),
                            test: FactSet | None = None) -> None:
     """Raise DataError naming the path of the first asked source (`SOURCE_PATHS`) missing under
-    `root`, and the `--template-sources` value that leaves it out (module docstring). `belief-qa`
-    is checked when its file is read."""
+    `root`, or present as a folder without any template file (`SOURCE_FILES`: an empty
+    `pararel/patterns/`), and the `--template-sources` value that leaves it out (module docstring).
+    `belief-qa` is checked when its file is read; a LAMA relation file without a relation's line
+    when it is read (`_lama_templates`)."""
     for src in template_sources:
         parts = SOURCE_PATHS.get(src)
-        if parts is None or root.joinpath(*parts).exists():
+        if parts is None:
             continue
+        path = root.joinpath(*parts)
+        if path.exists():
+            pattern = SOURCE_FILES.get(src)
+            if pattern is None or not path.is_dir() or any(p.is_file() for p in path.glob(pattern)):
+                continue
+            raise DataError(f"template source {src!r}: {path} holds no {pattern} template files; put the source's "
+                            f"files there, or {_leave_out(src, template_sources)}")
         if src == "lama" and test is not None and relations and all(
                 (rel := test.relations.get(r)) is not None and rel.template for r in relations):
             continue  # every relation's facts carry their own template
-        rest = [s for s in template_sources if s != src]
-        hint = (f"leave it out on purpose with --template-sources {','.join(rest)}" if rest
-                else "choose other --template-sources")
-        raise DataError(f"template source {src!r}: {root.joinpath(*parts)} not found under the data root {root}; "
-                        f"point --templates-root (or FACTPROBE_DATA) at a data root that has it, or {hint}")
+        raise DataError(f"template source {src!r}: {path} not found under the data root {root}; "
+                        f"point --templates-root (or FACTPROBE_DATA) at a data root that has it, or "
+                        f"{_leave_out(src, template_sources)}")
 
 
 def source_counts(templates: Mapping[str, Sequence[Mapping[str, Any]]] | pd.DataFrame,
@@ -295,23 +316,36 @@ def templates_root_for(data: str | None, templates_root: str | Path | None = Non
     return root, None
 
 
-def _lama_templates(root: Path, relations: Sequence[str], test: FactSet) -> list[RawTemplate]:
+def _lama_templates(root: Path, relations: Sequence[str], test: FactSet,
+                    template_sources: Sequence[str] = TEMPLATE_SOURCES) -> list[RawTemplate]:
+    """The LAMA template of each of `relations`: its line of `lama/relations.jsonl` (a line with an
+    empty template: none), else the facts' relation metadata. DataError naming the file and the
+    relations when the file has no line for a relation whose facts carry no template either."""
     path = root / "lama" / "relations.jsonl"
     out: list[RawTemplate] = []
     seen: set[str] = set()
+    listed: set[str] = set()
     if path.is_file():
         for lineno, rec in read_jsonl(path, required=("relation",)):
             rid = str(rec["relation"]).strip()
+            listed.add(rid)
             text = rec.get("template")
             if rid in relations and isinstance(text, str) and text.strip():
                 check_template_slots(text.strip(), f"{path}:{lineno}")
                 out.append(RawTemplate(rid, text.strip(), "lama", str(path), lineno))
                 seen.add(rid)
+    unlisted = []
     for rid in relations:  # templates carried by the facts' relation metadata (e.g. countryinfo)
         rel = test.relations.get(rid)
         if rid not in seen and rel is not None and rel.template:
             check_template_slots(rel.template, f"relation metadata of {rid} ({test.source})")
             out.append(RawTemplate(rid, rel.template, "lama", f"relation metadata ({test.source})", 0))
+        elif rid not in listed:
+            unlisted.append(rid)
+    if unlisted and path.is_file():
+        raise DataError(f"template source 'lama': {path} has no line for relation(s) {', '.join(unlisted)}; add a line "
+                        f"{{\"relation\": \"{unlisted[0]}\", \"template\": \"...\"}} (an empty template says it has none), "
+                        f"or {_leave_out('lama', template_sources)}")
     return out
 
 
@@ -548,7 +582,7 @@ def gather_templates(root: Path, relations: Sequence[str], test: FactSet | None 
         if src not in template_sources:
             continue
         if src == "lama":
-            by_source[src] = _lama_templates(root, relations, test or FactSet([]))
+            by_source[src] = _lama_templates(root, relations, test or FactSet([]), template_sources)
         elif src == "pararel":
             by_source[src] = _pararel_templates(root, relations)
         elif src.startswith("lpaqa"):
@@ -634,7 +668,7 @@ def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES
 
 __all__ = [
     "DATASET_KIND", "DEFAULT_QA_TEMPLATES", "DROPPED_COLUMNS", "FACT_COLUMNS", "STYLES", "TEMPLATE_COLUMNS",
-    "ROOT_MARKERS", "SOURCE_PATHS", "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate",
+    "ROOT_MARKERS", "SOURCE_FILES", "SOURCE_PATHS", "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate",
     "build_multiprompt", "build_pairs", "check_template_sources", "collect_templates", "data_root_of",
     "gather_templates", "source_counts", "template_source_metrics", "templates_root_for", "is_y_last", "load_belief_qa_templates", "normalize_template",
     "prepare_multiprompt", "render_causal", "render_mlm", "template_style",

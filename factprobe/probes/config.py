@@ -24,6 +24,7 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
+from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
@@ -59,7 +60,9 @@ def field_type(cls: type, name: str) -> tuple[type, bool]:
 
 
 def _coerce(cls: type, name: str, value: Any) -> Any:
-    """Turn a string/float handed over by a CLI, Kubeflow or MLflow into the field's type."""
+    """Turn a string/float handed over by a CLI, Kubeflow or MLflow into the field's type; ConfigError
+    (one line naming the option) for a value that is not one. An integer field takes only an exact whole
+    number within `INT_RANGE` (`_as_int`: `inf`, `1e999` and 10**40 are refused, not an OverflowError)."""
     typ, optional = field_type(cls, name)
     if value is None:
         return None
@@ -76,12 +79,7 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
                 raise ValueError
             return bool(value)
         if typ is int:
-            if isinstance(value, bool):
-                raise ValueError
-            f = float(value)
-            if f != int(f):
-                raise ValueError
-            return int(f)
+            return _as_int(name, value)
         if typ is float:
             return float(value)
         if typ is list:
@@ -93,9 +91,45 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
             return list(value)
         if typ is str:
             return value if isinstance(value, str) else str(value)
-    except (ValueError, TypeError, json.JSONDecodeError):
-        raise ConfigError(f"{name}: expected {typ.__name__}, got {value!r}") from None
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError):
+        raise ConfigError(f"{name}: expected {typ.__name__}, got {_shown(value)}") from None
     return value
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """`repr(value)`, its middle cut out when longer than `limit` (a 400-digit number stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
+
+
+#: the integers an option may hold: what numpy and torch hold in an int64
+INT_RANGE = range(-(2**63), 2**63)
+
+
+def _as_int(name: str, value: Any) -> int:
+    """`value` (an int, an integral float such as Kubeflow's 5.0, or text: "5", "5.0", "1e3") as an exact int,
+    never through a float (which would turn "1e999" into inf and a 20-digit number into another one).
+    ConfigError naming the option for an infinity or NaN (`inf`, `nan`) and for a number outside
+    `INT_RANGE` (`1e999`, 10**40); ValueError or TypeError (which `_coerce` turns into its one line) for
+    text that is no number, a fraction, a bool or another type."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError
+    if isinstance(value, str):
+        try:
+            number = Decimal(value.strip() or "x")
+        except InvalidOperation:
+            raise ValueError from None
+    else:
+        number = Decimal(value)
+    if not number.is_finite():
+        raise ConfigError(f"{name}: expected a whole number, got {_shown(value)} (not finite)")
+    if not INT_RANGE.start <= number < INT_RANGE.stop:  # before int(): `1e999999999` would build a huge int
+        raise ConfigError(f"{name}: {_shown(value)} is out of range; an integer option lies in [-2**63, 2**63)")
+    if number != number.to_integral_value():
+        raise ValueError
+    return int(number)
 
 
 @dataclass
@@ -179,6 +213,12 @@ class BaseConfig(ConfigBase):
     token_budget: int | None = option(None, "most query tokens per packed forward (default: 1024 on CPU, 8192 on GPU)",
                                       decides_results=False)
     out: str | None = option(None, "output folder (default runs/<probe>-<model>-<source>)", decides_results=False, pipeline=False)
+    threads: int | None = option(None, "CPU threads (default: the CPUs this process may use, cgroup quota and affinity, "
+                                 "divided among the pipeline steps run at once)", decides_results=False)
+    device_map: str | None = option(None, "split the model across devices with accelerate: auto | balanced | sequential "
+                                    "(default: the whole model on --device)", decides_results=False)
+    max_memory: str | None = option(None, "memory per device for --device-map, e.g. 0=20GiB,cpu=60GiB or a JSON object; "
+                                    "layers that fit nowhere go to disk (default: accelerate's)", decides_results=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,6 +229,11 @@ class BaseConfig(ConfigBase):
         self.check(self.token_budget is None or self.token_budget >= 1, "token_budget", self.token_budget, "must be >= 1")
         self.check(not (self.source in ("triples", "s3") and not self.data), "data", self.data,
                    f"source {self.source} needs --data")
+        self.check(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1")
+        if self.device_map is not None or self.max_memory is not None:
+            from ..lm.placement import check_placement
+
+            self.device_map, self.max_memory = check_placement(self.device_map, self.max_memory)
 
 
 @dataclass

@@ -14,7 +14,8 @@ whitespace into the continuation, as IC-LKE and lm-evaluation-harness do, so:
   log P(option + rest of the sentence | text before the slot), i.e. the log-probability of the
   whole filled sentence less that of the shared text before the slot, which is the same for
   every option and is forwarded once (the scorer's prefix sharing). A slot at the very start
-  gets the tokenizer's BOS (else EOS) text as its context, as lm-evaluation-harness does.
+  (no examples) leaves the context empty: the model sees the stand-in BOS (else EOS) token, as
+  lm-evaluation-harness does (docs/probes.md, "Contexts").
 
 `--option-score` (default `sum`): `sum` is the summed log-probability of those tokens (wu2024's and
 lm-eval's `acc` scoring; the softmax over options is then the model's probability of each option
@@ -25,11 +26,14 @@ probability). Rows carry `logprobs` (the score per option that decided the predi
 `option_tokens` (scored tokens per option) and, under `mean`, `logprob_sums`.
 
 In-context examples (`--examples n`, from `--train-data FILE` of the same format): n training
-items of the item's relation (all training items when none has that relation), never one whose
-prompt is a test prompt, drawn with the seed per relation (a function of seed, relation and data
-only), each written as its prompt filled with its answer, joined by `--example-separator`
-(a newline) and followed by it before the item. The examples' text is one cached prefix per
-relation.
+items of the item's relation (all training items when none has that relation), drawn with the seed
+per relation (a function of seed, relation and data only), each written as its prompt filled with
+its answer, joined by `--example-separator` (a newline) and followed by it before the item. The
+examples' text is one cached prefix per relation. A training item that is a test item (any
+relation's) is never an example: its prompt, or its prompt filled with its answer, equals a test
+item's prompt or answered prompt once whitespace is removed and case folded
+(`factprobe.datasets.mc_items.leaks`). Each relation notes how many it left out, and metrics.json
+has the total, `examples_excluded_as_test`.
 """
 from __future__ import annotations
 
@@ -39,14 +43,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..datasets.mc_items import DEFAULT_SLOT, parse_fields, prepare_mc_items
+from ..datasets.mc_items import ANSWER_RULES, DEFAULT_SLOT, leak_keys, leaks, parse_fields, prepare_mc_items
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact, MCItem
 from ..seeding import stable_rng
 from .base import Session
 from .config import ConfigBase, RunConfig, option
-from .mc import ON_TOO_LONG, MCProbe, empty_context_text, fit_examples, item_row
+from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
 from .registry import register
 
 OPTION_SCORES = ("sum", "mean")
@@ -59,6 +63,8 @@ class MCItemsConfig(ConfigBase):
     slot: str = option(DEFAULT_SLOT, "the answer slot in each prompt")
     fields: str = option("", "your column names, e.g. prompt=text,answer=label (fields: prompt, options, answer, id, "
                              "relation, group; default: the field names)")
+    answer_is: str = option("auto", "how an item's answer is read: auto (an option's text, else a 0-based index; an answer "
+                                    "that reads as two different options is refused), text or index", choices=ANSWER_RULES)
     option_score: str = option("sum", "sum: summed log-prob of the option's scored tokens (probabilities among the "
                                       "options); mean: per scored token (length-normalised)", choices=OPTION_SCORES)
     examples: int = option(0, "in-context examples per relation from --train-data, each its prompt filled with its answer")
@@ -85,29 +91,22 @@ def fill(prompt: str, slot: str, option: str) -> str:
     return prompt.replace(slot, option, 1)
 
 
-def item_request(prompt: str, options: Sequence[str], slot: str, examples_text: str = "", separator: str = "\n",
-                 empty_context: str = "") -> tuple[str, list[str]]:
-    """(context, one continuation per option) scored for an item (see the module docstring).
-    `empty_context` stands in for a context with no text (slot first, no examples)."""
+def item_request(prompt: str, options: Sequence[str], slot: str, examples_text: str = "", separator: str = "\n"
+                 ) -> tuple[str, list[str]]:
+    """(context, one continuation per option) scored for an item (see the module docstring). A
+    context with no text (slot first, no examples) stays empty: the scorer's stand-in token conditions it."""
     before, after = split_prompt(prompt, slot)
     context = f"{examples_text}{separator}{before}" if examples_text else before
-    if not context.strip():
-        context = empty_context + context
     return context, [f"{o}{after}" for o in options]
 
 
 def encode_item(scorer, context: str, continuations: Sequence[str]) -> tuple[list[int], list[tuple[list[int], int]]]:
     """The harness split of every option, as the scorer makes it: (context ids, per option
     (ids of context + continuation, where the continuation starts)). `len(ids) - start` tokens are scored."""
-    from ..lm.scorer import split_point, split_trailing_whitespace
+    from ..lm.scorer import encode_choices
 
-    ctx_ids = scorer.encode_context(split_trailing_whitespace(context, "")[0])
-    out = []
-    for c in continuations:
-        ctx, cont = split_trailing_whitespace(context, c)
-        whole = scorer.encode_context(ctx + cont)
-        out.append((whole, split_point(ctx_ids, whole)))
-    return ctx_ids, out
+    ctx_ids, wholes, starts = encode_choices(scorer.tokenizer, context, continuations)
+    return ctx_ids, list(zip(wholes, starts))
 
 
 def score_packed(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
@@ -143,13 +142,21 @@ def score_packed(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[
     return out
 
 
-def choose_examples(train: Sequence[Fact], test_prompts: set[str], relation: str, n: int, seed: int) -> list[Fact]:
-    """`n` training items for `relation` (see the module docstring), in drawn order."""
+def example_pool(train: Sequence[Fact], keys: set[str], relation: str, slot: str = DEFAULT_SLOT) -> tuple[list[Fact], int]:
+    """(the training items `relation`'s examples are drawn from, how many were left out as test items):
+    the relation's training items (all of them when none has the relation), less those that `leaks`
+    into the test items whose `leak_keys` are `keys`."""
     pool = [f for f in train if f.relation == relation] or list(train)
-    pool = [f for f in pool if f.subject not in test_prompts]
-    if len(pool) <= n:
-        return stable_rng(seed, "mc_items_examples", relation).sample(pool, len(pool))
-    return stable_rng(seed, "mc_items_examples", relation).sample(pool, n)
+    kept = [f for f in pool if not leaks(f, keys, slot)]
+    return kept, len(pool) - len(kept)
+
+
+def choose_examples(train: Sequence[Fact], keys: set[str], relation: str, n: int, seed: int,
+                    slot: str = DEFAULT_SLOT) -> list[Fact]:
+    """`n` training items for `relation` (see the module docstring), in drawn order; never one that
+    is a test item (`keys`: the test items' `leak_keys`)."""
+    pool, _ = example_pool(train, keys, relation, slot)
+    return stable_rng(seed, "mc_items_examples", relation).sample(pool, min(n, len(pool)))
 
 
 @dataclass
@@ -166,7 +173,15 @@ class MCItems(MCProbe):
 
     def prepare(self, cfg: RunConfig) -> Prepared:
         p = cfg.params
-        return prepare_mc_items(cfg.base, p.slot, parse_fields(p.fields))
+        return prepare_mc_items(cfg.base, p.slot, parse_fields(p.fields), p.answer_is)
+
+    def check_inputs(self, cfg: RunConfig) -> None:
+        """The items file is required; in-context examples need the training items file."""
+        if not cfg.base.data:
+            raise ConfigError("data=None: mc-items needs --data FILE (a .json list, .jsonl, .csv or .parquet of items)")
+        if cfg.params.examples and not cfg.base.train_data:
+            raise ConfigError(f"examples={cfg.params.examples}: in-context examples need --train-data FILE "
+                              "(items in the --data format)")
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         if cfg.params.examples and "train" not in prepared.facts:
@@ -181,8 +196,12 @@ class MCItems(MCProbe):
         p, cfg = session.cfg.params, session.cfg
         if not p.examples:
             return _RelationState("", None)
-        test_prompts = {f.subject for f in session.prepared.test if f.relation == relation}
-        examples = choose_examples(session.prepared.train.facts, test_prompts, relation, p.examples, cfg.base.seed)
+        keys = leak_keys(session.prepared.test, p.slot)
+        _, excluded = example_pool(session.prepared.train.facts, keys, relation, p.slot)
+        if excluded:
+            session.note(f"{relation}: {excluded} training item(s) left out of the examples: each is a test item "
+                         "(its prompt or answered prompt equals one, ignoring whitespace and case)")
+        examples = choose_examples(session.prepared.train.facts, keys, relation, p.examples, cfg.base.seed, p.slot)
         if len(examples) < p.examples:
             session.note(f"{relation}: only {len(examples)} training items for {p.examples} examples")
         sep = p.example_separator
@@ -202,8 +221,7 @@ class MCItems(MCProbe):
 
         p = session.cfg.params
         scorer = session.scorer
-        empty = empty_context_text(scorer.tokenizer)
-        requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator, empty)
+        requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator)
                     for it in batch]
         if state.prefix is None:  # no examples: pack the items' own trees after an empty prefix
             sums = score_packed(scorer, requests)
@@ -223,7 +241,17 @@ class MCItems(MCProbe):
     def metrics(self, rows: Sequence[dict], prepared: Prepared, cfg: RunConfig) -> dict:
         m = super().metrics(rows, prepared, cfg)
         m["option_score"] = cfg.params.option_score
+        m["examples_excluded_as_test"] = excluded_as_test(prepared, cfg)
         return m
+
+
+def excluded_as_test(prepared: Prepared, cfg: RunConfig) -> int:
+    """How many training items are never an example because each is a test item (`leaks`); 0
+    without in-context examples."""
+    if not cfg.params.examples or "train" not in prepared.facts:
+        return 0
+    keys = leak_keys(prepared.test, cfg.params.slot)
+    return sum(leaks(f, keys, cfg.params.slot) for f in prepared.train.facts)
 
 
 register(MCItems())

@@ -20,12 +20,14 @@ three facts about a model come from, in this order:
 3. otherwise unknown (None): such a model sorts last and forms no size pair.
 
 `resolve_model_meta` applies this to the models of a set of runs; metadata naming a model that is
-in none of the runs is one ConfigError naming it. `unique_labels` gives the short names figures
+in none of the runs, and bases that form a cycle (A's base is B, B's base is A), are one ConfigError
+naming them. A CSV file is read strictly: an unterminated quote is an error naming its line. `unique_labels` gives the short names figures
 and tables show. Pure: no mlflow, no tracking; reads only local files.
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -33,7 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
+from ..io import csv_rows, malformed_csv
 
 #: the fields of a metadata record (`model` required)
 META_FIELDS = ("model", "family", "size", "base")
@@ -95,12 +98,17 @@ def _records(path: Path) -> list[tuple[str, dict]]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--model-meta {path}: cannot read it ({e.__class__.__name__}: {e})") from None
     if suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        cols = [c.strip() for c in (reader.fieldnames or [])]
-        if "model" not in cols:
-            raise ConfigError(f"--model-meta {path}: the CSV header has no 'model' column (has: {', '.join(cols) or 'none'}); "
-                              f"columns: {', '.join(META_FIELDS)}")
-        return [(f"{path}:{i}", {(k or "").strip(): v for k, v in row.items()}) for i, row in enumerate(reader, start=2)]
+        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+        try:
+            cols = [c.strip() for c in (reader.fieldnames or [])]
+            if "model" not in cols:
+                raise ConfigError(f"--model-meta {path}: the CSV header has no 'model' column (has: {', '.join(cols) or 'none'}); "
+                                  f"columns: {', '.join(META_FIELDS)}")
+            return [(f"{path}:{i}", {(k or "").strip(): v for k, v in row.items()}) for i, row in csv_rows(reader, path)]
+        except csv.Error as e:  # the header line
+            raise ConfigError(f"--model-meta {malformed_csv(path, 1, e)}") from None
+        except DataError as e:  # a record (csv_rows names its line)
+            raise ConfigError(f"--model-meta {e}") from None
     if suffix in (".yaml", ".yml"):
         import yaml
 
@@ -307,7 +315,26 @@ def resolve_model_meta(models: Sequence[str], meta_file: str | Path | None = Non
                 raise ConfigError(f"model {labels[m]!r} is named as its own base")
             meta = replace(meta, base=base or meta.base)
         out[m] = meta
+    check_base_cycles(out, labels)
     return out
+
+
+def check_base_cycles(metas: Mapping[str, ModelMeta], labels: Mapping[str, str] | None = None) -> None:
+    """ConfigError naming the models of the first cycle of `base` links among `metas` (`a -> b -> a`:
+    a's base is b and b's base is a), which no fine-tuning history can have."""
+    labels = labels or {}
+    done: set[str] = set()
+    for start in metas:
+        path: list[str] = []
+        m: str | None = start
+        while m in metas and m not in done and m not in path:
+            path.append(m)
+            m = metas[m].base
+        if m in path:
+            cycle = path[path.index(m):] + [m]
+            raise ConfigError(f"model bases form a cycle: {' -> '.join(labels.get(x, x) for x in cycle)} (each arrow: "
+                              "'is fine-tuned from'); fix the base of one of them (--model-meta or the model's folder)")
+        done.update(path)
 
 
 def base_pairs(metas: Mapping[str, ModelMeta]) -> dict[str, str]:
@@ -315,5 +342,5 @@ def base_pairs(metas: Mapping[str, ModelMeta]) -> dict[str, str]:
     return {m: meta.base for m, meta in metas.items() if meta.base and meta.base in metas and meta.base != m}
 
 
-__all__ = ["META_FIELDS", "ModelMeta", "base_pairs", "config_meta", "parse_size", "read_model_meta",
+__all__ = ["META_FIELDS", "ModelMeta", "base_pairs", "check_base_cycles", "config_meta", "parse_size", "read_model_meta",
            "resolve_model_meta", "safetensors_params", "short_name", "unique_labels"]

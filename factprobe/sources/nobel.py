@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..facts import Fact, FactSet, Relation
-from ..io import open_text, utf8_text
+from ..io import csv_rows, malformed_csv, open_text, utf8_text
 from ._common import warn_unknown_columns
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,16 @@ def read_nobel(path: str | Path) -> tuple[FactSet, NobelStats]:
     implausible: list[str] = []  # "line (year)" of skipped rows
     last_year = datetime.date.today().year
     with open_text(path, encoding="utf-8-sig", newline="") as fh, utf8_text(path):
-        reader = csv.DictReader(fh)
+        reader = csv.DictReader(fh, strict=True)
+        try:
+            reader.fieldnames  # noqa: B018 - reads the header line
+        except csv.Error as e:
+            raise DataError(malformed_csv(path, 1, e)) from None
         missing_cols = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing_cols:
             raise DataError(f"{path}:1: missing column(s) {', '.join(missing_cols)}")
         warn_unknown_columns(log, path, reader.fieldnames or [], NOBEL_COLUMNS)
-        start = reader.line_num + 1  # 1-based line where the next record starts
-        for row in reader:
-            lineno, start = start, reader.line_num + 1
+        for lineno, row in csv_rows(reader, path):  # 1-based line where the record starts
             rows += 1
             where = f"{path}:{lineno}"
             if (row.get("laureate_type") or "").strip() != "Individual":
