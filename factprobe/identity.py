@@ -26,9 +26,9 @@ checked against the original.
 The attention implementation is known only once a model is loaded; it is a function of the
 transformers version, the weights' config and the device, which the identity holds, so a folder
 whose rows are all done is reused without loading the model (`numerics(..., attn=None)` before,
-the loaded model's value after).
+the loaded model's value after; `factprobe.lm.numerics` resolves them for a config or a loaded model).
 
-This module imports torch lazily and neither kfp nor mlflow.
+This module imports torch lazily, no model code, and neither kfp nor mlflow.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .io import atomic_write_text
+from .io import atomic_write_text, sha256_file
 from .paths import cache_root
 
 #: numerics fields compared for "like with like" gates: dtype, device type, transformers major version
@@ -79,8 +79,6 @@ def file_sha256(path: str | Path) -> str:
     except OSError:
         value = ""
     if len(value) != 64:
-        from .lm._util import sha256_file
-
         value = sha256_file(path.resolve(), desc=f"hashing {path.name}")
         reads += 1
         if _stat_key(path) == key:  # the file did not change while it was read
@@ -209,20 +207,10 @@ def numerics(device: Any, dtype: Any, attn: str | None = None) -> dict[str, Any]
     loaded model's attention implementation (None before a model is loaded)."""
     import torch
 
-    from .lm.device import dtype_name
-
     dev = torch.device(device)
-    return {"dtype": dtype_name(dtype) if isinstance(dtype, torch.dtype) else str(dtype), "device": dev.type,
+    return {"dtype": str(dtype).removeprefix("torch."), "device": dev.type,
             "device_name": device_name(dev), "attn_implementation": attn,
             **{lib: _version(lib) for lib in _LIBS}}
-
-
-def resolved_numerics(device: str, dtype: str) -> dict[str, Any]:
-    """`numerics` of what `load_model(device=, dtype=)` would use here ("auto" resolved), without loading."""
-    from .lm.device import resolve_device, resolve_dtype
-
-    dev = resolve_device(device)
-    return numerics(dev, resolve_dtype(dtype, dev))
 
 
 def attn_implementation(model: Any) -> str | None:
@@ -230,11 +218,6 @@ def attn_implementation(model: Any) -> str | None:
     cfg = getattr(model, "config", None)
     value = getattr(cfg, "_attn_implementation", None) or getattr(cfg, "attn_implementation", None)
     return str(value) if value else None
-
-
-def loaded_numerics(loaded: Any) -> dict[str, Any]:
-    """`numerics` of a `LoadedModel` (its device, dtype and attention implementation)."""
-    return numerics(loaded.device, loaded.dtype, attn_implementation(loaded.model))
 
 
 def _major(version: str | None) -> str | None:
@@ -356,5 +339,5 @@ def with_inputs(ident: RunIdentity, config: Mapping[str, Any], digest: str | Non
 
 
 __all__ = ["GATE_NUMERICS", "RunIdentity", "attn_implementation", "data_digest", "device_name", "file_sha256",
-           "folder_revision", "identity_of", "input_locations", "item_digest", "loaded_numerics", "numerics",
-           "numerics_changes", "path_digest", "resolved_numerics", "short", "with_inputs"]
+           "folder_revision", "identity_of", "input_locations", "item_digest", "numerics",
+           "numerics_changes", "path_digest", "short", "with_inputs"]

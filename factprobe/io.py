@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import json
 import os
 import tempfile
@@ -250,3 +251,22 @@ def atomic_write_parquet(path: str | Path, df, mode: int = RESULT_FILE_MODE) -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: Path, desc: str | None = None) -> str:
+    """sha256 (hex) of a file's bytes, with a tqdm bar when `desc` is given and the file is large."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    bar = None
+    if desc and size > 50 * 1024**2:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=size, unit="B", unit_scale=True, desc=desc, leave=False)
+    with path.open("rb") as f:
+        while chunk := f.read(4 * 1024**2):
+            h.update(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    return h.hexdigest()

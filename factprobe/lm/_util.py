@@ -1,10 +1,10 @@
 """Small helpers shared by the model modules: progress lines, one-line errors, file hashes."""
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import sys
-from pathlib import Path
+
+from factprobe.io import sha256_file  # noqa: F401 - re-exported: the model modules hash files through it
 
 
 def say(msg: str) -> None:
@@ -17,25 +17,6 @@ def first_line(err: BaseException) -> str:
     text = str(err).strip()
     line = text.splitlines()[0] if text else ""
     return f"{type(err).__name__}: {line}" if line else type(err).__name__
-
-
-def sha256_file(path: Path, desc: str | None = None) -> str:
-    """sha256 of a file, with a tqdm bar when `desc` is given and the file is large."""
-    h = hashlib.sha256()
-    size = path.stat().st_size
-    bar = None
-    if desc and size > 50 * 1024**2:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=size, unit="B", unit_scale=True, desc=desc, leave=False)
-    with path.open("rb") as f:
-        while chunk := f.read(4 * 1024**2):
-            h.update(chunk)
-            if bar is not None:
-                bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
-    return h.hexdigest()
 
 
 def versions() -> dict[str, str]:

@@ -44,7 +44,8 @@ from tqdm.auto import tqdm
 
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError, ContextTooLongError
-from ..identity import RunIdentity, data_digest, item_digest, loaded_numerics, resolved_numerics, with_inputs
+from ..identity import RunIdentity, data_digest, item_digest, with_inputs
+from ..lm.numerics import loaded_numerics, resolved_numerics
 from ..metrics.json_safe import json_safe
 from .base import Session
 from .checkpoint import METRICS, RunFolder
@@ -92,8 +93,12 @@ def run_probe(
     `on_batch(done, total)` is called after each batch; `prepared` skips data preparation;
     `on_start()` is called once the folder is claimed and the run validated, before scoring, unless
     the folder already holds the finished run and `start_when_finished` is False (a callable is
-    asked only then: the CLI's "was this folder's run logged?")."""
+    asked only then: the CLI's "was this folder's run logged?"). The thread policy is applied first
+    (`factprobe.threads.apply`) and `cfg.base.threads` set to the resolved count."""
+    from ..threads import apply as apply_threads
+
     probe = get_probe(cfg.probe)
+    cfg.base.threads = apply_threads(cfg.base.threads)  # the resolved count: the MLflow param and metrics.json `threads`
     notes: list[str] = []
 
     def note(msg: str) -> None:
@@ -156,7 +161,7 @@ def run_probe(
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
         metrics.update(model_revision=ident.model_revision, n_resumed=resumed, notes=notes, probe=cfg.probe,
-                       model=cfg.base.model, data_digest=ident.data_digest, identity=ident.to_dict())
+                       model=cfg.base.model, data_digest=ident.data_digest, identity=ident.to_dict(), threads=cfg.base.threads)
         metrics = json_safe(metrics)
         folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
     return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)

@@ -19,7 +19,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from ..identity import input_locations, path_digest, resolved_numerics
+from ..identity import input_locations, path_digest
+from ..lm.numerics import resolved_numerics
 
 
 @dataclass

@@ -86,7 +86,9 @@ def test_a_hub_id_can_be_pinned_to_a_revision(tmp_path, monkeypatch):
 
 
 def test_numerics_are_resolved_not_auto():
-    num = identity.resolved_numerics("auto", "auto")
+    from factprobe.lm.numerics import resolved_numerics
+
+    num = resolved_numerics("auto", "auto")
     assert num["dtype"] == "float32" and num["device"] == "cpu" and num["device_name"] not in ("", "auto")
     assert num["torch"] and num["transformers"] and num["factprobe"]
     assert identity.numerics_changes({**num, "dtype": "bfloat16", "device": "cuda"}, num) == [
