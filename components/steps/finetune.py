@@ -229,13 +229,16 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
                    work_root: str = "", sets_dir: str = "") -> dict:
     """Fine-tune `model` on `setting`'s training set (`run_finetune`, resuming from the last
     checkpoint of a killed pod), copy the adapter and its files to `adapter_dir`, and log a child
-    run: parameters, the loss per step, `train_loss`, `tokens_per_second`, `peak_memory_bytes`,
-    `non_padding_fraction`, the training set as a dataset input with its digest, and under
+    run: parameters, the loss and the gradient norm per step, `train_loss`, `tokens_per_second`,
+    `peak_memory_bytes`, `non_padding_fraction`, the training set as a dataset input with its digest, and under
     `model/` the adapter folder, `finetune_config.json`, `train_set.json` (digest),
     `trainer_state.json`, `loss_history.json` and the loss figure (also `figures/loss.png`).
     The child run begins when training begins (or a finished folder is reused): a step refused at
     its folder or at validation leaves no MLflow run.
     SIGTERM (eviction) stops it like Ctrl-C: the checkpoint stays, the child run is KILLED.
+    Training that diverged or did not learn (`TrainingDivergedError`, `TrainingDidNotLearnError`)
+    leaves a FAILED child run tagged `factprobe.error` with the reason, without a model artifact,
+    and no adapter in `adapter_dir`; the error propagates.
     `sets_dir`: the training-sets step's folder; the set saved there for `setting` is trained on
     as is (same digest as logged), else the trainer builds it (same builder and seed).
     Returns the trainer's metrics plus the run id and the training set digest."""
@@ -245,6 +248,7 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
 
     from transformers import TrainerCallback
 
+    from factprobe.errors import TrainingDivergedError
     from factprobe.finetune import run_finetune
     from factprobe.signals import sigterm_as_interrupt
     from tracking.context import RunContext
@@ -279,13 +283,20 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
                 start()
 
         # if_finished="reuse": a pod retried after training finished gets the saved metrics
-        metrics = run_finetune(cfg, progress=False, if_finished="reuse", callbacks=[_Start()])
+        try:
+            metrics = run_finetune(cfg, progress=False, if_finished="reuse", callbacks=[_Start()])
+        except TrainingDivergedError as e:  # diverged or did not learn: the FAILED run says why
+            if started:
+                run.set_tags({tag("error"): str(e)[:5000]})
+            raise
         start()
         digest = _train_set_digest(out)
         run.set_tags({tag("train_set_digest"): digest})
         run.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
         for step, loss in _loss_history(out):
             run.log_metrics({"loss": loss}, step=step)
+        for step, norm in _grad_norms(out):
+            run.log_metrics({"grad_norm": norm}, step=step)
         _log_train_set(run, out, setting, model, digest)
         _log_model(run, out)
     dest = Path(adapter_dir)
@@ -329,6 +340,16 @@ def _loss_history(out: Path) -> list[tuple[int, float]]:
         if pairs:
             return pairs
     return []
+
+
+def _grad_norms(out: Path) -> list[tuple[int, float]]:
+    """(step, gradient norm) pairs of loss_history.json (steps whose norm is null are left out)."""
+    import json
+
+    p = out / "loss_history.json"
+    entries = json.loads(p.read_text()) if p.is_file() else []
+    return [(int(e["step"]), float(e["grad_norm"])) for e in entries if isinstance(e, dict) and "step" in e
+            and isinstance(e.get("grad_norm"), (int, float))]
 
 
 def _log_train_set(run, out: Path, setting: str, model: str, digest: str) -> None:
