@@ -42,9 +42,17 @@ def test_gate_catches_damage_and_passes_self(tmp_path, capsys, real_model_path):
                "--no-track"])
     out = capsys.readouterr().out
     assert rc == 0 and "PASS" in out
-    # the candidate was probed with the baseline folder's configuration (run_config.json)
-    key = json.loads((base / "run_config.json").read_text())["results_key"]
-    assert json.loads((tmp_path / "same" / "run_config.json").read_text())["results_key"] == key
+    # the candidate was probed with the baseline folder's configuration (run_config.json), its data at the
+    # absolute location the baseline's identity records and its resolved dtype and device (never `auto`)
+    saved = json.loads((base / "run_config.json").read_text())
+    cand = json.loads((tmp_path / "same" / "candidate" / "run_config.json").read_text())
+    assert cand["config"]["dtype"] == saved["identity"]["numerics"]["dtype"] == "float32"
+    assert cand["config"]["device"] == "cpu" and saved["config"]["dtype"] == "auto"
+    assert {k: v for k, v in cand["config"].items() if k not in ("dtype", "device", "out")} == \
+        {k: v for k, v in saved["config"].items() if k not in ("dtype", "device", "out")}
+    assert cand["identity"]["data_digest"] == saved["identity"]["data_digest"]
+    assert json.loads((tmp_path / "same" / "gate.json").read_text())["decision"] == "PASS"
+    assert "regression gate: PASS" in (tmp_path / "same" / "gate_report.txt").read_text()
 
     broken = damage(src, tmp_path / "broken-smollm2", {r["gold"] for r in rows})
     rc = main(["regress", "--candidate", str(broken), "--baseline", str(base), "--out", str(tmp_path / "broken"),
@@ -94,7 +102,7 @@ def test_gate_on_lama_relations_with_adapter_candidates(tmp_path, capsys, real_m
     assert main(["regress", "--candidate", str(noop), "--baseline", str(base), "--no-track",
                  "--out", str(tmp_path / "noop")]) == 0
     assert "PASS" in capsys.readouterr().out
-    same = [json.loads(line) for line in (tmp_path / "noop" / "results.jsonl").read_text().splitlines()]
+    same = [json.loads(line) for line in (tmp_path / "noop" / "candidate" / "results.jsonl").read_text().splitlines()]
     assert [r["correct"] for r in same] == [r["correct"] for r in rows]
 
     damaged = make_tiny_lora_adapter(src, tmp_path / "random-adapter", base_name="smollm2-135m-instruct", rank=32)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,12 +94,14 @@ def check_gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> No
         raise ConfigError(f"{role} {ref} has rows without a boolean `correct`; {gate_needs()}")
 
 
-def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
+def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | None = None) -> list[str]:
     """Tag `run_id` as the baseline and untag the previous baseline(s) of its experiment and
     probe. Returns the run ids that lost the tag. Refuses (ConfigError) a run that is unknown, not
     FINISHED, not a probe run (no `factprobe.probe` tag), or one `regress` cannot gate against: not
-    a multiple-choice probe, or without the `accuracy` metric or the per-fact table (see the module
-    docstring)."""
+    a multiple-choice probe, without the `accuracy` metric or the per-fact table (see the module
+    docstring), or without a measurement identity (a run logged before identities were recorded).
+    When `notes` is given, a line is appended to it for each previous baseline whose data or numerics
+    differ from the new one's (candidates are then gated on other items or numerics than before)."""
     from .library_client import open_mlflow_client
     from .run import _describe
 
@@ -124,12 +127,20 @@ def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
         raise TrackingError(f"MLflow tracking at {uri}: listing the artifacts of run {run_id} failed: {_describe(e)}") from None
     if PER_FACT_ARTIFACT not in logged:
         raise ConfigError(f"run {run_id} has no {PER_FACT_ARTIFACT} artifact; {gate_needs()}")
+    from .identity_check import MISSING, tracked_identity
+
+    ident = tracked_identity(client, run)
+    if ident is None:
+        raise ConfigError(f"run {run_id} {MISSING}: regress would refuse it as a baseline; probe the model again with "
+                          "this factprobe and promote that run")
     try:
         previous = client.search_runs(
             [run.info.experiment_id],
             filter_string=f"tags.`{BASELINE_TAG}` = 'true' and tags.`factprobe.probe` = '{probe}'",
             max_results=1000)
         cleared = [r.info.run_id for r in previous if r.info.run_id != run_id]
+        if notes is not None:
+            notes.extend(_changes_from_previous(client, ident, [r for r in previous if r.info.run_id != run_id]))
         for rid in cleared:
             client.delete_tag(rid, BASELINE_TAG)
         client.set_tag(run_id, BASELINE_TAG, "true")
@@ -138,6 +149,22 @@ def promote(run_id: str, tracking_uri: str | None = None) -> list[str]:
     except Exception as e:  # noqa: BLE001
         raise TrackingError(f"MLflow tracking at {uri}: promoting run {run_id} failed: {_describe(e)}") from None
     return cleared
+
+
+def _changes_from_previous(client, ident: dict, previous: list) -> list[str]:
+    """One note per previous baseline run whose data or numerics differ from identity `ident`'s."""
+    from .identity_check import data_difference, numerics_difference, tracked_identity
+
+    out = []
+    for r in previous:
+        old = tracked_identity(client, r)
+        if old is None:
+            continue
+        names = (f"previous baseline {r.info.run_id}", "new")
+        diffs = [d for d in (data_difference(old, ident, names), numerics_difference(old, ident, names)) if d]
+        if diffs:
+            out.append(f"note: the baseline changes what candidates are gated on: {'; '.join(diffs)}")
+    return out
 
 
 def register_baseline(sub: argparse._SubParsersAction) -> None:
@@ -149,7 +176,10 @@ def register_baseline(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tracking-uri")
 
     def run(a: argparse.Namespace) -> int:
-        cleared = promote(a.run_id, a.tracking_uri)
+        notes: list[str] = []
+        cleared = promote(a.run_id, a.tracking_uri, notes)
+        for line in notes:
+            print(line, file=sys.stderr)
         was = f"; removed from {', '.join(cleared)}" if cleared else ""
         print(f"run {a.run_id} is now the baseline ({BASELINE_TAG}=true){was}")
         return 0

@@ -162,7 +162,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="YAML or CSV of model, family, size (e.g. 135M, 1.3B), optional base (the model a fine-tuned "
                         "one comes from); default: each model's config.json and weights")
     c.add_argument("--intersect", action="store_true",
-                   help="cross-model maps of runs on different fact sets: compare the facts all runs share")
+                   help="runs on different facts or data: compare the facts all runs share (without it such runs are "
+                        "refused)")
     c.set_defaults(func=compare_cli)
 
     r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")
@@ -170,14 +171,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model to probe now (alias, model folder, or PEFT adapter folder), or an MLflow run id / results folder")
     r.add_argument("--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its "
                                         "adapter_config.json)")
-    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value, of a "
-                                                     "multiple-choice probe run (ic-lke, eic-lke, hgp, mmp)")
+    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value matching "
+                                                     "exactly one run, of a multiple-choice probe run (ic-lke, eic-lke, "
+                                                     "hgp, mmp, mc-items)")
     # numbers checked by check_gate_settings (one `error:` line, NaN and text included), not by argparse
     r.add_argument("--max-drop", default=0.02, metavar="FRACTION",
                    help="tolerated accuracy drop, absolute, in [0, 1) (default 0.02 = 2 points)")
     r.add_argument("--alpha", default=0.05, metavar="LEVEL", help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")
-    r.add_argument("--out", help="where to write the candidate's probe results and the gate report")
+    r.add_argument("--out", metavar="DIR", help="write the gate report (DIR/gate_report.txt), the decision "
+                                                "(DIR/gate.json) and the candidate's probe results (DIR/candidate)")
+    r.add_argument("--allow-numerics-change", action="store_true",
+                   help="gate even when the candidate runs with other numerics than the baseline (dtype, device type, "
+                        "transformers major version); the report names the difference")
     r.add_argument("--report", help="write the readable report to this file too")
     r.add_argument("--no-track", action="store_true")
     r.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",

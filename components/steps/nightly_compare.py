@@ -6,7 +6,9 @@ other model's comparison. For each result of tonight the step finds the latest F
 with the same key from an earlier sweep (experiment `factprobe/nightly_sweep`), joins the two fact by fact and applies the
 paired test of `factprobe compare` / `factprobe regress`
 (`factprobe.metrics.comparison.regression_gate`: a drop larger than `max_drop`, McNemar p < alpha
-and a paired-bootstrap interval below 0). It logs `delta/<probe>/<model>[/<relation>]` metrics and
+and a paired-bootstrap interval below 0). Like with like (`like_with_like`): a previous run made on
+other data (its measurement identity's data digest) is not paired, and says why; other numerics, or
+a run without an identity, are paired with a note. It logs `delta/<probe>/<model>[/<relation>]` metrics and
 a changes table to the parent run and tags it:
 
 - `factprobe.alert`: `significant_drop`, `failed_models` or both (comma-separated), absent when
@@ -62,19 +64,47 @@ def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[
     return rows
 
 
-def paired_change(tonight, last_night, max_drop: float, alpha: float) -> dict:
+def like_with_like(tonight: dict | None, previous: dict | None) -> tuple[str, str]:
+    """(error, note) from the measurement identities (`factprobe.identity`) of tonight's result and
+    the previous night's: `error` when they were made on different data (the digests and the inputs
+    that differ: such results are not paired), `note` when their numerics differ (dtype, device type,
+    transformers major version: paired, and the change may come from the numerics) or when either has
+    no identity (paired unchecked); both "" when alike."""
+    from tracking.identity_check import MISSING, data_difference, numerics_difference
+
+    if tonight is None or previous is None:
+        which = "tonight's result" if tonight is None else "the previous run"
+        return "", f"{which} {MISSING}: data and numerics not checked"
+    names = ("previous", "tonight")
+    diff = data_difference(previous, tonight, names)
+    if diff:
+        return f"not compared: other data than the previous night ({diff})", ""
+    num = numerics_difference(previous, tonight, names)
+    return "", (f"numerics changed ({num}): part of the change may come from the numerics" if num else "")
+
+
+def paired_change(tonight, last_night, max_drop: float, alpha: float,
+                  identities: tuple[dict | None, dict | None] | None = None) -> dict:
     """The paired comparison of two per-fact tables (`fact_id`, `relation`, `correct`) of the same
-    probe and model: {"n", "diff", "diff_ci", "p_value", "drop": bool (the gate FAILed), "reason"};
-    {"error": ...} when the tables cannot be joined (no shared fact, no `correct` column, ...)."""
+    probe and model: {"n", "diff", "diff_ci", "p_value", "drop": bool (the gate FAILed), "reason",
+    "note"?}; {"error": ...} when the tables cannot be joined (no shared fact, no `correct` column,
+    ...), or when `identities` (tonight's, the previous night's) say they measured other data
+    (`like_with_like`; its note on numerics or a missing identity is kept as "note")."""
     from factprobe.metrics.comparison import align_templates, regression_gate
 
+    note = ""
+    if identities is not None:
+        error, note = like_with_like(*identities)
+        if error:
+            return {"error": error}
     try:
         cand, base, _ = align_templates(tonight, last_night)
         d = regression_gate(cand, base, max_drop=max_drop, alpha=alpha)
     except (ValueError, KeyError) as e:
         return {"error": str(e).splitlines()[0][:300]}
-    return {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed,
-            "reason": d.reason}
+    out = {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed,
+           "reason": d.reason}
+    return {**out, "note": note} if note else out
 
 
 def _previous_probe_run(client, experiment_ids: list[str], key: str, parent_run_id: str, before_ms: int):
@@ -117,6 +147,9 @@ def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str,
                      f"{'—' if not ci else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'} | "
                      f"{'—' if 'p_value' not in pr else format(pr['p_value'], '.3g')} | "
                      f"{'YES' if pr.get('drop') else ('—' if 'error' in pr or not pr else 'no')} |")
+    told = [(name, p.get("note") or p.get("error")) for name, p in sorted(pairs.items()) if p.get("note") or p.get("error")]
+    if told:
+        lines += ["", *[f"- {name}: {text}" for name, text in told]]
     changed = [r for r in rows if r["relation"] != "*" and r["delta"] is not None and abs(r["delta"]) >= 0.05]
     if changed:
         lines += ["", "Relations that moved by 5 points or more:", ""]
@@ -137,11 +170,14 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
 
     import pandas as pd
 
+    from factprobe.errors import DataError
+    from factprobe.identity import identity_of
     from factprobe.io import atomic_write_text
-    from tracking.compare import _from_results_file
-    from tracking.conventions import tag
-    from tracking.library_client import open_mlflow_client
+    from tracking.compare import _from_results_file, folder_identity
     from tracking.context import RunContext
+    from tracking.conventions import tag
+    from tracking.identity_check import identity_from_tracking
+    from tracking.library_client import open_mlflow_client
     from tracking.run import TrackedRun
 
     from .report import load_failures, load_results
@@ -177,7 +213,14 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
                 pairs[name] = {"error": f"previous run {prev.info.run_id}: {str(e).splitlines()[0][:200]}"}
                 continue
         previous[name] = prev_metrics
-        pairs[name] = paired_change(_from_results_file(Path(folder)), last_night, max_drop, alpha)
+        prev_identity = identity_of(prev_metrics) or identity_from_tracking(prev.data.tags, prev.data.params)
+        try:
+            tonight = _from_results_file(Path(folder))
+        except DataError as e:  # a truncated or empty results.jsonl: named, not a traceback
+            pairs[name] = {"error": str(e)}
+            continue
+        pairs[name] = paired_change(tonight, last_night, max_drop, alpha,
+                                    identities=(folder_identity(folder), prev_identity))
     rows = diff_summaries(current, previous)
     drops = {n: p for n, p in pairs.items() if p.get("drop")}
     if drops:

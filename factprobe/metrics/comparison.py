@@ -241,11 +241,13 @@ def join_runs(df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id") -> p
 
 def compare_runs(
     df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id", n_boot: int = 2000, seed: int = 0,
-    alpha: float = 0.05,
+    alpha: float = 0.05, metric: str | tuple[str, str] = "acc",
 ) -> dict:
     """Compare run b against run a on the facts both answered.
 
-    Returns::
+    `metric` names the compared proportion (a probe's headline metric, e.g. "accuracy"; a pair
+    names run a's and run b's): the proportions are returned as `<metric>_a` and `<metric>_b`,
+    overall and per relation (the default "acc" gives `acc_a` / `acc_b`). Returns, with the default::
 
         {"acc_a", "acc_b", "diff" (= acc_b - acc_a), "diff_ci" [lo, hi] (paired bootstrap),
          "mcnemar" {b01, b10, statistic, p_value, method},
@@ -257,6 +259,7 @@ def compare_runs(
          "pearson_per_relation", "n_joined", "n_only_a", "n_only_b",
          "per_relation": {rel: {"acc_a", "acc_b", "diff", "n", "eta_a_given_b", "eta_b_given_a"}}}
     """
+    ka, kb = (f"{metric}_a", f"{metric}_b") if isinstance(metric, str) else (f"{metric[0]}_a", f"{metric[1]}_b")
     joined = join_runs(df_a, df_b, key)
     a = joined["correct_a"].to_numpy(dtype=bool)
     b = joined["correct_b"].to_numpy(dtype=bool)
@@ -267,7 +270,7 @@ def compare_runs(
     for rel in sorted(set(relation.tolist())):
         mask = relation == rel
         acc_a, acc_b = float(a[mask].mean()), float(b[mask].mean())
-        per_relation[rel] = {"acc_a": acc_a, "acc_b": acc_b, "diff": acc_b - acc_a, "n": int(mask.sum())}
+        per_relation[rel] = {ka: acc_a, kb: acc_b, "diff": acc_b - acc_a, "n": int(mask.sum())}
 
     a_given_b = subsumption_by_relation(a, b, relation)
     b_given_a = subsumption_by_relation(b, a, relation)
@@ -276,8 +279,8 @@ def compare_runs(
         entry["eta_b_given_a"] = b_given_a["per_relation"][rel]
     shared = set(joined[key].tolist())
     return {
-        "acc_a": float(a.mean()),
-        "acc_b": float(b.mean()),
+        ka: float(a.mean()),
+        kb: float(b.mean()),
         "diff": diff,
         "diff_ci": [lo, hi],
         "mcnemar": mcnemar(a, b),
@@ -288,7 +291,7 @@ def compare_runs(
         "eta_relation_mean_a_given_b": a_given_b["eta_relation_mean"],
         "eta_relation_mean_b_given_a": b_given_a["eta_relation_mean"],
         "pearson_per_relation": pearson_per_relation(
-            {r: v["acc_a"] for r, v in per_relation.items()}, {r: v["acc_b"] for r, v in per_relation.items()}
+            {r: v[ka] for r, v in per_relation.items()}, {r: v[kb] for r, v in per_relation.items()}
         ),
         "n_joined": len(joined),
         "n_only_a": int((~df_a[key].isin(shared)).sum()),

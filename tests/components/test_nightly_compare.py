@@ -94,3 +94,34 @@ def test_report_skips_failed_folders_and_lists_them(tmp_path):
     dirs = [_ok_dir(tmp_path, "good"), _failed_dir(tmp_path, "broken")]
     assert list(load_results(dirs)) == ["ic-lke:good"]
     assert load_failures(dirs) == [{"model": "broken", "probe": "ic-lke", "error": "ModelError: no such model"}]
+
+
+def _identity(digest="sha256:" + "1" * 64, dtype="float32", inputs=()):
+    return {"model_revision": "local-sha256:0", "data_digest": digest, "config_key": "k",
+            "numerics": {"dtype": dtype, "device": "cpu", "transformers": "5.0.0"},
+            "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs]}
+
+
+def test_a_previous_night_on_other_data_is_not_paired():
+    """issue 28 item 3: same config key, but the data files changed in between: the paired test would
+    compare other items (a 'significant drop' that is the data's), so the pair is refused and says why."""
+    last_night = table([True] * 150 + [False] * 50)
+    tonight = table([True] * 100 + [False] * 100)
+    out = paired_change(tonight, last_night, 0.02, 0.05,
+                        identities=(_identity("sha256:" + "2" * 64, inputs=[("data", "/d/v2")]),
+                                    _identity(inputs=[("data", "/d/v1")])))
+    assert "drop" not in out
+    assert out["error"] == ("not compared: other data than the previous night (data digest sha256:111111111111 "
+                            "(previous) vs sha256:222222222222 (tonight); inputs that differ: data /d/v1 (previous) "
+                            "vs /d/v2 (tonight))")
+
+
+def test_other_numerics_or_no_identity_are_paired_with_a_note():
+    last = table([True] * 150 + [False] * 50)
+    now = table([True] * 100 + [False] * 100)
+    out = paired_change(now, last, 0.02, 0.05, identities=(_identity(dtype="bfloat16"), _identity()))
+    assert out["drop"] is True and out["note"] == ("numerics changed (dtype float32 (previous) vs bfloat16 (tonight)): "
+                                                   "part of the change may come from the numerics")
+    out = paired_change(now, last, 0.02, 0.05, identities=(_identity(), None))
+    assert out["drop"] is True and out["note"].startswith("the previous run records no measurement identity")
+    assert "note" not in paired_change(now, last, 0.02, 0.05, identities=(_identity(), _identity()))

@@ -73,7 +73,7 @@ def test_logprobs_equal_a_naive_forward_per_option_at_every_slot_position(tiny, 
         if examples:
             assert r["context"].endswith("\n" + before) and r["context"].count("\n") == 2
         elif position(r["subject"]) == "start":
-            assert r["context"] == (tok.bos_token or tok.eos_token)  # lm-eval's empty-context rule
+            assert r["context"] == ""  # empty: the scorer's stand-in token, lm-eval's rule (tests/lm/test_bos.py)
         else:
             assert r["context"] == before
     assert seen == {"end", "middle", "start"}
@@ -161,7 +161,7 @@ def test_cli_compare_and_regress_two_runs(tiny_model_path, subset, tmp_path, cap
                "--out", str(tmp_path / "cand"), "--max-drop", "0.99"])
     out = capsys.readouterr().out
     assert rc == 0 and "PASS" in out, out
-    cand = [json.loads(line) for line in (tmp_path / "cand" / "results.jsonl").read_text().splitlines()]
+    cand = [json.loads(line) for line in (tmp_path / "cand" / "candidate" / "results.jsonl").read_text().splitlines()]
     theirs = [json.loads(line) for line in (b / "results.jsonl").read_text().splitlines()]
     assert [v for r in cand for v in r["logprobs"]] == pytest.approx([v for r in theirs for v in r["logprobs"]], abs=1e-9)
     assert {r["probe"] for r in cand} == {"mc-items"} and "logprob_sums" in cand[0]  # the baseline's --option-score mean

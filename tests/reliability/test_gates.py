@@ -31,10 +31,16 @@ def qa_rows(n=6):
             for i in range(n)]
 
 
+#: the measurement identity a probe run records (factprobe.identity): the gate compares only like with like
+IDENTITY = {"model_revision": "local-sha256:0", "data_digest": "sha256:0", "config_key": "k",
+            "numerics": {"dtype": "float32", "device": "cpu", "transformers": "5.0.0"}, "inputs": []}
+
+
 def folder(path, probe, rows):
     path.mkdir(parents=True)
     (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (path / "run_config.json").write_text(json.dumps({"config": {"probe": probe, "model": "m"}, "results_key": "k"}))
+    (path / "run_config.json").write_text(json.dumps({"config": {"probe": probe, "model": "m"}, "results_key": "k",
+                                                      "identity": IDENTITY}))
     return path
 
 
@@ -46,7 +52,8 @@ def store(tmp_path, monkeypatch):
     exp = client.create_experiment("factprobe/probe", artifact_location=(tmp_path / "artifacts").as_uri())
 
     def run(probe, metrics, rows=None):
-        r = client.create_run(exp, tags={"factprobe.probe": probe})
+        r = client.create_run(exp, tags={"factprobe.probe": probe, "factprobe.data_digest": IDENTITY["data_digest"],
+                                         "factprobe.numerics": json.dumps(IDENTITY["numerics"])})
         for k, v in metrics.items():
             client.log_metric(r.info.run_id, k, v)
         if rows is not None:

@@ -19,7 +19,8 @@ def store(tmp_path, monkeypatch):
     pd.DataFrame({"fact_id": ["P36|Q1|Q2"], "relation": ["P36"], "correct": [True]}).to_parquet(table)
 
     def run(probe: str | None = "ic-lke", finish: bool = True) -> str:
-        r = client.create_run(exp, tags={"factprobe.probe": probe} if probe else {})
+        identity = {"factprobe.data_digest": "sha256:0", "factprobe.numerics": '{"dtype": "float32", "device": "cpu"}'}
+        r = client.create_run(exp, tags={"factprobe.probe": probe, **identity} if probe else {})
         client.log_metric(r.info.run_id, "accuracy", 0.5)
         client.log_artifact(r.info.run_id, str(table), "tables")
         if finish:

@@ -85,7 +85,7 @@ def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, m
 
     seen = []
 
-    def fake_run_probe(cfg, out, on_start=None):
+    def fake_run_probe(cfg, out, on_start=None, prepared=None):
         seen.append(cfg)
         if on_start:
             on_start()

@@ -60,8 +60,17 @@ def _run(folder, model, digest="d1", facts=FACTS, known=None, config=None, metri
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "run_config.json").write_text(json.dumps({"results_key": "k", "config": {**CONFIG, **(config or {}),
                                                                                         "model": model}}))
-    (folder / "metrics.json").write_text(json.dumps({"data_digest": digest, "model": model, **(metrics or {})}))
+    (folder / "metrics.json").write_text(json.dumps({"data_digest": digest, "model": model, **(metrics or {}),
+                                                     "identity": identity(model, digest)}))
     return folder
+
+
+def identity(model, digest, dtype="float32", device="cpu", transformers="5.0.0", inputs=()):
+    """The measurement identity a probe run records (factprobe.identity), made by hand."""
+    return {"model_revision": f"local-sha256:{abs(hash(model)):x}", "data_digest": digest, "config_key": "k",
+            "numerics": {"dtype": dtype, "device": device, "device_name": device, "attn_implementation": "sdpa",
+                         "torch": "2.13.0", "transformers": transformers, "peft": None, "factprobe": "0.1.0"},
+            "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs]}
 
 
 @pytest.fixture
@@ -79,8 +88,9 @@ def test_three_runs_write_the_maps_and_the_figures(three, capsys):
     text = capsys.readouterr().out
     res = json.loads((out / "cross_model.json").read_text())
     assert (out / "heatmap.png").stat().st_size > 1000 and (out / "pearson.png").stat().st_size > 1000
-    # Figure 5's order: family A (first seen) by size, then B
-    assert res["order"] == ["org/small", "org/large", "org/other"]
+    # Figure 5's order: families by the accuracy of their model closest to 7B (A: large, mean over relations 0.75;
+    # B: other, 0.417), models by average accuracy (large 0.75, small 0.417)
+    assert res["order"] == ["org/large", "org/small", "org/other"]
     assert res["heatmap"]["org/small"] == pytest.approx({"R1": 0.5, "R2": 0.25, "R3": 0.5})
     assert res["heatmap"]["org/large"] == pytest.approx({"R1": 0.75, "R2": 0.5, "R3": 1.0})
     assert res["heatmap"]["org/other"] == pytest.approx({"R1": 0.25, "R2": 1.0, "R3": 0.0})
@@ -101,11 +111,12 @@ def test_three_runs_write_the_maps_and_the_figures(three, capsys):
     assert models["org/small"]["digest"] == "d1" and models["org/small"]["accuracy"] == pytest.approx(0.4)
     assert res["n_facts"] == 10 and res["metric"] == "accuracy"
     # the console: the heatmap as a table, the family means, eta
-    assert "M1 = org/small  (family A, size 100M)" in text
-    assert "R2                       0.250   0.500   1.000" in text
+    assert "M2 = org/small  (family A, size 100M)" in text
+    assert "R2                       0.500   0.250   1.000" in text
     assert f"within families {R_SL:.3f} (1 pair), across families {(R_SO + R_LO) / 2:.3f} (2 pairs)" in text
     assert f"  r(org/small, org/other) = {R_SO:.3f}" in text
-    assert "org/small vs org/large: pooled 0.750, mean over relations 0.833" in text
+    assert "org/small vs org/large: eta 0.833 (pooled over facts 0.750;" in text  # Table 1's number first
+    assert "families are by architecture" not in text  # every family came from --model-meta
     assert "cross_model.json" in text
 
 
@@ -128,7 +139,7 @@ def test_two_runs_keep_the_fact_by_fact_comparison_unless_asked(three, capsys):
     two.write_text("\n".join(META_YAML.strip().splitlines()[:2]))
     assert main(["compare", runs[0], runs[1], "--cross-model", "--model-meta", str(two)]) == 0
     out = capsys.readouterr().out
-    assert "cross-model maps of 2 runs over 10 facts" in out and "org/small vs org/large: pooled 0.750" in out
+    assert "cross-model maps of 2 runs over 10 facts" in out and "org/small vs org/large: eta 0.833 (pooled over facts 0.750" in out
 
 
 def test_runs_on_different_fact_sets_are_refused_naming_their_digests(three, capsys):
@@ -261,12 +272,12 @@ def test_the_report_step_draws_the_maps_of_two_models(tmp_path):
     run_report(dirs, str(html), str(md), RunContext())
     text = md.read_text()
     assert ("## cross_model_ic-lke\n\n| model | family | size | base | accuracy | R1 | R2 | R3 |\n|---|---|---|---|---|---|---|---|\n"
-            "| org/small | — | — | — | 0.400 | 0.500 | 0.250 | 0.500 |\n"
-            "| org/large | — | — | — | 0.700 | 0.750 | 0.500 | 1.000 |") in text
-    assert f"| org/small | 1.000 | {R_SL:.3f} |" in text  # cross_model_pearson_ic-lke
+            "| org/large | — | — | — | 0.700 | 0.750 | 0.500 | 1.000 |\n"  # no family: by accuracy, best first
+            "| org/small | — | — | — | 0.400 | 0.500 | 0.250 | 0.500 |") in text
+    assert f"| org/large | 1.000 | {R_SL:.3f} |" in text  # cross_model_pearson_ic-lke (Figure 5 order)
     assert "| within a family | — | 0 |" in text and "cross_model_eta_ic-lke" not in text
     page = html.read_text()
-    assert "<h2>ic-lke: accuracy, model x relation (models by family and size)</h2><img" in page
+    assert "<h2>ic-lke: accuracy, model x relation (Figure 5 order)</h2><img" in page
     assert "<h2>ic-lke: Pearson r of per-relation accuracy between models</h2><img" in page
 
     parts = cross_model_parts(load_runs(dirs))
