@@ -10,10 +10,10 @@ that does not use it, a `--device` other than auto, cpu or cuda. Floats are fini
 in [0, 2**32) (`ConfigBase`).
 
 Defaults are the paper's (B.2): AdamW, learning rate 1e-4, cosine schedule, effective batch 512
-(through gradient accumulation), sequence length 256, 40 steps. One is not: yuan2024 fine-tunes
-every parameter, and `--full` (or `--lora-r 0`) is that setting; the command's default is LoRA
-(rank 16) to save cost on small machines. The `finetune_known_unknown` pipeline defaults to the
-paper's full-parameter training (`lora_r` = 0 there). Batches count *sequences* of at
+(through gradient accumulation), sequence length 256, 40 steps, and full-parameter training as
+yuan2024 does (`lora_r` 0; `--full` says the same), like the `finetune_known_unknown` pipeline.
+LoRA is a flag: `--lora-r 16` trains a rank-16 adapter instead, to save memory and time on small
+machines, at the cost of no longer being the paper's setting. Batches count *sequences* of at
 most `max_seq_len` tokens: one example each without `--packing`, several short examples each with
 it (so with packing one optimizer step sees more examples than the paper's 512).
 
@@ -38,7 +38,8 @@ NEEDS_TABLE = ("known", "unknown", "mixed")
 ZERO_STAGES = (0, 1, 2, 3)
 #: `--device` values (a GPU index would be ignored: each process takes its LOCAL_RANK GPU)
 DEVICES = ("auto", "cpu", "cuda")
-LORA_R_DEFAULT = 16
+#: the default: full-parameter training, yuan2024's setting (section 5); `--lora-r N` > 0 is LoRA
+LORA_R_DEFAULT = 0
 
 #: default LoRA target modules per `config.model_type` (every linear layer of attention and MLP, as
 #: QLoRA/PEFT recommend); other architectures: `--lora-target-modules` or PEFT's "all-linear"
@@ -103,8 +104,8 @@ class FinetuneConfig(ConfigBase):
     effective_batch: int = option(512, "sequences per optimizer step over all devices (ignored when --grad-accum is given)")
     # ---- LoRA / full
     lora_r: int = option(LORA_R_DEFAULT, "LoRA rank; 0 trains every parameter (same as --full)")
-    full: bool = option(False, "full-parameter training instead of LoRA (yuan2024's setting; LoRA is the cost-saving "
-                               "default)")
+    full: bool = option(False, "full-parameter training (yuan2024's setting and the default; --lora-r N > 0 trains a "
+                               "LoRA adapter instead, cheaper but not the paper's setting)")
     lora_alpha: int | None = option(None, "LoRA alpha (default: 2 x rank)")
     lora_dropout: float = option(0.05, "LoRA dropout")
     lora_target_modules: list[str] | None = option(None, "comma-separated module names to adapt (default per "  # noqa: RUF009
@@ -151,7 +152,7 @@ class FinetuneConfig(ConfigBase):
         self.check(0 <= self.lora_dropout < 1, "lora_dropout", self.lora_dropout, "must be in [0, 1)")
         self.check(self.lora_alpha is None or self.lora_alpha > 0, "lora_alpha", self.lora_alpha, "must be > 0")
         # options that would be silently ignored are refused
-        self.check(not (self.full and self.lora_r not in (0, LORA_R_DEFAULT)), "full", self.full,
+        self.check(not (self.full and self.lora_r > 0), "full", self.full,
                    f"--full trains every parameter; --lora-r {self.lora_r} would be ignored (give one of them)")
         if not self.use_lora:
             why = "--full" if self.full else "--lora-r 0"

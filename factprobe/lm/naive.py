@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import torch
 
-from .scorer import split_point, split_trailing_whitespace
+from .scorer import encode_choices
 
 
 @torch.inference_mode()
 def naive_logprob(model: torch.nn.Module, tokenizer, context: str, continuation: str) -> float:
-    """Summed log P(continuation tokens | context) from a full forward; float64 sum of fp logits."""
-    ctx, cont = split_trailing_whitespace(context, continuation)
-    ctx_ids = tokenizer(ctx, add_special_tokens=True)["input_ids"]
-    whole = tokenizer(ctx + cont, add_special_tokens=True)["input_ids"]
+    """Summed log P(continuation tokens | context) from a full forward; float64 sum of fp logits.
+    The token ids are the scorer's (`scorer.encode_choices`: special tokens once, a stand-in for an
+    empty context); tests/lm/test_bos.py checks them against lm-evaluation-harness's own."""
+    _, (whole,), (n,) = encode_choices(tokenizer, context, [continuation])
     device = next(model.parameters()).device
     logits = model(input_ids=torch.tensor([whole], device=device)).logits[0].float()
     lp = torch.log_softmax(logits[:-1], dim=-1)
-    n = split_point(ctx_ids, whole)
     tgt = torch.tensor(whole[n:], device=device)
     return lp[torch.arange(n - 1, len(whole) - 1, device=device), tgt].double().sum().item()
 

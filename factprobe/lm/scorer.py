@@ -8,6 +8,9 @@ IC-LKE fact; here a fact costs its own subject and candidate tokens.
 How the work is shared
 ----------------------
 1. *Tokenize like the harness.* Whitespace at the end of a context moves to the continuation.
+   A context's token ids hold the tokenizer's own special tokens exactly once (`context_token_ids`:
+   the one place that turns a context into ids; a context that encodes to no token at all gets one
+   stand-in token, BOS else EOS, as lm-evaluation-harness does; docs/probes.md "Contexts").
    The continuation's tokens are `encode(c + y)[len(encode(c)):]`. If the joint encoding does not
    start with `encode(c)` (a token merged across the boundary), that candidate is scored by an
    exact full forward of `encode(c + y)` from the longest common prefix on (`split_point`), never
@@ -38,7 +41,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..errors import ContextTooLongError
+from ..errors import ConfigError, ContextTooLongError
 from .body import decoder_parts
 from .engine import ModelEngine
 
@@ -153,6 +156,72 @@ def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str
     return context, continuation
 
 
+def stand_in_token_id(tokenizer) -> int | None:
+    """The token that stands in for a truly empty context: BOS if the tokenizer has one, else EOS
+    (lm-evaluation-harness's `HFLM.prefix_token_id`); None when it has neither."""
+    if tokenizer.bos_token_id is not None:
+        return int(tokenizer.bos_token_id)
+    return None if tokenizer.eos_token_id is None else int(tokenizer.eos_token_id)
+
+
+def _adds_special_tokens(tokenizer, text: str) -> bool:
+    """Whether encoding `text` adds the tokenizer's special tokens: yes, unless the text already
+    starts with the stand-in token's text (lm-eval's `tok_encode`), so that BOS is never doubled."""
+    sid = stand_in_token_id(tokenizer)
+    return sid is None or not text.startswith(tokenizer.decode([sid]))
+
+
+def _no_stand_in(tokenizer) -> ConfigError:
+    return ConfigError(f"the tokenizer {type(tokenizer).__name__} has neither a BOS nor an EOS token, so an empty context "
+                       "(a slot or template that starts the prompt, with no examples) cannot be scored; put text "
+                       "before the slot")
+
+
+def context_token_ids(tokenizer, text: str, stand_in: bool = True) -> list[int]:
+    """The token ids a model sees for the context `text` (the rule every probe shares, docs/probes.md).
+
+    The text is encoded with the tokenizer's own special tokens exactly once: `add_special_tokens=True`
+    (Gemma/Llama: `<bos>` first; SmolLM2/GPT-2: nothing), unless the text itself starts with the BOS
+    (else EOS) text, which is then not added again. Callers never prepend BOS text themselves.
+    A context that encodes to no token at all (empty text, tokenizer that adds nothing) gets the
+    stand-in `[BOS else EOS]` (`stand_in_token_id`, lm-evaluation-harness's empty-context rule),
+    unless `stand_in` is False (the caller's own tokens follow, as in EIC-LKE's packed sequences).
+    ConfigError if a stand-in is needed and the tokenizer has neither token.
+    """
+    ids = list(tokenizer(text, add_special_tokens=_adds_special_tokens(tokenizer, text))["input_ids"])
+    if ids or not stand_in:
+        return ids
+    sid = stand_in_token_id(tokenizer)
+    if sid is None:
+        raise _no_stand_in(tokenizer)
+    return [sid]
+
+
+def encode_choices(tokenizer, context: str, continuations: Sequence[str]) -> tuple[list[int], list[list[int]], list[int]]:
+    """`(context ids, whole ids per continuation, where each continuation starts)`, as lm-evaluation-
+    harness's `loglikelihood` builds a request: the context's trailing whitespace moves into each
+    continuation (`split_trailing_whitespace`), the context is `context_token_ids`, and the whole
+    sequence is the joint encoding of context + continuation with the same special tokens, split at
+    `split_point`. A context that encodes to nothing is the stand-in token followed by the
+    continuation encoded without special tokens (the harness drops a leading stand-in from it).
+    `whole[start:]` are the scored tokens; `start` is 0 only when nothing precedes them (an error for callers)."""
+    pairs = [split_trailing_whitespace(context, c) for c in continuations]
+    ctx = pairs[0][0] if pairs else split_trailing_whitespace(context, "")[0]
+    specials = _adds_special_tokens(tokenizer, ctx)
+    ctx_ids = list(tokenizer(ctx, add_special_tokens=specials)["input_ids"])
+    if not pairs:
+        return ctx_ids or context_token_ids(tokenizer, ctx), [], []
+    if ctx_ids:
+        wholes = [list(w) for w in tokenizer([ctx + c for _, c in pairs], add_special_tokens=specials)["input_ids"]]
+        return ctx_ids, wholes, [split_point(ctx_ids, w) for w in wholes]
+    sid = stand_in_token_id(tokenizer)
+    if sid is None:
+        raise _no_stand_in(tokenizer)
+    conts = [list(c) for c in tokenizer([c for _, c in pairs], add_special_tokens=False)["input_ids"]]
+    wholes = [[sid] + (c[1:] if c[:1] == [sid] else c) for c in conts]
+    return [sid], wholes, [1] * len(wholes)
+
+
 def apply_lm_head(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """Logits for hidden states `[n, d]` -> `[n, vocab]` float32, as the model's own head does it.
 
@@ -173,8 +242,9 @@ class Scorer(ModelEngine):
     Args:
         model: a causal LM: a transformers `PreTrainedModel`, a `peft.PeftModel` on one, or a
             merged model (body and head are found by `factprobe.lm.body.decoder_parts`).
-        tokenizer: its tokenizer. Contexts are encoded with the tokenizer's default special tokens
-            (BOS where the tokenizer adds one, as lm-evaluation-harness does for Gemma), and
+        tokenizer: its tokenizer. Contexts are encoded with the tokenizer's own special tokens exactly
+            once (BOS where the tokenizer adds one, as lm-evaluation-harness does for Gemma; a stand-in
+            BOS/EOS only for a context that encodes to nothing: `context_token_ids`), and
             continuations never get special tokens.
         device: where to run; defaults to the model's device.
         token_budget: most query tokens in one packed forward (CPU default 1024, CUDA 8192; set-up
@@ -198,30 +268,24 @@ class Scorer(ModelEngine):
         self.stats = ScoreStats()
 
     # ------------------------------------------------------------------ tokenization
-    def encode_context(self, text: str) -> list[int]:
-        """Token ids of a context, with the tokenizer's default special tokens (e.g. BOS)."""
-        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+    def encode_context(self, text: str, stand_in: bool = True) -> list[int]:
+        """Token ids of a context: `context_token_ids` (the tokenizer's special tokens exactly once;
+        the stand-in BOS/EOS for a context that encodes to nothing, unless `stand_in` is False)."""
+        return context_token_ids(self.tokenizer, text, stand_in)
 
     def encode_continuation(self, text: str) -> list[int]:
         """Token ids of a text piece on its own, without special tokens."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _encode_request(self, context: str, options: Sequence[str]) -> _Encoded:
-        pairs = [split_trailing_whitespace(context, o) for o in options]
-        ctx = pairs[0][0] if pairs else context
-        ctx_ids = self.encode_context(ctx)
-        wholes = self.tokenizer([ctx + cont for _, cont in pairs], add_special_tokens=True)["input_ids"]
-        cont_ids, fallback, starts = [], [], []
-        for (_, cont), whole in zip(pairs, wholes):
-            whole = list(whole)
-            start = split_point(ctx_ids, whole)
-            if not cont or start == 0 or len(whole) <= start:
-                raise ValueError(f"empty continuation {cont!r} for context ending {ctx[-40:]!r}: nothing to score")
+        ctx_ids, wholes, starts = encode_choices(self.tokenizer, context, options)
+        cont_ids, fallback = [], []
+        for option, whole, start in zip(options, wholes, starts):
+            if not split_trailing_whitespace(context, option)[1] or start == 0 or len(whole) <= start:
+                raise ValueError(f"empty continuation {option!r} for context ending {context[-40:]!r}: nothing to score")
             cont_ids.append(whole[start:])
             fallback.append(start != len(ctx_ids))
-            starts.append(start)
-        return _Encoded(ctx_ids=ctx_ids, cont_ids=cont_ids, fallback=fallback, whole_ids=[list(w) for w in wholes],
-                        starts=starts)
+        return _Encoded(ctx_ids=ctx_ids, cont_ids=cont_ids, fallback=fallback, whole_ids=wholes, starts=list(starts))
 
     # ------------------------------------------------------------------ model calls
     def _check_length(self, n: int) -> None:

@@ -32,7 +32,7 @@ filled; the whitespace before the slot moves into the continuation, as the harne
 the predicted slot is not at the end of the template, the continuation is the candidate PLUS the
 rest of the filled template, so candidates are ranked by the probability of the whole filled
 sentence (the text before the slot is common to all of them). A template that starts with the
-predicted slot is scored after the tokenizer's BOS (else EOS) text. `mean` divides that sum by
+predicted slot has an empty context: the scorer's stand-in BOS (else EOS) token (docs/probes.md). `mean` divides that sum by
 the candidate's scored tokens. Ties go to the first candidate in label order. Candidates are
 every distinct label of the relation's entities (test + training facts), sorted;
 `--max-candidates` caps them at a seeded sample per relation and side, plus the entity the query
@@ -330,12 +330,10 @@ class Coherency(Probe):
     # ---- the two steps
     def _step(self, session: Session, template: str, target: str, value: str, side: _Side, excluded: set[str],
               gold_labels: list[str], required: list[str], paragraph: str | None) -> _Step:
-        from .mc import empty_context_text
-
         cands, removed = side.candidates(excluded, required)
         if session.cfg.params.candidate_score == "authors":
             return _Step(authors_query(template, target, value, paragraph), cands, list(cands), gold_labels, removed)
-        ctx, conts = build_query(template, target, value, cands, paragraph, empty_context_text(session.scorer.tokenizer))
+        ctx, conts = build_query(template, target, value, cands, paragraph, "")  # empty: the scorer's stand-in token
         return _Step(ctx, cands, conts, gold_labels, removed)
 
     def _score(self, session: Session, steps: list[_Step]) -> None:
@@ -494,13 +492,10 @@ def authors_candidate_scores(scorer, context: str, candidates: Sequence[str], ba
 def continuation_token_counts(scorer, context: str, continuations: Sequence[str]) -> list[int]:
     """Tokens the scorer scores for each continuation (for per-token means): the joint encoding
     split where the scorer splits it (`split_point`)."""
-    from ..lm.scorer import split_point, split_trailing_whitespace
+    from ..lm.scorer import encode_choices
 
-    ctx, _ = split_trailing_whitespace(context, "")
-    ctx_ids = scorer.encode_context(ctx)
-    pairs = [split_trailing_whitespace(context, c) for c in continuations]
-    wholes = scorer.tokenizer([ctx + c for _, c in pairs], add_special_tokens=True)["input_ids"]
-    return [max(1, len(w) - split_point(ctx_ids, w)) for w in wholes]
+    _, wholes, starts = encode_choices(scorer.tokenizer, context, continuations)
+    return [max(1, len(w) - s) for w, s in zip(wholes, starts)]
 
 
 register(Coherency())

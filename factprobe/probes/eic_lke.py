@@ -29,7 +29,7 @@ import numpy as np
 from ..facts import Fact, MCItem
 from .base import Session
 from .config import option
-from .mc import ExamplesConfig, MCProbe, empty_context_text, fit_examples, item_row, longest, relation_examples
+from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
@@ -145,9 +145,11 @@ class EICLKE(MCProbe):
         subject, opt = longest(session.prepared.items[relation])
         lead = fit_examples(session, relation, lead, lambda ex: leading_prefix(ex, p.separator, p.tuple_separator),
                             f"{p.tuple_separator}{subject}{p.separator}{opt}")
-        prefix_text = leading_prefix(lead, p.separator, p.tuple_separator) or empty_context_text(session.scorer.tokenizer)
+        prefix_text = leading_prefix(lead, p.separator, p.tuple_separator)
         between = [rest[i * k : (i + 1) * k] for i in range(per_seq - 1)]
-        return _RelationState(prefix_text, session.scorer.prefix(prefix_text), between)
+        # No stand-in: the first test subject's tokens follow even when there are no leading examples.
+        prefix_ids = session.scorer.encode_context(prefix_text, stand_in=False)
+        return _RelationState(prefix_text, session.scorer.prefix(prefix_ids), between)
 
     def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
         p = session.cfg.params

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from ..facts import Fact, MCItem
 from .base import Session
 from .config import option
-from .mc import ExamplesConfig, MCProbe, empty_context_text, fit_examples, item_row, longest, relation_examples
+from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 
 PROMPT_FORMATS = ("paper", "official")
@@ -85,8 +85,6 @@ class ICLKE(MCProbe):
 
         p = session.cfg.params
         contexts = [fact_context(state.prefix_text, it.subject, p.separator, p.prompt_format) for it in batch]
-        if not state.prefix_text:
-            contexts = [empty_context_text(session.scorer.tokenizer) + c for c in contexts]
         reqs = [ChoiceRequest(c, [option_continuation(o, p.separator) for o in it.options]) for c, it in zip(contexts, batch)]
         scores = session.scorer.score_choices(reqs, shared_prefix=state.prefix)
         return [item_row(it, c, s, self.name) for it, c, s in zip(batch, contexts, scores)]

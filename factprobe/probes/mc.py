@@ -57,11 +57,6 @@ class ExamplesConfig(MCConfig):
         self.check(bool(self.separator), "separator", self.separator, "must not be empty")
 
 
-def empty_context_text(tokenizer) -> str:
-    """What an empty context becomes: the BOS (else EOS) token text, as the harness does."""
-    return tokenizer.bos_token or tokenizer.eos_token or ""
-
-
 def relation_examples(session: Session, relation: str, n: int) -> list[Fact]:
     """`n` training facts of `relation` for the prompt (see the module docstring); notes a shortfall."""
     cfg = session.cfg

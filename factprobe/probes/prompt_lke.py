@@ -19,7 +19,7 @@ from ..errors import ConfigError, DataError
 from ..facts import MCItem
 from .base import Session
 from .config import option
-from .mc import MCConfig, MCProbe, empty_context_text, item_row
+from .mc import MCConfig, MCProbe, item_row
 from .registry import register
 
 _TRAILING_PERIOD = re.compile(r"\s*\.\s*$")
@@ -96,7 +96,7 @@ class PromptProbe(MCProbe):
             reqs, contexts = [], []
             for it in batch:
                 pairs = [fill_template(template, it.subject, o) for o in it.options]
-                ctx = pairs[0][0] or empty_context_text(session.scorer.tokenizer)
+                ctx = pairs[0][0]
                 contexts.append(ctx)
                 reqs.append(ChoiceRequest(ctx, [cont for _, cont in pairs]))
             scores = session.scorer.score_choices(reqs)

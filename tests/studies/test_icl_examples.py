@@ -22,7 +22,6 @@ from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
 from factprobe.probes.config import BaseConfig, RunConfig
 from factprobe.probes.ic_lke import relation_prefix
-from factprobe.probes.mc import empty_context_text
 from factprobe.probes.runner import run_probe
 from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_examples import (
@@ -84,16 +83,15 @@ def test_n0_is_zero_context_scoring_exactly(tiny, curve, tmp_path):
     _, loaded, scorer, prepared = tiny
     _, _, scores = curve
     probe = _probe_rows(tiny, tmp_path, examples=0)  # the IC-LKE probe's own n = 0 mode
-    bos = empty_context_text(loaded.tokenizer)
     for rel, items in prepared.items.items():
         rows = scores.rows[(rel, 0, None)]
         assert scores.rows_at(rel, 0, 1) is rows  # one scoring shared by every draw
-        bare = scorer.score_choices([ChoiceRequest(bos + it.subject, [" " + o for o in it.options]) for it in items])
+        bare = scorer.score_choices([ChoiceRequest(it.subject, [" " + o for o in it.options]) for it in items])
         for it, row, lp in zip(items, rows, bare):
-            assert row["context"] == bos + it.subject  # no example text at all
+            assert row["context"] == it.subject  # the paper's x alone: no example text, no BOS text (issue 29)
             assert row["logprobs"] == lp.tolist() == probe[it.fact_id]["logprobs"]  # exactly equal
     it = prepared.items["P36"][0]
-    naive = naive_logprob(loaded.model, loaded.tokenizer, bos + it.subject, " " + it.options[0])
+    naive = naive_logprob(loaded.model, loaded.tokenizer, it.subject, " " + it.options[0])
     assert abs(scores.rows[("P36", 0, None)][0]["logprobs"][0] - naive) < 1e-4
 
 
@@ -209,6 +207,12 @@ def test_n_beyond_the_window_is_capped_or_refused(tiny):
 def test_bad_n_values_are_one_line_errors(value, needle):
     with pytest.raises(ConfigError, match=needle):
         ICLExamplesConfig(n=value)
+
+
+def test_draws_default_to_the_papers_five_seeds():
+    """wu2024 Figure 1 averages over "five random seeds" (issue 29 item 5): a curve without --draws has five."""
+    assert ICLExamplesConfig().draws == 5
+    assert study_config(STUDY, {"choices": 5})["params"]["draws"] == 5
 
 
 def test_bad_n_and_draws_on_the_command_line(tmp_path, capsys):
