@@ -61,6 +61,9 @@ def test_mc_results_match_the_pre_framework_runner(probe, tiny_model_path, tmp_p
     out = tmp_path / probe
     run_probe(mc_config(probe, tiny_model_path("gpt2")), out, progress=False, log=lambda m: None)
     got = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    # every row now also names its item's content digest (issue 28: rows are reused by content), which
+    # the pre-framework rows did not hold: each is the item's, and the rest of the row is compared as before
+    assert all(len(g.pop("item_digest")) == 16 for g in got)
     want = [json.loads(line) for line in (FX / "expected" / f"{probe}.results.jsonl").read_text(encoding="utf-8").splitlines()]
     if probe in ("hgp", "mmp"):
         # Templates are now sampled with the seed (issue 9.4): the same three templates per relation
