@@ -19,9 +19,8 @@ before and after.
 5. `finetune-report` (CPU): one table, a row for the base and one per setting, with paired
    bootstrap intervals against the base; figures and table on the MLflow parent run.
 
-The pipeline trains every parameter by default (`lora_r` = 0), as yuan2024 does; `factprobe finetune`'s
-default is LoRA (rank 16), a cost-saving choice (README "Paper settings"). `--param lora_r=8` makes a
-cheaper LoRA run.
+The pipeline trains every parameter by default (`lora_r` = 0), as yuan2024 does and as `factprobe finetune`
+does; `--param lora_r=8` makes a cheaper LoRA run (README "Paper settings").
 
 A run below the paper's budget (40 steps, effective batch 512) or a local run is a smoke test:
 its steps say so, and its runs carry `factprobe.smoke_test=true` with the reasons.
@@ -73,10 +72,9 @@ def ft_config_params() -> list[Param]:
     return base + [p for p in config_params(["counterfactual"]) if p.name in PROBE_OPTIONS and p.name not in names]
 
 
-#: pipeline defaults that differ from `factprobe finetune`'s: the pipeline trains every parameter,
-#: as yuan2024 does (section 5); the command line's LoRA rank 16 is a cost-saving default
-FT_PIPELINE_DEFAULTS = {"lora_r": (0, ". Default 0: full-parameter training, yuan2024's setting (the factprobe "
-                                      "finetune command's default is LoRA rank 16, to save cost)")}
+#: pipeline defaults that differ from `factprobe finetune`'s ({field: (default, sentence added to its
+#: description)}): none since the command trains every parameter by default too, as yuan2024 does (section 5)
+FT_PIPELINE_DEFAULTS: dict = {}
 
 
 def finetune_params() -> list[Param]:

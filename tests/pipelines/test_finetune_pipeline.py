@@ -138,7 +138,7 @@ def test_finetune_essentials_are_parameters_with_their_defaults_and_the_rest_are
         assert params[field]["defaultValue"] == getattr(cfg, field), field  # the paper's defaults (appendix B.2) reach the UI
     # the paper trains every parameter: the pipeline's lora_r is 0 (full), as the command's default (issue 29)
     assert params["lora_r"]["defaultValue"] == 0 == cfg.lora_r
-    assert "full-parameter training, yuan2024's setting" in params["lora_r"]["description"]
+    assert "0 trains every parameter" in params["lora_r"]["description"]
     assert not FinetuneConfig(lora_r=int(params["lora_r"]["defaultValue"])).use_lora
     rest = [f for f in FinetuneConfig.field_names() if f not in FT_PER_STEP and f not in params]
     assert rest and set(rest) <= option_fields(NAME)
