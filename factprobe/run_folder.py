@@ -1,8 +1,9 @@
 """One writer, and one kind of run, per output folder: the claim every command that writes a folder makes.
 
 `claim(out, kind, name)` is used by `factprobe probe` (`probes/checkpoint.py::RunFolder`), by
-`factprobe finetune` (`factprobe.finetune.run_finetune`), and so by the pipeline steps that run
-them; a future `study` claims its folder the same way. Inside the block:
+`factprobe finetune` (`factprobe.finetune.run_finetune`), by `factprobe study`
+(`factprobe.studies.cli.run_study`), by `compare --out` (kind "compare") and `regress --out` (kind
+"regress"), and so by the pipeline steps that run them (`KINDS`). Inside the block:
 
 1. `out` is a folder: an existing file is refused (`--out runs/x is a file, not a folder`).
 2. The folder's lock `LOCK` is held (`factprobe.lm.file_lock.lock_file`: an O_EXCL file with a
@@ -35,14 +36,22 @@ from .lm.file_lock import holder, lock_file
 
 LOCK = ".factprobe.lock"
 MARKER = ".factprobe-run.json"
+#: the kinds of folder a command claims
+KINDS = ("probe", "finetune", "study", "compare", "regress")
 #: what a run of each kind is called in messages: "<folder> holds a probe run (qa)"
-HOLDS = {"probe": "a probe run", "finetune": "a fine-tuning run", "study": "a study"}
+HOLDS = {"probe": "a probe run", "finetune": "a fine-tuning run", "study": "a study",
+         "compare": "a comparison", "regress": "a regression gate"}
 #: who is refused: "...; finetune cannot write into it"
-WRITER = {"probe": "a probe run", "finetune": "finetune", "study": "a study"}
-#: files (or folders) that only one kind writes: how a folder of an older version (no marker) is recognised
+WRITER = {"probe": "a probe run", "finetune": "finetune", "study": "a study", "compare": "compare --out",
+          "regress": "regress --out"}
+#: files (or folders) that only one kind writes: how a folder without a marker (an older version, or
+#: a marker lost) is recognised, and what tells a claimed folder from one whose run wrote nothing
 EVIDENCE = {
     "finetune": ("finetune_config.json", "adapter", "trainer_state.json", "checkpoints", "loss_history.json"),
     "probe": ("run_config.json", "results.jsonl", "checkpoint.jsonl", "model_revision.txt"),
+    "study": ("study_config.json",),  # written first by factprobe.studies.cli.run_study, then its tables and metrics.json
+    "compare": ("cross_model.json", "heatmap.png", "pearson.png"),  # tracking/compare.py --out
+    "regress": ("gate_report.txt", "gate.json", "candidate"),  # tracking/regress.py --out: the report, the candidate's probe
 }
 SHARED_OUTPUTS = ("metrics.json",)
 
@@ -85,6 +94,8 @@ def holds(out: str | Path) -> tuple[str, str] | None:
             continue  # a marker alone: a run that was refused before it wrote anything
         if kind == "probe":
             what = _probe_name(out) or mark.get("name") or ", ".join(found[:2])
+        elif kind == "study":
+            what = _config_value(out / "study_config.json", "study") or mark.get("name") or ", ".join(found[:2])
         else:
             shown = [f"{n}/" if (out / n).is_dir() else n for n in found[:2]]
             what = ", ".join(shown + [n for n in SHARED_OUTPUTS if (out / n).exists()])
@@ -92,11 +103,19 @@ def holds(out: str | Path) -> tuple[str, str] | None:
     return None
 
 
-def _probe_name(out: Path) -> str:
+def _config_value(path: Path, *keys: str) -> str:
+    """The value at `keys` in JSON file `path` as text; "" when unreadable or missing."""
     try:
-        return str(json.loads((out / "run_config.json").read_text(encoding="utf-8"))["config"]["probe"])
+        value = json.loads(path.read_text(encoding="utf-8"))
+        for k in keys:
+            value = value[k]
     except (OSError, ValueError, KeyError, TypeError):
         return ""
+    return str(value) if value else ""
+
+
+def _probe_name(out: Path) -> str:
+    return _config_value(out / "run_config.json", "config", "probe")
 
 
 def check_folder(out: str | Path) -> Path:
@@ -118,10 +137,16 @@ def refuse_other_kind(out: str | Path, kind: str) -> None:
 
 @contextmanager
 def claim(out: str | Path, kind: str, name: str = "") -> Iterator[Path]:
-    """Hold `out` for one run of `kind` ("probe", "finetune", "study") named `name` (the probe,
-    the training set) inside the block; see the module docstring. Yields `out` as a Path.
-    Raises ConfigError (one line) for a file, an uncreatable folder, a busy folder
-    (`FolderBusyError`) or a folder of another kind (`FolderKindError`)."""
+    """Hold `out` for one run of `kind` (one of `KINDS`: "probe", "finetune", "study", "compare",
+    "regress") named `name` (the probe, the training set, the study) inside the block; see the
+    module docstring. Yields `out` as a Path. Raises ConfigError (one line) for a file, an
+    uncreatable folder, a busy folder (`FolderBusyError`) or a folder of another kind
+    (`FolderKindError`). ValueError for a `kind` not in `KINDS` (a programming error).
+
+    `compare --out` and `regress --out` write their files inside `with claim(out, "compare"):`
+    (or "regress"); a probe run the block starts goes into a subfolder (the lock of `out` is held)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown folder kind {kind!r}; one of {', '.join(KINDS)}")
     out = check_folder(out)
     if out.is_dir():
         refuse_other_kind(out, kind)  # before touching anything
@@ -166,5 +191,5 @@ def _busy(out: Path, kind: str) -> ConfigError:
                            f"{f' ({HOLDS.get(other[0], other[0])})' if other[0] else ''}; wait for it or use another --out")
 
 
-__all__ = ["LOCK", "MARKER", "FolderBusyError", "FolderKindError", "check_folder", "claim", "holds",
+__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusyError", "FolderKindError", "check_folder", "claim", "holds",
            "refuse_other_kind"]

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from factprobe.cli import HelpSafeParser
 from factprobe.redact import redact
 
 from .catalogue import PIPELINES, format_params, get_pipeline, parse_params
@@ -35,7 +36,7 @@ COMPAT_HELP = ("compile without the platform fields older Kubeflow Pipelines bac
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog)
+    return HelpSafeParser(prog=prog)
 
 
 def _host_for(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:

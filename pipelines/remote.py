@@ -20,6 +20,7 @@ from factprobe.errors import ConfigError, ServiceError
 from factprobe.redact import redact
 
 from .catalogue import PIPELINES, get_pipeline, pipeline_parameters, validate_params
+from .checks import check_run_values
 
 
 def image_notice(for_cluster_run: bool, allow_default: bool = False, pipeline: str | list[str] | None = None) -> str:
@@ -226,22 +227,33 @@ def compile_checked(pipe, path: Path, client, host: str, compat: bool) -> None:
 
 
 FINAL_RUN_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "CANCELLED", "ERROR")
+#: what is shown for a run whose answer carried no state (none, empty, or the API's "unspecified")
+UNKNOWN_STATE = "state unknown (the server reported none)"
+UNSPECIFIED_STATES = ("", "RUNTIME_STATE_UNSPECIFIED", "STATE_UNSPECIFIED")
+
+
+def run_state(run: Any) -> str:
+    """The state of a KFP run answer in upper case, or `UNKNOWN_STATE` when the server reported none
+    (never a guessed PENDING)."""
+    state = str(getattr(run, "state", None) or "").strip().upper()
+    return UNKNOWN_STATE if state in UNSPECIFIED_STATES else state
 
 
 def wait_for_run(client, run_id: str, timeout_s: float, poll_s: float = 10.0, log=print) -> str:
     """Follow run `run_id` until it ends; print each state change; return the final state
-    (upper case). A run that outlives `timeout_s` raises ConfigError naming it. (kfp's own
-    `wait_for_run_completion` never returns for a CANCELED run.)"""
+    (upper case; `UNKNOWN_STATE` while the server reports none). A run that outlives `timeout_s`
+    raises ConfigError naming it. (kfp's own `wait_for_run_completion` never returns for a CANCELED run.)"""
     start, last = time.monotonic(), None
     while True:
-        state = str(client.get_run(run_id).state or "PENDING").upper()
+        state = run_state(client.get_run(run_id))
         if state != last:
             log(f"run {run_id}: {state} after {time.monotonic() - start:.0f} s")
             last = state
         if state in FINAL_RUN_STATES:
             return state
         if time.monotonic() - start > timeout_s:
-            raise ConfigError(f"run {run_id} still {state} after --wait-timeout {timeout_s:.0f} s; it keeps running")
+            raise ConfigError(f"run {run_id} still {'in ' if state == UNKNOWN_STATE else ''}{state} after --wait-timeout "
+                              f"{timeout_s:.0f} s; it keeps running")
         time.sleep(poll_s)
 
 
@@ -262,6 +274,7 @@ def submit(name: str, host: str, params: dict[str, Any], experiment: str | None 
     ServiceError naming the host and what came back (`_check_answers`)."""
     pipe = get_pipeline(name)
     validate_params(pipe, name, params)  # before anything is sent
+    check_run_values(name, params)
     access = access or KfpAccess()
     client = kfp_client(host, access)
     params = dict(params)
@@ -288,6 +301,7 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
     validate_cron(cron)
     pipe = get_pipeline(name)
     validate_params(pipe, name, params)  # before anything is sent
+    check_run_values(name, params)
     access = access or KfpAccess()
     client = kfp_client(host, access)
     params = dict(params)

@@ -395,14 +395,15 @@ def cross_model_cli(args) -> int:
     maps = build_maps(aligned, metas, metric)
     written = []
     if getattr(args, "out", None):
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "cross_model.json", maps.result)
-        try:
-            for stem, fig in maps_figures(maps, metric).items():
-                fig.savefig(out / f"{stem}.png", dpi=110)
-        finally:
-            plt.close("all")
+        from factprobe.run_folder import claim
+
+        with claim(args.out, "compare") as out:  # a folder of another kind (a probe's, a study's) is refused
+            atomic_write_json(out / "cross_model.json", maps.result)
+            try:
+                for stem, fig in maps_figures(maps, metric).items():
+                    fig.savefig(out / f"{stem}.png", dpi=110)
+            finally:
+                plt.close("all")
         written = [str(out / n) for n in ("cross_model.json", "heatmap.png", "pearson.png")]
     if args.json:
         print(json.dumps(maps.result, indent=2, allow_nan=False))

@@ -146,6 +146,11 @@ class Probe:
         """metrics.json content from the ordered result rows (pure)."""
         raise NotImplementedError
 
+    def check_inputs(self, cfg: "RunConfig") -> None:
+        """Checks of the configuration alone that no config class can make (an input file this probe
+        cannot run without), reading no file: a pipeline refuses them before anything runs or is sent
+        (`pipelines.checks.check_run_values`); default: none."""
+
     def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
         """Checks that need the prepared data (before the model loads); default: none."""
 

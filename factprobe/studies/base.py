@@ -9,6 +9,11 @@ Contract of a study:
 - `name` (the CLI's subcommand), `description` (one line), `config_class` (a `ConfigBase`
   dataclass of its own options, one `--flag` per field, validated in `__post_init__`);
 - `uses_base`: whether the `BaseConfig` flags (model, source, data, relations, seed, ...) apply;
+- `prepare(ctx)` reads and checks the study's data (no model, nothing scored, nothing written),
+  raising ConfigError/DataError for bad input; what it returns is `ctx.prepared` in `run`. The CLI
+  calls it before it writes `study_config.json` or opens the MLflow run (`factprobe.studies.cli.run_study`),
+  so a study refused on its data leaves no run and no files, as a probe refused on its data does.
+  Default: nothing to check (`None`);
 - `run(ctx)` does the work. It writes its own files (jsonl tables, PNG figures) into `ctx.out`
   with the atomic writers of `factprobe.io` and returns the metrics dict (JSON-able; NaN allowed,
   written as null). It must not write `metrics.json` itself;
@@ -35,7 +40,7 @@ class StudyContext:
     For runs without a terminal (a pipeline step's pod log, where no bar is drawn): `step(msg)` is
     called with one line when a stage of the study starts (e.g. "gemma-3-270m: coherency (14/18)"),
     and `batch_progress(label)` gives a probe's `on_batch(done, total)` callback (or None). Both do
-    nothing by default."""
+    nothing by default. `prepared`: what `Study.prepare` returned (None before it ran)."""
 
     base: BaseConfig | None
     cfg: ConfigBase
@@ -44,6 +49,7 @@ class StudyContext:
     note: Callable[[str], None]
     step: Callable[[str], None] = field(default=lambda msg: None)
     batch_progress: Callable[[str], Callable[[int, int], None] | None] = field(default=lambda label: None)
+    prepared: Any = None
 
 
 class Study:
@@ -53,6 +59,11 @@ class Study:
     description: ClassVar[str] = ""
     config_class: ClassVar[type[ConfigBase]] = ConfigBase
     uses_base: ClassVar[bool] = True
+
+    def prepare(self, ctx: StudyContext) -> Any:
+        """Read and check the study's data before anything is opened or written (module docstring);
+        the result becomes `ctx.prepared`. Default: None."""
+        return None
 
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         raise NotImplementedError

@@ -5,15 +5,18 @@
 
 The folder is claimed for one study (`factprobe.run_folder.claim(out, "study", name)`): a second
 run into it while the first is live is refused, and so is a folder of a probe or fine-tuning run.
-`study_config.json` records the configuration first; `metrics.json` is written atomically last,
-so a folder holding `metrics.json` holds a finished study:
+The study's data is read and checked first (`Study.prepare`): a study refused on its data writes
+nothing and opens no MLflow run. Then `study_config.json` records the configuration; `metrics.json`
+is written atomically last, so a folder holding `metrics.json` holds a finished study:
 - rerunning the same configuration into it prints the finished summary and computes nothing;
 - another configuration into it is refused in one line naming the differing options.
 
 Hooks from the entry-point group `factprobe.study_hooks` (tracking: the MLflow run) work like
 the probe hooks of `factprobe/cli.py`: `add_arguments(parser)` and `wrap(args, study, config, out)`,
 a context manager yielding `after(metrics) -> list[str]`; a SIGTERM or Ctrl-C inside it ends
-the run KILLED and exits 143/130.
+the run KILLED and exits 143/130 with one line saying what is kept (`interrupted_message`): the
+steps a study ran as claimed folders of their own (the findings study's probe and study folders)
+are, and a rerun resumes them; a study without such steps keeps nothing (a rerun computes it again).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
 from ..probes.config import BaseConfig, add_config_arguments, namespace_to_dict
-from ..run_folder import claim
+from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt
 from . import registry
 from .base import Study, StudyContext
@@ -98,13 +101,14 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
                 raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); "
                                   "use another --out")
             return json.loads((out / METRICS_FILE).read_text(encoding="utf-8")), [], True
-        atomic_write_json(out / CONFIG_FILE, config)
-        afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
         ctx = StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note)
         if step is not None:
             ctx.step = step
         if batch_progress is not None:
             ctx.batch_progress = batch_progress
+        ctx.prepared = study.prepare(ctx)  # bad data is refused here: no study_config.json, no MLflow run
+        atomic_write_json(out / CONFIG_FILE, config)
+        afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
         metrics = study.run(ctx)
         if notes:
             metrics = {**metrics, "notes": notes}
@@ -116,13 +120,36 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
     return metrics, lines, False
 
 
+def kept_steps(out: Path) -> list[Path]:
+    """The folders under `out` (not `out` itself) that hold a claimed run's outputs (a probe's
+    checkpoint, a finished sub-study): what an interrupted study leaves that a rerun resumes."""
+    if not out.is_dir():
+        return []
+    return [m.parent for m in sorted(out.rglob(MARKER)) if m.parent != out and holds(m.parent) is not None]
+
+
+def interrupted_message(out: Path) -> str:
+    """The one line an interrupted study prints: it did not finish, and what of it is kept."""
+    kept = kept_steps(out)
+    if not kept:
+        return (f"interrupted; the study did not finish and nothing of it is kept for a rerun: rerunning it into {out} "
+                "computes it all again")
+    return (f"interrupted; the study did not finish; its {len(kept)} step folder(s) under {out} (e.g. "
+            f"{kept[0].relative_to(out)}) are kept, and rerunning it into {out} resumes them")
+
+
 def cmd_study(args: argparse.Namespace) -> int:
     study = get_study(args.study)
     classes = (BaseConfig, study.config_class) if study.uses_base else (study.config_class,)
     given = namespace_to_dict(args, classes)
     config = study_config(study, given)
     out = Path(args.out) if getattr(args, "out", None) else default_out(study, config)
-    metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks, args=args)
+    try:
+        metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks,
+                                             args=args)
+    except KeyboardInterrupt as e:  # the hooks have ended their runs KILLED; say what is true of the folder
+        print(interrupted_message(out), file=sys.stderr)
+        return int(getattr(e, "exit_code", 130))
     for line in study.summary(metrics):
         print(line)
     if finished:
