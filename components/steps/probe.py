@@ -19,6 +19,12 @@ def work_dir(work_root: str, key: str):
     return root / "probe" / key
 
 
+def work_key(cfg, ident) -> str:
+    """The name of a probe's work folder: `<results key>-<identity key>` (`RunIdentity.key`: weights,
+    data, config and numerics), so a folder is reused only by a run of the same identity."""
+    return f"{cfg.results_key()}-{ident.key()}"
+
+
 #: how long a step waits for another live run that holds its work folder (env FACTPROBE_WORK_WAIT_S, seconds)
 WORK_WAIT_S = 6 * 3600
 
@@ -82,7 +88,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     # the work folder is keyed by the whole measurement identity (weights, data, config, numerics), so
     # a night over changed weights scores afresh and an unchanged night reuses everything
     ident = run_identity(cfg, prepared)
-    key = f"{cfg.results_key()}-{ident.key()}"
+    key = work_key(cfg, ident)
     work = work_dir(work_root, key)
     # the one run context of this step (tracking/context.py): every tracking call below takes it
     ctx = RunContext.from_json(context)

@@ -214,9 +214,10 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     """issue 18 item 2, pipeline path (components/steps/probe.py): a probe step whose work folder
     holds another kind of run is refused before its child MLflow run exists."""
     from components.steps._common import run_config
-    from components.steps.probe import run_probe_step, work_dir
+    from components.steps.probe import run_probe_step, work_dir, work_key
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import get_probe
+    from factprobe.probes.runner import run_identity
     from tracking.context import RunContext
     from tracking.run import TrackedRun
 
@@ -227,7 +228,7 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     cfg = run_config(config, probe="qa", model=model)
     prepared = get_probe("qa").prepare(cfg)
     prepared.save(tmp_path / "items" / (get_probe("qa").dataset or "qa"))
-    work = work_dir(str(tmp_path / "work"), f"{cfg.results_key()}-{prepared.digest()}")
+    work = work_dir(str(tmp_path / "work"), work_key(cfg, run_identity(cfg, prepared)))
     finished_finetune_folder(work)
     with TrackedRun(pipeline="probe", tracking_uri=uri, required=True) as parent:
         pass
