@@ -54,15 +54,11 @@ def study_pipeline(name: str) -> str:
 
 
 def study_key(config: dict[str, Any]) -> str:
-    """Hash (16 hex) of a study configuration (`factprobe.studies.cli.study_config`) over the fields
-    that decide results: the device and token budget of the base config do not."""
-    from dataclasses import fields
+    """Hash (16 hex) of a study configuration over the fields that decide results
+    (`factprobe.studies.study_identity.config_key`: the device and token budget of the base config do not)."""
+    from factprobe.studies.study_identity import config_key
 
-    from factprobe.probes.config import DECIDES_RESULTS, BaseConfig
-
-    skip = {f.name for f in fields(BaseConfig) if not f.metadata.get(DECIDES_RESULTS, True)}
-    keep = {**config, "base": {k: v for k, v in (config.get("base") or {}).items() if k not in skip}}
-    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return config_key(config)
 
 
 def study_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +126,11 @@ def log_study_outcome(run: TrackedRun, study, metrics: dict[str, Any], out: Path
     from factprobe.probes.reporting import metric_key
 
     out = Path(out)
+    ident = metrics.get("identity")
+    if isinstance(ident, dict):  # the study's measurement identity (factprobe.studies.study_identity)
+        from factprobe.studies.study_identity import StudyIdentity
+
+        run.set_tags({tag(k): v for k, v in StudyIdentity.from_dict(ident).tags().items()})
     run.log_metrics({metric_key(k): v for k, v in study.flat_metrics(metrics).items() if v is not None})
     for fig in study.figures(out):
         run.log_artifact(fig, "figures")

@@ -37,6 +37,7 @@ from ..signals import sigterm_as_interrupt
 from . import registry
 from .base import Study, StudyContext
 from .registry import get_study
+from .study_identity import StudyIdentity, study_identity
 
 STUDY_HOOK_GROUP = "factprobe.study_hooks"
 CONFIG_FILE = "study_config.json"
@@ -94,24 +95,36 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
         print(f"note: {msg}", file=sys.stderr)
 
     with sigterm_as_interrupt(), claim(out, "study", study.name), ExitStack() as stack:
+        ident = study_identity(config)  # weights, input bytes, config, numerics: before anything is computed
         if (out / METRICS_FILE).exists() and (out / CONFIG_FILE).exists():
             old = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
             diff = _differences(old, config) if old.get("study") == study.name else [f"study: {old.get('study')!r}"]
             if diff:
                 raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); "
                                   "use another --out")
-            return json.loads((out / METRICS_FILE).read_text(encoding="utf-8")), [], True
+            finished = json.loads((out / METRICS_FILE).read_text(encoding="utf-8"))
+            was = finished.get("identity")
+            if not isinstance(was, dict):
+                raise ConfigError(f"{out} holds a finished study that records no measurement identity (made by an older "
+                                  f"factprobe); use another --out, or remove {out} to start afresh")
+            changed = ident.changes_from(StudyIdentity.from_dict(was))
+            if changed:
+                raise ConfigError(f"{out} holds a finished study of other {'; other '.join(changed)}; use another --out, "
+                                  f"or remove {out} to start afresh")
+            return finished, [], True
         ctx = StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note)
         if step is not None:
             ctx.step = step
         if batch_progress is not None:
             ctx.batch_progress = batch_progress
         ctx.prepared = study.prepare(ctx)  # bad data is refused here: no study_config.json, no MLflow run
+        print(ident.line(), flush=True)
         atomic_write_json(out / CONFIG_FILE, config)
         afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
         metrics = study.run(ctx)
         if notes:
             metrics = {**metrics, "notes": notes}
+        metrics = {**metrics, "identity": ident.to_dict()}
         metrics = json_safe(metrics)
         atomic_write_json(out / METRICS_FILE, metrics)
         lines: list[str] = []

@@ -7,7 +7,7 @@ A study prepares its own data from the inputs its configuration names and may lo
 - `inputs`: every input location the configuration names, made absolute, with the digest of its
   content (`factprobe.identity.path_digest`: file bytes, hashed once per machine);
 - `numerics`: what this machine resolves the base config's device and dtype to;
-- `config_key`: the study's own key (`tracking.study_run.study_key` is passed in as `config_key`).
+- `config_key`: the study's own key (`config_key`: the fields that decide results).
 
 `StudyIdentity.key()` names a pipeline work folder, so a folder is reused only for the same weights,
 data, config and numerics.
@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from ..identity import input_locations, path_digest
+from ..identity import input_locations, path_digest, short
 from ..lm.numerics import resolved_numerics
 
 
@@ -33,10 +33,69 @@ class StudyIdentity:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "StudyIdentity":
+        return cls(dict(d.get("model_revisions") or {}), str(d.get("config_key") or ""), dict(d.get("numerics") or {}),
+                   list(d.get("inputs") or []))
+
+    def changes_from(self, old: "StudyIdentity") -> list[str]:
+        """What differs from `old`, as phrases for a one-line refusal (weights, inputs, config, numerics)."""
+        out = []
+        for m in sorted(set(old.model_revisions) | set(self.model_revisions)):
+            a, b = old.model_revisions.get(m), self.model_revisions.get(m)
+            if a != b:
+                out.append(f"weights of {m} (revision {short(str(a))} then, {short(str(b))} now)")
+        was = {i.get("location"): i.get("digest") for i in old.inputs}
+        for inp in self.inputs:
+            loc = inp.get("location")
+            if loc in was and was[loc] != inp.get("digest"):
+                out.append(f"data in {loc} (digest {short(str(was[loc]))} then, {short(str(inp.get('digest')))} now)")
+        if old.config_key != self.config_key:
+            out.append(f"config (key {old.config_key} then, {self.config_key} now)")
+        num = [f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
+               for k in sorted(set(old.numerics) | set(self.numerics))
+               if k != "attn_implementation" and old.numerics.get(k) != self.numerics.get(k)]
+        if num:
+            out.append(f"numerics ({'; '.join(num)})")
+        return out
+
+    def line(self) -> str:
+        """One line for the screen: the models' revisions, the inputs' digests and the numerics."""
+        models = ", ".join(f"{m} {short(r)}" for m, r in self.model_revisions.items()) or "no model"
+        data = ", ".join(short(str(i.get("digest"))) for i in self.inputs if i.get("digest")) or "built-in"
+        n = self.numerics
+        where = f"{n.get('dtype')} on {n.get('device')} ({n.get('device_name')})" if n else "no numerics"
+        return f"identity: {models}; data {data}; config {self.config_key}; {where}"
+
+    def tags(self) -> dict[str, str]:
+        """MLflow tags (without the `factprobe.` prefix): model_revision (one model) or model_revisions (JSON),
+        numerics (JSON), dtype, device, config_key, identity_key."""
+        out = {"config_key": self.config_key, "identity_key": self.key(),
+               "numerics": json.dumps(self.numerics, sort_keys=True, separators=(",", ":"))}
+        if len(self.model_revisions) == 1:
+            out["model_revision"] = next(iter(self.model_revisions.values()))
+        elif self.model_revisions:
+            out["model_revisions"] = json.dumps(self.model_revisions, sort_keys=True)
+        if self.numerics:
+            out.update(dtype=str(self.numerics.get("dtype")), device=str(self.numerics.get("device")))
+        return out
+
     def key(self) -> str:
         """sha256 (16 hex) over every part: the name of the study's pipeline work folder."""
         text = json.dumps(self.to_dict(), sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """Hash (16 hex) of a study configuration (`factprobe.studies.cli.study_config`) over the fields
+    that decide results: the base config's device, token budget and output folder do not."""
+    from dataclasses import fields
+
+    from ..probes.config import DECIDES_RESULTS, BaseConfig
+
+    skip = {f.name for f in fields(BaseConfig) if not f.metadata.get(DECIDES_RESULTS, True)}
+    keep = {**config, "base": {k: v for k, v in (config.get("base") or {}).items() if k not in skip}}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def models_of(config: Mapping[str, Any]) -> list[str]:
@@ -51,7 +110,7 @@ def models_of(config: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def study_identity(config: Mapping[str, Any], config_key: str) -> StudyIdentity:
+def study_identity(config: Mapping[str, Any], key: str | None = None) -> StudyIdentity:
     """The identity of a study configuration (`factprobe.studies.cli.study_config`'s dict) on this
     machine. Local inputs are hashed (once per file); `s3://` inputs are recorded by location."""
     from ..lm.loading import model_revision
@@ -60,10 +119,11 @@ def study_identity(config: Mapping[str, Any], config_key: str) -> StudyIdentity:
     params = dict(config.get("params") or {})
     revisions = {m: model_revision(m, base.get("base_model") if m == base.get("model") else None)
                  for m in models_of(config)}
-    num = resolved_numerics(base.get("device") or "auto", base.get("dtype") or "auto") if revisions else {}
+    num = resolved_numerics(base.get("device") or "auto", base.get("dtype") or "auto",
+                            base.get("device_map")) if revisions else {}
     inputs = []
     for where in (base, params):
         for inp in input_locations(where):
             loc = inp["location"]
             inputs.append({**inp, "digest": "" if loc.startswith("s3://") else path_digest(loc)})
-    return StudyIdentity(revisions, config_key, num, inputs)
+    return StudyIdentity(revisions, key or config_key(config), num, inputs)
