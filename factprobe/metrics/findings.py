@@ -309,15 +309,19 @@ def saturation(model: str, curve: Sequence[Mapping[str, Any]], n_facts: int | No
                    float(value), (lo, hi), k, detail)
 
 # ------------------------------------------------------------------ incorrect vs unknown examples
-def after_replaced(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
-    """{(relation, position): prob} of the non-replaced positions that directly follow a replaced one
-    in the same relation's sequence."""
+def sequences(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """{relation: its rows in sequence order (by `position`)}: one relation's rows are one sequence."""
     by_rel: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
         by_rel[str(r.get("relation", ""))].append(r)
+    return {rel: sorted(rs, key=lambda r: int(r["position"])) for rel, rs in by_rel.items()}
+
+
+def after_replaced(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
+    """{(relation, position): prob} of the non-replaced positions that directly follow a replaced one
+    in the same relation's sequence."""
     out = {}
-    for rel, rs in by_rel.items():
-        ordered = sorted(rs, key=lambda r: int(r["position"]))
+    for rel, ordered in sequences(rows).items():
         for prev, cur in itertools.pairwise(ordered):
             if prev["replaced"] and not cur["replaced"]:
                 out[(rel, int(cur["position"]))] = float(cur["prob"])
@@ -373,12 +377,8 @@ def surrounding(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
     """{relation: rows} of the surrounding positions: the non-replaced positions after the first
     replaced one of the relation's sequence (the positions whose context holds a replaced example;
     before it the sequence is the clean one)."""
-    by_rel: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_rel[str(r.get("relation", ""))].append(r)
     out = {}
-    for rel, rs in by_rel.items():
-        ordered = sorted(rs, key=lambda r: int(r["position"]))
+    for rel, ordered in sequences(rows).items():
         first = next((i for i, r in enumerate(ordered) if r["replaced"]), None)
         if first is not None:
             out[rel] = [r for r in ordered[first + 1:] if not r["replaced"]]
