@@ -109,13 +109,17 @@ def default_out(cfg) -> Path:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from .config_files import with_config_file
     from .probes.config import BaseConfig, RunConfig, namespace_to_dict
     from .probes.registry import get_probe
     from .probes.runner import run_probe
     from .signals import sigterm_as_interrupt
 
     probe = get_probe(args.probe)
-    cfg = RunConfig.from_dict({"probe": probe.name, **namespace_to_dict(args, (BaseConfig, probe.config_class))})
+    classes = (BaseConfig, probe.config_class)
+    known = [*RunConfig.IGNORED, *(n for c in classes for n in c.field_names())]
+    given = with_config_file(args, "probe", probe.name, known, namespace_to_dict(args, classes))  # flags over --config
+    cfg = RunConfig.from_dict({**given, "probe": probe.name})
     out = Path(cfg.base.out) if cfg.base.out else default_out(cfg)
     lines: list[str] = []
     with sigterm_as_interrupt(), ExitStack() as stack:
@@ -151,6 +155,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> None:
+    from .config_files import add_config_option
     from .probes.config import BaseConfig, add_config_arguments
     from .probes.registry import load_probes
 
@@ -161,6 +166,7 @@ def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> No
         add_config_arguments(pp.add_argument_group("model and data"), BaseConfig)
         add_config_arguments(pp.add_argument_group(f"{name} options"), probe.config_class)
         pp.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_config_option(pp)
         for h in hooks:
             h.add_arguments(pp)
         pp.set_defaults(func=cmd_probe, hooks=hooks)
@@ -171,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = HelpSafeParser(prog="factprobe", description="Measure what language models know about facts.")
     parser.add_argument("--debug", action="store_true",
                         help="show tracebacks instead of one-line errors (also accepted after the subcommand)")
+    from .version import __version__
+
+    parser.add_argument("--version", action="version", version=f"factprobe {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe_commands(sub, _probe_hooks())
 
@@ -236,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .threads import apply as apply_threads
 
             apply_threads(getattr(args, "threads", None))  # before the command imports torch
+            from .lm import quiet_libraries
+
+            quiet_libraries(progress=not getattr(args, "no_progress", False))  # the output is the command's own
         return int(args.func(args) or 0)
     except FactprobeError as e:
         if debug:

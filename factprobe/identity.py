@@ -201,16 +201,21 @@ def device_name(device: Any) -> str:
     return _cpu_name()
 
 
-def numerics(device: Any, dtype: Any, attn: str | None = None) -> dict[str, Any]:
+def numerics(device: Any, dtype: Any, attn: str | None = None, device_map: str | None = None) -> dict[str, Any]:
     """The resolved numerics: {"dtype": "float32", "device": "cpu", "device_name", "attn_implementation",
     "torch", "transformers", "peft", "factprobe"} for a resolved torch device and dtype. `attn` is the
-    loaded model's attention implementation (None before a model is loaded)."""
+    loaded model's attention implementation (None before a model is loaded). `device_map`, the accelerate
+    strategy that splits the model across devices ("auto", "balanced", "sequential"; the device is then
+    where the inputs go), is a field only when one is used."""
     import torch
 
     dev = torch.device(device)
-    return {"dtype": str(dtype).removeprefix("torch."), "device": dev.type,
-            "device_name": device_name(dev), "attn_implementation": attn,
-            **{lib: _version(lib) for lib in _LIBS}}
+    out = {"dtype": str(dtype).removeprefix("torch."), "device": dev.type,
+           "device_name": device_name(dev), "attn_implementation": attn,
+           **{lib: _version(lib) for lib in _LIBS}}
+    if device_map:
+        out["device_map"] = str(device_map)
+    return out
 
 
 def attn_implementation(model: Any) -> str | None:

@@ -193,6 +193,16 @@ def failure_report(log_path: Path, error: BaseException | str) -> str:
     return redact(f"step {name!r} failed: {first_error_line(lines)}{also}; full log: {step_log}")
 
 
+def _threads_setting(params: dict[str, Any]) -> int | None:
+    """The run's `threads` setting (a parameter, or in the `options` JSON where `--param threads=N` puts it), None if unset."""
+    from components.steps._common import parse_options
+
+    value = params.get("threads")
+    if value is None or not str(value).strip():
+        value = parse_options(params.get("options")).get("threads")
+    return None if value is None or not str(value).strip() else int(float(value))
+
+
 def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None,
               verbose: bool = True):
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
@@ -212,13 +222,16 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
     the loopback server stops last, and `PipelineStopped` (exit code 130 or 143) says what was done."""
     from tracking.local_server import LocalTrackingServer, is_local_store
 
+    from .checks import check_run_values
     from .local_steps import LocalSteps, PipelineStopped
 
+    check_run_values(name, params)  # a bad device, a probe's missing input: refused before anything runs
     params = _absolute_paths(dict(params))
     store = params.get("tracking_uri") or tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") \
         or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
     serve = is_local_store(store) and os.environ.get("FACTPROBE_SERVE_LOCAL_STORE", "1") != "0"
     steps = LocalSteps()
+    steps.threads = _threads_setting(params)  # the run's thread setting reaches every step's environment
     server = None
     with steps.handling_signals():
         try:

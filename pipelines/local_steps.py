@@ -14,6 +14,10 @@ MLflow runs, and the parent run, RUNNING forever. While `LocalSteps.running(...)
   the parent run (each start-run step writes its id to the file named by
   `components.steps._common.RUN_RECORD_ENV`) and every run under it still RUNNING as KILLED.
 
+Each step's environment also carries its thread policy (factprobe/threads.py): `FACTPROBE_STEPS_AT_ONCE`
+(1 for a step the pipeline's own thread starts, kfp's ParallelFor cap for one a worker thread starts),
+`OMP_WAIT_POLICY=PASSIVE` and `OMP_NUM_THREADS` for its share of the CPUs (the run's `threads` when set).
+
 The caller stops the loopback tracking server after that, and exits 130 (SIGINT) or 143 (SIGTERM)
 with one line saying what was stopped (`PipelineStopped`).
 """
@@ -64,6 +68,16 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def parallel_steps_cap() -> int:
+    """How many iterations of a ParallelFor kfp's local runner runs at once (its `ParallelExecutor` cap, 2)."""
+    try:
+        from kfp.local.orchestrator.enhanced_dag_orchestrator import ParallelExecutor
+
+        return max(1, int(ParallelExecutor().max_workers))
+    except Exception:  # noqa: BLE001 - another kfp layout: its documented default
+        return 2
+
+
 class LocalSteps:
     """The step processes of one local run and the signal that stops it (module docstring)."""
 
@@ -75,6 +89,7 @@ class LocalSteps:
         self.forced = 0  # groups that needed SIGKILL
         self._live: set[int] = set()
         self._timer: threading.Timer | None = None
+        self.threads: int | None = None  # the run's `threads` setting; None: each step's share of the CPUs
 
     # ------------------------------------------------------------------ signals
     @contextmanager
@@ -123,7 +138,10 @@ class LocalSteps:
         if self.signum is not None:
             print("    step not started: the pipeline is stopping\n")
             return 1
-        env = {**os.environ, **(env_vars or {})}
+        from factprobe.threads import step_environment
+
+        # the step's share of the CPUs and the passive OpenMP wait (factprobe/threads.py); a task's own env wins
+        env = {**os.environ, **step_environment(self.steps_at_once(), self.threads), **(env_vars or {})}
         with subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                               env=env, start_new_session=True) as process:
             self.groups.append(process.pid)
@@ -138,6 +156,14 @@ class LocalSteps:
             finally:
                 self._live.discard(process.pid)
 
+    def steps_at_once(self) -> int:
+        """Steps that may run at once with the one being started: 1 when kfp starts it from the thread that
+        runs the pipeline (its DAG runs one task after another), else kfp's cap on a ParallelFor's
+        concurrent iterations (their worker threads start them)."""
+        if threading.current_thread() is getattr(self, "pipeline_thread", threading.main_thread()):
+            return 1
+        return parallel_steps_cap()
+
     @contextmanager
     def running(self, record_file: Path) -> Iterator[None]:
         """Run kfp's local steps through `run_step`, the start-run steps recording their parent run
@@ -149,6 +175,7 @@ class LocalSteps:
         original = subprocess_task_handler.run_local_subprocess
         saved = os.environ.get(RUN_RECORD_ENV)
         self.record_file = record_file
+        self.pipeline_thread = threading.current_thread()
         record_file.parent.mkdir(parents=True, exist_ok=True)
         os.environ[RUN_RECORD_ENV] = str(record_file)
         subprocess_task_handler.run_local_subprocess = self.run_step

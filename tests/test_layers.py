@@ -37,17 +37,19 @@ PACKAGES = ("factprobe", "tracking", "components", "pipelines")
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
 #: the operations packages sit above it. Renaming a package is a one-word change here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY)
+    ("factprobe.version",),  # imports nothing of factprobe
     ("factprobe.redact",),
     ("factprobe.errors",),
     ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
-     "factprobe.seeding"),
-    ("factprobe.identity",),  # what a result measured: hashes, digests, numerics (no model code)
+     "factprobe.seeding", "factprobe.threads"),
+    ("factprobe.identity", "factprobe.config_files"),  # what a result measured (no model code); --config files
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
     ("factprobe.finetune", "factprobe.studies"),
     ("factprobe.cli",),
+    ("factprobe.api",),  # the Python API: the command line's pieces as functions
+    ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY): the version and the API, loaded lazily
     ("tracking",),
     ("components.config",),
     ("components.trainjob_manifest",),  # plain builders the steps call (no kfp)

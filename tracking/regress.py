@@ -171,7 +171,8 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identit
     allow = bool(getattr(args, "allow_numerics_change", False))
     if identity is not None:
         fields = replay_fields(fields, identity, allow)
-    cfg = RunConfig.from_dict({**fields, "model": model, "base_model": getattr(args, "base_model", None) or None, "out": None})
+    cfg = RunConfig.from_dict({**fields, "model": model, "base_model": getattr(args, "base_model", None) or None, "out": None,
+                               "threads": None})  # this machine's own thread policy, not the baseline's count
     if identity is not None:
         note = check_gate_numerics(identity.get("numerics") or {}, expected_numerics(cfg.base.device, cfg.base.dtype), allow)
         if note:

@@ -26,18 +26,21 @@ EPILOG = ("default LoRA target modules per architecture (config.model_type):\n"
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    from ..config_files import with_config_file
     from ..errors import ConfigError
     from ..probes.config import namespace_to_dict
     from ..signals import sigterm_as_interrupt
     from . import run_finetune
     from .trainer import default_out
 
-    given = namespace_to_dict(args, (FinetuneConfig,))
-    if given.get("full") and "lora_r" in given:
-        raise ConfigError(f"--full trains every parameter; --lora-r {given['lora_r']} would be ignored "
+    flags = namespace_to_dict(args, (FinetuneConfig,))
+    if flags.get("full") and "lora_r" in flags:
+        raise ConfigError(f"--full trains every parameter; --lora-r {flags['lora_r']} would be ignored "
                           "(give one of them)")
+    # the flags over --config (a run's own finetune_config.json records every option, LoRA's of a full run too)
+    given = with_config_file(args, "finetune", None, FinetuneConfig.field_names(), flags)
     cfg = FinetuneConfig.from_dict(given)
-    if not cfg.use_lora and "lora_dropout" in given:
+    if not cfg.use_lora and "lora_dropout" in flags:
         raise ConfigError(f"lora_dropout={cfg.lora_dropout!r}: a LoRA option, but "
                           f"{'--full' if cfg.full else '--lora-r 0'} trains every parameter without LoRA")
     out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -59,6 +62,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `finetune` subcommand to the `factprobe` parser."""
+    from ..config_files import add_config_option
     from ..probes.config import add_config_arguments
 
     p = sub.add_parser("finetune", help="fine-tune a model on known/unknown/mixed/counterfactual/regular facts "
@@ -78,4 +82,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         if action.dest == "zero_stage":
             action.type = int
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_config_option(p, "finetune_config.json")
     p.set_defaults(func=cmd_finetune)

@@ -843,8 +843,9 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
     """The training part of `run_finetune`: trains `plan` (already checked, its files written) and
     writes the model or adapter, `trainer_state.json`, `loss_history.json`, `loss.png` and, last,
     `metrics.json`. Returns the metrics."""
-    from transformers import TrainerCallback, TrainingArguments
+    from transformers import PrinterCallback, TrainerCallback, TrainingArguments
 
+    from ..lm import without_library_lines
     from .data import Collator, RowDataset
 
     cfg, out, accum, device, precision, tok = plan.cfg, plan.out, plan.accum, plan.device, plan.precision, plan.tok
@@ -895,8 +896,9 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
         trainer = _guarded_trainer(cfg, precision != "float16")(
             model=model, args=args, train_dataset=RowDataset(plan.rows), data_collator=collator,
             callbacks=[Stamp(), timer, *callbacks])
+        trainer.remove_callback(PrinterCallback)  # without a progress bar it printed each raw log dict
         t0 = time.perf_counter()
-        with _disk_full_names(out / CHECKPOINTS):
+        with _disk_full_names(out / CHECKPOINTS), without_library_lines():  # no DeepSpeed op-build line
             result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         total_seconds = time.perf_counter() - t0
         seconds = timer.seconds if timer.seconds is not None else total_seconds

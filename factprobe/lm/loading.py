@@ -68,6 +68,9 @@ class LoadedModel:
     - `adapter_path`: the PEFT adapter folder, or None for a plain model.
     - `base_name` / `base_path`: for an adapter, the base model's name (from the adapter config
       or `base_model=`) and the folder it was loaded from; None for a plain model.
+    - `device_map`: the accelerate strategy that split the model ("auto", "balanced", "sequential"), or
+      None for a model on one device. A split model's layers sit on several devices (`model.hf_device_map`);
+      `device` is then where its inputs go (its embedding's device).
     """
 
     model: PreTrainedModel
@@ -85,6 +88,7 @@ class LoadedModel:
     adapter_path: Path | None = None
     base_name: str | None = None
     base_path: Path | None = None
+    device_map: str | None = None
 
     @property
     def dtype_name(self) -> str:
@@ -168,8 +172,52 @@ def context_window(config: Any, tokenizer: Any | None = None) -> int:
     return DEFAULT_MAX_LENGTH
 
 
+@dataclass(frozen=True)
+class Placement:
+    """How a split model is placed (accelerate big-model inference): `device_map` strategy ("auto",
+    "balanced", "sequential"), `max_memory` in accelerate's form ({0: "20GiB", "cpu": "60GiB"}) or None
+    for accelerate's estimate, and the folder for layers offloaded to disk."""
+
+    device_map: str
+    max_memory: dict | None
+    offload_folder: str | None  # None: a temporary folder, removed with the model
+
+
+def _placement(device_map: str | None, max_memory: str | dict | None, offload_folder: str | os.PathLike[str] | None,
+               dev: torch.device) -> Placement | None:
+    """The validated `Placement`, None when no `device_map` is asked for. On a CPU device only the CPU
+    (and disk) may hold layers: `max_memory` naming a GPU is an error there, and the GPUs accelerate
+    would see are left out."""
+    from factprobe.lm.placement import check_placement, parse_max_memory
+
+    dm, mm = check_placement(device_map, max_memory if not isinstance(max_memory, dict) else
+                             ",".join(f"{k}={v}" for k, v in max_memory.items()))
+    if dm is None:
+        return None
+    memory = parse_max_memory(mm)
+    if dev.type == "cpu":
+        gpus = [k for k in (memory or {}) if isinstance(k, int)]
+        if gpus:
+            raise ConfigError(f"max_memory names GPU {gpus[0]} but the device is cpu; name only cpu and disk, "
+                              "or run with --device cuda")
+        # only the CPU (then disk) may hold layers, even where accelerate would see GPUs
+        memory = {"cpu": _default_cpu_memory(), **(memory or {})}
+    return Placement(dm, memory, None if offload_folder is None else os.fspath(offload_folder))
+
+
+def _default_cpu_memory() -> int:
+    """Bytes of CPU memory a split may use when `max_memory` does not say: accelerate's estimate."""
+    from accelerate.utils import get_max_memory
+
+    return int(get_max_memory().get("cpu", 0)) or 2**34
+
+
 def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code: bool,
-               attn_implementation: str | None, kind: str) -> tuple[Any, Any, ModelKind]:
+               attn_implementation: str | None, kind: str,
+               placement: Placement | None = None) -> tuple[Any, Any, ModelKind]:
+    """Config, tokenizer and model from `path`. Without `placement` the model is moved to `dev`; with one,
+    accelerate places its layers (`from_pretrained(device_map=, max_memory=, offload_folder=)`), after
+    `check_fits` said in one line whether it fits at all, and nothing is moved."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code),
@@ -181,18 +229,41 @@ def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     auto_cls = AutoModelForMaskedLM if got == "masked" else AutoModelForCausalLM
-    model = auto_cls.from_pretrained(path, config=config, dtype=dt, **kwargs)
-    model.to(dev)
+    if placement is None:
+        model = auto_cls.from_pretrained(path, config=config, dtype=dt, **kwargs)
+        model.to(dev)
+    else:
+        import shutil
+        import tempfile
+        import weakref
+
+        from factprobe.lm.device import check_fits, describe_device_map
+
+        folder = placement.offload_folder
+        check_fits(path.name, auto_cls, config, dt, placement.max_memory, folder or tempfile.gettempdir())
+        temporary = tempfile.mkdtemp(prefix="factprobe-offload-") if folder is None else None
+        try:
+            model = auto_cls.from_pretrained(path, config=config, dtype=dt, device_map=placement.device_map,
+                                             max_memory=placement.max_memory, offload_folder=folder or temporary,
+                                             **kwargs)
+        except BaseException:
+            if temporary:
+                shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        if temporary:  # the offloaded layers are read while the model lives
+            weakref.finalize(model, shutil.rmtree, temporary, True)
+        log.info("factprobe: %s split by accelerate (%s): %s", path.name, placement.device_map,
+                 describe_device_map(getattr(model, "hf_device_map", {}) or {}))
     model.eval()
     return model, tokenizer, got
 
 
 def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype,
                    trust_remote_code: bool, attn_implementation: str | None,
-                   kind: str) -> tuple[Any, Any, ModelKind]:
+                   kind: str, placement: Placement | None = None) -> tuple[Any, Any, ModelKind]:
     """`_load_from` with one-line errors; a cached alias that fails to load is rebuilt once."""
     try:
-        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind)
+        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind, placement)
     except (ModelError, ConfigError):
         raise
     except Exception as err:
@@ -207,7 +278,7 @@ def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype
                     name, res.path, first_line(err))
     gguf_cache.prepare_alias(name, force=True)
     try:
-        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind)
+        return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind, placement)
     except Exception as err2:
         raise ModelError(f"cannot load model {name!r} from {res.path} even after "
                          f"rebuilding it: {first_line(err2)}") from err2
@@ -216,7 +287,9 @@ def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "auto",
                dtype: str | torch.dtype = "auto", trust_remote_code: bool = False, *,
                attn_implementation: str | None = None, kind: str = "auto",
-               base_model: str | os.PathLike[str] | None = None) -> LoadedModel:
+               base_model: str | os.PathLike[str] | None = None, device_map: str | None = None,
+               max_memory: str | dict | None = None,
+               offload_folder: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Resolve `name_or_path` (see `resolve_model_path`) and load model + tokenizer.
 
     `device="auto"` is CUDA when available, else CPU; `dtype="auto"` is bfloat16 on CUDA and
@@ -231,12 +304,19 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     that name (and is an error for anything but an adapter). The tokenizer is the adapter's
     when its folder ships one, else the base's.
     A cached alias folder that fails to load is rebuilt once (one warning line) and reloaded.
+    `device_map` ("auto", "balanced", "sequential") splits the model across the devices with accelerate
+    (`from_pretrained(device_map=...)`; on a CPU device: the CPU, then disk), within `max_memory`
+    (`0=20GiB,cpu=60GiB`, a JSON object or accelerate's dict; default: accelerate's estimate), layers that
+    fit nowhere going to `offload_folder` (default: a new temporary folder). A model too large even
+    for that is refused in one line before loading. `LoadedModel.device` is then where inputs go (the
+    embedding's device) and `LoadedModel.device_map` the strategy; PEFT adapters cannot be split yet.
     Raises `ModelError` / `ConfigError` with one clear line for everything a user can cause.
     """
     if kind not in ("auto", *_KINDS):
         raise ConfigError(f"unknown model kind {kind!r}: use 'auto', 'causal' or 'masked'")
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    placement = _placement(device_map, max_memory, offload_folder, dev)
     name = os.fspath(name_or_path)
     res = _resolve(name)
     adapter_dir: Path | None = None
@@ -255,8 +335,15 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     elif base_model is not None:
         raise ConfigError(f"base_model={os.fspath(base_model)!r} applies only to PEFT adapter "
                           f"folders, and {name!r} is a full model")
+    if placement is not None and adapter_dir is not None:
+        raise ConfigError(f"--device-map cannot split a model with a PEFT adapter ({adapter_dir}) yet; "
+                          "merge the adapter into its base (peft merge_and_unload) and split that folder")
     model, tokenizer, got = _load_resolved(base_name, base, dev, dt, trust_remote_code,
-                                           attn_implementation, kind)
+                                           attn_implementation, kind, placement)
+    if placement is not None:
+        from factprobe.lm.device import input_device
+
+        dev = input_device(model, dev)
     max_length = context_window(model.config, tokenizer)
     revision = base.revision or _folder_revision(base.path)
     is_random = bool(getattr(model.config, "factprobe_random_weights", False)) or \
@@ -279,4 +366,5 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
         has_chat_template=getattr(tokenizer, "chat_template", None) is not None, kind=got,
         adapter_path=adapter_dir, base_name=base_name if adapter_dir else None,
         base_path=base.path if adapter_dir else None,
+        device_map=placement.device_map if placement is not None else None,
     )

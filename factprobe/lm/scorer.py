@@ -389,7 +389,7 @@ class Scorer(ModelEngine):
         uniq_rows, inverse = torch.unique(rows_t[need], return_inverse=True)
         for c0 in range(0, len(uniq_rows), self.head_chunk):
             sel = uniq_rows[c0 : c0 + self.head_chunk]
-            lp = torch.log_softmax(apply_lm_head(self.model, hidden[sel.to(self.device)]), dim=-1)
+            lp = torch.log_softmax(apply_lm_head(self.model, hidden[sel.to(hidden.device)]), dim=-1)  # split: last layer's device
             in_chunk = (inverse >= c0) & (inverse < c0 + len(sel))
             k = need[in_chunk]
             token_lp[k] = lp[(inverse[in_chunk] - c0).to(lp.device), targets_t[k].to(lp.device)].double().cpu()
@@ -488,7 +488,7 @@ class Scorer(ModelEngine):
         total = 0.0
         for c0 in range(start - 1, len(whole) - 1, self.head_chunk):
             rows = torch.arange(c0, min(c0 + self.head_chunk, len(whole) - 1))
-            lp = torch.log_softmax(apply_lm_head(self.model, hidden[rows.to(self.device)]), dim=-1)
+            lp = torch.log_softmax(apply_lm_head(self.model, hidden[rows.to(hidden.device)]), dim=-1)
             tgt = torch.tensor([whole[r + 1] for r in rows.tolist()], device=lp.device)
             total += lp[torch.arange(len(rows), device=lp.device), tgt].double().sum().item()
         self.stats.fallback_tokens += len(whole)

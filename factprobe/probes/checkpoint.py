@@ -132,6 +132,16 @@ class RunFolder:
         if changed:
             raise ConfigError(f"{self.out} holds results of other {'; other '.join(changed)}; {afresh}")
 
+    def completed_identity(self, ident: RunIdentity) -> RunIdentity:
+        """`ident` (checked against this folder) with the attention implementation the folder's rows were
+        scored with when `ident`, computed before any model loads, does not know it."""
+        old = self.stored_identity()
+        attn = (old.numerics.get("attn_implementation") if old is not None and self.holds_results() else None)
+        if attn and not ident.numerics.get("attn_implementation"):
+            return RunIdentity(ident.model_revision, ident.data_digest, ident.config_key,
+                               {**ident.numerics, "attn_implementation": attn}, ident.inputs)
+        return ident
+
     def write_config(self, identity: RunIdentity | None = None) -> None:
         """Record the config (and the run's identity) once they have been validated. Credentials inside
         URLs are stored masked; the results key is the real config's."""

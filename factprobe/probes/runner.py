@@ -71,7 +71,8 @@ def load_for_probe(cfg: RunConfig):
     """Load the run's model and check that the probe accepts its kind (causal or masked)."""
     from ..lm.models import load_model, require_kind
 
-    loaded = load_model(cfg.base.model, device=cfg.base.device, dtype=cfg.base.dtype, base_model=cfg.base.base_model)
+    loaded = load_model(cfg.base.model, device=cfg.base.device, dtype=cfg.base.dtype, base_model=cfg.base.base_model,
+                        device_map=cfg.base.device_map, max_memory=cfg.base.max_memory)
     require_kind(loaded, get_probe(cfg.probe).model_kinds, cfg.probe)
     return loaded
 
@@ -112,8 +113,9 @@ def run_probe(
         keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}
         content = {k: item_digest(it) for its in groups.values() for it in its for k in keys[id(it)]}
         ident = run_identity(cfg, prepared, loaded)
-        log(ident.line())
         folder.check_identity(ident)
+        ident = folder.completed_identity(ident)  # what a reused folder knows that a model's load would tell
+        log(ident.line())
         # a row is reused only when its item's content (prompt, options, answer) is the same
         done = {k: r for k, r in folder.done_rows().items() if content.get(k) == r.get("item_digest")}
         total = sum(len(k) for k in keys.values())
@@ -178,7 +180,7 @@ def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity
         from ..lm.loading import model_revision
 
         revision = model_revision(cfg.base.model, cfg.base.base_model)
-        num = resolved_numerics(cfg.base.device, cfg.base.dtype)
+        num = resolved_numerics(cfg.base.device, cfg.base.dtype, cfg.base.device_map)
     ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num)
     return with_inputs(ident, cfg.to_dict())
 

@@ -28,6 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from ..config_files import add_config_option, with_config_file
 from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
@@ -154,9 +155,11 @@ def interrupted_message(out: Path) -> str:
 def cmd_study(args: argparse.Namespace) -> int:
     study = get_study(args.study)
     classes = (BaseConfig, study.config_class) if study.uses_base else (study.config_class,)
-    given = namespace_to_dict(args, classes)
+    known = [*(n for c in classes for n in c.field_names()), "out"]
+    given = with_config_file(args, "study", study.name, known, namespace_to_dict(args, classes))  # flags over --config
     config = study_config(study, given)
-    out = Path(args.out) if getattr(args, "out", None) else default_out(study, config)
+    out_given = getattr(args, "out", None) or given.get("out")
+    out = Path(out_given) if out_given else default_out(study, config)
     try:
         metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks,
                                              args=args)
@@ -187,6 +190,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             sp.add_argument("--out", default=None, help="output folder (default runs/study-<name>)")
         add_config_arguments(sp.add_argument_group(f"{name} options"), study.config_class)
         sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_config_option(sp, CONFIG_FILE)
         for h in hooks:
             h.add_arguments(sp)
         sp.set_defaults(func=cmd_study, hooks=hooks)

@@ -14,9 +14,10 @@ for n are a prefix of the examples for every larger n of the same draw. Draw 0 u
 seed itself: its examples at n = max(--n) are exactly those of `factprobe probe ic-lke --examples
 max(--n)`; draw d > 0 uses `draw_seed(seed, d)`. The prompt, the options and the scoring are the
 IC-LKE probe's (`factprobe/probes/ic_lke.py`: `relation_prefix`, `fact_context`,
-`option_continuation`, the empty-context BOS rule, `score_choices` over batches of the probe's size).
+`option_continuation`, the scorer's one context rule, `score_choices` over batches of the probe's size).
 
-- n = 0 is zero-context scoring: no examples, the bare subject after the BOS (else EOS) text, as
+- n = 0 is zero-context scoring: no examples, the context is the bare subject (the paper's x; the
+  tokenizer's own special tokens once, as for every n: docs/probes.md "Contexts"), as
   `ic-lke --examples 0`; it does not depend on the draw, so it is scored once and its accuracy
   repeated for every draw (std 0).
 - n larger than a relation's training split (fewer usable examples than n): n is capped at what
@@ -66,7 +67,7 @@ from ..facts import Fact, MCItem
 from ..io import atomic_write_jsonl
 from ..probes.config import BaseConfig, option
 from ..probes.ic_lke import ICLKE, PROMPT_FORMATS, fact_context, option_continuation, relation_prefix
-from ..probes.mc import ON_TOO_LONG, MCConfig, empty_context_text, item_row, longest
+from ..probes.mc import ON_TOO_LONG, MCConfig, item_row, longest
 from ..seeding import stable_seed
 from .base import Study, StudyContext
 
@@ -102,7 +103,8 @@ class ICLExamplesConfig(MCConfig):
     """The curve's own options, plus IC-LKE's prompt options (`ic_lke.ICLKEConfig` without `examples`)."""
 
     n: list[int] | None = option(None, "numbers of in-context examples, increasing (default: 0,1,2,5,10,20,30,50)")
-    draws: int = option(3, "seeded example draws per n (the mean and std are over these)")
+    draws: int = option(5, "seeded example draws per n, the mean and std are over these (wu2024 Figure 1: \"five "
+                           "random seeds\")")
     separator: str = option(" ", "between subject and object (and, in the paper format, between examples)")
     prompt_format: str = option("paper", "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's "
                                          "'x1 S y1 , ... xn S yn x S S option'", choices=PROMPT_FORMATS)
@@ -218,8 +220,6 @@ def score_items(scorer, items: Sequence[MCItem], examples: Sequence[Fact], cache
     for b in range(0, len(items), ICLKE.batch_size):
         batch = items[b : b + ICLKE.batch_size]
         contexts = [fact_context(prefix_text, it.subject, sep, fmt) for it in batch]
-        if not prefix_text:
-            contexts = [empty_context_text(scorer.tokenizer) + c for c in contexts]
         reqs = [ChoiceRequest(c, [option_continuation(o, sep) for o in it.options]) for c, it in zip(contexts, batch)]
         for it, c, s in zip(batch, contexts, scorer.score_choices(reqs, shared_prefix=cache)):
             full = item_row(it, c, s, ICLKE.name)
@@ -383,21 +383,24 @@ def _print_note(msg: str) -> None:
 
 def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, progress: bool = True,
                    note: Callable[[str], None] = _print_note, *, loaded=None,
-                   on_batch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                   on_batch: Callable[[int, int], None] | None = None, prepared=None) -> dict[str, Any]:
     """Run the curve (module docstring) into the existing folder `out`: writes curve.jsonl,
     scores.jsonl and curve.png, returns the metrics (not written: the caller writes metrics.json).
     `on_batch(done, total)`: progress in items scored (`score_curve`).
-    `loaded`: an already loaded `LoadedModel` of `base.model` (else loaded here)."""
+    `loaded`: an already loaded `LoadedModel` of `base.model` (else loaded here); `prepared`: the
+    items `ICLExamplesStudy.prepare` read (else read here)."""
     from ..datasets.mc_dataset import prepare_mc
     from ..lm.models import load_model, require_kind
     from ..lm.scorer import Scorer
 
     out = Path(out)
-    prepared = prepare_mc(base, choices=cfg.choices, skip_small_relations=cfg.skip_small_relations)
+    if prepared is None:
+        prepared = prepare_mc(base, choices=cfg.choices, skip_small_relations=cfg.skip_small_relations)
     for why in prepared.dropped.values():
         note(f"dropped {why}")
     if loaded is None:
-        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model)
+        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model,
+                            device_map=base.device_map, max_memory=base.max_memory)
     require_kind(loaded, ("causal",), "study icl-examples")
     scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, token_budget=base.token_budget,
                     max_length=loaded.max_length)
@@ -433,10 +436,18 @@ class ICLExamplesStudy(Study):
     config_class = ICLExamplesConfig
     uses_base = True
 
+    def prepare(self, ctx: StudyContext) -> Any:
+        """The multiple-choice items (the data is read and checked before the MLflow run opens)."""
+        from ..datasets.mc_dataset import prepare_mc
+
+        assert ctx.base is not None
+        return prepare_mc(ctx.base, choices=ctx.cfg.choices, skip_small_relations=ctx.cfg.skip_small_relations)  # type: ignore[attr-defined]
+
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         assert ctx.base is not None
         return examples_curve(ctx.base, ctx.cfg, ctx.out, ctx.progress, ctx.note,  # type: ignore[arg-type]
-                              on_batch=ctx.batch_progress(f"icl-examples {Path(ctx.base.model).name}"))
+                              on_batch=ctx.batch_progress(f"icl-examples {Path(ctx.base.model).name}"),
+                              prepared=ctx.prepared)
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:
         curve = metrics.get("curve") or []

@@ -287,7 +287,8 @@ class ICLSequenceStudy(Study):
         cleans = {r: build_sequence(facts.facts, r, cfg.length, 0, "none", cfg.placement, base.seed)
                   for r in relations} if cfg.kind != "none" else {}
 
-        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model)
+        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model,
+                            device_map=base.device_map, max_memory=base.max_memory)
         require_kind(loaded, ("causal",), self.name)
         if loaded.is_random:
             ctx.note(f"{loaded.name} has RANDOM weights: these numbers are not a result")

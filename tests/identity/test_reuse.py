@@ -128,5 +128,8 @@ def test_rows_are_reused_by_their_items_content(model, tmp_path):
 def test_an_unchanged_rerun_reuses_everything(model, tmp_path):
     c = cfg(model, items(tmp_path))
     run(c, tmp_path / "out")
+    first = json.loads((tmp_path / "out" / "metrics.json").read_text())["identity"]
     again = run(c, tmp_path / "out")
     assert again.n_scored_now == 0 and again.already_finished
+    # the model was not loaded again, and the identity still names the attention implementation that scored
+    assert again.metrics["identity"] == first and first["numerics"]["attn_implementation"] == "sdpa"
