@@ -96,7 +96,6 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
         print(f"note: {msg}", file=sys.stderr)
 
     with sigterm_as_interrupt(), claim(out, "study", study.name), ExitStack() as stack:
-        ident = study_identity(config)  # weights, input bytes, config, numerics: before anything is computed
         if (out / METRICS_FILE).exists() and (out / CONFIG_FILE).exists():
             old = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
             diff = _differences(old, config) if old.get("study") == study.name else [f"study: {old.get('study')!r}"]
@@ -104,6 +103,7 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
                 raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); "
                                   "use another --out")
             finished = json.loads((out / METRICS_FILE).read_text(encoding="utf-8"))
+            ident = study_identity(config)  # weights, input bytes, config, numerics
             was = finished.get("identity")
             if not isinstance(was, dict):
                 raise ConfigError(f"{out} holds a finished study that records no measurement identity (made by an older "
@@ -119,6 +119,7 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
         if batch_progress is not None:
             ctx.batch_progress = batch_progress
         ctx.prepared = study.prepare(ctx)  # bad data is refused here: no study_config.json, no MLflow run
+        ident = study_identity(config)  # weights, input bytes, config, numerics: before anything is computed
         print(ident.line(), flush=True)
         atomic_write_json(out / CONFIG_FILE, config)
         afters = [stack.enter_context(h.wrap(args, study, config, out)) for h in hooks]
