@@ -140,15 +140,11 @@ def replay_fields(config: dict, identity: dict, allow_numerics_change: bool) -> 
 
 
 def expected_numerics(device: str, dtype: str) -> dict:
-    """What a probe with `device` / `dtype` would run with here, as far as a gate compares numerics
-    (`factprobe.identity.numerics_changes`): {"dtype", "device" (type), "transformers"}, without loading a model."""
-    import importlib.metadata
+    """What a probe with `device` / `dtype` would run with here (`factprobe.lm.numerics.resolved_numerics`:
+    dtype, device type and name, library versions), without loading a model."""
+    from factprobe.lm.numerics import resolved_numerics
 
-    from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
-
-    dev = resolve_device(device)
-    return {"dtype": dtype_name(resolve_dtype(dtype, dev)), "device": dev.type,
-            "transformers": importlib.metadata.version("transformers")}
+    return resolved_numerics(device, dtype)
 
 
 def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identity: dict | None = None) -> pd.DataFrame:
