@@ -37,6 +37,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from .paths import cache_root
 GATE_NUMERICS = ("dtype", "device", "transformers_major")
 _LIBS = ("torch", "transformers", "peft", "factprobe")
 _HASH_DIR = "file-hashes"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _memo: dict[tuple, str] = {}
 _memo_lock = threading.Lock()
 #: how many files were actually read by `file_sha256` in this process (tests: "hashed once")
@@ -161,13 +163,14 @@ def input_locations(config: Mapping[str, Any], base: str | Path | None = None) -
     for name, value in config.items():
         if name in ("out", "model", "base_model") or not isinstance(value, str) or not value.strip():
             continue
-        if value.startswith("s3://"):
+        if _URL.match(value):  # s3://, http(s)://: a location as given (credentials are masked where stored)
             out.append({"name": name, "location": value})
             continue
-        p = Path(value).expanduser()
-        p = p if p.is_absolute() else root / p
-        if ("/" in value or p.suffix) and p.exists():
-            out.append({"name": name, "location": str(p.resolve())})
+        text = os.path.expanduser(value)
+        # joined as text, not normalised: a location is recorded as written (credentials in it stay maskable)
+        location = text if os.path.isabs(text) else os.path.join(str(root), text)
+        if ("/" in value or Path(value).suffix) and Path(location).exists():
+            out.append({"name": name, "location": location})
     return out
 
 

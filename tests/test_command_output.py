@@ -39,6 +39,10 @@ def _factprobe(args: list[str], cwd: Path, timeout: int = 280) -> subprocess.Com
     # as a user's shell has it: Python's default warning filters, and nothing that quiets the libraries
     for name in ("PYTHONWARNINGS", "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "CI"):
         env.pop(name, None)
+    # not a launcher's child: an earlier in-process fine-tune of this test worker set these for its own
+    # (still open) process group, and a child inheriting its MASTER_PORT would find the port taken
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "factprobe.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
 

@@ -17,6 +17,7 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
 
     import pandas as pd
 
+    from factprobe.identity import data_digest
     from factprobe.probes.registry import get_probe
     from tracking.conventions import tag
     from tracking.context import RunContext
@@ -37,7 +38,7 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
             cfg = run_config(config, probe=probe_name, model="-")
             prepared = get_probe(probe_name).prepare(cfg)
             prepared.save(Path(out_dir) / kind)
-            digest = prepared.digest()
+            digest = data_digest(prepared)  # the content digest the probe steps' identities carry
             n_items += prepared.n_items
             n_relations = max(n_relations, len(prepared.items))
             dropped.update(prepared.dropped)

@@ -98,7 +98,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
             runs.append(stack.enter_context(probe_run(
                 cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}",
-                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): prepared.digest(),
+                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): ident.data_digest,
                             tag("identity_key"): ident.key()},
                 step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
 

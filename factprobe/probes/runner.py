@@ -47,6 +47,7 @@ from ..errors import ConfigError, ContextTooLongError
 from ..identity import RunIdentity, data_digest, item_digest, with_inputs
 from ..lm.numerics import loaded_numerics, resolved_numerics
 from ..metrics.json_safe import json_safe
+from ..redact import redact_values
 from .base import Session
 from .checkpoint import METRICS, RunFolder
 from .config import RunConfig
@@ -163,7 +164,7 @@ def run_probe(
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
         metrics.update(model_revision=ident.model_revision, n_resumed=resumed, notes=notes, probe=cfg.probe,
-                       model=cfg.base.model, data_digest=ident.data_digest, identity=ident.to_dict(), threads=cfg.base.threads)
+                       model=cfg.base.model, data_digest=ident.data_digest, identity=redact_values(ident.to_dict()), threads=cfg.base.threads)
         metrics = json_safe(metrics)
         folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
     return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)

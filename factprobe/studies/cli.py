@@ -32,6 +32,7 @@ from ..config_files import add_config_option, with_config_file
 from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
+from ..redact import redact_values
 from ..probes.config import BaseConfig, add_config_arguments, namespace_to_dict
 from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt
@@ -126,7 +127,7 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
         metrics = study.run(ctx)
         if notes:
             metrics = {**metrics, "notes": notes}
-        metrics = {**metrics, "identity": ident.to_dict()}
+        metrics = {**metrics, "identity": redact_values(ident.to_dict())}
         metrics = json_safe(metrics)
         atomic_write_json(out / METRICS_FILE, metrics)
         lines: list[str] = []

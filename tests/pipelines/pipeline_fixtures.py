@@ -328,7 +328,8 @@ def run_local_pipeline(name: str, params: list[str], cwd: Path) -> tuple[subproc
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     c = MlflowClient(f"sqlite:///{cwd / 'mlruns.db'}")
     runs = c.search_runs([c.get_experiment_by_name(f"factprobe/{name}").experiment_id])
-    (parent,) = [r for r in runs if r.data.tags.get("factprobe.role") == "parent"]
+    # the newest parent: a cwd that ran the pipeline before (a second night) holds the earlier ones too
+    parent = max((r for r in runs if r.data.tags.get("factprobe.role") == "parent"), key=lambda r: r.info.start_time)
     assert parent.info.status == "FINISHED"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert children and all(r.info.status == "FINISHED" for r in children)

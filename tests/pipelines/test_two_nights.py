@@ -31,7 +31,8 @@ def test_a_night_over_new_weights_scores_afresh_and_an_unchanged_night_reuses(tm
 
     def night() -> dict:
         _, _, runs = run_local_pipeline("probe", params, tmp_path)
-        (probe,) = [r for r in runs if r.data.tags.get("factprobe.step") == "probe"]
+        # this night's probe run: the newest (the nights share one experiment)
+        probe = max((r for r in runs if r.data.tags.get("factprobe.step") == "probe"), key=lambda r: r.info.start_time)
         return {"revision": probe.data.tags["factprobe.model_revision"], "resumed": probe.data.metrics["n_resumed"],
                 "n": probe.data.metrics["n"], "numerics": probe.data.tags["factprobe.numerics"],
                 "dtype": probe.data.params["identity.dtype"]}

@@ -157,6 +157,7 @@ def test_sigterm_ends_the_run_killed(tmp_path):
                              str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout.readline().startswith("identity: ")  # the study's identity line comes first
         assert proc.stdout.readline().strip() == "sleeping"  # inside study.run, its MLflow run open
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=60)
