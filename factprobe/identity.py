@@ -320,11 +320,13 @@ class RunIdentity:
 
 
 def short(text: str, n: int = 12) -> str:
-    """`local-sha256:1a2b3c4d5e6f` (the kind and the first `n` hex digits) for messages."""
-    kind, sep, rest = str(text).rpartition(":")
-    if not sep:
-        return text[:n] if len(text) > n + 8 else text
-    return f"{kind}:{rest[:n]}" if "+" not in text else text[: len(kind) + 1 + n] + "…"
+    """`local-sha256:1a2b3c4d5e6f` (the kind and the first `n` hex digits) for messages; an adapter's
+    `adapter-sha256:<hex>+<base revision>` is shortened part by part."""
+    text = str(text)
+    if "+" in text:
+        return "+".join(short(part, n) for part in text.split("+"))
+    kind, sep, rest = text.rpartition(":")
+    return f"{kind}:{rest[:n]}" if sep else text[:n]
 
 
 def identity_of(d: Mapping[str, Any] | None) -> dict | None:

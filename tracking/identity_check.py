@@ -21,16 +21,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from factprobe.identity import identity_of, numerics_changes
+from factprobe.identity import identity_of, numerics_changes, short  # noqa: F401 - short: re-exported for the gates
 
 #: why a run without an identity cannot be checked (completed by the caller: "<run> " + MISSING)
 MISSING = "records no measurement identity (it was made before factprobe recorded model, data and numerics)"
-
-
-def short(digest: str, n: int = 12) -> str:
-    """`sha256:1a2b3c4d5e6f` (the kind and the first `n` hex digits of a digest) for messages."""
-    kind, sep, rest = str(digest).rpartition(":")
-    return f"{kind}:{rest[:n]}" if sep else str(digest)[:n]
 
 
 def _inputs(ident: Mapping[str, Any]) -> dict[str, str]:
