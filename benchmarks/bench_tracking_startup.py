@@ -3,14 +3,14 @@
     python benchmarks/bench_tracking_startup.py [--repeats 7] [--skinny-python /path/to/venv/bin/python]
     # writes benchmarks/results/tracking_startup.json
 
-Issue 13 (item 8): keep tracking/rest_client.py only if the MLflow client costs more than 0.5 s
+Issue 13 (item 8): keep factprobe_ops/tracking/rest_client.py only if the MLflow client costs more than 0.5 s
 per step. Each variant is a fresh Python process (as a KFP step is) that does what a step's
-tracking does against the same MLflow server (tracking/local_server.py on a sqlite store):
+tracking does against the same MLflow server (factprobe_ops/tracking/local_server.py on a sqlite store):
 find the experiment, create a run with tags, log 10 params and 20 metrics in one batch, log one
 small artifact and end the run. Measured: the process's wall time from `python -c` to exit.
 
 - `baseline`: the same interpreter doing nothing but `import requests` (the floor of any client);
-- `rest`: `tracking.rest_client.RestTrackingClient` (requests only; what the steps use);
+- `rest`: `factprobe_ops.tracking.rest_client.RestTrackingClient` (requests only; what the steps use);
 - `skinny`: `mlflow.tracking.MlflowClient` from a virtualenv holding only `mlflow-skinny`
   (`--skinny-python`; created with `python -m venv V && V/bin/pip install mlflow-skinny==<version>`);
 - `mlflow_full`: the same MlflowClient code in the project's environment (full `mlflow`, where
@@ -45,7 +45,7 @@ open(art, "w").write("{}")
 '''
 
 REST = COMMON + r'''
-from tracking.rest_client import RestTrackingClient
+from factprobe_ops.tracking.rest_client import RestTrackingClient
 c = RestTrackingClient(uri)
 c.check()
 exp = c.experiment_id("bench/tracking_startup")
@@ -101,7 +101,7 @@ def main() -> None:
     if package_version(args.skinny_python, "mlflow") != "not installed":
         raise SystemExit(f"{args.skinny_python}: full mlflow is installed there; the skinny variant needs mlflow-skinny alone")
 
-    from tracking.local_server import LocalTrackingServer
+    from factprobe_ops.tracking.local_server import LocalTrackingServer
 
     variants = {"baseline": (sys.executable, BASELINE), "rest": (sys.executable, REST),
                 "skinny": (args.skinny_python, MLFLOW), "mlflow_full": (sys.executable, MLFLOW)}

@@ -4,7 +4,7 @@
     factprobe models list | path ALIAS
     factprobe study <study> [options]      one subcommand per study (factprobe/studies/registry.py)
     ... plus the commands that other installed packages contribute (entry-point group
-    `factprobe.commands`): `pipeline`, `schedule` (pipelines/), `compare`, `regress` (tracking/).
+    `factprobe.commands`): `pipeline`, `schedule` (factprobe_ops/pipelines/), `compare`, `regress` (factprobe_ops/tracking/).
 
 The science package imports neither the pipelines nor the tracking layer. Those layers plug in
 through entry points declared in pyproject.toml:
@@ -156,7 +156,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> None:
     from .config_files import add_config_option
-    from .probes.config import BaseConfig, add_config_arguments
+    from .config import add_config_arguments
+    from .probes.config import BaseConfig
     from .probes.registry import load_probes
 
     p = sub.add_parser("probe", help="run a knowledge probe on one model")

@@ -9,7 +9,7 @@ subclass of `FactprobeError`. The CLI prints `error: {err}` on one line and exit
 | `FactprobeError` and most   | 2         | the user's input, options or data are wrong               |
 | subclasses                  |           |                                                           |
 | `ServiceError` (and         | 1         | a service we depend on failed or refused us: the MLflow   |
-| `tracking.run.TrackingError`|           | tracking server, the loopback server of a local run, ...   |
+| `factprobe_ops.tracking.run.TrackingError`|           | tracking server, the loopback server of a local run, ...   |
 | and its subclasses)         |           |                                                           |
 | `DiskFullError`             | 1         | a disk filled up while results were written (names path)  |
 
@@ -49,7 +49,7 @@ class ContextTooLongError(FactprobeError, ValueError):
 class ServiceError(FactprobeError, RuntimeError):
     """A service factprobe depends on is unreachable, rejected us, or failed mid-run (exit 1).
 
-    `tracking.run.TrackingError` (MLflow) derives from it; factprobe itself never imports tracking."""
+    `factprobe_ops.tracking.run.TrackingError` (MLflow) derives from it; factprobe itself never imports tracking."""
 
     exit_code = 1
 

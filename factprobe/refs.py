@@ -3,7 +3,7 @@
 The science never talks to a tracking server itself. A file option that may name an artifact of
 an earlier run (`--known-unknown runs:/<run id>`) goes through `resolve_ref`, and the operations
 layer contributes the resolver for its scheme through the `factprobe.ref_resolvers` entry-point
-group (`tracking.refs` resolves `runs:/<run id>[/<artifact path>]` against MLflow). Anything
+group (`factprobe_ops.tracking.refs` resolves `runs:/<run id>[/<artifact path>]` against MLflow). Anything
 without a registered scheme is a local path, returned unchanged.
 """
 from __future__ import annotations

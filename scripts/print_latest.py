@@ -4,7 +4,7 @@ from MLflow, and how to open the MLflow UI to compare them.
 `python scripts/print_latest.py` prints the latest `probe` pipeline run (what `make run` does);
 `--all` prints the latest run of every factprobe pipeline experiment in the store. `--markdown` prints
 the summary as the Markdown table that is also the parent run's description in the MLflow UI
-(`tracking.probe_logging.summary_markdown`: model x probe x headline metric, 95% interval, n)."""
+(`factprobe_ops.tracking.probe_logging.summary_markdown`: model x probe x headline metric, 95% interval, n)."""
 from __future__ import annotations
 
 import argparse
@@ -53,7 +53,7 @@ def print_latest(client: MlflowClient, experiment: str, markdown: bool = False) 
     print(f"\n{experiment}: pipeline run {parent.data.tags.get('factprobe.kfp_run_id')} ({parent.info.status}), "
           f"MLflow parent run {parent.info.run_id} (experiment {exp.experiment_id})")
     if markdown and markdown_rows(children):
-        from tracking.probe_logging import summary_markdown
+        from factprobe_ops.tracking.probe_logging import summary_markdown
 
         print(summary_markdown(markdown_rows(children)))
         return True

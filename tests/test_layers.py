@@ -3,7 +3,7 @@
 `LAYERS` below is the one place the layering is written down; docs/design.md ("Layers") shows the
 same table and `test_design_doc_shows_the_layer_table` keeps the two equal.
 
-Rules, checked over every module of `factprobe/`, `tracking/`, `components/` and `pipelines/`,
+Rules, checked over every module of `factprobe/`, `factprobe_ops/tracking/`, `factprobe_ops/components/` and `factprobe_ops/pipelines/`,
 parsed with `ast` (nothing is imported):
 
 - Every first-party import counts: module level, inside functions and classes, and
@@ -31,7 +31,7 @@ import networkx as nx  # a dependency of torch, always installed with factprobe
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("factprobe", "tracking", "components", "pipelines")
+PACKAGES = ("factprobe", "factprobe_ops")
 
 #: Bottom to top. A unit (a package or module, dotted) may import its own unit and the units of
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.errors",),
     ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
      "factprobe.seeding", "factprobe.threads"),
-    ("factprobe.identity", "factprobe.config_files"),  # what a result measured (no model code); --config files
+    ("factprobe.identity", "factprobe.config_files", "factprobe.config"),  # what a result measured; --config files; the config machinery
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
@@ -50,17 +50,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.cli",),
     ("factprobe.api",),  # the Python API: the command line's pieces as functions
     ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY): the version and the API, loaded lazily
-    ("tracking",),
-    ("components.config",),
-    ("components.trainjob_manifest",),  # plain builders the steps call (no kfp)
-    ("components.steps",),
-    ("components",),
-    ("pipelines",),
+    ("factprobe_ops.tracking",),
+    ("factprobe_ops.components.config",),
+    ("factprobe_ops.components.trainjob_manifest",),  # plain builders the steps call (no kfp)
+    ("factprobe_ops.components.steps",),
+    ("factprobe_ops.components",),
+    ("factprobe_ops.pipelines",),
+    ("factprobe_ops",),  # the namespace's __init__ only (ROOT_ONLY): a docstring
 )
 
 #: units that are only their package's `__init__`, not its submodules: a new `factprobe/x.py` must be
 #: given a row of its own instead of landing silently in the bottom layer
-ROOT_ONLY = frozenset({"factprobe"})
+ROOT_ONLY = frozenset({"factprobe", "factprobe_ops"})
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_factprobe_errors_are_redacted():
 
 @pytest.mark.slow
 def test_tracked_run_warning_and_error_hide_credentials():
-    from tracking.run import TrackedRun, TrackingError
+    from factprobe_ops.tracking.run import TrackedRun, TrackingError
 
     dead = f"http://bob:{SECRET}@127.0.0.1:9"
     msgs: list[str] = []
@@ -60,16 +60,16 @@ def test_tracked_run_warning_and_error_hide_credentials():
 
 
 def test_rest_and_local_server_errors_hide_credentials():
-    from tracking.local_server import LocalServerError
-    from tracking.rest_client import RestError
+    from factprobe_ops.tracking.local_server import LocalServerError
+    from factprobe_ops.tracking.rest_client import RestError
 
     assert SECRET not in str(RestError("GET x", 401, "", f"bad token for https://u:{SECRET}@h"))
     assert SECRET not in str(LocalServerError(f"did not start: could not reach https://u:{SECRET}@h"))
 
 
 def test_compare_against_an_unreachable_server_is_one_redacted_line(monkeypatch):
-    from tracking.compare import resolve_run
-    from tracking.run import TrackingError
+    from factprobe_ops.tracking.compare import resolve_run
+    from factprobe_ops.tracking.run import TrackingError
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with pytest.raises(TrackingError) as e:
@@ -78,7 +78,7 @@ def test_compare_against_an_unreachable_server_is_one_redacted_line(monkeypatch)
 
 
 def test_pipeline_run_log_and_summary_are_redacted(tmp_path):
-    from pipelines.local_run import _RunLog, failure_report
+    from factprobe_ops.pipelines.local_run import _RunLog, failure_report
 
     terminal = io.StringIO()
     log = _RunLog(terminal, tmp_path / "logs" / "run.log")
@@ -91,7 +91,7 @@ def test_pipeline_run_log_and_summary_are_redacted(tmp_path):
 
 
 def test_pipeline_cli_summary_line_is_redacted(monkeypatch, capsys):
-    from pipelines import cli
+    from factprobe_ops.pipelines import cli
 
     monkeypatch.setattr(cli, "get_pipeline", lambda name, local=False: object())
     monkeypatch.setattr(cli, "parse_params", lambda pipe, pairs, name: {})

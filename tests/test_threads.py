@@ -169,7 +169,7 @@ def test_cli_sets_passive_waiting_before_torch_loads(tmp_path):
 def test_local_runner_tells_each_step_how_many_run_at_once(fake, capsys):
     """A step started by kfp's pipeline thread runs alone; one started from a ParallelFor worker thread
     runs beside kfp's cap of others and gets its share of the CPUs, and passive OpenMP waiting."""
-    from pipelines.local_steps import LocalSteps, parallel_steps_cap
+    from factprobe_ops.pipelines.local_steps import LocalSteps, parallel_steps_cap
 
     write, _ = fake
     write("cpu.max", "400000 100000")
@@ -212,7 +212,7 @@ def test_probe_run_records_the_resolved_count(tiny_model_path, tmp_path, fake, t
 
 
 def test_local_run_reads_the_threads_setting_from_a_parameter_or_the_options():
-    from pipelines.local_run import _threads_setting
+    from factprobe_ops.pipelines.local_run import _threads_setting
 
     assert _threads_setting({}) is None and _threads_setting({"options": ""}) is None
     assert _threads_setting({"options": '{"threads": 3}'}) == 3  # where `--param threads=3` goes
@@ -221,7 +221,7 @@ def test_local_run_reads_the_threads_setting_from_a_parameter_or_the_options():
 
 def test_threads_is_a_pipeline_setting_checked_up_front():
     """`factprobe pipeline run probe --param threads=N` puts it in `options`: a BaseConfig field, checked before the run."""
-    from pipelines.checks import check_run_values
+    from factprobe_ops.pipelines.checks import check_run_values
 
     check_run_values("probe", {"options": '{"threads": 2}'})
     with pytest.raises(ConfigError, match="threads=0: must be >= 1"):

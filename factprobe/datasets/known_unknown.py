@@ -9,7 +9,7 @@ Columns (one row per fact and split): `fact_id, relation, subject, question, spl
 
 It is written as `<out>/known_unknown.parquet` by the `qa` probe (regular k-shot, any split) and
 the `counterfactual` probe, and logged to MLflow as a dataset. The counterfactual probe and the
-fine-tuning sets read it by path or as `runs:/<MLflow run id>` (resolved by `tracking.refs`).
+fine-tuning sets read it by path or as `runs:/<MLflow run id>` (resolved by `factprobe_ops.tracking.refs`).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ EPILOG = ("default LoRA target modules per architecture (config.model_type):\n"
 def cmd_finetune(args: argparse.Namespace) -> int:
     from ..config_files import with_config_file
     from ..errors import ConfigError
-    from ..probes.config import namespace_to_dict
+    from ..config import namespace_to_dict
     from ..signals import sigterm_as_interrupt
     from . import run_finetune
     from .trainer import default_out
@@ -63,7 +63,7 @@ def _fmt(value: float | None, spec: str) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `finetune` subcommand to the `factprobe` parser."""
     from ..config_files import add_config_option
-    from ..probes.config import add_config_arguments
+    from ..config import add_config_arguments
 
     p = sub.add_parser("finetune", help="fine-tune a model on known/unknown/mixed/counterfactual/regular facts "
                                         "(LoRA or full, DeepSpeed ZeRO 0-3)",

@@ -1,6 +1,6 @@
 """`FinetuneConfig`: one validated fine-tuning run (yuan2024 section 5, appendix B.2).
 
-The fields follow the project's config pattern (`factprobe.probes.config.ConfigBase`, `option`):
+The fields follow the project's config pattern (`factprobe.config.ConfigBase`, `option`):
 each one carries its help text, which generates the `factprobe finetune` options and the
 Kubeflow parameters; `to_dict()` / `from_dict()` pass a run as one flat JSON-able dict (strings
 from a command line or Kubeflow are coerced). Validation raises `ConfigError` naming the field;
@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..probes.config import DECIDES_RESULTS, ConfigBase, option, split_relations
+from ..config import DECIDES_RESULTS, ConfigBase, option, split_relations
 from ..sources import SOURCES
 
 TRAIN_SETS = ("known", "unknown", "mixed", "counterfactual", "regular")

@@ -22,7 +22,7 @@ Reporting is the probe's too (`factprobe.probes.reporting` describes each declar
 `headline_metric`, `headline_keys`, `per_fact_columns`, `relation_metric`, `fact_verdict`,
 `report_group`, and the hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`,
 `run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
-table; the operations layer (tracking/, components/, the CLI) calls only these.
+table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) calls only these.
 """
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     import pandas as pd
 
     from ..datasets.prepared import Prepared
-    from .config import ConfigBase, RunConfig
+    from ..config import ConfigBase
+    from .config import RunConfig
 
 
 @dataclass
@@ -149,7 +150,7 @@ class Probe:
     def check_inputs(self, cfg: "RunConfig") -> None:
         """Checks of the configuration alone that no config class can make (an input file this probe
         cannot run without), reading no file: a pipeline refuses them before anything runs or is sent
-        (`pipelines.checks.check_run_values`); default: none."""
+        (`factprobe_ops.pipelines.checks.check_run_values`); default: none."""
 
     def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
         """Checks that need the prepared data (before the model loads); default: none."""

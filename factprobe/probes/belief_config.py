@@ -9,7 +9,7 @@ from typing import Any
 
 from ..datasets.multiprompt import TEMPLATE_SOURCES
 from ..metrics.belief import MAX_DRAWS
-from .config import ConfigBase, option
+from ..config import ConfigBase, option
 
 
 def draws_field() -> Any:

@@ -70,7 +70,8 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from .config import ConfigBase, RunConfig, option
+from ..config import ConfigBase, option
+from .config import RunConfig
 from .registry import register
 from .reporting import Headline
 

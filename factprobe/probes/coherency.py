@@ -88,7 +88,8 @@ from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..seeding import stable_rng
 from .base import Probe, Session
-from .config import ConfigBase, RunConfig, option
+from ..config import ConfigBase, option
+from .config import RunConfig
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun, model_label, top_level_metrics
 

@@ -45,7 +45,8 @@ from ..datasets.prepared import Prepared
 from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
 from .base import Probe, Session
-from .config import RunConfig, option
+from ..config import option
+from .config import RunConfig
 from .qa import (
     ANSWER_COLUMNS,
     BATCH,

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..facts import Fact, MCItem
 from .base import Session
-from .config import option
+from ..config import option
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ..facts import Fact, MCItem
 from .base import Session
-from .config import option
+from ..config import option
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 

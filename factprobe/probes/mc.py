@@ -21,7 +21,8 @@ from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
 from .base import Probe, Session
-from .config import ConfigBase, RunConfig, option
+from ..config import ConfigBase, option
+from .config import RunConfig
 from .reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
 
 ON_TOO_LONG = ("truncate", "refuse")

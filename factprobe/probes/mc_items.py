@@ -49,7 +49,8 @@ from ..errors import ConfigError
 from ..facts import Fact, MCItem
 from ..seeding import stable_rng
 from .base import Session
-from .config import ConfigBase, RunConfig, option
+from ..config import ConfigBase, option
+from .config import RunConfig
 from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
 from .registry import register
 

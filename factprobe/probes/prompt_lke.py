@@ -18,7 +18,7 @@ from typing import ClassVar, Sequence
 from ..errors import ConfigError, DataError
 from ..facts import MCItem
 from .base import Session
-from .config import option
+from ..config import option
 from .mc import MCConfig, MCProbe, item_row
 from .registry import register
 

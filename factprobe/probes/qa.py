@@ -41,7 +41,8 @@ from ..datasets.qa import QAItem, qa_info_summary, qa_train_items
 from ..errors import ContextTooLongError
 from ..metrics import qa as qam
 from .base import Probe, Session
-from .config import ConfigBase, RunConfig, option
+from ..config import ConfigBase, option
+from .config import RunConfig
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun
 

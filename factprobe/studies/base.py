@@ -19,7 +19,7 @@ Contract of a study:
   written as null). It must not write `metrics.json` itself;
 - `summary(metrics)` gives the console lines (what was measured, in words and numbers);
 - `flat_metrics(metrics)` gives the scalars for MLflow (`name -> float`, names as in
-  `tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
+  `factprobe_ops/tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
 - `figures(out)`: the PNG files of the run (default: every `*.png` in `out`).
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from ..probes.config import BaseConfig, ConfigBase
+from ..config import ConfigBase
+from ..probes.config import BaseConfig
 
 
 @dataclass

@@ -33,7 +33,8 @@ from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
 from ..redact import redact_values
-from ..probes.config import BaseConfig, add_config_arguments, namespace_to_dict
+from ..config import add_config_arguments, namespace_to_dict
+from ..probes.config import BaseConfig
 from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt
 from . import registry

@@ -37,7 +37,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..io import atomic_write_text, read_jsonl
 from ..metrics import findings as fm
-from ..probes.config import BaseConfig, ConfigBase, RunConfig, option, split_relations
+from ..config import ConfigBase, option, split_relations
+from ..probes.config import BaseConfig, RunConfig
 from .base import Study, StudyContext
 
 DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")

@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_jsonl
-from ..probes.config import ConfigBase, option
+from ..config import ConfigBase, option
 from .base import Study, StudyContext
 from .sequence_data import KINDS, PLACEMENTS, SequenceExample, build_sequence, sequence_texts
 

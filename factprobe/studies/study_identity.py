@@ -91,7 +91,8 @@ def config_key(config: Mapping[str, Any]) -> str:
     that decide results: the base config's device, token budget and output folder do not."""
     from dataclasses import fields
 
-    from ..probes.config import DECIDES_RESULTS, BaseConfig
+    from ..config import DECIDES_RESULTS
+    from ..probes.config import BaseConfig
 
     skip = {f.name for f in fields(BaseConfig) if not f.metadata.get(DECIDES_RESULTS, True)}
     keep = {**config, "base": {k: v for k, v in (config.get("base") or {}).items() if k not in skip}}

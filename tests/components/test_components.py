@@ -1,12 +1,12 @@
 """Components stay thin, documented and typed; the science package stays free of kfp and mlflow.
 
 Read with `ast` (no imports) where the rule is about source code:
-- components/<step>.py: a module docstring; module-level imports only from kfp and `.config`
+- factprobe_ops/components/<step>.py: a module docstring; module-level imports only from kfp and `.config`
   (the component function's source is shipped into the container on its own, so anything
   imported at module level would not exist there anyway); every `@dsl.component` has a
   docstring, annotated parameters and, when it returns a value, a return annotation; its body
-  imports the logic from `components.steps.<module>` and calls it with matching arguments.
-- components/steps/*.py: never import kfp (inside a container KFP exposes only its runtime part).
+  imports the logic from `factprobe_ops.components.steps.<module>` and calls it with matching arguments.
+- factprobe_ops/components/steps/*.py: never import kfp (inside a container KFP exposes only its runtime part).
 - factprobe/**: never imports kfp or mlflow, at any depth.
 Imported where the rule is about what KFP builds: the ComponentSpec description is the docstring.
 """
@@ -23,10 +23,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-COMPONENT_MODULES = sorted(p for p in (REPO / "components").glob("*.py") if p.name not in ("__init__.py", "config.py"))
-STEP_MODULES = sorted((REPO / "components" / "steps").glob("*.py"))
+COMPONENT_MODULES = sorted(p for p in (REPO / "factprobe_ops" / "components").glob("*.py") if p.name not in ("__init__.py", "config.py"))
+STEP_MODULES = sorted((REPO / "factprobe_ops" / "components" / "steps").glob("*.py"))
 SCIENCE_MODULES = sorted((REPO / "factprobe").rglob("*.py"))
-ALLOWED_MODULE_IMPORTS = {"__future__", "kfp", "kfp.dsl", ".config", "components.config"}
+ALLOWED_MODULE_IMPORTS = {"__future__", "kfp", "kfp.dsl", ".config", "factprobe_ops.components.config"}
 
 
 def _ids(paths):
@@ -102,25 +102,25 @@ def test_component_decorator_pins_the_image(path):
     for fn in component_functions(path):
         dec = next(d for d in fn.decorator_list if isinstance(d, ast.Call))
         kw = {k.arg: ast.unparse(k.value) for k in dec.keywords}
-        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE", "TRAIN_IMAGE"), f"{fn.name}: base_image from components.config"
+        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE", "TRAIN_IMAGE"), f"{fn.name}: base_image from factprobe_ops.components.config"
         assert kw.get("install_kfp_package") == "False", f"{fn.name}: the image ships kfp (no pip at start-up)"
 
 
 @pytest.mark.parametrize("path", COMPONENT_MODULES, ids=_ids(COMPONENT_MODULES))
 def test_component_body_calls_its_step_with_matching_arguments(path):
-    """`from components.steps.x import run_x` inside the body, and the call binds to run_x's signature."""
+    """`from factprobe_ops.components.steps.x import run_x` inside the body, and the call binds to run_x's signature."""
     for fn in component_functions(path):
         steps = {}
         for n in ast.walk(fn):
-            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("components"):
-                assert n.module.startswith("components.steps."), f"{fn.name} imports {n.module}"
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("factprobe_ops.components"):
+                assert n.module.startswith("factprobe_ops.components.steps."), f"{fn.name} imports {n.module}"
                 module = importlib.import_module(n.module)
                 for alias in n.names:
                     assert hasattr(module, alias.name), f"{fn.name}: {n.module} has no {alias.name}"
                     steps[alias.asname or alias.name] = getattr(module, alias.name)
         if fn.name == "fail_run":
             continue
-        assert steps, f"{fn.name} does not delegate to components.steps"
+        assert steps, f"{fn.name} does not delegate to factprobe_ops.components.steps"
         calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in steps]
         assert calls, f"{fn.name} imports {list(steps)} but never calls it"
         for call in calls:
@@ -136,7 +136,7 @@ def _component_objects():
 
     found = []
     for path in COMPONENT_MODULES:
-        module = importlib.import_module(f"components.{path.stem}")
+        module = importlib.import_module(f"factprobe_ops.components.{path.stem}")
         for fn in component_functions(path):
             comp = getattr(module, fn.name)
             assert isinstance(comp, BaseComponent), f"{fn.name} is not a KFP component"
@@ -181,7 +181,7 @@ def test_run_config_travels_as_one_dict():
     fields = {n for c in option_classes() for n in c.field_names()}
     takes_config = {"start_run": "start_run", "plan": "plan_matrix", "data_build": "data_build", "probe": "probe_model"}
     for module, name in takes_config.items():
-        (fn,) = [f for f in component_functions(REPO / "components" / f"{module}.py") if f.name == name]
+        (fn,) = [f for f in component_functions(REPO / "factprobe_ops" / "components" / f"{module}.py") if f.name == name]
         args = {a.arg: ast.unparse(a.annotation) for a in fn.args.args + fn.args.kwonlyargs}
         assert args.get("config") == "dict", f"{name} has no `config: dict` parameter"
         loose = (set(args) & fields) - ({"model"} if name == "probe_model" else set())
@@ -211,6 +211,6 @@ def test_science_package_never_imports_kfp_or_mlflow():
         top_level = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for node in top_level:
             for m, line in imported_modules(node):
-                if _root(m) in ("tracking", "components", "pipelines"):
+                if _root(m) == "factprobe_ops":
                     bad.append(f"{path.relative_to(REPO)}:{line} imports {m} at module level")
     assert not bad, "factprobe/ must stay free of kfp and mlflow:\n" + "\n".join(bad)

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from components.steps.nightly_compare import ALERT_FAILED, diff_summaries, paired_change, run_nightly_compare
-from tracking.context import RunContext
+from factprobe_ops.components.steps.nightly_compare import ALERT_FAILED, diff_summaries, paired_change, run_nightly_compare
+from factprobe_ops.tracking.context import RunContext
 
 
 def table(correct: list[bool], relation: str = "P36") -> pd.DataFrame:
@@ -89,7 +89,7 @@ def test_a_failed_model_is_named_and_fails_the_step_after_the_report(tmp_path):
 
 
 def test_report_skips_failed_folders_and_lists_them(tmp_path):
-    from components.steps.report import load_failures, load_results
+    from factprobe_ops.components.steps.report import load_failures, load_results
 
     dirs = [_ok_dir(tmp_path, "good"), _failed_dir(tmp_path, "broken")]
     assert list(load_results(dirs)) == ["ic-lke:good"]

@@ -1,8 +1,8 @@
-"""Progress lines of GPU steps (components/steps/progress.py) and how `factprobe pipeline run`
-shows them under the step (pipelines/local_run.py `_RunLog`)."""
+"""Progress lines of GPU steps (factprobe_ops/components/steps/progress.py) and how `factprobe pipeline run`
+shows them under the step (factprobe_ops/pipelines/local_run.py `_RunLog`)."""
 import io
 
-from components.steps.progress import PROGRESS_PREFIX, ProgressLog
+from factprobe_ops.components.steps.progress import PROGRESS_PREFIX, ProgressLog
 
 
 class Clock:
@@ -33,7 +33,7 @@ def test_one_line_per_interval_and_always_the_last():
 
 
 def test_pipeline_run_summary_shows_progress_under_the_running_step(tmp_path):
-    from pipelines.local_run import _RunLog
+    from factprobe_ops.pipelines.local_run import _RunLog
 
     term = io.StringIO()
     log = _RunLog(term, tmp_path / "run.log", verbose=False)

@@ -8,7 +8,7 @@ import pytest
 from factprobe.cli import build_parser
 from factprobe.errors import ConfigError
 from factprobe.finetune.config import FinetuneConfig
-from factprobe.probes.config import namespace_to_dict
+from factprobe.config import namespace_to_dict
 
 
 def _from_command_line(*flags: str) -> FinetuneConfig:

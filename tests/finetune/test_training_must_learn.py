@@ -199,14 +199,14 @@ def test_plain_trainer_reads_the_norm_and_refuses_a_run_that_did_not_learn(tiny,
 # ------------------------------------------------------------------ the pipeline's MLflow run
 @pytest.mark.slow
 def test_pipeline_training_step_that_did_not_learn_is_a_failed_mlflow_run(tmp_path, tiny):
-    """components/steps/finetune.py: the child run of a training step that did not learn is FAILED
+    """factprobe_ops/components/steps/finetune.py: the child run of a training step that did not learn is FAILED
     (never FINISHED), carries the reason as `factprobe.error`, and has no model artifact; no adapter
     is left where the evaluation step would take it."""
     from mlflow.tracking import MlflowClient
 
-    from components.steps.finetune import run_train_step
-    from tracking.context import RunContext
-    from tracking.run import TrackedRun
+    from factprobe_ops.components.steps.finetune import run_train_step
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.run import TrackedRun
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 2, "zero_stage": 0, "lora_r": 4,

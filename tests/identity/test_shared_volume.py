@@ -1,12 +1,12 @@
 """Two pipelines of one identity on one volume: the second probe step waits for the first's work
-folder and then reuses it instead of failing as busy (components/steps/probe.py::when_free)."""
+folder and then reuses it instead of failing as busy (factprobe_ops/components/steps/probe.py::when_free)."""
 import subprocess
 import sys
 import time
 
 import pytest
 
-from components.steps.probe import when_free
+from factprobe_ops.components.steps.probe import when_free
 from factprobe.run_folder import FolderBusyError, claim
 
 HOLD = "import sys, time; from factprobe.run_folder import claim\nwith claim(sys.argv[1], 'probe', 'ic-lke'):\n" \

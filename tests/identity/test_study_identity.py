@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from factprobe.errors import ConfigError
-from factprobe.probes.config import ConfigBase, option
+from factprobe.config import ConfigBase, option
 from factprobe.studies.base import Study
 from factprobe.studies.cli import run_study, study_config
 

@@ -31,7 +31,7 @@ def uri(servers, mlflow_client):
 
 
 def test_stale_running_run_of_the_same_step_is_marked_failed(uri, mlflow_client):
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.run import TrackedRun
 
     step_key = f"itest/{uuid.uuid4().hex}/probe"
     crashed = TrackedRun(pipeline="itest", run_name="crashed", tracking_uri=uri, step_key=step_key, required=True)
@@ -46,7 +46,7 @@ def test_stale_running_run_of_the_same_step_is_marked_failed(uri, mlflow_client)
 
 
 def test_exception_in_the_block_ends_the_run_failed(uri, mlflow_client):
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.run import TrackedRun
 
     with pytest.raises(RuntimeError, match="step crashed"), \
             TrackedRun(pipeline="itest", run_name="boom", tracking_uri=uri, required=True) as run:
@@ -55,7 +55,7 @@ def test_exception_in_the_block_ends_the_run_failed(uri, mlflow_client):
 
 
 def test_wrong_password_warns_once_and_switches_tracking_off(uri, monkeypatch):
-    from tracking.run import TrackedRun, TrackingError
+    from factprobe_ops.tracking.run import TrackedRun, TrackingError
 
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "not-the-password")
     messages: list[str] = []
@@ -72,9 +72,9 @@ def test_wrong_password_warns_once_and_switches_tracking_off(uri, monkeypatch):
 def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, monkeypatch):
     """Two first runs of a pipeline start at once: both read "no experiment", one creates it, the
     other's create_experiment gets RESOURCE_ALREADY_EXISTS and must use the existing experiment."""
-    from tracking.conventions import experiment_name
-    from tracking.rest_client import RestTrackingClient
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.conventions import experiment_name
+    from factprobe_ops.tracking.rest_client import RestTrackingClient
+    from factprobe_ops.tracking.run import TrackedRun
 
     pipeline = f"itest-race-{uuid.uuid4().hex[:8]}"
     real_request = RestTrackingClient._request
@@ -97,10 +97,10 @@ def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, mo
 
 
 def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):
-    from components.steps.finalize_run import run_finalize
-    from components.steps.start_run import run_start
-    from tracking.context import RunContext
-    from tracking.run import TrackedRun
+    from factprobe_ops.components.steps.finalize_run import run_finalize
+    from factprobe_ops.components.steps.start_run import run_start
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.run import TrackedRun
 
     kfp_run_id = uuid.uuid4().hex[:8]
     with warnings.catch_warnings():

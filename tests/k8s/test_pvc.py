@@ -29,8 +29,8 @@ def test_overlay_renders_one_valid_claim(docs):
 
 
 def test_claim_is_the_one_the_pipelines_mount(docs, monkeypatch):
-    """components/config.py's default FACTPROBE_PVC names this claim."""
-    from components.config import cluster_config
+    """factprobe_ops/components/config.py's default FACTPROBE_PVC names this claim."""
+    from factprobe_ops.components.config import cluster_config
 
     monkeypatch.delenv("FACTPROBE_PVC", raising=False)
     assert cluster_config().pvc_name == docs[0]["metadata"]["name"]

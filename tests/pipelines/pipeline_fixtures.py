@@ -2,9 +2,9 @@
 
 Test modules import what they use (`from tests.pipelines.pipeline_fixtures import compiled, kfp_api`).
 
-- `compiled`: every pipeline compiled by `pipelines.remote.compile_all` in a *fresh* Python with no
+- `compiled`: every pipeline compiled by `factprobe_ops.pipelines.remote.compile_all` in a *fresh* Python with no
   `FACTPROBE_*` variables, so images, retries and scheduling are the defaults a cluster gets
-  (the cluster settings are read when a pipeline is built, `pipelines.platform.building`).
+  (the cluster settings are read when a pipeline is built, `factprobe_ops.pipelines.platform.building`).
   {name: CompiledPipeline}.
   The default compile names no pipeline, like `factprobe pipeline compile`: it writes them all.
 - `compiled_overridden`: the probe pipeline compiled with every `FACTPROBE_*` knob set (images,
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: compiled with every FACTPROBE_* knob set: one pipeline per way of placing GPU steps
 OVERRIDDEN = ("probe", "counterfactual_icl", "coherency")
 
-# Everything pipelines/platform.py and components/config.py read; the overridden compile sets all
+# Everything factprobe_ops/pipelines/platform.py and factprobe_ops/components/config.py read; the overridden compile sets all
 # (test_compiled_specs.test_environment_overrides_reach_the_compiled_spec checks each one).
 OVERRIDES = {
     "FACTPROBE_IMAGE_CPU": "registry.example.com/team/fp-cpu:test-1",
@@ -124,7 +124,7 @@ def load_compiled(path: Path) -> CompiledPipeline:
     return CompiledPipeline(path.stem, path, text, spec, platform)
 
 
-_COMPILE = "import sys; from pipelines.remote import compile_all; compile_all(sys.argv[1], sys.argv[2:])"
+_COMPILE = "import sys; from factprobe_ops.pipelines.remote import compile_all; compile_all(sys.argv[1], sys.argv[2:])"
 
 
 class _CompileJob:

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from components.steps.belief import run_belief_plan, run_belief_report
+from factprobe_ops.components.steps.belief import run_belief_plan, run_belief_report
 from factprobe.errors import ConfigError
 from factprobe.probes.runner import run_probe
-from tracking.context import RunContext
+from factprobe_ops.tracking.context import RunContext
 from tests.probes.test_belief_icl import config, tiny, toy_root  # noqa: F401 (fixtures)
 
 
@@ -35,7 +35,7 @@ def test_plan_is_models_x_settings_x_instructions_and_validates():
 def test_compiled_spec_runs_the_probe_per_cell_on_the_gpu_pool(tmp_path):
     from kfp import compiler
 
-    from pipelines.catalogue import get_pipeline
+    from factprobe_ops.pipelines.catalogue import get_pipeline
 
     path = tmp_path / "belief.yaml"
     compiler.Compiler().compile(get_pipeline("belief"), str(path))

@@ -12,12 +12,12 @@ from factprobe.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def cli():
-    from pipelines import catalogue as cli
+    from factprobe_ops.pipelines import catalogue as cli
 
     return cli
 
 
-# --- pipelines.cli.parse_params -----------------------------------------------------------------
+# --- factprobe_ops.pipelines.cli.parse_params -----------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -125,8 +125,8 @@ def test_options_are_checked_against_the_probes_run(cli, pipeline, pairs, messag
 
 @pytest.mark.slow
 def test_options_reach_the_probe_config_and_the_finetune_config(cli):
-    from components.steps._common import run_config
-    from components.steps.finetune import finetune_config
+    from factprobe_ops.components.steps._common import run_config
+    from factprobe_ops.components.steps.finetune import finetune_config
 
     cfg = run_config({"source": "countryinfo", "options": '{"eic_interleave": 3, "token_budget": 64}'}, probe="eic-lke",
                      model="m")
@@ -182,12 +182,12 @@ def test_store_that_cannot_be_served_is_one_error_line(capsys, tmp_path, monkeyp
     assert not (tmp_path / "build" / "kfp-local").exists()
 
 
-# --- components.steps.plan.run_read_models ------------------------------------------------------
+# --- factprobe_ops.components.steps.plan.run_read_models ------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def read_models():
-    from components.steps.plan import run_read_models
+    from factprobe_ops.components.steps.plan import run_read_models
 
     return run_read_models
 
@@ -224,7 +224,7 @@ def test_empty_or_not_a_list_is_refused(read_models, doc):
         read_models(doc)
 
 
-# Known bug (see the report for the patch to components/steps/plan.py): a one-line value is
+# Known bug (see the report for the patch to factprobe_ops/components/steps/plan.py): a one-line value is
 # taken as a path when `Path(value).exists()`, and Path("") is ".", so "" or any folder reaches
 # read_text() -> IsADirectoryError; a mistyped *.yaml path is parsed as inline YAML (a string)
 # and the error blames "inline YAML". strict: once fixed these pass; then drop the marks.
@@ -246,12 +246,12 @@ def test_entry_without_a_name_is_refused(read_models):
         read_models("models:\n  - a\n  - {revision: main}\n")
 
 
-# --- components.config.cluster_config -----------------------------------------------------------
+# --- factprobe_ops.components.config.cluster_config -----------------------------------------------------------
 
 
 @pytest.fixture
 def cluster_config(monkeypatch):
-    from components.config import cluster_config
+    from factprobe_ops.components.config import cluster_config
 
     for var in ("FACTPROBE_GPU_TOLERATION", "FACTPROBE_GPU_COUNT", "FACTPROBE_GPU_NODE_LABEL"):
         monkeypatch.delenv(var, raising=False)

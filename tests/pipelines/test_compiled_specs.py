@@ -66,7 +66,7 @@ STEPS_OF = {
                      "run-study", "run-study-2", "run-study-3"},
     "findings": {"start-run", "run-study", "finalize-run"},
 }
-#: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
+#: the pipelines built on `probe_dag` (factprobe_ops/pipelines/probe.py): a models x probes loop of `probe-model`
 PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
 NAMES = tuple(STEPS_OF)
 CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
@@ -77,13 +77,13 @@ TRAIN_IMAGE = "ghcr.io/factprobe/factprobe-train:0.1.0"
 @functools.cache
 def built(name: str):
     """The pipeline `name` as `factprobe pipeline compile` builds it (pipelines are built on request)."""
-    from pipelines.catalogue import get_pipeline
+    from factprobe_ops.pipelines.catalogue import get_pipeline
 
     return get_pipeline(name)
 
 
 def declared_parameters(name: str) -> dict[str, object]:
-    """{parameter: default} of the built pipeline function (generated from the registry, pipelines/params.py)."""
+    """{parameter: default} of the built pipeline function (generated from the registry, factprobe_ops/pipelines/params.py)."""
     return {n: p.default for n, p in inspect.signature(built(name).pipeline_func).parameters.items()}
 
 
@@ -111,7 +111,7 @@ def _header_bug(name: str):
     newline makes the file unparseable (by the KFP client, by the UI's upload). Known for
     nightly_sweep's `models_yaml`; the mark goes away by itself once the default is one line."""
     bad = multiline_string_defaults(name)
-    return pytest.mark.xfail(bool(bad), strict=True, raises=yaml.YAMLError, reason=f"multi-line string default(s) {bad} in pipelines/{name}.py "
+    return pytest.mark.xfail(bool(bad), strict=True, raises=yaml.YAMLError, reason=f"multi-line string default(s) {bad} in factprobe_ops/pipelines/{name}.py "
                              "break kfp's YAML comment header (see the report: use a one-line default)")
 
 
@@ -120,7 +120,7 @@ def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     out = {}
     for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
-        # only the Hugging Face token is optional (pods start without it; pipelines/platform.py with_hf_token)
+        # only the Hugging Face token is optional (pods start without it; factprobe_ops/pipelines/platform.py with_hf_token)
         assert entry.get("optional") is (entry["secretName"] == "hf-token"), \
             f"{executor}: secret {entry['secretName']} optional={entry.get('optional')}"
     return out
@@ -143,9 +143,9 @@ def loop_task(c) -> tuple[str, dict]:
 
 
 def test_every_pipeline_is_checked_and_compiled_by_default(compiled):
-    """`factprobe pipeline compile` (no names) writes every pipeline of `pipelines.catalogue.PIPELINES`,
+    """`factprobe pipeline compile` (no names) writes every pipeline of `factprobe_ops.pipelines.catalogue.PIPELINES`,
     and every one of them is checked here."""
-    from pipelines.catalogue import PIPELINES
+    from factprobe_ops.pipelines.catalogue import PIPELINES
 
     assert set(NAMES) == set(PIPELINES)
     assert set(compiled) == set(PIPELINES)
@@ -343,7 +343,7 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert inside["start-run"]["inputs"]["parameters"]["kfp_run_id"] == final["inputs"]["parameters"]["kfp_run_id"]
 
 
-#: the run context's parts (tracking/context.py): no step takes them one by one
+#: the run context's parts (factprobe_ops/tracking/context.py): no step takes them one by one
 LOOSE_TRACKING_INPUTS = {"tracking_uri", "parent_run_id", "kfp_run_id", "trigger", "pipeline"}
 #: the steps that may: start-run builds the context; finalize-run (the exit task) runs even when
 #: start-run failed, so it takes the tracking URI parameter and the KFP run id itself
@@ -548,7 +548,7 @@ def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
     environment variable switches that (FACTPROBE_LOCAL_RUN is gone)."""
     from kfp import compiler
 
-    from pipelines.catalogue import get_pipeline
+    from factprobe_ops.pipelines.catalogue import get_pipeline
     from tests.pipelines.pipeline_fixtures import load_compiled
 
     monkeypatch.setenv("FACTPROBE_LOCAL_RUN", "1")  # a leftover of the old switch changes nothing
@@ -566,9 +566,9 @@ def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
 def test_cluster_settings_are_read_when_building_not_at_import():
     """A malformed FACTPROBE_* knob does not break importing the pipeline modules (the CLI, the
     tests); building a pipeline names the variable."""
-    code = ("import pipelines.probe, pipelines.nightly_sweep, pipelines.regression, pipelines.counterfactual_icl, "
-            "pipelines.coherency, pipelines.platform, components.config\n"
-            "from pipelines.catalogue import get_pipeline\n"
+    code = ("import factprobe_ops.pipelines.probe, factprobe_ops.pipelines.nightly_sweep, factprobe_ops.pipelines.regression, factprobe_ops.pipelines.counterfactual_icl, "
+            "factprobe_ops.pipelines.coherency, factprobe_ops.pipelines.platform, factprobe_ops.components.config\n"
+            "from factprobe_ops.pipelines.catalogue import get_pipeline\n"
             "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
     env["FACTPROBE_GPU_COUNT"] = "two"
@@ -604,8 +604,8 @@ PARAM_COUNTS = {"probe": 19, "nightly_sweep": 22, "regression": 22, "counterfact
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_pipeline_shows_more_than_25_parameters(compiled, name):
-    """The Kubeflow UI form of each pipeline holds only its own options (pipelines/params.py)."""
-    from pipelines.params import MAX_PARAMS
+    """The Kubeflow UI form of each pipeline holds only its own options (factprobe_ops/pipelines/params.py)."""
+    from factprobe_ops.pipelines.params import MAX_PARAMS
 
     params = compiled[name].spec["root"]["inputDefinitions"]["parameters"]
     assert MAX_PARAMS == 25 and len(params) <= MAX_PARAMS, sorted(params)
@@ -626,7 +626,7 @@ def test_parameters_are_the_options_of_the_probes_run(compiled, name, own, not_o
 
 
 def test_make_pipeline_refuses_more_than_25_parameters():
-    from pipelines.params import Param, make_pipeline
+    from factprobe_ops.pipelines.params import Param, make_pipeline
 
     many = [Param(f"p{i}", int, i, f"parameter {i}") for i in range(22)]
     with pytest.raises(ValueError, match="26 parameters, more than 25"):

@@ -1,4 +1,4 @@
-"""The compiled `design_space` and `findings` pipelines (pipelines/design_space.py, pipelines/findings.py):
+"""The compiled `design_space` and `findings` pipelines (factprobe_ops/pipelines/design_space.py, factprobe_ops/pipelines/findings.py):
 what is their own: the per-model loop of the probe and three study steps, the cross-model report, the
 studies' options among their parameters, and bad study options refused up front. The checks every
 compiled pipeline gets (steps, platform spec, GPU placement, secrets, parameter counts, snapshots) run
@@ -64,7 +64,7 @@ def test_findings_is_one_study_step_over_the_models_list(compiled):  # noqa: F81
     ("findings", {"models", "relations", "budget", "max_facts_per_relation", "seed"}),
 ])
 def test_parameters_are_at_most_25_documented_and_include_the_studies_options(compiled, name, own):  # noqa: F811
-    from pipelines.params import MAX_PARAMS
+    from factprobe_ops.pipelines.params import MAX_PARAMS
 
     params = compiled[name].spec["root"]["inputDefinitions"]["parameters"]
     documented = specs.documented_parameters(name)
@@ -79,7 +79,7 @@ def test_parameters_are_at_most_25_documented_and_include_the_studies_options(co
 @pytest.mark.slow  # builds both pipelines and every study config (~7 s)
 def test_bad_study_options_are_refused_before_anything_runs():
     from factprobe.errors import ConfigError
-    from pipelines.catalogue import get_pipeline, parse_params
+    from factprobe_ops.pipelines.catalogue import get_pipeline, parse_params
 
     with pytest.raises(ConfigError, match="placement: unknown value 'middle'"):
         parse_params(get_pipeline("design_space"), ["placement=middle"], "design_space")

@@ -1,4 +1,4 @@
-"""The study step of the design_space / findings pipelines (components/steps/study.py): one study run
+"""The study step of the design_space / findings pipelines (factprobe_ops/components/steps/study.py): one study run
 with the pipeline's run context, into a stable work folder, logged as a child of the parent run with
 the study's metrics, figures and tables; a new pipeline run reusing the finished folder computes
 nothing and still gets its child run; the step's own params win over the pipeline's config. Uses
@@ -10,11 +10,11 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.steps.study import run_study_step, study_step_config
+from factprobe_ops.components.steps.study import run_study_step, study_step_config
 from factprobe.errors import ConfigError
 from tests.tracking.test_study_tracking import CurveStudy, curve  # noqa: F401 (fixture)
-from tracking.context import RunContext
-from tracking.run import TrackedRun
+from factprobe_ops.tracking.context import RunContext
+from factprobe_ops.tracking.run import TrackedRun
 
 
 def parent_context(uri: str, kfp_run_id: str) -> RunContext:

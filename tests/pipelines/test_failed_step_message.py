@@ -1,5 +1,5 @@
 """A failed local pipeline run ends with one plain line: the failed step, the first line of its
-error and the path of its own log (pipelines/local_run.py `run_local`)."""
+error and the path of its own log (factprobe_ops/pipelines/local_run.py `run_local`)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local_run import failure_report, first_error_line, step_logs
+from factprobe_ops.pipelines.local_run import failure_report, first_error_line, step_logs
 
 ANSI = re.compile(r"\x1b\[")
 CYAN, RED, GREEN, RESET = "\x1b[96m", "\x1b[91m", "\x1b[92m", "\x1b[0m"
@@ -117,7 +117,7 @@ def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
     step (name, status, seconds, the step's headline); the log file keeps everything."""
     import io
 
-    from pipelines.local_run import _RunLog
+    from factprobe_ops.pipelines.local_run import _RunLog
 
     text = _kfp_log(("start-run", "SUCCESS", ["[KFP Executor 2026] INFO: " + "x" * 300]),
                     ("probe-model", "SUCCESS", ['{"executor": "json"}', "headline: qa smollm2: em 0.533 over 15 items"]),
@@ -139,7 +139,7 @@ def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
 def test_verbose_run_log_passes_everything_through(tmp_path):
     import io
 
-    from pipelines.local_run import _RunLog
+    from factprobe_ops.pipelines.local_run import _RunLog
 
     text = _kfp_log(("start-run", "SUCCESS", ["ok"]))
     terminal = io.StringIO()

@@ -66,7 +66,7 @@ def test_every_step_that_loads_a_model_mounts_the_pvc_and_no_other_does(compiled
 
 
 def test_training_step_gpu_pool_shm_pvc_retries_and_training_image(compiled):
-    from pipelines.platform import GPU_RETRIES
+    from factprobe_ops.pipelines.platform import GPU_RETRIES
 
     c = compiled[NAME]
     ex = c.executor_of("finetune-train")
@@ -127,8 +127,8 @@ def test_finetune_essentials_are_parameters_with_their_defaults_and_the_rest_are
     """The UI shows the fine-tuning essentials (issue 19 item 2: at most 25 parameters); every
     other FinetuneConfig field is still settable, through `options` (or `--param`, which puts it there)."""
     from factprobe.finetune import FinetuneConfig
-    from pipelines.catalogue import option_fields
-    from pipelines.finetune_known_unknown import FT_ESSENTIALS, FT_PER_STEP
+    from factprobe_ops.pipelines.catalogue import option_fields
+    from factprobe_ops.pipelines.finetune_known_unknown import FT_ESSENTIALS, FT_PER_STEP
 
     params = compiled[NAME].spec["root"]["inputDefinitions"]["parameters"]
     cfg = FinetuneConfig()
@@ -174,7 +174,7 @@ def test_local_build_mounts_nothing_and_points_nowhere():
 
     from kfp import compiler
 
-    from pipelines.catalogue import get_pipeline
+    from factprobe_ops.pipelines.catalogue import get_pipeline
     from tests.pipelines.pipeline_fixtures import load_compiled
 
     with tempfile.TemporaryDirectory() as d:
@@ -196,7 +196,7 @@ def test_local_build_mounts_nothing_and_points_nowhere():
 
 
 def test_smoke_test_verdict():
-    from components.steps.finetune import smoke_banner, smoke_reasons, smoke_tags
+    from factprobe_ops.components.steps.finetune import smoke_banner, smoke_reasons, smoke_tags
 
     assert smoke_reasons({"max_steps": 40, "batch_size": 8, "effective_batch": 512, "grad_accum": ""}, "ui") == []
     reasons = smoke_reasons({"max_steps": 2, "batch_size": 4, "grad_accum": "1", "effective_batch": 512}, "local")
@@ -210,8 +210,8 @@ def test_smoke_test_verdict():
 
 
 def _manifest(**ft):
-    from components.config import cluster_config
-    from components.steps.trainjob_manifest import trainjob_manifest
+    from factprobe_ops.components.config import cluster_config
+    from factprobe_ops.components.steps.trainjob_manifest import trainjob_manifest
 
     cfg = {"model": "smollm2-135m-instruct", "train_set": "known", "known_unknown": "/mnt/factprobe/work/t.parquet",
            "out": "/mnt/factprobe/work/finetune/run/known", **ft}
@@ -222,7 +222,7 @@ def test_trainjob_args_are_real_finetune_options():
     """The TrainJob's command line parses as `factprobe finetune` options into the same config."""
     from factprobe.cli import build_parser
     from factprobe.finetune import FinetuneConfig
-    from factprobe.probes.config import namespace_to_dict
+    from factprobe.config import namespace_to_dict
 
     m = _manifest(max_steps=7, zero_stage=3, offload_param=True, packing=True, relations=["P36", "P19"])
     ns = build_parser().parse_args(["finetune", *m["spec"]["trainer"]["args"]])
@@ -232,7 +232,7 @@ def test_trainjob_args_are_real_finetune_options():
 
 
 def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
-    from components.steps.trainjob_manifest import validate_trainjob
+    from factprobe_ops.components.steps.trainjob_manifest import validate_trainjob
 
     for var in ("FACTPROBE_PVC", "FACTPROBE_IMAGE_TRAIN", "FACTPROBE_GPU_NODE_LABEL", "FACTPROBE_GPU_TOLERATION"):
         monkeypatch.delenv(var, raising=False)
@@ -279,7 +279,7 @@ def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
     (lambda m: m.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
 ])
 def test_bad_trainjob_manifests_are_refused(edit, message):
-    from components.steps.trainjob_manifest import validate_trainjob
+    from factprobe_ops.components.steps.trainjob_manifest import validate_trainjob
 
     m = _manifest()
     edit(m)
@@ -288,9 +288,9 @@ def test_bad_trainjob_manifests_are_refused(edit, message):
 
 
 def test_trainjob_step_writes_the_manifest_without_submitting(tmp_path):
-    from components.steps.finetune_trainjob import run_trainjob_step
-    from tracking.context import RunContext
-    from components.steps.trainjob_manifest import validate_trainjob
+    from factprobe_ops.components.steps.finetune_trainjob import run_trainjob_step
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.components.steps.trainjob_manifest import validate_trainjob
 
     table = tmp_path / "table.parquet"
     table.write_bytes(b"")  # regular needs no table
@@ -323,8 +323,8 @@ def _eval_dir(root: Path, setting: str, qa_rows: list[dict], mc_rows: list[dict]
 
 
 def test_report_table_matches_the_per_fact_results(tmp_path):
-    from components.steps.finetune_report import run_finetune_report
-    from tracking.context import RunContext
+    from factprobe_ops.components.steps.finetune_report import run_finetune_report
+    from factprobe_ops.tracking.context import RunContext
 
     def qa(fid, em, f1, split="eval", shots=0):
         return {"fact_id": fid, "relation": "P36", "split": split, "shots_asked": shots, "em": em, "f1": f1,
@@ -357,8 +357,8 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
 
 
 def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
-    from components.steps.finetune import run_sets_step
-    from tracking.context import RunContext
+    from factprobe_ops.components.steps.finetune import run_sets_step
+    from factprobe_ops.tracking.context import RunContext
     from factprobe.finetune.sets import TrainSet, build_train_set
     from factprobe.errors import ConfigError
 

@@ -3,7 +3,7 @@
 `kfp.Client(host=...)` talks to the fake server of pipeline_fixtures.py (`kfp_api`), which records every
 request. The tests assert on what a real Kubeflow Pipelines API server would receive:
 
-    GET  /apis/v2beta1/healthz                       (pipelines.remote.kfp_client's reachability check,
+    GET  /apis/v2beta1/healthz                       (factprobe_ops.pipelines.remote.kfp_client's reachability check,
                                                       then kfp.Client.__init__'s own)
     GET  /apis/v2beta1/experiments?filter={"predicates":[{"operation":1,"key":"display_name",
                                                           "stringValue":"factprobe-probe"}]}
@@ -45,7 +45,7 @@ def built_images(monkeypatch):
 def _nightly_header_bug() -> list[str]:
     """String defaults with a newline in the nightly_sweep pipeline (they break the compiled YAML:
     see test_compiled_specs.test_compiled_file_loads_like_the_kfp_client)."""
-    from pipelines.catalogue import get_pipeline, pipeline_parameters
+    from factprobe_ops.pipelines.catalogue import get_pipeline, pipeline_parameters
 
     return [n for n, (_, default) in pipeline_parameters(get_pipeline("nightly_sweep")).items()
             if isinstance(default, str) and "\n" in default]
@@ -67,7 +67,7 @@ def step_images(pipeline_spec: dict) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     # max_facts_per_relation is optional (an int or not set), so a str pipeline parameter ("" = all)
     result = remote.submit("probe", kfp_api.host, {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
@@ -104,7 +104,7 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
 
 @pytest.mark.slow
 def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     kfp_api.experiments["factprobe-ci"] = {"experiment_id": "exp-existing", "display_name": "factprobe-ci"}
     remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m", "max_drop": 0.05, "trigger": "ci"},
@@ -124,7 +124,7 @@ def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_
                           "does not parse, so kfp.Client cannot read it back (see the report)")
 @pytest.mark.slow
 def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     job = remote.schedule("nightly_sweep", kfp_api.host, "0 0 2 * * *",
                        {"models_yaml": "/mnt/config/models.yaml", "probes": ["ic-lke", "hgp"]})
@@ -200,7 +200,7 @@ def test_list_params_lists_exactly_the_compiled_parameters_with_descriptions(cap
     import yaml
 
     from factprobe.cli import main
-    from pipelines.remote import compile_all
+    from factprobe_ops.pipelines.remote import compile_all
 
     for name in ("coherency", "finetune_known_unknown"):
         assert main(["pipeline", "submit", name, "--list-params"]) == 0
@@ -237,7 +237,7 @@ def test_submit_cli_prints_the_run_id(kfp_api, capsys):
 
 
 def test_unreachable_host_is_one_clear_config_error():
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     host = closed_port_url()
     with pytest.raises(ConfigError) as err:
@@ -248,7 +248,7 @@ def test_unreachable_host_is_one_clear_config_error():
 
 def test_host_that_is_not_the_kfp_api_is_one_clear_config_error(kfp_api, monkeypatch):
     """E.g. a full Kubeflow install reached without its `/pipeline` prefix answers 404 there."""
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     monkeypatch.setattr("kfp.client.client.time.sleep", lambda seconds: None)  # kfp's healthz retry back-off
     kfp_api.healthz_status = 404
@@ -259,7 +259,7 @@ def test_host_that_is_not_the_kfp_api_is_one_clear_config_error(kfp_api, monkeyp
 
 
 def test_five_field_cron_suggests_the_six_field_form():
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     with pytest.raises(ConfigError) as err:
         remote.validate_cron("0 2 * * *")
@@ -271,7 +271,7 @@ def test_five_field_cron_suggests_the_six_field_form():
 
 
 def test_schedule_validates_cron_before_contacting_the_host(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     with pytest.raises(ConfigError):
         remote.schedule("probe", kfp_api.host, "0 2 * * *", {})
@@ -350,7 +350,7 @@ def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
 @pytest.mark.slow
 def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, capsys, monkeypatch, states, rc):
     from factprobe.cli import main
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     monkeypatch.setattr(remote.time, "sleep", lambda s: None)
     kfp_api.run_states = list(states)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from factprobe.errors import ConfigError
-from pipelines.kfp_compat import compat_platform_spec, load_compiled, minimum_backend, parse_version, required_features
+from factprobe_ops.pipelines.kfp_compat import compat_platform_spec, load_compiled, minimum_backend, parse_version, required_features
 
 # ruff: noqa: F811 - the shared fixture is imported by name and requested as a test parameter
 from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture)
@@ -98,7 +98,7 @@ def test_compat_file_loads_like_the_kfp_client(compiled_pair, tmp_path):
 
 @pytest.mark.slow
 def test_submit_to_a_current_backend_sends_the_full_spec(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
     platform = kfp_api.only("POST", RUNS).body["pipeline_spec"]["platform_spec"]
@@ -108,7 +108,7 @@ def test_submit_to_a_current_backend_sends_the_full_spec(kfp_api):
 @pytest.mark.slow
 @pytest.mark.parametrize("tag", ["2.5.0", "2.14.3"])
 def test_submit_to_an_older_backend_is_refused_with_the_fields_and_compat(kfp_api, tag):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     kfp_api.tag_name = tag
     with pytest.raises(ConfigError) as e:
@@ -136,7 +136,7 @@ def test_submit_with_compat_to_an_older_backend_sends_the_compat_spec(kfp_api, c
 
 @pytest.mark.slow
 def test_a_backend_older_than_compat_needs_is_refused_even_with_compat(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     kfp_api.tag_name = "2.0.5"
     with pytest.raises(ConfigError, match=r"2\.0\.5 .* too old for this pipeline: .*tolerations needs 2\.1\.0.*upgrade"):
@@ -145,7 +145,7 @@ def test_a_backend_older_than_compat_needs_is_refused_even_with_compat(kfp_api):
 
 @pytest.mark.slow
 def test_unknown_backend_version_warns_and_submits(kfp_api, capsys):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     kfp_api.tag_name = "unknown"
     remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m"})
@@ -155,7 +155,7 @@ def test_unknown_backend_version_warns_and_submits(kfp_api, capsys):
 
 @pytest.mark.slow
 def test_schedule_checks_the_version_too(kfp_api):
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     kfp_api.tag_name = "2.4.1"
     with pytest.raises(ConfigError, match="too old"):
@@ -167,7 +167,7 @@ def test_schedule_checks_the_version_too(kfp_api):
 
 
 def test_compat_leaves_out_optional_secrets_and_says_so():
-    from pipelines.kfp_compat import compat_notes
+    from factprobe_ops.pipelines.kfp_compat import compat_notes
 
     platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"exec-probe-model": {"secretAsEnv": [
         {"secretName": "mlflow-credentials", "optional": False, "keyToEnv": [{"envVar": "A", "secretKey": "A"}],

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from factprobe.errors import ConfigError
-from pipelines import remote
-from pipelines.checks import check_device, check_run_values
+from factprobe_ops.pipelines import remote
+from factprobe_ops.pipelines.checks import check_device, check_run_values
 
 # ruff: noqa: F811 - the shared fixture is imported by name and requested as a test parameter
 from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture)
@@ -25,7 +25,7 @@ def built_images(monkeypatch):
 @pytest.fixture
 def nothing_runs(monkeypatch, tmp_path):
     """Fail the test if anything is sent to a host or a local run starts; run in an empty folder."""
-    from pipelines import local_steps
+    from factprobe_ops.pipelines import local_steps
 
     def refuse(*a, **k):
         raise AssertionError("something ran or was sent before the refusal")
@@ -89,7 +89,7 @@ def test_submit_and_schedule_refuse_before_anything_is_sent(command, pairs, mess
 def test_the_api_entry_points_check_too(nothing_runs):
     """`remote.submit`, `remote.schedule` and `local_run.run_local` called directly (not through the
     command line) refuse the same values."""
-    from pipelines.local_run import run_local
+    from factprobe_ops.pipelines.local_run import run_local
 
     params = {"probes": ["mc-items"], "data": "items.jsonl", "examples": 2}
     for call in (lambda: remote.submit("probe", "http://127.0.0.1:9", params),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from factprobe.datasets.mc_dataset import load_test_and_train
 from factprobe.datasets.prepared import Prepared
 from factprobe.probes.base import Probe
-from factprobe.probes.config import ConfigBase, option
+from factprobe.config import ConfigBase, option
 from factprobe.probes.registry import register
 
 

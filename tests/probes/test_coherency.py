@@ -274,7 +274,7 @@ def test_runner_resumes_and_refuses_another_config(tiny, tmp_path):
 
 def test_cli_option_overrides_the_templates_file(tmp_path, monkeypatch):
     from factprobe.cli import build_parser
-    from factprobe.probes.config import namespace_to_dict
+    from factprobe.config import namespace_to_dict
 
     data = write_jsonl(tmp_path / "toy.jsonl", TOY)
     templates = write_jsonl(tmp_path / "mine.jsonl", TOY_TEMPLATES[:1])

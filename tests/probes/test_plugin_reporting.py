@@ -111,8 +111,8 @@ def test_report_step_shows_the_novel_metric(cli_runs, registered, tmp_path):
     """Only plug-in runs: the report used to fail drawing an empty accuracy heatmap."""
     from mlflow.tracking import MlflowClient
 
-    from components.steps.report import headline_scalars, run_report
-    from tracking.context import RunContext
+    from factprobe_ops.components.steps.report import headline_scalars, run_report
+    from factprobe_ops.tracking.context import RunContext
 
     src, model, _ = cli_runs
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"

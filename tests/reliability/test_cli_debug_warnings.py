@@ -51,7 +51,7 @@ def test_debug_after_a_double_dash_is_not_taken(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_unreachable_tracking_server_is_one_warning_line(capsys):
     """issue 18 item 20: one redacted `warning:` line on stderr; no UserWarning."""
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.run import TrackedRun
 
     dead = f"http://bob:{SECRET}@127.0.0.1:9"
     with warnings.catch_warnings(record=True) as caught:
@@ -113,7 +113,7 @@ def test_a_login_page_as_tracking_server_is_named_as_such(login_page, capsys):
     login page gives one warning line saying it is no MLflow server, with the status, the content
     type and the first bytes, credentials masked; required tracking fails with the same words.
     (It used to say `unreachable (Expecting value: line 1 column 1 (char 0))`.)"""
-    from tracking.run import TrackedRun, TrackingError
+    from factprobe_ops.tracking.run import TrackedRun, TrackingError
 
     with TrackedRun(tracking_uri=login_page) as run:
         run.log_metrics({"acc": 1.0})

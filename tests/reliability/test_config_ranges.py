@@ -1,5 +1,5 @@
 """Issue 18 items 3 and 18a: one range rule for every config's float options and seeds
-(`factprobe.probes.config.ConfigBase`), enforced with a one-line ConfigError naming the field."""
+(`factprobe.config.ConfigBase`), enforced with a one-line ConfigError naming the field."""
 from __future__ import annotations
 
 import pytest

@@ -211,15 +211,15 @@ def test_item21b_out_that_is_a_file_is_one_sentence(tmp_path, tiny_model_path, c
 
 
 def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_model_path):
-    """issue 18 item 2, pipeline path (components/steps/probe.py): a probe step whose work folder
+    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/probe.py): a probe step whose work folder
     holds another kind of run is refused before its child MLflow run exists."""
-    from components.steps._common import run_config
-    from components.steps.probe import run_probe_step, work_dir, work_key
+    from factprobe_ops.components.steps._common import run_config
+    from factprobe_ops.components.steps.probe import run_probe_step, work_dir, work_key
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import get_probe
     from factprobe.probes.runner import run_identity
-    from tracking.context import RunContext
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.run import TrackedRun
 
     db = tmp_path / "mlruns.db"
     uri = f"sqlite:///{db}"
@@ -241,12 +241,12 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
 
 @pytest.mark.slow
 def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
-    """issue 18 item 2, pipeline path (components/steps/finetune.py): a training step whose work
+    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/finetune.py): a training step whose work
     folder holds a probe's results is refused before its child MLflow run exists."""
-    from components.steps.finetune import finetune_config, run_train_step, train_out_dir
+    from factprobe_ops.components.steps.finetune import finetune_config, run_train_step, train_out_dir
     from factprobe.errors import ConfigError
-    from tracking.context import RunContext
-    from tracking.run import TrackedRun
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.run import TrackedRun
 
     db = tmp_path / "mlruns.db"
     uri = f"sqlite:///{db}"

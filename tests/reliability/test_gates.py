@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
 from factprobe.errors import ConfigError
-from tracking.baseline import BASELINE_TAG, promote
+from factprobe_ops.tracking.baseline import BASELINE_TAG, promote
 
 NEEDS = "regress gates multiple-choice runs (ic-lke, eic-lke, hgp, mmp, mc-items)"
 
@@ -76,7 +76,7 @@ def probed(monkeypatch):
         calls.append(model)
         raise AssertionError("regress probed the candidate")
 
-    monkeypatch.setattr("tracking.regress._probe_candidate", fake)
+    monkeypatch.setattr("factprobe_ops.tracking.regress._probe_candidate", fake)
     return calls
 
 
@@ -164,8 +164,8 @@ def test_regress_accepts_the_edges(tmp_path, capsys):
 def test_pipeline_gate_step_refuses_what_it_cannot_gate(tmp_path):
     """issue 18 items 15 and 16, pipeline side: the regression pipeline's gate step refuses a qa
     baseline and a NaN max_drop in one line (ConfigError) instead of a stack of pandas errors."""
-    from components.steps.regression_gate import run_gate
-    from tracking.context import RunContext
+    from factprobe_ops.components.steps.regression_gate import run_gate
+    from factprobe_ops.tracking.context import RunContext
 
     mc = folder(tmp_path / "mc-run", "ic-lke", mc_rows())
     qa = folder(tmp_path / "qa-run", "qa", qa_rows())

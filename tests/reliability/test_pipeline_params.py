@@ -24,7 +24,7 @@ def built_images(monkeypatch):
 @pytest.fixture
 def no_local_run(monkeypatch, tmp_path):
     """`pipeline run` must refuse before the local runner starts (nothing runs, no store is made)."""
-    from pipelines import cli
+    from factprobe_ops.pipelines import cli
 
     def forbidden(*a, **k):
         raise AssertionError("run_local was called with an invalid parameter value")
@@ -51,7 +51,7 @@ def _step_message(fn) -> str:
 def test_item13_lora_r_minus_one_is_refused_before_the_local_run(no_local_run, capsys):
     """issue 18 item 13: `lora_r=-1` used to fail only in the fine-tuning step, after the
     45-second known/unknown step; now at once, with the fine-tuning step's own message."""
-    from components.steps.finetune import finetune_config
+    from factprobe_ops.components.steps.finetune import finetune_config
 
     rc = main(["pipeline", "run", "finetune_known_unknown", "--param", "lora_r=-1"])
     line = _one_error_line(capsys)
@@ -63,7 +63,7 @@ def test_item13_lora_r_minus_one_is_refused_before_the_local_run(no_local_run, c
 
 def test_item13_negative_max_facts_is_refused_before_the_local_run(no_local_run, capsys):
     """issue 18 item 13: a negative max_facts_per_relation, with the probe step's message."""
-    from components.steps._common import run_config
+    from factprobe_ops.components.steps._common import run_config
 
     rc = main(["pipeline", "run", "probe", "--param", "max_facts_per_relation=-3"])
     line = _one_error_line(capsys)
@@ -92,7 +92,7 @@ def test_item13_submit_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair,
 @pytest.mark.slow
 def test_item13_submit_function_refuses_lora_r_minus_one(kfp_api):
     """issue 18 item 13: the library entry point validates too (nothing sent)."""
-    from pipelines import remote
+    from factprobe_ops.pipelines import remote
 
     with pytest.raises(ConfigError, match=r"^lora_r=-1"):
         remote.submit("finetune_known_unknown", kfp_api.host, {"lora_r": -1})
@@ -150,11 +150,11 @@ def test_item18d_bad_gpu_count_on_compile_is_one_line(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", __import__("pipelines.catalogue", fromlist=["PIPELINES"]).PIPELINES)
+@pytest.mark.parametrize("name", __import__("factprobe_ops.pipelines.catalogue", fromlist=["PIPELINES"]).PIPELINES)
 def test_item13_every_pipeline_validates_its_defaults(name):
     """issue 18 item 13: the up-front validation knows every pipeline (its probes and configs): each
     one's default parameters pass it (a pipeline it could not read used to fail `pipeline run`
     with an AttributeError traceback)."""
-    from pipelines import catalogue
+    from factprobe_ops.pipelines import catalogue
 
     catalogue.validate_params(catalogue.get_pipeline(name), name, {})

@@ -41,7 +41,7 @@ def qa_runs(tiny, tmp_path_factory):
 
 def test_capped_shots_are_labelled_with_the_k_used(qa_runs) -> None:
     """issue 18 item 21a: 5 shots asked, 2 exemplars exist: metrics and MLflow names say 2, keep what was asked."""
-    from tracking.probe_logging import metric_dict
+    from factprobe_ops.tracking.probe_logging import metric_dict
 
     root, a, _ = qa_runs
     m = json.loads((root / "a" / "metrics.json").read_text())

@@ -12,7 +12,7 @@ import pytest
 
 from factprobe.cli import main
 from factprobe.errors import ConfigError
-from factprobe.probes.config import ConfigBase, option
+from factprobe.config import ConfigBase, option
 from factprobe.studies import registry
 from factprobe.studies.base import Study
 from factprobe.studies.cli import get_study, run_study, study_config

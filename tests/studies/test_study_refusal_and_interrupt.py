@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
 from factprobe.errors import DataError
-from factprobe.probes.config import ConfigBase, option
+from factprobe.config import ConfigBase, option
 from factprobe.run_folder import claim, holds
 from factprobe.signals import Terminated
 from factprobe.studies import registry

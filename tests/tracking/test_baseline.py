@@ -5,7 +5,7 @@ from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
 from factprobe.errors import ConfigError
-from tracking.baseline import BASELINE_TAG, promote
+from factprobe_ops.tracking.baseline import BASELINE_TAG, promote
 
 
 @pytest.fixture

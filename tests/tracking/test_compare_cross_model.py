@@ -259,9 +259,9 @@ def test_the_report_step_draws_the_maps_of_two_models(tmp_path):
     """Two models' ic-lke runs in a pipeline report: heatmap and Pearson figures, the heatmap, Pearson
     and eta tables in the Markdown report, the family/size of each from its config (none here: the
     models are names without folders, so no size pair and no eta table)."""
-    from components.steps.report import cross_model_parts, load_runs, run_report
+    from factprobe_ops.components.steps.report import cross_model_parts, load_runs, run_report
     from factprobe.metrics.multiple_choice import summarize
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     dirs = []
     for n in ("small", "large"):
@@ -300,7 +300,7 @@ def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
     import numpy as np
     from safetensors.numpy import save_file
 
-    from components.steps.report import cross_model_parts, load_runs
+    from factprobe_ops.components.steps.report import cross_model_parts, load_runs
     from factprobe.metrics.multiple_choice import summarize
 
     dirs = []
@@ -329,9 +329,9 @@ def test_the_report_step_logs_the_maps_to_the_parent_run(tmp_path):
     from mlflow.tracking import MlflowClient
     from safetensors.numpy import save_file
 
-    from components.steps.report import run_report
+    from factprobe_ops.components.steps.report import run_report
     from factprobe.metrics.multiple_choice import summarize
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     dirs = []
     for n, width in (("small", 2), ("large", 8)):

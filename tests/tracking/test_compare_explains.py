@@ -86,7 +86,7 @@ def test_compare_refuses_real_runs_with_and_without_train_data(tmp_path, capsys,
 
 
 def test_mlflow_runs_are_read_from_config_json_and_the_digest_tag(tmp_path):
-    from tracking.compare import run_provenance
+    from factprobe_ops.tracking.compare import run_provenance
 
     desc = {"ref": "abc", "run_id": "abc", "params": {"config_json": json.dumps(BASE), "seed": "0"},
             "tags": {"factprobe.dataset_digest": "d1"}}

@@ -8,7 +8,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tracking.run import TrackedRun
+from factprobe_ops.tracking.run import TrackedRun
 
 KIND, PRIMARY, GREATER = ("mlflow.experimentKind", "mlflow.experiment.primaryMetric.name",
                           "mlflow.experiment.primaryMetric.greaterIsBetter")
@@ -26,7 +26,7 @@ def uri(tmp_path):
 def test_experiment_opens_on_runs_with_the_headline_as_primary_metric(uri, pipeline, probes, metric):
     """issue 21 item 1; issue 19: the family is that of the first of the pipeline's probes that
     declares a headline (the start step's `probes`), no pipeline -> family table"""
-    from components.steps.start_run import run_start
+    from factprobe_ops.components.steps.start_run import run_start
 
     run_start(pipeline, "kfp-1", "local", uri, json.dumps({"models": ["m"], "probes": probes}))
     tags = MlflowClient(uri).get_experiment_by_name(f"factprobe/{pipeline}").tags
@@ -52,8 +52,8 @@ def test_existing_experiment_gets_tags_but_user_tags_are_kept(uri):
 @pytest.mark.slow
 def test_refused_experiment_tags_still_log_the_run(uri, capsys, monkeypatch):
     """issue 21 bad input: a server refusing experiment tags (HTTP 403) -> the run is logged, one warning line."""
-    from tracking.library_client import LibraryTrackingClient
-    from tracking.rest_client import RestError
+    from factprobe_ops.tracking.library_client import LibraryTrackingClient
+    from factprobe_ops.tracking.rest_client import RestError
 
     def refuse(self, experiment_id, key, value):
         raise RestError("POST experiments/set-experiment-tag", 403, "PERMISSION_DENIED", "not allowed")
@@ -69,7 +69,7 @@ def test_refused_experiment_tags_still_log_the_run(uri, capsys, monkeypatch):
 
 def test_headline_metric_per_probe_family():
     """issue 21 item 3: one metric name per family, whatever the pipeline."""
-    from tracking.probe_logging import headline
+    from factprobe_ops.tracking.probe_logging import headline
 
     mc = headline("ic-lke", {"accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "n": 100})
     assert mc == {"name": "headline/accuracy", "metric": "accuracy", "value": 0.5, "ci": [0.4, 0.6], "n": 100}
@@ -87,10 +87,10 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
     """issue 21 item 2: summary as the parent's description, Source and Model columns, dataset inputs."""
     import pandas as pd
 
-    from components.steps.finalize_run import run_finalize
-    from components.steps.start_run import run_start
-    from tracking.context import RunContext
-    from tracking.probe_logging import record_headline
+    from factprobe_ops.components.steps.finalize_run import run_finalize
+    from factprobe_ops.components.steps.start_run import run_start
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.probe_logging import record_headline
 
     pid = RunContext.from_json(run_start("probe", "kfp-1", "local", uri,
                                          json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))).parent_run_id
@@ -118,7 +118,7 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
 def test_built_in_probes_keep_their_metric_and_figure_names():
     """issue 19 item 1: each probe declares its reporting; the MLflow names stay those runs always had."""
     from factprobe.probes.registry import get_probe
-    from tracking.probe_logging import metric_dict
+    from factprobe_ops.tracking.probe_logging import metric_dict
 
     mc = {"probe": "ic-lke", "accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "macro_accuracy": 0.5, "n": 4,
           "per_relation": {"P36": {"accuracy": 0.5, "prob_mass": 0.3, "n": 4, "accuracy_ci": [0.1, 0.9]}},

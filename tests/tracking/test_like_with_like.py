@@ -410,7 +410,7 @@ def test_compare_of_a_run_with_a_truncated_per_fact_artifact_is_one_line(store, 
 
 
 def test_promote_refuses_a_run_without_identity(store, capsys):
-    from tracking.baseline import BASELINE_TAG
+    from factprobe_ops.tracking.baseline import BASELINE_TAG
 
     client, run, uri = store
     old, new = run(), run(ident=identity())
@@ -442,9 +442,9 @@ def test_compare_refuses_other_relations_unless_intersect(tmp_path, capsys):
 
 # ------------------------------------------------------------------ the regression pipeline's gate step
 def test_the_pipeline_gate_step_checks_like_with_like(tmp_path):
-    from components.steps.regression_gate import run_gate
+    from factprobe_ops.components.steps.regression_gate import run_gate
     from factprobe.errors import ConfigError, DataError
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     ctx, md = RunContext(tracking_uri="none"), str(tmp_path / "gate.md")
     base = folder(tmp_path / "base", rows(20), identity())

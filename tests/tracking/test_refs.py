@@ -7,7 +7,7 @@ from mlflow.tracking import MlflowClient
 from factprobe.datasets.known_unknown import FILE_NAME, known_unknown_table, read_known_unknown
 from factprobe.errors import ConfigError
 from factprobe.refs import resolve_ref
-from tracking.clients import TrackingError
+from factprobe_ops.tracking.clients import TrackingError
 
 ROWS = [{"fact_id": "P36|Q1|Q2", "relation": "P36", "subject": "France", "question": "What is the capital of France?",
          "split": "train", "shots": 10, "answer": " Paris", "em": 1.0, "f1": 1.0, "contains": 1.0},

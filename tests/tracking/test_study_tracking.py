@@ -1,4 +1,4 @@
-"""MLflow tracking of `factprobe study NAME` (tracking/study_run.py, entry point `factprobe.study_hooks`):
+"""MLflow tracking of `factprobe study NAME` (factprobe_ops/tracking/study_run.py, entry point `factprobe.study_hooks`):
 a tiny study defined here (no model) logged into a sqlite MLflow store: parameters, metrics, figures,
 files and tables; FAILED when the study raises; KILLED on SIGTERM (a subprocess); an unreachable
 server is one warning line and the results stay on disk; a finished-folder rerun logs no second run."""
@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
 from factprobe.io import atomic_write_text
-from factprobe.probes.config import ConfigBase, option
+from factprobe.config import ConfigBase, option
 from factprobe.studies import registry
 from factprobe.studies.base import Study
 

@@ -1,6 +1,6 @@
 """TrackedRun against a real embedded sqlite MLflow store, opened two ways: directly with the
 MLflow library (`sqlite:///...`), and over REST through the loopback server a local pipeline run
-starts (`http://127.0.0.1:<port>`, tracking/local_server.py + tracking/rest_client.py)."""
+starts (`http://127.0.0.1:<port>`, factprobe_ops/tracking/local_server.py + factprobe_ops/tracking/rest_client.py)."""
 
 import json
 import subprocess
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tracking.local_server import LocalServerError, LocalTrackingServer
-from tracking.run import TrackedRun, TrackingError
+from factprobe_ops.tracking.local_server import LocalServerError, LocalTrackingServer
+from factprobe_ops.tracking.run import TrackedRun, TrackingError
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_rest_and_library_clients_write_the_same_run(tmp_path, served_store):
 def test_dataset_record_matches_mlflow_from_pandas():
     import mlflow.data
 
-    from tracking.clients import dataset_record
+    from factprobe_ops.tracking.clients import dataset_record
 
     df = pd.DataFrame({"fact_id": ["a", "b"], "n": [1, 2], "p": [0.5, 0.25], "ok": [True, False]})
     for source in ("countryinfo", "/data/lama", "s3://bucket/prefix"):
@@ -154,7 +154,7 @@ def test_a_step_logging_over_rest_never_imports_mlflow(served_store):
     """The point of the REST client: a pipeline step process skips mlflow's ~1.5 s import."""
     code = f"""
 import sys, pandas as pd
-from tracking.run import TrackedRun
+from factprobe_ops.tracking.run import TrackedRun
 with TrackedRun(pipeline="noimport", tracking_uri={served_store!r}, required=True) as run:
     run.log_metrics({{"acc": 1.0}}); run.log_params({{"m": "x"}})
     run.log_table(pd.DataFrame({{"a": [1]}}), "tables/t.json"); run.log_text("t", "t.txt")
@@ -167,7 +167,7 @@ print(run.run_id)
 
 
 def test_rest_errors_name_the_call_and_the_server_answer(served_store):
-    from tracking.rest_client import RestError, RestTrackingClient
+    from factprobe_ops.tracking.rest_client import RestError, RestTrackingClient
 
     with pytest.raises(RestError, match=r"POST runs/update: HTTP 404 RESOURCE_DOES_NOT_EXIST: .*nope"):
         RestTrackingClient(served_store).set_terminated("nope", "FAILED")
@@ -191,7 +191,7 @@ def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypat
     boto3 to MLFLOW_S3_ENDPOINT_URL, keeping the artifact path."""
     import boto3
 
-    from tracking.rest_client import RestTrackingClient
+    from factprobe_ops.tracking.rest_client import RestTrackingClient
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                  "MLFLOW_S3_ENDPOINT_URL": moto_s3_endpoint}.items():
@@ -213,7 +213,7 @@ def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypat
 @pytest.mark.slow
 def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch):
     """`sqlite:///mlruns.db` means the caller's working folder, not the server process's."""
-    from tracking.local_server import absolute_store, default_artifact_root
+    from factprobe_ops.tracking.local_server import absolute_store, default_artifact_root
 
     monkeypatch.chdir(tmp_path)
     assert absolute_store("sqlite:///sub/mlruns.db") == f"sqlite:///{tmp_path / 'sub' / 'mlruns.db'}"
@@ -229,7 +229,7 @@ def test_relative_store_is_served_from_the_callers_folder(tmp_path, monkeypatch)
 def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
     """MLflow's standard tags (the UI's User and Source columns): `mlflow.user` from FACTPROBE_USER
     (else the login name), `mlflow.source.git.commit` = the checkout's commit = factprobe.git_sha."""
-    from tracking.conventions import git_sha
+    from factprobe_ops.tracking.conventions import git_sha
 
     monkeypatch.setenv("FACTPROBE_USER", "ci-bot@example.com")
     monkeypatch.setenv("FACTPROBE_GIT_SHA", "0123456789abcdef0123456789abcdef01234567")
@@ -254,12 +254,12 @@ def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
     assert tags["mlflow.source.git.commit"] == sha
 
 
-# --- the one run context (tracking/context.py, issue 19 item 3) -----------------------------------
+# --- the one run context (factprobe_ops/tracking/context.py, issue 19 item 3) -----------------------------------
 
 
 def test_run_context_crosses_a_step_boundary_as_one_json_string():
     from factprobe.errors import ConfigError
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     ctx = RunContext(tracking_uri="http://mlflow:5000", pipeline="probe", trigger="ui", parent_run_id="p1",
                      kfp_run_id="k1", user="ana", git_commit="abc")
@@ -273,7 +273,7 @@ def test_run_context_crosses_a_step_boundary_as_one_json_string():
 
 
 def test_run_context_resolves_the_tracking_uri(monkeypatch, tmp_path):
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -289,7 +289,7 @@ def test_run_context_resolves_the_tracking_uri(monkeypatch, tmp_path):
 
 
 def test_tracked_run_from_context_tags_and_nests_the_run(uri):
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="nightly", kfp_run_id="kfp-1", user="ana",
                      git_commit="1" * 40)
@@ -312,7 +312,7 @@ def test_tracked_run_from_context_tags_and_nests_the_run(uri):
 def test_parent_of_logs_into_the_parent_and_leaves_it_running(uri):
     """A report step logs into its context's parent run (TrackedRun.parent_of) without ending it;
     with tracking off or no parent run it logs nothing. A RunContext passes through from_json."""
-    from tracking.context import RunContext
+    from factprobe_ops.tracking.context import RunContext
 
     ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="ui")
     parent = TrackedRun.from_context(ctx, run_name="parent", child=False, required=True)

@@ -22,11 +22,11 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from factprobe.errors import DataError, FactprobeError, ServiceError
-from tracking.clients import TrackingError, find_tagged_runs, tag_filter
-from tracking.connect import open_client
-from tracking.local_server import LocalServerError, LocalTrackingServer
-from tracking.rest_client import RestError, RestTrackingClient
-from tracking.run import TrackedRun
+from factprobe_ops.tracking.clients import TrackingError, find_tagged_runs, tag_filter
+from factprobe_ops.tracking.connect import open_client
+from factprobe_ops.tracking.local_server import LocalServerError, LocalTrackingServer
+from factprobe_ops.tracking.rest_client import RestError, RestTrackingClient
+from factprobe_ops.tracking.run import TrackedRun
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,9 +67,9 @@ def test_tracking_errors_are_factprobe_errors_with_exit_code_1():
     assert TrackingError("x").exit_code == LocalServerError("x").exit_code == 1
     assert RestError("GET x", 500, "INTERNAL_ERROR", "boom").exit_code == 1
     assert DataError("x").exit_code == FactprobeError("x").exit_code == 2
-    import tracking.run
+    import factprobe_ops.tracking.run
 
-    assert tracking.run.TrackingError is TrackingError
+    assert factprobe_ops.tracking.run.TrackingError is TrackingError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,8 +80,8 @@ def test_importing_tracking_sets_no_environment_variable():
     code = textwrap.dedent("""
         import os, sys
         before = dict(os.environ)
-        import tracking, tracking.run, tracking.clients, tracking.rest_client, tracking.local_server
-        import tracking.compare, tracking.conventions, tracking.library_client, tracking.probe_logging
+        import factprobe_ops.tracking, factprobe_ops.tracking.run, factprobe_ops.tracking.clients, factprobe_ops.tracking.rest_client, factprobe_ops.tracking.local_server
+        import factprobe_ops.tracking.compare, factprobe_ops.tracking.conventions, factprobe_ops.tracking.library_client, factprobe_ops.tracking.probe_logging
         changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
         print(sorted(changed))
     """)
@@ -162,7 +162,7 @@ def test_tag_filter_forms():
 
 @pytest.mark.slow
 def test_compare_resolves_tag_references_with_awkward_values(tmp_path):
-    from tracking.compare import resolve_run
+    from factprobe_ops.tracking.compare import resolve_run
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     table = pd.DataFrame({"fact_id": ["P36|a|b"], "relation": ["P36"], "correct": [True]})
@@ -190,7 +190,7 @@ def test_two_processes_create_the_same_fresh_store(tmp_path):
     code = textwrap.dedent("""
         import sys, time
         import mlflow  # import first, so both processes reach the store at the same moment
-        from tracking.run import TrackedRun
+        from factprobe_ops.tracking.run import TrackedRun
         uri, start = sys.argv[1], float(sys.argv[2])
         while time.time() < start:
             time.sleep(0.001)
@@ -251,6 +251,6 @@ def test_loopback_server_needs_its_run_token(tmp_path):
 
 def test_server_process_refuses_to_run_without_a_token(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FACTPROBE_LOCAL_SERVER_TOKEN"}
-    p = subprocess.run([sys.executable, "-m", "tracking.local_server", f"sqlite:///{tmp_path / 'x.db'}", str(tmp_path)],
+    p = subprocess.run([sys.executable, "-m", "factprobe_ops.tracking.local_server", f"sqlite:///{tmp_path / 'x.db'}", str(tmp_path)],
                        check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "refuses to run without a token" in p.stderr

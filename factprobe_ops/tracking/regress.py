@@ -1,0 +1,282 @@
+"""`factprobe regress`: the CI gate. Probes the candidate (or reads its run), joins it with the
+baseline fact by fact (`factprobe_ops.tracking.compare.resolve_run`) and applies `regression_gate`.
+
+Like with like (issue 28 item 3): the gate compares only results of the same data and numerics,
+read from each run's measurement identity (`factprobe.identity`):
+
+- the baseline must carry an identity (a run made before identities were recorded is refused: probe
+  it again); a `--baseline` tag filter must match exactly one run (several are refused, named);
+- a candidate model is probed on the baseline's data *by content*: the baseline's inputs are read
+  from the absolute locations its identity records (not its config's relative `--data`), the items
+  are prepared, and their data digest must equal the baseline's, else the gate is refused before
+  anything is scored. The baseline's resolved dtype is pinned, and its device type (unless
+  `--allow-numerics-change`); `auto` is never replayed;
+- a candidate run (folder or MLflow run) must carry an identity with the baseline's data digest;
+- different numerics (dtype, device type, transformers major version) are refused unless
+  `--allow-numerics-change` (then the report says what differs);
+- the candidate must answer every baseline fact: the gate never decides on a subset.
+
+`--out DIR` (claimed as a "regress" folder) holds the candidate's probe in DIR/candidate, the
+report in DIR/gate_report.txt and the decision in DIR/gate.json.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from contextlib import ExitStack, nullcontext
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from factprobe.errors import ConfigError, DataError
+from factprobe.metrics.comparison import GateDecision, align_templates, regression_gate
+
+from .compare import _from_results_file, folder_identity, resolve_run
+
+REPORT_FILE = "gate_report.txt"
+DECISION_FILE = "gate.json"
+CANDIDATE_DIR = "candidate"
+
+
+def require_identity(desc: dict, role: str) -> dict:
+    """The measurement identity of the resolved run `desc` (`resolve_run`); ConfigError (one line)
+    when it has none: a gate cannot check the data and numerics of a run made before identities."""
+    from .identity_check import MISSING
+
+    ident = desc.get("identity")
+    if ident is not None:
+        return ident
+    ref = desc.get("ref", "?")
+    if role == "baseline":
+        raise ConfigError(f"baseline {ref} {MISSING}: the baseline predates measurement identities and must be "
+                          "re-probed; probe it again with this factprobe (then `factprobe baseline promote` the new run) "
+                          "and gate against that")
+    raise ConfigError(f"candidate {ref} {MISSING}: probe the candidate again with this factprobe, or give its model as "
+                      "--candidate")
+
+
+def check_gate_identities(baseline: dict, candidate: dict, allow_numerics_change: bool) -> str:
+    """Refuse a candidate whose identity says it measured something else than the baseline: DataError
+    (one line: the digests and the inputs that differ) for other data; ConfigError for other numerics
+    (dtype, device type, transformers major version) unless `allow_numerics_change`, where the
+    returned line says what differs ("" when nothing does)."""
+    from .identity_check import data_difference
+
+    names = ("baseline", "candidate")
+    diff = data_difference(baseline, candidate, names)
+    if diff:
+        raise DataError(f"the candidate was probed on other data than the baseline: {diff}; regress gates only on the "
+                        "baseline's items: give the model as --candidate (it is probed on the baseline's inputs), or "
+                        "probe a new baseline")
+    return check_gate_numerics(baseline.get("numerics") or {}, candidate.get("numerics") or {}, allow_numerics_change)
+
+
+def check_gate_numerics(baseline: dict, candidate: dict, allow_numerics_change: bool) -> str:
+    """"" when the two numerics are alike for a gate; the note naming the differences when
+    `allow_numerics_change`; else ConfigError (one line naming them and the flag)."""
+    from .identity_check import numerics_difference
+
+    num = numerics_difference({"numerics": baseline}, {"numerics": candidate}, ("baseline", "candidate"))
+    if not num:
+        return ""
+    if not allow_numerics_change:
+        raise ConfigError(f"the candidate's numerics differ from the baseline's: {num}; a difference in accuracy could "
+                          "come from the numerics, not the model: run regress where the baseline ran, probe a new "
+                          "baseline here, or pass --allow-numerics-change to gate anyway")
+    return f"numerics differ (allowed by --allow-numerics-change): {num}"
+
+
+def check_every_baseline_fact(candidate: pd.DataFrame, baseline: pd.DataFrame) -> None:
+    """DataError (one line) unless the candidate's per-fact table answers every fact of the
+    baseline's (both joinable on `fact_id`): the gate never decides on a subset."""
+    missing = sorted(map(str, set(baseline["fact_id"]) - set(candidate["fact_id"])))
+    if missing:
+        n = baseline["fact_id"].nunique()
+        raise DataError(f"the candidate lacks {len(missing)} of the baseline's {n} facts (e.g. {missing[0]}); regress "
+                        "gates on every baseline fact: probe the candidate on the baseline's data (give its model as "
+                        "--candidate)")
+
+
+def _device_available(device_type: str) -> bool:
+    import torch
+
+    if device_type == "cuda":
+        return torch.cuda.is_available()
+    if device_type == "mps":
+        return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return device_type == "cpu"
+
+
+def replay_fields(config: dict, identity: dict, allow_numerics_change: bool) -> dict:
+    """The baseline's flat configuration `config` as the candidate replays it: every input at the
+    absolute location the baseline's identity recorded, the baseline's resolved dtype, and its
+    device type (with `allow_numerics_change`: that device where this machine has one, else `auto`).
+    ConfigError (one line) for a recorded input that no longer exists, or a device this machine lacks."""
+    fields = dict(config)
+    for inp in identity.get("inputs") or []:
+        name, location = inp.get("name"), str(inp.get("location") or "")
+        if name not in fields or not location:
+            continue
+        if not location.startswith("s3://") and not Path(location).exists():
+            raise ConfigError(f"the baseline's input {name} {location} no longer exists; the candidate must be probed on "
+                              "the baseline's data: restore it there, or probe a new baseline")
+        fields[name] = location
+    num = identity.get("numerics") or {}
+    if num.get("dtype"):
+        fields["dtype"] = str(num["dtype"])
+    device = str(num.get("device") or "")
+    if device:
+        if _device_available(device):
+            fields["device"] = device
+        elif allow_numerics_change:
+            fields["device"] = "auto"
+        else:
+            raise ConfigError(f"the baseline ran on {device} ({num.get('device_name') or device}) and this machine has no "
+                              f"{device} device: run regress where the baseline ran, or pass --allow-numerics-change to "
+                              "probe the candidate here")
+    return fields
+
+
+def expected_numerics(device: str, dtype: str) -> dict:
+    """What a probe with `device` / `dtype` would run with here (`factprobe.lm.numerics.resolved_numerics`:
+    dtype, device type and name, library versions), without loading a model."""
+    from factprobe.lm.numerics import resolved_numerics
+
+    return resolved_numerics(device, dtype)
+
+
+def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identity: dict | None = None) -> pd.DataFrame:
+    """Probe `model` with the baseline run's configuration, so both see the same items: with the
+    baseline's `identity`, on its inputs' recorded locations and its numerics (`replay_fields`), and
+    only when the prepared items' data digest equals the baseline's (DataError before scoring)."""
+    from factprobe.identity import data_digest
+    from factprobe.probes.config import RunConfig
+    from factprobe.probes.registry import get_probe
+    from factprobe.probes.runner import run_probe
+
+    from .context import RunContext
+    from .probe_logging import CONFIG_PARAM, log_probe_outcome
+    from .probe_run import probe_run
+
+    if CONFIG_PARAM not in baseline_params:
+        raise ConfigError(f"the baseline run has no {CONFIG_PARAM!r} parameter (logged by factprobe >= 0.2); "
+                          "probe the baseline again or give a results folder")
+    fields = json.loads(baseline_params[CONFIG_PARAM])
+    allow = bool(getattr(args, "allow_numerics_change", False))
+    if identity is not None:
+        fields = replay_fields(fields, identity, allow)
+    cfg = RunConfig.from_dict({**fields, "model": model, "base_model": getattr(args, "base_model", None) or None, "out": None,
+                               "threads": None})  # this machine's own thread policy, not the baseline's count
+    if identity is not None:
+        note = check_gate_numerics(identity.get("numerics") or {}, expected_numerics(cfg.base.device, cfg.base.dtype), allow)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+    prepared = get_probe(cfg.probe).prepare(cfg)
+    if identity is not None:
+        now = data_digest(prepared)
+        if now != identity.get("data_digest"):
+            from .identity_check import short
+
+            where = ", ".join(f"{n} {fields[n]}" for n in (i.get("name") for i in identity.get("inputs") or []) if n in fields)
+            raise DataError(f"the baseline's data changed since it was probed: data digest {short(str(identity.get('data_digest')))} "
+                            f"(baseline) vs {short(now)} (re-read now{f' from {where}' if where else ''}); the candidate "
+                            "would be scored on other items: restore the baseline's inputs, or probe a new baseline")
+    context = RunContext.start(getattr(args, "tracking_uri", None) or "", pipeline="probe", trigger="ci")
+    with ExitStack() as stack:
+        runs: list = []
+
+        def start() -> None:  # the MLflow run begins once the folder is claimed and the run validated
+            runs.append(stack.enter_context(probe_run(cfg, context, enabled=not args.no_track,
+                                                      run_name=f"regress-candidate-{Path(model).name}")))
+
+        outcome = run_probe(cfg, out, on_start=start, prepared=prepared)
+        for run in runs:
+            log_probe_outcome(run, outcome, cfg)
+    return _from_results_file(out)
+
+
+def _baseline_params(args, bdesc: dict) -> dict:
+    """The baseline's probe configuration as {CONFIG_PARAM: json}: its MLflow params, or its folder's run_config.json."""
+    from .probe_logging import CONFIG_PARAM
+
+    params = bdesc.get("params")
+    if params is not None:
+        return params
+    ref = Path(args.baseline)
+    cfg_file = (ref if ref.is_dir() else ref.parent) / "run_config.json"
+    if not cfg_file.exists():
+        raise ConfigError(f"baseline {args.baseline} records no probe configuration to repeat for the candidate")
+    return {CONFIG_PARAM: json.dumps(json.loads(cfg_file.read_text())["config"])}
+
+
+def _is_run(cand_ref: str, tracking_uri: str | None) -> tuple[bool, pd.DataFrame | None, dict | None]:
+    """Whether `--candidate` names a run (results folder or file, MLflow run id or tag filter) rather
+    than a model, with its table and description when it does."""
+    if Path(cand_ref).joinpath("results.jsonl").exists() or cand_ref.endswith((".jsonl", ".parquet")):
+        df, desc = resolve_run(cand_ref, tracking_uri)
+        return True, df, desc
+    if not Path(cand_ref).exists():
+        try:
+            df, desc = resolve_run(cand_ref, tracking_uri, unique=True)
+            return True, df, desc
+        except (ConfigError, DataError):
+            pass
+    return False, None, None
+
+
+def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str]) -> dict:
+    """The decision as written to `--out`/gate.json: every field of `GateDecision`, "decision"
+    (PASS/FAIL), the two references, the baseline's run id (when it is an MLflow run) and the notes."""
+    from factprobe.metrics.json_safe import json_safe
+
+    d = asdict(decision)
+    d["diff_ci"] = list(d["diff_ci"])
+    return json_safe({"decision": "PASS" if decision.passed else "FAIL", **d, "candidate": args.candidate,
+                      "baseline": args.baseline, "baseline_run_id": bdesc.get("run_id"), "notes": notes})
+
+
+def regress_cli(args) -> int:
+    """`factprobe regress`: see the module docstring. Exit 0 on PASS, 1 on FAIL; refusals raise
+    ConfigError / DataError (exit 2, one line)."""
+    from .baseline import check_gate_table
+
+    allow = bool(getattr(args, "allow_numerics_change", False))
+    baseline, bdesc = resolve_run(args.baseline, args.tracking_uri, unique=True)
+    check_gate_table(baseline, bdesc, "baseline")  # refused before the candidate is probed
+    is_run, candidate, cdesc = _is_run(args.candidate, args.tracking_uri)
+    if is_run:
+        check_gate_table(candidate, cdesc, "candidate")
+    base_ident = require_identity(bdesc, "baseline")
+    notes: list[str] = []
+    if is_run:
+        note = check_gate_identities(base_ident, require_identity(cdesc, "candidate"), allow)
+        notes += [note] if note else []
+    claim_out = nullcontext(None)
+    if args.out:
+        from factprobe.run_folder import claim
+
+        claim_out = claim(args.out, "regress", "regress")
+    with claim_out as out:
+        if not is_run:
+            cand_out = Path(out) / CANDIDATE_DIR if out is not None else Path(tempfile.mkdtemp(prefix="factprobe-regress-"))
+            candidate = _probe_candidate(args.candidate, _baseline_params(args, bdesc), cand_out, args, base_ident)
+            cand_ident = folder_identity(str(cand_out))
+            if cand_ident is not None:  # what the run itself recorded: the same data, and its loaded numerics
+                note = check_gate_identities(base_ident, cand_ident, allow)
+                notes += [note] if note else []
+        candidate, baseline, note = align_templates(candidate, baseline, getattr(args, "templates", "majority"))
+        check_every_baseline_fact(candidate, baseline)
+        decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
+        report = (f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + (f"templates: {note}\n" if note else "")
+                  + "".join(f"note: {n}\n" for n in dict.fromkeys(notes)) + decision.report())
+        print(report)
+        if args.report:
+            Path(args.report).write_text(report + "\n")
+        if out is not None:
+            from factprobe.io import atomic_write_json, atomic_write_text
+
+            atomic_write_text(Path(out) / REPORT_FILE, report + "\n")
+            atomic_write_json(Path(out) / DECISION_FILE, gate_json(decision, args, bdesc, list(dict.fromkeys(notes))))
+    return 0 if decision.passed else 1
