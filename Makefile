@@ -1,7 +1,8 @@
 # factprobe: `make run` (a real local pipeline run), `make run-all` (the probe, counterfactual_icl and
 # coherency pipelines on both real models, a moderate size) and `make test` (the full suite).
-# All three set up .venv when it is missing or stale (pyproject.toml / constraints.txt changed),
-# with torch pinned to 2.13.0 (CPU) through constraints.txt.
+# All three set up .venv when it is missing or stale (pyproject.toml / constraints.txt changed), with every
+# dependency at the version the suite last passed with: constraints.txt is that lock (torch 2.13.0, CPU, included);
+# `make constraints` rewrites it from .venv, `make try-latest` tries the newest versions in .venv-latest.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -11,19 +12,52 @@ STAMP := $(VENV)/.factprobe-installed
 TOOLS := .venv-tools
 SYSSTAMP := build/.sysdeps
 MODELS := smollm2-135m-instruct gemma-3-270m
+# the one torch pin (constraints.txt; pyproject.toml says only torch>=2.13)
+TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
+LATEST := .venv-latest
 
-.PHONY: setup sysdeps models run run-all run-design-space run-findings run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
+.PHONY: setup constraints try-latest sysdeps models run run-all run-design-space run-findings run-findings-paper run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e '.[dev,train]'
-	@$(PY) -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '2.13.0' else f'torch {torch.__version__} installed, expected 2.13.0')"
+	$(PIP) install -q -c constraints.txt '$(TORCH_PIN)'
+	$(PIP) install -q -c constraints.txt -e '.[dev,all]'
+	@$(PY) -c "import torch, sys; want = '$(TORCH_PIN)'.split('==')[1]; v = torch.__version__.split('+')[0]; sys.exit(0 if v == want else f'torch {torch.__version__} installed, expected {want}')"
 	@touch $@
 
 setup: $(STAMP)
+
+# `make constraints`: rewrite constraints.txt, the lock `make` installs from, as .venv's `pip freeze` (every
+# dependency, setuptools included; factprobe and pip left out, torch kept as the bare TORCH_PIN so that the CPU and
+# CUDA builds both match). Run it after an upgrade with which `make test` passed, and commit the file with that change.
+constraints: $(STAMP)
+	@{ sed -n '/^torch==/q;p' constraints.txt; echo '$(TORCH_PIN)'; \
+	  $(PIP) freeze --all --exclude-editable | grep -v -i -e '^torch==' -e '^factprobe[ =@]' -e '^pip=='; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt && touch $(STAMP)
+	@echo "constraints.txt: $$(grep -c '==' constraints.txt) pins"
+
+# `make try-latest`: the newest release of every dependency that pyproject.toml allows (no constraints.txt; torch
+# stays at TORCH_PIN) in a separate .venv-latest, then `make test-fast` there. .venv and constraints.txt are left
+# as they are; build/latest-freeze.txt lists what was installed and the differences from the lock are printed.
+try-latest:
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
+	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager '$(TORCH_PIN)' -e '.[dev,all]'
+	@touch $(LATEST)/.factprobe-installed
+	@mkdir -p build && $(LATEST)/bin/python -m pip freeze --exclude-editable > build/latest-freeze.txt
+	@echo "newer than constraints.txt:"; grep -v -x -F -f constraints.txt build/latest-freeze.txt | grep -v -i '^torch==' || echo "  (none)"
+	$(MAKE) test-fast VENV=$(LATEST) -o $(LATEST)/.factprobe-installed  # -o: never the locked set-up there
+
+# llama.cpp's OpenAI-compatible server for the served-model tests (tests/lm/test_served_llama.py,
+# docs/served-models.md). It builds from source (~12+ min on 2 busy cores, once: pip's wheel cache keeps the
+# wheel for every later venv); it changes no pin of the main env (checked with pip install --dry-run).
+LLAMA_SERVER := $(VENV)/.llama-server
+$(LLAMA_SERVER): $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install -q -c constraints.txt -e '.[server]'
+	@touch $@
 
 # System packages the integration tests need (PostgreSQL, Chromium + driver) and the kubectl
 # binary for manifest checks. Installed only when missing; needs root (CI runs as root).
@@ -107,6 +141,19 @@ run-findings: $(STAMP) models
 	  --param train_data=$(RUN_ALL_DATA)/lpaqa/trex_train
 	@$(PY) scripts/print_latest.py --all
 
+# `make run-findings-paper`: the citable findings run (issue 29 item 8): both models over every LAMA T-REx relation that
+# fits, i.e. the 12 relations that wu2024's Table 5 gives HGP/MMP templates for (every one has >= 10 objects), 20 test
+# facts each, `--budget paper` (the papers' templates, 5 draws, n up to 50, all coherency candidates) with 10 options
+# per item. Hours on 2 cores: it resumes step by step, so run it again after a stop (same --out). The README's findings
+# table is this run; docs/findings.md has its time.
+FINDINGS_PAPER_RELATIONS ?= P31,P136,P413,P364,P36,P103,P138,P37,P178,P449,P264,P176
+FINDINGS_PAPER_OUT ?= runs/findings-paper
+
+run-findings-paper: $(STAMP) models
+	$(VENV)/bin/factprobe study findings --models smollm2-135m-instruct,gemma-3-270m \
+	  --relations $(FINDINGS_PAPER_RELATIONS) --max-facts-per-relation 20 --budget paper --choices 10 \
+	  --train-data $(RUN_ALL_DATA)/lpaqa/trex_train --out $(FINDINGS_PAPER_OUT)
+
 # `make run-finetune`: a real smoke run (not a reproduction) of SmolLM2 LoRA (rank 8) fine-tuning on CPU
 # with DeepSpeed ZeRO-2 over gloo: 32 regular countryinfo QA facts, packed into 128-token sequences, 4 steps
 # of 4 sequences.
@@ -144,7 +191,7 @@ XDIST ?= -n auto --dist loadfile
 # (20.4 min in a fresh clone on 2026-11-26, set-up included).
 # It prints the 25 slowest tests (--durations=25) so the CI log shows where the time goes. pytest's
 # exit 5 (no tests collected) is a failure.
-test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models
+test: $(STAMP) sysdeps $(TOOLS)/bin/checkov models $(LLAMA_SERVER)
 	$(PY) -m pytest -q $(XDIST) --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # `make test-fast`: under 3 min (2.4 min on 2026-11-26); no real model, server, local pipeline or `slow` test (marker

@@ -87,7 +87,7 @@ def rank_sweep(ranks: list[int], work: Path) -> list[dict]:
     import torch
 
     from factprobe.finetune import FinetuneConfig
-    from factprobe.finetune.trainer import count_params, load_base, wrap_lora
+    from factprobe.finetune.model_setup import count_params, load_base, wrap_lora
 
     out = []
     for r in ranks:

@@ -127,26 +127,16 @@ def load_config(run: str | Path) -> dict:
 
 
 def _verdict_table(run: str | Path, label: str) -> tuple[pd.DataFrame, str]:
-    """Run `label`'s rows with its probe's per-fact verdict as column `correct`, and its headline metric's
-    name. ConfigError (one line) for a probe with no verdict per fact or rows without a boolean verdict."""
-    from .probes.registry import get_probe
+    """Run `label`'s rows with its probe's per-fact verdict read as the right series `correct`
+    (`factprobe.probes.verdict.verdict_table`, in the headline's direction), and the compared share's
+    name (the headline metric; `not_<column>` for a lower-is-better one). ConfigError (one line) for a
+    probe with no verdict per fact; DataError for rows without a boolean verdict."""
+    from .probes.verdict import verdict_table
 
-    df = load_results(run)
-    probe_name = load_config(run).get("probe")
-    found = get_probe(str(probe_name)) if probe_name else None
-    verdict = found.fact_verdict if found is not None else "correct"
-    if found is not None and not verdict:
-        raise ConfigError(f"run {label} ({run}) is a {found.name} run, with no verdict per fact; compare joins runs "
-                          "of probes that declare one (the multiple-choice probes)")
-    missing = [c for c in ("fact_id", "relation", verdict) if c not in df.columns]
-    if missing:
-        raise DataError(f"run {label} ({run}) has no {', '.join(map(repr, missing))} column; compare needs one "
-                        "verdict per fact")
-    if df[verdict].isna().any() or not df[verdict].isin([True, False, 0, 1]).all():
-        raise DataError(f"run {label} ({run}) has rows without a boolean `{verdict}`")
-    head = getattr(found, "headline_metric", None)
-    df = df.rename(columns={verdict: "correct"}) if verdict != "correct" else df
-    return df, head.metric if head else "accuracy"
+    df, verdict = verdict_table(load_results(run), load_config(run).get("probe") or None, f"run {label} ({run})",
+                                "compare needs one verdict per fact (the multiple-choice probes and any probe declaring one)",
+                                error=DataError)
+    return df, verdict.compared
 
 
 def compare(run_a: str | Path, run_b: str | Path, *, templates: str = "majority", n_boot: int = 2000,

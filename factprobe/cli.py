@@ -92,9 +92,10 @@ class HelpSafeParser(argparse.ArgumentParser):
 
 
 def _entry_points(group: str) -> list[Any]:
-    from importlib.metadata import entry_points
+    """The group's loaded entry points; those of an extra that is not installed are left out (factprobe/plugins.py)."""
+    from .plugins import load_entry_points
 
-    return [ep.load() for ep in sorted(entry_points(group=group), key=lambda e: e.name)]
+    return load_entry_points(group)
 
 
 def _probe_hooks() -> list[Any]:
@@ -102,9 +103,19 @@ def _probe_hooks() -> list[Any]:
 
 
 def default_out(cfg) -> Path:
-    """runs/<probe>-<model>-<source> (the model's folder name for paths)."""
+    """runs/<probe>-<model>-<source> (the model's folder name for paths; a served model `openai:MODEL@URL` by
+    `served-MODEL-HOST_PORT`, characters other than letters, digits, `.`, `_` and `-` as `_`)."""
+    import re
+
     model = cfg.base.model
-    slug = Path(model).name if Path(model).exists() else model.replace("/", "_")
+    if model.startswith("openai:") and "@" in model:
+        from urllib.parse import urlsplit
+
+        name, _, url = model[len("openai:"):].rpartition("@")
+        slug = f"served-{name}-{urlsplit(url).netloc or url}"
+    else:
+        slug = Path(model).name if Path(model).exists() else model
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", slug).strip("_.") or "model"
     return Path(f"runs/{cfg.probe}-{slug}-{cfg.base.source}")
 
 
@@ -173,7 +184,9 @@ def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> No
         pp.set_defaults(func=cmd_probe, hooks=hooks)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _top_parser() -> argparse.ArgumentParser:
+    """The `factprobe` parser with its own options (`--debug`, `--version`) and no subcommand yet:
+    all that `factprobe --version` needs (no probe, study or plug-in module is imported for it)."""
     # every subparser (studies, fine-tuning, plug-ins' commands) is made from this one: help may say "95% CI"
     parser = HelpSafeParser(prog="factprobe", description="Measure what language models know about facts.")
     parser.add_argument("--debug", action="store_true",
@@ -181,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .version import __version__
 
     parser.add_argument("--version", action="version", version=f"factprobe {__version__}")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree: every probe, study and plug-in command with its options. Building it
+    imports the probe and study modules and the plug-ins' command modules, never torch,
+    transformers or mlflow: those are imported by the command that runs (tests/test_cli_startup.py)."""
+    parser = _top_parser()
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe_commands(sub, _probe_hooks())
 
@@ -233,6 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     try:
+        # the commands that need no command tree are answered without building it (start-up: issue 31 item 10)
+        if argv[:1] == ["--version"]:
+            _top_parser().parse_args(argv[:1])  # prints the version and exits 0, as argparse does
+        if argv[:1] == ["models"]:  # its own parser takes everything after its name
+            from .lm.models_cli import models_cli
+
+            return int(models_cli(argv[1:]) or 0)
         parser = build_parser()
         # `pipeline`, `schedule` and `models` hand everything after their name to their own parsers
         # (a REMAINDER positional). argparse does not give a REMAINDER the options that come first
@@ -255,6 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return int(getattr(e, "exit_code", 2))
+    except ModuleNotFoundError as e:  # a command of an extra that is not installed: name the extra (factprobe/plugins.py)
+        from .plugins import missing_extra
+
+        line = None if debug else missing_extra(e, next((a for a in argv if not a.startswith("-")), None))
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
     except OSError as e:  # unwritable --out, full disk, read-only folder, ...
         if debug:
             raise

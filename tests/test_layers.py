@@ -37,7 +37,7 @@ PACKAGES = ("factprobe", "factprobe_ops")
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
 #: the operations packages sit above it. Renaming a package is a one-word change here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("factprobe.version",),  # imports nothing of factprobe
+    ("factprobe.version", "factprobe.plugins"),  # import nothing of factprobe (plugins: entry points, the extra of a missing module)
     ("factprobe.redact",),
     ("factprobe.errors",),
     ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
-    ("factprobe.finetune", "factprobe.studies"),
+    ("factprobe.finetune", "factprobe.studies", "factprobe.lm_eval_model"),  # lm_eval_model: --model factprobe in lm-eval
     ("factprobe.cli",),
     ("factprobe.api",),  # the Python API: the command line's pieces as functions
     ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY): the version and the API, loaded lazily

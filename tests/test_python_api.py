@@ -100,7 +100,7 @@ def test_compare_pairs_facts_with_the_probes_verdict_and_metric(tmp_path):
 def test_compare_refuses_a_probe_without_a_verdict(tmp_path):
     a = _run_folder(tmp_path / "a", "ic-lke", {"P36-1": True})
     qa = _run_folder(tmp_path / "qa", "qa", {"P36-1": True})
-    with pytest.raises(ConfigError, match=r"^run b \(.*qa\) is a qa run, with no verdict per fact"):
+    with pytest.raises(ConfigError, match=r"^run b \(.*qa\) is a qa run \(closed-book QA.*\), with no verdict per fact"):
         factprobe.compare(a, qa)
     with pytest.raises(ConfigError, match=r"^templates='most': choose one of majority, any, all$"):
         factprobe.compare(a, a, templates="most")

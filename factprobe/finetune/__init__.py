@@ -43,7 +43,8 @@ def run_finetune(cfg: FinetuneConfig, *, if_finished: str = "refuse", **kwargs: 
     from ..errors import ConfigError
     from ..redact import redact_values
     from ..run_folder import check_folder, claim, refuse_other_kind
-    from .trainer import CONFIG_FILE, default_out
+    from .checkpoints import CONFIG_FILE
+    from .trainer import default_out
     from .trainer import run_finetune as _run
 
     if if_finished not in ("refuse", "reuse"):

@@ -113,8 +113,8 @@ class FinetuneConfig(ConfigBase):
                                                          "q,k,v,o,gate,up,down_proj; gpt2 c_attn,c_proj,c_fc; others "
                                                          "all-linear)")
     # ---- DeepSpeed
-    zero_stage: int = option(2, "DeepSpeed ZeRO stage: configs/deepspeed/zero<N>.json", choices=ZERO_STAGES)
-    deepspeed_config: str | None = option(None, "DeepSpeed config JSON (default: configs/deepspeed/zero<stage>.json); "
+    zero_stage: int = option(2, "DeepSpeed ZeRO stage: the packaged deepspeed_configs/zero<N>.json", choices=ZERO_STAGES)
+    deepspeed_config: str | None = option(None, "DeepSpeed config JSON (default: the packaged deepspeed_configs/zero<stage>.json); "
                                                 "batch, accumulation, optimizer and precision values may be \"auto\"")
     offload_optimizer: bool = option(False, "ZeRO-Offload: optimizer states in CPU memory (stages 1-3)")
     offload_param: bool = option(False, "ZeRO-Infinity: parameters in CPU memory (stage 3)")

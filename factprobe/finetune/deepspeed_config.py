@@ -1,4 +1,4 @@
-"""DeepSpeed configs: found in `configs/deepspeed/zero<N>.json`, checked, offload applied.
+"""DeepSpeed configs: found in `factprobe/finetune/deepspeed_configs/zero<N>.json`, checked, offload applied.
 
 The files hold "auto" for everything the run decides (micro-batch, accumulation, train batch,
 gradient clipping, precision, ZeRO-3 bucket sizes): the Hugging Face DeepSpeed integration
@@ -12,8 +12,8 @@ Without an `optimizer` / `scheduler` section the trainer's AdamW and cosine sche
 has no optimizer, DeepSpeed's AdamW with "auto" parameters (ZeRO-Offload needs DeepSpeed's CPU
 Adam); `--offload-param` adds `offload_param = {device: cpu}` (stage 3).
 
-Where the files are: `--deepspeed-config PATH`, else `$FACTPROBE_DEEPSPEED_CONFIGS/zero<N>.json`,
-else `configs/deepspeed/` of the source tree, else `./configs/deepspeed/`.
+Where the files are: `--deepspeed-config PATH`, else `$FACTPROBE_DEEPSPEED_CONFIGS/zero<N>.json`, else the
+package's own `deepspeed_configs/` (package data: a wheel install has them, pyproject.toml).
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from typing import Any
 from ..errors import ConfigError, DataError
 
 ENV = "FACTPROBE_DEEPSPEED_CONFIGS"
+#: the ZeRO configs shipped with the package (pyproject.toml, [tool.setuptools.package-data])
+PACKAGED = Path(__file__).resolve().parent / "deepspeed_configs"
 #: top-level keys DeepSpeed 0.19 reads (deepspeed.runtime.config); anything else is a typo
 KNOWN_KEYS = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
@@ -45,14 +47,13 @@ KNOWN_KEYS = frozenset({
 
 
 def config_dir() -> Path:
-    """The folder of zero<N>.json (see the module docstring); ConfigError when none exists."""
-    candidates = [Path(os.environ[ENV])] if os.environ.get(ENV) else []
-    candidates += [Path(__file__).resolve().parents[2] / "configs" / "deepspeed", Path.cwd() / "configs" / "deepspeed"]
-    for c in candidates:
-        if (c / "zero0.json").is_file():
-            return c
-    raise ConfigError(f"no DeepSpeed configs (zero0.json ...) in {', '.join(map(str, candidates))}; set {ENV} to the "
-                      "repository's configs/deepspeed folder or pass --deepspeed-config")
+    """The folder of zero<N>.json: `$FACTPROBE_DEEPSPEED_CONFIGS` when set, else the packaged one. ConfigError
+    when it holds no zero0.json (a variable naming a wrong folder is not passed over silently)."""
+    folder = Path(os.environ[ENV]).expanduser() if os.environ.get(ENV) else PACKAGED
+    if not (folder / "zero0.json").is_file():
+        how = f"set {ENV} to a folder of zero<N>.json or unset it" if os.environ.get(ENV) else "reinstall factprobe"
+        raise ConfigError(f"no DeepSpeed configs (zero0.json ...) in {folder}; {how}, or pass --deepspeed-config")
+    return folder
 
 
 def config_path(stage: int, explicit: str | None = None) -> Path:

@@ -73,7 +73,7 @@ def attach_adapter(base: Any, folder: Path, device: torch.device, dtype: torch.d
         from peft import PeftModel
     except ImportError as err:
         raise ModelError(f"adapter {folder} needs the 'peft' package "
-                         "(pip install 'factprobe[train]')") from err
+                         "(pip install 'factprobe[adapters]')") from err
     try:
         model = PeftModel.from_pretrained(base, str(folder), is_trainable=False,
                                           autocast_adapter_dtype=False)

@@ -11,7 +11,7 @@ earlier logits move by more than `tolerance(dtype)` of their scale is refused wi
 
 It works for plain models and PEFT adapters (the wrapper's forward is called), on any device and
 dtype; the model's train/eval mode is restored. Callers: `factprobe.lm.models.require_kind` (every
-probe that accepts causal LMs) and `factprobe.finetune.trainer.load_base`.
+probe that accepts causal LMs) and `factprobe.finetune.model_setup.load_base`.
 """
 from __future__ import annotations
 

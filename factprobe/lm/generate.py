@@ -62,6 +62,9 @@ Prompts without a shared prefix are batched with plain left padding and the mode
 Exactness: greedy output is token-identical to `model.generate(do_sample=False)` run on each
 prompt alone, and the log-probs of greedy and sampled tokens equal a naive full forward within
 1e-4 (fp32) (tests/lm/test_generate.py, tiny random GPT-2/Llama and real SmolLM2/Gemma-3).
+
+Over 500 lines: one engine, the `Generator` class (about 370 lines), whose greedy and sampling paths share
+its shared-prefix keys/values, its row bookkeeping and the attention function routed around its forwards.
 """
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ def check_cache(alias: str, full: bool = False) -> str | None:
     for name in files:
         if name.endswith(".safetensors"):
             try:
-                with safe_open(str(folder / name), framework="pt") as f:
+                with safe_open(str(folder / name), framework="numpy") as f:  # the header only: `models list` needs no torch
                     f.keys()
             except Exception as err:  # noqa: BLE001 - any failure means unusable
                 return f"{name} is unreadable ({first_line(err)})"

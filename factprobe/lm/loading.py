@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm import adapters, gguf_cache
+from factprobe.lm import adapters, gguf_cache, served
 from factprobe.identity import folder_revision
 from factprobe.lm._util import first_line
 from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
@@ -150,6 +150,8 @@ def _folder_revision(folder: Path, prefix: str = "local") -> str:
 def model_revision(name_or_path: str | os.PathLike[str], base_model: str | os.PathLike[str] | None = None) -> str:
     """The content revision `load_model(name_or_path, base_model=base_model).revision` will have,
     without loading any weights (aliases are prepared, hub ids resolved, files hashed once)."""
+    if served.is_served(name_or_path):  # a server (`openai:MODEL@URL`): no files to hash
+        return served.parse_spec(name_or_path).revision
     res = _resolve(os.fspath(name_or_path))
     if res.is_adapter:
         base_name = os.fspath(base_model) if base_model is not None else adapters.adapter_base_name(res.path)
@@ -284,6 +286,17 @@ def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype
                          f"rebuilding it: {first_line(err2)}") from err2
 
 
+def _connect_served(name: str, kind: str, base_model: Any, device_map: str | None, max_memory: Any) -> Any:
+    """`served.connect(name)`, after refusing what does not apply to a server (one line each)."""
+    for option, value in (("base_model", base_model), ("device_map", device_map), ("max_memory", max_memory)):
+        if value:
+            raise ConfigError(f"{option}={value!r} does not apply to the served model {name} (the server places "
+                              f"its model); drop {option} or name a local model")
+    if kind == "masked":
+        raise ConfigError(f"the served model {name} is a causal LM (completions API); kind='masked' does not apply")
+    return served.connect(name)
+
+
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "auto",
                dtype: str | torch.dtype = "auto", trust_remote_code: bool = False, *,
                attn_implementation: str | None = None, kind: str = "auto",
@@ -310,10 +323,14 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     fit nowhere going to `offload_folder` (default: a new temporary folder). A model too large even
     for that is refused in one line before loading. `LoadedModel.device` is then where inputs go (the
     embedding's device) and `LoadedModel.device_map` the strategy; PEFT adapters cannot be split yet.
+    `openai:MODEL@URL` names a model behind an OpenAI-compatible server: a `factprobe.lm.served.ServedModel`
+    is returned (connected and checked; no weights are loaded; `device`, `dtype` do not apply).
     Raises `ModelError` / `ConfigError` with one clear line for everything a user can cause.
     """
     if kind not in ("auto", *_KINDS):
         raise ConfigError(f"unknown model kind {kind!r}: use 'auto', 'causal' or 'masked'")
+    if served.is_served(name_or_path):
+        return _connect_served(os.fspath(name_or_path), kind, base_model, device_map, max_memory)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     placement = _placement(device_map, max_memory, offload_folder, dev)

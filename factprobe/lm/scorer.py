@@ -32,6 +32,9 @@ How the work is shared
 
 Exactness against a naive full-sequence forward is tested to 1e-4 (fp32) on tiny random GPT-2
 and Llama models and on the real SmolLM2 and Gemma-3 models (tests/lm/test_scorer*.py).
+
+Over 500 lines: one engine; the tokenization rules of step 1, the segment trees and masks of step 3 and
+the head of step 4 hold one exactness invariant together, and the `Scorer` class (about 350 lines) is most of it.
 """
 from __future__ import annotations
 
@@ -523,12 +526,17 @@ class Scorer(ModelEngine):
                 at += n
         return out  # type: ignore[return-value]
 
-    def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None) -> list[np.ndarray]:
+    def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None,
+                      pack_contexts: bool = False) -> list[np.ndarray]:
         """Summed log-prob of every option of every request, `[len(options)]` float64 each.
 
         `shared_prefix` (a string or a PrefixCache) is a context prefix common to the requests,
         e.g. a relation's in-context examples. A request whose encoded context does not start
         with the prefix's tokens is scored with its own prefix (exact, just not shared).
+        `pack_contexts` (only without a shared prefix): each request's whole context and its
+        options' trie form one tree after the empty prefix, and the trees of many requests are
+        packed into forwards of at most `token_budget` tokens (HGP/MMP: many short prompts, one
+        forward for several of them, instead of a context forward and an options forward each).
         A request's options form a token trie (`_OptionTree`): option tokens they share are
         forwarded once, and no option's last token is forwarded (nothing is predicted from it).
         The numbers equal `naive_logprob(context, option)` up to float rounding.
@@ -543,6 +551,7 @@ class Scorer(ModelEngine):
         encoded = [self._encode_request(r.context, r.options) for r in requests]
         self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
         base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
+        packs = pack_contexts and base is None  # every request's whole context goes in its tree
         for ri, enc in enumerate(encoded):
             results[ri] = np.full(len(enc.cont_ids), np.nan)
             self._check_length(max(len(w) for w in enc.whole_ids) if enc.whole_ids else len(enc.ctx_ids))
@@ -551,14 +560,15 @@ class Scorer(ModelEngine):
                     results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
             starts_with_base = base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
             shares = starts_with_base and len(enc.ctx_ids) > len(base)
-            if shares:
-                tree = _OptionTree.build(enc.ctx_ids[len(base):], enc.cont_ids, enc.fallback)
+            if shares or packs:
+                tree = _OptionTree.build(enc.ctx_ids[len(base):] if shares else enc.ctx_ids, enc.cont_ids, enc.fallback)
                 if tree.n_tokens <= self.token_budget:
                     trees.append(tree)
                     shared_of.append(ri)
                     continue
             own.append((ri, "extends" if shares else "equals" if starts_with_base else "own"))
-        for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(base, trees) if trees else []):
+        after = base if base is not None else PrefixCache(token_ids=(), kv=None, next_logprobs=None)
+        for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(after, trees) if trees else []):
             tree.sum_into(lp, results[ri])
         # A request with its own prefix, or whose options' trie exceeds the token budget: its
         # context runs once (extending the shared prefix where it can), then its options' trie is

@@ -46,14 +46,8 @@ What is computed
 - Coverage (section 7, Table 8), per relation, then weighted by the relation's number of pairs:
   average = mean accuracy over the relation's templates; maximum = accuracy of its best template;
   oracle = share of pairs that some template gets right.
-- Knowledge sharing rate (section 6.4, Figure 4): covered facts of a model = the (pair, template)
-  units it gets right (`unit="template"`, the paper's "correctly predicted facts for each
-  template") or the pairs some template gets right (`unit="fact"`); rate(a -> b) =
-  |covered_a ∩ covered_b| / |covered_a|, over the units both tables hold.
-- Prompt bias (section 5.4): content-free prompts (subjects `CONTENT_FREE_SUBJECTS`, their
-  distributions averaged per template); bias-level = 1 - H / H_max of the distribution over the
-  relation's candidate objects. Single-prompt bias: the mean bias-level over templates; multi-prompt
-  bias: the bias-level of the template-averaged distribution.
+- Knowledge sharing rate (section 6.4, Figure 4): `factprobe.metrics.belief_sharing`.
+- Prompt bias (section 5.4): `factprobe.metrics.belief_bias`.
 """
 from __future__ import annotations
 
@@ -68,6 +62,10 @@ import pandas as pd
 from ..errors import DataError
 from ..seeding import stable_seed
 
+# knowledge sharing and prompt bias (their own modules), importable from here as before
+from .belief_bias import CONTENT_FREE_SUBJECTS, bias_level, prompt_bias  # noqa: F401
+from .belief_sharing import SHARING_UNITS, covered_units, knowledge_sharing_rate, sharing_matrix  # noqa: F401
+
 PREDICTION_COLUMNS = ("fact_id", "relation", "template_id", "correct", "rank", "prediction", "confidence")
 REQUIRED_COLUMNS = ("fact_id", "relation", "template_id", "correct")
 DEFAULT_DRAWS = 10_000
@@ -76,8 +74,6 @@ DEFAULT_DRAWS = 10_000
 MAX_DRAWS = 1_000_000
 DEFAULT_DRAW_SEED = 0
 N_BINS = 10
-CONTENT_FREE_SUBJECTS = ("N/A", "", "?")
-SHARING_UNITS = ("template", "fact")
 SINGLE_TEMPLATE_REASON = "every pair has a single template: consistency needs at least two prompts per pair"
 
 
@@ -394,74 +390,6 @@ def coverage(df: pd.DataFrame) -> dict[str, Any]:
     w = np.asarray(weights, dtype=float)
     return {"average": float(np.dot(w, avg) / w.sum()), "maximum": float(np.dot(w, mx) / w.sum()),
             "oracle": float(np.dot(w, orc) / w.sum()), "per_relation": per_relation}
-
-
-# ------------------------------------------------------------------ knowledge sharing
-def covered_units(df: pd.DataFrame, unit: str = "template") -> pd.Series:
-    """Per unit (index: (fact_id, template_id) or fact_id), whether the model covers it."""
-    if unit not in SHARING_UNITS:
-        raise DataError(f"unit must be one of {', '.join(SHARING_UNITS)}, got {unit!r}")
-    if unit == "template":
-        return df.set_index(["fact_id", "template_id"])["correct"].astype(bool)
-    return df.groupby("fact_id", sort=False)["correct"].any()
-
-
-def knowledge_sharing_rate(a: pd.DataFrame, b: pd.DataFrame, unit: str = "template") -> float | None:
-    """|covered_a ∩ covered_b| / |covered_a| over the units both tables hold (Figure 4: the share
-    of what the left-listed model a knows that the top-listed model b also knows); None when a
-    covers nothing."""
-    ca, cb = covered_units(a, unit), covered_units(b, unit)
-    common = ca.index.intersection(cb.index)
-    if len(common) == 0:
-        raise DataError("the two prediction tables share no (fact, template) unit to compare")
-    ca, cb = ca.loc[common].to_numpy(), cb.loc[common].to_numpy()
-    n = int(ca.sum())
-    return float((ca & cb).sum() / n) if n else None
-
-
-def sharing_matrix(runs: Mapping[str, pd.DataFrame], unit: str = "template") -> pd.DataFrame:
-    """Knowledge sharing rates of every ordered pair of runs: cell [row a, column b] =
-    `knowledge_sharing_rate(runs[a], runs[b])` (1.0 on the diagonal when a covers anything)."""
-    names = list(runs)
-    return pd.DataFrame([[knowledge_sharing_rate(runs[a], runs[b], unit) for b in names] for a in names],
-                        index=names, columns=names, dtype=float)
-
-
-# ------------------------------------------------------------------ prompt bias
-def bias_level(probs: Sequence[float] | np.ndarray) -> float | None:
-    """1 - H / H_max of a distribution over candidates (renormalised first; section 5.4, formula 3).
-    0 = uniform (no bias), 1 = all mass on one candidate. None for fewer than two candidates or no
-    mass."""
-    p = np.asarray(probs, dtype=float)
-    if p.size < 2 or (p < 0).any() or p.sum() <= 0:
-        return None
-    p = p / p.sum()
-    nz = p[p > 0]
-    return float(1.0 - (-(nz * np.log(nz)).sum()) / np.log(p.size))
-
-
-def prompt_bias(dist: pd.DataFrame) -> dict[str, Any]:
-    """Single- and multi-prompt bias levels from content-free distributions.
-
-    `dist` columns: `relation`, `template_id`, `candidate`, `prob`, and optionally
-    `content_free` (the content-free subject; the distributions of one template are averaged over
-    them, as Zhao et al. 2021 ensemble them). Returns {"bias_single", "bias_multi" (means over
-    relations), "per_relation": {relation: {"single", "multi", "n_templates", "n_candidates"}}}."""
-    missing = [c for c in ("relation", "template_id", "candidate", "prob") if c not in dist.columns]
-    if missing:
-        raise DataError(f"content-free distribution table lacks column(s) {', '.join(missing)}")
-    per_t = dist.groupby(["relation", "template_id", "candidate"], sort=False)["prob"].mean()
-    per_relation: dict[str, dict[str, Any]] = {}
-    for rel, sub in per_t.groupby(level=0, sort=False):
-        table = sub.droplevel(0).unstack("candidate").fillna(0.0)  # templates x candidates
-        singles = [b for b in (bias_level(row) for row in table.to_numpy()) if b is not None]
-        per_relation[rel] = {"single": float(np.mean(singles)) if singles else None,
-                             "multi": bias_level(table.to_numpy().mean(axis=0)),
-                             "n_templates": int(table.shape[0]), "n_candidates": int(table.shape[1])}
-    single = [v["single"] for v in per_relation.values() if v["single"] is not None]
-    multi = [v["multi"] for v in per_relation.values() if v["multi"] is not None]
-    return {"bias_single": float(np.mean(single)) if single else None,
-            "bias_multi": float(np.mean(multi)) if multi else None, "per_relation": per_relation}
 
 
 # ------------------------------------------------------------------ one call for a probe

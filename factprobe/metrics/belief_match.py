@@ -52,14 +52,16 @@ def nlp():
     """The one spaCy pipeline: `spacy.blank("en")` plus the lookup lemmatizer (built once)."""
     try:
         import spacy
-    except ImportError as e:  # pragma: no cover - spacy is a declared dependency
-        raise ConfigError(f"BELIEF-ICL matching needs spaCy: pip install spacy spacy-lookups-data ({e})") from None
+    except ImportError:  # spaCy comes with the `belief` extra
+        raise ConfigError("BELIEF-ICL answer matching needs spaCy, which is not installed: "
+                          "pip install 'factprobe[belief]'") from None
     pipeline = spacy.blank("en")
     pipeline.add_pipe("lemmatizer", config={"mode": "lookup"})
     try:
         pipeline.initialize()
     except (ValueError, OSError) as e:  # the lookup tables come from spacy-lookups-data
-        raise ConfigError(f"spaCy's lookup lemmatizer has no tables; install spacy-lookups-data ({e})") from None
+        raise ConfigError("spaCy's lookup lemmatizer has no tables (spacy-lookups-data is missing): "
+                          f"pip install 'factprobe[belief]' ({type(e).__name__})") from None
     return pipeline
 
 

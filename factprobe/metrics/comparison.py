@@ -14,6 +14,7 @@ both runs answered.
   than 25 discordant facts, else the chi-square test with continuity correction.
 - Pearson correlation of per-relation accuracies (paper, Figure 6).
 - `regression_gate`: the pass/fail rule for CI and nightly runs (see its docstring).
+- `check_same_data` (`factprobe.metrics.same_data`): two runs built from different data are refused.
 - `align_templates`: prompt baselines (HGP/MMP) score every fact once per template. Two such runs
   are paired per (fact, template); a template run against a one-row-per-fact run (IC-LKE, ...)
   is first reduced to one verdict per fact (majority of its templates by default), so both runs
@@ -30,6 +31,9 @@ import pandas as pd
 
 from ..errors import DataError
 from .bootstrap import paired_bootstrap_diff
+
+# the same-data check (`factprobe.metrics.same_data`), importable from here as before
+from .same_data import DATA_OPTIONS, SUBSET_OPTIONS, check_same_data, data_differences, describe_differences  # noqa: F401
 
 # Below this many discordant facts the chi-square approximation is poor; use the exact test.
 EXACT_MCNEMAR_BELOW = 25
@@ -299,85 +303,6 @@ def compare_runs(
         "per_relation": per_relation,
     }
 
-
-#: run options that decide which facts (and distractors) a run tests, in the order a difference is named.
-#: Runs that differ in one of these test different items, so `compare` refuses them (see `data_differences`).
-DATA_OPTIONS = ("source", "data", "train_data", "max_facts_per_relation", "seed", "choices", "skip_small_relations")
-#: an option that only narrows the facts: runs differing in it are joined on the relations both have
-SUBSET_OPTIONS = ("relations",)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _shown(value) -> str:
-    if value is None:
-        return "not set"
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-def data_differences(config_a: dict | None, config_b: dict | None) -> dict[str, tuple]:
-    """{option: (value in a, value in b)} of the `DATA_OPTIONS` and `SUBSET_OPTIONS` in which two
-    runs' configurations (flat `RunConfig.to_dict()` dicts) differ. An option that only one run's
-    probe has (e.g. `choices` of a multiple-choice probe) is not compared; {} when either config is
-    unknown (None)."""
-    if config_a is None or config_b is None:
-        return {}
-    out: dict[str, tuple] = {}
-    for name in (*DATA_OPTIONS, *SUBSET_OPTIONS):
-        if name not in config_a or name not in config_b:
-            continue
-        va, vb = config_a[name], config_b[name]
-        if name in SUBSET_OPTIONS:
-            va, vb = (sorted(map(str, v)) if v else None for v in (va, vb))
-        if va != vb:
-            out[name] = (config_a[name], config_b[name])
-    return out
-
-
-def describe_differences(diffs: dict[str, tuple]) -> str:
-    """`--train-data data/lama_train (a) vs not set (b); --seed 0 (a) vs 1 (b)`."""
-    return "; ".join(f"{_flag(k)} {_shown(a)} (a) vs {_shown(b)} (b)" for k, (a, b) in diffs.items())
-
-
-def _fix(diffs: dict[str, tuple]) -> str:
-    flags = " ".join(f"{_flag(k)} {_shown(a)}" if not isinstance(a, bool) else (_flag(k) if a else "")
-                     for k, (a, b) in diffs.items() if a is not None and a is not False)
-    unset = [_flag(k) for k, (a, b) in diffs.items() if a is None or a is False]
-    how = f"run b again with {flags}" if flags else "run b again"
-    if unset:
-        how += f" and without {', '.join(unset)}"
-    return how + " (or a with b's options), so that both build the same facts and distractors"
-
-
-def check_same_data(config_a: dict | None, config_b: dict | None, digest_a: str | None = None,
-                    digest_b: str | None = None) -> str:
-    """Refuse (DataError, one line) two runs whose configurations or data digests say they test
-    different items: a different `--source`, `--data`, `--train-data`, `--max-facts-per-relation`,
-    `--seed`, `--choices` or `--skip-small-relations` (named, with the flags that make them
-    comparable), or the same options with different test-fact digests (the data files changed).
-    Such runs can share some fact ids (`relation|subject|object`) and would otherwise be joined
-    silently on facts with other distractors or splits. A difference in `--relations` only is
-    allowed: the facts of a relation do not depend on which other relations were asked for, so the
-    join is over the relations both ran; the returned note says so ("" when nothing differs)."""
-    diffs = data_differences(config_a, config_b)
-    if digest_a and digest_a == digest_b:  # `--data` spelled out as the source's default: the same facts
-        diffs.pop("data", None)
-    hard = {k: v for k, v in diffs.items() if k not in SUBSET_OPTIONS}
-    if hard:
-        raise DataError(f"the runs were built from different data: {describe_differences(hard)}; "
-                        f"{_fix(hard)}")
-    if diffs:
-        return (f"note: the runs asked for different relations ({describe_differences(diffs)}); "
-                f"only the relations both ran are compared")
-    if digest_a and digest_b and digest_a != digest_b and config_a is not None and config_b is not None:
-        raise DataError(f"the runs were made with the same data options but test different facts (data digest "
-                        f"{digest_a} (a) vs {digest_b} (b)): the data files changed between them; rerun both on "
-                        f"the same files")
-    return ""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ relations' sequences, example draws, subject-relation pairs):
   for the number of claims (`MULTIPLICITY_NOTE`); `SHARED_DATA` lists the claims that read the
   same rows.
 
+The rule, the intervals, the `Finding` record and its rendering are
+`factprobe.metrics.findings_rule`; the claims about prompts are `factprobe.metrics.findings_prompts`; this
+module holds the claims about in-context examples and is the one place to import any of them from.
+
 The claims (one function each, taking plain rows or arrays, returning a `Finding`):
 
 - `mc_vs_baseline` (wu2024 Figure 3, per relation Figure 12: IC-LKE >= HGP / MMP): per fact,
@@ -54,157 +58,51 @@ NaN never reaches a verdict other than inconclusive.
 from __future__ import annotations
 
 import itertools
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from .bootstrap import bootstrap_ci, paired_bootstrap_diff
+from .bootstrap import paired_bootstrap_diff
+from .findings_prompts import (
+    FLUCTUATION_MIN_CORRECT,
+    FLUCTUATION_THRESHOLD,
+    POOR_COHERENCY,
+    c1_above_c2,
+    coherency_poor,
+    prompt_fluctuation,
+)
+from .findings_rule import (
+    CLAIMS,
+    HOLDS,
+    INCONCLUSIVE,
+    MIN_DRAWS,
+    MULTIPLICITY_NOTE,
+    NOT_HOLDS,
+    SHARED_DATA,
+    VERDICTS,
+    Finding,
+    cluster_bootstrap_diff,
+    markdown_table,
+    not_measured,
+    num_or_none,
+    paired_finding,
+    t_interval,
+    two_sample_diff,
+    verdict,
+    verdict_text,
+)
 
-HOLDS, NOT_HOLDS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-VERDICTS = (HOLDS, NOT_HOLDS, INCONCLUSIVE)
-Direction = Literal["above", "below"]
-
-#: the fewest units (facts, items, relations' sequences, pairs) a bootstrap verdict is drawn from
-MIN_UNITS = 10
-#: the fewest example draws a saturation verdict is drawn from (an interval over draws needs two)
-MIN_DRAWS = 2
 #: wu2024 Figure 1's criterion: the smallest n reaching this share of the accuracy at the largest n
 SATURATION_SHARE = 0.95
 #: saturation holds when that n lies below this fraction of the largest n (the grid's second half adds < 5%)
 SATURATION_BY = 0.5
-#: zhao2024 Table 3 (range / MyriadLAMA Acc@1): BERT-base .1534/.1095 = 1.40, BERT-large .1574/.1102 = 1.43,
-#: BERT-wwm .1517/.1364 = 1.11 (absolute ranges 0.152-0.157); Llama3-8B zero-shot .2864/.3427 = 0.84,
-#: 4-random .2033/.5205 = 0.39, 4-relation .1236/.6871 = 0.18, all reported as fluctuations; 4-template
-#: (the probed template among the demonstrations) .0220/.7268 = 0.03. 0.10 lies below every relative range
-#: the paper calls a fluctuation and 3.3x above the 4-template one. Relative, so that a model that answers
-#: almost nothing cannot "not hold" merely because its accuracy has no room to move.
-FLUCTUATION_THRESHOLD = 0.10
-#: below this many correct answers per template draw (mean Acc@1 x pairs) one answer more or less moves the
-#: accuracy by more than FLUCTUATION_THRESHOLD of itself: the relative range cannot be read (inconclusive)
-FLUCTUATION_MIN_CORRECT = 10
-#: youssef2024: "PLMs show poor coherency" for coherency scores of 3.98-24.23% per round (Tables 1, 2); even
-#: with evidence paragraphs (at most 49.85% on average) "coherency is not high". Poor = below one half.
-POOR_COHERENCY = 0.5
 #: yuan2024 Figure 7's k (shots)
 PAPER_SHOTS = (10, 15, 20, 32)
 #: yuan2024: for LLaMA-7B "its performances stay flat across different settings" (Figure 7); "the performance of
 #: smaller models remains flat and unaffected" (Figure 6). At most this many parameters: the paper reports no effect.
 PAPER_NO_EFFECT_PARAMS = 7.5e9
-
-CLAIMS: dict[str, tuple[str, str]] = {
-    "ic-lke>=hgp": ("IC-LKE accuracy >= HGP accuracy on the same facts", "wu2024 Figure 3 (per relation: Figure 12)"),
-    "ic-lke>=mmp": ("IC-LKE accuracy >= MMP accuracy on the same facts", "wu2024 Figure 3 (per relation: Figure 12)"),
-    "saturation": ("IC-LKE accuracy reaches 95% of its accuracy at the largest n within the first half of the n grid",
-                   "wu2024 Figure 1"),
-    "incorrect>unknown": ("incorrect examples lower the surrounding examples' probability more than unknown ones (random)",
-                          "wu2024 Figures 2b, 2d"),
-    "incorrect>unknown-block": ("incorrect examples lower the surrounding examples' probability more than unknown ones (block)",
-                                "wu2024 Figures 2c, 2e"),
-    "incorrect-block>random": ("incorrect examples hurt the surrounding examples more in one block than at random positions",
-                               "wu2024 section 3 (Summary), Figures 2d, 2e"),
-    "counterfactual-known": ("shuffled (counterfactual) exemplars lower EM more when they are known facts (largest k)",
-                             "yuan2024 Figure 7"),
-    "coherency-poor": ("coherency is poor (below 0.5)", "youssef2024 section 4, Tables 1, 2"),
-    "c1>c2": ("round-1 first-step correctness (c1) is above round-2 (c2)", "youssef2024 appendix A, Table 4"),
-    "fluctuation": ("prompt fluctuation is large (Acc@1 range over template draws > 10% of the accuracy)",
-                    "zhao2024 Table 3"),
-}
-
-#: claims computed from the same rows (their verdicts are not independent evidence)
-SHARED_DATA: dict[str, tuple[str, ...]] = {
-    "ic-lke>=hgp": ("ic-lke>=mmp",),
-    "ic-lke>=mmp": ("ic-lke>=hgp",),
-    "incorrect>unknown": ("incorrect-block>random",),
-    "incorrect>unknown-block": ("incorrect-block>random",),
-    "incorrect-block>random": ("incorrect>unknown", "incorrect>unknown-block"),
-    "coherency-poor": ("c1>c2",),
-    "c1>c2": ("coherency-poor",),
-}
-MULTIPLICITY_NOTE = (
-    "Each verdict is at 95% on its own, with no correction for the number of claims: with 10 claims per model, "
-    "about one verdict in two models may be decided by chance alone. Claims that read the same rows: "
-    "IC-LKE >= HGP and >= MMP (the IC-LKE answers); the three sequence claims (the incorrect sequences, random and "
-    "block); coherency and c1 > c2 (the coherency rows).")
-
-
-@dataclass
-class Finding:
-    """One claim on one model: the measured number, its 95% interval, n, the verdict and a detail dict
-    (the numbers the value is made of, the rule applied, caveats)."""
-
-    claim: str
-    model: str
-    verdict: str
-    value: float | None
-    ci: tuple[float | None, float | None]
-    n: int
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.claim not in CLAIMS:
-            raise ValueError(f"unknown claim {self.claim!r}; known: {', '.join(CLAIMS)}")
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
-
-    @property
-    def source(self) -> str:
-        return CLAIMS[self.claim][1]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"claim": self.claim, "statement": CLAIMS[self.claim][0], "source": self.source, "model": self.model,
-                "verdict": self.verdict, "value": _num(self.value), "ci": [_num(self.ci[0]), _num(self.ci[1])],
-                "n": int(self.n), "detail": {**self.detail, **({"shares_data_with": list(SHARED_DATA[self.claim])}
-                                                               if self.claim in SHARED_DATA else {})}}
-
-
-def _num(v: Any) -> float | None:
-    if v is None:
-        return None
-    v = float(v)
-    return None if math.isnan(v) else v
-
-
-def _finite(*vs: Any) -> bool:
-    return all(v is not None and math.isfinite(float(v)) for v in vs)
-
-
-# ------------------------------------------------------------------ the rule
-def verdict(lo: float | None, hi: float | None, n: int, *, direction: Direction, threshold: float = 0.0,
-            min_n: int = MIN_UNITS) -> str:
-    """holds / does not hold / inconclusive for "the value lies `direction` `threshold`" (module
-    docstring): strict comparisons, so an interval touching the threshold is inconclusive."""
-    if direction not in ("above", "below"):
-        raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
-    if n < min_n or not _finite(lo, hi):
-        return INCONCLUSIVE
-    lo, hi = float(lo), float(hi)  # type: ignore[arg-type]
-    if lo > hi:
-        raise ValueError(f"interval [{lo}, {hi}] is reversed")
-    above, below = lo > threshold, hi < threshold
-    if direction == "above":
-        return HOLDS if above else NOT_HOLDS if below else INCONCLUSIVE
-    return HOLDS if below else NOT_HOLDS if above else INCONCLUSIVE
-
-
-def not_measured(claim: str, model: str, why: str) -> Finding:
-    """A claim that could not be measured (a study not installed, no rows): inconclusive, n = 0."""
-    return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {"not_measured": why})
-
-
-def _paired(claim: str, model: str, a: Sequence[float], b: Sequence[float], direction: Direction, detail: dict,
-            n_boot: int, seed: int) -> Finding:
-    """mean(a - b) with a paired bootstrap interval, judged against 0 (`detail["unit"]` names the unit of a, b)."""
-    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a_arr.size == 0:
-        return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {**detail, "not_measured": "no paired units"})
-    value, lo, hi = paired_bootstrap_diff(b_arr, a_arr, n_boot=n_boot, seed=seed)  # mean(a) - mean(b)
-    v = verdict(lo, hi, a_arr.size, direction=direction)
-    return Finding(claim, model, v, value, (lo, hi), int(a_arr.size),
-                   {**detail, "mean_a": float(a_arr.mean()), "mean_b": float(b_arr.mean())})
 
 
 # ------------------------------------------------------------------ IC-LKE vs HGP / MMP
@@ -227,31 +125,13 @@ def mc_vs_baseline(model: str, baseline: str, icl_rows: Iterable[Mapping[str, An
     detail = {"rule": f"paired bootstrap of acc(ic-lke) - acc({baseline}) per fact; holds when the 95% interval > 0",
               "unit": "facts",
               "facts_only_in_one": len(set(icl) ^ set(base)), "baseline": baseline}
-    f = _paired(claim, model, [icl[x] for x in shared], [base[x] for x in shared], "above", detail, n_boot, seed)
+    f = paired_finding(claim, model, [icl[x] for x in shared], [base[x] for x in shared], "above", detail, n_boot, seed)
     f.detail["acc_ic_lke"] = f.detail.pop("mean_a", None)
     f.detail[f"acc_{baseline}"] = f.detail.pop("mean_b", None)
     return f
 
 
 # ------------------------------------------------------------------ saturation with n
-def t_interval(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
-    """(mean, lo, hi): Student-t interval of the mean; NaN ends for fewer than 2 values, (m, m)
-    when every value is equal."""
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return (float("nan"),) * 3
-    m = float(v.mean())
-    if v.size < 2:
-        return m, float("nan"), float("nan")
-    se = float(v.std(ddof=1)) / math.sqrt(v.size)
-    if se == 0.0:
-        return m, m, m
-    h = float(stats.t.ppf(1 - alpha / 2, v.size - 1)) * se
-    return m, m - h, m + h
-
-
 def n_to_share(grid: Sequence[int], acc: Sequence[float], share: float = SATURATION_SHARE) -> int | None:
     """wu2024 Figure 1's dashed line: the smallest n of `grid` (ascending) whose accuracy `acc` reaches
     `share` of the accuracy at the largest n. None when that accuracy is not positive (nothing to reach)."""
@@ -328,51 +208,6 @@ def after_replaced(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], f
     return out
 
 
-def two_sample_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, seed: int = 0
-                    ) -> tuple[float, float, float]:
-    """(mean(a) - mean(b), lo, hi): percentile bootstrap resampling a and b independently."""
-    from scipy.stats import bootstrap
-
-    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a_arr.size == 0 or b_arr.size == 0:
-        return (float("nan"),) * 3
-    value = float(a_arr.mean() - b_arr.mean())
-    if a_arr.size < 2 or b_arr.size < 2 or (np.all(a_arr == a_arr[0]) and np.all(b_arr == b_arr[0])):
-        return value, value, value
-
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean(x, axis=axis) - np.mean(y, axis=axis)
-
-    res = bootstrap((a_arr, b_arr), stat, n_resamples=n_boot, method="percentile", vectorized=True, paired=False,
-                    rng=np.random.default_rng(seed))
-    return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def cluster_bootstrap_diff(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], *, n_boot: int = 2000,
-                           seed: int = 0, alpha: float = 0.05) -> tuple[float, float, float, int]:
-    """(pooled mean of a - pooled mean of b, lo, hi, clusters), resampling CLUSTERS: the keys
-    (relations) with values in both `a` and `b`. A replicate draws that many clusters with
-    replacement and pools all values of the drawn clusters, in a and in b (a cluster drawn twice
-    counts twice); the interval is the percentile interval of the replicates. Values within a
-    cluster are never resampled on their own, so correlated positions of one sequence count as one
-    unit. NaN ends for fewer than two clusters."""
-    keys = sorted(k for k in a if len(a[k]) and k in b and len(b[k]))
-    if not keys:
-        return float("nan"), float("nan"), float("nan"), 0
-    sa = np.array([float(np.sum(a[k])) for k in keys])
-    na = np.array([float(len(a[k])) for k in keys])
-    sb = np.array([float(np.sum(b[k])) for k in keys])
-    nb = np.array([float(len(b[k])) for k in keys])
-    value = float(sa.sum() / na.sum() - sb.sum() / nb.sum())
-    if len(keys) < 2:
-        return value, float("nan"), float("nan"), len(keys)
-    rng = np.random.default_rng(seed)
-    w = rng.multinomial(len(keys), np.full(len(keys), 1.0 / len(keys)), size=n_boot).astype(float)
-    reps = (w @ sa) / (w @ na) - (w @ sb) / (w @ nb)
-    lo, hi = np.percentile(reps, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return value, float(lo), float(hi), len(keys)
-
-
 def surrounding(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """{relation: rows} of the surrounding positions: the non-replaced positions after the first
     replaced one of the relation's sequence (the positions whose context holds a replaced example;
@@ -424,7 +259,7 @@ def incorrect_vs_unknown(model: str, unknown_rows: Sequence[Mapping[str, Any]],
         detail["drop_incorrect"] = float(np.mean([_drop(r) for rs in inc.values() for r in rs]))
     after_a, after_b = _by_rel(after_replaced(unknown_rows)), _by_rel(after_replaced(incorrect_rows))
     av, alo, ahi, an = cluster_bootstrap_diff(after_a, after_b, n_boot=n_boot, seed=seed)
-    detail["right_after_replaced"] = {"value": _num(av), "ci": [_num(alo), _num(ahi)], "relations": an,
+    detail["right_after_replaced"] = {"value": num_or_none(av), "ci": [num_or_none(alo), num_or_none(ahi)], "relations": an,
                                       "positions": sum(len(v) for v in after_a.values())}
     detail["positive_relations"] = sum(float(np.mean(a[k])) > float(np.mean(b[k])) for k in a if k in b and a[k] and b[k])
     return Finding(claim, model, verdict(lo, hi, n, direction="above"), value, (lo, hi), n, detail)
@@ -515,7 +350,7 @@ def counterfactual_over_k(model: str, rows: Iterable[Mapping[str, Any]], ks: Seq
         return not_measured("counterfactual-known", model, "no k was run")
     measured = [f for f in per if f.value is not None]
     main = measured[-1] if measured else per[-1]
-    main.detail["per_k"] = [{"k": f.detail["k"], "value": _num(f.value), "ci": [_num(f.ci[0]), _num(f.ci[1])], "n": f.n,
+    main.detail["per_k"] = [{"k": f.detail["k"], "value": num_or_none(f.value), "ci": [num_or_none(f.ci[0]), num_or_none(f.ci[1])], "n": f.n,
                              "verdict": f.verdict} for f in per]
     main.detail["judged_at"] = "the largest k measured (the paper's gap grows with k)"
     missing = sorted(set(PAPER_SHOTS) - {int(k) for k in ks})
@@ -529,159 +364,10 @@ def counterfactual_over_k(model: str, rows: Iterable[Mapping[str, Any]], ks: Seq
     return main
 
 
-# ------------------------------------------------------------------ coherency (youssef2024)
-def _coherency_items(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, Mapping[str, Any]]]:
-    items: dict[str, dict[int, Mapping[str, Any]]] = defaultdict(dict)
-    for r in rows:
-        items[str(r["fact_id"])][int(r["round"])] = r
-    return {i: rs for i, rs in items.items() if 1 in rs and 2 in rs}
-
-
-def coherency_poor(model: str, rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0,
-                   threshold: float = POOR_COHERENCY) -> Finding:
-    """"PLMs show poor coherency" (youssef2024 section 4): per item (`fact_id`, both rounds) the mean
-    of `coherent` over its two rounds; value = the mean over items (micro; the probe's metrics.json
-    has the paper's macro over relations); bootstrap over items; holds when the interval < `threshold`."""
-    items = _coherency_items(rows)
-    per = [float(np.mean([bool(rs[1]["coherent"]), bool(rs[2]["coherent"])])) for _, rs in sorted(items.items())]
-    detail: dict[str, Any] = {"rule": f"per item mean of coherent over rounds 1 and 2, micro over items; holds when the 95% "
-                                      f"interval < {threshold}", "threshold": threshold, "unit": "items",
-                              "threshold_why": "youssef2024 calls 3.98-24.23% poor (Tables 1, 2) and even 49.85% "
-                                               "'not high'; poor = below one half"}
-    if not per:
-        return Finding("coherency-poor", model, INCONCLUSIVE, None, (None, None), 0,
-                       {**detail, "not_measured": "no item has both rounds"})
-    value = float(np.mean(per))
-    lo, hi = bootstrap_ci(per, n_boot=n_boot, seed=seed)
-    detail.update(coherency_round1=float(np.mean([bool(rs[1]["coherent"]) for rs in items.values()])),
-                  coherency_round2=float(np.mean([bool(rs[2]["coherent"]) for rs in items.values()])))
-    return Finding("coherency-poor", model, verdict(lo, hi, len(per), direction="below", threshold=threshold), value,
-                   (float(lo), float(hi)), len(per), detail)
-
-
-def c1_above_c2(model: str, rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> Finding:
-    """"For all models the c1 scores are higher than the c2 scores" (youssef2024 appendix A): per item
-    round 1's `first_correct` (c1) minus round 2's (c2); paired bootstrap; holds when > 0."""
-    items = _coherency_items(rows)
-    keys = sorted(items)
-    detail = {"rule": "per item first_correct(round 1) - first_correct(round 2), micro over items; holds when the 95% "
-                      "interval > 0", "unit": "items"}
-    f = _paired("c1>c2", model, [float(bool(items[i][1]["first_correct"])) for i in keys],
-                [float(bool(items[i][2]["first_correct"])) for i in keys], "above", detail, n_boot, seed)
-    f.detail["c1"] = f.detail.pop("mean_a", None)
-    f.detail["c2"] = f.detail.pop("mean_b", None)
-    return f
-
-
-# ------------------------------------------------------------------ prompt fluctuation (zhao2024)
-def _pair_tables(rows: Sequence[Mapping[str, Any]]):
-    """Per relation (sorted): its template ids (sorted), and per pair x template the sum and count
-    of `correct`."""
-    rels: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
-    for r in rows:
-        cell = rels[str(r["relation"])][str(r["fact_id"])].setdefault(str(r["template_id"]), [0.0, 0.0])
-        cell[0] += float(bool(r["correct"]))
-        cell[1] += 1.0
-    out = []
-    for rel in sorted(rels):
-        pairs = rels[rel]
-        tids = sorted({t for p in pairs.values() for t in p})
-        s = np.array([[pairs[p].get(t, [0.0, 0.0])[0] for t in tids] for p in sorted(pairs)])
-        c = np.array([[pairs[p].get(t, [0.0, 0.0])[1] for t in tids] for p in sorted(pairs)])
-        out.append((rel, tids, s, c))
-    return out
-
-
-def _draw_ranges(tables, weights: list[np.ndarray], n_draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(range, mean) of the draw accuracies for each row of the pair weights ([B, pairs] per relation)."""
-    rng = np.random.default_rng(seed)
-    b = weights[0].shape[0]
-    num = np.zeros((b, n_draws))
-    den = np.zeros((b, n_draws))
-    for (_, tids, s, c), w in zip(tables, weights):
-        idx = rng.integers(0, len(tids), size=n_draws)
-        num += (w @ s)[:, idx]
-        den += (w @ c)[:, idx]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acc = num / den
-    return np.nanmax(acc, axis=1) - np.nanmin(acc, axis=1), np.nanmean(acc, axis=1)
-
-
-def prompt_fluctuation(model: str, rows: Sequence[Mapping[str, Any]], *, n_draws: int = 2000, n_boot: int = 500,
-                       seed: int = 0, threshold: float = FLUCTUATION_THRESHOLD,
-                       min_correct: float = FLUCTUATION_MIN_CORRECT, setting: str | None = None) -> Finding:
-    """Prompt fluctuation is large (module docstring). `rows`: BELIEF-ICL rows (`relation`,
-    `fact_id`, `template_id`, `correct`); value = (max - min of Acc@1 over `n_draws` draws of one
-    template per relation) / the mean Acc@1 of the draws; inconclusive when a draw has fewer than
-    `min_correct` correct answers on average (the floor)."""
-    rows = list(rows)
-    tables = _pair_tables(rows)
-    detail: dict[str, Any] = {
-        "rule": f"(max - min) / mean of Acc@1 over {n_draws} draws of one template per relation; 95% interval by "
-                f"resampling subject-relation pairs within each relation; holds when the interval > {threshold}; "
-                f"inconclusive below {min_correct} correct answers per draw",
-        "threshold": threshold, "unit": "pairs",
-        "threshold_why": "zhao2024 Table 3: range / Acc@1 is 1.11-1.43 (BERT) and 0.18-0.84 (Llama3-8B zero-shot, "
-                         "4-random, 4-relation) where it reports fluctuation, 0.03 with 4-template demonstrations",
-        "caveat": "fewer relations and pairs than the paper widen the range (sampling noise adds to prompt effects)",
-    }
-    if setting:
-        detail["setting"] = setting
-    n_pairs = sum(s.shape[0] for _, _, s, _ in tables)
-    usable = [t for t in tables if len(t[1]) >= 2]
-    detail.update(relations=len(tables), relations_with_2_templates=len(usable), pairs=n_pairs)
-    if not rows or not usable:
-        return Finding("fluctuation", model, INCONCLUSIVE, None, (None, None), n_pairs,
-                       {**detail, "not_measured": "no relation with two templates"})
-    detail["mean_acc"] = float(np.mean([float(bool(r["correct"])) for r in rows]))
-    rng_obs, mean_obs = _draw_ranges(tables, [np.ones((1, s.shape[0])) for _, _, s, _ in tables], n_draws, seed)
-    detail["acc_range"], detail["draw_mean_acc"] = float(rng_obs[0]), float(mean_obs[0])
-    detail["correct_per_draw"] = float(mean_obs[0]) * n_pairs
-    if not detail["correct_per_draw"] >= min_correct:
-        return Finding("fluctuation", model, INCONCLUSIVE, None, (None, None), n_pairs,
-                       {**detail, "not_measured": f"accuracy at the floor: {detail['correct_per_draw']:.1f} correct "
-                                                  f"answers per draw (< {min_correct}); one answer moves Acc@1 by more "
-                                                  f"than {threshold:.0%} of itself"})
-    observed = float(rng_obs[0] / mean_obs[0])
-    gen = np.random.default_rng([seed, 1])
-    weights = [gen.multinomial(s.shape[0], np.full(s.shape[0], 1.0 / s.shape[0]), size=n_boot).astype(float)
-               for _, _, s, _ in tables]
-    b_range, b_mean = _draw_ranges(tables, weights, n_draws, seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = b_range / b_mean
-    boot = boot[np.isfinite(boot)]
-    lo, hi = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))) if boot.size else (None, None)
-    return Finding("fluctuation", model, verdict(lo, hi, n_pairs, direction="above", threshold=threshold), observed,
-                   (lo, hi), n_pairs, detail)
-
-
-# ------------------------------------------------------------------ rendering
-def _fmt(v: Any) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{float(v):+.3f}"
-
-
-def verdict_text(f: Mapping[str, Any]) -> str:
-    """The verdict with its note, if any (e.g. the paper reports no effect at this scale)."""
-    note = (f.get("detail") or {}).get("verdict_note")
-    return f"{f['verdict']} ({note})" if note else f["verdict"]
-
-
-def markdown_table(findings: Sequence[Mapping[str, Any]]) -> str:
-    """A markdown table of `Finding.to_dict()` records: claim, source, model, verdict, value, 95% CI, n
-    (n in the resampled unit), then `MULTIPLICITY_NOTE`."""
-    lines = ["| claim | source | model | verdict | value | 95% CI | n |", "|---|---|---|---|---|---|---|"]
-    for f in findings:
-        lo, hi = f["ci"]
-        ci = "n/a" if lo is None and hi is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
-        note = (f.get("detail") or {}).get("verdict_note")
-        v = f"**{f['verdict']}**" + (f" ({note})" if note else "")
-        unit = (f.get("detail") or {}).get("unit")
-        n = f"{f['n']} {unit}" if unit else f"{f['n']}"
-        lines.append(f"| {f['statement']} | {f['source']} | {f['model']} | {v} | {_fmt(f['value'])} | {ci} | {n} |")
-    return "\n".join(lines) + "\n\n" + MULTIPLICITY_NOTE + "\n"
-
-
 __all__ = [
+    "HOLDS",
+    "INCONCLUSIVE",
+    "NOT_HOLDS",
     "CLAIMS",
     "FLUCTUATION_MIN_CORRECT",
     "FLUCTUATION_THRESHOLD",

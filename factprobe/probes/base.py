@@ -66,6 +66,8 @@ class Session:
     @property
     def scorer(self):
         """The shared-prefix log-prob scorer (`factprobe.lm.scorer.Scorer`) for this model."""
+        if "scorer" not in self._engines and getattr(self.loaded, "served", False):  # factprobe.lm.served
+            self._engines["scorer"] = self.loaded.make_scorer(self.cfg.base.token_budget)
         if "scorer" not in self._engines:
             from ..lm.scorer import Scorer
 
@@ -77,6 +79,8 @@ class Session:
     @property
     def generator(self):
         """The generation engine (`factprobe.lm.generate.Generator`) for this model."""
+        if "generator" not in self._engines and getattr(self.loaded, "served", False):  # factprobe.lm.served
+            self._engines["generator"] = self.loaded.make_generator(self.cfg.base.token_budget)
         if "generator" not in self._engines:
             from ..lm.generate import Generator
 
@@ -181,7 +185,10 @@ class Probe:
     relation_metric: ClassVar[str | None] = None
     #: how `relation_metric` is named in figure titles (default: the metric)
     relation_metric_title: ClassVar[str] = ""
-    #: boolean per-fact column `factprobe compare` joins runs on (None: not compared fact by fact)
+    #: boolean per-fact column (one of `per_fact_columns`) whose share of True is the headline: the one
+    #: contract of every gate (compare, regress, baseline promote, the nightly paired test, the
+    #: cross-model maps), read with the headline's direction by `factprobe.probes.verdict`; None: the
+    #: probe's runs are not compared fact by fact
     fact_verdict: ClassVar[str | None] = None
     #: probes with the same group share one cross-run report part (default: the probe's name)
     report_group: ClassVar[str] = ""

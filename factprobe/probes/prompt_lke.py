@@ -89,19 +89,22 @@ class PromptProbe(MCProbe):
         return session.prepared.info[f"{self.name}_templates"][relation]
 
     def score_batch(self, session: Session, templates: list[str], batch: Sequence[MCItem]) -> list[dict]:
+        """One row per (template, item), template by template. Every row's prompt is short and
+        its own (the subject sits in it), so no prefix is shared: the rows of the whole batch go to
+        the scorer at once with `pack_contexts`, which packs several rows' contexts and options into
+        one forward (`token_budget`) instead of two tiny forwards per row."""
         from ..lm.scorer import ChoiceRequest
 
-        rows = []
+        reqs, owners = [], []
         for template in templates:
-            reqs, contexts = [], []
             for it in batch:
                 pairs = [fill_template(template, it.subject, o) for o in it.options]
-                ctx = pairs[0][0]
-                contexts.append(ctx)
-                reqs.append(ChoiceRequest(ctx, [cont for _, cont in pairs]))
-            scores = session.scorer.score_choices(reqs)
-            rows += [item_row(it, c, s, self.name, template) for it, c, s in zip(batch, contexts, scores)]
-        return rows
+                reqs.append(ChoiceRequest(pairs[0][0], [cont for _, cont in pairs]))
+                owners.append((it, template))
+        # a served model's scorer (factprobe.lm.served) sends each option as its own request: nothing to pack
+        packing = {} if getattr(session.loaded, "served", False) else {"pack_contexts": True}
+        scores = session.scorer.score_choices(reqs, **packing)
+        return [item_row(it, r.context, s, self.name, template) for (it, template), r, s in zip(owners, reqs, scores)]
 
     def metrics(self, rows, prepared, cfg) -> dict:
         from ..metrics.multiple_choice import template_summary

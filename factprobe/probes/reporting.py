@@ -9,8 +9,9 @@ layer never tests a probe's name or the shape of its metrics:
 - `headline_keys`: the top-level numbers of the terminal line (`em 0.412, f1 0.530 over 200 items`);
 - `per_fact_columns`: the slim per-fact table runs are joined on (`tables/per_fact.parquet`);
 - `relation_metric`: the per-relation number drawn as bars (per run and across runs);
-- `fact_verdict`: the boolean per-fact column `factprobe compare` joins two runs on (None: the
-  probe's runs are not compared fact by fact);
+- `fact_verdict`: the boolean per-fact column every gate joins runs on (`compare`, `regress`,
+  `baseline promote`, the nightly paired test, the cross-model maps; `factprobe.probes.verdict`),
+  the headline being the share of facts where it is True (None: not compared fact by fact);
 - hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`, `run_figures` (per
   run) and `report` (across the runs of a pipeline, grouped by `report_group`).
 
@@ -66,11 +67,14 @@ class Headline:
     `metric`: its metrics.json key (`accuracy`, `em`, `acc@1`); `family`: the probe family it is
     logged under, `headline/<family>` on every probe run whatever the pipeline, so runs of one
     family sort by one column (`accuracy`, `em`, `coherency`, `belief_accuracy`); `label`: the
-    short name in step outputs (KFP metrics `<label>-<probe>-<model>`; default: `metric`)."""
+    short name in step outputs (KFP metrics `<label>-<probe>-<model>`; default: `metric`);
+    `higher_is_better`: its direction, which every gate reads with the per-fact verdict
+    (`factprobe.probes.verdict`: under a lower-is-better headline a fact is right when its verdict is False)."""
 
     metric: str
     family: str
     label: str = ""
+    higher_is_better: bool = True
 
     def __post_init__(self) -> None:
         if not self.metric or not self.family:

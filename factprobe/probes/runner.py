@@ -12,12 +12,13 @@ Contract
 3. loads the model only when something is left to score, checks that its kind (causal, masked)
    is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
    `run_config.json` written and `on_start()` called (the tracking layer opens its MLflow run
-   there, so a run refused at the folder or at validation leaves none); rows of other weights
-   are never mixed into the folder. When the folder already holds this configuration's finished
-   run (metrics.json, every row done) the outcome says `already_finished`, and with
-   `start_when_finished=False` (or a callable that returns False) `on_start()` is not called (the
-   CLI logs no second MLflow run when the first was logged; a pipeline step, whose cached work
-   folder a new pipeline run reuses, still starts its child run);
+   there, on a background thread while scoring goes on, so a run refused at the folder or at
+   validation leaves none); rows of other weights are never mixed into the folder. When the
+   folder already holds this configuration's finished run (metrics.json, every row done) the
+   outcome says `already_finished`, and with `start_when_finished=False` (or a callable that
+   returns False) `on_start()` is not called (the CLI logs no second MLflow run when the first
+   was logged; a pipeline step, whose cached work folder a new pipeline run reuses, still starts
+   its child run);
 4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
    appended to the checkpoint (fsynced) before the next;
 5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
@@ -71,7 +72,13 @@ class ProbeOutcome:
 def load_for_probe(cfg: RunConfig):
     """Load the run's model and check that the probe accepts its kind (causal or masked)."""
     from ..lm.models import load_model, require_kind
+    from ..lm.served import check_probe, is_served
 
+    if is_served(cfg.base.model):  # a server: its own checks (no weights to test for causality)
+        loaded = load_model(cfg.base.model, kind="causal", base_model=cfg.base.base_model,
+                            device_map=cfg.base.device_map, max_memory=cfg.base.max_memory)
+        check_probe(loaded, cfg.probe, get_probe(cfg.probe).model_kinds)
+        return loaded
     loaded = load_model(cfg.base.model, device=cfg.base.device, dtype=cfg.base.dtype, base_model=cfg.base.base_model,
                         device_map=cfg.base.device_map, max_memory=cfg.base.max_memory)
     require_kind(loaded, get_probe(cfg.probe).model_kinds, cfg.probe)
@@ -180,8 +187,11 @@ def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity
     else:
         from ..lm.loading import model_revision
 
+        from ..lm.served import is_served, served_numerics
+
         revision = model_revision(cfg.base.model, cfg.base.base_model)
-        num = resolved_numerics(cfg.base.device, cfg.base.dtype, cfg.base.device_map)
+        num = served_numerics() if is_served(cfg.base.model) else resolved_numerics(cfg.base.device, cfg.base.dtype,
+                                                                                     cfg.base.device_map)
     ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num)
     return with_inputs(ident, cfg.to_dict())
 

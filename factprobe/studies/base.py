@@ -5,10 +5,19 @@ study, the findings table). Unlike a probe it is not a per-fact loop with a chec
 once into a claimed output folder (`factprobe.run_folder.claim(out, "study", name)`) and
 returns its metrics, which the CLI writes atomically to `<out>/metrics.json`.
 
-Contract of a study:
+Contract of a study (its module registers one instance, `register(MyStudy())`: factprobe/studies/registry.py,
+which also loads plug-in study modules; docs/extending.md walks through one):
 - `name` (the CLI's subcommand), `description` (one line), `config_class` (a `ConfigBase`
   dataclass of its own options, one `--flag` per field, validated in `__post_init__`);
 - `uses_base`: whether the `BaseConfig` flags (model, source, data, relations, seed, ...) apply;
+- `loads_model`: whether it loads `base.model` (default True). A study that uses the base flags for
+  its data only sets it False: its configuration then names no model (`factprobe.studies.cli.study_config`
+  drops `model` and `base_model`), so its identity hashes no weights, its folder and MLflow run are not
+  named after a model and its run is not tagged with one (factprobe_ops/tracking/study_run.py);
+- `headline_metric` (`StudyHeadline` or None): the run's one number, a key of its `flat_metrics`, and
+  whether higher or lower is better; logged as `headline/<study name>` with the tag `factprobe.headline`
+  (metric, value, direction), the primary metric of the study's MLflow experiment. None: the study has
+  no one number (the findings table) and no headline is logged;
 - `prepare(ctx)` reads and checks the study's data (no model, nothing scored, nothing written),
   raising ConfigError/DataError for bad input; what it returns is `ctx.prepared` in `run`. The CLI
   calls it before it writes `study_config.json` or opens the MLflow run (`factprobe.studies.cli.run_study`),
@@ -24,9 +33,11 @@ Contract of a study:
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from ..config import ConfigBase
 from ..probes.config import BaseConfig
@@ -53,6 +64,30 @@ class StudyContext:
     prepared: Any = None
 
 
+@dataclass(frozen=True)
+class StudyHeadline:
+    """A study's headline number: `metric`, a key of the study's `flat_metrics`; `higher_is_better`
+    (False: lower is better, e.g. the number of examples a curve needs to saturate); `label`: a short
+    description for people (default: the metric)."""
+
+    metric: str
+    higher_is_better: bool = True
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.metric:
+            raise ValueError("StudyHeadline needs a metric (a key of the study's flat_metrics)")
+
+    def row(self, flat: Mapping[str, float]) -> dict[str, Any] | None:
+        """{"metric", "value", "higher_is_better", "label"} from a run's flat metrics; None when the run
+        has no finite value for the metric (e.g. a curve that never saturates)."""
+        value = flat.get(self.metric)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return None
+        return {"metric": self.metric, "value": float(value), "higher_is_better": self.higher_is_better,
+                "label": self.label or self.metric}
+
+
 class Study:
     """Base class of a study (module docstring)."""
 
@@ -60,6 +95,8 @@ class Study:
     description: ClassVar[str] = ""
     config_class: ClassVar[type[ConfigBase]] = ConfigBase
     uses_base: ClassVar[bool] = True
+    loads_model: ClassVar[bool] = True
+    headline_metric: ClassVar[StudyHeadline | None] = None
 
     def prepare(self, ctx: StudyContext) -> Any:
         """Read and check the study's data before anything is opened or written (module docstring);
@@ -75,6 +112,14 @@ class Study:
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         return {k: float(v) for k, v in metrics.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def headline_row(self, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The run's headline (`StudyHeadline.row` over `flat_metrics(metrics)`); None without one."""
+        return self.headline_metric.row(self.flat_metrics(metrics)) if self.headline_metric else None
+
+    def names_model(self) -> bool:
+        """Whether a configuration of this study names `base.model`: it uses the base flags and loads a model."""
+        return self.uses_base and self.loads_model
 
     def figures(self, out: Path) -> list[Path]:
         return sorted(Path(out).glob("*.png"))

@@ -1,4 +1,4 @@
-"""`factprobe study NAME [flags]`: run one registered study (registry.py) into an output folder.
+"""`factprobe study NAME [flags]`: run one registered study (registry.py: built-in or plug-in) into an output folder.
 
     factprobe study icl-examples --model smollm2-135m-instruct --source lama --relations P36 --n 0,1,5 --draws 3
     factprobe study icl-sequence --length 200 --replace 40 --kind incorrect --placement block
@@ -28,13 +28,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from ..config import add_config_arguments, namespace_to_dict
 from ..config_files import add_config_option, with_config_file
 from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
-from ..redact import redact_values
-from ..config import add_config_arguments, namespace_to_dict
 from ..probes.config import BaseConfig
+from ..redact import redact_values
 from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt
 from . import registry
@@ -45,23 +45,34 @@ from .study_identity import StudyIdentity, study_identity
 STUDY_HOOK_GROUP = "factprobe.study_hooks"
 CONFIG_FILE = "study_config.json"
 METRICS_FILE = "metrics.json"
+#: the BaseConfig fields that choose and place a model: not options of a study that loads none (`Study.loads_model`)
+MODEL_FIELDS = ("model", "base_model", "device", "dtype", "token_budget", "device_map", "max_memory")
 
 
 def _hooks() -> list[Any]:
-    from importlib.metadata import entry_points
+    from ..plugins import load_entry_points  # a hook of an extra that is not installed is left out
 
-    found = sorted(entry_points(group=STUDY_HOOK_GROUP), key=lambda e: e.name)
-    return [h() if isinstance(h, type) else h for h in (ep.load() for ep in found)]
+    return [h() if isinstance(h, type) else h for h in load_entry_points(STUDY_HOOK_GROUP)]
+
+
+def base_fields(study: Study) -> list[str]:
+    """The `BaseConfig` fields that are options of `study`: none unless it uses the base flags, and
+    not the model's (`MODEL_FIELDS`) when it loads no model."""
+    if not study.uses_base:
+        return []
+    return [n for n in BaseConfig.field_names() if study.loads_model or n not in MODEL_FIELDS]
 
 
 def study_config(study: Study, given: dict[str, Any]) -> dict[str, Any]:
     """The study's whole configuration as one JSON-able dict `{"study", "base"?, "params"}`,
-    validated (ConfigError names the bad option). `given` holds the options the user set."""
+    validated (ConfigError names the bad option). `given` holds the options the user set. A study
+    that loads no model has no model in its configuration (`base_fields`)."""
     own = study.config_class.from_dict({k: v for k, v in given.items() if k in study.config_class.field_names()})
     config: dict[str, Any] = {"study": study.name, "params": own.to_dict()}
     if study.uses_base:
-        base = BaseConfig.from_dict({k: v for k, v in given.items() if k in BaseConfig.field_names()})
-        config["base"] = {k: v for k, v in base.to_dict().items() if k != "out"}
+        keep = set(base_fields(study))
+        base = BaseConfig.from_dict({k: v for k, v in given.items() if k in keep})
+        config["base"] = {k: v for k, v in base.to_dict().items() if k != "out" and k in keep}
     return config
 
 
@@ -158,7 +169,7 @@ def interrupted_message(out: Path) -> str:
 def cmd_study(args: argparse.Namespace) -> int:
     study = get_study(args.study)
     classes = (BaseConfig, study.config_class) if study.uses_base else (study.config_class,)
-    known = [*(n for c in classes for n in c.field_names()), "out"]
+    known = [*base_fields(study), *study.config_class.field_names(), "out"]
     given = with_config_file(args, "study", study.name, known, namespace_to_dict(args, classes))  # flags over --config
     config = study_config(study, given)
     out_given = getattr(args, "out", None) or given.get("out")
@@ -188,7 +199,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         study = get_study(name)
         sp = studies.add_parser(name, help=study.description, description=study.description)
         if study.uses_base:
-            add_config_arguments(sp.add_argument_group("model and data"), BaseConfig)
+            skip = tuple(n for n in BaseConfig.field_names() if n not in base_fields(study))
+            add_config_arguments(sp.add_argument_group("model and data" if study.loads_model else "data"), BaseConfig,
+                                 skip=skip)
         else:
             sp.add_argument("--out", default=None, help="output folder (default runs/study-<name>)")
         add_config_arguments(sp.add_argument_group(f"{name} options"), study.config_class)

@@ -40,6 +40,7 @@ from ..metrics import findings as fm
 from ..config import ConfigBase, option, split_relations
 from ..probes.config import BaseConfig, RunConfig
 from .base import Study, StudyContext
+from .registry import register
 
 DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 
@@ -81,6 +82,8 @@ class FindingsConfig(ConfigBase):
     max_facts_per_relation: int = option(8, "test facts per relation for every probe (a deterministic sample)")
     budget: str = option("small", "what each step runs: tiny (tests), small (~30 min for two models on 2 cores), "
                                   "paper (the papers' settings); docs/findings.md lists them", choices=tuple(BUDGETS))
+    choices: int | None = option(None, "options per multiple-choice item (IC-LKE, HGP/MMP, the icl-examples curve); "
+                                       "default: the budget's (10 small, 100 paper)")
     seed: int = option(0, "seed of every step")
     device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
     dtype: str = option("auto", "auto | float32 | bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
@@ -96,6 +99,12 @@ class FindingsConfig(ConfigBase):
         self.relations = rels  # type: ignore[assignment]
         self.check(self.max_facts_per_relation >= 1, "max_facts_per_relation", self.max_facts_per_relation,
                    "must be >= 1")
+        self.check(self.choices is None or self.choices >= 2, "choices", self.choices, "must be >= 2 (the answer and a "
+                   "distractor)")
+
+    def mc_choices(self) -> int:
+        """Options per multiple-choice item: `choices`, else the budget's."""
+        return self.choices if self.choices is not None else BUDGETS[self.budget]["choices"]
 
 
 # ------------------------------------------------------------------ the steps
@@ -111,7 +120,7 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
     """{probe: RunConfig} of one model under the budget."""
     b = BUDGETS[cfg.budget]
     base = _base(cfg, model)
-    mc = {**base, "choices": b["choices"], "skip_small_relations": True}
+    mc = {**base, "choices": cfg.mc_choices(), "skip_small_relations": True}
     flat = {
         "ic-lke": {**mc, "examples": b["examples"]},
         "hgp": {**mc, "templates": b["templates"]},
@@ -129,7 +138,7 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
 def study_givens(cfg: FindingsConfig, model: str) -> dict[str, dict[str, Any]]:
     """{step folder: options} of the sub-studies (icl-examples; icl-sequence per kind)."""
     b = BUDGETS[cfg.budget]
-    out = {"icl-examples": {**_base(cfg, model), "choices": b["choices"], "skip_small_relations": True,
+    out = {"icl-examples": {**_base(cfg, model), "choices": cfg.mc_choices(), "skip_small_relations": True,
                             "n": b["n"], "draws": b["draws"]}}
     for step, (kind, placement) in SEQUENCE_STEPS.items():  # the sequence is drawn from all facts of each relation
         out[step] = {**_base(cfg, model, max_facts_per_relation=None), "length": b["length"], "replace": b["replace"],
@@ -300,6 +309,7 @@ class FindingsStudy(Study):
     description = "the papers' claims on your models: holds / does not hold / inconclusive, with numbers, 95% CI and n"
     config_class = FindingsConfig
     uses_base = False
+    headline_metric = None  # a table of verdicts per claim and model: no one number
 
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -309,7 +319,7 @@ class FindingsStudy(Study):
         found: list[fm.Finding] = []
         metrics: dict[str, Any] = {
             "findings": [], "models": list(cfg.models), "relations": list(cfg.relations),
-            "settings": {"budget": cfg.budget, **BUDGETS[cfg.budget], "max_facts_per_relation": cfg.max_facts_per_relation,
+            "settings": {"budget": cfg.budget, **BUDGETS[cfg.budget], "choices": cfg.mc_choices(), "max_facts_per_relation": cfg.max_facts_per_relation,
                          "train_data": cfg.train_data, "seed": cfg.seed},
             "runs": runs,
         }
@@ -355,4 +365,4 @@ class FindingsStudy(Study):
         return out
 
 
-STUDY = FindingsStudy()
+STUDY = register(FindingsStudy())

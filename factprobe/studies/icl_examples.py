@@ -70,7 +70,8 @@ from ..probes.config import BaseConfig
 from ..probes.ic_lke import ICLKE, PROMPT_FORMATS, fact_context, option_continuation, relation_prefix
 from ..probes.mc import ON_TOO_LONG, MCConfig, item_row, longest
 from ..seeding import stable_seed
-from .base import Study, StudyContext
+from .base import Study, StudyContext, StudyHeadline
+from .registry import register
 
 DEFAULT_N = (0, 1, 2, 5, 10, 20, 30, 50)
 #: the share of the accuracy at the largest n that n95 must reach (wu2024 Figure 1's dashed lines)
@@ -436,6 +437,8 @@ class ICLExamplesStudy(Study):
     description = "IC-LKE accuracy against the number of in-context examples (wu2024 Figure 1)"
     config_class = ICLExamplesConfig
     uses_base = True
+    headline_metric = StudyHeadline("n95", higher_is_better=False,
+                                    label="fewest in-context examples reaching 95% of the accuracy at the largest n")
 
     def prepare(self, ctx: StudyContext) -> Any:
         """The multiple-choice items (the data is read and checked before the MLflow run opens)."""
@@ -479,4 +482,4 @@ class ICLExamplesStudy(Study):
         return out
 
 
-STUDY = ICLExamplesStudy()
+STUDY = register(ICLExamplesStudy())

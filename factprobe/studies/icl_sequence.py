@@ -50,7 +50,8 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_jsonl
 from ..config import ConfigBase, option
-from .base import Study, StudyContext
+from .base import Study, StudyContext, StudyHeadline
+from .registry import register
 from .sequence_data import KINDS, PLACEMENTS, SequenceExample, build_sequence, sequence_texts
 
 GROUPS = ("correct", "replaced", "after_replaced")
@@ -243,6 +244,7 @@ class ICLSequenceStudy(Study):
     description = "object probability at every position of one long example sequence, with unknown or incorrect examples injected (wu2024 Figure 2)"
     config_class = ICLSequenceConfig
     uses_base = True
+    headline_metric = StudyHeadline("mean_prob_correct", label="mean object probability at the correct examples")
 
     def prepare(self, ctx: StudyContext) -> None:
         """Read the facts and check that the relations have enough of them before the MLflow run opens
@@ -450,4 +452,4 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
 
 
 
-STUDY = ICLSequenceStudy()
+STUDY = register(ICLSequenceStudy())

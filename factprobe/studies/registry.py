@@ -1,39 +1,95 @@
-"""The studies `factprobe study` knows, by name: `STUDY_MODULES` maps a name to the module that
-defines `STUDY` (an instance of `factprobe.studies.base.Study`). Modules load lazily, so a
-study's imports (plots, models) cost nothing until it runs."""
+"""The one list of studies: registration, plug-in loading and lookup by name (as the probes'
+`factprobe/probes/registry.py`).
+
+A study module defines a `Study` subclass (`factprobe.studies.base`, which states the contract)
+and registers one instance: `register(MyStudy())`. The CLI (`factprobe study NAME`,
+`factprobe/studies/cli.py`), the generic `study` pipeline and MLflow tracking call the registered
+studies only and never name one.
+
+Built-in studies are listed in `BUILTIN_MODULES`; more can be added without touching factprobe
+through the environment variable `FACTPROBE_STUDY_MODULES` (comma-separated module names) or the
+`factprobe.studies` entry-point group (`name = "package.module"`): each module registers its study
+on import. A module that cannot be imported is one ConfigError naming it and where it came from.
+"""
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import os
 
 from ..errors import ConfigError
 from .base import Study
 
-STUDY_MODULES: dict[str, str] = {
-    "icl-examples": "factprobe.studies.icl_examples",
-    "icl-sequence": "factprobe.studies.icl_sequence",
-    "findings": "factprobe.studies.findings",
-}
+#: the built-in studies: one line per study module
+BUILTIN_MODULES = (
+    "factprobe.studies.icl_examples",
+    "factprobe.studies.icl_sequence",
+    "factprobe.studies.findings",
+)
+PLUGIN_ENV = "FACTPROBE_STUDY_MODULES"
+ENTRY_POINT_GROUP = "factprobe.studies"
+
+_REGISTRY: dict[str, Study] = {}
+_loaded = False
+
+
+def register(study: Study) -> Study:
+    """Add `study` (a `Study` instance with a name) to the registry; returns it. A name is
+    registered once: the same class again replaces it (a module imported twice), another class is
+    a ConfigError naming both."""
+    if not isinstance(study, Study):
+        raise ConfigError(f"{type(study).__name__} is not a factprobe.studies.base.Study; register an instance of a "
+                          "Study subclass")
+    if not getattr(study, "name", ""):
+        raise ConfigError(f"{type(study).__name__}: a study needs a name")
+    old = _REGISTRY.get(study.name)
+    if old is not None and type(old) is not type(study):
+        raise ConfigError(f"study name {study.name!r} is registered twice ({type(old).__name__}, {type(study).__name__})")
+    _REGISTRY[study.name] = study
+    return study
+
+
+def plugin_modules() -> list[str]:
+    """The plug-in study modules: `FACTPROBE_STUDY_MODULES` (comma-separated), then the
+    `factprobe.studies` entry points (their module part), each once."""
+    mods = [m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",") if m.strip()]
+    try:
+        from importlib.metadata import entry_points
+
+        mods += [ep.value.split(":")[0].strip() for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    except Exception:  # noqa: BLE001, S110 - broken metadata must not stop the built-ins
+        pass
+    return list(dict.fromkeys(mods))
+
+
+def load_studies() -> dict[str, Study]:
+    """Import the built-in and plug-in study modules (once) and return {name: study}, built-ins
+    first. A module that cannot be imported raises ConfigError naming it."""
+    global _loaded
+    if not _loaded:
+        modules = BUILTIN_MODULES + tuple(m for m in plugin_modules() if m not in BUILTIN_MODULES)
+        for mod in modules:
+            try:
+                importlib.import_module(mod)
+            except ImportError as e:
+                raise ConfigError(f"cannot import study module {mod!r} (from {PLUGIN_ENV} or the "
+                                  f"{ENTRY_POINT_GROUP} entry points): {e}") from None
+        # list order = module order (built-ins first), whatever order they were first imported in
+        rank = {m: i for i, m in enumerate(modules)}
+        ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))
+        _REGISTRY.clear()
+        _REGISTRY.update(ordered)
+        _loaded = True
+    return dict(_REGISTRY)
 
 
 def available() -> list[str]:
-    """Names whose module exists (a study still being written is left out, not an error)."""
-    out = []
-    for name, module in STUDY_MODULES.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ValueError:  # already imported without a spec (a module built at run time)
-            found = True
-        if found:
-            out.append(name)
-    return out
+    """Registered study names, built-ins first."""
+    return list(load_studies())
 
 
 def get_study(name: str) -> Study:
-    """The registered study `name`; ConfigError naming the known ones otherwise."""
-    if name not in STUDY_MODULES or name not in available():
-        raise ConfigError(f"unknown study {name!r}; known: {', '.join(available()) or 'none'}")
-    study = importlib.import_module(STUDY_MODULES[name]).STUDY
-    if not isinstance(study, Study):
-        raise TypeError(f"{STUDY_MODULES[name]}.STUDY is not a factprobe.studies.base.Study")
-    return study
+    """The study registered as `name`; an unknown name raises ConfigError listing the known ones."""
+    studies = load_studies()
+    if name not in studies:
+        raise ConfigError(f"unknown study {name!r}; known: {', '.join(studies) or 'none'}")
+    return studies[name]

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ..identity import input_locations, path_digest, short
-from ..lm.numerics import resolved_numerics
 
 
 @dataclass
@@ -115,6 +114,7 @@ def study_identity(config: Mapping[str, Any], key: str | None = None) -> StudyId
     """The identity of a study configuration (`factprobe.studies.cli.study_config`'s dict) on this
     machine. Local inputs are hashed (once per file); `s3://` inputs are recorded by location."""
     from ..lm.loading import model_revision
+    from ..lm.numerics import resolved_numerics  # imports torch: only when an identity is computed, not for --help
 
     base = dict(config.get("base") or {})
     params = dict(config.get("params") or {})

@@ -1,7 +1,8 @@
-"""KFP components of the `finetune_known_unknown` pipeline (the logic is in factprobe_ops/components/steps/finetune.py,
-finetune_report.py and finetune_trainjob.py): the base model's known/unknown table, the training
-sets, one setting's fine-tuning (one node, or a Kubeflow Trainer TrainJob over several), the
-evaluation of the base model and of each adapter, and the before/after report."""
+"""KFP components of the `finetune_known_unknown` pipeline (the logic is in factprobe_ops/components/steps/, one
+module per step: finetune_base_table.py, finetune_sets.py, finetune_train.py, finetune_trainjob.py,
+finetune_evaluate.py, finetune_report.py; what they share in finetune.py): the base model's known/unknown
+table, the training sets, one setting's fine-tuning (one node, or a Kubeflow Trainer TrainJob over several),
+the evaluation of the base model and of each adapter, and the before/after report."""
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Metrics, Model, Output
 
@@ -14,7 +15,7 @@ def finetune_base_table(
     work_root: str, table: Output[Dataset], results: Output[Dataset],
 ):
     """The base model's known/unknown table: the one given (path or runs:/<id>) or made by the qa probe over the train split."""
-    from factprobe_ops.components.steps.finetune import run_base_table_step
+    from factprobe_ops.components.steps.finetune_base_table import run_base_table_step
 
     info = run_base_table_step(items.path, results.path, table.path, model, {**config, "options": options}, settings, known_unknown,
                                context, work_root)
@@ -26,7 +27,7 @@ def finetune_sets(
     table: Input[Dataset], model: str, settings: list, ft: dict, options: str, context: str, sets: Output[Dataset],
 ) -> list:
     """Build and log every setting's training set (digests; no overlap with the evaluation facts); return the loop cells."""
-    from factprobe_ops.components.steps.finetune import run_sets_step
+    from factprobe_ops.components.steps.finetune_sets import run_sets_step
 
     return run_sets_step(sets.path, table.path, model, settings, {**ft, "options": options}, context)
 
@@ -38,7 +39,7 @@ def finetune_train(
     metrics: Output[Metrics],
 ):
     """Fine-tune the base model on one setting's training set, as built and logged by the sets step (LoRA or full, DeepSpeed ZeRO); resumes from its checkpoint on the PVC."""
-    from factprobe_ops.components.steps.finetune import run_train_step
+    from factprobe_ops.components.steps.finetune_train import run_train_step
 
     info = run_train_step(table.path, adapter.path, model, setting, {**ft, "options": options}, context, work_root,
                           sets_dir=sets.path)
@@ -69,7 +70,7 @@ def finetune_evaluate_base(
     qa_results: Output[Dataset], mc_results: Output[Dataset], metrics: Output[Metrics],
 ):
     """Zero-shot QA on the evaluation facts and IC-LKE on the same relations for the base model."""
-    from factprobe_ops.components.steps.finetune import run_evaluate_step
+    from factprobe_ops.components.steps.finetune_evaluate import run_evaluate_step
 
     info = run_evaluate_step(items.path, qa_results.path, mc_results.path, model, "base", {**config, "options": options}, context,
                              work_root)
@@ -83,7 +84,7 @@ def finetune_evaluate_adapter(
     work_root: str, qa_results: Output[Dataset], mc_results: Output[Dataset], metrics: Output[Metrics],
 ):
     """Zero-shot QA on the evaluation facts and IC-LKE on the same relations for one fine-tuned adapter."""
-    from factprobe_ops.components.steps.finetune import model_link, run_evaluate_step
+    from factprobe_ops.components.steps.finetune_evaluate import model_link, run_evaluate_step
 
     from factprobe_ops.tracking.context import RunContext
 

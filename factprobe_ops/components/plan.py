@@ -17,3 +17,21 @@ def read_models(models_yaml: str) -> list:
     from factprobe_ops.components.steps.plan import run_read_models
 
     return run_read_models(models_yaml)
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def plan_units(models: list, probes: list, config: dict, options: str, context: str, shards: int, one_load: bool,
+               defaults: dict) -> list:
+    """Validate the models (per-model settings), probes and run config, and expand them into the sweep's units of work: one pod each (a model, its probes, its fact shard, its resources)."""
+    from factprobe_ops.components.steps.plan import run_plan_units
+
+    return run_plan_units(models, probes, context, {**config, "options": options}, shards=shards, one_load=one_load,
+                          defaults=defaults)
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def unit_resources(unit: dict, gpus: dsl.OutputPath(str), cpu: dsl.OutputPath(str), memory: dsl.OutputPath(str)):
+    """The GPUs, CPUs and memory the pod of one unit of work requests (its model's own settings, else the defaults)."""
+    from factprobe_ops.components.steps.plan import write_unit_resources
+
+    write_unit_resources(unit, gpus, cpu, memory)

@@ -7,6 +7,9 @@
   JSON parameter (factprobe_ops/pipelines/params.py), so any config field is still accepted.
 - `validate_params` builds the configs the steps will build, so a bad value fails up front with
   the step's own one-line ConfigError.
+- A pipeline module with `option_names(values)` (the generic `study` pipeline) takes the options of the
+  study it is given instead of probe options: `--param K=V` puts that study's options into `options`,
+  and its `check_studies` alone validates a run (it runs no probe).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from factprobe.errors import ConfigError
 from .params import OPTIONS, PER_STEP
 
 PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief",
-             "design_space", "findings")
+             "design_space", "findings", "study")
 
 
 def pipeline_key(name: str) -> str:
@@ -127,11 +130,15 @@ def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
         k = k.strip().replace("-", "_")
         if k in spec:
             out[k] = coerce(k, v, spec[k][0])
-        elif k in option_fields(name):
-            extra[k] = v
         else:
-            raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)} "
-                              "(and any probe option, which goes into `options`)")
+            extra[k] = v
+    if extra:
+        study_options = _study_option_names(name, out)
+        for k in extra:
+            if k not in (study_options if study_options is not None else option_fields(name)):
+                raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)} (and any "
+                                  f"{'option of the study' if study_options is not None else 'probe option'}, "
+                                  "which goes into `options`)")
     if extra:
         from factprobe_ops.components.steps._common import parse_options
 
@@ -144,6 +151,13 @@ def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
     return out
 
 
+def _study_option_names(name: str, values: dict[str, Any]) -> set[str] | None:
+    """For a pipeline whose options are those of a study it is given (the generic `study` pipeline: its module's
+    `option_names(values)`), the names `--param K=V` puts into `options`; None for the other pipelines."""
+    module = importlib.import_module(f"factprobe_ops.pipelines.{pipeline_key(name)}")
+    return module.option_names(values) if hasattr(module, "option_names") else None
+
+
 def pipeline_probes(name: str, values: dict[str, Any]) -> list[str]:
     """The probes a run of pipeline `name` with parameter `values` runs: its `probes` parameter, the
     regression pipeline's `probe_name`, else the module's fixed `PROBES` / `PROBE`."""
@@ -152,7 +166,8 @@ def pipeline_probes(name: str, values: dict[str, Any]) -> list[str]:
     if "probe_name" in values:
         return [values["probe_name"]]
     module = importlib.import_module(f"factprobe_ops.pipelines.{pipeline_key(name)}")
-    return list(getattr(module, "PROBES", None) or [module.PROBE])
+    probes = getattr(module, "PROBES", None)
+    return list(probes) if probes is not None else [module.PROBE]
 
 
 def _check_parameter_types(pipe, values: dict[str, Any], probes: list[str]) -> None:
@@ -175,11 +190,17 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     probe steps do, `FinetuneConfig` per training set as the fine-tuning step does), so the
     one-line ConfigError is the step's own (`lora_r=-1: must be >= 0 ...`). Unknown probes name
     the parameter."""
-    from factprobe_ops.components.steps._common import check_options, run_config
     from factprobe.probes.registry import probe_names
+    from factprobe_ops.components.steps._common import check_options, run_config
 
     values = {k: d for k, (_, d) in pipeline_parameters(pipe).items() if d is not inspect.Parameter.empty}
     values.update(params)
+    key = pipeline_key(name)
+    module = importlib.import_module(f"factprobe_ops.pipelines.{key}")
+    if hasattr(module, "option_names"):  # a pipeline of a given study (`study`): its options are the study's own
+        module.check_studies(values, {**{n: values[n] for n in getattr(pipe, "config_param_names", [])},
+                                      OPTIONS: values.get(OPTIONS, "")})
+        return
     probes = pipeline_probes(name, values)
     known = probe_names()
     bad = [p for p in probes if p not in known]
@@ -187,7 +208,6 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         which = "probe_name" if "probe_name" in values else "probes"
         raise ConfigError(f"parameter {which}: unknown probe(s) {', '.join(map(repr, bad)) or '(none given)'}; "
                           f"choose from {', '.join(known)}")
-    key = pipeline_key(name)
     if key == "regression":  # the gate step's own checks, before the candidate is probed
         from factprobe_ops.tracking.baseline import check_gate_settings, gate_needs, gateable_probes
 
@@ -204,14 +224,13 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         extra = (FinetuneConfig,)
     check_options(config, probes, extra)
     _check_parameter_types(pipe, values, probes)
-    for probe in probes:
-        run_config(config, probe=str(probe), model="-")
-    module = importlib.import_module(f"factprobe_ops.pipelines.{key}")
+    if not hasattr(module, "check_studies"):  # a study builds its steps' probe configs itself (from its own options)
+        for probe in probes:
+            run_config(config, probe=str(probe), model="-")
     if hasattr(module, "check_studies"):  # pipelines that run studies: each study's config, as its step builds it
         module.check_studies(values, config)
     if key == "finetune_known_unknown":
         from factprobe.finetune import NEEDS_TABLE
-
         from factprobe_ops.components.steps.finetune import finetune_config
 
         from .finetune_known_unknown import finetune_dict
@@ -233,5 +252,6 @@ def format_params(name: str) -> str:
     w2 = max(len("DEFAULT"), *(len(r[2]) for r in rows))
     lines = [f"{'PARAMETER':<{w0}}  {'TYPE':<{w1}}  {'DEFAULT':<{w2}}  DESCRIPTION"]
     lines += [f"{a:<{w0}}  {b:<{w1}}  {c:<{w2}}  {d}" for a, b, c, d in rows]
-    lines.append("Any other config field: --param K=V puts it into `options` (a JSON object), checked against the probes run.")
+    lines.append("Any other config field: --param K=V puts it into `options` (a JSON object), checked against the probes run "
+                 "(the `study` pipeline: against the study's options).")
     return "\n".join(lines)

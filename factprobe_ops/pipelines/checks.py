@@ -6,7 +6,11 @@ refuse, made before anything runs or is sent (`factprobe pipeline run`, `submit`
   (`check_device`; whether the step's machine has CUDA is its own business: runs are often submitted
   from a laptop without one);
 - a probe's missing inputs (`Probe.check_inputs` on the config its steps will build): mc-items
-  without `data`, or with `examples` (the probe pipeline's default is 50, ic-lke's) but no `train_data`.
+  without `data`, or with `examples` (the probe pipeline's default is 50, ic-lke's) but no `train_data`;
+- a sweep's models (`probe`'s `models`, `nightly_sweep`'s `models_yaml` when it is inline YAML or a
+  file here; a path only the cluster's volume holds is checked by the sweep's first step): an unknown
+  key, a negative GPU count, `endpoint` with `device_map`, ... (`check_sweep_values`), and `shards`
+  below 1 or above the facts `relations` x `max_facts_per_relation` can give.
 
 `factprobe_ops.pipelines.catalogue.validate_params` checks the values the config classes check; these come after it.
 """
@@ -38,8 +42,8 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     """Refuse a run of pipeline `name` with parameters `params` (those given; the others take their
     defaults) that a later step would refuse for a reason the config classes cannot see (module
     docstring). ConfigError, one line naming the pipeline, the probe or the parameter."""
-    from factprobe_ops.components.steps._common import parse_options, run_config
     from factprobe.probes.registry import get_probe
+    from factprobe_ops.components.steps._common import parse_options, run_config
 
     from .catalogue import get_pipeline, pipeline_parameters, pipeline_probes
 
@@ -48,6 +52,7 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     values.update(params)
     if "device" in values:
         check_device(values["device"])
+    check_sweep_values(name, values)
     options = parse_options(values.get(OPTIONS))
     if "device" in options:
         check_device(options["device"])  # `--param device=...` travels in options
@@ -65,3 +70,42 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
 def as_params(message: str) -> str:
     """A probe's message in a pipeline's terms: `--train-data FILE` -> `--param train_data=FILE`."""
     return re.sub(r"--([a-z][a-z0-9-]*) ([A-Z]+)\b", lambda m: f"--param {m[1].replace('-', '_')}={m[2]}", message)
+
+
+def check_sweep_values(name: str, values: dict[str, Any]) -> None:
+    """The models and `shards` of a sweep run (module docstring); nothing for a pipeline without them.
+    ConfigError, one line naming the pipeline and the model file, model and key (or the value)."""
+    from pathlib import Path
+
+    from factprobe_ops.components.steps.plan import model_entries, run_read_models
+
+    try:
+        if isinstance(values.get("models"), list) and "shards" in values:
+            model_entries(values["models"], "models parameter")
+        text = values.get("models_yaml")
+        if isinstance(text, str):
+            line = text.strip()
+            elsewhere = line and "\n" not in line and not Path(line).expanduser().exists() and \
+                Path(line).suffix in (".yaml", ".yml")
+            if not elsewhere:
+                run_read_models(text)
+        if "shards" in values:
+            check_shards(values["shards"], values.get("relations"), values.get("max_facts_per_relation"))
+    except ConfigError as e:
+        raise ConfigError(f"pipeline {name}: {e}") from None
+
+
+def check_shards(shards: Any, relations: Any, max_facts: Any) -> None:
+    """ConfigError unless `shards` is a whole number >= 1 and, when `relations` and
+    `max_facts_per_relation` bound the facts, at most that bound (a shard would have no facts)."""
+    try:
+        n = int(str(shards).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"shards={shards!r}: give a whole number of pods per probe run, 1 or more")
+    rels = [r for r in str(relations or "").split(",") if r.strip()]
+    per = str(max_facts or "").strip()
+    if rels and per.isdigit() and n > len(rels) * int(per):
+        raise ConfigError(f"shards={n} is more than the {len(rels) * int(per)} facts {len(rels)} relation(s) x "
+                          f"max_facts_per_relation={per} can give; use shards={len(rels) * int(per)} or fewer")

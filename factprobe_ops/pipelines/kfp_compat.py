@@ -99,7 +99,16 @@ FEATURES: tuple[Feature, ...] = (
             "2.5.0 release notes: input parameterization for k8s resources, #11770 (ignored before, #11500)",
             "cpuLimit/memoryLimit numbers, which the compiler writes beside them (#11839)", False,
             lambda s, p: any("resourceCpuLimit" in (c.get("resources") or {}) for c in _containers(s))),
+    Feature("resources from pipeline values (the sweeps' per-model gpus/cpu/memory; before it their pods request no GPU)",
+            (2, 5, 0), "2.5.0 release notes: input parameterization for k8s resources, #11770; the compiler writes no "
+            "numeric value beside a placeholder", "", False,
+            lambda s, p: any("{{$" in str(v) for c in _containers(s) for v in _resource_values(c))),
 )
+
+
+def _resource_values(container: dict) -> list:
+    resources = container.get("resources") or {}
+    return [*resources.values(), *(resources.get("accelerator") or {}).values()]
 
 
 def parse_version(text: str) -> Version | None:

@@ -1,7 +1,11 @@
 """The `nightly_sweep` pipeline: `probe` over the models in a YAML file, compared with last night.
 
+The models YAML lists each model's own settings (gpus, memory, cpu, dtype, device_map, endpoint:
+factprobe_ops/components/steps/plan.py `model_entry`; an unknown key is refused); the sweep's units, shards,
+one-load setting and parallelism cap are those of `probe` (factprobe_ops/pipelines/probe.py `sweep_dag`).
+
 One broken model does not cost the others: its probe step records the failure instead of failing
-(`probe_model_tolerant`), the report covers every other model and names the failure, and the
+(`run_unit_step(tolerant=True)`), the report covers every other model and names the failure, and the
 comparison step (factprobe_ops/components/steps/nightly_compare.py) compares each model with its own previous
 nightly run (paired bootstrap + McNemar), tags the parent run `factprobe.alert` on a significant
 drop or a failed model, and then exits non-zero unless `fail_on_alert=false`.
@@ -10,28 +14,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from kfp import dsl
-
-from factprobe_ops.components.nightly_compare import nightly_compare
+from factprobe_ops.components.merge import nightly_compare
 from factprobe_ops.components.plan import read_models
-from factprobe_ops.components.probe_tolerant import probe_model as probe_model_tolerant
 
 from .params import Param, make_pipeline, probes_param
 from .platform import cpu_step
-from .probe import DagConfig, probe_config_params, probe_dag
+from .probe import DagConfig, probe_config_params, sweep_dag, sweep_params
 
 
 def _body(values: dict[str, Any]) -> None:
     models = cpu_step(read_models(models_yaml=values["models_yaml"]), s3=False)
-    def compare_with_previous(run, probed, rep):
-        cmp = cpu_step(nightly_compare(results=dsl.Collected(probed.outputs["results"]), context=run.context,
+    def compare_with_previous(run, merged, rep):
+        cmp = cpu_step(nightly_compare(results=merged.outputs["results"], context=run.context,
                                        max_drop=values["max_drop"], alpha=values["alpha"],
                                        fail_on_alert=values["fail_on_alert"]), s3=False)
         cmp.after(rep)  # the report logs this run's summary first
 
-    probe_dag(DagConfig.from_values("nightly_sweep", values, models.output, values["probes"], probe_config_params(),
-                                    inside=compare_with_previous,
-                                    probe_component=probe_model_tolerant))
+    sweep_dag(DagConfig.from_values("nightly_sweep", values, models.output, values["probes"], probe_config_params(),
+                                    inside=compare_with_previous), tolerant=True)
 
 
 def build():
@@ -44,7 +44,7 @@ def build():
         # header, and a newline there makes the compiled file unparseable.
         [Param("models_yaml", str, "models: [smollm2-135m-instruct, gemma-3-270m]",
                "Path to a YAML file on a mounted volume, or inline YAML: a list of models or a mapping with a `models:` list."),
-         probes_param(),
+         probes_param(), *sweep_params(),
          Param("max_drop", float, 0.02, "Accuracy drop since the previous night (absolute) that may count as a regression."),
          Param("alpha", float, 0.05, "Significance level of the paired tests (McNemar, paired bootstrap)."),
          Param("fail_on_alert", bool, True,

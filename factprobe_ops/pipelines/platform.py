@@ -71,6 +71,9 @@ def with_secrets(task: PipelineTask, s3: bool = True) -> PipelineTask:
     kubernetes.set_security_context(task, run_as_user=1000, run_as_group=1000, run_as_non_root=True)
     if CONFIG.s3_endpoint:
         task.set_env_variable("AWS_ENDPOINT_URL", CONFIG.s3_endpoint)
+    # OpenMP threads wait passively (factprobe/threads.py): a spinning wait burns a pod's CPU quota; the thread
+    # count itself comes from the pod's cgroup quota at run time, not from the node's cores.
+    task.set_env_variable("OMP_WAIT_POLICY", "PASSIVE")
     return task
 
 

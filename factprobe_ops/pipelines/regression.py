@@ -36,8 +36,8 @@ def build():
          Param("baseline", str, "factprobe.baseline=true",
                "MLflow run id of the baseline probe run, or a tag filter key=value (latest finished match)."),
          Param("probe_name", str, "ic-lke", f"Probe: {', '.join(gateable_probes())} (use the baseline's; the gate "
-               "compares multiple-choice runs fact by fact)."),
-         Param("max_drop", float, 0.02, "Tolerated accuracy drop (absolute, e.g. 0.02 = 2 points)."),
+               "compares the runs fact by fact on the probe's per-fact verdict)."),
+         Param("max_drop", float, 0.02, "Tolerated drop of the share of right facts (absolute, e.g. 0.02 = 2 points)."),
          Param("alpha", float, 0.05, "Significance level of McNemar's test.")],
         "ci", _body, probe_config_params(),
     )

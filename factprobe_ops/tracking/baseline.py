@@ -4,13 +4,15 @@
 The tag `factprobe.baseline=true` is set on the run and removed from every other run of the same
 experiment and probe that carries it, so a tag filter finds exactly one baseline per probe.
 
-Only runs that `regress` can gate against are promoted: runs of the multiple-choice probes
-(`gateable_probes()`: ic-lke, eic-lke, hgp, mmp), which log the `accuracy` metric and one boolean
-`correct` verdict per fact (or per fact and template) in `tables/per_fact.parquet`. `regress` gates
-accuracy fact by fact (paired McNemar test and bootstrap, factprobe.metrics.comparison); the other
-probes score generated answers (qa, counterfactual: EM per setting and shot count, several rows per
-fact), coherency rounds or belief templates, which that gate does not pair.
-`check_gate_table` is the same rule for a run `regress` was given (refused before it probes).
+Only runs that `regress` can gate against are promoted: runs of a probe that declares a per-fact
+verdict (`gateable_probes()`: the multiple-choice ic-lke, eic-lke, hgp, mmp, mc-items and any plug-in
+that declares one; `factprobe.probes.verdict`), which log the probe's headline metric and its boolean
+verdict per fact (or per fact and template) in `tables/per_fact.parquet`. `regress` gates the share
+of right facts fact by fact (paired McNemar test and bootstrap, factprobe.metrics.comparison), in the
+headline's direction (under a lower-is-better headline a fact is right when its verdict is False);
+the other built-in probes score generated answers (qa, counterfactual: EM per setting and shot
+count, several rows per fact), coherency rounds or belief templates, which that gate does not pair.
+`gate_table` is the same rule for a run `regress` was given (refused before it probes).
 """
 from __future__ import annotations
 
@@ -28,23 +30,26 @@ from .conventions import default_tracking_uri
 if TYPE_CHECKING:
     import pandas as pd
 
+    from factprobe.probes.verdict import FactVerdict
+
 BASELINE_TAG = "factprobe.baseline"
 PROBE_TAG = "factprobe.probe"
 PER_FACT_ARTIFACT = "tables/per_fact.parquet"
 
 
 def gateable_probes() -> list[str]:
-    """Names of the registered probes whose runs `regress` can gate: the multiple-choice ones."""
-    from factprobe.probes.mc import MCProbe
-    from factprobe.probes.registry import load_probes
+    """Names of the registered probes whose runs `regress` can gate: those declaring a per-fact verdict
+    (`factprobe.probes.verdict`), plug-ins included."""
+    from factprobe.probes.verdict import verdict_probes
 
-    return [name for name, probe in load_probes().items() if isinstance(probe, MCProbe)]
+    return verdict_probes()
 
 
 def gate_needs() -> str:
     """One clause naming what `regress` needs of a run."""
-    return (f"regress gates multiple-choice runs ({', '.join(gateable_probes())}): it needs their `accuracy` metric and "
-            f"one boolean `correct` per fact ({PER_FACT_ARTIFACT} or results.jsonl)")
+    return (f"regress gates runs of probes that declare a boolean verdict per fact ({', '.join(gateable_probes())}): it "
+            f"needs the run's headline metric and that verdict (`correct` for the multiple-choice probes) on every fact "
+            f"({PER_FACT_ARTIFACT} or results.jsonl)")
 
 
 def check_gate_settings(max_drop: float | str, alpha: float | str,
@@ -77,31 +82,43 @@ def _folder_probe(ref: str) -> str | None:
         return None
 
 
-def check_gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> None:
-    """Raise ConfigError (one line naming what `regress` needs) unless the run `desc` describes
-    (`factprobe_ops.tracking.compare.resolve_run`'s description: its `ref`, and its MLflow `tags` when it is a
-    run) is one `regress` can gate: a multiple-choice probe (by its `factprobe.probe` tag or the
-    folder's run_config.json) whose per-fact table `df` has `fact_id`, `relation` and a `correct`
-    verdict on every row. A folder that names no probe is judged by its table alone."""
-    ref = desc.get("ref", "?")
-    probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref)
-    if probe is not None and probe not in gateable_probes():
-        raise ConfigError(f"{role} {ref} is a {probe} run; {gate_needs()}")
-    missing = [c for c in ("fact_id", "relation", "correct") if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{role} {ref} has no {', '.join(map(repr, missing))} column in its per-fact table; {gate_needs()}")
-    if df["correct"].isna().any() or not df["correct"].isin([True, False, 0, 1]).all():
-        raise ConfigError(f"{role} {ref} has rows without a boolean `correct`; {gate_needs()}")
+def run_probe(desc: dict) -> str | None:
+    """The probe of a resolved run (`resolve_run`'s description): its `factprobe.probe` tag, else its
+    folder's run_config.json; None when neither names one."""
+    return (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(desc.get("ref", "?"))
+
+
+def gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> tuple[pd.DataFrame, FactVerdict]:
+    """The per-fact table `df` of the run `desc` describes (`factprobe_ops.tracking.run_tables.resolve_run`'s
+    description: its `ref`, and its MLflow `tags` when it is a run) as `regress` gates it: its probe's
+    verdict (by its `factprobe.probe` tag or the folder's run_config.json; a folder that names no probe
+    is judged by its `correct` column) read as the right series `correct`
+    (`factprobe.probes.verdict.verdict_table`), and that verdict. Raises ConfigError (one line naming
+    what `regress` needs) for a probe without a verdict, or a table without `fact_id`, `relation` or a
+    boolean verdict on every row."""
+    from factprobe.probes.verdict import verdict_table
+
+    return verdict_table(df, run_probe(desc), f"{role} {desc.get('ref', '?')}", gate_needs())
+
+
+def headline_logged(verdict: FactVerdict, logged: set[str]) -> bool:
+    """Whether the MLflow metric names `logged` hold the headline `verdict` is the share of: its name as
+    logged (`metric_key`: `acc@1` -> `acc_1`), or `acc` for `accuracy` (runs logged before the rename, issue 22)."""
+    from factprobe.probes.reporting import metric_key
+
+    return metric_key(verdict.metric) in logged or (verdict.metric == "accuracy" and "acc" in logged)
 
 
 def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | None = None) -> list[str]:
     """Tag `run_id` as the baseline and untag the previous baseline(s) of its experiment and
     probe. Returns the run ids that lost the tag. Refuses (ConfigError) a run that is unknown, not
-    FINISHED, not a probe run (no `factprobe.probe` tag), or one `regress` cannot gate against: not
-    a multiple-choice probe, without the `accuracy` metric or the per-fact table (see the module
-    docstring), or without a measurement identity (a run logged before identities were recorded).
+    FINISHED, not a probe run (no `factprobe.probe` tag), or one `regress` cannot gate against: a
+    probe without a per-fact verdict, a run without its headline metric or the per-fact table (see the
+    module docstring), or without a measurement identity (a run logged before identities were recorded).
     When `notes` is given, a line is appended to it for each previous baseline whose data or numerics
     differ from the new one's (candidates are then gated on other items or numerics than before)."""
+    from factprobe.probes.verdict import verdict_of, why_no_verdict
+
     from .library_client import open_mlflow_client
     from .run import _describe
 
@@ -117,10 +134,11 @@ def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | Non
                           "probe run (a child run of a pipeline), not a pipeline's parent run")
     if run.info.status != "FINISHED":
         raise ConfigError(f"run {run_id} is {run.info.status}; only a FINISHED run can be the baseline")
-    if probe not in gateable_probes():
-        raise ConfigError(f"run {run_id} is a {probe} run; {gate_needs()}")
-    if not {"accuracy", "acc"} & set(run.data.metrics):  # `acc`: runs logged before the rename (issue 22)
-        raise ConfigError(f"run {run_id} has no `accuracy` metric; {gate_needs()}")
+    verdict = verdict_of(probe)
+    if verdict is None:
+        raise ConfigError(f"run {run_id} is a {probe} run{why_no_verdict(probe)}; {gate_needs()}")
+    if not headline_logged(verdict, set(run.data.metrics)):
+        raise ConfigError(f"run {run_id} has no `{verdict.metric}` metric (the {probe} headline); {gate_needs()}")
     try:
         logged = {a.path for a in client.list_artifacts(run_id, PER_FACT_ARTIFACT.rsplit("/", 1)[0])}
     except Exception as e:  # noqa: BLE001 - unreachable server or artifact store

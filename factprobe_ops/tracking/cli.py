@@ -3,7 +3,10 @@
 - `ProbeTracking` (group `factprobe.probe_hooks`): `--tracking-uri`, `--no-track`,
   `--require-tracking`, `--trigger` on every `factprobe probe <probe>`, and an MLflow run around
   the probe: the results are logged when it finishes, and the run is marked FAILED when it fails
-  or KILLED when it is interrupted (Ctrl-C, SIGTERM).
+  or KILLED when it is interrupted (Ctrl-C, SIGTERM). The run is opened on a background thread
+  while the probe scores (importing mlflow and opening a store took 4-6 s before the first
+  forward); with `--require-tracking` it is opened before scoring, so that a store that cannot be
+  reached stops the run before any compute.
 - `register` (group `factprobe.commands`): `factprobe compare`, `factprobe regress` and
   `factprobe baseline promote`.
 """
@@ -13,15 +16,74 @@ import argparse
 import shlex
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Self
 
 from factprobe.redact import redact
 
 
+class EnteredInBackground:
+    """Enters the context manager `make()` returns on a daemon thread, so the caller goes on at once.
+
+    `result()` waits for the thread and returns what the context manager's `__enter__` returned
+    (re-raising what the thread raised). On exit the thread is waited for, then the context manager
+    is exited with the block's exception, if any: a run opened in the background still ends FAILED or
+    KILLED when the block fails or is interrupted. An error of the thread that nobody asked for
+    (`result()` not called) is raised on a clean exit."""
+
+    def __init__(self, make: Callable[[], AbstractContextManager]) -> None:
+        self._make = make
+        self._cm: AbstractContextManager | None = None
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._enter, name="factprobe-tracking-open", daemon=True)
+
+    def _enter(self) -> None:
+        try:
+            cm = self._make()
+            self._value = cm.__enter__()
+            self._cm = cm
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by result() / __exit__
+            self._error = exc
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._value
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._thread.join()
+        if self._cm is None:
+            if exc_type is None and self._error is not None:
+                raise self._error
+            return False
+        return bool(self._cm.__exit__(exc_type, exc, tb))
+
+
+def _warn_beside_bar(message: str) -> None:
+    """A run's one-line warning (`warning: ...` on stderr, credentials masked) that does not break a
+    progress bar drawn at the same time (`tqdm.write`): the run may be opened while the probe scores."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(f"warning: {redact(message)}", file=sys.stderr)
+
+
 class ProbeTracking:
-    """The `factprobe.probe_hooks` entry: MLflow tracking of CLI probe runs."""
+    """The `factprobe.probe_hooks` entry: MLflow tracking of CLI probe runs.
+
+    `background` (default True): open the MLflow run on a background thread while the probe scores
+    (`EnteredInBackground`); False, or `--require-tracking`, opens it before scoring."""
+
+    background: bool = True
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("tracking")
@@ -32,15 +94,24 @@ class ProbeTracking:
 
     @contextmanager
     def wrap(self, args: argparse.Namespace, cfg, out: Path) -> Iterator[Callable]:
-        from .context import RunContext
+        """The MLflow run around one probe run (called once the run is validated and its model
+        loaded); yields `after(outcome) -> lines`, which logs the outcome. Opened in the background
+        unless `--require-tracking`, `--no-track` or `background` is False (see the class)."""
         from .probe_logging import log_probe_outcome
-        from .probe_run import probe_run
 
-        context = RunContext.start(args.tracking_uri or "", pipeline="probe", trigger=args.trigger)
-        with probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking,
-                       step_key=step_key(cfg, out), run_name=run_name(cfg)) as run:
+        def opened() -> AbstractContextManager:
+            from .context import RunContext
+            from .probe_run import probe_run
+
+            context = RunContext.start(args.tracking_uri or "", pipeline="probe", trigger=args.trigger)
+            return probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking,
+                             step_key=step_key(cfg, out), run_name=run_name(cfg), warn=_warn_beside_bar)
+
+        eager = args.no_track or args.require_tracking or not self.background
+        with (opened() if eager else EnteredInBackground(opened)) as held:
 
             def after(outcome) -> list[str]:
+                run = held if eager else held.result()
                 log_probe_outcome(run, outcome, cfg)
                 return open_lines(run.uri, run.run_id) if run.active else []
 
@@ -172,11 +243,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its "
                                         "adapter_config.json)")
     r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value matching "
-                                                     "exactly one run, of a multiple-choice probe run (ic-lke, eic-lke, "
-                                                     "hgp, mmp, mc-items)")
+                                                     "exactly one run, of a probe that declares a per-fact verdict (the "
+                                                     "built-in ones: ic-lke, eic-lke, hgp, mmp, mc-items; or a plug-in)")
     # numbers checked by check_gate_settings (one `error:` line, NaN and text included), not by argparse
     r.add_argument("--max-drop", default=0.02, metavar="FRACTION",
-                   help="tolerated accuracy drop, absolute, in [0, 1) (default 0.02 = 2 points)")
+                   help="tolerated drop of the share of right facts (accuracy for a multiple-choice probe), absolute, "
+                        "in [0, 1) (default 0.02 = 2 points)")
     r.add_argument("--alpha", default=0.05, metavar="LEVEL", help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")
     r.add_argument("--out", metavar="DIR", help="write the gate report (DIR/gate_report.txt), the decision "

@@ -10,188 +10,30 @@ DIR/pearson.png. Family, size and base come from each model's config (`factprobe
 or `--model-meta FILE`. Runs on different fact sets are refused naming their data digests, unless
 `--intersect`.
 
-Runs are joined on `fact_id` and compared on the boolean per-fact verdict their probe declares
-(`Probe.fact_verdict`: `correct` for the multiple-choice probes, a plug-in's own column), named by
-the probe's headline metric (`accuracy`, ...). Probes that declare no verdict (generated answers,
-coherency rounds, belief templates: several rows per fact) are refused in one line.
+Runs are joined on `fact_id` and compared on the boolean per-fact verdict their probe declares,
+read with its headline's direction (`factprobe.probes.verdict`: `correct` for the multiple-choice
+probes, a plug-in's own column; under a lower-is-better headline a fact is right when its verdict is
+False), named by the probe's headline metric (`accuracy`, ...; `not_<column>` for a lower-is-better
+one). Probes that declare no verdict (generated answers, coherency rounds, belief templates: several
+rows per fact) are refused in one line.
 
-A run reference is any of:
-- a results folder or a `results.jsonl` file written by `factprobe probe`;
-- an MLflow run id (its `tables/per_fact.parquet` artifact is downloaded);
-- a tag filter `key=value` (e.g. `factprobe.trigger=nightly`, or `baseline=true`): the latest
-  FINISHED run in any factprobe experiment carrying that tag.
+A run reference is a results folder or results.jsonl, an MLflow run id or a tag filter `key=value`
+(`factprobe_ops.tracking.run_tables`, which reads it).
 """
 from __future__ import annotations
 
 import json
 import math
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import align_templates, check_same_data, compare_runs
-from factprobe.redact import redact
+from factprobe.probes.verdict import FactVerdict, verdict_probes, verdict_table
 
-from .baseline import PROBE_TAG
-from .clients import TrackingError, tag_filter, tags_match
-from .conventions import default_tracking_uri, tag
-from .identity_check import tracked_identity
-from .probe_logging import CONFIG_PARAM
-
-
-def _client(uri: str | None):
-    from .library_client import open_mlflow_client
-
-    uri = uri or default_tracking_uri()
-    return open_mlflow_client(uri), uri
-
-
-def _read_parquet(path, what: str) -> pd.DataFrame:
-    """The parquet table at `path`; DataError (one line naming `what`) for a truncated or damaged file."""
-    try:
-        return pd.read_parquet(path)
-    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a cut-off file
-        raise DataError(f"{what}: not a readable parquet table ({str(e).splitlines()[0][:160]}); the file is truncated or "
-                        "damaged: copy it again, or log or probe the run again") from None
-
-
-def _read_jsonl(f: Path) -> pd.DataFrame:
-    """The rows of a results.jsonl; DataError (one line, naming the file and line) for a line that
-    is not a whole JSON object (a truncated or damaged file) or a file that is not text."""
-    try:
-        text = f.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{f}: not a results.jsonl (not UTF-8 text); give a results folder or the results.jsonl "
-                        "that `factprobe probe` wrote") from None
-    except OSError as e:
-        raise DataError(f"{f}: cannot be read ({e.strerror or e})") from None
-    rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise DataError(f"{f} line {i}: not a whole JSON record ({getattr(e, 'msg', e)}); the file is truncated or "
-                            "damaged: copy it again, or probe the run again into a new --out") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{f} line {i}: a JSON {type(row).__name__}, not a result row (an object per line)")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _from_results_file(path: Path) -> pd.DataFrame:
-    """The per-fact rows of a results folder (its results.jsonl), a results.jsonl file or a
-    per_fact.parquet file. DataError (one line) for a missing, truncated, damaged or empty file."""
-    f = path / "results.jsonl" if path.is_dir() else path
-    if not f.exists():
-        raise DataError(f"{f}: no results.jsonl here")
-    df = _read_parquet(f, str(f)) if f.suffix == ".parquet" else _read_jsonl(f)
-    if df.empty:
-        raise DataError(f"{f}: empty, no result rows (the run scored nothing); probe the run again, or give another run")
-    return df
-
-
-def folder_identity(ref: str) -> dict | None:
-    """The measurement identity of a results folder (or of the folder of a results file): its
-    metrics.json `identity`, else its run_config.json `identity`; None when neither has one."""
-    from factprobe.identity import identity_of
-
-    p = Path(ref)
-    folder = p if p.is_dir() else p.parent
-    for name in ("metrics.json", "run_config.json"):
-        try:
-            ident = identity_of(json.loads((folder / name).read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            ident = None
-        if ident is not None:
-            return ident
-    return None
-
-
-def _several(ref: str, uri: str, runs: list) -> ConfigError:
-    """The refusal of a tag filter that matches several runs where one is needed."""
-    named = ", ".join(f"{r.info.run_id} ({r.data.tags.get(PROBE_TAG, 'no probe')})" for r in runs[:10])
-    more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
-    return ConfigError(f"{ref} matches {len(runs)} finished probe runs at {redact(uri)}: {named}{more}; give the run id "
-                       f"of the one to use instead of the tag filter")
-
-
-def resolve_run(ref: str, tracking_uri: str | None = None, unique: bool = False) -> tuple[pd.DataFrame, dict]:
-    """Per-fact table and a description dict (`{"ref", "identity", "run_id"?, "params"?, "tags"?}`) for a
-    run reference; `identity` is the run's measurement identity or None (a run made before they were
-    recorded). A tag filter names the latest matching run, or, with `unique` (a gate's baseline),
-    must match exactly one run: several are refused in one line naming their run ids and probes."""
-    p = Path(ref)
-    if p.exists():
-        return _from_results_file(p), {"ref": ref, "identity": folder_identity(ref)}
-    client, uri = _client(tracking_uri)
-    run_id = ref
-    if "=" in ref:
-        from .run import _describe
-
-        key, value = ref.split("=", 1)
-        wanted = {key: value}  # user text: quotes, spaces, non-ASCII are all fine (tag_filter)
-        try:
-            exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
-            runs = client.search_runs(exps, filter_string=tag_filter(wanted, "FINISHED"),
-                                      order_by=["attributes.start_time DESC"], max_results=50) if exps else []
-        except ConfigError:
-            raise
-        except Exception as e:  # noqa: BLE001 - unreachable server, rejected credentials, ...
-            raise TrackingError(f"MLflow tracking at {uri}: searching runs tagged {key}={value} failed: {_describe(e)}") from None
-        runs = [r for r in runs if _verdict(_probe(r.data.tags.get(PROBE_TAG))) and tags_match(r.data.tags, wanted)]
-        if not runs:
-            raise ConfigError(f"no finished probe run tagged {key}={value} at {uri}")
-        if unique and len(runs) > 1:
-            raise _several(ref, uri, runs)
-        run_id = runs[0].info.run_id
-    try:
-        run = client.get_run(run_id)
-    except Exception as e:  # noqa: BLE001
-        raise ConfigError(f"{ref!r} is neither a results folder nor a run at {uri} ({str(e).splitlines()[0][:120]})") from None
-    with tempfile.TemporaryDirectory() as d:
-        try:
-            local = client.download_artifacts(run_id, "tables/per_fact.parquet", d)
-        except Exception as e:  # noqa: BLE001
-            raise DataError(f"run {run_id} has no tables/per_fact.parquet artifact ({str(e).splitlines()[0][:120]})") from None
-        df = _read_parquet(local, f"run {run_id}: tables/per_fact.parquet")
-    if df.empty:
-        raise DataError(f"run {run_id}: tables/per_fact.parquet is empty, no result rows (the run scored nothing)")
-    return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags),
-                "identity": tracked_identity(client, run)}
-
-
-def run_provenance(desc: dict) -> tuple[dict | None, str | None]:
-    """The flat configuration and the data digest of a resolved run (`resolve_run`'s `desc`): its
-    identity's digest where it has one; else a folder's run_config.json and metrics.json `data_digest`,
-    or an MLflow run's `config_json` parameter and `factprobe.data_digest` (older: `dataset_digest`) tag. None for what the run does not carry (a bare
-    results.jsonl, a run logged without them)."""
-    if "run_id" in desc:
-        raw = (desc.get("params") or {}).get(CONFIG_PARAM)
-        try:
-            config = json.loads(raw) if raw else None
-        except ValueError:
-            config = None
-        tags = desc.get("tags") or {}
-        digest = (desc.get("identity") or {}).get("data_digest") or tags.get(tag("data_digest")) or tags.get(tag("dataset_digest"))
-        return (config if isinstance(config, dict) else None), digest or None
-    p = Path(desc.get("ref", ""))
-    folder = p if p.is_dir() else p.parent
-    config = digest = None
-    try:
-        config = json.loads((folder / "run_config.json").read_text(encoding="utf-8"))["config"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        digest = json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("data_digest")
-    except (OSError, ValueError, AttributeError):
-        pass
-    digest = (desc.get("identity") or {}).get("data_digest") or digest
-    return (config if isinstance(config, dict) else None), digest or None
+from .run_tables import resolve_run, run_provenance
 
 
 def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accuracy", metric_b: str | None = None) -> str:
@@ -211,6 +53,7 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
         *([f"templates: {res['templates']}"] if res.get("templates") else []),
         *([res["data_note"]] if res.get("data_note") else []),
         *([res["numerics_note"]] if res.get("numerics_note") else []),
+        *([res["verdict_note"]] if res.get("verdict_note") else []),
         f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
         f"{title} A {res[ka]:.4f}   B {res[kb]:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
@@ -226,21 +69,9 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
     return "\n".join(lines)
 
 
-def _probe(name: str | None):
-    from .probe_logging import probe_of
-
-    return probe_of(name) if name else None
-
-
-def _verdict(probe) -> str | None:
-    return getattr(probe, "fact_verdict", None)
-
-
 def comparable_probes() -> list[str]:
-    """Registered probes whose runs `compare` joins: those declaring a per-fact verdict."""
-    from factprobe.probes.registry import load_probes
-
-    return [name for name, p in load_probes().items() if p.fact_verdict]
+    """Registered probes whose runs `compare` joins: those declaring a per-fact verdict (plug-ins included)."""
+    return verdict_probes()
 
 
 def compare_needs() -> str:
@@ -249,39 +80,14 @@ def compare_needs() -> str:
             f"one ({', '.join(comparable_probes())}), fact by fact on fact_id, one row per fact (or per fact and template)")
 
 
-def check_compare_table(df: pd.DataFrame, desc: dict, name: str) -> str:
-    """The verdict column of run `name` (`resolve_run`'s description `desc`): its probe's
-    `fact_verdict` (by its `factprobe.probe` tag or the folder's run_config.json), `correct` when it
-    names no probe. Raises ConfigError (one line: what the run is and what `compare` joins) when the
+def compare_table(df: pd.DataFrame, desc: dict, name: str) -> tuple[pd.DataFrame, FactVerdict]:
+    """Run `name`'s per-fact table (`resolve_run`'s `df` and description `desc`) as `compare` joins it:
+    its probe's verdict (by its `factprobe.probe` tag or the folder's run_config.json; the multiple-choice
+    `correct` when it names no probe) as the right series `correct` (`factprobe.probes.verdict.verdict_table`),
+    and that verdict. Raises ConfigError (one line: what the run is and what `compare` joins) when the
     probe declares no verdict, or the table lacks `fact_id`, `relation` or a boolean verdict on every row."""
-    from factprobe.probes.registry import load_probes
-
-    from .baseline import _folder_probe
-
     ref = desc.get("ref", "?")
-    probe = (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(ref)
-    verdict = "correct"
-    if probe is not None:
-        known = load_probes().get(probe)
-        if known is None or not known.fact_verdict:
-            what = f" ({known.description.split(':')[0].strip()})" if known is not None else ""
-            raise ConfigError(f"run {name} ({ref}) is a {probe} run{what}, with no verdict per fact; {compare_needs()}")
-        verdict = known.fact_verdict
-    missing = [c for c in ("fact_id", "relation", verdict) if c not in df.columns]
-    if missing:
-        raise ConfigError(f"run {name} ({ref}) has no {', '.join(map(repr, missing))} column; {compare_needs()}")
-    if df[verdict].isna().any() or not df[verdict].isin([True, False, 0, 1]).all():
-        raise ConfigError(f"run {name} ({ref}) has rows without a boolean `{verdict}` (not one verdict per fact); "
-                          f"{compare_needs()}")
-    return verdict
-
-
-def _metric(desc: dict) -> str:
-    from .baseline import _folder_probe
-
-    probe = _probe((desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(desc.get("ref", "?")))
-    head = getattr(probe, "headline_metric", None)
-    return head.metric if head else "accuracy"
+    return verdict_table(df, run_probe_name(desc), f"run {name} ({ref})", compare_needs())
 
 
 def cross_model_wanted(args) -> bool:
@@ -317,9 +123,10 @@ def _run_model(desc: dict, config: dict | None) -> str:
 
 
 def load_run_facts(refs: list[str], tracking_uri: str | None = None) -> tuple[list, str]:
-    """The runs `refs` as `RunFacts` (per-fact table with the probe's verdict as `correct`, model,
-    data digest (the identity's where there is one), configuration, probe) and the compared metric's
-    name (the probes' headline metric). Checked like with like first (`check_runs_alike`)."""
+    """The runs `refs` as `RunFacts` (per-fact table with the probe's verdict read as the right series
+    `correct`, model, data digest (the identity's where there is one), configuration, probe) and the
+    compared metric's name (`FactVerdict.compared`: the probes' headline metric, or `not_<column>` for a
+    lower-is-better one). Checked like with like first (`check_runs_alike`)."""
     runs, metric, _ = _load_runs(refs, tracking_uri)
     return runs, metric
 
@@ -331,13 +138,11 @@ def _load_runs(refs: list[str], tracking_uri: str | None = None) -> tuple[list, 
     out, metrics, descs = [], [], []
     for i, ref in enumerate(refs, start=1):
         df, desc = resolve_run(ref, tracking_uri)
-        verdict = check_compare_table(df, desc, str(i))
-        if verdict != "correct":
-            df = df.drop(columns=[c for c in ("correct",) if c in df.columns]).rename(columns={verdict: "correct"})
+        df, verdict = compare_table(df, desc, str(i))
         config, digest = run_provenance(desc)
         probe = run_probe_name(desc, config)
         out.append(RunFacts(model=_run_model(desc, config), table=df, ref=ref, digest=digest, config=config, probe=probe))
-        metrics.append(_metric(desc))
+        metrics.append(verdict.compared)
         descs.append(desc)
     check_runs_alike(descs, [r.probe for r in out])
     metric = metrics[0] if len(set(metrics)) == 1 else " / ".join(dict.fromkeys(metrics))
@@ -416,9 +221,9 @@ def cross_model_cli(args) -> int:
 
 def run_probe_name(desc: dict, config: dict | None = None) -> str | None:
     """The probe of a resolved run: its `factprobe.probe` tag, its folder's run_config.json, or `config`'s."""
-    from .baseline import _folder_probe
+    from .baseline import run_probe
 
-    return (desc.get("tags") or {}).get(PROBE_TAG) or _folder_probe(desc.get("ref", "?")) or (config or {}).get("probe")
+    return run_probe(desc) or (config or {}).get("probe")
 
 
 def check_same_items_kind(probes: dict[str, tuple[str, str | None]]) -> None:
@@ -532,10 +337,9 @@ def compare_two_cli(args) -> int:
     intersect = bool(getattr(args, "intersect", False))
     a, desc_a = resolve_run(args.run_a, args.tracking_uri)
     b, desc_b = resolve_run(args.run_b, args.tracking_uri)
-    va = check_compare_table(a, desc_a, "a")
-    vb = check_compare_table(b, desc_b, "b")
-    a, b = a.rename(columns={va: "correct"}) if va != "correct" else a, b.rename(columns={vb: "correct"}) if vb != "correct" else b
-    ma, mb = _metric(desc_a), _metric(desc_b)
+    a, va = compare_table(a, desc_a, "a")
+    b, vb = compare_table(b, desc_b, "b")
+    ma, mb = va.compared, vb.compared
     metric = ma if ma == mb else f"{ma} (A) / {mb} (B)"
     (config_a, digest_a), (config_b, digest_b) = run_provenance(desc_a), run_provenance(desc_b)
     probe_a, probe_b = run_probe_name(desc_a, config_a), run_probe_name(desc_b, config_b)
@@ -568,6 +372,9 @@ def compare_two_cli(args) -> int:
         res["data_note"] = "; ".join(n.removeprefix("note: ") for n in notes)
     if numerics_note:
         res["numerics_note"] = numerics_note
+    directions = [v.note() for v in dict.fromkeys((va, vb)) if v.note()]
+    if directions:
+        res["verdict_note"] = "; ".join(directions)
     if args.json:
         print(json.dumps(json_safe(res), indent=2, allow_nan=False))
     else:

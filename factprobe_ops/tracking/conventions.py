@@ -87,13 +87,14 @@ PRIMARY_METRIC_TAG = "mlflow.experiment.primaryMetric.name"
 PRIMARY_GREATER_TAG = "mlflow.experiment.primaryMetric.greaterIsBetter"
 
 
-def experiment_tags(headline_family: str = "") -> dict[str, str]:
+def experiment_tags(headline_family: str = "", greater_is_better: bool = True) -> dict[str, str]:
     """The experiment tags of a `factprobe/<pipeline>` experiment: kind `custom_model_development`
     (the MLflow 3 UI then opens the runs table, not the GenAI traces view) and the primary metric,
-    the headline metric of `headline_family` ('' = `DEFAULT_HEADLINE_FAMILY`; greater is better)."""
+    the headline metric of `headline_family` ('' = `DEFAULT_HEADLINE_FAMILY`) and whether greater is
+    better (a study's headline may be lower-is-better, factprobe_ops/tracking/study_run.py)."""
     return {EXPERIMENT_KIND_TAG: "custom_model_development",
             PRIMARY_METRIC_TAG: headline_metric_name(headline_family or DEFAULT_HEADLINE_FAMILY),
-            PRIMARY_GREATER_TAG: "true"}
+            PRIMARY_GREATER_TAG: "true" if greater_is_better else "false"}
 
 
 def tag(name: str) -> str:

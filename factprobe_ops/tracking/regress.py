@@ -1,5 +1,7 @@
 """`factprobe regress`: the CI gate. Probes the candidate (or reads its run), joins it with the
-baseline fact by fact (`factprobe_ops.tracking.compare.resolve_run`) and applies `regression_gate`.
+baseline fact by fact (`factprobe_ops.tracking.run_tables.resolve_run`) and applies `regression_gate`
+to the per-fact verdict the probe declares, in its headline's direction (`factprobe.probes.verdict`:
+any probe with a verdict, a plug-in included; under a lower-is-better headline a rise is the drop).
 
 Like with like (issue 28 item 3): the gate compares only results of the same data and numerics,
 read from each run's measurement identity (`factprobe.identity`):
@@ -32,8 +34,9 @@ import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import GateDecision, align_templates, regression_gate
+from factprobe.probes.verdict import DEFAULT_VERDICT, FactVerdict
 
-from .compare import _from_results_file, folder_identity, resolve_run
+from .run_tables import _from_results_file, folder_identity, resolve_run
 
 REPORT_FILE = "gate_report.txt"
 DECISION_FILE = "gate.json"
@@ -226,28 +229,30 @@ def _is_run(cand_ref: str, tracking_uri: str | None) -> tuple[bool, pd.DataFrame
     return False, None, None
 
 
-def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str]) -> dict:
+def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str], verdict: FactVerdict = DEFAULT_VERDICT) -> dict:
     """The decision as written to `--out`/gate.json: every field of `GateDecision`, "decision"
-    (PASS/FAIL), the two references, the baseline's run id (when it is an MLflow run) and the notes."""
+    (PASS/FAIL), the two references, the baseline's run id (when it is an MLflow run), the notes, and
+    the verdict gated on ("verdict": its column, headline metric, direction and compared share)."""
     from factprobe.metrics.json_safe import json_safe
 
     d = asdict(decision)
     d["diff_ci"] = list(d["diff_ci"])
     return json_safe({"decision": "PASS" if decision.passed else "FAIL", **d, "candidate": args.candidate,
-                      "baseline": args.baseline, "baseline_run_id": bdesc.get("run_id"), "notes": notes})
+                      "baseline": args.baseline, "baseline_run_id": bdesc.get("run_id"), "notes": notes,
+                      "verdict": {**asdict(verdict), "compared": verdict.compared}})
 
 
 def regress_cli(args) -> int:
     """`factprobe regress`: see the module docstring. Exit 0 on PASS, 1 on FAIL; refusals raise
     ConfigError / DataError (exit 2, one line)."""
-    from .baseline import check_gate_table
+    from .baseline import gate_table
 
     allow = bool(getattr(args, "allow_numerics_change", False))
     baseline, bdesc = resolve_run(args.baseline, args.tracking_uri, unique=True)
-    check_gate_table(baseline, bdesc, "baseline")  # refused before the candidate is probed
+    baseline, verdict = gate_table(baseline, bdesc, "baseline")  # refused before the candidate is probed
     is_run, candidate, cdesc = _is_run(args.candidate, args.tracking_uri)
     if is_run:
-        check_gate_table(candidate, cdesc, "candidate")
+        candidate, _ = gate_table(candidate, cdesc, "candidate")
     base_ident = require_identity(bdesc, "baseline")
     notes: list[str] = []
     if is_run:
@@ -262,6 +267,7 @@ def regress_cli(args) -> int:
         if not is_run:
             cand_out = Path(out) / CANDIDATE_DIR if out is not None else Path(tempfile.mkdtemp(prefix="factprobe-regress-"))
             candidate = _probe_candidate(args.candidate, _baseline_params(args, bdesc), cand_out, args, base_ident)
+            candidate, _ = gate_table(candidate, {"ref": str(cand_out)}, "candidate")  # the baseline's probe, its verdict
             cand_ident = folder_identity(str(cand_out))
             if cand_ident is not None:  # what the run itself recorded: the same data, and its loaded numerics
                 note = check_gate_identities(base_ident, cand_ident, allow)
@@ -270,6 +276,7 @@ def regress_cli(args) -> int:
         check_every_baseline_fact(candidate, baseline)
         decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
         report = (f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + (f"templates: {note}\n" if note else "")
+                  + (f"{verdict.note()}\n" if verdict.note() else "")
                   + "".join(f"note: {n}\n" for n in dict.fromkeys(notes)) + decision.report())
         print(report)
         if args.report:
@@ -278,5 +285,5 @@ def regress_cli(args) -> int:
             from factprobe.io import atomic_write_json, atomic_write_text
 
             atomic_write_text(Path(out) / REPORT_FILE, report + "\n")
-            atomic_write_json(Path(out) / DECISION_FILE, gate_json(decision, args, bdesc, list(dict.fromkeys(notes))))
+            atomic_write_json(Path(out) / DECISION_FILE, gate_json(decision, args, bdesc, list(dict.fromkeys(notes)), verdict))
     return 0 if decision.passed else 1

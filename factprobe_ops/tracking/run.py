@@ -68,15 +68,16 @@ def _describe(exc: BaseException) -> str:
 _TAGGED_EXPERIMENTS: set[tuple[str, str]] = set()  # (uri, experiment id) marked or refused in this process
 
 
-def _mark_experiment(client, uri: str, exp_id: str, headline_family: str, warn: Callable[[str], None]) -> None:
-    """Add the experiment tags (`experiment_tags(headline_family)`) that are missing; never
+def _mark_experiment(client, uri: str, exp_id: str, headline_family: str, warn: Callable[[str], None],
+                     greater_is_better: bool = True) -> None:
+    """Add the experiment tags (`experiment_tags(headline_family, greater_is_better)`) that are missing; never
     overwrite a value already there (a user's, or the one the experiment's first run set)."""
     if (uri, exp_id) in _TAGGED_EXPERIMENTS:
         return
     _TAGGED_EXPERIMENTS.add((uri, exp_id))
     try:
         have = client.experiment_tags(exp_id)
-        want = experiment_tags(headline_family)
+        want = experiment_tags(headline_family, greater_is_better)
         if have.get(EXPERIMENT_KIND_TAG, "").endswith("_inferred") or have.get(EXPERIMENT_KIND_TAG) == "no_inferred_type":
             have.pop(EXPERIMENT_KIND_TAG)  # the UI's guess, not a choice of the user
         if any(k in have and have[k] != v for k, v in want.items()):
@@ -110,6 +111,7 @@ class TrackedRun:
         warn: Callable[[str], None] | None = None,
         run_id: str | None = None,
         headline_family: str = "",
+        headline_greater: bool = True,
     ) -> None:
         self.uri = tracking_uri or default_tracking_uri()
         self.pipeline = pipeline
@@ -124,18 +126,20 @@ class TrackedRun:
         self.run_id: str | None = run_id
         self._resume = run_id is not None
         self.headline_family = headline_family
+        self.headline_greater = headline_greater
         self._client = None
 
     @classmethod
     def from_context(cls, context: RunContext, run_name: str | None = None, tags: dict[str, str] | None = None,
                      step_key: str | None = None, required: bool = False, child: bool = True,
                      warn: Callable[[str], None] | None = None, run_id: str | None = None,
-                     headline_family: str = "") -> TrackedRun:
+                     headline_family: str = "", headline_greater: bool = True) -> TrackedRun:
         """The run of `context` (tracking URI, pipeline, parent run, trigger, KFP run id, git
         commit): a child of its parent run when `child`, else a top-level run (a pipeline's parent
         run, a CLI run). Tracking is off when the context says so, and for a child without a
         parent run. `tags` are added after the context's own. `headline_family`: the experiment's
-        primary metric when this run is the first to mark it (`conventions.experiment_tags`)."""
+        primary metric when this run is the first to mark it (`conventions.experiment_tags`), greater being
+        better unless `headline_greater` is False."""
         enabled = context.uri is not None and (context.tracked or not child)
         own = dict(context.tags())
         if context.git_commit:
@@ -145,7 +149,8 @@ class TrackedRun:
         own.update(tags or {})
         return cls(pipeline=context.pipeline, run_name=run_name, tracking_uri=context.uri, tags=own,
                    parent_run_id=context.parent_run_id if child else None, step_key=step_key, required=required,
-                   enabled=enabled, warn=warn, run_id=run_id, headline_family=headline_family)
+                   enabled=enabled, warn=warn, run_id=run_id, headline_family=headline_family,
+                   headline_greater=headline_greater)
 
     @classmethod
     def parent_of(cls, context: RunContext, required: bool = True) -> TrackedRun:
@@ -183,7 +188,7 @@ class TrackedRun:
             exp_id = client.experiment_id(experiment_name(self.pipeline))
             if self._resume:  # logging into an existing run (e.g. the parent): its status is not ours
                 return self
-            _mark_experiment(client, self.uri, exp_id, self.headline_family, self.warn)
+            _mark_experiment(client, self.uri, exp_id, self.headline_family, self.warn, self.headline_greater)
             if self.step_key:
                 self._fail_stale(client, exp_id)
             tags = dict(self.tags)
@@ -200,6 +205,12 @@ class TrackedRun:
         # the step key holds user values (paths, model names): any character may occur
         for r in find_tagged_runs(client, [exp_id], {tag("step_key"): self.step_key}, status="RUNNING"):
             client.set_terminated(r.run_id, "FAILED")
+
+    def open(self) -> Self:
+        """Start (or attach to) the run and leave it RUNNING: for the one step whose run another step ends
+        (a pipeline's start step creates the parent run; its exit handler, the finalize step, ends it).
+        Everywhere else use `with`, which ends the run it started."""
+        return self.__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self.enabled and self.run_id and self._client is not None and not self._resume:

@@ -11,11 +11,14 @@
   `factprobe/study-<name>` (`study_pipeline`) for a CLI run, or a child of the pipeline's parent run
   in the pipeline's experiment; every option logged as a parameter and the whole configuration as
   `config_json`; tags `factprobe.study`, `factprobe.config_key` (`study_key`), and the model and
-  source when the study uses them. It ends FINISHED, FAILED when the study raised, KILLED on
+  source when the study's configuration names them (a study that loads no model,
+  `Study.loads_model = False`, names none: `factprobe.studies.cli.study_config`). A CLI run marks its
+  experiment's primary metric as the study's headline (`headline/<study>`, greater or lower is better as declared). It ends FINISHED, FAILED when the study raised, KILLED on
   Ctrl-C or SIGTERM (`TrackedRun`). An unreachable server is one warning line (the results stay on
   disk) unless tracking is required.
 - `log_study_outcome(run, study, metrics, out)`: the study's `flat_metrics` (names made safe for
-  MLflow), its figures (`study.figures(out)`) as `figures/<name>.png`, every file it wrote
+  MLflow), its headline (`Study.headline_metric`) as `headline/<study>` with the tag `factprobe.headline`
+  (JSON: metric, value, higher_is_better, label; nothing for a study that declares none), its figures (`study.figures(out)`) as `figures/<name>.png`, every file it wrote
   (`metrics.json`, `study_config.json`, its jsonl tables, a markdown report such as findings.md) under
   `results/`, and its tables as
   MLflow tables (`tables/<name>.json`, shown as tables by the UI) and parquet
@@ -25,7 +28,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shlex
 import socket
@@ -40,8 +42,8 @@ import pandas as pd
 from factprobe.redact import redact
 
 from .context import RunContext
-from .conventions import experiment_name, tag
-from .probe_logging import CONFIG_PARAM
+from .conventions import experiment_name, headline_metric_name, tag
+from .probe_logging import CONFIG_PARAM, HEADLINE_TAG
 from .run import TrackedRun
 
 #: the run files a study folder holds besides its own tables and figures (factprobe/studies/cli.py)
@@ -51,6 +53,18 @@ STUDY_FILES = ("metrics.json", "study_config.json")
 def study_pipeline(name: str) -> str:
     """The `pipeline` of a CLI study run: its experiment is `factprobe/study-<name>`."""
     return f"study-{name}"
+
+
+def study_headline_name(study) -> str:
+    """The metric a study's headline is logged under: `headline/<study name>`."""
+    return headline_metric_name(study.name)
+
+
+def study_headline(study, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's headline for MLflow: {"name": `headline/<study>`, "metric", "value", "higher_is_better",
+    "label"}; None when the study declares none or the run has no finite value for it."""
+    row = study.headline_row(metrics)
+    return None if row is None else {"name": study_headline_name(study), **row}
 
 
 def study_key(config: dict[str, Any]) -> str:
@@ -85,8 +99,10 @@ def study_run(study, config: dict[str, Any], context: RunContext, *, enabled: bo
     tags = {tag("study"): study.name, tag("config_key"): study_key(config), tag("trigger"): context.trigger or "local",
             **({tag("model"): str(base["model"])} if base.get("model") else {}),
             **({tag("source"): str(base["source"])} if base.get("source") else {}), **(extra_tags or {})}
+    head = study.headline_metric  # the experiment's primary metric: headline/<study>, in the study's direction
     run = TrackedRun.from_context(context, run_name=run_name(study, config), tags=tags, step_key=step_key,
-                                  required=required, child=child)
+                                  required=required, child=child, headline_family=study.name if head else "",
+                                  headline_greater=head.higher_is_better if head else True)
     run.enabled = run.enabled and enabled
     with run:
         run.log_params(study_params(config))
@@ -132,6 +148,10 @@ def log_study_outcome(run: TrackedRun, study, metrics: dict[str, Any], out: Path
 
         run.set_tags({tag(k): v for k, v in StudyIdentity.from_dict(ident).tags().items()})
     run.log_metrics({metric_key(k): v for k, v in study.flat_metrics(metrics).items() if v is not None})
+    head = study_headline(study, metrics)
+    if head is not None:
+        run.log_metrics({head["name"]: head["value"]})
+        run.set_tags({HEADLINE_TAG: json.dumps(head)})
     for fig in study.figures(out):
         run.log_artifact(fig, "figures")
     for path in sorted(out.iterdir()):

@@ -93,7 +93,7 @@ def test_components_are_documented_and_typed(path):
         returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
         if returns:
             assert fn.returns is not None, f"{where} returns a value without a return annotation"
-        outputs = [a.arg for a in args if ast.unparse(a.annotation).startswith(("Output[", "dsl.Output["))]
+        outputs = [a.arg for a in args if ast.unparse(a.annotation).startswith(("Output[", "dsl.Output[", "dsl.OutputPath("))]
         assert returns or outputs or fn.name == "fail_run", f"{where} has no output"
 
 
@@ -214,3 +214,15 @@ def test_science_package_never_imports_kfp_or_mlflow():
                 if _root(m) == "factprobe_ops":
                     bad.append(f"{path.relative_to(REPO)}:{line} imports {m} at module level")
     assert not bad, "factprobe/ must stay free of kfp and mlflow:\n" + "\n".join(bad)
+
+
+def test_no_step_enters_a_run_by_hand():
+    """Every step logs into a run through `with` (a parent run attached that way is not ended; issue 31 item 5):
+    a bare `run.__enter__()` has no matching exit. The start step, whose run the finalize step ends, says so with
+    `TrackedRun.open()`."""
+    bad = []
+    for path in sorted((REPO / "factprobe_ops" / "components").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__enter__":
+                bad.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not bad, "call __enter__ through `with` (or TrackedRun.open for a run another step ends): " + ", ".join(bad)

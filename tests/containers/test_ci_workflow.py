@@ -35,7 +35,8 @@ def test_sets_up_python_311_and_installs_with_constraints():
     setup = next(s for s in steps() if s.get("uses", "").startswith("actions/setup-python@"))
     assert str(setup["with"]["python-version"]) == "3.11"
     install = next(s for s in steps() if "pip install" in s.get("run", ""))
-    assert "pip install -c constraints.txt -e ." in install["run"]
+    extras = re.search(r"pip install -c constraints.txt -e '\.\[([^\]]*)\]'", install["run"])
+    assert extras and {"tracking", "adapters"} <= set(extras.group(1).split(",")), install["run"]  # regress: MLflow, PEFT
     cache = next(s for s in steps() if s.get("uses", "").startswith("actions/cache@"))
     assert cache["with"]["path"] == "${{ env.FACTPROBE_CACHE }}"
     assert load()["jobs"]["regress"]["env"]["FACTPROBE_CACHE"]

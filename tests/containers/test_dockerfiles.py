@@ -147,15 +147,24 @@ def test_base_images_are_pinned(dockerfile):
     assert "sha256" in dockerfile.read_text(), "document how to pin the digest"
 
 
+def installed_extras(runs: list[str]) -> set[str]:
+    """The extras of the package installs (`pip install ... ".[a,b]"`) among `runs`."""
+    return {e.strip() for r in runs for group in re.findall(r'"\.\[([^\]]*)\]"', r) for e in group.split(",")}
+
+
 def test_installs_the_package_with_the_repo_constraints(dockerfile):
     runs = [args for keyword, args in instructions(dockerfile) if keyword == "RUN" and "pip install" in args]
     assert runs and all("-c constraints.txt" in r for r in runs), runs
     assert all("--no-cache-dir" in r for r in runs)
+    extras = installed_extras(runs)
+    # every image runs KFP components that log to MLflow: `pip install factprobe` alone has neither (issue 31 item 8)
+    assert {"kubeflow", "tracking"} <= extras, extras
     if dockerfile.name == "Dockerfile.train":
-        assert any('".[train]"' in r for r in runs), "the training image needs the training extra (DeepSpeed)"
+        assert "train" in extras, "the training image needs the training extra (DeepSpeed)"
     else:  # the runtime images install only what their steps need (issue 13, item 3)
-        assert not any("[train]" in r for r in runs), runs
-        assert any('".[adapters]"' in r and "find_spec('deepspeed') is None" in r for r in runs), runs
+        assert "train" not in extras and "all" not in extras, extras
+        assert {"adapters", "belief"} <= extras, "probing steps load adapter folders and match BELIEF-ICL answers"
+        assert any("find_spec('deepspeed') is None" in r for r in runs), runs
 
 
 def test_only_the_training_image_carries_cuda_devel_and_compilers():

@@ -22,7 +22,7 @@ import torch
 
 from factprobe.errors import TrainingDivergedError
 from factprobe.finetune import run_finetune
-from factprobe.finetune.trainer import TrainingDidNotLearnError
+from factprobe.finetune.guards import TrainingDidNotLearnError
 from tests.finetune.test_finetune import tiny_cfg
 
 
@@ -130,7 +130,7 @@ def test_start_weights_exact_and_by_checksum(tiny):
     """`StartWeights` sees the smallest change of one weight, copied exactly or by checksums."""
     from transformers import AutoModelForCausalLM
 
-    from factprobe.finetune.trainer import StartWeights
+    from factprobe.finetune.guards import StartWeights
 
     model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     for exact_bytes in (1 << 30, 0):
@@ -166,7 +166,8 @@ def _plain_trainer(tiny, tmp_path, monkeypatch, **kw):
 
     from factprobe.finetune.data import Collator, RowDataset, tokenize_examples
     from factprobe.finetune.sets import build_train_set
-    from factprobe.finetune.trainer import _guarded_trainer, load_base, wrap_lora
+    from factprobe.finetune.guards import guarded_trainer
+    from factprobe.finetune.model_setup import load_base, wrap_lora
 
     cfg = tiny_cfg(tiny, tmp_path, max_steps=2, grad_accum=1, **kw)
     model, tok, _ = load_base(cfg)
@@ -178,7 +179,7 @@ def _plain_trainer(tiny, tmp_path, monkeypatch, **kw):
                              use_cpu=True, save_strategy="no", logging_steps=1, max_grad_norm=1.0,
                              logging_nan_inf_filter=False, disable_tqdm=True, remove_unused_columns=False,
                              dataloader_num_workers=0)
-    trainer = _guarded_trainer(cfg, True)(model=model, args=args, train_dataset=RowDataset(rows),
+    trainer = guarded_trainer(cfg, True)(model=model, args=args, train_dataset=RowDataset(rows),
                                           data_collator=Collator(pad_id=tok.pad_token_id))
     assert trainer.is_deepspeed_enabled is False
     return trainer
@@ -199,12 +200,12 @@ def test_plain_trainer_reads_the_norm_and_refuses_a_run_that_did_not_learn(tiny,
 # ------------------------------------------------------------------ the pipeline's MLflow run
 @pytest.mark.slow
 def test_pipeline_training_step_that_did_not_learn_is_a_failed_mlflow_run(tmp_path, tiny):
-    """factprobe_ops/components/steps/finetune.py: the child run of a training step that did not learn is FAILED
+    """factprobe_ops/components/steps/finetune_train.py: the child run of a training step that did not learn is FAILED
     (never FINISHED), carries the reason as `factprobe.error`, and has no model artifact; no adapter
     is left where the evaluation step would take it."""
     from mlflow.tracking import MlflowClient
 
-    from factprobe_ops.components.steps.finetune import run_train_step
+    from factprobe_ops.components.steps.finetune_train import run_train_step
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun
 

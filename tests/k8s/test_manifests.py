@@ -32,6 +32,7 @@ KUSTOMIZATIONS = {
     "gpu-smoke-test": K8S / "overlays" / "gpu-nodepool" / "smoke-test",
     "pipeline-egress": K8S / "overlays" / "pipeline-egress",
     "pipeline-egress-hub": K8S / "overlays" / "pipeline-egress-hub",
+    "vllm-serve": K8S / "overlays" / "vllm-serve",
 }
 STACK = ("base", "local", "production")  # the tracking stack (namespace factprobe)
 # Oldest Kubernetes we support (KFP 2.x / Kubeflow 1.9+ era) and the newest schema shipped.
@@ -741,6 +742,41 @@ def test_gpu_contract_matches_the_pipeline_defaults_and_docs():
         assert f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}" in text
         for secret in PIPELINE_SECRETS:
             assert f'"{secret}"' in text
+
+
+def test_vllm_serve_shards_one_model_over_the_nodes_gpus_from_the_model_cache(rendered):
+    """The vLLM overlay (issue 30 item 2): tensor parallel over every GPU the pod asks for, on the GPU pool,
+    weights read from the model cache claim with the pipeline steps' HF_HOME, offline, reachable only by
+    pipeline steps; its served name is what a models-file entry points probes at (`openai:NAME@URL`)."""
+    from factprobe.lm.served import parse_spec
+
+    docs = rendered["vllm-serve"]
+    deploy = find(docs, "Deployment", "factprobe-vllm")
+    spec = pod_spec(deploy)
+    (c,) = spec["containers"]
+    args = dict(a.removeprefix("--").split("=", 1) for a in c["args"])
+    gpus = c["resources"]["limits"]["nvidia.com/gpu"]
+    assert args["tensor-parallel-size"] == gpus == c["resources"]["requests"]["nvidia.com/gpu"] and int(gpus) > 1
+    assert spec["nodeSelector"] == {GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1]}
+    assert {k: v for k, v in spec["tolerations"][0].items() if k != "operator"} == GPU_TAINT
+    claim = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    assert claim["persistentVolumeClaim"]["claimName"] == "factprobe-cache"
+    mount = next(m for m in c["volumeMounts"] if m["name"] == claim["name"])
+    env = {k: e["value"] for k, e in env_of(c).items()}
+    from factprobe_ops.pipelines.platform import STORAGE_ENV
+
+    assert env["HF_HOME"] == f"{mount['mountPath']}/{STORAGE_ENV['HF_HOME']}" and env["HF_HUB_OFFLINE"] == "1"
+    service = find(docs, "Service", "factprobe-vllm")
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    port = service["spec"]["ports"][0]["port"]
+    policy = find(docs, "NetworkPolicy", "allow-vllm-ingress")
+    assert _policy_peers(policy) == [{"podSelector": {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}}}]
+    # the models-file entry of the kustomization's comment and docs/served-models.md
+    url = f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{port}/v1"
+    entry = f"openai:{args['served-model-name']}@{url}"
+    assert url in (K8S / "overlays" / "vllm-serve" / "kustomization.yaml").read_text()
+    assert entry in (REPO / "docs" / "served-models.md").read_text()
+    assert parse_spec(entry).model == args["served-model-name"]
 
 
 # ---------------------------------------------------------------------------------------------

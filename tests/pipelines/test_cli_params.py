@@ -193,7 +193,7 @@ def read_models():
 
 
 def test_models_yaml_from_a_file_and_inline(read_models, tmp_path):
-    doc = "models:\n  - smollm2-135m-instruct\n  - name: gemma-3-270m\n    note: base model\n"
+    doc = "models:\n  - smollm2-135m-instruct\n  - name: gemma-3-270m\n"  # an unknown key (note:) is refused since issue 30
     path = tmp_path / "models.yaml"
     path.write_text(doc)
     assert read_models(str(path)) == ["smollm2-135m-instruct", "gemma-3-270m"]

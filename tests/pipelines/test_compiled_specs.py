@@ -43,14 +43,17 @@ GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown", "
 TRAIN_STEPS = {"finetune-train"}
 CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
              "regression-gate-step", "fail-run", "counterfactual-report", "finetune-sets", "finetune-report",
-             "finetune-trainjob", "belief-plan", "belief-report"}
+             "finetune-trainjob", "belief-plan", "belief-report", "plan-study", "plan-units", "unit-resources",
+             "merge-results"}
 # read facts from s3://; MLflow artifacts are proxied by the server
 S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob", "probe-belief",
             "run-study", "run-study-2", "run-study-3"}
 STEPS_OF = {
-    "probe": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
-    "nightly_sweep": {"read-models", "start-run", "plan-matrix", "data-build", "probe-model", "report",
+    "probe": {"start-run", "plan-units", "data-build", "unit-resources", "probe-model", "merge-results", "report",
+              "finalize-run"},
+    "nightly_sweep": {"read-models", "start-run", "plan-units", "data-build", "unit-resources", "probe-model",
+                      "merge-results", "report",
                       "nightly-compare", "finalize-run"},
     "regression": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "regression-gate-step",
                    "fail-run", "finalize-run"},
@@ -65,9 +68,15 @@ STEPS_OF = {
     "design_space": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run",
                      "run-study", "run-study-2", "run-study-3"},
     "findings": {"start-run", "run-study", "finalize-run"},
+    # the generic study pipeline (issue 31 item 2): any registered study, one loop cell per model
+    "study": {"start-run", "plan-study", "run-study", "finalize-run"},
 }
 #: the pipelines built on `probe_dag` (factprobe_ops/pipelines/probe.py): a models x probes loop of `probe-model`
-PROBE_DAG = ("probe", "nightly_sweep", "regression", "coherency")
+PROBE_DAG = ("regression", "coherency")
+#: the sweeps (`sweep_dag`): units of work with per-model resources, merged (tests/pipelines/test_sweep_specs.py)
+SWEEPS = ("probe", "nightly_sweep")
+#: a sweep's probe step takes its resources from the unit-resources step
+UNIT_RESOURCE = "{{$.inputs.parameters['pipelinechannel--unit-resources-%s']}}"
 NAMES = tuple(STEPS_OF)
 CPU_IMAGE = "ghcr.io/factprobe/factprobe-cpu:0.1.0"
 GPU_IMAGE = "ghcr.io/factprobe/factprobe-gpu:0.1.0"
@@ -181,9 +190,11 @@ def test_probe_step_requests_one_gpu_on_the_gpu_pool(compiled, name):
         ex = c.executor_of(step)
         resources = c.executors[ex]["container"]["resources"]
         accel = resources["accelerator"]
-        assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == "1", step
+        want = ((UNIT_RESOURCE % "gpus", UNIT_RESOURCE % "cpu", UNIT_RESOURCE % "memory") if name in SWEEPS
+                else ("1", "4", "32G"))
+        assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == want[0], step
         assert accel.get("type", "nvidia.com/gpu") == "nvidia.com/gpu" and accel.get("count", "1") == "1", step
-        assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == ("4", "32G"), step
+        assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == want[1:], step
         k8s = c.k8s_executors[ex]
         assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}, step
         assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"], step
@@ -257,8 +268,11 @@ def test_every_step_runs_as_the_image_user_not_root(compiled, name):
         assert c.k8s_executors[ex]["securityContext"] == {"runAsUser": "1000", "runAsGroup": "1000",
                                                           "runAsNonRoot": True}, step
         assert c.k8s_executors[ex]["podMetadata"]["labels"]["factprobe.io/role"] == "pipeline-step", step
+        env = {e["name"]: e.get("value") for e in c.executors[ex]["container"].get("env", [])}
         # No FACTPROBE_S3_ENDPOINT at compile time: boto3 talks to AWS S3 itself.
-        assert "AWS_ENDPOINT_URL" not in {e["name"] for e in c.executors[ex]["container"].get("env", [])}, step
+        assert "AWS_ENDPOINT_URL" not in env, step
+        # OpenMP waits passively in every pod (issue 30 item 5): spinning threads burn the pod's CPU quota.
+        assert env.get("OMP_WAIT_POLICY") == "PASSIVE", step
 
 
 # --- retries and caching ------------------------------------------------------------------------
@@ -349,7 +363,7 @@ LOOSE_TRACKING_INPUTS = {"tracking_uri", "parent_run_id", "kfp_run_id", "trigger
 #: start-run failed, so it takes the tracking URI parameter and the KFP run id itself
 CONTEXT_BUILDERS = {"comp-start-run", "comp-finalize-run"}
 #: the steps that log nothing to MLflow (no context)
-UNTRACKED = {"comp-read-models", "comp-fail-run"}
+UNTRACKED = {"comp-read-models", "comp-fail-run", "comp-unit-resources"}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -413,7 +427,7 @@ def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
     assert handler["dependentTasks"] == ["read-models"]
     assert handler["inputs"]["parameters"]["pipelinechannel--read-models-Output"] == {
         "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "read-models"}}
-    for step in ("plan-matrix", "start-run"):  # the matrix and the run's params use the list read
+    for step in ("plan-units", "start-run"):  # the units and the run's params use the list read
         assert tasks[step][1]["inputs"]["parameters"]["models"] == {
             "componentInputParameter": "pipelinechannel--read-models-Output"}
     assert "report" in tasks["nightly-compare"][1]["dependentTasks"]
@@ -532,7 +546,10 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
     for step in gpu_steps(c):
         ex = c.executor_of(step)
         accel = c.executors[ex]["container"]["resources"]["accelerator"]
-        assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", "2"), step
+        assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", UNIT_RESOURCE % "gpus" if name in SWEEPS
+                                                                   else "2"), step
+        if name in SWEEPS:  # FACTPROBE_GPU_COUNT is the units' default
+            assert c.tasks()["plan-units"][1]["inputs"]["parameters"]["defaults"]["runtimeValue"]["constant"]["gpus"] == 2
         assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}, step
         assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
                                                        "effect": "NoExecute"}], step
@@ -594,12 +611,14 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
                                                                          "regression": "ci", "counterfactual_icl": "ui",
                                                                          "coherency": "ui",
                                                                          "finetune_known_unknown": "ui", "belief": "ui",
-                                                                         "design_space": "ui", "findings": "ui"}[name]
+                                                                         "design_space": "ui", "findings": "ui",
+                                                                         "study": "ui"}[name]
 
 
 #: parameters per compiled pipeline (issue 19 item 2: 50-79 before, every config field of every probe)
-PARAM_COUNTS = {"probe": 19, "nightly_sweep": 22, "regression": 22, "counterfactual_icl": 18, "coherency": 15,
-                "finetune_known_unknown": 24, "belief": 20, "design_space": 23, "findings": 13}
+PARAM_COUNTS = {"probe": 21, "nightly_sweep": 24, "regression": 22, "counterfactual_icl": 18, "coherency": 15,
+                "finetune_known_unknown": 24, "belief": 20, "design_space": 23, "findings": 14,
+                "study": 6}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -357,7 +357,7 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
 
 
 def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
-    from factprobe_ops.components.steps.finetune import run_sets_step
+    from factprobe_ops.components.steps.finetune_sets import run_sets_step
     from factprobe_ops.tracking.context import RunContext
     from factprobe.finetune.sets import TrainSet, build_train_set
     from factprobe.errors import ConfigError

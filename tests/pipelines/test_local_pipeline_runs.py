@@ -152,7 +152,7 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [smollm2\n")
     rc, log = pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={bad}", *SMALL)
-    assert rc == 1 and "does not parse" in log
+    assert rc == 2 and "does not parse" in log  # refused before the run starts (issue 30: checks.check_sweep_values)
 
     rc, log = night(str(good))
     assert rc == 0, log[-3000:]

@@ -64,7 +64,7 @@ def test_diverged_training_fails_and_leaves_no_result(tiny, tmp_path, capsys):
 
 def test_loss_history_never_shows_nan_as_a_number():
     """issue 18 item 4: a non-finite logged value is null in loss_history/metrics, never 0 or NaN."""
-    from factprobe.finetune.trainer import loss_history
+    from factprobe.finetune.loss_history import loss_history
 
     h = loss_history([{"step": 1, "loss": 2.0, "learning_rate": 1e-3, "grad_norm": 1.0},
                       {"step": 2, "loss": float("nan"), "learning_rate": 1e-3, "grad_norm": float("inf")}])
@@ -193,14 +193,14 @@ def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
 
 @pytest.mark.slow
 def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_path, tiny_model_path):
-    """issue 18 item 4, pipeline path (factprobe_ops/components/steps/finetune.py): a training step whose loss
+    """issue 18 item 4, pipeline path (factprobe_ops/components/steps/finetune_train.py): a training step whose loss
     turns non-finite (learning rate 1e30) raises TrainingDivergedError, its child MLflow run is
     FAILED (never FINISHED), and no adapter is left where the evaluation step would take it."""
     import json as _json
 
     from mlflow.tracking import MlflowClient
 
-    from factprobe_ops.components.steps.finetune import run_train_step
+    from factprobe_ops.components.steps.finetune_train import run_train_step
     from factprobe.errors import TrainingDivergedError
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun

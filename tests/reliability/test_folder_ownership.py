@@ -241,9 +241,10 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
 
 @pytest.mark.slow
 def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
-    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/finetune.py): a training step whose work
+    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/finetune_train.py): a training step whose work
     folder holds a probe's results is refused before its child MLflow run exists."""
-    from factprobe_ops.components.steps.finetune import finetune_config, run_train_step, train_out_dir
+    from factprobe_ops.components.steps.finetune import finetune_config, train_out_dir
+    from factprobe_ops.components.steps.finetune_train import run_train_step
     from factprobe.errors import ConfigError
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun

@@ -1,6 +1,7 @@
 """Issue 18 items 15, 16 and 18c: `baseline promote` and `regress` accept only what the gate can gate.
 
-`regress` gates multiple-choice runs (ic-lke, eic-lke, hgp, mmp) fact by fact; `baseline promote`
+`regress` gates runs of probes that declare a per-fact verdict (the multiple-choice ic-lke, eic-lke,
+hgp, mmp, mc-items; plug-ins too: tests/reliability/test_verdict_contract.py) fact by fact; `baseline promote`
 refuses every other run in one line naming what `regress` needs, and `regress` refuses such a
 baseline, and a bad `--max-drop` / `--alpha`, before it probes the candidate.
 Runs are hand-made: results folders and MLflow runs in a sqlite store under tmp_path.
@@ -17,7 +18,16 @@ from factprobe.cli import main
 from factprobe.errors import ConfigError
 from factprobe_ops.tracking.baseline import BASELINE_TAG, promote
 
-NEEDS = "regress gates multiple-choice runs (ic-lke, eic-lke, hgp, mmp, mc-items)"
+#: the built-in gateable probes come first; a plug-in registered by another test of this worker may follow
+NEEDS = "regress gates runs of probes that declare a boolean verdict per fact (ic-lke, eic-lke, hgp, mmp, mc-items"
+
+
+def no_verdict(probe: str) -> str:
+    """The refusal of a run whose probe declares no verdict, up to what regress needs: `is a qa run
+    (closed-book QA ...), with no verdict per fact; `."""
+    from factprobe.probes.registry import get_probe
+
+    return f"is a {probe} run ({get_probe(probe).description.split(':')[0].strip()}), with no verdict per fact; "
 
 
 def mc_rows(n=6):
@@ -93,14 +103,14 @@ def test_promote_refuses_runs_regress_cannot_gate(store, capsys):
     for probe, rid in refused.items():
         assert main(["baseline", "promote", rid]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"error: run {rid} is a {probe} run; {NEEDS}"), err
+        assert len(err) == 1 and err[0].startswith(f"error: run {rid} {no_verdict(probe)}{NEEDS}"), err
         assert "`correct`" in err[0]
         assert client.get_run(rid).data.tags.get(BASELINE_TAG) is None
     no_table = run("ic-lke", {"accuracy": 0.5})
     with pytest.raises(ConfigError, match=re.escape(f"run {no_table} has no tables/per_fact.parquet artifact; {NEEDS}")):
         promote(no_table)
     no_acc = run("ic-lke", {"macro_accuracy": 0.5}, mc_rows())
-    with pytest.raises(ConfigError, match=f"run {no_acc} has no `accuracy` metric"):
+    with pytest.raises(ConfigError, match=f"run {no_acc} has no `accuracy` metric \\(the ic-lke headline\\)"):
         promote(no_acc)
     good = run("hgp", {"accuracy": 0.5}, [{**r, "template": "t1"} for r in mc_rows()])
     assert promote(good) == [] and client.get_run(good).data.tags[BASELINE_TAG] == "true"
@@ -117,13 +127,13 @@ def test_regress_refuses_an_ungateable_baseline_before_probing(store, tmp_path, 
     for baseline in (str(qa_folder), qa_run):
         rc = main(["regress", "--candidate", str(model), "--baseline", baseline, "--no-track", "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err.strip().splitlines()
-        assert rc == 2 and len(err) == 1 and err[0] == f"error: baseline {baseline} is a qa run; " + err[0].split("; ", 1)[1]
+        assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: baseline {baseline} {no_verdict('qa')}")
         assert NEEDS in err[0]
     assert probed == [] and not (tmp_path / "o").exists()
     mc = folder(tmp_path / "mc-run", "ic-lke", mc_rows())
     rc = main(["regress", "--candidate", str(qa_folder), "--baseline", str(mc), "--no-track"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err.startswith(f"error: candidate {qa_folder} is a qa run; {NEEDS}")
+    assert rc == 2 and err.startswith(f"error: candidate {qa_folder} {no_verdict('qa')}{NEEDS}")
     # a folder without run_config.json is judged by its table: rows without a verdict are refused
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -169,7 +179,7 @@ def test_pipeline_gate_step_refuses_what_it_cannot_gate(tmp_path):
 
     mc = folder(tmp_path / "mc-run", "ic-lke", mc_rows())
     qa = folder(tmp_path / "qa-run", "qa", qa_rows())
-    with pytest.raises(ConfigError, match=re.escape(f"baseline {qa} is a qa run; {NEEDS}")):
+    with pytest.raises(ConfigError, match=re.escape(f"baseline {qa} {no_verdict('qa')}{NEEDS}")):
         run_gate(str(mc), str(qa), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
     with pytest.raises(ConfigError, match=r"^max_drop must be a number in \[0, 1\), got nan$"):
         run_gate(str(mc), str(mc), math.nan, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))

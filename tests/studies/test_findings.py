@@ -171,3 +171,18 @@ def test_the_sequence_steps_cover_both_placements_and_see_the_training_facts(tmp
     assert all(givens[s]["train_data"] == str(tmp_path / "train") for s in seq)
     assert fs.probe_configs(cfg, str(tmp_path / "m"))["counterfactual"].params.shots == fs.BUDGETS["tiny"]["shots"]
     assert fs.BUDGETS["paper"]["shots"] == fs.BUDGETS["small"]["shots"] == [10, 15, 20, 32]  # yuan2024 Figure 7's k
+
+
+def test_choices_overrides_the_budgets_options_per_item():
+    """`--choices 10` under `--budget paper` (the citable run: the paper's templates and draws, 10 options) reaches
+    every multiple-choice step, and the budget's own count stays the default; fewer than 2 options is refused."""
+    paper = fs.FindingsConfig(budget="paper", relations=["P36"])
+    assert fs.probe_configs(paper, "m")["ic-lke"].params.choices == 100
+    ten = fs.FindingsConfig(budget="paper", relations=["P36"], choices=10)
+    configs = fs.probe_configs(ten, "m")
+    assert {configs[p].params.choices for p in ("ic-lke", "hgp", "mmp")} == {10}
+    assert configs["hgp"].params.templates == "paper"
+    assert fs.study_givens(ten, "m")["icl-examples"]["choices"] == 10
+    assert fs.study_givens(ten, "m")["icl-examples"]["draws"] == 5
+    with pytest.raises(ConfigError, match="choices"):
+        fs.FindingsConfig(budget="paper", relations=["P36"], choices=1)

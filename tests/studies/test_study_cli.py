@@ -49,8 +49,8 @@ def echo(monkeypatch):
     mod = types.ModuleType("tests_echo_study")
     mod.STUDY = EchoStudy()
     monkeypatch.setitem(sys.modules, "tests_echo_study", mod)
-    monkeypatch.setitem(registry.STUDY_MODULES, "echo", "tests_echo_study")
-    monkeypatch.setattr(registry, "available", lambda: ["echo"])
+    monkeypatch.setattr(registry, "_REGISTRY", {"echo": mod.STUDY})  # this study only
+    monkeypatch.setattr(registry, "_loaded", True)
     EchoStudy.calls = 0
     return mod.STUDY
 

@@ -64,8 +64,8 @@ def steps(monkeypatch):
     mod = types.ModuleType("tests_steps_study")
     mod.STUDY = StepsStudy()
     monkeypatch.setitem(sys.modules, "tests_steps_study", mod)
-    monkeypatch.setitem(registry.STUDY_MODULES, "steps", "tests_steps_study")
-    monkeypatch.setattr(registry, "available", lambda: ["steps"])
+    monkeypatch.setattr(registry, "_REGISTRY", {"steps": mod.STUDY})  # this study only
+    monkeypatch.setattr(registry, "_loaded", True)
     StepsStudy.ran = 0
     return mod.STUDY
 

@@ -68,8 +68,7 @@ import sys, types
 from tests.tracking.test_study_tracking import CurveStudy
 from factprobe.studies import registry
 mod = types.ModuleType("tests_curve_study"); mod.STUDY = CurveStudy(); sys.modules["tests_curve_study"] = mod
-registry.STUDY_MODULES["curve"] = "tests_curve_study"
-registry.available = lambda: ["curve"]
+registry._REGISTRY.clear(); registry._REGISTRY["curve"] = mod.STUDY; registry._loaded = True
 from factprobe.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -80,8 +79,8 @@ def curve(monkeypatch):
     mod = types.ModuleType("tests_curve_study")
     mod.STUDY = CurveStudy()
     monkeypatch.setitem(sys.modules, "tests_curve_study", mod)
-    monkeypatch.setitem(registry.STUDY_MODULES, "curve", "tests_curve_study")
-    monkeypatch.setattr(registry, "available", lambda: ["curve"])
+    monkeypatch.setattr(registry, "_REGISTRY", {"curve": mod.STUDY})  # this study only
+    monkeypatch.setattr(registry, "_loaded", True)
     return mod.STUDY
 
 

@@ -27,7 +27,7 @@ def read_variants(qa_dirs: list[str], mc_dirs: list[str]):
     """{setting: VariantResults} from evaluation folders (`finetune_setting.json` names the setting)."""
     from factprobe.metrics.finetune_compare import VariantResults, mc_per_fact, qa_per_fact
 
-    from .finetune import evaluation_dirs
+    from .finetune_evaluate import evaluation_dirs
 
     qa, mc = evaluation_dirs(qa_dirs), evaluation_dirs(mc_dirs)
     out = {}
@@ -145,16 +145,15 @@ def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, 
     print(banner, flush=True)
     print(markdown_table(table), flush=True)
     if ctx.tracked:
-        run = TrackedRun.parent_of(ctx)
-        run.__enter__()
-        run.set_tags(smoke_tags(ft, trigger))
-        run.log_table(table, "tables/finetune.json")
-        run.log_parquet(table, "tables/finetune.parquet")
-        run.log_metrics(flat_metrics(table))
-        run.log_figure(fig, "figures/finetune_before_after.png")
-        run.log_figure(lfig, "figures/finetune_loss.png")
-        run.log_text(md, "report/finetune.md")
-        run.log_text(Path(html_path).read_text(), "report/finetune.html")
+        with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
+            run.set_tags(smoke_tags(ft, trigger))
+            run.log_table(table, "tables/finetune.json")
+            run.log_parquet(table, "tables/finetune.parquet")
+            run.log_metrics(flat_metrics(table))
+            run.log_figure(fig, "figures/finetune_before_after.png")
+            run.log_figure(lfig, "figures/finetune_loss.png")
+            run.log_text(md, "report/finetune.md")
+            run.log_text(Path(html_path).read_text(), "report/finetune.html")
     plt.close(fig)
     plt.close(lfig)
     best = table.iloc[1:].sort_values("em", ascending=False).head(1)

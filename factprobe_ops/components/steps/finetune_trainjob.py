@@ -41,11 +41,11 @@ def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, mod
     from factprobe_ops.tracking.context import RunContext
     from .trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
 
-    from .finetune import _table_or_none, finetune_config, smoke_banner, train_out_dir
+    from .finetune import finetune_config, smoke_banner, table_or_none, train_out_dir
 
     ctx = RunContext.from_json(context)
     kfp_run_id, trigger, tracking_uri = ctx.kfp_run_id, ctx.trigger, ctx.tracking_uri
-    table = _table_or_none(table_path)
+    table = table_or_none(table_path)
     if table is not None and submit:
         # the nodes read the table from the PVC, not from this pod's artifact folder
         shared = train_out_dir(work_root, kfp_run_id, model, setting, "table")

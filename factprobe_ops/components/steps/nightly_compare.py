@@ -3,10 +3,13 @@
 Each (probe, model) is its own key: its probe run's `factprobe.config_key` (the run config's results
 key: probe, model and options, not the model list), so adding a model to the sweep keeps every
 other model's comparison. For each result of tonight the step finds the latest FINISHED probe run
-with the same key from an earlier sweep (experiment `factprobe/nightly_sweep`), joins the two fact by fact and applies the
-paired test of `factprobe compare` / `factprobe regress`
-(`factprobe.metrics.comparison.regression_gate`: a drop larger than `max_drop`, McNemar p < alpha
-and a paired-bootstrap interval below 0). Like with like (`like_with_like`): a previous run made on
+with the same key from an earlier sweep (experiment `factprobe/nightly_sweep`), joins the two fact by fact on the
+per-fact verdict the probe declares, read in its headline's direction (`factprobe.probes.verdict`: any
+probe with a verdict, a plug-in included; a probe without one is not paired, and the table says so), and
+applies the paired test of `factprobe compare` / `factprobe regress`
+(`factprobe.metrics.comparison.regression_gate` on the share of right facts: a drop larger than
+`max_drop`, McNemar p < alpha and a paired-bootstrap interval below 0; under a lower-is-better
+headline that drop is a rise of the headline). Like with like (`like_with_like`): a previous run made on
 other data (its measurement identity's data digest) is not paired, and says why; other numerics, or
 a run without an identity, are paired with a note. It logs `delta/<probe>/<model>[/<relation>]` metrics and
 a changes table to the parent run and tags it:
@@ -84,24 +87,34 @@ def like_with_like(tonight: dict | None, previous: dict | None) -> tuple[str, st
 
 
 def paired_change(tonight, last_night, max_drop: float, alpha: float,
-                  identities: tuple[dict | None, dict | None] | None = None) -> dict:
-    """The paired comparison of two per-fact tables (`fact_id`, `relation`, `correct`) of the same
-    probe and model: {"n", "diff", "diff_ci", "p_value", "drop": bool (the gate FAILed), "reason",
-    "note"?}; {"error": ...} when the tables cannot be joined (no shared fact, no `correct` column,
-    ...), or when `identities` (tonight's, the previous night's) say they measured other data
-    (`like_with_like`; its note on numerics or a missing identity is kept as "note")."""
+                  identities: tuple[dict | None, dict | None] | None = None, probe: str | None = None) -> dict:
+    """The paired comparison of two per-fact tables of the same `probe` and model, on the probe's
+    per-fact verdict in its headline's direction (`factprobe.probes.verdict`; `probe` None: tables
+    with the multiple-choice `correct`): {"n", "diff" (of the share of right facts), "diff_ci",
+    "p_value", "drop": bool (the gate FAILed), "reason", "note"?}; {"note": ...} alone when the probe
+    declares no verdict (not paired); {"error": ...} when the tables cannot be joined (no shared fact,
+    no verdict column, ...), or when `identities` (tonight's, the previous night's) say they measured
+    other data (`like_with_like`; its note on numerics or a missing identity is kept as "note")."""
+    from factprobe.errors import DataError
     from factprobe.metrics.comparison import align_templates, regression_gate
+    from factprobe.probes.verdict import verdict_of, verdict_table, why_no_verdict
 
+    if verdict_of(probe) is None:
+        return {"note": f"not paired fact by fact: {probe} runs{why_no_verdict(str(probe))}"}
     note = ""
     if identities is not None:
         error, note = like_with_like(*identities)
         if error:
             return {"error": error}
+    needs = "the nightly paired test joins the probe's boolean verdict per fact"
     try:
+        tonight, verdict = verdict_table(tonight, probe, "tonight's result", needs, error=DataError)
+        last_night, _ = verdict_table(last_night, probe, "the previous run", needs, error=DataError)
         cand, base, _ = align_templates(tonight, last_night)
         d = regression_gate(cand, base, max_drop=max_drop, alpha=alpha)
     except (ValueError, KeyError) as e:
         return {"error": str(e).splitlines()[0][:300]}
+    note = "; ".join(n for n in (note, verdict.note()) if n)
     out = {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed,
            "reason": d.reason}
     return {**out, "note": note} if note else out
@@ -146,7 +159,7 @@ def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str,
                      f"{fmt(r['current'])} | {'—' if r['delta'] is None else format(r['delta'], '+.3f')} | "
                      f"{'—' if not ci else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'} | "
                      f"{'—' if 'p_value' not in pr else format(pr['p_value'], '.3g')} | "
-                     f"{'YES' if pr.get('drop') else ('—' if 'error' in pr or not pr else 'no')} |")
+                     f"{'YES' if pr.get('drop') else ('—' if 'p_value' not in pr else 'no')} |")
     told = [(name, p.get("note") or p.get("error")) for name, p in sorted(pairs.items()) if p.get("note") or p.get("error")]
     if told:
         lines += ["", *[f"- {name}: {text}" for name, text in told]]
@@ -173,7 +186,7 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
     from factprobe.errors import DataError
     from factprobe.identity import identity_of
     from factprobe.io import atomic_write_text
-    from factprobe_ops.tracking.compare import _from_results_file, folder_identity
+    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.identity_check import identity_from_tracking
@@ -220,36 +233,35 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
             pairs[name] = {"error": str(e)}
             continue
         pairs[name] = paired_change(tonight, last_night, max_drop, alpha,
-                                    identities=(folder_identity(folder), prev_identity))
+                                    identities=(folder_identity(folder), prev_identity), probe=name.split(":", 1)[0])
     rows = diff_summaries(current, previous)
     drops = {n: p for n, p in pairs.items() if p.get("drop")}
     if drops:
         alerts.insert(0, ALERT_DROP)
-    run = TrackedRun.parent_of(ctx)
-    run.__enter__()
-    tags = {tag("previous_run"): ",".join(sorted(set(previous_runs.values()))) or "none",
-            tag("previous_sweep"): ",".join(sorted({client.get_run(r).data.tags.get("mlflow.parentRunId", "")
-                                                    for r in previous_runs.values()} - {""})) or "none"}
-    if alerts:
-        tags[tag("alert")] = ",".join(alerts)
-        tags[tag("alert_detail")] = _detail(drops, failures)[:5000]
-    run.set_tags(tags)
-    from .report import metric_safe
+    with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
+        tags = {tag("previous_run"): ",".join(sorted(set(previous_runs.values()))) or "none",
+                tag("previous_sweep"): ",".join(sorted({client.get_run(r).data.tags.get("mlflow.parentRunId", "")
+                                                        for r in previous_runs.values()} - {""})) or "none"}
+        if alerts:
+            tags[tag("alert")] = ",".join(alerts)
+            tags[tag("alert_detail")] = _detail(drops, failures)[:5000]
+        run.set_tags(tags)
+        from .report import metric_safe
 
-    metrics = {f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{r['relation']}"): r["delta"]
-               for r in rows if r["delta"] is not None}
-    for name, p in pairs.items():
-        if "p_value" in p:
-            metrics[f"nightly_p/{metric_safe(name)}"] = p["p_value"]
-            metrics[f"nightly_drop/{metric_safe(name)}"] = float(p["drop"])
-    metrics["nightly/alert"] = float(bool(alerts))
-    run.log_metrics(metrics)
-    if rows:
-        run.log_table(pd.DataFrame(rows), "tables/nightly_changes.json")
-    atomic_write_text(md_path, _markdown(rows, pairs, previous_runs, failures, alerts))
-    run.log_text(Path(md_path).read_text(), "report/nightly_changes.md")
-    _maybe_fail(alerts, failures, drops, fail_on_alert)
-    return rows
+        metrics = {f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{r['relation']}"): r["delta"]
+                   for r in rows if r["delta"] is not None}
+        for name, p in pairs.items():
+            if "p_value" in p:
+                metrics[f"nightly_p/{metric_safe(name)}"] = p["p_value"]
+                metrics[f"nightly_drop/{metric_safe(name)}"] = float(p["drop"])
+        metrics["nightly/alert"] = float(bool(alerts))
+        run.log_metrics(metrics)
+        if rows:
+            run.log_table(pd.DataFrame(rows), "tables/nightly_changes.json")
+        atomic_write_text(md_path, _markdown(rows, pairs, previous_runs, failures, alerts))
+        run.log_text(Path(md_path).read_text(), "report/nightly_changes.md")
+        _maybe_fail(alerts, failures, drops, fail_on_alert)
+        return rows
 
 
 def _detail(drops: dict[str, dict], failures: list[dict]) -> str:

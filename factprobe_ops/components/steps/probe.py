@@ -54,8 +54,43 @@ def when_free(attempt, wait_s: float | None = None, poll_s: float = 5.0):
             time.sleep(poll_s)
 
 
+def shard_prepared(cfg, prepared, shard: int, shards: int):
+    """The items of fact shard `shard` (0-based) of `shards`: every item goes to one shard by the rank
+    of a stable hash (sha256) of its fact id among all the items' (rank mod `shards`), so
+    the assignment depends only on the prepared data (a rerun, or a resumed shard, gets the same
+    items) and no shard is empty. Relations and fact sets stay; relations left without items are
+    dropped from the shard's `items`. ConfigError (one line) when `shards` exceeds the items."""
+    import dataclasses
+    import hashlib
+
+    from factprobe.errors import ConfigError
+    from factprobe.probes.registry import get_probe
+
+    spec = get_probe(cfg.probe)
+    items = [(rel, it) for rel, its in prepared.items.items() for it in its]
+    if shards > len(items):
+        raise ConfigError(f"shards={shards} is more than the {len(items)} facts of probe {cfg.probe}'s data; "
+                          f"use shards={max(len(items), 1)} or fewer")
+    if shards <= 1:
+        return prepared
+    # the fact id where the item has one (every built-in probe's), else its first result key
+    digest = [hashlib.sha256(str(getattr(it, "fact_id", None) or spec.item_keys(cfg, prepared, it)[0]).encode("utf-8")).hexdigest()
+              for _, it in items]
+    rank = {i: r for r, i in enumerate(sorted(range(len(items)), key=lambda i: (digest[i], i)))}
+    mine: dict[str, list] = {}
+    for i, (rel, it) in enumerate(items):
+        if rank[i] % shards == shard:
+            mine.setdefault(rel, []).append(it)
+    return dataclasses.replace(prepared, items=mine)
+
+
+#: a unit step's record of what each of its probe folders holds (model, probe, shard, shards; the merge step reads it)
+SHARD_FILE = "shard.json"
+
+
 def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
-                   work_root: str = "", overrides: dict | None = None) -> dict:
+                   work_root: str = "", overrides: dict | None = None, shard: int = 0, shards: int = 1,
+                   loader=None) -> dict:
     """Probe `model` on the prepared items in `items_dir/<dataset kind>`; results go to a stable work
     folder (resumable, locked against a second writer) and every file the run wrote there
     (results.jsonl, metrics.json, run_config.json, model_revision.txt and the probe's extra files
@@ -65,7 +100,11 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     are safely on disk. The child run is opened only once the work folder is claimed and the run
     validated: a step refused there leaves no MLflow run. SIGTERM (pod eviction) stops it like
     Ctrl-C: the checkpoint stays, the child run is marked KILLED. `context` is the pipeline run's
-    `RunContext` (or its JSON, as the start step wrote it): the child run nests under its parent. Returns the scalar metrics, the MLflow run id and the files copied."""
+    `RunContext` (or its JSON, as the start step wrote it): the child run nests under its parent.
+    With `shards` > 1 only fact shard `shard` is probed (`shard_prepared`), in its own work folder
+    (the work key plus `-shard<i>of<n>`, so a killed shard resumes alone), and its child run is named
+    and tagged with the shard. `loader(cfg)` (a unit step's one load per model) gives the loaded model
+    when the work folder has no finished run. Returns the scalar metrics, the MLflow run id and the files copied."""
     import shutil
     from contextlib import ExitStack
     from pathlib import Path
@@ -84,12 +123,14 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
 
     cfg = run_config({**config, **(overrides or {})}, probe=probe, model=model)
     spec = get_probe(probe)
-    prepared = Prepared.load(Path(items_dir) / (spec.dataset or probe))
+    prepared = shard_prepared(cfg, Prepared.load(Path(items_dir) / (spec.dataset or probe)), shard, shards)
     # the work folder is keyed by the whole measurement identity (weights, data, config, numerics), so
     # a night over changed weights scores afresh and an unchanged night reuses everything
     ident = run_identity(cfg, prepared)
-    key = work_key(cfg, ident)
+    part = f"-shard{shard + 1}of{shards}" if shards > 1 else ""
+    key = work_key(cfg, ident) + part
     work = work_dir(work_root, key)
+    loaded = loader(cfg) if loader is not None and not (work / "metrics.json").exists() else None
     # the one run context of this step (factprobe_ops/tracking/context.py): every tracking call below takes it
     ctx = RunContext.from_json(context)
     runs = []
@@ -97,16 +138,19 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
 
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
             runs.append(stack.enter_context(probe_run(
-                cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}",
-                extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("dataset_digest"): ident.data_digest,
-                            tag("identity_key"): ident.key()},
+                cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}{part}",
+                # a shard's run is no probe run of its own (the nightly comparison finds probe runs by step):
+                # the merge step logs the merged run as the probe run (factprobe_ops/components/steps/merge.py)
+                extra_tags={tag("step"): "probe-shard" if part else "probe", tag("kfp_run_id"): ctx.kfp_run_id,
+                            tag("dataset_digest"): ident.data_digest,
+                            tag("identity_key"): ident.key(), **({tag("shard"): f"{shard + 1}/{shards}"} if part else {})},
                 step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
 
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
         # two pipelines of the same identity on one PVC share this folder: the second waits for the
         # first and then reuses its rows instead of failing as "busy"
-        outcome = when_free(lambda: run_probe(cfg, work, prepared=prepared, progress=False,
-                                              on_batch=ProgressLog(f"{probe} {model}"), on_start=start))
+        outcome = when_free(lambda: run_probe(cfg, work, loaded=loaded, prepared=prepared, progress=False,
+                                              on_batch=ProgressLog(f"{probe} {model}{part}"), on_start=start))
         run = runs[0]
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)
@@ -117,7 +161,7 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         copied.append(path.name)
     scalars = {k: v for k, v in metric_dict(outcome.metrics).items() if "/" not in k}
     head = spec.headline(outcome.metrics)
-    if head:  # one line for `factprobe pipeline run`'s step summary (factprobe_ops/pipelines/cli.py: HEADLINE_PREFIX)
+    if head and not part:  # one line for `factprobe pipeline run`'s step summary (factprobe_ops/pipelines/cli.py: HEADLINE_PREFIX)
         print(f"headline: {probe} {model}: {head}", flush=True)
     return {"scalars": scalars, "model": model, "probe": probe, "run_id": run.run_id or "",
             "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed, "files": copied}
@@ -147,3 +191,42 @@ def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str
         (out / FAILED_FILE).write_text(json.dumps({"model": model, "probe": probe, "error": line}), encoding="utf-8")
         print(f"error: probe {probe} on model {model} failed: {line} (the sweep goes on)", flush=True)
         return {"scalars": {}, "model": model, "probe": probe, "run_id": "", "failed": line, "files": [FAILED_FILE]}
+
+
+def run_unit_step(items_dir: str, out_dir: str, unit: dict, config: dict, context: RunContext | str,
+                  work_root: str = "", tolerant: bool = False) -> dict:
+    """Run one unit of a sweep (factprobe_ops/components/steps/plan.py `run_plan_units`): each of its
+    probes on its model, one after the other, over its fact shard, into `<out_dir>/<probe>/` (the
+    files of `run_probe_step` plus `SHARD_FILE`). A unit of several probes loads the model once, at
+    the first probe that has something to score, and hands it to the others (the probes' model kinds
+    are checked each time). `tolerant`: a probe's failure is recorded (`run_probe_step_tolerant`) and
+    the next probe still runs. Returns {"probes": {probe: the step's info}}."""
+    import json
+    from pathlib import Path
+
+    from factprobe.lm.models import require_kind
+    from factprobe.probes.registry import get_probe
+    from factprobe.probes.runner import load_for_probe
+
+    held: dict = {}
+
+    def loader(cfg):
+        if "model" not in held:
+            held["model"] = load_for_probe(cfg)
+        else:
+            require_kind(held["model"], get_probe(cfg.probe).model_kinds, cfg.probe)
+        return held["model"]
+
+    probes = [str(p) for p in unit["probes"]]
+    shard, shards = int(unit.get("shard", 0)), int(unit.get("shards", 1))
+    step = run_probe_step_tolerant if tolerant else run_probe_step
+    infos = {}
+    for probe in probes:
+        sub = Path(out_dir) / probe
+        infos[probe] = step(items_dir, str(sub), str(unit["model"]), probe, config, context, work_root=work_root,
+                            overrides=dict(unit.get("overrides") or {}), shard=shard, shards=shards,
+                            loader=loader if len(probes) > 1 else None)
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / SHARD_FILE).write_text(json.dumps({"model": str(unit["model"]), "probe": probe, "shard": shard,
+                                                  "shards": shards}), encoding="utf-8")
+    return {"probes": infos}

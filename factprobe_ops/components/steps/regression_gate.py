@@ -13,14 +13,15 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     against `baseline` (run id, results folder, or tag filter matching exactly one run, looked up on
     the tracking URI of `context`, the pipeline run's `RunContext` or its JSON). Logs the decision to
     the parent run and writes a Markdown report. Returns {"decision": "PASS"|"FAIL", ...}. Raises
-    ConfigError for a `max_drop` / `alpha` out of range, for runs the gate cannot gate (not multiple
-    choice), for a baseline or candidate without a measurement identity, for other numerics (unless
+    ConfigError for a `max_drop` / `alpha` out of range, for runs the gate cannot gate (a probe without
+    a per-fact verdict; the verdict is gated in its headline's direction, `factprobe.probes.verdict`),
+    for a baseline or candidate without a measurement identity, for other numerics (unless
     `allow_numerics_change`), and DataError for other data or a candidate lacking baseline facts, as
     `factprobe regress` does (factprobe_ops/tracking/regress.py)."""
     from factprobe.io import atomic_write_text
     from factprobe.metrics.comparison import align_templates, regression_gate
-    from factprobe_ops.tracking.baseline import check_gate_settings, check_gate_table
-    from factprobe_ops.tracking.compare import _from_results_file, folder_identity, resolve_run
+    from factprobe_ops.tracking.baseline import check_gate_settings, gate_table
+    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity, resolve_run
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.regress import check_every_baseline_fact, check_gate_identities, require_identity
@@ -32,22 +33,22 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     ctx = RunContext.from_json(context)
     uri = ctx.uri
     base_df, base_desc = resolve_run(baseline, uri, unique=True)
-    check_gate_table(base_df, base_desc, "baseline")
+    base_df, verdict = gate_table(base_df, base_desc, "baseline")
     cand_df = _from_results_file(Path(candidate_dir))
     cand_desc = {"ref": candidate_dir, "identity": folder_identity(candidate_dir)}
-    check_gate_table(cand_df, cand_desc, "candidate")
+    cand_df, _ = gate_table(cand_df, cand_desc, "candidate")
     base_ident = require_identity(base_desc, "baseline")
     note = check_gate_identities(base_ident, require_identity(cand_desc, "candidate"), allow_numerics_change)
     cand_df, base_df, _ = align_templates(cand_df, base_df)
     check_every_baseline_fact(cand_df, base_df)
     d = regression_gate(cand_df, base_df, max_drop=float(max_drop), alpha=float(alpha))
     decision = "PASS" if d.passed else "FAIL"
-    atomic_write_text(md_path, f"# Regression gate: {decision}\n\n" + (f"{note}\n\n" if note else "")
+    notes = [n for n in (note, verdict.note()) if n]
+    atomic_write_text(md_path, f"# Regression gate: {decision}\n\n" + "".join(f"{n}\n\n" for n in notes)
                       + f"```\n{d.report()}\n```\n")
     if ctx.tracked:
-        run = TrackedRun.parent_of(ctx)
-        run.__enter__()
-        run.set_tags({tag("gate"): decision, tag("baseline"): baseline})
-        run.log_metrics({"gate/diff": d.diff, "gate/p_value": d.p_value, "gate/passed": float(d.passed), "gate/n": d.n})
-        run.log_text(d.report(), "gate/report.txt")
+        with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
+            run.set_tags({tag("gate"): decision, tag("baseline"): baseline})
+            run.log_metrics({"gate/diff": d.diff, "gate/p_value": d.p_value, "gate/passed": float(d.passed), "gate/n": d.n})
+            run.log_text(d.report(), "gate/report.txt")
     return {"decision": decision, "diff": d.diff, "p_value": d.p_value, "n": d.n, "report": d.report()}

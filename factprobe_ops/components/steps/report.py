@@ -12,15 +12,10 @@ tables); any other probe: its `relation_metric` per relation and a table named a
 other than multiple choice and BELIEF-ICL also log every top-level number as `<metric>/<probe>/<model>`.
 Folders of failed (tolerant) probe steps are named in a `failed` table and a tag.
 
-Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): for every probe that declares a
-per-fact verdict (`Probe.fact_verdict`) and has runs of two or more models, the model x relation
-heatmap (Figure 5 order: families by the accuracy of their model closest to 7B, models by mean accuracy), the Pearson r between models with its
-within/across-family means and the subsumption eta of smaller in larger models of a family and of
-fine-tuned models in their base, as figures, tables (`cross_model_<probe>`, `cross_model_pearson_<probe>`,
-`cross_model_families_<probe>`, `cross_model_eta_<probe>`) and parent-run metrics (`pearson_within/<probe>`, `pearson_across/<probe>`,
-`eta/<probe>/<small> vs <large>`); family and size from each model's config
-(`factprobe.report.model_meta`). Runs on different fact sets are mapped on the facts they share, and
-the table says so.
+Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): built in the science package
+(`factprobe.probes.cross_model`) for every probe that declares a per-fact verdict and has runs of two
+or more models, read in the headline's direction (`factprobe.probes.verdict`); this step lays them out
+and logs them like every other part.
 """
 from __future__ import annotations
 
@@ -68,91 +63,11 @@ def load_runs(dirs: list[str], unique: bool = True) -> list:
 
 
 def cross_model_parts(runs: list) -> list:
-    """One `ReportPart` per probe (registry order) that declares a per-fact verdict and has runs of
-    at least two models, with one run each (a model run in several settings is left out of its
-    probe's maps, and a note row says so when other models are there): the cross-model maps described in the module docstring.
-    Maps that cannot be drawn (the runs ask the facts differently, share no fact) become a note row
-    in the `cross_model_notes` table instead of failing the report."""
-    import pandas as pd
+    """The cross-model maps' report parts of `runs` (`ReportRun`s): one per probe with a per-fact
+    verdict and runs of two or more models, built by `factprobe.probes.cross_model.cross_model_parts`."""
+    from factprobe.probes.cross_model import cross_model_parts as parts
 
-    from factprobe.errors import FactprobeError
-    from factprobe.probes.registry import probe_names
-    from factprobe.probes.reporting import ReportPart
-    from factprobe.report.cross_model_maps import RunFacts, align_runs, build_maps, maps_figures
-    from factprobe.report.model_meta import resolve_model_meta
-    from factprobe_ops.tracking.probe_logging import probe_of
-
-    by_probe: dict[str, list] = {}
-    for r in runs:
-        if r.dir is not None and (r.dir / "results.jsonl").exists() and getattr(probe_of(r.probe), "fact_verdict", None):
-            by_probe.setdefault(r.probe, []).append(r)
-    rank = {n: i for i, n in enumerate(probe_names())}
-    parts, notes = [], []
-    for name in sorted(by_probe, key=lambda n: rank.get(n, len(rank))):
-        probe = probe_of(name)
-        per_model: dict[str, list] = {}
-        for r in by_probe[name]:
-            per_model.setdefault(str(r.model), []).append(r)
-        for model, rs in per_model.items():
-            if len(rs) > 1 and len(per_model) > 1:  # one model in several settings alone: nothing to map
-                notes.append({"probe": name, "note": f"{model} has {len(rs)} runs ({', '.join(r.name for r in rs)}); "
-                                                     f"left out of the cross-model maps, which take one run per model"})
-        single = [rs[0] for rs in per_model.values() if len(rs) == 1]
-        if len(single) < 2:
-            continue
-        verdict = probe.fact_verdict
-        facts = []
-        for r in single:
-            df = pd.read_json(r.dir / "results.jsonl", lines=True)
-            if verdict != "correct":
-                df = df.drop(columns=[c for c in ("correct",) if c in df.columns]).rename(columns={verdict: "correct"})
-            facts.append(RunFacts(model=str(r.model), table=df, ref=str(r.dir), digest=r.metrics.get("data_digest"),
-                                  config=r.config, probe=name))
-        head = probe.headline_metric
-        metric = head.metric if head else verdict
-        try:
-            aligned = align_runs(facts, intersect=True)
-            maps = build_maps(aligned, resolve_model_meta([f.model for f in facts]), metric)
-        except FactprobeError as e:
-            notes.append({"probe": name, "note": f"no cross-model maps: {e}"})
-            continue
-        res = maps.result
-        part = ReportPart()
-        figs = maps_figures(maps, metric)
-        part.figures[f"{name}: {metric}, model x relation (Figure 5 order)"] = (f"cross_model_heatmap_{name}", figs["heatmap"])
-        part.figures[f"{name}: Pearson r of per-relation {metric} between models"] = (f"cross_model_pearson_{name}", figs["pearson"])
-        meta = {m["label"]: m for m in res["models"]}
-        part.tables[f"cross_model_{name}"] = [
-            {"model": lab, "family": meta[lab]["family"],
-             "size": None if meta[lab]["size"] is None else int(meta[lab]["size"]), "base": meta[lab]["base"],
-             metric: meta[lab]["accuracy"], **res["heatmap"][lab]} for lab in res["order"]]
-        fc = res["family_correlation"]
-        part.tables[f"cross_model_pearson_{name}"] = [{"model": lab, **res["pearson"][lab]} for lab in res["order"]]
-        part.tables[f"cross_model_families_{name}"] = [
-            {"model pairs": "within a family", "mean Pearson r": fc["within"], "pairs": fc["n_within"]},
-            {"model pairs": "across families", "mean Pearson r": fc["across"], "pairs": fc["n_across"]}]
-        eta_rows = [{"pair": k, "kind": "size", "eta_pooled": v["pooled"], "eta_relation_mean": v["relation_mean"],
-                     "n_joined": v["n_joined"], "n_small_known": v["n_small_known"]} for k, v in res["eta"].items()]
-        eta_rows += [{"pair": k, "kind": "fine-tuned", "eta_pooled": v["eta"], "eta_relation_mean": v["eta_relation_mean"],
-                      "n_joined": v["n_joined"], "n_small_known": v["n_finetuned_known"],
-                      "accuracy_delta": v["accuracy_delta"]} for k, v in res["base_vs_finetuned"].items()]
-        if eta_rows:
-            part.tables[f"cross_model_eta_{name}"] = eta_rows
-        for note in res["notes"]:
-            notes.append({"probe": name, "note": note})
-        for key, value in (("within", fc["within"]), ("across", fc["across"])):
-            if value is not None:
-                part.metrics[f"pearson_{key}/{name}"] = value
-        for k, v in res["eta"].items():
-            if v["pooled"] is not None:
-                part.metrics[f"eta/{name}/{k}"] = v["pooled"]
-        for k, v in res["base_vs_finetuned"].items():
-            if v["eta"] is not None:
-                part.metrics[f"eta/{name}/{k}"] = v["eta"]
-        parts.append(part)
-    if notes:
-        parts.append(ReportPart(tables={"cross_model_notes": notes}))
-    return parts
+    return parts(runs)
 
 
 def metric_safe(run_name: str) -> str:
@@ -236,20 +151,19 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, context: 
     atomic_write_text(html_path, html_page(title, summaries_html, {t: figure_png(f) for t, (_, f) in figs.items()}, shown))
     atomic_write_text(md_path, markdown_page(title, summaries_md, shown))
     if ctx.tracked:
-        run = TrackedRun.parent_of(ctx)
-        run.__enter__()
-        for stem, fig in figs.values():
-            run.log_figure(fig, f"figures/{stem}.png")
-        for name, rows in tables.items():
-            df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
-            run.log_table(df, f"tables/{name}.json")
-            if any(name in p.parquet for p in parts):
-                run.log_parquet(df, f"tables/{name}.parquet")
-        if failures:
-            run.set_tags({"factprobe.failed_models": ", ".join(sorted({f"{f['probe']}:{f['model']}" for f in failures}))[:5000]})
-        run.log_text(json.dumps(everything, indent=1, default=float), "summary/summary.json")
-        run.log_text(Path(html_path).read_text(), html_artifact)  # .html: the MLflow UI renders it
-        # names made safe for MLflow (`acc@1/belief-mlm/<model>` -> `acc_1/...`; unsafe names used to fail the step)
-        run.log_metrics({metric_key(k): v for p in parts for k, v in p.metrics.items()})
+        with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
+            for stem, fig in figs.values():
+                run.log_figure(fig, f"figures/{stem}.png")
+            for name, rows in tables.items():
+                df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+                run.log_table(df, f"tables/{name}.json")
+                if any(name in p.parquet for p in parts):
+                    run.log_parquet(df, f"tables/{name}.parquet")
+            if failures:
+                run.set_tags({"factprobe.failed_models": ", ".join(sorted({f"{f['probe']}:{f['model']}" for f in failures}))[:5000]})
+            run.log_text(json.dumps(everything, indent=1, default=float), "summary/summary.json")
+            run.log_text(Path(html_path).read_text(), html_artifact)  # .html: the MLflow UI renders it
+            # names made safe for MLflow (`acc@1/belief-mlm/<model>` -> `acc_1/...`; unsafe names used to fail the step)
+            run.log_metrics({metric_key(k): v for p in parts for k, v in p.metrics.items()})
     plt.close("all")
     return everything, parts

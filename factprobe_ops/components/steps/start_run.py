@@ -30,11 +30,13 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     probes = params.get("probes") if isinstance(params.get("probes"), list) else []
     run = TrackedRun.from_context(
         ctx, run_name=f"{pipeline}-{kfp_run_id}", required=True, child=False, headline_family=headline_family(probes),
+        headline_greater=headline_greater(probes),
         tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
               tag("config_key"): key, tag("role"): "parent",
               "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
-              tag("model"): ",".join(map(str, params.get("models", []))) if isinstance(params.get("models"), list) else str(params.get("models", ""))})
-    run.__enter__()  # stays RUNNING; the exit handler (finalize step) ends it
+              tag("model"): ",".join(map(model_name, params.get("models", []))) if isinstance(params.get("models"), list)
+              else str(params.get("models", ""))})
+    run.open()  # stays RUNNING; the exit handler (finalize step) ends it
     record_parent_run(run.run_id or "", kfp_run_id, pipeline)  # a stopped local run marks it KILLED
     run.log_params(params)
     models = params.get("models") if isinstance(params.get("models"), list) else []
@@ -57,6 +59,29 @@ def headline_family(probes: list) -> str:
     return ""
 
 
+def headline_greater(probes: list) -> bool:
+    """Whether greater is better for the headline `headline_family(probes)` names (the probe's declared
+    direction, `Headline.higher_is_better`; True when no probe declares a headline)."""
+    from factprobe.probes.registry import get_probe, probe_names
+
+    known = set(probe_names())
+    for name in (str(p) for p in probes if str(p) in known):
+        head = get_probe(name).headline_metric
+        if head is not None:
+            return bool(getattr(head, "higher_is_better", True))
+    return True
+
+
+def model_name(model) -> str:
+    """A models-list entry as the parent run names it: the model itself, or a settings entry's name (or
+    `openai:NAME@ENDPOINT` for a served one), never the mapping's text."""
+    if isinstance(model, dict) and model.get("name"):
+        from .plan import model_spec
+
+        return model_spec(model)
+    return str(model)
+
+
 def model_history(run_id: str, models: list) -> list[dict]:
     """`mlflow.log-model.history` entries naming each model (what the runs table's Models column
     lists: `artifact_path` and flavors); no model is stored, the names say what was probed."""
@@ -65,5 +90,5 @@ def model_history(run_id: str, models: list) -> list[dict]:
     from factprobe_ops.tracking.probe_logging import model_label
 
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return [{"run_id": run_id, "artifact_path": model_label(str(m)), "utc_time_created": now,
+    return [{"run_id": run_id, "artifact_path": model_label(model_name(m)), "utc_time_created": now,
              "flavors": {"transformers": {}}} for m in models]

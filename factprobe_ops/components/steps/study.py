@@ -47,11 +47,10 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
     from factprobe.probes.reporting import metric_key
     from factprobe.studies.cli import run_study
     from factprobe.studies.registry import get_study
+    from factprobe.studies.study_identity import study_identity
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.study_run import StepStudyTracking, study_key
-
-    from factprobe.studies.study_identity import study_identity
 
     study = get_study(name)
     cfg = study_step_config(name, model, config, params)
@@ -83,3 +82,72 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
         print(f"{name} {model}: {line}", flush=True)
     scalars = {metric_key(k): v for k, v in study.flat_metrics(metrics).items() if "/" not in k and v is not None}
     return {"scalars": scalars, "run_id": hook.run_id, "files": files, "study": name, "model": model}
+
+
+def study_option_names(name: str) -> list[str]:
+    """The options study `name` takes in the generic `study` pipeline's `options`: its config class's
+    fields and the base config fields it uses (`factprobe.studies.cli.base_fields`), less the ones the
+    pipeline sets itself (`model`, and `models` for a study with that option: the `models` parameter)."""
+    from dataclasses import fields
+
+    from factprobe.config import PIPELINE
+    from factprobe.probes.config import BaseConfig
+    from factprobe.studies.cli import base_fields
+    from factprobe.studies.registry import get_study
+
+    study = get_study(name)
+    own = [f.name for f in fields(study.config_class) if f.metadata.get(PIPELINE, True)]
+    base = [f.name for f in fields(BaseConfig) if f.name in base_fields(study) and f.metadata.get(PIPELINE, True)]
+    return [n for n in dict.fromkeys(base + own) if n not in ("model", "models", "out")]
+
+
+def check_study_options(name: str, config: dict) -> None:
+    """Refuse an `options` key (the pipeline's config dict, factprobe_ops/components/steps/_common.py) that is no
+    option of study `name` (`study_option_names`): one ConfigError naming the key and the study's options."""
+    from factprobe.errors import ConfigError
+
+    from ._common import parse_options
+
+    known = study_option_names(name)
+    for key in parse_options(config.get("options")):
+        if key in ("model", "models"):
+            raise ConfigError(f"options: {key!r} is set by the pipeline's `models` parameter; set it there")
+        if key not in known:
+            raise ConfigError(f"options: unknown option {key!r} for study {name}; its options: {', '.join(known)}")
+
+
+def takes_models(name: str) -> bool:
+    """Whether study `name` runs several models in one run (its config has a `models` option, as findings)."""
+    from factprobe.studies.registry import get_study
+
+    return "models" in get_study(name).config_class.field_names()
+
+
+def run_study_plan(name: str, models: list, config: dict, context: str = "") -> list:
+    """The cells the generic `study` pipeline fans out over, after checking everything a step would
+    check (the study exists, its `options`, the study configuration of every cell), so a bad value
+    fails here, before any model loads:
+    - a study that loads `base.model`: one cell per model, [{"model": m, "context": context}, ...];
+    - a study of several models (a `models` option) or of none: one cell, {"model": "", "context": context}
+      (the step passes the `models` list as the study's `models` option).
+    The run context rides along in each cell (see factprobe_ops/pipelines/probe.py for why)."""
+    from factprobe.errors import ConfigError
+    from factprobe.studies.registry import available, get_study
+
+    if name not in available():
+        raise ConfigError(f"parameter study: unknown study {name!r}; registered: {', '.join(available()) or 'none'}")
+    study = get_study(name)
+    check_study_options(name, config)
+    odd = [m for m in models if not isinstance(m, str) or not m.strip()]
+    if odd:
+        raise ConfigError(f"parameter models: {odd[0]!r} is not a model name; give names (aliases, folders or hub ids)")
+    if study.names_model():
+        if not models:
+            raise ConfigError(f"parameter models: the models list is empty; study {name} runs once per model")
+        for m in models:
+            study_step_config(name, str(m), config)
+        return [{"model": str(m), "context": context} for m in models]
+    if takes_models(name) and not models:
+        raise ConfigError(f"parameter models: the models list is empty; study {name} needs at least one model")
+    study_step_config(name, "", config, {"models": list(models)} if takes_models(name) else None)
+    return [{"model": "", "context": context}]

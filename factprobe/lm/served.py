@@ -1,0 +1,500 @@
+"""Served models: a language model behind an OpenAI-compatible completions server (vLLM, llama.cpp).
+
+A model name `openai:MODEL@URL` (e.g. `openai:smollm2-135m-instruct@http://127.0.0.1:8000/v1`) loads a
+`ServedModel` instead of weights: `MODEL` is the name the server knows the model by and the name the
+tokenizer is resolved from (an alias, a local folder or a hub id, like any factprobe model name: the
+probes measure prompts in tokens), `URL` is the server's API root (ending in `/v1`). The API key comes
+from the environment (`FACTPROBE_OPENAI_API_KEY`, else `OPENAI_API_KEY`; none is needed by a local
+server) and is sent as a bearer token, never logged or recorded.
+
+Engines, with the interface the probes use (`Session.scorer`, `Session.generator`):
+
+- `ServedScorer.score_choices`: log P(option | context) from the completions API with `echo`,
+  `logprobs` and one new token (`max_tokens` 1), as lm-evaluation-harness's `local-completions` asks:
+  the prompt tokens that end after the context (text offsets of the echoed tokens) are summed. The
+  context's trailing whitespace moves into the option (`split_trailing_whitespace`), as in-process.
+- `ServedGenerator.greedy` / `.sample`: completions at temperature 0, or with temperature, top-p,
+  top-k and one seed per sample.
+Packed segments (`score_segments`), prefix extension (`extend`) and full next-token distributions
+(`PrefixCache.next_logprobs`) need the model's forward pass; a probe that needs them (eic-lke,
+mc-items, coherency; belief-mlm needs a masked LM) is refused in one line before anything runs
+(`check_probe`).
+
+A server must prove its log-probs (`ServedModel.connect` -> `check_alignment`): the echo log-prob of a
+known text's last token must equal the log-prob the same server gives that token as the next token
+after the text before it. llama.cpp's server (llama-cpp-python 0.3.36) fails this for models without a
+BOS token: it scores each echoed token with the distribution at its own position, i.e. the one that
+predicts the NEXT token; log-likelihood probes are refused on such a server (generation probes run).
+
+Transport (`Client`, `factprobe.lm.served_client`): plain `urllib`, retries with backoff, a timeout, a cap on
+requests in flight. Every failure a user can cause is ONE `ModelError` line: an unreachable server, a login
+page, a model the server does not serve, no log-probs, a server that stopped mid-run (the runner's checkpoint
+keeps every finished batch: rerunning resumes; no row is written from a failed request).
+"""
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from factprobe.errors import ConfigError, ContextTooLongError, ModelError
+
+#: the prefix that marks a served model's name
+SCHEME = "openai:"
+#: environment variables holding the API key, first found wins
+KEY_VARIABLES = ("FACTPROBE_OPENAI_API_KEY", "OPENAI_API_KEY")
+#: the probes' needs a server cannot meet, by probe name (a probe not named here runs through the engines)
+UNSERVABLE = {
+    "eic-lke": "packed token segments with their own attention masks (Scorer.score_segments)",
+    "mc-items": "packed token segments with their own attention masks (Scorer.score_segments)",
+    "coherency": "the full next-token distribution at every step (PrefixCache.next_logprobs)",
+    "belief-mlm": "a masked LM's [MASK] distribution",
+}
+#: probes that read log-likelihoods (refused on a server whose echo log-probs are misaligned)
+LOGLIK_PROBES = frozenset({"ic-lke", "hgp", "mmp"})
+#: texts the alignment check scores both ways (echo vs next token)
+ALIGNMENT_TEXTS = ("The capital of France is", "One, two, three, four,")
+#: |echo - next-token| log-prob allowed by the alignment check, in nats. Measured on llama-cpp-python 0.3.36
+#: (gemma-3-270m Q4_K_M, aligned): 0 to 1e-5; misaligned SmolLM2: 1.5 to 12 nats (docs/served-models.md).
+ALIGNMENT_TOL = 0.02
+#: the context window assumed when neither the server nor the tokenizer's model says
+DEFAULT_SERVED_MAX_LENGTH = 2048
+
+
+# ------------------------------------------------------------------ the name
+@dataclass(frozen=True)
+class ServedSpec:
+    """A parsed `openai:MODEL@URL`: the model name and the API root (no trailing slash)."""
+
+    model: str
+    url: str
+
+    @property
+    def revision(self) -> str:
+        """What identifies the weights of a run: `served:MODEL@URL` (the URL without credentials or
+        query). A server does not prove which weights it holds; the docs say so."""
+        return f"served:{self.model}@{public_url(self.url)}"
+
+
+def is_served(name: Any) -> bool:
+    """True when `name` names a served model (`openai:...`)."""
+    return isinstance(name, str) and name.startswith(SCHEME)
+
+
+def parse_spec(name: str) -> ServedSpec:
+    """`openai:MODEL@URL` -> `ServedSpec`; ConfigError (one line) for anything else. URL is http(s)://..."""
+    body = name[len(SCHEME):] if is_served(name) else name
+    at = max(body.rfind("@http://"), body.rfind("@https://"))
+    if at <= 0:
+        raise ConfigError(f"served model {name!r}: write openai:MODEL@URL, e.g. "
+                          "openai:smollm2-135m-instruct@http://127.0.0.1:8000/v1")
+    model, url = body[:at], body[at + 1:].rstrip("/")
+    host = urllib.parse.urlsplit(url).netloc
+    if not host:
+        raise ConfigError(f"served model {name!r}: the URL {url!r} names no host")
+    return ServedSpec(model, url)
+
+
+
+
+def api_key(environ: dict | None = None) -> str | None:
+    """The API key from the environment (`KEY_VARIABLES`), None when unset."""
+    env = os.environ if environ is None else environ
+    for var in KEY_VARIABLES:
+        if env.get(var):
+            return env[var]
+    return None
+
+
+def served_numerics() -> dict[str, Any]:
+    """The numerics a run on a served model records, before and after connecting: dtype and attention
+    "served" (the server's own; a server does not say), device "cpu" (where factprobe's side runs)."""
+    import torch
+
+    from factprobe.identity import numerics
+
+    return numerics(torch.device("cpu"), "served", "served")
+
+
+from .served_client import Client, public_url, ServedRequestError, _error_text, _logprobs_of, _Transient, completion  # noqa: F401
+
+
+
+def echo_span_logprob(client: Client, model: str, context: str, continuation: str) -> tuple[float, int]:
+    """(summed log-prob, token count) of the echoed prompt tokens of `context + continuation` that end
+    after `context` (a token merged across the boundary is scored whole, as in-process). Token ends are
+    the next token's text offset; the prompt's last token ends at `len(context + continuation)`."""
+    text = context + continuation
+    lp = _logprobs_of(client, completion(client, model, text, max_tokens=1, echo=True, logprobs=1))
+    offsets, values = lp.get("text_offset") or [], lp["token_logprobs"]
+    if len(offsets) != len(values):
+        raise ModelError(f"server {client.where} gave {len(values)} echo log-probs but {len(offsets)} text offsets")
+    total, n = 0.0, 0
+    for i, (start, value) in enumerate(zip(offsets, values)):
+        if start >= len(text):  # the generated token and after
+            break
+        end = offsets[i + 1] if i + 1 < len(offsets) and offsets[i + 1] <= len(text) else len(text)
+        if end <= len(context):
+            continue
+        if value is None:
+            raise ConfigError(f"server {client.where} gives no log-prob for the first token of {text[:40]!r} "
+                              "(nothing precedes it); put text before the continuation")
+        total += float(value)
+        n += 1
+    if n == 0 and continuation:
+        raise ModelError(f"server {client.where} echoed no token of the continuation {continuation!r}")
+    return total, n
+
+
+# ------------------------------------------------------------------ the check
+@dataclass
+class Alignment:
+    """The alignment check's outcome: per text, the next token's log-prob both ways."""
+
+    aligned: bool
+    checks: list[dict] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line: what was compared and what came out."""
+        parts = [f"{c['token']!r} after {c['text']!r}: echo {c['echo']:.3f}, next-token {c['next']:.3f}"
+                 for c in self.checks]
+        return "; ".join(parts)
+
+
+def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT_TEXTS,
+                    tol: float = ALIGNMENT_TOL) -> Alignment:
+    """Whether the server's echo log-probs score each prompt token with the distribution BEFORE it.
+
+    For each text: a 1-token greedy completion gives the next token and its log-prob (generated-token
+    log-probs are right on every server checked); then the echo log-prob of that token at the end of
+    `text + token` must agree within `tol` nats."""
+    out = Alignment(True)
+    for text in texts:
+        try:
+            choice = completion(client, model, text, max_tokens=1, logprobs=1, retries=1)
+        except ModelError as err:  # llama.cpp without logits_all answers 500 "logprobs is not supported ..."
+            if "logprob" not in str(err).lower():
+                raise
+            _logprobs_of(client, {})  # raises the one line
+        lp = _logprobs_of(client, choice)
+        token = choice.get("text", "")
+        if not token or not lp["token_logprobs"] or lp["token_logprobs"][0] is None:
+            continue  # the model ended the text at once (EOS): nothing to compare
+        nxt = float(lp["token_logprobs"][0])
+        echo, n = echo_span_logprob(client, model, text, token)
+        if n != 1:
+            continue  # the token merged with the text when re-encoded: not a one-token comparison
+        out.checks.append({"text": text, "token": token, "echo": echo, "next": nxt})
+        out.aligned = out.aligned and abs(echo - nxt) <= tol
+    if not out.checks:
+        raise ModelError(f"server {client.where}: the log-prob alignment check found nothing to compare (the model "
+                         f"{model} ended every check text at once)")
+    return out
+
+
+# ------------------------------------------------------------------ the model
+@dataclass
+class ServedModel:
+    """A model behind a server, in place of `factprobe.lm.loading.LoadedModel` (the same fields the runner,
+    identity and tracking read). `served` is True; `make_scorer()` / `make_generator()` build its engines."""
+
+    name: str
+    spec: ServedSpec
+    client: Client
+    tokenizer: Any
+    max_length: int
+    alignment: Alignment | None = None
+    served: bool = True
+    kind: str = "causal"
+    source: str = "served"
+    is_random: bool = False
+    has_chat_template: bool = False
+    adapter_path: None = None
+    base_name: None = None
+    base_path: None = None
+    device_map: None = None
+    dtype: str = "served"
+    model: Any = field(default_factory=lambda: SimpleNamespace(config=SimpleNamespace(_attn_implementation="served")))
+
+    @property
+    def path(self) -> str:
+        return public_url(self.spec.url)
+
+    @property
+    def revision(self) -> str:
+        return self.spec.revision
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device("cpu")  # where the (few) local tensors live; the model runs on the server
+
+    @property
+    def dtype_name(self) -> str:
+        return self.dtype
+
+    def make_scorer(self, token_budget: int | None = None) -> ServedScorer:
+        """The log-likelihood engine; ModelError (one line) when the server's echo log-probs are misaligned."""
+        if self.alignment is not None and not self.alignment.aligned:
+            raise ModelError(misaligned_line(self))
+        return ServedScorer(self)
+
+    def make_generator(self, token_budget: int | None = None) -> ServedGenerator:
+        """The generation engine."""
+        return ServedGenerator(self, token_budget)
+
+
+def misaligned_line(model: ServedModel) -> str:
+    """The one line that refuses a misaligned server for log-likelihoods."""
+    return (f"server {model.client.where} gives misaligned echo log-probs for {model.spec.model} (each prompt token "
+            f"scored with the distribution after it: {model.alignment.line() if model.alignment else ''}); "
+            "log-likelihood probes cannot run on it (generation probes can): serve the model with vLLM or run it in-process")
+
+
+def connect(name: str, *, check: bool = True, timeout: float = 120.0, retries: int = 4, concurrency: int = 4,
+            tokenizer: Any = None, environ: dict | None = None) -> ServedModel:
+    """Connect to the server `name` (`openai:MODEL@URL`) names: the server answers, serves MODEL, gives
+    log-probs, and (with `check`) its echo log-probs are tested for alignment (`check_alignment`).
+    The tokenizer is MODEL's (`resolve_tokenizer`) unless one is passed."""
+    spec = parse_spec(name)
+    client = Client(spec.url, api_key(environ), timeout=timeout, retries=retries, concurrency=concurrency)
+    listing = _models_listing(client)
+    served = [str(m.get("id")) for m in listing if isinstance(m, dict)]
+    if spec.model not in served:
+        raise ModelError(f"server {client.where} does not serve model {spec.model!r}; it serves: "
+                         f"{', '.join(served) or 'nothing'} (write openai:<one of them>@{client.where})")
+    entry = next(m for m in listing if isinstance(m, dict) and str(m.get("id")) == spec.model)
+    tok = tokenizer if tokenizer is not None else resolve_tokenizer(spec.model)
+    model = ServedModel(name, spec, client, tok, served_max_length(entry, tok))
+    if check:
+        model.alignment = check_alignment(client, spec.model)
+    return model
+
+
+def _models_listing(client: Client) -> list:
+    try:
+        listing = client.get("/models")
+    except ServedRequestError as err:
+        raise ModelError(f"server {client.where} has no model list (GET /models: HTTP {err.status}); is the URL the "
+                         "OpenAI-compatible API root (it ends in /v1)?") from None
+    data = listing.get("data")
+    if not isinstance(data, list):
+        raise ModelError(f"server {client.where} answered GET /models without a model list; is it OpenAI-compatible?")
+    return data
+
+
+def served_max_length(entry: dict, tokenizer: Any) -> int:
+    """The context window: the server's `max_model_len` (vLLM) when it says, else the tokenizer's model's
+    window capped at `DEFAULT_SERVED_MAX_LENGTH` (llama.cpp's server does not say; its default n_ctx)."""
+    value = entry.get("max_model_len")
+    if isinstance(value, int) and value > 0:
+        return value
+    tml = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tml, int) and 0 < tml < DEFAULT_SERVED_MAX_LENGTH:
+        return tml
+    return DEFAULT_SERVED_MAX_LENGTH
+
+
+def resolve_tokenizer(model: str) -> Any:
+    """The tokenizer of the model the server names `model`, resolved like any factprobe model name (alias,
+    local folder, hub id); a pad token is set from EOS where missing. ConfigError (one line) when it cannot be."""
+    from factprobe.lm.hub import _resolve
+
+    try:
+        res = _resolve(model)
+    except (ConfigError, ModelError) as err:
+        raise ConfigError(f"served model {model!r}: its tokenizer is needed and the name does not resolve here ({err}); "
+                          "serve it under an alias, a local folder or a hub id factprobe can load "
+                          "(vLLM: --served-model-name)") from None
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(res.path, local_files_only=True)
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def check_probe(loaded: Any, probe: str, kinds: Sequence[str]) -> None:
+    """Refuse, in one line before anything runs, a probe that needs what a server cannot give, and a
+    log-likelihood probe on a server whose echo log-probs are misaligned."""
+    if probe in UNSERVABLE:
+        raise ConfigError(f"probe {probe} cannot run on the served model {loaded.name}: it needs {UNSERVABLE[probe]}, "
+                          "which an OpenAI-compatible server does not give; run the model in-process")
+    if "causal" not in kinds:
+        raise ConfigError(f"probe {probe} accepts {' or '.join(kinds)} LMs; a served model is a causal LM")
+    if probe in LOGLIK_PROBES and loaded.alignment is not None and not loaded.alignment.aligned:
+        raise ModelError(misaligned_line(loaded))
+
+
+# ------------------------------------------------------------------ the engines
+class _Engine:
+    def __init__(self, model: ServedModel) -> None:
+        self.served = model
+        self.tokenizer = model.tokenizer
+        self.max_length = model.max_length
+        self.client = model.client
+        self.model_name = model.spec.model
+
+
+class ServedPrefix:
+    """The text of a shared prefix (a server keeps no KV state across requests we can name)."""
+
+    def __init__(self, text: str, token_ids: Sequence[int]) -> None:
+        self.text = text
+        self.token_ids = tuple(token_ids)
+        self.kv = None
+        self.next_logprobs = None
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+class ServedScorer(_Engine):
+    """`factprobe.lm.scorer.Scorer`'s interface over a server: `score_choices`, `prefix`, `encode_context`,
+    `encode_continuation`, `stats`. A request's context is its full text (a shared prefix is only an
+    optimisation in-process); each option is one echo request."""
+
+    def __init__(self, model: ServedModel) -> None:
+        super().__init__(model)
+        from factprobe.lm.scorer import ScoreStats
+
+        self.stats = ScoreStats()
+
+    def encode_context(self, text: str, stand_in: bool = True) -> list[int]:
+        from factprobe.lm.scorer import context_token_ids
+
+        return context_token_ids(self.tokenizer, text, stand_in)
+
+    def encode_continuation(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prefix(self, text_or_ids: str | Sequence[int]) -> ServedPrefix:
+        if isinstance(text_or_ids, str):
+            return ServedPrefix(text_or_ids, self.encode_context(text_or_ids, stand_in=False))
+        ids = list(text_or_ids)
+        return ServedPrefix(self.tokenizer.decode(ids, skip_special_tokens=True), ids)
+
+    def score_choices(self, requests: Sequence[Any], shared_prefix: Any = None) -> list[np.ndarray]:
+        """Summed log-prob of every option of every request, `[len(options)]` float64 each (see the class)."""
+        from factprobe.lm.scorer import split_trailing_whitespace
+
+        jobs = []
+        for r in requests:
+            for o in r.options:
+                ctx, cont = split_trailing_whitespace(r.context, o)
+                if not ctx:
+                    raise ConfigError("an empty context cannot be scored on a server (nothing precedes the option); "
+                                      "put text before the slot")
+                n = len(self.encode_context(ctx + cont))
+                if n + 1 > self.max_length:
+                    raise ContextTooLongError(f"{n} tokens + 1 exceed the served model's context window of "
+                                              f"{self.max_length} tokens")
+                self.stats.naive_tokens += n
+                jobs.append((ctx, cont, n))
+        sums = self.client.map(lambda j: echo_span_logprob(self.client, self.model_name, j[0], j[1])[0], jobs)
+        self.stats.forwards += len(jobs)
+        self.stats.packed_tokens += sum(j[2] for j in jobs)
+        out, k = [], 0
+        for r in requests:
+            out.append(np.asarray(sums[k:k + len(r.options)], dtype=np.float64))
+            k += len(r.options)
+        return out
+
+    def score_segments(self, prefix: Any, segments: Any) -> Any:
+        raise ConfigError(f"the served model {self.served.name} cannot score packed token segments "
+                          f"({UNSERVABLE['eic-lke']}); run the model in-process")
+
+    def extend(self, prefix: Any, ids: Any) -> Any:
+        raise ConfigError(f"the served model {self.served.name} cannot extend a prefix token by token "
+                          f"({UNSERVABLE['coherency']}); run the model in-process")
+
+
+class ServedGenerator(_Engine):
+    """`factprobe.lm.generate.Generator`'s interface over a server: `greedy`, `sample`, `encode`, `stats`,
+    `eos_token_ids`, `token_budget` (unused: the server batches). `Generation.token_ids` are the answer
+    text re-encoded by the local tokenizer (a server names tokens by text); `finish_reason` is "length"
+    when the server says so, else "stop" when stop strings were given, else "eos" (the OpenAI API says
+    "stop" for both)."""
+
+    def __init__(self, model: ServedModel, token_budget: int | None = None) -> None:
+        super().__init__(model)
+        from factprobe.lm.generate import GenerateStats
+
+        self.stats = GenerateStats()
+        self.token_budget = token_budget or 1024
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self.eos_token_ids = frozenset([] if eos is None else [eos] if isinstance(eos, int) else eos)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a prompt, with the tokenizer's default special tokens (as `Generator.encode`)."""
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def clear_prefix_cache(self) -> None:
+        """Nothing to forget: the server holds no prefix of ours."""
+
+    def _check(self, prompt: str, max_new_tokens: int) -> int:
+        if not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
+            raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        n = len(self.encode(prompt))
+        if not n:
+            raise ConfigError("prompts: an empty prompt encodes to no tokens; nothing to condition on")
+        if n + max_new_tokens > self.max_length:
+            raise ContextTooLongError(f"prompt of {n} tokens + max_new_tokens={max_new_tokens} exceed the served "
+                                      f"model's context window of {self.max_length} tokens")
+        return n
+
+    def _generation(self, choice: dict, stops: Sequence[str]):
+        from factprobe.lm.generate import Generation
+
+        text = choice.get("text") or ""
+        lp = choice.get("logprobs") or {}
+        lps = [float(v) for v in (lp.get("token_logprobs") or []) if v is not None]
+        reason = choice.get("finish_reason")
+        finish = "length" if reason == "length" else "stop" if stops else "eos"
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        self.stats.decode_tokens += len(lps) or len(ids)
+        return Generation(text, ids, lps, finish)
+
+    def greedy(self, prompts: Sequence[str], max_new_tokens: int = 16, stop: str | Sequence[str] = (),
+               shared_prefix: str | None = None) -> list:
+        """Greedy continuation of every prompt, in input order (temperature 0, one request per prompt)."""
+        stops = [stop] if isinstance(stop, str) else list(stop)
+        sizes = [self._check(p, max_new_tokens) for p in prompts]
+        self.stats.naive_prompt_tokens += sum(sizes)
+        self.stats.prompt_tokens += sum(sizes)
+        self.stats.forwards += len(prompts)
+        choices = self.client.map(lambda p: completion(self.client, self.model_name, p, max_tokens=max_new_tokens,
+                                                       logprobs=1, temperature=0.0, stop=stops), list(prompts))
+        return [self._generation(c, stops) for c in choices]
+
+    def sample(self, prompt: str, n: int, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
+               top_k: int = 0, seed: int = 0, stop: str | Sequence[str] = ()) -> list:
+        """`n` samples continuing `prompt`: one request each, seeded `seed * 1_000_003 + i` (reproducible on a
+        server that honours `seed`, as vLLM and llama.cpp do)."""
+        if not isinstance(n, int) or n < 1:
+            raise ConfigError(f"n must be a positive integer, got {n!r}")
+        if not (temperature >= 0 and 0 < top_p <= 1 and isinstance(top_k, int) and top_k >= 0):
+            raise ConfigError(f"temperature >= 0, 0 < top_p <= 1 and integer top_k >= 0 are needed, got "
+                              f"{temperature!r}, {top_p!r}, {top_k!r}")
+        stops = [stop] if isinstance(stop, str) else list(stop)
+        size = self._check(prompt, max_new_tokens)
+        self.stats.naive_prompt_tokens += n * size
+        self.stats.prompt_tokens += n * size
+        self.stats.forwards += n
+        seeds = [(seed * 1_000_003 + i) % (2**31 - 1) for i in range(n)]
+        choices = self.client.map(lambda s: completion(self.client, self.model_name, prompt, max_tokens=max_new_tokens,
+                                                       logprobs=1, temperature=temperature, stop=stops, seed=s,
+                                                       top_p=top_p, top_k=top_k), seeds)
+        return [self._generation(c, stops) for c in choices]
+
+
+__all__ = ["ALIGNMENT_TOL", "Alignment", "Client", "ServedGenerator", "ServedModel", "ServedScorer", "ServedSpec",
+           "check_alignment", "check_probe", "connect", "is_served", "parse_spec"]

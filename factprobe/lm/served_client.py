@@ -1,0 +1,189 @@
+"""The transport of a served model: JSON over HTTP to one OpenAI-compatible completions server.
+
+`Client` posts with retries and exponential backoff on 429, 5xx and connection errors (the server's
+Retry-After honoured), a timeout, and a cap on requests in flight; a login page (HTML), 401/403 and other
+4xx answers become one line (`ServedRequestError` for a 4xx other than 401/403, with the server's own
+message). `completion` makes one completions call and returns its first choice. The engines that use it
+live in `factprobe.lm.served`.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from factprobe.errors import ModelError
+
+def public_url(url: str) -> str:
+    """`url` without user info, query or fragment (safe to log and record)."""
+    p = urllib.parse.urlsplit(url)
+    netloc = p.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((p.scheme, netloc, p.path.rstrip("/"), "", ""))
+
+
+# ------------------------------------------------------------------ transport
+class Client:
+    """JSON over HTTP to one OpenAI-compatible server, with retries, backoff, timeout and a concurrency cap.
+
+    `retries`: extra tries after a 429, a 5xx or a dropped/refused connection; the wait doubles from
+    `backoff` seconds (a `Retry-After` header wins, capped at 60 s). `timeout`: seconds per request.
+    `concurrency`: requests in flight at once across threads (`map`). `sleep` is injectable for tests.
+    """
+
+    def __init__(self, url: str, key: str | None = None, *, timeout: float = 120.0, retries: int = 4,
+                 backoff: float = 0.5, concurrency: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.url = url.rstrip("/")
+        self.where = public_url(self.url)
+        self._key = key
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.concurrency = max(1, int(concurrency))
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self.requests = 0  # requests sent, retries included
+
+    def get(self, path: str) -> dict:
+        """GET `path` under the API root; the decoded JSON object."""
+        return self._request("GET", path, None)
+
+    def post(self, path: str, payload: dict, retries: int | None = None) -> dict:
+        """POST `payload` as JSON to `path` under the API root; the decoded JSON object."""
+        return self._request("POST", path, payload, retries)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """`[fn(x) for x in items]`, up to `concurrency` at once; the first error is raised."""
+        if self.concurrency == 1 or len(items) < 2:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _request(self, method: str, path: str, payload: dict | None, retries: int | None = None) -> dict:
+        tries = 1 + (self.retries if retries is None else retries)
+        last, after = "", None
+        for attempt in range(tries):
+            if attempt:  # exponential backoff; the server's Retry-After wins (capped at 60 s)
+                self._sleep(min(60.0, after) if after is not None else self.backoff * 2 ** (attempt - 1))
+            try:
+                with self._slots:
+                    self.requests += 1
+                    status, headers, body = self._send(method, path, payload)
+            except _Transient as t:
+                last, after = t.reason, t.retry_after
+                continue
+            return self._decode(status, headers, body, path)
+        raise ModelError(f"server {self.where} did not answer {path} after {tries} tries ({last}); the finished "
+                         "batches are checkpointed: start the server again and rerun the same command to resume")
+
+    def _send(self, method: str, path: str, payload: dict | None) -> tuple[int, Any, bytes]:
+        data = None if payload is None else json.dumps(payload).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self._key:
+            req.add_header("Authorization", f"Bearer {self._key}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as err:
+            body = err.read() or b""
+            if err.code == 429 or err.code >= 500:
+                after = err.headers.get("Retry-After") if err.headers else None
+                raise _Transient(f"HTTP {err.code}: {_error_text(body)[:200]}",
+                                 float(after) if after and after.replace(".", "", 1).isdigit() else None) from None
+            return err.code, err.headers, body
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise _Transient(f"{type(reason).__name__}: {reason}".strip(), None) from None
+
+    def _decode(self, status: int, headers: Any, body: bytes, path: str) -> dict:
+        ctype = (headers.get("Content-Type") if headers else "") or ""
+        text = body.decode("utf-8", "replace")
+        if "html" in ctype.lower() or text.lstrip()[:1] == "<":
+            raise ModelError(f"server {self.where} answered {path} with an HTML page, not JSON (a login page or a "
+                             "proxy?): point the URL at the OpenAI-compatible API root (it ends in /v1) and check the "
+                             "API key in FACTPROBE_OPENAI_API_KEY / OPENAI_API_KEY")
+        if status in (401, 403):
+            raise ModelError(f"server {self.where} refused the request (HTTP {status}: {_error_text(body)[:200]}); "
+                             "set the API key in FACTPROBE_OPENAI_API_KEY or OPENAI_API_KEY")
+        if status >= 400:
+            raise ServedRequestError(status, f"server {self.where} answered {path} with HTTP {status}: "
+                                             f"{_error_text(body)[:300]}")
+        try:
+            out = json.loads(text)
+        except ValueError:
+            raise ModelError(f"server {self.where} answered {path} with something that is not JSON "
+                             f"({text[:80]!r}); is the URL the OpenAI-compatible API root (ending in /v1)?") from None
+        if not isinstance(out, dict):
+            raise ModelError(f"server {self.where} answered {path} with JSON that is not an object")
+        return out
+
+
+class _Transient(Exception):
+    """A failure worth retrying (429, 5xx, connection), with the server's Retry-After if it gave one."""
+
+    def __init__(self, reason: str, retry_after: float | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class ServedRequestError(ModelError):
+    """A 4xx answer other than 401/403 (one line, with the server's own message)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _error_text(body: bytes) -> str:
+    """The server's error message from a JSON error body (OpenAI, vLLM, FastAPI shapes), else the text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())
+    err = obj.get("error", obj.get("detail", obj)) if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        err = err.get("message", err)
+    return " ".join(str(err).split())
+
+
+# ------------------------------------------------------------------ the completions calls
+def completion(client: Client, model: str, prompt: str, *, max_tokens: int, echo: bool = False,
+               logprobs: int | None = 1, temperature: float = 0.0, stop: Sequence[str] = (), seed: int | None = None,
+               top_p: float = 1.0, top_k: int = 0, retries: int | None = None) -> dict:
+    """One completion choice (`choices[0]`) for `prompt`; ModelError when the answer has none."""
+    payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
+                               "echo": echo}
+    if logprobs is not None:
+        payload["logprobs"] = logprobs
+    if stop:
+        payload["stop"] = list(stop)
+    if seed is not None:
+        payload["seed"] = seed
+    if top_p < 1.0:
+        payload["top_p"] = top_p
+    if top_k:
+        payload["top_k"] = top_k
+    out = client.post("/completions", payload, retries)
+    choices = out.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelError(f"server {client.where} answered /completions without choices; is it an OpenAI-compatible "
+                         "completions server?")
+    return choices[0]
+
+
+def _logprobs_of(client: Client, choice: dict) -> dict:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
+        raise ModelError(f"server {client.where} gives no log-probs with its completions (asked for logprobs=1); "
+                         "use a server that does (vLLM; llama.cpp's server with --logits_all true)")
+    return lp
