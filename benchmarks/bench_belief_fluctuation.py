@@ -27,6 +27,7 @@ Writes `benchmarks/results/belief_fluctuation.json` atomically and prints a summ
 Run: `.venv/bin/python benchmarks/bench_belief_fluctuation.py` (~6-10 min on a busy 2-core machine; `--facts 2`
 for a quick check).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,16 +87,32 @@ def make_bert_base_random(folder: Path, root: Path, seed: int) -> Path:
     tk.normalizer = normalizers.BertNormalizer(lowercase=False)
     tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tk.decoder = decoders.WordPiece()
-    tk.train_from_iterator(wordpiece_corpus(root), trainers.WordPieceTrainer(
-        vocab_size=30522, special_tokens=specials, show_progress=False))
+    tk.train_from_iterator(
+        wordpiece_corpus(root), trainers.WordPieceTrainer(vocab_size=30522, special_tokens=specials, show_progress=False)
+    )
     cls_id, sep_id = tk.token_to_id("[CLS]"), tk.token_to_id("[SEP]")
     tk.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                  sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=512,
+    )
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=tk.get_vocab_size(), hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                     intermediate_size=3072, max_position_embeddings=512, architectures=["BertForMaskedLM"])
+    cfg = BertConfig(
+        vocab_size=tk.get_vocab_size(),
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=512,
+        architectures=["BertForMaskedLM"],
+    )
     cfg.factprobe_random_weights = True
     cfg.factprobe_name = "RANDOM bert-base-architecture (benchmark only)"
     model = BertForMaskedLM(cfg).eval()
@@ -138,9 +155,20 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     model_dir = make_bert_base_random(work / "bert-base-random", root, args.seed)
     build_s = time.perf_counter() - t0
-    cfg = RunConfig.from_dict({"probe": "belief-mlm", "model": str(model_dir), "source": "lama",
-                               "relations": args.relations, "max_facts_per_relation": args.facts, "seed": args.seed,
-                               "device": "cpu", "dtype": "float32", "draws": 1, "bias": False})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "belief-mlm",
+            "model": str(model_dir),
+            "source": "lama",
+            "relations": args.relations,
+            "max_facts_per_relation": args.facts,
+            "seed": args.seed,
+            "device": "cpu",
+            "dtype": "float32",
+            "draws": 1,
+            "bias": False,
+        }
+    )
     probe = get_probe("belief-mlm")
     prepared = probe.prepare(cfg)
     loaded = load_model(str(model_dir), device="cpu", dtype="float32")
@@ -162,8 +190,9 @@ def main(argv=None) -> dict:
         results = (df, found)
     df, found = results
     t = time.perf_counter()
-    summary = summarize_belief(df, accuracies={m: m for m in metrics}, overconf={"overconf@1": 1, "overconf@10": 10},
-                               n_draws=args.draws, seed=args.seed)
+    summary = summarize_belief(
+        df, accuracies={m: m for m in metrics}, overconf={"overconf@1": 1, "overconf@10": 10}, n_draws=args.draws, seed=args.seed
+    )
     summarize_s = time.perf_counter() - t
 
     from factprobe.metrics.belief import draw_values
@@ -191,25 +220,39 @@ def main(argv=None) -> dict:
         "metrics_drawn": list(metrics),
         "vectorised_vs_loop_max_abs_diff_200_draws": max_diff,
         "workload": {
-            "relations": args.relations.split(","), "pairs": int(df["fact_id"].nunique()), "prompts": len(df),
+            "relations": args.relations.split(","),
+            "pairs": int(df["fact_id"].nunique()),
+            "prompts": len(df),
             "templates": int(df["template_id"].nunique()),
             "templates_per_relation": {r: int(n) for r, n in df.groupby("relation")["template_id"].nunique().items()},
             "vocab": "common",
         },
-        "model": {"description": "RANDOM weights, BertForMaskedLM with the BERT-base architecture; WordPiece vocab "
-                                 "trained here on LAMA/LPAQA labels, ParaRel patterns and the common vocab",
-                  "parameters": int(n_params), "vocab_size": int(loaded.model.config.vocab_size),
-                  "build_seconds": build_s, "dtype": "float32", "device": "cpu"},
+        "model": {
+            "description": "RANDOM weights, BertForMaskedLM with the BERT-base architecture; WordPiece vocab "
+            "trained here on LAMA/LPAQA labels, ParaRel patterns and the common vocab",
+            "parameters": int(n_params),
+            "vocab_size": int(loaded.model.config.vocab_size),
+            "build_seconds": build_s,
+            "dtype": "float32",
+            "device": "cpu",
+        },
         "results_of_the_draws": {m: found[m] for m in metrics},
         "headline_metrics": {k: summary[k] for k in ("acc@1", "acc@1_range", "acc@1_stdev", "consist", "overconf@1")},
-        "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                    "loadavg": os.getloadavg(), "python": platform.python_version(), "torch": torch.__version__},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "loadavg": os.getloadavg(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
     }
     atomic_write_json(args.out, result)
-    print(f"probing {probing:.1f} s ({len(df)} prompts, {result['workload']['pairs']} pairs); "
-          f"{args.draws} draws x {len(metrics)} metrics {draws:.3f} s (max of {len(draw_s)}); "
-          f"ratio {ratio:.4f} (target < {TARGET[2]}): {'met' if result['met'] else 'MISSED'}; "
-          f"loop check max diff {max_diff:.1e}; wrote {args.out}")
+    print(
+        f"probing {probing:.1f} s ({len(df)} prompts, {result['workload']['pairs']} pairs); "
+        f"{args.draws} draws x {len(metrics)} metrics {draws:.3f} s (max of {len(draw_s)}); "
+        f"ratio {ratio:.4f} (target < {TARGET[2]}): {'met' if result['met'] else 'MISSED'}; "
+        f"loop check max diff {max_diff:.1e}; wrote {args.out}"
+    )
     return result
 
 

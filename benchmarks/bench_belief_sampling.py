@@ -22,6 +22,7 @@ Writes `benchmarks/results/belief_sampling.json` atomically and prints the ratio
 separate calls). Run: `.venv/bin/python benchmarks/bench_belief_sampling.py` (about 5-10 min on 2
 quiet cores); quick check: `... --prompts 1 --separate-calls 3 --out /tmp/bs.json`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,14 @@ def belief_prompts(relations: list[str], n: int, seed: int) -> list[dict]:
         t = templates[rel][0]
         demos = pool.draw(item, "4-template", "mp", seed)
         block = demo_block("mp", [Demo(f, t["template_id"], t["template"]) for f, _ in demos])
-        out.append({"fact_id": item.fact_id, "template_id": t["template_id"], "gold": list(item.gold),
-                    "prompt": icl_prompt(block, render_query(t["template"], item.subject, "mp"))})
+        out.append(
+            {
+                "fact_id": item.fact_id,
+                "template_id": t["template_id"],
+                "gold": list(item.gold),
+                "prompt": icl_prompt(block, render_query(t["template"], item.subject, "mp")),
+            }
+        )
     return out
 
 
@@ -90,10 +97,17 @@ def hf_samples(model, tok, prompt: str, n_return: int, seed: int, args) -> list[
     width = enc["input_ids"].shape[1]
     torch.manual_seed(seed)
     with torch.inference_mode():
-        out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                             max_new_tokens=args.max_new_tokens, num_return_sequences=n_return,
-                             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-                             stopping_criteria=StoppingCriteriaList([_StopAt(tok, width, ("\n", "Q:"))]))
+        out = model.generate(
+            **enc,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=args.max_new_tokens,
+            num_return_sequences=n_return,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            stopping_criteria=StoppingCriteriaList([_StopAt(tok, width, ("\n", "Q:"))]),
+        )
     texts = []
     for row in out[:, width:].tolist():
         text = tok.decode(row, skip_special_tokens=True)
@@ -135,14 +149,28 @@ def main(argv=None) -> int:
     for k, p in enumerate(prompts):
         text = p["prompt"]
         greedy = gen.greedy([text], max_new_tokens=args.max_new_tokens, stop=STOP)[0].text.strip()
-        row = {"fact_id": p["fact_id"], "template_id": p["template_id"], "prompt_tokens": len(tok(text)["input_ids"]),
-               "greedy": greedy, "loadavg": loadavg(), "order": methods[k % len(methods):] + methods[: k % len(methods)]}
+        row = {
+            "fact_id": p["fact_id"],
+            "template_id": p["template_id"],
+            "prompt_tokens": len(tok(text)["input_ids"]),
+            "greedy": greedy,
+            "loadavg": loadavg(),
+            "order": methods[k % len(methods) :] + methods[: k % len(methods)],
+        }
         for m in row["order"]:
             if m == "ours":
                 before = gen.stats.prompt_tokens
                 with Timer() as t:
-                    outs = gen.sample(text, n=args.samples, max_new_tokens=args.max_new_tokens, temperature=1.0,
-                                      top_p=1.0, top_k=0, seed=args.seed + k, stop=STOP)
+                    outs = gen.sample(
+                        text,
+                        n=args.samples,
+                        max_new_tokens=args.max_new_tokens,
+                        temperature=1.0,
+                        top_p=1.0,
+                        top_k=0,
+                        seed=args.seed + k,
+                        stop=STOP,
+                    )
                 samples = [o.text.strip() for o in outs]
                 row["ours_prompt_tokens_forwarded"] = gen.stats.prompt_tokens - before
                 wall, c = t.wall, t.cpu
@@ -162,9 +190,14 @@ def main(argv=None) -> int:
             row[f"{m}_seconds"] = round(wall, 2)
             row[f"{m}_confidence"] = round(sum(consistency_match(greedy, s) for s in samples) / len(samples), 3)
         per_prompt.append(row)
-        print(f"prompt {k + 1} ({row['prompt_tokens']} tokens): " + ", ".join(f"{m} {row[f'{m}_seconds']}s" for m in methods)
-              + "; confidence " + ", ".join(f"{m} {row[f'{m}_confidence']}" for m in methods) + f" (load {row['loadavg']})",
-              flush=True)
+        print(
+            f"prompt {k + 1} ({row['prompt_tokens']} tokens): "
+            + ", ".join(f"{m} {row[f'{m}_seconds']}s" for m in methods)
+            + "; confidence "
+            + ", ".join(f"{m} {row[f'{m}_confidence']}" for m in methods)
+            + f" (load {row['loadavg']})",
+            flush=True,
+        )
     speedup = totals["separate"] / totals["ours"]
     result = {
         "benchmark": "belief_sampling",
@@ -173,9 +206,16 @@ def main(argv=None) -> int:
         "dtype": "float32",
         "device": "cpu",
         "args": vars(args),
-        "workload": {"setting": "4-template", "instruction": "mp", "prompts": len(prompts), "samples": args.samples,
-                     "max_new_tokens": args.max_new_tokens, "stop": ["\\n", "Q:"], "temperature": 1.0,
-                     "prompt_tokens": [r["prompt_tokens"] for r in per_prompt]},
+        "workload": {
+            "setting": "4-template",
+            "instruction": "mp",
+            "prompts": len(prompts),
+            "samples": args.samples,
+            "max_new_tokens": args.max_new_tokens,
+            "stop": ["\\n", "Q:"],
+            "temperature": 1.0,
+            "prompt_tokens": [r["prompt_tokens"] for r in per_prompt],
+        },
         "seconds": {m: round(totals[m], 2) for m in methods},
         "cpu_seconds": {m: round(cpu[m], 2) for m in methods},
         "speedup_vs_separate_generate_calls": round(speedup, 2),
@@ -197,9 +237,11 @@ def main(argv=None) -> int:
         fh.write("\n")
     os.replace(fh.name, out)
     extra = "" if args.no_nrs else f", nrs {totals['nrs']:.1f}s (speedup {result['speedup_vs_hf_num_return_sequences']}x)"
-    print(f"ours {totals['ours']:.1f}s, separate calls {totals['separate']:.1f}s"
-          f"{' (extrapolated)' if result['separate_calls_extrapolated'] else ''}{extra}; speedup vs separate "
-          f"{speedup:.1f}x (target {TARGET}x: {'ok' if result['passed'] else 'MISSED'}); wrote {out}")
+    print(
+        f"ours {totals['ours']:.1f}s, separate calls {totals['separate']:.1f}s"
+        f"{' (extrapolated)' if result['separate_calls_extrapolated'] else ''}{extra}; speedup vs separate "
+        f"{speedup:.1f}x (target {TARGET}x: {'ok' if result['passed'] else 'MISSED'}); wrote {out}"
+    )
     return 0
 
 

@@ -28,6 +28,7 @@ atomically and prints a summary.
 Run: `.venv/bin/python benchmarks/bench_coherency.py` (~5 min on a quiet 2-core machine;
 `--help` for knobs, e.g. `--items 2 --naive-per-query 8` for a quick check).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,14 +65,23 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_queries(args, loaded) -> list[dict]:
     """The probe's step-1 queries (both rounds) for `--items` subjects of each relation."""
+    from factprobe.probes.base import Session
     from factprobe.probes.coherency import OBJECT_SLOT, SUBJECT_SLOT
     from factprobe.probes.config import RunConfig
-    from factprobe.probes.base import Session
     from factprobe.probes.registry import get_probe
 
-    cfg = RunConfig.from_dict({"probe": "coherency", "model": args.model, "source": "lama", "relations": args.relations,
-                               "max_facts_per_relation": args.items, "seed": args.seed, "device": "cpu",
-                               "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "coherency",
+            "model": args.model,
+            "source": "lama",
+            "relations": args.relations,
+            "max_facts_per_relation": args.items,
+            "seed": args.seed,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     probe = get_probe("coherency")
     prepared = probe.prepare(cfg)
     session = Session(cfg, loaded, prepared, lambda m: None)
@@ -139,14 +149,24 @@ def main(argv=None) -> int:
         diffs += [abs(float(ours[i]) - v) for i, v in zip(idx, naive)]
         all_tokens, cand_tokens = token_counts(ctx, opts)
         timed_tokens = sum(all_tokens[i] for i in idx)
-        per_query.append({
-            "relation": q["relation"], "side": q["side"], "context": ctx, "candidates": len(opts),
-            "ours_seconds": ours_s, "naive_timed_candidates": len(idx), "naive_timed_seconds": naive_s,
-            "naive_seconds_est_by_count": naive_s / len(idx) * len(opts),
-            "naive_seconds_est_by_tokens": naive_s / timed_tokens * sum(all_tokens),
-            "naive_tokens": sum(all_tokens), "candidate_tokens": sum(cand_tokens),
-        })
-        bar.set_postfix(ratio=f"{sum(p['naive_seconds_est_by_count'] for p in per_query) / sum(p['ours_seconds'] for p in per_query):.1f}x")
+        per_query.append(
+            {
+                "relation": q["relation"],
+                "side": q["side"],
+                "context": ctx,
+                "candidates": len(opts),
+                "ours_seconds": ours_s,
+                "naive_timed_candidates": len(idx),
+                "naive_timed_seconds": naive_s,
+                "naive_seconds_est_by_count": naive_s / len(idx) * len(opts),
+                "naive_seconds_est_by_tokens": naive_s / timed_tokens * sum(all_tokens),
+                "naive_tokens": sum(all_tokens),
+                "candidate_tokens": sum(cand_tokens),
+            }
+        )
+        bar.set_postfix(
+            ratio=f"{sum(p['naive_seconds_est_by_count'] for p in per_query) / sum(p['ours_seconds'] for p in per_query):.1f}x"
+        )
     bar.close()
 
     ours_total = sum(p["ours_seconds"] for p in per_query)
@@ -159,19 +179,32 @@ def main(argv=None) -> int:
     for rel in dict.fromkeys(p["relation"] for p in per_query):
         ps = [p for p in per_query if p["relation"] == rel]
         o = sum(p["ours_seconds"] for p in ps)
-        per_rel[rel] = {"queries": len(ps), "candidates": sum(p["candidates"] for p in ps), "ours_seconds": o,
-                        "speedup_by_count": sum(p["naive_seconds_est_by_count"] for p in ps) / o,
-                        "speedup_by_tokens": sum(p["naive_seconds_est_by_tokens"] for p in ps) / o}
+        per_rel[rel] = {
+            "queries": len(ps),
+            "candidates": sum(p["candidates"] for p in ps),
+            "ours_seconds": o,
+            "speedup_by_count": sum(p["naive_seconds_est_by_count"] for p in ps) / o,
+            "speedup_by_tokens": sum(p["naive_seconds_est_by_tokens"] for p in ps) / o,
+        }
     res = {
         "benchmark": "coherency typed querying: shared-prefix scorer vs naive per-candidate forwards",
         "command": "python benchmarks/bench_coherency.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "workload": {"model": args.model, "dtype": "float32", "device": "cpu", "relations": args.relations.split(","),
-                     "items_per_relation": args.items, "queries": len(per_query), "candidates": n_cands,
-                     "queries_built_by": "factprobe.probes.coherency (prepare, open_relation, _step): round 1 and "
-                                         "round 2 step-1 queries over ALL candidates of the relation"},
+        "workload": {
+            "model": args.model,
+            "dtype": "float32",
+            "device": "cpu",
+            "relations": args.relations.split(","),
+            "items_per_relation": args.items,
+            "queries": len(per_query),
+            "candidates": n_cands,
+            "queries_built_by": "factprobe.probes.coherency (prepare, open_relation, _step): round 1 and "
+            "round 2 step-1 queries over ALL candidates of the relation",
+        },
         "ours_seconds_total": ours_total,
         "ours_seconds_per_candidate": ours_total / n_cands,
-        "naive_seconds_per_candidate": statistics.fmean(p["naive_timed_seconds"] / p["naive_timed_candidates"] for p in per_query),
+        "naive_seconds_per_candidate": statistics.fmean(
+            p["naive_timed_seconds"] / p["naive_timed_candidates"] for p in per_query
+        ),
         "naive_seconds_total_est_by_count": by_count,
         "naive_seconds_total_est_by_tokens": by_tokens,
         "speedup_by_count": speed_count,
@@ -179,10 +212,12 @@ def main(argv=None) -> int:
         "speedup_vs_naive": min(speed_count, speed_tokens),
         "extrapolated": True,
         "naive_timed_candidates": timed,
-        "extrapolation_note": (f"naive scored {timed} of {n_cands} candidates ({args.naive_per_query} evenly spaced per "
-                               "query plus ours' top choice) with one full forward each; its cost for all candidates is "
-                               "extrapolated per query by candidate count and by tokens; the headline speedup is the "
-                               "smaller of the two"),
+        "extrapolation_note": (
+            f"naive scored {timed} of {n_cands} candidates ({args.naive_per_query} evenly spaced per "
+            "query plus ours' top choice) with one full forward each; its cost for all candidates is "
+            "extrapolated per query by candidate count and by tokens; the headline speedup is the "
+            "smaller of the two"
+        ),
         "max_abs_logprob_diff_vs_naive": max(diffs),
         "tokens_forwarded_ours": scorer.stats.total_tokens,
         "tokens_naive_all_candidates": sum(p["naive_tokens"] for p in per_query),
@@ -199,15 +234,21 @@ def main(argv=None) -> int:
     res.update(targets={k: f"{op} {v}" for k, (op, v) in TARGETS.items()}, passed=ok, all_passed=all(ok.values()))
     out = Path(args.out)
     atomic_write_json(out, res)
-    print(f"\ncoherency typed querying, {args.model}, {len(per_query)} queries, {n_cands} candidates "
-          f"(load average {res['loadavg_start']} -> {res['loadavg_end']})")
+    print(
+        f"\ncoherency typed querying, {args.model}, {len(per_query)} queries, {n_cands} candidates "
+        f"(load average {res['loadavg_start']} -> {res['loadavg_end']})"
+    )
     print(f"  ours : {ours_total:8.1f} s  ({1000 * ours_total / n_cands:.2f} ms/candidate, {scorer.stats.total_tokens:,} tokens)")
-    print(f"  naive: {by_count:8.1f} s by count, {by_tokens:.1f} s by tokens (extrapolated from {timed} candidates, "
-          f"{1000 * res['naive_seconds_per_candidate']:.1f} ms/candidate, {res['tokens_naive_all_candidates']:,} tokens)")
+    print(
+        f"  naive: {by_count:8.1f} s by count, {by_tokens:.1f} s by tokens (extrapolated from {timed} candidates, "
+        f"{1000 * res['naive_seconds_per_candidate']:.1f} ms/candidate, {res['tokens_naive_all_candidates']:,} tokens)"
+    )
     print(f"  speedup: {res['speedup_vs_naive']:.1f}x (by count {speed_count:.1f}x, by tokens {speed_tokens:.1f}x)")
     for rel, m in per_rel.items():
-        print(f"    {rel}: {m['queries']} queries, {m['candidates']} candidates, {m['speedup_by_count']:.1f}x / "
-              f"{m['speedup_by_tokens']:.1f}x")
+        print(
+            f"    {rel}: {m['queries']} queries, {m['candidates']} candidates, {m['speedup_by_count']:.1f}x / "
+            f"{m['speedup_by_tokens']:.1f}x"
+        )
     print(f"  max |log-prob ours - naive| over {timed} candidates: {res['max_abs_logprob_diff_vs_naive']:.2e}")
     print(f"  targets: {', '.join(f'{k} {v}: {ok[k]}' for k, v in res['targets'].items())}")
     print(f"  written to {out}")

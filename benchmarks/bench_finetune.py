@@ -21,6 +21,7 @@ Writes `benchmarks/results/finetune_cpu.json`. Run: `.venv/bin/python benchmarks
 (~5 min on 2 busy cores; the first DeepSpeed run of a machine also compiles a small op, ~40 s).
 A GPU run (gemma-3-270m tokens/s and MFU) needs a GPU machine; none was available for this run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,37 +51,68 @@ def child(spec: dict) -> None:
 
 def run_child(spec: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], check=False, capture_output=True, text=True,
-                          env=env, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)], check=False, capture_output=True, text=True, env=env, cwd=REPO
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("METRICS ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    return json.loads(line[len("METRICS "):])
+    return json.loads(line[len("METRICS ") :])
 
 
 def packing_runs(args: argparse.Namespace, work: Path) -> dict:
     runs: dict[str, list[dict]] = {"packed": [], "unpacked": []}
     for rep in range(args.repeats):
         for setting in ("packed", "unpacked"):
-            spec = {"model": MODEL, "train_set": "regular", "train_size": args.train_size, "packing": setting == "packed",
-                    "batch_size": args.batch_size, "grad_accum": args.grad_accum, "max_steps": args.max_steps,
-                    "max_seq_len": 256, "lora_r": 16, "zero_stage": 2, "device": "cpu", "dtype": "float32",
-                    "save_steps": 10_000, "resume": False, "out": str(work / f"{setting}-{rep}")}
+            spec = {
+                "model": MODEL,
+                "train_set": "regular",
+                "train_size": args.train_size,
+                "packing": setting == "packed",
+                "batch_size": args.batch_size,
+                "grad_accum": args.grad_accum,
+                "max_steps": args.max_steps,
+                "max_seq_len": 256,
+                "lora_r": 16,
+                "zero_stage": 2,
+                "device": "cpu",
+                "dtype": "float32",
+                "save_steps": 10_000,
+                "resume": False,
+                "out": str(work / f"{setting}-{rep}"),
+            }
             t0 = time.perf_counter()
             m = run_child(spec)
-            keep = ("tokens_per_second", "peak_memory_bytes", "non_padding_fraction", "first_loss", "final_loss",
-                    "train_seconds", "setup_seconds", "tokens_trained", "n_sequences", "examples_per_sequence", "steps")
+            keep = (
+                "tokens_per_second",
+                "peak_memory_bytes",
+                "non_padding_fraction",
+                "first_loss",
+                "final_loss",
+                "train_seconds",
+                "setup_seconds",
+                "tokens_trained",
+                "n_sequences",
+                "examples_per_sequence",
+                "steps",
+            )
             runs[setting].append({**{k: m[k] for k in keep}, "wall_seconds": time.perf_counter() - t0})
-            print(f"{setting:8s} rep {rep}: {m['tokens_per_second']:.0f} tokens/s, peak {m['peak_memory_bytes'] / 2**20:.0f} MiB, "
-                  f"non-padding {m['non_padding_fraction']:.3f}", flush=True)
-    med = {s: {k: statistics.median(r[k] for r in rs) for k in ("tokens_per_second", "peak_memory_bytes",
-                                                                 "non_padding_fraction")} for s, rs in runs.items()}
-    return {"runs": runs, "median": med,
-            "tokens_per_second_ratio_packed_over_unpacked": med["packed"]["tokens_per_second"]
-            / med["unpacked"]["tokens_per_second"],
-            "peak_memory_ratio_packed_over_unpacked": med["packed"]["peak_memory_bytes"]
-            / med["unpacked"]["peak_memory_bytes"],
-            "packed_non_padding_fraction_target_0_9_met": med["packed"]["non_padding_fraction"] >= 0.9}
+            print(
+                f"{setting:8s} rep {rep}: {m['tokens_per_second']:.0f} tokens/s, peak {m['peak_memory_bytes'] / 2**20:.0f} MiB, "
+                f"non-padding {m['non_padding_fraction']:.3f}",
+                flush=True,
+            )
+    med = {
+        s: {k: statistics.median(r[k] for r in rs) for k in ("tokens_per_second", "peak_memory_bytes", "non_padding_fraction")}
+        for s, rs in runs.items()
+    }
+    return {
+        "runs": runs,
+        "median": med,
+        "tokens_per_second_ratio_packed_over_unpacked": med["packed"]["tokens_per_second"] / med["unpacked"]["tokens_per_second"],
+        "peak_memory_ratio_packed_over_unpacked": med["packed"]["peak_memory_bytes"] / med["unpacked"]["peak_memory_bytes"],
+        "packed_non_padding_fraction_target_0_9_met": med["packed"]["non_padding_fraction"] >= 0.9,
+    }
 
 
 def rank_sweep(ranks: list[int], work: Path) -> list[dict]:
@@ -99,10 +131,20 @@ def rank_sweep(ranks: list[int], work: Path) -> list[dict]:
         folder = work / f"adapter-r{r}"
         peft_model.save_pretrained(folder)
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-        out.append({"rank": r, "alpha": cfg.alpha, "trainable_params": trainable, "total_params": total,
-                    "trainable_fraction": trainable / total, "adapter_bytes": size})
-        print(f"rank {r:3d}: {trainable:,} trainable of {total:,} ({trainable / total:.3%}), adapter {size / 2**20:.2f} MiB",
-              flush=True)
+        out.append(
+            {
+                "rank": r,
+                "alpha": cfg.alpha,
+                "trainable_params": trainable,
+                "total_params": total,
+                "trainable_fraction": trainable / total,
+                "adapter_bytes": size,
+            }
+        )
+        print(
+            f"rank {r:3d}: {trainable:,} trainable of {total:,} ({trainable / total:.3%}), adapter {size / 2**20:.2f} MiB",
+            flush=True,
+        )
     return out
 
 
@@ -130,19 +172,37 @@ def main() -> None:
         packing = packing_runs(args, work)
         sweep = rank_sweep([int(r) for r in args.ranks.split(",")], work)
     result = {
-        "benchmark": "bench_finetune.py", "model": MODEL, "device": "cpu", "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(), "note": "2 CPU cores shared with other work: absolute numbers are noisy; "
+        "benchmark": "bench_finetune.py",
+        "model": MODEL,
+        "device": "cpu",
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "note": "2 CPU cores shared with other work: absolute numbers are noisy; "
         "the packed/unpacked ratio comes from alternating runs",
-        "settings": {"train_set": "regular countryinfo", "train_size": args.train_size, "batch_size": args.batch_size,
-                     "grad_accum": args.grad_accum, "max_steps": args.max_steps, "max_seq_len": 256, "lora_r": 16,
-                     "zero_stage": 2, "dtype": "float32", "repeats": args.repeats},
-        "packing": packing, "lora_rank_sweep": sweep, "gpu": "not run: no GPU machine for this task",
-        "versions": versions(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": {
+            "train_set": "regular countryinfo",
+            "train_size": args.train_size,
+            "batch_size": args.batch_size,
+            "grad_accum": args.grad_accum,
+            "max_steps": args.max_steps,
+            "max_seq_len": 256,
+            "lora_r": 16,
+            "zero_stage": 2,
+            "dtype": "float32",
+            "repeats": args.repeats,
+        },
+        "packing": packing,
+        "lora_rank_sweep": sweep,
+        "gpu": "not run: no GPU machine for this task",
+        "versions": versions(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, result)
-    print(f"packed/unpacked tokens/s: {packing['tokens_per_second_ratio_packed_over_unpacked']:.2f}x; "
-          f"packed non-padding {packing['median']['packed']['non_padding_fraction']:.3f}; wrote {args.out}")
+    print(
+        f"packed/unpacked tokens/s: {packing['tokens_per_second_ratio_packed_over_unpacked']:.2f}x; "
+        f"packed non-padding {packing['median']['packed']['non_padding_fraction']:.3f}; wrote {args.out}"
+    )
 
 
 if __name__ == "__main__":

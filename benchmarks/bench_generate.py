@@ -35,6 +35,7 @@ Writes `benchmarks/results/generate.json` atomically and prints the ratios. See 
 Run: `.venv/bin/python benchmarks/bench_generate.py` (full sizes: ~26 min on 2 cores, mostly the baselines);
 quick check: `.venv/bin/python benchmarks/bench_generate.py --questions 32 --separate-calls 4 --no-memory --out /tmp/g.json`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,10 @@ QUESTIONS = {
     "P176": ("manufacturer", "Which company manufactures or produces {}?"),
     "P159": ("headquarters location", "In which city are the headquarters of {}?"),
 }
-HEADER = ("The following are questions about people, places, organisations and products, with their answers. "
-          "Answer each question with a short answer: a name, a place or a single word, and nothing else.\n\n")
+HEADER = (
+    "The following are questions about people, places, organisations and products, with their answers. "
+    "Answer each question with a short answer: a name, a place or a single word, and nothing else.\n\n"
+)
 SAMPLING_QUESTION = "Topic: capital\nQuestion: What is the name of the capital city of Peru?\nAnswer:"
 TARGETS = {
     "greedy_speedup_vs_lm_eval": (">=", 5.0),
@@ -169,9 +172,14 @@ class Timer:
 def machine_info() -> dict:
     import transformers
 
-    info = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version(),
-            "platform": platform.platform()}
+    info = {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     try:
         import lm_eval
 
@@ -205,13 +213,13 @@ def build_questions(shots: int, n_questions: int, seed: int) -> tuple[str, list[
     if len(pool) < shots + n_questions:
         raise SystemExit(f"only {len(pool)} facts for {shots} shots + {n_questions} questions")
     block = HEADER + "".join(f"{q}\nAnswer: {a}\n\n" for q, a in pool[:shots])
-    tests = pool[shots: shots + n_questions]
+    tests = pool[shots : shots + n_questions]
     return block, [block + q + "\nAnswer:" for q, _ in tests], [a for _, a in tests]
 
 
 def sampling_prompt(tok, block: str, target_tokens: int) -> str:
     """The header and as many exemplars as fit ~`target_tokens`, then one question."""
-    lines = block[len(HEADER):].split("\n\n")
+    lines = block[len(HEADER) :].split("\n\n")
     prompt = HEADER
     for ex in lines:
         if len(tok(prompt + ex + "\n\n" + SAMPLING_QUESTION)["input_ids"]) > target_tokens:
@@ -237,8 +245,13 @@ class _StopAt:
         self.tok, self.start, self.stops = tok, start, tuple(stops)
 
     def __call__(self, input_ids, scores, **kwargs):
-        return torch.tensor([any(s in self.tok.decode(row[self.start:], skip_special_tokens=True) for s in self.stops)
-                             for row in input_ids.tolist()], dtype=torch.bool)
+        return torch.tensor(
+            [
+                any(s in self.tok.decode(row[self.start :], skip_special_tokens=True) for s in self.stops)
+                for row in input_ids.tolist()
+            ],
+            dtype=torch.bool,
+        )
 
 
 def first_stop(text: str, stops) -> int:
@@ -260,21 +273,30 @@ def hf_greedy(model, tok, prompts, args, stops: tuple[str, ...] = ("\n",)) -> tu
     texts, ids, forwarded = [None] * len(prompts), [None] * len(prompts), 0
     tok.padding_side = "left"
     for b in range(0, len(order), args.batch_size):
-        batch = order[b: b + args.batch_size]
+        batch = order[b : b + args.batch_size]
         enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True)
         width = enc["input_ids"].shape[1]
         with torch.inference_mode():
-            out = model.generate(**enc, do_sample=False, max_new_tokens=args.max_new_tokens,
-                                 pad_token_id=tok.pad_token_id,
-                                 stopping_criteria=StoppingCriteriaList([_StopAt(tok, width, stops)]))
+            out = model.generate(
+                **enc,
+                do_sample=False,
+                max_new_tokens=args.max_new_tokens,
+                pad_token_id=tok.pad_token_id,
+                stopping_criteria=StoppingCriteriaList([_StopAt(tok, width, stops)]),
+            )
         forwarded += enc["input_ids"].numel() + len(batch) * (out.shape[1] - width - 1)
         for r, i in enumerate(batch):
             # a finished row is padded (pad = EOS here): keep its tokens up to the EOS or the
             # token that completed a stop string, the rule ours uses
             new = out[r, width:].tolist()
-            k = next((j + 1 for j, t in enumerate(new)
-                      if t in eos or first_stop(tok.decode(new[: j + 1], skip_special_tokens=True), stops) >= 0),
-                     len(new))
+            k = next(
+                (
+                    j + 1
+                    for j, t in enumerate(new)
+                    if t in eos or first_stop(tok.decode(new[: j + 1], skip_special_tokens=True), stops) >= 0
+                ),
+                len(new),
+            )
             new = new[:k]
             text = tok.decode(new, skip_special_tokens=True)
             cut = first_stop(text, stops)
@@ -287,10 +309,15 @@ def lm_eval_greedy(lm, prompts, args, until: tuple[str, ...] = ("\n",)) -> list[
     """`HFLM.generate_until` on (prompt, {"until": [...], "max_gen_toks": ..., "do_sample": False})."""
     from lm_eval.api.instance import Instance
 
-    reqs = [Instance(request_type="generate_until", doc={},
-                     arguments=(p, {"until": list(until), "max_gen_toks": args.max_new_tokens, "do_sample": False}),
-                     idx=i)
-            for i, p in enumerate(prompts)]
+    reqs = [
+        Instance(
+            request_type="generate_until",
+            doc={},
+            arguments=(p, {"until": list(until), "max_gen_toks": args.max_new_tokens, "do_sample": False}),
+            idx=i,
+        )
+        for i, p in enumerate(prompts)
+    ]
     return lm.generate_until(reqs, disable_tqdm=True)
 
 
@@ -315,7 +342,7 @@ def interleaved(methods: list[str], n: int, chunks: int, run) -> dict:
     size = -(-n // chunks)
     for c, start in enumerate(range(0, n, size)):
         chunk = list(range(start, min(start + size, n)))
-        order = methods[c % len(methods):] + methods[: c % len(methods)]
+        order = methods[c % len(methods) :] + methods[: c % len(methods)]
         row = {"questions": len(chunk), "order": order, "loadavg": loadavg()}
         for m in order:
             with Timer() as t:
@@ -328,8 +355,7 @@ def interleaved(methods: list[str], n: int, chunks: int, run) -> dict:
                 if tids is not None:
                     ids[m][i] = tids[k]
         per_chunk.append(row)
-        print(f"  chunk {c + 1}: " + ", ".join(f"{m} {row[m]:.1f}s" for m in methods) + f" (load {row['loadavg']})",
-              flush=True)
+        print(f"  chunk {c + 1}: " + ", ".join(f"{m} {row[m]:.1f}s" for m in methods) + f" (load {row['loadavg']})", flush=True)
     return {"wall": wall, "cpu": cpu, "answers": answers, "ids": ids, "per_chunk": per_chunk}
 
 
@@ -339,8 +365,9 @@ def ours_sample(model, tok, prompt, args):
 
     n_prompt = len(tok(prompt)["input_ids"])
     gen = Generator(model, tok, token_budget=args.samples * (n_prompt + args.sample_tokens))
-    outs = gen.sample(prompt, n=args.samples, max_new_tokens=args.sample_tokens, temperature=1.0, top_p=1.0,
-                      top_k=0, seed=args.seed)
+    outs = gen.sample(
+        prompt, n=args.samples, max_new_tokens=args.sample_tokens, temperature=1.0, top_p=1.0, top_k=0, seed=args.seed
+    )
     return outs, vars(gen.stats) | {"total_tokens": gen.stats.total_tokens}
 
 
@@ -348,14 +375,27 @@ def hf_sample(model, tok, prompt, args, n_return: int, seed: int):
     enc = tok(prompt, return_tensors="pt")
     torch.manual_seed(seed)
     with torch.inference_mode():
-        return model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                              max_new_tokens=args.sample_tokens, num_return_sequences=n_return,
-                              pad_token_id=tok.pad_token_id)
+        return model.generate(
+            **enc,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=args.sample_tokens,
+            num_return_sequences=n_return,
+            pad_token_id=tok.pad_token_id,
+        )
 
 
 # ------------------------------------------------------------------------------------ memory subprocesses
-MEMORY_VARIANTS = ["greedy_ours", "greedy_hf", "greedy_lm_eval", "sample_ours", "sample_hf_separate_call",
-                   "sample_hf_num_return_sequences"]
+MEMORY_VARIANTS = [
+    "greedy_ours",
+    "greedy_hf",
+    "greedy_lm_eval",
+    "sample_ours",
+    "sample_hf_separate_call",
+    "sample_hf_num_return_sequences",
+]
 
 
 def load(args):
@@ -389,8 +429,10 @@ def run_memory_variant(args) -> None:
                 hf_sample(model, tok, prompt, args, 1, 0)
             else:
                 hf_sample(model, tok, prompt, args, args.samples, 0)
-    print("MEMORY " + json.dumps({"variant": v, "peak_rss_growth_mb": mem.growth_mb, "exact": mem.exact,
-                                  "rss_before_mb": round(mem.base, 1)}))
+    print(
+        "MEMORY "
+        + json.dumps({"variant": v, "peak_rss_growth_mb": mem.growth_mb, "exact": mem.exact, "rss_before_mb": round(mem.base, 1)})
+    )
 
 
 def measure_memory(args) -> dict:
@@ -398,17 +440,34 @@ def measure_memory(args) -> dict:
     for v in MEMORY_VARIANTS:
         if v == "greedy_lm_eval" and args.no_lm_eval:
             continue
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-variant", v, "--model", args.model,
-               "--batch-size", str(args.batch_size), "--shots", str(args.shots),
-               "--max-new-tokens", str(args.max_new_tokens), "--samples", str(args.samples),
-               "--sample-tokens", str(args.sample_tokens), "--sample-prompt-tokens", str(args.sample_prompt_tokens),
-               "--seed", str(args.seed)] + (["--threads", str(args.threads)] if args.threads else [])
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--memory-variant",
+            v,
+            "--model",
+            args.model,
+            "--batch-size",
+            str(args.batch_size),
+            "--shots",
+            str(args.shots),
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--samples",
+            str(args.samples),
+            "--sample-tokens",
+            str(args.sample_tokens),
+            "--sample-prompt-tokens",
+            str(args.sample_prompt_tokens),
+            "--seed",
+            str(args.seed),
+        ] + (["--threads", str(args.threads)] if args.threads else [])
         res = subprocess.run(cmd, check=False, capture_output=True, text=True)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith("MEMORY ")), None)
         if line is None:
             out[v] = {"error": (res.stderr or res.stdout)[-500:]}
         else:
-            out[v] = json.loads(line[len("MEMORY "):])
+            out[v] = json.loads(line[len("MEMORY ") :])
         print(f"  memory {v}: {out[v].get('peak_rss_growth_mb', out[v])} MB", flush=True)
     return out
 
@@ -433,8 +492,11 @@ def main(argv=None) -> int:
     block, prompts, gold = build_questions(args.shots, args.questions, args.seed)
     n_block = len(tok(block)["input_ids"])
     prompt_lens = [len(tok(p)["input_ids"]) for p in prompts]
-    print(f"greedy: {len(prompts)} questions, block {n_block} tokens, prompts {min(prompt_lens)}-{max(prompt_lens)} "
-          f"tokens, batch size {args.batch_size}", flush=True)
+    print(
+        f"greedy: {len(prompts)} questions, block {n_block} tokens, prompts {min(prompt_lens)}-{max(prompt_lens)} "
+        f"tokens, batch size {args.batch_size}",
+        flush=True,
+    )
     lm = None if args.no_lm_eval else make_lm_eval(path, args)
 
     # warm-up (page weights in, first-call overheads) on 2 questions, not timed
@@ -481,10 +543,12 @@ def main(argv=None) -> int:
             "hf_generate_including_padding": hf_forwarded,
         },
         "per_chunk": per_chunk,
-        "examples": [{"question": prompts[i][len(block):], "gold": gold[i], "ours": answers["ours"][i]}
-                     for i in range(min(5, n))],
-        "differing_answers": [{"i": i, **{m: answers[m][i] for m in methods}}
-                              for i in range(n) if len({answers[m][i] for m in methods}) > 1][:20],
+        "examples": [
+            {"question": prompts[i][len(block) :], "gold": gold[i], "ours": answers["ours"][i]} for i in range(min(5, n))
+        ],
+        "differing_answers": [
+            {"i": i, **{m: answers[m][i] for m in methods}} for i in range(n) if len({answers[m][i] for m in methods}) > 1
+        ][:20],
     }
     if lm is not None:
         greedy |= {
@@ -494,12 +558,19 @@ def main(argv=None) -> int:
             "answers_identical_fraction_vs_lm_eval": round(same(answers["ours"], answers["lm_eval"]) / n, 4),
         }
         del lm
-    print(f"greedy: ours {wall['ours']:.1f}s, hf {wall['hf']:.1f}s"
-          + (f", lm-eval {wall['lm_eval']:.1f}s" if "lm_eval" in wall else "")
-          + f"; speedup vs hf {greedy['speedup_vs_hf_generate']}x"
-          + (f", vs lm-eval {greedy['speedup_vs_lm_eval']}x; identical answers vs lm-eval "
-             f"{greedy['answers_identical_vs_lm_eval']}/{n}" if "lm_eval" in wall else "")
-          + f", vs hf {greedy['answers_identical_vs_hf_generate']}/{n}", flush=True)
+    print(
+        f"greedy: ours {wall['ours']:.1f}s, hf {wall['hf']:.1f}s"
+        + (f", lm-eval {wall['lm_eval']:.1f}s" if "lm_eval" in wall else "")
+        + f"; speedup vs hf {greedy['speedup_vs_hf_generate']}x"
+        + (
+            f", vs lm-eval {greedy['speedup_vs_lm_eval']}x; identical answers vs lm-eval "
+            f"{greedy['answers_identical_vs_lm_eval']}/{n}"
+            if "lm_eval" in wall
+            else ""
+        )
+        + f", vs hf {greedy['answers_identical_vs_hf_generate']}/{n}",
+        flush=True,
+    )
 
     # ---------------------------------------------------------------- sampling
     prompt = sampling_prompt(tok, block, args.sample_prompt_tokens)
@@ -541,16 +612,22 @@ def main(argv=None) -> int:
     ids_prompt = tok(prompt)["input_ids"]
     worst = 0.0
     for s in samples[:5]:
-        ref = naive_token_logprobs(model, ids_prompt + s.token_ids)[len(ids_prompt):]
+        ref = naive_token_logprobs(model, ids_prompt + s.token_ids)[len(ids_prompt) :]
         worst = max(worst, max(abs(a - b) for a, b in zip(ref, s.logprobs)))
     sampling = {
         "prompt_tokens": n_prompt,
         "samples": args.samples,
         "max_new_tokens": args.sample_tokens,
-        "seconds": {"ours": round(ours_wall, 2), "hf_separate_calls": round(sep_total, 2),
-                    "hf_num_return_sequences": round(nrs_wall, 2)},
-        "cpu_seconds": {"ours": round(ours_cpu, 2), "hf_separate_calls": round(sep_total_cpu, 2),
-                        "hf_num_return_sequences": round(nrs_cpu, 2)},
+        "seconds": {
+            "ours": round(ours_wall, 2),
+            "hf_separate_calls": round(sep_total, 2),
+            "hf_num_return_sequences": round(nrs_wall, 2),
+        },
+        "cpu_seconds": {
+            "ours": round(ours_cpu, 2),
+            "hf_separate_calls": round(sep_total_cpu, 2),
+            "hf_num_return_sequences": round(nrs_cpu, 2),
+        },
         "speedup_vs_hf_separate_calls": round(sep_total / ours_wall, 2),
         "speedup_vs_hf_num_return_sequences": round(nrs_wall / ours_wall, 2),
         "cpu_speedup_vs_hf_separate_calls": round(sep_total_cpu / ours_cpu, 2),
@@ -565,17 +642,22 @@ def main(argv=None) -> int:
         "finish_reasons": {r: sum(s.finish_reason == r for s in samples) for r in ("eos", "stop", "length")},
         "max_abs_logprob_diff_vs_naive_5_samples": worst,
     }
-    print(f"sampling: ours {ours_wall:.1f}s, hf separate {sep_total:.1f}s"
-          f"{' (extrapolated)' if sep_done < args.samples else ''}, hf nrs {nrs_wall:.1f}s; speedup vs separate "
-          f"{sampling['speedup_vs_hf_separate_calls']}x, vs nrs {sampling['speedup_vs_hf_num_return_sequences']}x; "
-          f"max |dlogprob| vs naive {worst:.1e}", flush=True)
+    print(
+        f"sampling: ours {ours_wall:.1f}s, hf separate {sep_total:.1f}s"
+        f"{' (extrapolated)' if sep_done < args.samples else ''}, hf nrs {nrs_wall:.1f}s; speedup vs separate "
+        f"{sampling['speedup_vs_hf_separate_calls']}x, vs nrs {sampling['speedup_vs_hf_num_return_sequences']}x; "
+        f"max |dlogprob| vs naive {worst:.1e}",
+        flush=True,
+    )
 
     memory = {} if args.no_memory else measure_memory(args)
     if memory:
-        greedy["peak_rss_growth_mb"] = {k[len("greedy_"):]: v.get("peak_rss_growth_mb") for k, v in memory.items()
-                                        if k.startswith("greedy_")}
-        sampling["peak_rss_growth_mb"] = {k[len("sample_"):]: v.get("peak_rss_growth_mb") for k, v in memory.items()
-                                          if k.startswith("sample_")}
+        greedy["peak_rss_growth_mb"] = {
+            k[len("greedy_") :]: v.get("peak_rss_growth_mb") for k, v in memory.items() if k.startswith("greedy_")
+        }
+        sampling["peak_rss_growth_mb"] = {
+            k[len("sample_") :]: v.get("peak_rss_growth_mb") for k, v in memory.items() if k.startswith("sample_")
+        }
 
     values = {
         "greedy_speedup_vs_lm_eval": greedy.get("speedup_vs_lm_eval"),
@@ -583,8 +665,7 @@ def main(argv=None) -> int:
         "sampling_speedup_vs_hf_separate_calls": sampling["speedup_vs_hf_separate_calls"],
         "sampling_speedup_vs_hf_num_return_sequences": sampling["speedup_vs_hf_num_return_sequences"],
     }
-    passed = {k: (v is not None and (v >= t if op == ">=" else v <= t)) for k, (op, t) in TARGETS.items()
-              for v in [values[k]]}
+    passed = {k: (v is not None and (v >= t if op == ">=" else v <= t)) for k, (op, t) in TARGETS.items() for v in [values[k]]}
     result = {
         "benchmark": "generate",
         "started": started,
@@ -592,9 +673,16 @@ def main(argv=None) -> int:
         "dtype": "float32",
         "device": "cpu",
         "args": {k: v for k, v in vars(args).items() if k != "memory_variant"},
-        "workload": {"shots": args.shots, "block_tokens": n_block, "prompt_tokens_min": min(prompt_lens),
-                     "prompt_tokens_max": max(prompt_lens), "questions": len(prompts),
-                     "max_new_tokens": args.max_new_tokens, "stop": "\\n", "batch_size": args.batch_size},
+        "workload": {
+            "shots": args.shots,
+            "block_tokens": n_block,
+            "prompt_tokens_min": min(prompt_lens),
+            "prompt_tokens_max": max(prompt_lens),
+            "questions": len(prompts),
+            "max_new_tokens": args.max_new_tokens,
+            "stop": "\\n",
+            "batch_size": args.batch_size,
+        },
         "greedy": greedy,
         "sampling": sampling,
         "memory_subprocesses": memory,

@@ -24,6 +24,7 @@ both modes) and is not timed.
 Run: `.venv/bin/python benchmarks/bench_icl_examples.py --threads 1` (~3-5 min on 2 busy cores);
 writes `benchmarks/results/icl_examples.json` atomically and prints the table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,9 +74,17 @@ def main(argv=None) -> int:
     from factprobe.studies.icl_examples import ICLExamplesConfig, PrefixChain, plan_relation, score_items
 
     root = data_root()
-    base = BaseConfig(model=args.model, source="lama", data=str(root / "lama"), train_data=str(root / "lpaqa" / "trex_train"),
-                      relations=[args.relation], max_facts_per_relation=args.facts, seed=args.seed, device="cpu",
-                      dtype="float32")
+    base = BaseConfig(
+        model=args.model,
+        source="lama",
+        data=str(root / "lama"),
+        train_data=str(root / "lpaqa" / "trex_train"),
+        relations=[args.relation],
+        max_facts_per_relation=args.facts,
+        seed=args.seed,
+        device="cpu",
+        dtype="float32",
+    )
     cfg = ICLExamplesConfig(n=args.n, draws=1, choices=args.choices)
     load_start = loadavg()
     prepared = prepare_mc(base, choices=cfg.choices)
@@ -84,8 +93,9 @@ def main(argv=None) -> int:
     rel = args.relation
     items = prepared.items[rel]
     notes: list[str] = []
-    plan = plan_relation(scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel], cfg,
-                         base.seed, notes.append)
+    plan = plan_relation(
+        scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel], cfg, base.seed, notes.append
+    )
     examples = plan.draws[0]
     ks = sorted({plan.used(n) for n in cfg.n if plan.used(n) > 0})
     texts = {k: relation_prefix(examples[:k]).rstrip() for k in ks}
@@ -101,7 +111,7 @@ def main(argv=None) -> int:
     for rep in range(args.reps):
         chains = {m: PrefixChain(scorer, reuse=(m == "reused")) for m in modes}
         for i, k in enumerate(ks):
-            for mode in (modes if (rep + i) % 2 == 0 else modes[::-1]):
+            for mode in modes if (rep + i) % 2 == 0 else modes[::-1]:
                 t0 = time.perf_counter()
                 cache = chains[mode].get(texts[k])
                 t1 = time.perf_counter()
@@ -111,16 +121,23 @@ def main(argv=None) -> int:
                 total_s[mode][k].append(t2 - t0)
                 if rep == 0:
                     logprobs[mode][k] = [r["logprobs"] for r in rows]
-        print(f"rep {rep + 1}/{args.reps}: " + ", ".join(f"{m} {sum(v[-1] for v in total_s[m].values()):.1f} s" for m in modes),
-              flush=True)
+        print(
+            f"rep {rep + 1}/{args.reps}: " + ", ".join(f"{m} {sum(v[-1] for v in total_s[m].values()):.1f} s" for m in modes),
+            flush=True,
+        )
         assert chains["reused"].extended == len(ks) - 1 and chains["recomputed"].extended == 0
 
     med = statistics.median
     per_n = []
     for k in ks:
-        row = {"n": k, "prefix_tokens": prefix_tokens[k],
-               "prefix_tokens_forwarded": {"reused": prefix_tokens[k] - (prefix_tokens[ks[ks.index(k) - 1]] if k != ks[0] else 0),
-                                           "recomputed": prefix_tokens[k]}}
+        row = {
+            "n": k,
+            "prefix_tokens": prefix_tokens[k],
+            "prefix_tokens_forwarded": {
+                "reused": prefix_tokens[k] - (prefix_tokens[ks[ks.index(k) - 1]] if k != ks[0] else 0),
+                "recomputed": prefix_tokens[k],
+            },
+        }
         for mode in modes:
             row[f"prefix_seconds_{mode}"] = med(prefix_s[mode][k])
             row[f"seconds_{mode}"] = med(total_s[mode][k])
@@ -128,12 +145,24 @@ def main(argv=None) -> int:
         row["ratio"] = row["seconds_recomputed"] / row["seconds_reused"]
         per_n.append(row)
     sums = {f"{what}_{mode}": sum(r[f"{what}_{mode}"] for r in per_n) for what in ("prefix_seconds", "seconds") for mode in modes}
-    diff = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-               for k in ks for a, b in zip(logprobs["reused"][k], logprobs["recomputed"][k]))
+    diff = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for k in ks
+        for a, b in zip(logprobs["reused"][k], logprobs["recomputed"][k])
+    )
     result = {
-        "workload": {"model": args.model, "relation": rel, "facts": len(items), "choices": cfg.choices, "n": cfg.n,
-                     "n_used": ks, "examples_available": plan.cap, "notes": notes, "reps": args.reps,
-                     "prefix_tokens_at_largest_n": prefix_tokens[ks[-1]]},
+        "workload": {
+            "model": args.model,
+            "relation": rel,
+            "facts": len(items),
+            "choices": cfg.choices,
+            "n": cfg.n,
+            "n_used": ks,
+            "examples_available": plan.cap,
+            "notes": notes,
+            "reps": args.reps,
+            "prefix_tokens_at_largest_n": prefix_tokens[ks[-1]],
+        },
         "per_n": per_n,
         "prefix_tokens_forwarded": {"reused": prefix_tokens[ks[-1]], "recomputed": sum(prefix_tokens.values())},
         **sums,
@@ -141,19 +170,27 @@ def main(argv=None) -> int:
         "speedup": sums["seconds_recomputed"] / sums["seconds_reused"],
         "max_abs_logprob_diff": diff,
         "passed": {"exact_1e-4": diff <= 1e-4},
-        "machine": machine_info(), "loadavg_start": load_start, "loadavg_end": loadavg(),
+        "machine": machine_info(),
+        "loadavg_start": load_start,
+        "loadavg_end": loadavg(),
     }
     atomic_write_json(args.out, result)
-    print(f"{'n':>4} {'prefix tok':>10} {'prefix reused':>14} {'recomputed':>11} {'ratio':>6} {'step reused':>12} "
-          f"{'recomputed':>11} {'ratio':>6}")
+    print(
+        f"{'n':>4} {'prefix tok':>10} {'prefix reused':>14} {'recomputed':>11} {'ratio':>6} {'step reused':>12} "
+        f"{'recomputed':>11} {'ratio':>6}"
+    )
     for r in per_n:
-        print(f"{r['n']:>4} {r['prefix_tokens']:>10} {r['prefix_seconds_reused']:>13.3f}s {r['prefix_seconds_recomputed']:>10.3f}s "
-              f"{r['prefix_ratio']:>6.2f} {r['seconds_reused']:>11.2f}s {r['seconds_recomputed']:>10.2f}s {r['ratio']:>6.2f}")
-    print(f"all n: prefix {sums['prefix_seconds_reused']:.2f}s vs {sums['prefix_seconds_recomputed']:.2f}s "
-          f"({result['prefix_speedup']:.2f}x; tokens {result['prefix_tokens_forwarded']['reused']} vs "
-          f"{result['prefix_tokens_forwarded']['recomputed']}), whole curve {sums['seconds_reused']:.1f}s vs "
-          f"{sums['seconds_recomputed']:.1f}s ({result['speedup']:.2f}x); max |dlogprob| {diff:.1e}; "
-          f"load {load_start} -> {result['loadavg_end']}")
+        print(
+            f"{r['n']:>4} {r['prefix_tokens']:>10} {r['prefix_seconds_reused']:>13.3f}s {r['prefix_seconds_recomputed']:>10.3f}s "
+            f"{r['prefix_ratio']:>6.2f} {r['seconds_reused']:>11.2f}s {r['seconds_recomputed']:>10.2f}s {r['ratio']:>6.2f}"
+        )
+    print(
+        f"all n: prefix {sums['prefix_seconds_reused']:.2f}s vs {sums['prefix_seconds_recomputed']:.2f}s "
+        f"({result['prefix_speedup']:.2f}x; tokens {result['prefix_tokens_forwarded']['reused']} vs "
+        f"{result['prefix_tokens_forwarded']['recomputed']}), whole curve {sums['seconds_reused']:.1f}s vs "
+        f"{sums['seconds_recomputed']:.1f}s ({result['speedup']:.2f}x); max |dlogprob| {diff:.1e}; "
+        f"load {load_start} -> {result['loadavg_end']}"
+    )
     print(f"wrote {args.out}")
     return 0
 

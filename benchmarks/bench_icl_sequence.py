@@ -23,6 +23,7 @@ position (target <= 1e-4), tokens forwarded by each, the load average. Writes
 Run: `.venv/bin/python benchmarks/bench_icl_sequence.py` (~2-4 min on a quiet 2-core machine;
 `--length 50` for a quick check).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:  # run as a script from anywhere
         sys.path.insert(0, p)
 
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
+import torch
+from tqdm.auto import tqdm
 
 TARGETS = {"max_abs_logprob_diff_vs_naive": ("<=", 1e-4)}
 
@@ -51,8 +52,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--length", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk", type=int, default=20, help="naive positions between two ours passes")
-    p.add_argument("--naive-positions", type=int, default=None,
-                   help="time naive on this many evenly spaced positions and scale up by tokens (default: all)")
+    p.add_argument(
+        "--naive-positions",
+        type=int,
+        default=None,
+        help="time naive on this many evenly spaced positions and scale up by tokens (default: all)",
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     p.add_argument("--out", default=str(HERE / "results" / "icl_sequence.json"))
@@ -98,7 +103,7 @@ def main(argv=None) -> int:
     naive_seconds = 0.0
     bar = tqdm(total=len(timed), desc="naive positions", disable=args.no_progress)
     for start in range(0, len(timed), args.chunk):
-        part = timed[start: start + args.chunk]
+        part = timed[start : start + args.chunk]
         sync()
         t = time.perf_counter()
         for i in part:
@@ -118,16 +123,29 @@ def main(argv=None) -> int:
     naive_timed_seconds = naive_seconds
     naive_seconds = naive_timed_seconds * naive_tokens / timed_tokens
     result = {
-        "workload": {"model": args.model, "revision": loaded.revision, "source": "lama", "relation": args.relation,
-                     "length": args.length, "seed": args.seed, "device": str(loaded.device), "dtype": "float32",
-                     "sequence_tokens": scores.tokens, "tokenization_fallbacks": scores.fallbacks,
-                     "torch_threads": torch.get_num_threads()},
-        "ours_seconds_per_sequence": ours, "ours_seconds_all_passes": ours_seconds,
-        "naive_seconds_all_positions": naive_seconds, "naive_positions_timed": len(timed),
-        "naive_seconds_timed": naive_timed_seconds, "naive_tokens_timed": timed_tokens,
+        "workload": {
+            "model": args.model,
+            "revision": loaded.revision,
+            "source": "lama",
+            "relation": args.relation,
+            "length": args.length,
+            "seed": args.seed,
+            "device": str(loaded.device),
+            "dtype": "float32",
+            "sequence_tokens": scores.tokens,
+            "tokenization_fallbacks": scores.fallbacks,
+            "torch_threads": torch.get_num_threads(),
+        },
+        "ours_seconds_per_sequence": ours,
+        "ours_seconds_all_passes": ours_seconds,
+        "naive_seconds_all_positions": naive_seconds,
+        "naive_positions_timed": len(timed),
+        "naive_seconds_timed": naive_timed_seconds,
+        "naive_tokens_timed": timed_tokens,
         "extrapolated": len(timed) < n,
         "speedup_vs_naive": naive_seconds / ours,
-        "tokens_forwarded_ours": scores.tokens, "tokens_forwarded_naive": naive_tokens,
+        "tokens_forwarded_ours": scores.tokens,
+        "tokens_forwarded_naive": naive_tokens,
         "token_ratio": naive_tokens / scores.tokens,
         "max_abs_logprob_diff_vs_naive": diff,
         "loadavg": os.getloadavg(),
@@ -136,9 +154,11 @@ def main(argv=None) -> int:
     result["targets_met"] = {k: (result[k] <= v if op == "<=" else result[k] >= v) for k, (op, v) in TARGETS.items()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(Path(args.out), result)
-    print(f"icl-sequence {args.relation}, {args.length} positions, {scores.tokens} tokens, {loaded.device}: "
-          f"ours {ours:.3f} s (one forward), naive {naive_seconds:.1f} s ({args.length} prefix forwards, "
-          f"{naive_tokens} tokens{f', {len(timed)} timed, scaled by tokens' if len(timed) < n else ''}): {result['speedup_vs_naive']:.1f}x faster, max |diff| {diff:.2e}")
+    print(
+        f"icl-sequence {args.relation}, {args.length} positions, {scores.tokens} tokens, {loaded.device}: "
+        f"ours {ours:.3f} s (one forward), naive {naive_seconds:.1f} s ({args.length} prefix forwards, "
+        f"{naive_tokens} tokens{f', {len(timed)} timed, scaled by tokens' if len(timed) < n else ''}): {result['speedup_vs_naive']:.1f}x faster, max |diff| {diff:.2e}"
+    )
     print(f"written {args.out}")
     return 0 if all(result["targets_met"].values()) else 1
 

@@ -31,6 +31,7 @@ own work (building requests and few-shot contexts, metrics: ~4 s of the 9), the 
 lm-eval's `hf` already forwards a question's one-token choices together (its `logits_cache`).
 Run: `.venv/bin/python benchmarks/bench_lm_eval.py` (~7-9 min on a busy 2-core machine: `hf` is most of it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -144,21 +145,36 @@ def main(argv=None) -> int:
             hf_before = hf_tokens[0]
             seconds, runs[name] = evaluate(lm, task_manager, TASK)
             wall[name].append(seconds)
-            tokens = (ours.scorer.stats.prefix_tokens + ours.scorer.stats.packed_tokens - stats_before if name == "factprobe"
-                      else hf_tokens[0] - hf_before)
-            print(f"{name}: {seconds:.2f} s evaluate, {ll_time[name][-1]:.2f} s loglikelihood, {tokens} tokens forwarded",
-                  flush=True)
+            tokens = (
+                ours.scorer.stats.prefix_tokens + ours.scorer.stats.packed_tokens - stats_before
+                if name == "factprobe"
+                else hf_tokens[0] - hf_before
+            )
+            print(
+                f"{name}: {seconds:.2f} s evaluate, {ll_time[name][-1]:.2f} s loglikelihood, {tokens} tokens forwarded",
+                flush=True,
+            )
             runs[name + "_tokens"] = tokens
         lls = {n: np.array([[r[0] for r in s["filtered_resps"]] for s in runs[n]["samples"][TASK]]) for n in ("factprobe", "hf")}
         acc = {n: runs[n]["results"][TASK]["acc,none"] for n in ("factprobe", "hf")}
-        per_item_same = ([s["acc"] for s in runs["factprobe"]["samples"][TASK]] == [s["acc"] for s in runs["hf"]["samples"][TASK]])
+        per_item_same = [s["acc"] for s in runs["factprobe"]["samples"][TASK]] == [s["acc"] for s in runs["hf"]["samples"][TASK]]
 
     med = {n: statistics.median(wall[n]) for n in wall}
     med_ll = {n: statistics.median(ll_time[n]) for n in ll_time}
     res = {
         "benchmark": "lm_eval",
-        "workload": {"task": TASK, "items": args.items, "options": 4, "shots": args.shots, "model": ALIAS, "dtype": "float32",
-                     "device": "cpu", "relation": "P36", "fewshot_sampler": "first_n", "hf_batch_size": args.hf_batch_size},
+        "workload": {
+            "task": TASK,
+            "items": args.items,
+            "options": 4,
+            "shots": args.shots,
+            "model": ALIAS,
+            "dtype": "float32",
+            "device": "cpu",
+            "relation": "P36",
+            "fewshot_sampler": "first_n",
+            "hf_batch_size": args.hf_batch_size,
+        },
         "evaluate_s": {n: round(v, 3) for n, v in med.items()},
         "evaluate_s_all": {n: [round(v, 3) for v in wall[n]] for n in wall},
         "loglikelihood_s": {n: round(v, 3) for n, v in med_ll.items()},
@@ -173,17 +189,27 @@ def main(argv=None) -> int:
         "target": f"{TARGET[0]} {TARGET[1]} {TARGET[2]:g}",
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
-        "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-                    "python": platform.python_version()},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
     }
-    res["passed"] = bool(res["evaluate_ratio"] >= TARGET[2] and res["max_abs_loglikelihood_diff"] <= 1e-4 and res["accuracy_identical"])
+    res["passed"] = bool(
+        res["evaluate_ratio"] >= TARGET[2] and res["max_abs_loglikelihood_diff"] <= 1e-4 and res["accuracy_identical"]
+    )
     atomic_write_json(args.out, res)
     print(f"lm-eval {TASK}: {args.items} items x 4 options after {args.shots} shots, {ALIAS} fp32 CPU, {args.threads} thread(s)")
-    print(f"  evaluate: hf {med['hf']:.2f} s, factprobe {med['factprobe']:.2f} s -> {res['evaluate_ratio']}x "
-          f"(loglikelihood alone: {res['loglikelihood_ratio']}x; tokens {res['tokens_forwarded']['hf']} vs "
-          f"{res['tokens_forwarded']['factprobe']})")
-    print(f"  max |ll diff| {res['max_abs_loglikelihood_diff']:.2e}, acc hf {acc['hf']} factprobe {acc['factprobe']}, "
-          f"target {res['target']}: {'passed' if res['passed'] else 'NOT passed'}; load {load_start} -> {res['loadavg_end']}")
+    print(
+        f"  evaluate: hf {med['hf']:.2f} s, factprobe {med['factprobe']:.2f} s -> {res['evaluate_ratio']}x "
+        f"(loglikelihood alone: {res['loglikelihood_ratio']}x; tokens {res['tokens_forwarded']['hf']} vs "
+        f"{res['tokens_forwarded']['factprobe']})"
+    )
+    print(
+        f"  max |ll diff| {res['max_abs_loglikelihood_diff']:.2e}, acc hf {acc['hf']} factprobe {acc['factprobe']}, "
+        f"target {res['target']}: {'passed' if res['passed'] else 'NOT passed'}; load {load_start} -> {res['loadavg_end']}"
+    )
     print(f"  wrote {os.path.relpath(args.out, REPO)}")
     return 0
 

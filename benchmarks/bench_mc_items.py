@@ -27,6 +27,7 @@ judged on the last setting (the most examples; `judge`), each setting's verdict 
 Writes `benchmarks/results/mc_items.json` atomically and prints a summary. See benchmarks/README.md.
 Run: `python benchmarks/bench_mc_items.py` (about 8 min on the idle 2-core machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,14 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
+import torch
+from tqdm.auto import tqdm
 
-TARGETS = {"speedup_vs_lm_eval": (">=", 20.0), "max_abs_logprob_diff_vs_lm_eval": ("<=", 1e-4),
-           "max_abs_logprob_diff_vs_naive": ("<=", 1e-4)}
+TARGETS = {
+    "speedup_vs_lm_eval": (">=", 20.0),
+    "max_abs_logprob_diff_vs_lm_eval": ("<=", 1e-4),
+    "max_abs_logprob_diff_vs_naive": ("<=", 1e-4),
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -56,8 +60,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", default=str(REPO / "examples" / "mc_items" / "cloze.jsonl"))
     p.add_argument("--train-data", default=str(REPO / "examples" / "mc_items" / "cloze_train.jsonl"))
     p.add_argument("--examples", type=int, default=2, help="in-context examples per relation for the few-shot setting")
-    p.add_argument("--lama-relations", default="P36,P19",
-                   help="LAMA T-REx relations of the second item set (4-option items built from the data root); '' skips it")
+    p.add_argument(
+        "--lama-relations",
+        default="P36,P19",
+        help="LAMA T-REx relations of the second item set (4-option items built from the data root); '' skips it",
+    )
     p.add_argument("--lama-items", type=int, default=10, help="test items per LAMA relation")
     p.add_argument("--lama-examples", default="0,10,50", help="in-context example counts run on the LAMA items")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (one pass of each method per round)")
@@ -101,14 +108,27 @@ def lama_items(relations: list[str], n_items: int, out_dir: Path, seed: int = 0)
         for f in chosen:
             options = [f["obj_label"], *rng.sample([o for o in objects if o != f["obj_label"]], 3)]
             rng.shuffle(options)
-            items.append({"id": f["uuid"], "relation": rel, "prompt": template.replace("[X]", f["sub_label"]),
-                          "options": options, "answer": f["obj_label"]})
+            items.append(
+                {
+                    "id": f["uuid"],
+                    "relation": rel,
+                    "prompt": template.replace("[X]", f["sub_label"]),
+                    "options": options,
+                    "answer": f["obj_label"],
+                }
+            )
         test_subjects = {f["sub_label"] for f in chosen}
         for _, f in read_jsonl(root / "lpaqa" / "trex_train" / f"{rel}.jsonl"):
             if f["sub_label"] not in test_subjects and f["obj_label"] in objects:
                 others = rng.sample([o for o in objects if o != f["obj_label"]], 3)
-                train.append({"relation": rel, "prompt": template.replace("[X]", f["sub_label"]),
-                              "options": [f["obj_label"], *others], "answer": 0})
+                train.append(
+                    {
+                        "relation": rel,
+                        "prompt": template.replace("[X]", f["sub_label"]),
+                        "options": [f["obj_label"], *others],
+                        "answer": 0,
+                    }
+                )
     for name, rows in (("items.jsonl", items), ("train.jsonl", train)):
         (out_dir / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return out_dir / "items.jsonl", out_dir / "train.jsonl"
@@ -128,8 +148,13 @@ def ours_pass(cfg, loaded, prepared) -> tuple[dict, list[dict]]:
         for batch in probe.batches(cfg, items):
             rows += probe.score_batch(session, state, batch)
     s = session.scorer.stats
-    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
-            "tokens_forwarded": s.total_tokens, "naive_tokens": s.naive_tokens, "forwards": s.forwards}, rows
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "tokens_forwarded": s.total_tokens,
+        "naive_tokens": s.naive_tokens,
+        "forwards": s.forwards,
+    }, rows
 
 
 def lm_eval_pass(lm, pairs: list[tuple[str, str]]) -> tuple[dict, list[float]]:
@@ -141,8 +166,9 @@ def lm_eval_pass(lm, pairs: list[tuple[str, str]]) -> tuple[dict, list[float]]:
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}, [float(r[0]) for r in res]
 
 
-def setting(args, examples: int, loaded, lm, progress: bool, data: str | None = None, train_data: str | None = None,
-            label: str = "cloze") -> dict:
+def setting(
+    args, examples: int, loaded, lm, progress: bool, data: str | None = None, train_data: str | None = None, label: str = "cloze"
+) -> dict:
     """Time ours and lm-eval (alternating rounds) on the items of `data` (default --data) with
     `examples` examples from `train_data` (default --train-data); check exactness."""
     data, train_data = data or args.data, train_data or args.train_data
@@ -151,9 +177,17 @@ def setting(args, examples: int, loaded, lm, progress: bool, data: str | None = 
     from factprobe.probes.mc_items import split_prompt
     from factprobe.probes.registry import get_probe
 
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": args.model, "data": str(data), "device": "cpu",
-                               "dtype": "float32", "examples": examples,
-                               "train_data": str(train_data) if examples else None})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "mc-items",
+            "model": args.model,
+            "data": str(data),
+            "device": "cpu",
+            "dtype": "float32",
+            "examples": examples,
+            "train_data": str(train_data) if examples else None,
+        }
+    )
     prepared = get_probe("mc-items").prepare(cfg)
     get_probe("mc-items").validate(cfg, prepared)
     _, rows = ours_pass(cfg, loaded, prepared)  # warm-up, and the rows whose requests lm-eval gets
@@ -188,23 +222,32 @@ def setting(args, examples: int, loaded, lm, progress: bool, data: str | None = 
 
     n = len(rows)
     out = {
-        "set": label, "data": _rel(data), "examples": examples, "items": n, "options": len(pairs),
-        "ours_seconds_per_item": med(ours_t, "seconds") / n, "lm_eval_seconds_per_item": med(lm_t, "seconds") / n,
+        "set": label,
+        "data": _rel(data),
+        "examples": examples,
+        "items": n,
+        "options": len(pairs),
+        "ours_seconds_per_item": med(ours_t, "seconds") / n,
+        "lm_eval_seconds_per_item": med(lm_t, "seconds") / n,
         "ours_cpu_seconds_per_item": med(ours_t, "cpu_seconds") / n,
         "lm_eval_cpu_seconds_per_item": med(lm_t, "cpu_seconds") / n,
-        "ours_seconds_per_round": [x["seconds"] for x in ours_t], "lm_eval_seconds_per_round": [x["seconds"] for x in lm_t],
+        "ours_seconds_per_round": [x["seconds"] for x in ours_t],
+        "lm_eval_seconds_per_round": [x["seconds"] for x in lm_t],
         "max_abs_logprob_diff_vs_lm_eval": max(abs(a - b) for a, b in zip(ours_lp, lm_lp)),
         "max_abs_logprob_diff_vs_naive": max(abs(a - b) for a, b in zip(ours_lp, naive)),
         "max_abs_logprob_diff_lm_eval_vs_naive": max(abs(a - b) for a, b in zip(lm_lp, naive)),
         "requests_identical_to_lm_eval": bool(same),
-        "ours_tokens_forwarded": stats.get("tokens_forwarded"), "naive_tokens": stats.get("naive_tokens"),
+        "ours_tokens_forwarded": stats.get("tokens_forwarded"),
+        "naive_tokens": stats.get("naive_tokens"),
         "ours_forwards": stats.get("forwards"),
         "context_tokens_mean": statistics.mean(len(enc.encode_context(r["context"])) for r in rows),
     }
     out["speedup_vs_lm_eval"] = out["lm_eval_seconds_per_item"] / out["ours_seconds_per_item"]
     out["cpu_speedup_vs_lm_eval"] = out["lm_eval_cpu_seconds_per_item"] / out["ours_cpu_seconds_per_item"]
-    out["speedup_range_over_rounds"] = [min(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t)),
-                                        max(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t))]
+    out["speedup_range_over_rounds"] = [
+        min(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t)),
+        max(b["seconds"] / a["seconds"] for a, b in zip(ours_t, lm_t)),
+    ]
     return out
 
 
@@ -212,14 +255,18 @@ def judge(settings: list[dict]) -> dict:
     """The summary of the measured settings: the speed target is judged on the setting with the most
     in-context examples (the last one: wu2024's IC-LKE setting of 50 examples, where the items share a
     long context), exactness on every setting; each setting's own verdict is listed beside it."""
+
     def key(s: dict) -> str:
         return f"{s['set']}, {s['examples']} examples"
 
     target = settings[-1]
-    res = {"target_setting": key(target), "speedup_vs_lm_eval": target["speedup_vs_lm_eval"],
-           "speedup_by_setting": {key(s): round(s["speedup_vs_lm_eval"], 2) for s in settings},
-           "max_abs_logprob_diff_vs_lm_eval": max(s["max_abs_logprob_diff_vs_lm_eval"] for s in settings),
-           "max_abs_logprob_diff_vs_naive": max(s["max_abs_logprob_diff_vs_naive"] for s in settings)}
+    res = {
+        "target_setting": key(target),
+        "speedup_vs_lm_eval": target["speedup_vs_lm_eval"],
+        "speedup_by_setting": {key(s): round(s["speedup_vs_lm_eval"], 2) for s in settings},
+        "max_abs_logprob_diff_vs_lm_eval": max(s["max_abs_logprob_diff_vs_lm_eval"] for s in settings),
+        "max_abs_logprob_diff_vs_naive": max(s["max_abs_logprob_diff_vs_naive"] for s in settings),
+    }
 
     def ok(value: float, k: str) -> bool:
         op, thr = TARGETS[k]
@@ -260,8 +307,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="mc-items-lama-") as tmp:
             items, train = lama_items(args.lama_relations.split(","), args.lama_items, Path(tmp))
             for k in (int(x) for x in args.lama_examples.split(",")):
-                settings.append(setting(args, k, loaded, lm, progress, items, train,
-                                        f"lama {args.lama_relations}"))
+                settings.append(setting(args, k, loaded, lm, progress, items, train, f"lama {args.lama_relations}"))
                 settings[-1]["data"] = f"built from LAMA T-REx {args.lama_relations} (lama_items)"
     import lm_eval
     import transformers
@@ -270,27 +316,44 @@ def main(argv=None) -> int:
     res = {
         **judge(settings),
         "settings": settings,
-        "workload": {"model": args.model, "model_path": str(path), "data": str(Path(args.data).relative_to(REPO))
-                     if Path(args.data).is_relative_to(REPO) else args.data, "dtype": "float32", "device": "cpu",
-                     "lm_eval_batch_size": args.lm_eval_batch_size, "lm_eval_logits_cache": lm.logits_cache,
-                     "rounds": args.rounds},
-        "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-                    "transformers": transformers.__version__, "lm_eval": getattr(lm_eval, "__version__", None),
-                    "python": platform.python_version()},
-        "loadavg_start": load_start, "loadavg_end": loadavg(),
+        "workload": {
+            "model": args.model,
+            "model_path": str(path),
+            "data": str(Path(args.data).relative_to(REPO)) if Path(args.data).is_relative_to(REPO) else args.data,
+            "dtype": "float32",
+            "device": "cpu",
+            "lm_eval_batch_size": args.lm_eval_batch_size,
+            "lm_eval_logits_cache": lm.logits_cache,
+            "rounds": args.rounds,
+        },
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "lm_eval": getattr(lm_eval, "__version__", None),
+            "python": platform.python_version(),
+        },
+        "loadavg_start": load_start,
+        "loadavg_end": loadavg(),
     }
     res["wall_seconds"] = time.perf_counter() - t_start
     atomic_write_json(args.out, res)
-    print(f"\nmc-items benchmark: {head['items']} items x 4 options, {args.model} fp32 CPU, "
-          f"{res['machine']['torch_threads']} threads, load {load_start} -> {res['loadavg_end']}")
-    print(f"  {'set':<18}{'examples':>8}{'ours s/item':>13}{'lm-eval s/item':>16}{'speedup':>9}{'CPU speedup':>13}"
-          f"{'|d| lm-eval':>13}{'|d| naive':>11}")
+    print(
+        f"\nmc-items benchmark: {head['items']} items x 4 options, {args.model} fp32 CPU, "
+        f"{res['machine']['torch_threads']} threads, load {load_start} -> {res['loadavg_end']}"
+    )
+    print(
+        f"  {'set':<18}{'examples':>8}{'ours s/item':>13}{'lm-eval s/item':>16}{'speedup':>9}{'CPU speedup':>13}"
+        f"{'|d| lm-eval':>13}{'|d| naive':>11}"
+    )
     for s in settings:
-        print(f"  {s['set']:<18}{s['examples']:>8}{s['ours_seconds_per_item']:>13.4f}{s['lm_eval_seconds_per_item']:>16.4f}"
-              f"{s['speedup_vs_lm_eval']:>8.1f}x{s['cpu_speedup_vs_lm_eval']:>12.1f}x"
-              f"{s['max_abs_logprob_diff_vs_lm_eval']:>13.1e}{s['max_abs_logprob_diff_vs_naive']:>11.1e}")
-    print(f"  targets {res['targets']} (speed judged on {res['target_setting']}): passed {res['passed']}; "
-          f"written to {args.out}")
+        print(
+            f"  {s['set']:<18}{s['examples']:>8}{s['ours_seconds_per_item']:>13.4f}{s['lm_eval_seconds_per_item']:>16.4f}"
+            f"{s['speedup_vs_lm_eval']:>8.1f}x{s['cpu_speedup_vs_lm_eval']:>12.1f}x"
+            f"{s['max_abs_logprob_diff_vs_lm_eval']:>13.1e}{s['max_abs_logprob_diff_vs_naive']:>11.1e}"
+        )
+    print(f"  targets {res['targets']} (speed judged on {res['target_setting']}): passed {res['passed']}; written to {args.out}")
     return 0
 
 

@@ -20,6 +20,7 @@ Where the pipeline's per-step cost goes: a fresh interpreter plus kfp's executor
 step. Steps log to MLflow over REST (factprobe_ops/tracking/rest_client.py); the local run serves the sqlite
 store on loopback (factprobe_ops/tracking/local_server.py) so no step process imports mlflow (~1.5 s each).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PARAMS = {"models": ["smollm2-135m-instruct"], "probes": ["ic-lke"], "relations": "P36", "max_facts_per_relation": 3,
-          "choices": 10, "examples": 10}
+PARAMS = {
+    "models": ["smollm2-135m-instruct"],
+    "probes": ["ic-lke"],
+    "relations": "P36",
+    "max_facts_per_relation": 3,
+    "choices": 10,
+    "examples": 10,
+}
 N_COMPONENTS = 6  # start-run, plan-matrix, data-build, probe-model, report, finalize-run
 
-DIRECT = r'''
+DIRECT = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from factprobe_ops.components.steps.start_run import run_start
@@ -60,14 +67,15 @@ for i, c in enumerate(cells):
 run_report(outs, d + "/r.html", d + "/r.md", context)
 run_finalize("probe", "direct", uri, "SUCCEEDED")
 print(json.dumps({"seconds": time.perf_counter() - t0}))
-'''
+"""
 
 
 def run_direct(tmp: Path) -> float:
     uri = f"sqlite:///{tmp / 'mlruns.db'}"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", DIRECT, json.dumps(PARAMS), uri, str(tmp)], cwd=REPO, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-c", DIRECT, json.dumps(PARAMS), uri, str(tmp)], cwd=REPO, check=True, capture_output=True, text=True
+    )
     return time.perf_counter() - start
 
 
@@ -77,8 +85,9 @@ def run_pipeline(tmp: Path, serve_store: bool = True) -> float:
     for k, v in PARAMS.items():
         args += ["--param", f"{k}={json.dumps(v) if isinstance(v, list) else v}"]
     start = time.perf_counter()
-    p = subprocess.run(args + ["--tracking-uri", f"sqlite:///{tmp / 'mlruns.db'}"], check=False, cwd=tmp, env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        args + ["--tracking-uri", f"sqlite:///{tmp / 'mlruns.db'}"], check=False, cwd=tmp, env=env, capture_output=True, text=True
+    )
     if p.returncode:
         raise SystemExit(p.stdout[-2000:] + p.stderr[-2000:])
     return time.perf_counter() - start
@@ -90,24 +99,33 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pipeline_overhead.json"))
     args = ap.parse_args()
-    for i in range(args.warmup):
+    for _ in range(args.warmup):
         for kind, fn in (("direct", run_direct), ("pipeline", run_pipeline)):
             with tempfile.TemporaryDirectory() as d:
                 print(f"[warm-up] {kind}: {fn(Path(d)):.1f} s", flush=True)
     direct, pipe, unserved = [], [], []
     for i in range(args.repeats):
-        for kind, fn, acc in (("direct", run_direct, direct), ("pipeline", run_pipeline, pipe),
-                              ("pipeline, every step opening sqlite", lambda t: run_pipeline(t, False), unserved)):
+        for kind, fn, acc in (
+            ("direct", run_direct, direct),
+            ("pipeline", run_pipeline, pipe),
+            ("pipeline, every step opening sqlite", lambda t: run_pipeline(t, False), unserved),
+        ):
             with tempfile.TemporaryDirectory() as d:
                 acc.append(fn(Path(d)))
             print(f"[{i + 1}/{args.repeats}] {kind}: {acc[-1]:.1f} s", flush=True)
     d_med, p_med, u_med = statistics.median(direct), statistics.median(pipe), statistics.median(unserved)
     result = {
-        "workload": PARAMS, "n_components": N_COMPONENTS, "repeats": args.repeats, "warmup": args.warmup,
-        "direct_seconds": direct, "pipeline_seconds": pipe,
-        "direct_median_s": d_med, "pipeline_median_s": p_med,
+        "workload": PARAMS,
+        "n_components": N_COMPONENTS,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "direct_seconds": direct,
+        "pipeline_seconds": pipe,
+        "direct_median_s": d_med,
+        "pipeline_median_s": p_med,
         "overhead_per_component_s": (p_med - d_med) / N_COMPONENTS,
-        "unserved_pipeline_seconds": unserved, "unserved_pipeline_median_s": u_med,
+        "unserved_pipeline_seconds": unserved,
+        "unserved_pipeline_median_s": u_med,
         "unserved_overhead_per_component_s": (u_med - d_med) / N_COMPONENTS,
         "target_overhead_per_component_s": 1.5,
         "cpu_count": os.cpu_count(),
@@ -118,10 +136,12 @@ def main() -> None:
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     os.replace(tmp, out)
-    print(f"direct {d_med:.1f} s, pipeline {p_med:.1f} s -> overhead {result['overhead_per_component_s']:.2f} s "
-          f"per component (target <= 1.5 s): {'met' if result['meets_target'] else 'NOT met'}; "
-          f"with every step opening sqlite itself (FACTPROBE_SERVE_LOCAL_STORE=0): {u_med:.1f} s -> "
-          f"{result['unserved_overhead_per_component_s']:.2f} s per component")
+    print(
+        f"direct {d_med:.1f} s, pipeline {p_med:.1f} s -> overhead {result['overhead_per_component_s']:.2f} s "
+        f"per component (target <= 1.5 s): {'met' if result['meets_target'] else 'NOT met'}; "
+        f"with every step opening sqlite itself (FACTPROBE_SERVE_LOCAL_STORE=0): {u_med:.1f} s -> "
+        f"{result['unserved_overhead_per_component_s']:.2f} s per component"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ log-prob| between the two (target 1e-4).
 Run: `.venv/bin/python benchmarks/bench_prompt_lke.py --threads 1,2` (~2-5 min on 2 busy cores);
 writes `benchmarks/results/prompt_lke.json` atomically and prints the table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,15 @@ def workload(args):
     from factprobe.probes.registry import get_probe
 
     probe = get_probe(args.probe)
-    cfg = RunConfig.from_dict({"probe": args.probe, "model": args.model, "source": args.source, "relations": args.relations,
-                               "max_facts_per_relation": args.facts})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": args.probe,
+            "model": args.model,
+            "source": args.source,
+            "relations": args.relations,
+            "max_facts_per_relation": args.facts,
+        }
+    )
     prepared = probe.prepare(cfg)
     probe.validate(cfg, prepared)
     work = []
@@ -138,16 +146,25 @@ def main(argv=None) -> dict:
             "max_abs_logprob_diff": diff,
             "load_average_1_5_15_min_at_end": loadavg(),
         }
-        print(f"threads {threads}: per_row {med['per_row']:.3f} s ({counts['per_row']['forwards_per_pass']} forwards), "
-              f"packed {med['packed']:.3f} s ({counts['packed']['forwards_per_pass']} forwards): "
-              f"{med['per_row'] / med['packed']:.2f}x, max |delta| {diff:.2e}")
+        print(
+            f"threads {threads}: per_row {med['per_row']:.3f} s ({counts['per_row']['forwards_per_pass']} forwards), "
+            f"packed {med['packed']:.3f} s ({counts['packed']['forwards_per_pass']} forwards): "
+            f"{med['per_row'] / med['packed']:.2f}x, max |delta| {diff:.2e}"
+        )
     n_rows = sum(len(t) * len(b) for t, b in work)
     result = {
         "benchmark": f"{args.probe} scoring: rows packed into forwards vs two forwards per (fact, template) row",
-        "workload": {"model": args.model, "probe": args.probe, "source": args.source, "relations": args.relations,
-                     "facts_per_relation": args.facts,
-                     "rows": n_rows, "batches": len(work), "token_budget": Scorer(loaded.model, loaded.tokenizer).token_budget,
-                     "reps": args.reps},
+        "workload": {
+            "model": args.model,
+            "probe": args.probe,
+            "source": args.source,
+            "relations": args.relations,
+            "facts_per_relation": args.facts,
+            "rows": n_rows,
+            "batches": len(work),
+            "token_budget": Scorer(loaded.model, loaded.tokenizer).token_budget,
+            "reps": args.reps,
+        },
         "machine": machine_info(),
         "threads": results,
     }

@@ -42,6 +42,7 @@ lm-eval and hf); quick check: `.venv/bin/python benchmarks/bench_qa.py --questio
 oversubscribed, every parallel op waits at an OpenMP barrier for a descheduled thread, which costs ours'
 many mid-sized ops far more than the baselines' large prefills (README: "Threads").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,12 +104,23 @@ class Workload:
         root = data_root()
         rels = [r.strip() for r in args.relations.split(",") if r.strip()]
         per_rel = -(-args.questions // len(rels))
-        self.cfg = RunConfig.from_dict({
-            "probe": "qa", "model": args.model, "source": "lama", "data": str(root / "lama"),
-            "train_data": str(root / "lpaqa" / "trex_train"), "relations": rels, "max_facts_per_relation": per_rel,
-            "shots": [args.shots], "max_new_tokens": args.max_new_tokens, "split": "eval", "seed": args.seed,
-            "device": "cpu", "dtype": "float32",
-        })
+        self.cfg = RunConfig.from_dict(
+            {
+                "probe": "qa",
+                "model": args.model,
+                "source": "lama",
+                "data": str(root / "lama"),
+                "train_data": str(root / "lpaqa" / "trex_train"),
+                "relations": rels,
+                "max_facts_per_relation": per_rel,
+                "shots": [args.shots],
+                "max_new_tokens": args.max_new_tokens,
+                "split": "eval",
+                "seed": args.seed,
+                "device": "cpu",
+                "dtype": "float32",
+            }
+        )
         self.probe = get_probe("qa")
         prepared = self.probe.prepare(self.cfg)
         # questions round-robin across relations (so every chunk mixes them), cut to --questions
@@ -123,7 +135,8 @@ class Workload:
         keep = {it.fact_id for it in picked}
         # the probe's own group then holds exactly these questions (open_relation reads it)
         self.prepared = dataclasses.replace(
-            prepared, items={rel: [it for it in its if it.fact_id in keep] for rel, its in prepared.items.items()})
+            prepared, items={rel: [it for it in its if it.fact_id in keep] for rel, its in prepared.items.items()}
+        )
         self.group = GROUP.format(k=args.shots)
         by_id = {t.item.fact_id: t for t in self.probe.groups(self.cfg, self.prepared)[self.group]}
         if set(by_id) != keep:
@@ -188,20 +201,38 @@ def run_memory_variant(args) -> None:
             hf_greedy(model, tok, prompts[: args.batch_size], args, stops=stop)
         else:
             lm_eval_greedy(lm, prompts[: args.batch_size], args, until=stop)
-    print("MEMORY " + json.dumps({"variant": v, "peak_rss_growth_mb": mem.growth_mb, "exact": mem.exact,
-                                  "rss_before_mb": round(mem.base, 1)}))
+    print(
+        "MEMORY "
+        + json.dumps({"variant": v, "peak_rss_growth_mb": mem.growth_mb, "exact": mem.exact, "rss_before_mb": round(mem.base, 1)})
+    )
 
 
 def measure_memory(args, variants) -> dict:
     out = {}
     for v in variants:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-variant", v, "--model", args.model,
-               "--questions", str(args.questions), "--shots", str(args.shots), "--relations", args.relations,
-               "--max-new-tokens", str(args.max_new_tokens), "--batch-size", str(args.batch_size),
-               "--seed", str(args.seed)] + (["--threads", str(args.threads)] if args.threads else [])
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--memory-variant",
+            v,
+            "--model",
+            args.model,
+            "--questions",
+            str(args.questions),
+            "--shots",
+            str(args.shots),
+            "--relations",
+            args.relations,
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--batch-size",
+            str(args.batch_size),
+            "--seed",
+            str(args.seed),
+        ] + (["--threads", str(args.threads)] if args.threads else [])
         res = subprocess.run(cmd, check=False, capture_output=True, text=True)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith("MEMORY ")), None)
-        out[v] = json.loads(line[len("MEMORY "):]) if line else {"error": (res.stderr or res.stdout)[-500:]}
+        out[v] = json.loads(line[len("MEMORY ") :]) if line else {"error": (res.stderr or res.stdout)[-500:]}
         print(f"  memory {v}: {out[v].get('peak_rss_growth_mb', out[v])} MB", flush=True)
     return out
 
@@ -224,6 +255,7 @@ def main(argv=None) -> int:
 
     hf_logging.set_verbosity_error()
     started = time.strftime("%Y-%m-%d %H:%M:%S")
+
     def rel(path: str) -> str:  # repo-relative where inside the repo
         full = os.path.abspath(path)
         return os.path.relpath(full, REPO) if full.startswith(str(REPO) + os.sep) else path
@@ -245,9 +277,12 @@ def main(argv=None) -> int:
     n = len(prompts)
     n_block = len(tok(block)["input_ids"])
     prompt_lens = [len(tok(p)["input_ids"]) for p in prompts]
-    print(f"qa: {n} questions over {len(w.relations)} relations, {len(state.exemplars)}-shot block of {n_block} "
-          f"tokens, prompts {min(prompt_lens)}-{max(prompt_lens)} tokens; ours: probe batches of {BATCH}, "
-          f"baselines: batch size {args.batch_size}", flush=True)
+    print(
+        f"qa: {n} questions over {len(w.relations)} relations, {len(state.exemplars)}-shot block of {n_block} "
+        f"tokens, prompts {min(prompt_lens)}-{max(prompt_lens)} tokens; ours: probe batches of {BATCH}, "
+        f"baselines: batch size {args.batch_size}",
+        flush=True,
+    )
     lm = None if args.no_lm_eval else make_lm_eval(loaded.path, args)
     lm_encoding_same = None
     if lm is not None:  # same token sequences? (lm-eval's own encoding of each context vs ours)
@@ -292,8 +327,7 @@ def main(argv=None) -> int:
         "cpu_seconds": {m: round(cpu[m], 2) for m in methods},
         "questions": n,
         "exact_match_with_gold": {m: int(sum(e >= 1.0 for e in ems[m])) for m in methods},
-        "ours_finish_reasons": {r: sum(ours_rows[i]["finish_reason"] == r for i in range(n))
-                                for r in ("stop", "eos", "length")},
+        "ours_finish_reasons": {r: sum(ours_rows[i]["finish_reason"] == r for i in range(n)) for r in ("stop", "eos", "length")},
         "tokens_forwarded": {
             "ours": sum(s["total_tokens"] for s in ours_stats),
             "ours_detail": {k: sum(s[k] for s in ours_stats) for k in ours_stats[0]},
@@ -310,22 +344,38 @@ def main(argv=None) -> int:
         result_qa["token_ids_identical_vs_hf_generate"] = same(ids["ours"], ids["hf"])
         result_qa["tokens_forwarded"]["hf_generate_including_padding"] = hf_forwarded
     result_qa["differing"] = [
-        {"i": i, "relation": w.tasks[i].item.relation, "question": w.tasks[i].item.question,
-         "gold": list(w.tasks[i].item.gold), **{m: answers[m][i] for m in methods},
-         "ours_token_ids": ids["ours"][i], "ours_finish_reason": ours_rows[i]["finish_reason"],
-         **({"hf_token_ids": ids["hf"][i]} if "hf" in methods else {})}
+        {
+            "i": i,
+            "relation": w.tasks[i].item.relation,
+            "question": w.tasks[i].item.question,
+            "gold": list(w.tasks[i].item.gold),
+            **{m: answers[m][i] for m in methods},
+            "ours_token_ids": ids["ours"][i],
+            "ours_finish_reason": ours_rows[i]["finish_reason"],
+            **({"hf_token_ids": ids["hf"][i]} if "hf" in methods else {}),
+        }
         for i in range(n)
-        if len({answers[m][i] for m in methods}) > 1 or ("hf" in methods and ids["ours"][i] != ids["hf"][i])]
-    result_qa["examples"] = [{"question": w.tasks[i].item.question, "gold": list(w.tasks[i].item.gold),
-                              "ours": answers["ours"][i]} for i in range(min(8, n))]
-    print("qa: " + ", ".join(f"{m} {wall[m]:.1f}s" for m in methods)
-          + "".join(f"; speedup vs {m} {result_qa['speedup_vs_' + ('lm_eval' if m == 'lm_eval' else 'hf_generate')]}x"
-                    for m in methods[1:])
-          + "".join(f"; identical answers vs {m} "
-                    f"{result_qa['answers_identical_vs_' + ('lm_eval' if m == 'lm_eval' else 'hf_generate')]}/{n}"
-                    for m in methods[1:])
-          + (f"; token ids vs hf {result_qa['token_ids_identical_vs_hf_generate']}/{n}" if "hf" in methods else ""),
-          flush=True)
+        if len({answers[m][i] for m in methods}) > 1 or ("hf" in methods and ids["ours"][i] != ids["hf"][i])
+    ]
+    result_qa["examples"] = [
+        {"question": w.tasks[i].item.question, "gold": list(w.tasks[i].item.gold), "ours": answers["ours"][i]}
+        for i in range(min(8, n))
+    ]
+    print(
+        "qa: "
+        + ", ".join(f"{m} {wall[m]:.1f}s" for m in methods)
+        + "".join(
+            f"; speedup vs {m} {result_qa['speedup_vs_' + ('lm_eval' if m == 'lm_eval' else 'hf_generate')]}x"
+            for m in methods[1:]
+        )
+        + "".join(
+            f"; identical answers vs {m} "
+            f"{result_qa['answers_identical_vs_' + ('lm_eval' if m == 'lm_eval' else 'hf_generate')]}/{n}"
+            for m in methods[1:]
+        )
+        + (f"; token ids vs hf {result_qa['token_ids_identical_vs_hf_generate']}/{n}" if "hf" in methods else ""),
+        flush=True,
+    )
     for d in result_qa["differing"][:10]:
         print(f"  differs: {d}", flush=True)
 
@@ -334,8 +384,7 @@ def main(argv=None) -> int:
         result_qa["peak_rss_growth_mb"] = {k: v.get("peak_rss_growth_mb") for k, v in memory.items()}
 
     values = {k: result_qa.get(k) for k in TARGETS}
-    passed = {k: (v is not None and (v >= t if op == ">=" else v <= t)) for k, (op, t) in TARGETS.items()
-              for v in [values[k]]}
+    passed = {k: (v is not None and (v >= t if op == ">=" else v <= t)) for k, (op, t) in TARGETS.items() for v in [values[k]]}
     result = {
         "benchmark": "qa",
         "started": started,
@@ -346,12 +395,23 @@ def main(argv=None) -> int:
         "device": "cpu",
         "args": {k: v for k, v in vars(args).items() if k != "memory_variant"},
         "workload": {
-            "probe": "qa", "source": "lama", "group": w.group, "shots": args.shots,
-            "exemplars_in_block": len(state.exemplars), "block_is_probe_regular_block": block_is_regular,
-            "block_tokens": n_block, "block_chars": len(block),
-            "prompt_tokens_min": min(prompt_lens), "prompt_tokens_max": max(prompt_lens),
-            "questions": n, "questions_per_relation": w.relations, "max_new_tokens": args.max_new_tokens,
-            "stop": list(STOP), "ours_batch": BATCH, "baseline_batch_size": args.batch_size, "chunks": args.chunks,
+            "probe": "qa",
+            "source": "lama",
+            "group": w.group,
+            "shots": args.shots,
+            "exemplars_in_block": len(state.exemplars),
+            "block_is_probe_regular_block": block_is_regular,
+            "block_tokens": n_block,
+            "block_chars": len(block),
+            "prompt_tokens_min": min(prompt_lens),
+            "prompt_tokens_max": max(prompt_lens),
+            "questions": n,
+            "questions_per_relation": w.relations,
+            "max_new_tokens": args.max_new_tokens,
+            "stop": list(STOP),
+            "ours_batch": BATCH,
+            "baseline_batch_size": args.batch_size,
+            "chunks": args.chunks,
             "ours_prompts_identical_to_requests": same_prompts,
             "lm_eval_context_encoding_identical_to_ours": lm_encoding_same,
             "probe_notes": w.notes,

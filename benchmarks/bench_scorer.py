@@ -25,6 +25,7 @@ peak RSS growth after 5 and after 20 facts (streamed in batches of 5).
 Writes `benchmarks/results/scorer.json` atomically and prints a summary. See benchmarks/README.md.
 Run: `python benchmarks/bench_scorer.py` (`--help` for knobs; defaults stay under ~10 minutes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,12 +69,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-ours-passes", type=int, default=4, help="complete passes of ours over all facts (spread over the run)")
     p.add_argument("--naive-unit", type=int, default=4, help="naive options per time slice")
-    p.add_argument("--token-budget", type=int, default=None, help="Scorer token_budget (default: the scorer's device default, as the runner uses)")
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        default=None,
+        help="Scorer token_budget (default: the scorer's device default, as the runner uses)",
+    )
     p.add_argument("--lm-eval-batch-size", type=int, default=4)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
-    p.add_argument("--max-seconds", type=float, default=540.0, help="soft wall-time budget; the naive/lm-eval option subset is sized to fit it")
-    p.add_argument("--naive-max-seconds", type=float, default=240.0, help="most seconds for the naive baseline on its fact (brief: ~4 min)")
-    p.add_argument("--naive-options", type=int, default=None, help="force this many (evenly spaced) options for naive and lm-eval")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=540.0,
+        help="soft wall-time budget; the naive/lm-eval option subset is sized to fit it",
+    )
+    p.add_argument(
+        "--naive-max-seconds", type=float, default=240.0, help="most seconds for the naive baseline on its fact (brief: ~4 min)"
+    )
+    p.add_argument(
+        "--naive-options", type=int, default=None, help="force this many (evenly spaced) options for naive and lm-eval"
+    )
     p.add_argument("--tps-tokens", type=int, default=1024, help="length of the plain forward used to measure tokens/s")
     p.add_argument("--out", default=str(HERE / "results" / "scorer.json"))
     p.add_argument("--no-lm-eval", action="store_true")
@@ -132,6 +147,7 @@ class Memory:
             return
         self._peak = self.rss()
         if self._thread is None:
+
             def sample() -> None:
                 while not self._stop.wait(0.005):
                     self._peak = max(self._peak, self.rss())
@@ -221,16 +237,25 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     from factprobe.lm.scorer import ChoiceRequest
     from factprobe.paths import data_root
     from factprobe.probes import ic_lke
-    from factprobe.probes.config import RunConfig
     from factprobe.probes.base import Session
+    from factprobe.probes.config import RunConfig
     from factprobe.probes.registry import get_probe
 
     root = data_root()
-    cfg = RunConfig.from_dict({
-        "probe": "ic-lke", "model": args.model, "source": "lama", "data": str(root / "lama"),
-        "train_data": str(root / "lpaqa" / "trex_train"), "relations": [args.relation],
-        "max_facts_per_relation": args.facts, "choices": args.choices, "examples": args.examples, "seed": args.seed,
-    })
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "ic-lke",
+            "model": args.model,
+            "source": "lama",
+            "data": str(root / "lama"),
+            "train_data": str(root / "lpaqa" / "trex_train"),
+            "relations": [args.relation],
+            "max_facts_per_relation": args.facts,
+            "choices": args.choices,
+            "examples": args.examples,
+            "seed": args.seed,
+        }
+    )
     probe = get_probe("ic-lke")
     prepared = probe.prepare(cfg)
     items = prepared.items[args.relation]
@@ -238,11 +263,14 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     sep, fmt = p.separator, p.prompt_format
     # Examples exclude every test subject of the relation (not only the sampled items), as `mc.relation_examples`.
     exclude = [f for f in prepared.test if f.relation == args.relation]
-    examples = sample_examples(prepared.train, args.relation, p.examples, seed=cfg.base.seed, exclude_subjects=exclude,
-                               drop_self=p.drop_self_examples)
+    examples = sample_examples(
+        prepared.train, args.relation, p.examples, seed=cfg.base.seed, exclude_subjects=exclude, drop_self=p.drop_self_examples
+    )
     prefix_text = ic_lke.relation_prefix(examples, sep, fmt)
     requests = [
-        ChoiceRequest(ic_lke.fact_context(prefix_text, it.subject, sep, fmt), [ic_lke.option_continuation(o, sep) for o in it.options])
+        ChoiceRequest(
+            ic_lke.fact_context(prefix_text, it.subject, sep, fmt), [ic_lke.option_continuation(o, sep) for o in it.options]
+        )
         for it in items
     ]
     # Same contexts as the runner? Run the IC-LKE probe's own loop with a recording stub scorer.
@@ -264,14 +292,28 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     except Exception as err:  # noqa: BLE001  (the probe's API moved: keep going, say so)
         check = {"checked": False, "error": f"{type(err).__name__}: {err}"}
     return {
-        "cfg": cfg, "items": items, "examples": examples, "prefix_text": prefix_text, "requests": requests,
-        "runner_check": check, "data_root": str(root),
+        "cfg": cfg,
+        "items": items,
+        "examples": examples,
+        "prefix_text": prefix_text,
+        "requests": requests,
+        "runner_check": check,
+        "data_root": str(root),
     }
 
 
 # ------------------------------------------------------------------------------------ methods
-def run_ours(loaded, prefix_text: str, requests, batch: int, token_budget, desc: str, progress: bool,
-             memory: Memory | None = None, mem_marks: tuple[int, ...] = ()) -> dict:
+def run_ours(
+    loaded,
+    prefix_text: str,
+    requests,
+    batch: int,
+    token_budget,
+    desc: str,
+    progress: bool,
+    memory: Memory | None = None,
+    mem_marks: tuple[int, ...] = (),
+) -> dict:
     """The runner's IC-LKE scoring loop: relation prefix once, then batches of facts."""
     from factprobe.lm.scorer import Scorer
 
@@ -296,11 +338,18 @@ def run_ours(loaded, prefix_text: str, requests, batch: int, token_budget, desc:
                 marks[len(out)] = memory.peak() - base
     total = now() - t0
     res = {
-        "seconds_total": total, "cpu_seconds_total": cpu() - c0, "seconds_prefix": t_prefix, "batch_seconds": batch_seconds, "logprobs": out,
+        "seconds_total": total,
+        "cpu_seconds_total": cpu() - c0,
+        "seconds_prefix": t_prefix,
+        "batch_seconds": batch_seconds,
+        "logprobs": out,
         "stats": {
-            "prefix_tokens": scorer.stats.prefix_tokens, "packed_tokens": scorer.stats.packed_tokens,
-            "fallback_tokens": scorer.stats.fallback_tokens, "total_tokens": scorer.stats.total_tokens,
-            "forwards": scorer.stats.forwards, "fallbacks": scorer.stats.fallbacks,
+            "prefix_tokens": scorer.stats.prefix_tokens,
+            "packed_tokens": scorer.stats.packed_tokens,
+            "fallback_tokens": scorer.stats.fallback_tokens,
+            "total_tokens": scorer.stats.total_tokens,
+            "forwards": scorer.stats.forwards,
+            "fallbacks": scorer.stats.fallbacks,
         },
         "token_budget": scorer.token_budget,
     }
@@ -373,7 +422,13 @@ class OursPasses:
     A pass's time is the sum of its slices; other methods' slices may run in between."""
 
     def __init__(self, loaded, prefix_text: str, requests, batch: int, token_budget) -> None:
-        self.loaded, self.prefix_text, self.requests, self.batch, self.token_budget = loaded, prefix_text, requests, batch, token_budget
+        self.loaded, self.prefix_text, self.requests, self.batch, self.token_budget = (
+            loaded,
+            prefix_text,
+            requests,
+            batch,
+            token_budget,
+        )
         self.passes: list[dict] = []
         self.first_logprobs: list[np.ndarray] | None = None
         self.cur: dict | None = None
@@ -388,10 +443,24 @@ class OursPasses:
 
         t0, c0 = now(), cpu()
         if self.cur is None:
-            sc = Scorer(self.loaded.model, self.loaded.tokenizer, device=self.loaded.device,
-                        token_budget=self.token_budget, max_length=self.loaded.max_length)
-            self.cur = {"scorer": sc, "prefix": sc.prefix(self.prefix_text), "next": 0, "out": [], "t_start": t0,
-                        "seconds_prefix": now() - t0, "batch_seconds": [], "seconds": 0.0, "cpu_seconds": 0.0}
+            sc = Scorer(
+                self.loaded.model,
+                self.loaded.tokenizer,
+                device=self.loaded.device,
+                token_budget=self.token_budget,
+                max_length=self.loaded.max_length,
+            )
+            self.cur = {
+                "scorer": sc,
+                "prefix": sc.prefix(self.prefix_text),
+                "next": 0,
+                "out": [],
+                "t_start": t0,
+                "seconds_prefix": now() - t0,
+                "batch_seconds": [],
+                "seconds": 0.0,
+                "cpu_seconds": 0.0,
+            }
         else:
             c = self.cur
             chunk = self.requests[c["next"] : c["next"] + self.batch]
@@ -408,12 +477,23 @@ class OursPasses:
     def _finish(self) -> None:
         c, self.cur = self.cur, None
         st = c["scorer"].stats
-        rec = {"seconds": c["seconds"], "cpu_seconds": c["cpu_seconds"], "seconds_prefix": c["seconds_prefix"],
-               "t_start": c["t_start"], "t_end": now(),
-               "batch_seconds": c["batch_seconds"], "stats": {
-                   "prefix_tokens": st.prefix_tokens, "packed_tokens": st.packed_tokens, "fallback_tokens": st.fallback_tokens,
-                   "total_tokens": st.total_tokens, "forwards": st.forwards, "fallbacks": st.fallbacks},
-               "loadavg": loadavg()}
+        rec = {
+            "seconds": c["seconds"],
+            "cpu_seconds": c["cpu_seconds"],
+            "seconds_prefix": c["seconds_prefix"],
+            "t_start": c["t_start"],
+            "t_end": now(),
+            "batch_seconds": c["batch_seconds"],
+            "stats": {
+                "prefix_tokens": st.prefix_tokens,
+                "packed_tokens": st.packed_tokens,
+                "fallback_tokens": st.fallback_tokens,
+                "total_tokens": st.total_tokens,
+                "forwards": st.forwards,
+                "fallbacks": st.fallbacks,
+            },
+            "loadavg": loadavg(),
+        }
         if self.first_logprobs is None:
             self.first_logprobs = c["out"]
             self.token_budget_used = c["scorer"].token_budget
@@ -447,7 +527,9 @@ def main(argv=None) -> int:
     wl = build_workload(args, tok, loaded.max_length)
     requests, prefix_text = wl["requests"], wl["prefix_text"]
     n_facts = len(requests)
-    say(f"workload: {args.relation}, {len(wl['examples'])} examples, {n_facts} facts x {len(requests[0].options)} options; runner check {wl['runner_check']}")
+    say(
+        f"workload: {args.relation}, {len(wl['examples'])} examples, {n_facts} facts x {len(requests[0].options)} options; runner check {wl['runner_check']}"
+    )
 
     from factprobe.lm.scorer import Scorer
 
@@ -471,7 +553,9 @@ def main(argv=None) -> int:
     mem_batch = 5
     say(f"memory pass: ours over {n_facts} facts in batches of {mem_batch} (peak RSS after 5 and {n_facts} facts)")
     mem = run_ours(loaded, prefix_text, requests, mem_batch, args.token_budget, "ours (memory pass)", progress, memory=memory)
-    say(f"  {mem['seconds_total']:.1f}s; peak RSS growth {', '.join(f'{k} facts: {v:.1f} MB' for k, v in mem['peak_growth_mb'].items())}")
+    say(
+        f"  {mem['seconds_total']:.1f}s; peak RSS growth {', '.join(f'{k} facts: {v:.1f} MB' for k, v in mem['peak_growth_mb'].items())}"
+    )
 
     # ---- warm-ups and cost estimates for the baselines
     t_naive_one = run_naive(model, tok, fact0.context, [fact0.options[0]], "warm-up naive", False)["seconds"]
@@ -491,8 +575,11 @@ def main(argv=None) -> int:
             c_enc, k_enc = lm._encode_pair(fact0.context, o)
             same &= (list(c_enc) == enc0.ctx_ids) and (list(k_enc) == cont)
         lm_info = {
-            "batch_size": args.lm_eval_batch_size, "add_bos_token": lm.add_bos_token, "logits_cache": lm.logits_cache,
-            "max_length": lm.max_length, "tokenizer_adds_bos": tok("x")["input_ids"][:1] == [tok.bos_token_id],
+            "batch_size": args.lm_eval_batch_size,
+            "add_bos_token": lm.add_bos_token,
+            "logits_cache": lm.logits_cache,
+            "max_length": lm.max_length,
+            "tokenizer_adds_bos": tok("x")["input_ids"][:1] == [tok.bos_token_id],
             "requests_identical_to_ours": bool(same),
             "model_dtype": str(next(lm.model.parameters()).dtype),
             "attn_implementation": getattr(lm.model.config, "_attn_implementation", None),
@@ -517,16 +604,21 @@ def main(argv=None) -> int:
     # lm-eval costs about what naive costs per forwarded token (measured: 0.6-0.9x); estimate 1x.
     lm_full_est = 0.0 if lm is None else naive_full_est * lm_eval_tokens(groups_all) / sum(naive_tok0)
     left = args.max_seconds - elapsed - (1 + tps_share) * args.min_ours_passes * t_ours_est - 15
-    limits = {"all options": 1.0, f"--naive-max-seconds {args.naive_max_seconds:g}": args.naive_max_seconds / naive_full_est,
-              f"--max-seconds {args.max_seconds:g}": max(left, 0.0) / (naive_full_est + lm_full_est)}
+    limits = {
+        "all options": 1.0,
+        f"--naive-max-seconds {args.naive_max_seconds:g}": args.naive_max_seconds / naive_full_est,
+        f"--max-seconds {args.max_seconds:g}": max(left, 0.0) / (naive_full_est + lm_full_est),
+    }
     why, frac = min(limits.items(), key=lambda kv: kv[1])
     k = args.naive_options or max(min(10, n_opt), math.floor(frac * n_opt))
     k = min(k, n_opt)
     if args.naive_options:
         why = "--naive-options"
     subset = sorted(set(np.linspace(0, n_opt - 1, k).round().astype(int).tolist()))
-    say(f"estimates: naive {naive_full_est:.0f}s/fact, lm-eval {lm_full_est:.0f}s/fact, ours {t_ours_est:.0f}s/{n_facts} facts; "
-        f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval (limited by {why})")
+    say(
+        f"estimates: naive {naive_full_est:.0f}s/fact, lm-eval {lm_full_est:.0f}s/fact, ours {t_ours_est:.0f}s/{n_facts} facts; "
+        f"timing {len(subset)}/{n_opt} options of fact 1 for naive and lm-eval (limited by {why})"
+    )
 
     # ---- time-sliced run. Shares of wall time, relative to naive: lm-eval and ours get what
     # they need to finish alongside naive (ours: --min-ours-passes passes), the plain forward a bit.
@@ -535,8 +627,11 @@ def main(argv=None) -> int:
     groups_sub = lm_eval_groups(enc0.ctx_ids, enc0.cont_ids, subset)
     lm_q = lm_eval_units(groups_sub, args.lm_eval_batch_size) if lm is not None else []
     naive_sub_est = naive_full_est * len(subset) / n_opt
-    share = {"naive": 1.0, "lm_eval": max(0.05, lm_full_est / naive_full_est),
-             "ours": max(0.05, args.min_ours_passes * t_ours_est / max(naive_sub_est, 1e-9))}
+    share = {
+        "naive": 1.0,
+        "lm_eval": max(0.05, lm_full_est / naive_full_est),
+        "ours": max(0.05, args.min_ours_passes * t_ours_est / max(naive_sub_est, 1e-9)),
+    }
     share["tps"] = tps_share * share["ours"]  # plain forwards interleave with ours slices: the floor is paired in time
     spent = dict.fromkeys(share, 0.0)
     ours = OursPasses(loaded, prefix_text, requests, FACTS_PER_BATCH, args.token_budget)
@@ -563,8 +658,15 @@ def main(argv=None) -> int:
             chunk = naive_q.pop(0)
             nv = run_naive(model, tok, fact0.context, [fact0.options[i] for i in chunk], "naive", False)
             naive_lp.update(zip(chunk, nv["logprobs"]))
-            naive_units.append({"options": chunk, "seconds": nv["seconds"], "cpu_seconds": nv["cpu_seconds"],
-                                "tokens": sum(naive_tok0[i] for i in chunk), "t": now() - t_run})
+            naive_units.append(
+                {
+                    "options": chunk,
+                    "seconds": nv["seconds"],
+                    "cpu_seconds": nv["cpu_seconds"],
+                    "tokens": sum(naive_tok0[i] for i in chunk),
+                    "t": now() - t_run,
+                }
+            )
             dt = nv["seconds"]
             bar.update(1)
         elif m == "lm_eval":
@@ -572,9 +674,16 @@ def main(argv=None) -> int:
             n_calls = len(lm_calls)
             le = run_lm_eval(lm, fact0.context, [fact0.options[i] for i in chunk], False)
             lm_lp.update(zip(chunk, le["logprobs"]))
-            lm_units.append({"options": chunk, "seconds": le["seconds"], "cpu_seconds": le["cpu_seconds"],
-                             "tokens": sum(b * n for b, n in lm_calls[n_calls:]), "model_calls": len(lm_calls) - n_calls,
-                             "t": now() - t_run})
+            lm_units.append(
+                {
+                    "options": chunk,
+                    "seconds": le["seconds"],
+                    "cpu_seconds": le["cpu_seconds"],
+                    "tokens": sum(b * n for b, n in lm_calls[n_calls:]),
+                    "model_calls": len(lm_calls) - n_calls,
+                    "t": now() - t_run,
+                }
+            )
             dt = le["seconds"]
             bar.update(1)
         elif m == "ours":
@@ -584,13 +693,17 @@ def main(argv=None) -> int:
             dt = len(tps_ids) / tps_samples[-1]
             tps_times.append(now() - dt / 2)
         spent[m] += dt
-        bar.set_postfix_str(f"ours passes {len(ours.passes)}, plain {statistics.median(tps_samples) if tps_samples else 0:.0f} tok/s")
+        bar.set_postfix_str(
+            f"ours passes {len(ours.passes)}, plain {statistics.median(tps_samples) if tps_samples else 0:.0f} tok/s"
+        )
     bar.close()
     passes_txt = ", ".join(f"{p['seconds']:.1f}s" for p in ours.passes)
-    say(f"interleaved run {now() - t_run:.0f}s: ours passes {passes_txt}; "
+    say(
+        f"interleaved run {now() - t_run:.0f}s: ours passes {passes_txt}; "
         f"naive {sum(u['seconds'] for u in naive_units):.0f}s in {len(naive_units)} slices; "
         f"lm-eval {sum(u['seconds'] for u in lm_units):.0f}s in {len(lm_units)} slices; "
-        f"plain forward median {statistics.median(tps_samples):.0f} tok/s ({len(tps_samples)} samples); load {loadavg()}")
+        f"plain forward median {statistics.median(tps_samples):.0f} tok/s ({len(tps_samples)} samples); load {loadavg()}"
+    )
 
     # ---- aggregate. Baselines: timed seconds scaled to the whole fact by tokens (exactly 1x when
     # all options were timed; lm-eval tokens as it forwards them). Ours: median pass / facts.
@@ -682,18 +795,27 @@ def main(argv=None) -> int:
         "peak_rss_mb_5_facts": mem["peak_growth_mb"].get(5),
         "peak_rss_mb_20_facts": mem["peak_growth_mb"].get(n_facts),
         "peak_rss_mb_by_facts": {str(k): v for k, v in mem["peak_growth_mb"].items()},
-        "peak_rss_how": ("growth of peak RSS (VmHWM, reset via /proc/self/clear_refs)" if memory.exact else "growth of peak RSS (5 ms psutil sampler)")
+        "peak_rss_how": (
+            "growth of peak RSS (VmHWM, reset via /proc/self/clear_refs)"
+            if memory.exact
+            else "growth of peak RSS (5 ms psutil sampler)"
+        )
         + f" over the RSS just before scoring ({mem['rss_baseline_mb']:.0f} MB, model loaded and warmed up);"
         + f" facts streamed in batches of {mem_batch}; absolute peak {mem['peak_abs_mb']:.0f} MB",
         "scorer_stats": ours_stats,
         "scorer_token_budget": ours.token_budget_used,
         "facts_per_batch": FACTS_PER_BATCH,
         "baseline_fact": {
-            "index": 0, "subject": wl["items"][0].subject, "options": n_opt,
-            "options_timed": len(timed), "options_timed_indices": timed, "extrapolated": extrapolated,
-            "subset_limited_by": why, "estimated_seconds_per_fact_before_timing": {"naive": naive_full_est, "lm_eval": lm_full_est},
+            "index": 0,
+            "subject": wl["items"][0].subject,
+            "options": n_opt,
+            "options_timed": len(timed),
+            "options_timed_indices": timed,
+            "extrapolated": extrapolated,
+            "subset_limited_by": why,
+            "estimated_seconds_per_fact_before_timing": {"naive": naive_full_est, "lm_eval": lm_full_est},
             "extrapolation": "timed seconds x (tokens of the whole fact / tokens forwarded while timing); lm-eval tokens as it "
-                             "forwards them (one sequence per context+continuation[:-1] group, padded batches)",
+            "forwards them (one sequence per context+continuation[:-1] group, padded batches)",
             "naive_seconds_timed": sum(u["seconds"] for u in naive_units),
             "lm_eval_seconds_timed": sum(u["seconds"] for u in lm_units) if lm is not None else None,
             "naive_seconds_per_option_quartiles": quartiles([u["seconds"] / len(u["options"]) for u in naive_units]),
@@ -702,14 +824,28 @@ def main(argv=None) -> int:
         },
         "lm_eval": lm_info,
         "workload": {
-            "relation": args.relation, "facts": n_facts, "choices": n_opt, "examples": len(wl["examples"]),
-            "model": args.model, "model_path": str(loaded.path), "dtype": "float32", "device": "cpu",
-            "prefix_tokens": len(prefix_ids), "context_tokens_fact0": len(enc0.ctx_ids),
-            "data_root": wl["data_root"], "runner_context_check": wl["runner_check"], "seed": args.seed,
+            "relation": args.relation,
+            "facts": n_facts,
+            "choices": n_opt,
+            "examples": len(wl["examples"]),
+            "model": args.model,
+            "model_path": str(loaded.path),
+            "dtype": "float32",
+            "device": "cpu",
+            "prefix_tokens": len(prefix_ids),
+            "context_tokens_fact0": len(enc0.ctx_ids),
+            "data_root": wl["data_root"],
+            "runner_context_check": wl["runner_check"],
+            "seed": args.seed,
         },
-        "schedule": {"how": "time-sliced: next slice goes to the method furthest behind its share of wall time",
-                     "shares_relative_to_naive": share, "wall_seconds_spent": spent,
-                     "ours_passes": ours.passes, "naive_slices": naive_units, "lm_eval_slices": lm_units},
+        "schedule": {
+            "how": "time-sliced: next slice goes to the method furthest behind its share of wall time",
+            "shares_relative_to_naive": share,
+            "wall_seconds_spent": spent,
+            "ours_passes": ours.passes,
+            "naive_slices": naive_units,
+            "lm_eval_slices": lm_units,
+        },
         "machine": machine_info(),
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
@@ -750,22 +886,34 @@ def print_summary(r: dict, out: Path) -> None:
         f"  {'naive':<10}{r['naive_seconds_per_fact']:>10.2f}{r['tokens_per_fact_naive']:>13.0f}{r['speedup_vs_naive']:>10.1f}",
         f"  {'lm-eval':<10}{fmt(r['lm_eval_seconds_per_fact'], '>10.2f')}{r['tokens_per_fact_lm_eval']:>13.0f}{fmt(r['speedup_vs_lm_eval'], '>10.1f')}",
         f"  CPU-time speedups (less load-sensitive): naive {fx(r['cpu_time']['speedup_vs_naive'])}, lm-eval {fx(r['cpu_time']['speedup_vs_lm_eval'])}",
-        f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options" + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
-        "  ours passes (s): " + ", ".join(f"{x:.1f}" for x in r["ours_seconds_total_per_pass"])
-        + "; speedup range over them: naive " + " to ".join(fx(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_naive"])
-        + ", lm-eval " + " to ".join(fx(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_lm_eval"]),
-        (f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; "
-         f"floor fraction {r['token_floor_fraction']:.2f} (per pass, against plain forwards run during it: "
-         + ", ".join(f"{x:.2f}" for x in r["token_floor_fraction_per_pass"]) + ")"),
+        f"  baselines timed on fact 1: {b['options_timed']}/{b['options']} options"
+        + (" (extrapolated to the fact by tokens)" if b["extrapolated"] else ""),
+        "  ours passes (s): "
+        + ", ".join(f"{x:.1f}" for x in r["ours_seconds_total_per_pass"])
+        + "; speedup range over them: naive "
+        + " to ".join(fx(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_naive"])
+        + ", lm-eval "
+        + " to ".join(fx(x, ".0f") for x in r["speedup_range_over_ours_passes"]["vs_lm_eval"]),
+        (
+            f"  token floor: {r['token_floor_tokens']} tokens at {r['tokens_per_second']:.0f} tok/s = {r['token_floor_seconds_per_fact']:.3f} s/fact; "
+            f"floor fraction {r['token_floor_fraction']:.2f} (per pass, against plain forwards run during it: "
+            + ", ".join(f"{x:.2f}" for x in r["token_floor_fraction_per_pass"])
+            + ")"
+        ),
         f"  max |logprob diff|: vs naive {r['max_abs_logprob_diff_vs_naive']:.2e}, vs lm-eval {fmt(r['max_abs_logprob_diff_vs_lm_eval'], '.2e')} (lm-eval vs naive {fmt(r['max_abs_logprob_diff_lm_eval_vs_naive'], '.2e')})",
         f"  peak RSS growth: 5 facts {fmt(r['peak_rss_mb_5_facts'], '.1f')} MB, 20 facts {fmt(r['peak_rss_mb_20_facts'], '.1f')} MB",
-        "  targets: " + ", ".join(f"{k} {r['targets'][k]}: {'PASS' if v else ('n/a' if v is None else 'FAIL')}" for k, v in r["passed"].items()),
+        "  targets: "
+        + ", ".join(
+            f"{k} {r['targets'][k]}: {'PASS' if v else ('n/a' if v is None else 'FAIL')}" for k, v in r["passed"].items()
+        ),
         f"  wrote {out} ({r['wall_seconds']:.0f}s)",
     ]
     la = r.get("loadavg_start") or [0]
     if la[0] >= (r["machine"]["cpu_count"] or 1) and r["machine"]["torch_threads"] > 1:
-        lines.append(f"  note: load average {la[0]} >= {r['machine']['cpu_count']} CPUs; with {r['machine']['torch_threads']} torch threads "
-                     "every method slows down a lot (OpenMP threads wait for each other); --threads 1 gives steadier numbers")
+        lines.append(
+            f"  note: load average {la[0]} >= {r['machine']['cpu_count']} CPUs; with {r['machine']['torch_threads']} torch threads "
+            "every method slows down a lot (OpenMP threads wait for each other); --threads 1 gives steadier numbers"
+        )
     print("\n".join(lines))
 
 

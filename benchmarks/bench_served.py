@@ -15,6 +15,7 @@ get one thread each (`--n_threads 1`, `torch.set_num_threads(1)`).
 Writes benchmarks/results/served.json and prints the ratios (in-process / served requests per second).
 Run: `.venv/bin/python benchmarks/bench_served.py` (needs `make .venv/.llama-server` and `make models`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,30 @@ def start_server(alias: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_cache_path(alias)),
-                             "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-                             "--n_threads", "1", "--verbose", "false"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf_cache_path(alias)),
+            "--model_alias",
+            alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            "1",
+            "--verbose",
+            "false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(360):
         try:
@@ -58,8 +79,16 @@ def qa_prompts(n: int) -> list[str]:
     from factprobe.probes.qa import exemplar_block, qa_prompt
     from factprobe.probes.registry import get_probe
 
-    cfg = RunConfig.from_dict({"probe": "qa", "model": "x", "relations": "P36,P1376,P30,P37", "max_facts_per_relation": n,
-                               "shots": "0", "qa_train_per_relation": 3})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "qa",
+            "model": "x",
+            "relations": "P36,P1376,P30,P37",
+            "max_facts_per_relation": n,
+            "shots": "0",
+            "qa_train_per_relation": 3,
+        }
+    )
     probe = get_probe("qa")
     prepared = probe.prepare(cfg)
     items = [t.item for ts in probe.groups(cfg, prepared).values() for t in ts]
@@ -69,11 +98,23 @@ def qa_prompts(n: int) -> list[str]:
 def choice_requests(n: int):
     from factprobe.lm.scorer import ChoiceRequest
 
-    capitals = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-                ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Chile", "Santiago")]
+    capitals = [
+        ("France", "Paris"),
+        ("Germany", "Berlin"),
+        ("Italy", "Rome"),
+        ("Spain", "Madrid"),
+        ("Japan", "Tokyo"),
+        ("Egypt", "Cairo"),
+        ("Canada", "Ottawa"),
+        ("Kenya", "Nairobi"),
+        ("Peru", "Lima"),
+        ("Chile", "Santiago"),
+    ]
     names = [c for _, c in capitals]
-    return [ChoiceRequest(f"The capital of {country} is", [f" {city}", f" {names[(i + 1) % 10]}", f" {names[(i + 2) % 10]}"])
-            for i, (country, city) in enumerate((capitals * (n // 10 + 1))[:n])]
+    return [
+        ChoiceRequest(f"The capital of {country} is", [f" {city}", f" {names[(i + 1) % 10]}", f" {names[(i + 2) % 10]}"])
+        for i, (country, city) in enumerate((capitals * (n // 10 + 1))[:n])
+    ]
 
 
 def best_rate(fn, requests: int, rounds: int) -> tuple[float, object]:
@@ -102,8 +143,11 @@ def main() -> None:
     from factprobe.probes.qa import STOP
 
     torch.set_num_threads(1)
-    result: dict = {"server": "llama-cpp-python[server] 0.3.36 (CPU, --n_threads 1)", "in_process": "factprobe, float32, "
-                    "torch threads 1", "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"}
+    result: dict = {
+        "server": "llama-cpp-python[server] 0.3.36 (CPU, --n_threads 1)",
+        "in_process": "factprobe, float32, torch threads 1",
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+    }
 
     prompts = qa_prompts(args.prompts)
     proc, url = start_server("smollm2-135m-instruct")
@@ -115,10 +159,14 @@ def main() -> None:
         for name, gen in (("in_process", local), ("served", remote)):
             rates[name] = best_rate(lambda g=gen: g.greedy(prompts, max_new_tokens=16, stop=STOP), len(prompts), args.rounds)
         same = sum(a.text.strip() == b.text.strip() for a, b in zip(rates["in_process"][1], rates["served"][1]))
-        result["generation"] = {"model": "smollm2-135m-instruct", "requests": len(prompts),
-                                "in_process_rps": round(rates["in_process"][0], 2), "served_rps": round(rates["served"][0], 2),
-                                "ratio_in_process_over_served": round(rates["in_process"][0] / rates["served"][0], 2),
-                                "answers_equal": f"{same}/{len(prompts)}"}
+        result["generation"] = {
+            "model": "smollm2-135m-instruct",
+            "requests": len(prompts),
+            "in_process_rps": round(rates["in_process"][0], 2),
+            "served_rps": round(rates["served"][0], 2),
+            "ratio_in_process_over_served": round(rates["in_process"][0] / rates["served"][0], 2),
+            "answers_equal": f"{same}/{len(prompts)}",
+        }
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -131,10 +179,15 @@ def main() -> None:
         engines = {"in_process": Scorer(local_model.model, local_model.tokenizer), "served": remote_m.make_scorer()}
         rates = {name: best_rate(lambda s=s: s.score_choices(reqs), n_opts, args.rounds) for name, s in engines.items()}
         diff = max(float(abs(a - b).max()) for a, b in zip(rates["in_process"][1], rates["served"][1]))
-        result["log_likelihood"] = {"model": "gemma-3-270m", "requests": n_opts, "alignment": remote_m.alignment.line(),
-                                    "in_process_rps": round(rates["in_process"][0], 2), "served_rps": round(rates["served"][0], 2),
-                                    "ratio_in_process_over_served": round(rates["in_process"][0] / rates["served"][0], 2),
-                                    "max_abs_logprob_diff": round(diff, 4)}
+        result["log_likelihood"] = {
+            "model": "gemma-3-270m",
+            "requests": n_opts,
+            "alignment": remote_m.alignment.line(),
+            "in_process_rps": round(rates["in_process"][0], 2),
+            "served_rps": round(rates["served"][0], 2),
+            "ratio_in_process_over_served": round(rates["in_process"][0] / rates["served"][0], 2),
+            "max_abs_logprob_diff": round(diff, 4),
+        }
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -145,8 +198,10 @@ def main() -> None:
     tmp.replace(out)
     for part in ("generation", "log_likelihood"):
         r = result[part]
-        print(f"{part}: in-process {r['in_process_rps']} req/s, served {r['served_rps']} req/s, "
-              f"ratio {r['ratio_in_process_over_served']}x")
+        print(
+            f"{part}: in-process {r['in_process_rps']} req/s, served {r['served_rps']} req/s, "
+            f"ratio {r['ratio_in_process_over_served']}x"
+        )
 
 
 if __name__ == "__main__":

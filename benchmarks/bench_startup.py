@@ -26,6 +26,7 @@ transformers, mlflow is expected: tests/test_cli_startup.py).
 Run: `.venv/bin/python benchmarks/bench_startup.py` (~15-20 min on 2 busy cores); writes
 `benchmarks/results/startup.json` atomically and prints a summary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-DRIVER = r'''
+DRIVER = r"""
 import json, os, sys, time
 T0 = float(os.environ["BENCH_T0"])
 marks = {}
@@ -79,9 +80,9 @@ probe_run_module.probe_run = probe_run
 rc = main(sys.argv[1:])
 mark("end")
 print("BENCH " + json.dumps({"rc": rc, **marks}), file=sys.stderr)
-'''
+"""
 
-COMMAND = r'''
+COMMAND = r"""
 import sys
 from factprobe.cli import main
 try:
@@ -89,7 +90,7 @@ try:
 except SystemExit:
     pass
 print("BENCH " + " ".join(m for m in ("torch", "transformers", "mlflow", "pandas") if m in sys.modules), file=sys.stderr)
-'''
+"""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -110,12 +111,33 @@ def env() -> dict[str, str]:
 
 def probe_sample(mode: str, args, work: Path, n: int) -> dict:
     """One fresh process of the probe command in `mode`; its marks (seconds from spawn)."""
-    argv = ["probe", "ic-lke", "--model", args.model, "--source", "countryinfo", "--relations", args.relations,
-            "--max-facts-per-relation", str(args.facts), "--out", str(work / f"{mode}-{n}"),
-            "--tracking-uri", f"sqlite:///{work / 'mlruns.db'}", "--no-progress"]
+    argv = [
+        "probe",
+        "ic-lke",
+        "--model",
+        args.model,
+        "--source",
+        "countryinfo",
+        "--relations",
+        args.relations,
+        "--max-facts-per-relation",
+        str(args.facts),
+        "--out",
+        str(work / f"{mode}-{n}"),
+        "--tracking-uri",
+        f"sqlite:///{work / 'mlruns.db'}",
+        "--no-progress",
+    ]
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-c", DRIVER, *argv], cwd=work, env={**env(), "BENCH_T0": repr(t0), "BENCH_MODE": mode},
-                       capture_output=True, text=True, timeout=1200, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, *argv],
+        cwd=work,
+        env={**env(), "BENCH_T0": repr(t0), "BENCH_MODE": mode},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("BENCH ")]
     if p.returncode != 0 or not lines:
         raise SystemExit(f"{mode} run failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -124,8 +146,9 @@ def probe_sample(mode: str, args, work: Path, n: int) -> dict:
 
 def command_sample(argv: list[str]) -> tuple[float, list[str]]:
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", COMMAND, *argv], cwd=REPO, env=env(), capture_output=True, text=True,
-                       timeout=300, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", COMMAND, *argv], cwd=REPO, env=env(), capture_output=True, text=True, timeout=300, check=False
+    )
     dt = time.perf_counter() - t0
     heavy = [ln for ln in p.stderr.splitlines() if ln.startswith("BENCH")][-1][6:].split()
     return dt, heavy
@@ -135,10 +158,15 @@ def gaps(samples: dict[str, list[dict]]) -> dict:
     """Per mode, medians of the spans inside one process (outside load shifts a whole process, so
     these compare better than the marks): the hook entered to the first forward (what tracking
     costs before scoring), the load end to the first forward, and the first forward to the end."""
-    spans = {"hook_to_first_forward": ("hook_entered", "first_forward"),
-             "load_end_to_first_forward": ("load_end", "first_forward"), "first_forward_to_end": ("first_forward", "end")}
-    return {m: {name: round(statistics.median(s[b] - s[a] for s in runs), 3) for name, (a, b) in spans.items()}
-            for m, runs in samples.items()}
+    spans = {
+        "hook_to_first_forward": ("hook_entered", "first_forward"),
+        "load_end_to_first_forward": ("load_end", "first_forward"),
+        "first_forward_to_end": ("first_forward", "end"),
+    }
+    return {
+        m: {name: round(statistics.median(s[b] - s[a] for s in runs), 3) for name, (a, b) in spans.items()}
+        for m, runs in samples.items()
+    }
 
 
 def main(argv=None) -> dict:
@@ -154,7 +182,7 @@ def main(argv=None) -> dict:
             warm = probe_sample(m, args, work, -1)
             print(f"warm-up {m}: first forward at {warm['first_forward']:.1f} s, end {warm['end']:.1f} s")
         for r in range(args.repeats):
-            for m in (modes if r % 2 == 0 else tuple(reversed(modes))):
+            for m in modes if r % 2 == 0 else tuple(reversed(modes)):
                 s = probe_sample(m, args, work, r)
                 samples[m].append(s)
                 print(f"round {r} {m}: {s}")
@@ -163,15 +191,24 @@ def main(argv=None) -> dict:
     commands = {}
     for argv_ in (["--version"], ["--help"], ["models", "list"]):
         runs = [command_sample(argv_) for _ in range(args.repeats)]
-        commands[" ".join(argv_)] = {"median_s": round(statistics.median(r[0] for r in runs), 3),
-                                     "all_s": [round(r[0], 3) for r in runs], "heavy_modules_imported": runs[-1][1]}
+        commands[" ".join(argv_)] = {
+            "median_s": round(statistics.median(r[0] for r in runs), 3),
+            "all_s": [round(r[0], 3) for r in runs],
+            "heavy_modules_imported": runs[-1][1],
+        }
     result = {
         "benchmark": "CLI probe start-up: time to the first forward, MLflow run opened eagerly vs in the background",
-        "workload": {"command": "factprobe probe ic-lke", "model": args.model, "source": "countryinfo",
-                     "relations": args.relations, "facts_per_relation": args.facts, "tracking": "sqlite store, warm",
-                     "repeats": args.repeats},
+        "workload": {
+            "command": "factprobe probe ic-lke",
+            "model": args.model,
+            "source": "countryinfo",
+            "relations": args.relations,
+            "facts_per_relation": args.facts,
+            "tracking": "sqlite store, warm",
+            "repeats": args.repeats,
+        },
         "marks": "seconds from process spawn: cli_imported, load_start, load_end, hook_entered, mlflow_run_open, "
-                 "first_forward (the model's first forward after its load), first_batch (first scoring batch), end",
+        "first_forward (the model's first forward after its load), first_batch (first scoring batch), end",
         "median_s": medians,
         "median_spans_s": gaps(samples),
         "all": samples,
@@ -179,12 +216,18 @@ def main(argv=None) -> dict:
         "first_batch_saved_s": round(medians["eager"]["first_batch"] - medians["background"]["first_batch"], 3),
         "end_saved_s": round(medians["eager"]["end"] - medians["background"]["end"], 3),
         "commands": commands,
-        "machine": {"python": sys.version.split()[0], "cpus": os.cpu_count(),
-                    "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
     }
     atomic_write_json(args.out, result)
-    print(json.dumps({k: result[k] for k in ("median_s", "median_spans_s", "first_forward_saved_s", "end_saved_s", "commands")},
-                     indent=1))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("median_s", "median_spans_s", "first_forward_saved_s", "end_saved_s", "commands")}, indent=1
+        )
+    )
     print(f"wrote {args.out}")
     return result
 

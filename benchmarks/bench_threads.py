@@ -24,6 +24,7 @@ Run: `.venv/bin/python benchmarks/bench_threads.py` (~2-4 min on 2 quiet cores).
 something only on a machine that nothing else loads: it refuses to start when the 1-minute load
 average exceeds `--max-load` (4) unless `--force`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,17 +62,36 @@ def run_worker(args: argparse.Namespace) -> None:
     from factprobe.probes.runner import run_probe
 
     default_threads = torch.get_num_threads()
-    cfg = RunConfig.from_dict({"probe": "ic-lke", "model": args.model, "source": "countryinfo", "device": "cpu",
-                               "dtype": "float32", "relations": args.relations, "max_facts_per_relation": args.facts,
-                               # today: torch's default count, as before any thread policy existed
-                               "threads": default_threads if args.worker == "today" else None})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "ic-lke",
+            "model": args.model,
+            "source": "countryinfo",
+            "device": "cpu",
+            "dtype": "float32",
+            "relations": args.relations,
+            "max_facts_per_relation": args.facts,
+            # today: torch's default count, as before any thread policy existed
+            "threads": default_threads if args.worker == "today" else None,
+        }
+    )
     t0 = time.perf_counter()
     out = run_probe(cfg, args.out_dir, progress=False, log=lambda m: None)
     seconds = time.perf_counter() - t0
     rows = sorted((r["key"], r.get("prediction"), r.get("correct")) for r in out.results.to_dict("records"))
-    print(json.dumps({"mode": args.worker, "seconds": seconds, "threads": out.metrics["threads"],
-                      "torch_default_threads": default_threads, "rows": len(rows),
-                      "results": json.dumps(rows, default=str)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "mode": args.worker,
+                "seconds": seconds,
+                "threads": out.metrics["threads"],
+                "torch_default_threads": default_threads,
+                "rows": len(rows),
+                "results": json.dumps(rows, default=str),
+            }
+        ),
+        flush=True,
+    )
 
 
 def run_pair(mode: str, args: argparse.Namespace, work: Path, round_: int) -> list[dict]:
@@ -79,10 +99,23 @@ def run_pair(mode: str, args: argparse.Namespace, work: Path, round_: int) -> li
     procs = []
     for i in range(2):
         out_dir = work / f"{mode}-{round_}-{i}"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, "--out-dir", str(out_dir),
-               "--model", args.model, "--relations", args.relations, "--facts", str(args.facts)]
-        procs.append(subprocess.Popen(cmd, env=worker_env(mode), cwd=REPO, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            mode,
+            "--out-dir",
+            str(out_dir),
+            "--model",
+            args.model,
+            "--relations",
+            args.relations,
+            "--facts",
+            str(args.facts),
+        ]
+        procs.append(
+            subprocess.Popen(cmd, env=worker_env(mode), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     reports = []
     for p in procs:
         stdout, stderr = p.communicate()
@@ -109,29 +142,43 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     load = os.getloadavg()[0]
     if load > args.max_load and not args.force:
-        print(f"error: load average {load:.1f} > {args.max_load}: the machine is busy, so the timings would measure "
-              "the other load; run it on a quiet machine (or --force)", file=sys.stderr)
+        print(
+            f"error: load average {load:.1f} > {args.max_load}: the machine is busy, so the timings would measure "
+            "the other load; run it on a quiet machine (or --force)",
+            file=sys.stderr,
+        )
         return 2
     pairs: dict[str, list[float]] = {m: [] for m in MODES}
     workers: dict[str, list[dict]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
         for r in range(args.rounds):
-            for mode in (MODES if r % 2 == 0 else MODES[::-1]):
+            for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 reports = run_pair(mode, args, Path(tmp), r)
                 pairs[mode].append(max(x["seconds"] for x in reports))
                 workers[mode].extend(reports)
-                print(f"round {r} {mode:<6}: pair {pairs[mode][-1]:.1f} s, threads {[x['threads'] for x in reports]}",
-                      flush=True)
+                print(f"round {r} {mode:<6}: pair {pairs[mode][-1]:.1f} s, threads {[x['threads'] for x in reports]}", flush=True)
     results = {x["results"] for m in MODES for x in workers[m]}
     if len(results) != 1:
         raise SystemExit("error: the modes gave different results; threads must never decide results")
     med = {m: statistics.median(pairs[m]) for m in MODES}
     doc = {
-        "workload": {"probe": "ic-lke", "source": "countryinfo", "model": args.model, "relations": args.relations,
-                     "facts_per_relation": args.facts, "rows": workers["policy"][0]["rows"], "dtype": "float32",
-                     "device": "cpu", "processes_at_once": 2, "rounds": args.rounds},
-        "machine": {"cpus_affinity": len(os.sched_getaffinity(0)), "load_average_at_start": load,
-                    "torch_default_threads": workers["today"][0]["torch_default_threads"]},
+        "workload": {
+            "probe": "ic-lke",
+            "source": "countryinfo",
+            "model": args.model,
+            "relations": args.relations,
+            "facts_per_relation": args.facts,
+            "rows": workers["policy"][0]["rows"],
+            "dtype": "float32",
+            "device": "cpu",
+            "processes_at_once": 2,
+            "rounds": args.rounds,
+        },
+        "machine": {
+            "cpus_affinity": len(os.sched_getaffinity(0)),
+            "load_average_at_start": load,
+            "torch_default_threads": workers["today"][0]["torch_default_threads"],
+        },
         "threads": {m: workers[m][0]["threads"] for m in MODES},
         "pair_seconds": pairs,
         "median_pair_seconds": med,
@@ -142,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     tmp_out = args.out.with_suffix(".json.tmp")
     tmp_out.write_text(json.dumps(doc, indent=2) + "\n")
     tmp_out.replace(args.out)
-    print(f"today {med['today']:.1f} s, policy {med['policy']:.1f} s per pair: today / policy = "
-          f"{doc['ratio_today_over_policy']:.2f}x; {args.out}")
+    print(
+        f"today {med['today']:.1f} s, policy {med['policy']:.1f} s per pair: today / policy = "
+        f"{doc['ratio_today_over_policy']:.2f}x; {args.out}"
+    )
     return 0
 
 

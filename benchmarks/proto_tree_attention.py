@@ -16,6 +16,7 @@ call and falls back to plain SDPA when that kwarg is absent.
 `_forward_packed`. Run `python benchmarks/proto_tree_attention.py` to compare it with the
 shipped scorer (interleaved, same process) and check exactness.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,16 +40,18 @@ from factprobe.lm.scorer import PrefixCache, Scorer
 NAME = "factprobe_tree"
 
 
-def tree_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
-                           tree_bounds=None, **kwargs):
+def tree_attention_forward(
+    module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, tree_bounds=None, **kwargs
+):
     """SDPA, but each tree's queries only attend over the prefix and that tree's own keys.
 
     query [1, H, q, d]; key/value [1, Hkv, P + q, d] (prefix cache + packed chunk); mask
     [1, 1, q, P + q]. `tree_bounds` are [start, end) query ranges of the trees in the chunk.
     """
     if tree_bounds is None or attention_mask is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     q_len = query.shape[2]
     plen = key.shape[2] - q_len
     n_rep = getattr(module, "num_key_value_groups", 1)
@@ -58,8 +61,11 @@ def tree_attention_forward(module, query, key, value, attention_mask, dropout=0.
         v = torch.cat([value[:, :, :plen], value[:, :, plen + a : plen + b]], dim=2)
         m = torch.cat([attention_mask[..., a:b, :plen], attention_mask[..., a:b, plen + a : plen + b]], dim=-1)
         k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
-        outs.append(torch.nn.functional.scaled_dot_product_attention(
-            query[:, :, a:b], k, v, attn_mask=m, dropout_p=0.0, scale=scaling, is_causal=False))
+        outs.append(
+            torch.nn.functional.scaled_dot_product_attention(
+                query[:, :, a:b], k, v, attn_mask=m, dropout_p=0.0, scale=scaling, is_causal=False
+            )
+        )
     out = torch.cat(outs, dim=2)
     return out.transpose(1, 2).contiguous(), None
 
@@ -140,8 +146,11 @@ def main(argv=None) -> int:
                     ref = out
                 diff = max(float(np.abs(a - b).max()) for a, b in zip(out, ref))
                 times.setdefault(f"{name}@{budget}", []).append((wall, cpu_s))
-                print(f"rep {rep + 1} {name:>7} budget {budget:>5}: {wall:6.1f}s wall {cpu_s:6.1f}s cpu "
-                      f"forwards {stats.forwards:>3} max|diff| vs first {diff:.1e}", flush=True)
+                print(
+                    f"rep {rep + 1} {name:>7} budget {budget:>5}: {wall:6.1f}s wall {cpu_s:6.1f}s cpu "
+                    f"forwards {stats.forwards:>3} max|diff| vs first {diff:.1e}",
+                    flush=True,
+                )
     print("\nmedian wall / cpu seconds for", args.facts, "facts:")
     for k, v in times.items():
         print(f"  {k:>16}: {statistics.median(w for w, _ in v):6.1f}s wall  {statistics.median(c for _, c in v):6.1f}s cpu")

@@ -6,6 +6,7 @@ reached from here: `factprobe.probe`, `factprobe.load_results`, `factprobe.load_
 `factprobe.load_config` and `factprobe.compare` (factprobe/api.py). They are loaded on first use
 (module `__getattr__`), so `import factprobe` imports neither torch nor transformers nor pandas.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -15,6 +15,7 @@ per-fact verdicts with `factprobe.metrics.comparison.compare_runs`. Bad input ra
 `factprobe.errors.FactprobeError` (`ConfigError`, `DataError`) with one line naming the option or
 file. Nothing heavy is imported until a function is called (`import factprobe` stays light).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,16 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 RESULTS, METRICS, RUN_CONFIG = "results.jsonl", "metrics.json", "run_config.json"
 
 
-def probe(name: str, model: str | None = None, out: str | Path | None = None, *, config: str | Path | None = None,
-          progress: bool = False, verbose: bool = False, **options: Any) -> ProbeOutcome:
+def probe(
+    name: str,
+    model: str | None = None,
+    out: str | Path | None = None,
+    *,
+    config: str | Path | None = None,
+    progress: bool = False,
+    verbose: bool = False,
+    **options: Any,
+) -> ProbeOutcome:
     """Run (or resume) probe `name` on `model` into the folder `out` and return its `ProbeOutcome`
     (`.results` DataFrame, `.metrics` dict, `.out_dir`, `.n_scored_now`, `.n_resumed`, `.notes`).
 
@@ -133,14 +142,17 @@ def _verdict_table(run: str | Path, label: str) -> tuple[pd.DataFrame, str]:
     probe with no verdict per fact; DataError for rows without a boolean verdict."""
     from .probes.verdict import verdict_table
 
-    df, verdict = verdict_table(load_results(run), load_config(run).get("probe") or None, f"run {label} ({run})",
-                                "compare needs one verdict per fact (the multiple-choice probes and any probe declaring one)",
-                                error=DataError)
+    df, verdict = verdict_table(
+        load_results(run),
+        load_config(run).get("probe") or None,
+        f"run {label} ({run})",
+        "compare needs one verdict per fact (the multiple-choice probes and any probe declaring one)",
+        error=DataError,
+    )
     return df, verdict.compared
 
 
-def compare(run_a: str | Path, run_b: str | Path, *, templates: str = "majority", n_boot: int = 2000,
-            seed: int = 0) -> dict:
+def compare(run_a: str | Path, run_b: str | Path, *, templates: str = "majority", n_boot: int = 2000, seed: int = 0) -> dict:
     """Run b against run a, fact by fact on the facts both answered (`factprobe compare A B --json`
     without its data checks): `<metric>_a`, `<metric>_b` (e.g. `accuracy_a`), `diff` (b - a) and its
     95% paired bootstrap `diff_ci`, `mcnemar`, the subsumption rates (`eta_pooled_a_given_b`,

@@ -27,15 +27,17 @@ Errors: every expected failure prints one line `error: ...` and exits non-zero (
 1 for tracking and operating-system errors such as an unwritable --out or a full disk, 130 on
 Ctrl-C, 143 on SIGTERM). `--debug` shows the traceback instead.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import FactprobeError
 
@@ -86,8 +88,9 @@ class HelpSafeParser(argparse.ArgumentParser):
     def add_subparsers(self, **kwargs: Any):
         kwargs.setdefault("parser_class", HelpSafeParser)
         if not issubclass(kwargs["parser_class"], HelpSafeParser):
-            kwargs["parser_class"] = type(f"HelpSafe{kwargs['parser_class'].__name__}",
-                                          (HelpSafeParser, kwargs["parser_class"]), {})
+            kwargs["parser_class"] = type(
+                f"HelpSafe{kwargs['parser_class'].__name__}", (HelpSafeParser, kwargs["parser_class"]), {}
+            )
         return super().add_subparsers(**kwargs)
 
 
@@ -111,7 +114,7 @@ def default_out(cfg) -> Path:
     if model.startswith("openai:") and "@" in model:
         from urllib.parse import urlsplit
 
-        name, _, url = model[len("openai:"):].rpartition("@")
+        name, _, url = model[len("openai:") :].rpartition("@")
         slug = f"served-{name}-{urlsplit(url).netloc or url}"
     else:
         slug = Path(model).name if Path(model).exists() else model
@@ -142,8 +145,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         def log_finished_folder() -> bool:  # a finished folder is logged again only if no hook holds its run
             return any(getattr(h, "needs_logging", lambda *_: False)(args, cfg, out) for h in args.hooks)
 
-        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start,
-                            start_when_finished=log_finished_folder)
+        outcome = run_probe(cfg, out, progress=not args.no_progress, on_start=start, start_when_finished=log_finished_folder)
         for after in afters:
             lines += after(outcome) or []
     if outcome.already_finished and not afters:  # no hook was started: say so, and where the earlier run went
@@ -155,19 +157,24 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if table:
         print(table)
     head = probe.headline(m)
-    print(f"\n{cfg.probe} {cfg.base.model}: " + (f"{head} " if head else "")
-          + f"({outcome.n_scored_now} scored now, {outcome.n_resumed} resumed); results in {out}")
+    print(
+        f"\n{cfg.probe} {cfg.base.model}: "
+        + (f"{head} " if head else "")
+        + f"({outcome.n_scored_now} scored now, {outcome.n_resumed} resumed); results in {out}"
+    )
     if m.get("naive_tokens"):
-        print(f"tokens forwarded {m['tokens_forwarded']:,} vs {m['naive_tokens']:,} for one full forward per option "
-              f"({m['token_savings']:.1%} saved)")
+        print(
+            f"tokens forwarded {m['tokens_forwarded']:,} vs {m['naive_tokens']:,} for one full forward per option "
+            f"({m['token_savings']:.1%} saved)"
+        )
     for line in lines:
         print(line)
     return 0
 
 
 def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> None:
-    from .config_files import add_config_option
     from .config import add_config_arguments
+    from .config_files import add_config_option
     from .probes.config import BaseConfig
     from .probes.registry import load_probes
 
@@ -189,8 +196,9 @@ def _top_parser() -> argparse.ArgumentParser:
     all that `factprobe --version` needs (no probe, study or plug-in module is imported for it)."""
     # every subparser (studies, fine-tuning, plug-ins' commands) is made from this one: help may say "95% CI"
     parser = HelpSafeParser(prog="factprobe", description="Measure what language models know about facts.")
-    parser.add_argument("--debug", action="store_true",
-                        help="show tracebacks instead of one-line errors (also accepted after the subcommand)")
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks instead of one-line errors (also accepted after the subcommand)"
+    )
     from .version import __version__
 
     parser.add_argument("--version", action="version", version=f"factprobe {__version__}")
@@ -232,8 +240,13 @@ def _add_threads_option(parser: argparse.ArgumentParser) -> None:
         for child in dict.fromkeys(action.choices.values()):
             _add_threads_option(child)
     if not subs and "--threads" not in parser._option_string_actions:
-        parser.add_argument("--threads", type=int, default=argparse.SUPPRESS, metavar="THREADS",
-                            help="CPU threads (default: the CPUs this process may use, cgroup quota and affinity)")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=argparse.SUPPRESS,
+            metavar="THREADS",
+            help="CPU threads (default: the CPUs this process may use, cgroup quota and affinity)",
+        )
 
 
 def _one_line(err: BaseException) -> str:

@@ -11,6 +11,7 @@ This module is the framework; the instances live with what they configure (`fact
 `BaseConfig`, `RunConfig`; `factprobe.finetune.config`; each study's module). It imports nothing of factprobe
 but `errors`, so every layer may use it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,7 @@ from .errors import ConfigError
 HELP, CHOICES, DECIDES_RESULTS, PIPELINE = "help", "choices", "decides_results", "pipeline"
 
 
-def option(default: Any, help: str, *, choices: tuple | None = None, decides_results: bool = True,
-           pipeline: bool = True) -> Any:
+def option(default: Any, help: str, *, choices: tuple | None = None, decides_results: bool = True, pipeline: bool = True) -> Any:
     """A config field with its help text.
 
     `choices` restricts the value (checked by `ConfigBase`); `decides_results=False` leaves the
@@ -94,7 +94,7 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
 def _shown(value: Any, limit: int = 60) -> str:
     """`repr(value)`, its middle cut out when longer than `limit` (a 400-digit number stays one short line)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
 
 
 #: the integers an option may hold: what numpy and torch hold in an int64
@@ -146,8 +146,12 @@ class ConfigBase:
                 self.check(math.isfinite(value), f.name, value, "must be a finite number")
         if "seed" in self.field_names():
             seed = self.seed  # type: ignore[attr-defined]
-            self.check(isinstance(seed, int) and not isinstance(seed, bool) and seed in self.SEED_RANGE, "seed", seed,
-                       "must be in [0, 2**32)")
+            self.check(
+                isinstance(seed, int) and not isinstance(seed, bool) and seed in self.SEED_RANGE,
+                "seed",
+                seed,
+                "must be in [0, 2**32)",
+            )
 
     @staticmethod
     def check(ok: bool, name: str, value: Any, why: str) -> None:

@@ -18,6 +18,7 @@ Refused in one line (`ConfigError`): a file that cannot be read, a YAML or JSON 
 parse (naming its line), a file that is not a mapping, an option the command does not have (naming
 the options and the file), a file of another probe or study.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,7 @@ from typing import Any
 
 from .errors import ConfigError, FactprobeError
 
-CONFIG_HELP = ("YAML or JSON file of options (e.g. a run's own {record}, to repeat it); the options given here "
-               "override the file's")
+CONFIG_HELP = "YAML or JSON file of options (e.g. a run's own {record}, to repeat it); the options given here override the file's"
 #: the key under which a run's own record (run_config.json, finetune_config.json) holds its options
 RECORD_KEY = "config"
 
@@ -94,8 +94,10 @@ def options_from_file(path: str | Path, kind: str, name: str | None, known: Iter
     options = {str(k).replace("-", "_"): v for k, v in _flat(read_config_file(path), kind).items()}
     own = options.pop(kind, None) if kind in ("probe", "study") else None
     if own is not None and name is not None and str(own) != name:
-        raise ConfigError(f"{path}: a config of {kind} {own}, not {name}; run `factprobe {kind} {own} --config {path}`, "
-                          f"or drop `{kind}: {own}` from the file")
+        raise ConfigError(
+            f"{path}: a config of {kind} {own}, not {name}; run `factprobe {kind} {own} --config {path}`, "
+            f"or drop `{kind}: {own}` from the file"
+        )
     known = set(known)
     unknown = sorted(k for k in options if k not in known)
     if unknown:
@@ -104,8 +106,9 @@ def options_from_file(path: str | Path, kind: str, name: str | None, known: Iter
     return options
 
 
-def with_config_file(args: argparse.Namespace, kind: str, name: str | None, known: Iterable[str],
-                     given: dict[str, Any]) -> dict[str, Any]:
+def with_config_file(
+    args: argparse.Namespace, kind: str, name: str | None, known: Iterable[str], given: dict[str, Any]
+) -> dict[str, Any]:
     """`given` (the options set on the command line) over the options of `args.config` (none without one)."""
     path = getattr(args, "config", None)
     if not path:

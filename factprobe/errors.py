@@ -16,6 +16,7 @@ subclass of `FactprobeError`. The CLI prints `error: {err}` on one line and exit
 `str(err)` never shows credentials: user:password in URLs and secret query parameters are
 masked (`factprobe.redact.redact`), so a message can be printed or logged as it is.
 """
+
 from __future__ import annotations
 
 from .redact import redact

@@ -5,13 +5,14 @@ A `Fact` keeps the entity ids of its subject and object where the source has the
 decide which objects are *correct* for a subject-relation pair, so N-M relations keep all of their
 gold objects.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator
 
 CARDINALITIES = ("1-1", "N-1", "N-M", "1-N")
 
@@ -34,9 +35,7 @@ class Relation:
         if not self.id or not isinstance(self.id, str):
             raise ValueError(f"relation id must be a non-empty string, got {self.id!r}")
         if self.cardinality not in CARDINALITIES:
-            raise ValueError(
-                f"relation {self.id}: cardinality must be one of {CARDINALITIES}, got {self.cardinality!r}"
-            )
+            raise ValueError(f"relation {self.id}: cardinality must be one of {CARDINALITIES}, got {self.cardinality!r}")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Fact:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Fact":
+    def from_dict(cls, d: dict) -> Fact:
         return cls(d["relation"], d["subject"], d["object"], d.get("subject_id"), d.get("object_id"))
 
 
@@ -104,7 +103,7 @@ class FactSet:
             out[f.relation].append(f)
         return dict(out)
 
-    def select(self, relations: Iterable[str] | None) -> "FactSet":
+    def select(self, relations: Iterable[str] | None) -> FactSet:
         """Keep only `relations` (None keeps all). Unknown ids raise ConfigError naming them."""
         from .errors import ConfigError
 
@@ -114,9 +113,7 @@ class FactSet:
         unknown = [r for r in wanted if r not in self.relations]
         if unknown:
             known = ", ".join(sorted(self.relations)) or "(none)"
-            raise ConfigError(
-                f"unknown relation(s) {', '.join(unknown)} in {self.source or 'the data'}; known: {known}"
-            )
+            raise ConfigError(f"unknown relation(s) {', '.join(unknown)} in {self.source or 'the data'}; known: {known}")
         keep = set(wanted)
         return FactSet(
             facts=[f for f in self.facts if f.relation in keep],
@@ -176,9 +173,14 @@ class MCItem:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MCItem":
+    def from_dict(cls, d: dict) -> MCItem:
         return cls(
-            relation=d["relation"], subject=d["subject"], gold=d["gold"], options=tuple(d["options"]),
-            gold_index=int(d["gold_index"]), correct_objects=tuple(d["correct_objects"]),
-            subject_id=d.get("subject_id"), object_id=d.get("object_id"),
+            relation=d["relation"],
+            subject=d["subject"],
+            gold=d["gold"],
+            options=tuple(d["options"]),
+            gold_index=int(d["gold_index"]),
+            correct_objects=tuple(d["correct_objects"]),
+            subject_id=d.get("subject_id"),
+            object_id=d.get("object_id"),
         )

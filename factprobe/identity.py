@@ -30,6 +30,7 @@ the loaded model's value after; `factprobe.lm.numerics` resolves them for a conf
 
 This module imports torch lazily, no model code, and neither kfp nor mlflow.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,9 +40,10 @@ import os
 import platform
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .io import atomic_write_text, sha256_file
 from .paths import cache_root
@@ -95,10 +97,11 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _files(folder: Path, recursive: bool) -> list[Path]:
-    skip = lambda p: p.name.startswith(".")  # noqa: E731 - markers, locks, editor files
+    skip = lambda p: p.name.startswith(".")
     if recursive:
-        found = [p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".")
-                                                                          for part in p.relative_to(folder).parts)]
+        found = [
+            p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        ]
     else:
         found = [p for p in folder.iterdir() if p.is_file() and not skip(p)]
     return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
@@ -213,9 +216,13 @@ def numerics(device: Any, dtype: Any, attn: str | None = None, device_map: str |
     import torch
 
     dev = torch.device(device)
-    out = {"dtype": str(dtype).removeprefix("torch."), "device": dev.type,
-           "device_name": device_name(dev), "attn_implementation": attn,
-           **{lib: _version(lib) for lib in _LIBS}}
+    out = {
+        "dtype": str(dtype).removeprefix("torch."),
+        "device": dev.type,
+        "device_name": device_name(dev),
+        "attn_implementation": attn,
+        **{lib: _version(lib) for lib in _LIBS},
+    }
     if device_map:
         out["device_map"] = str(device_map)
     return out
@@ -262,9 +269,14 @@ class RunIdentity:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunIdentity":
-        return cls(str(d.get("model_revision") or ""), str(d.get("data_digest") or ""), str(d.get("config_key") or ""),
-                   dict(d.get("numerics") or {}), list(d.get("inputs") or []))
+    def from_dict(cls, d: Mapping[str, Any]) -> RunIdentity:
+        return cls(
+            str(d.get("model_revision") or ""),
+            str(d.get("data_digest") or ""),
+            str(d.get("config_key") or ""),
+            dict(d.get("numerics") or {}),
+            list(d.get("inputs") or []),
+        )
 
     def key(self) -> str:
         """sha256 (first 16 hex) over model revision, data digest, config key and the numerics known
@@ -274,7 +286,7 @@ class RunIdentity:
         text = _canon([self.model_revision, self.data_digest, self.config_key, num])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def changes_from(self, old: "RunIdentity") -> list[str]:
+    def changes_from(self, old: RunIdentity) -> list[str]:
         """What differs from `old` (an earlier run's identity), as phrases for a one-line refusal:
         "weights (model revision X then, Y now)", "data (...)", "config (...)", "numerics (dtype ...)".
         An unknown attention implementation on either side is not a difference."""
@@ -285,10 +297,12 @@ class RunIdentity:
             out.append(f"data (digest {short(old.data_digest)} then, {short(self.data_digest)} now)")
         if old.config_key != self.config_key:
             out.append(f"config (results key {old.config_key} then, {self.config_key} now)")
-        diffs = [f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
-                 for k in sorted(set(old.numerics) | set(self.numerics))
-                 if old.numerics.get(k) != self.numerics.get(k)
-                 and not (k == "attn_implementation" and None in (old.numerics.get(k), self.numerics.get(k)))]
+        diffs = [
+            f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
+            for k in sorted(set(old.numerics) | set(self.numerics))
+            if old.numerics.get(k) != self.numerics.get(k)
+            and not (k == "attn_implementation" and None in (old.numerics.get(k), self.numerics.get(k)))
+        ]
         if diffs:
             out.append(f"numerics ({'; '.join(diffs)})")
         return out
@@ -298,17 +312,26 @@ class RunIdentity:
         n = self.numerics
         where = n.get("device_name") or n.get("device")
         attn = f", attn {n['attn_implementation']}" if n.get("attn_implementation") else ""
-        return (f"identity: model {short(self.model_revision)}, data {short(self.data_digest)}, config {self.config_key}, "
-                f"{n.get('dtype')} on {n.get('device')} ({where}{attn}), torch {n.get('torch')}, "
-                f"transformers {n.get('transformers')}, factprobe {n.get('factprobe')}")
+        return (
+            f"identity: model {short(self.model_revision)}, data {short(self.data_digest)}, config {self.config_key}, "
+            f"{n.get('dtype')} on {n.get('device')} ({where}{attn}), torch {n.get('torch')}, "
+            f"transformers {n.get('transformers')}, factprobe {n.get('factprobe')}"
+        )
 
     def tags(self) -> dict[str, str]:
         """MLflow tags (without the `factprobe.` prefix): model_revision, data_digest, config_key, numerics
         (compact JSON), dtype, device, device_name, identity_key."""
         n = self.numerics
-        return {"model_revision": self.model_revision, "data_digest": self.data_digest, "config_key": self.config_key,
-                "numerics": _canon(n), "dtype": str(n.get("dtype")), "device": str(n.get("device")),
-                "device_name": str(n.get("device_name")), "identity_key": self.key()}
+        return {
+            "model_revision": self.model_revision,
+            "data_digest": self.data_digest,
+            "config_key": self.config_key,
+            "numerics": _canon(n),
+            "dtype": str(n.get("dtype")),
+            "device": str(n.get("device")),
+            "device_name": str(n.get("device_name")),
+            "identity_key": self.key(),
+        }
 
     def params(self) -> dict[str, str]:
         """MLflow params `identity.<name>`: the model revision, data digest, each numerics field and the inputs."""
@@ -348,6 +371,20 @@ def with_inputs(ident: RunIdentity, config: Mapping[str, Any], digest: str | Non
     return ident
 
 
-__all__ = ["GATE_NUMERICS", "RunIdentity", "attn_implementation", "data_digest", "device_name", "file_sha256",
-           "folder_revision", "identity_of", "input_locations", "item_digest", "numerics",
-           "numerics_changes", "path_digest", "short", "with_inputs"]
+__all__ = [
+    "GATE_NUMERICS",
+    "RunIdentity",
+    "attn_implementation",
+    "data_digest",
+    "device_name",
+    "file_sha256",
+    "folder_revision",
+    "identity_of",
+    "input_locations",
+    "item_digest",
+    "numerics",
+    "numerics_changes",
+    "path_digest",
+    "short",
+    "with_inputs",
+]

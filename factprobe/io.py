@@ -8,6 +8,7 @@ Writers never leave a half-written file: they write a temporary sibling and `os.
 The result gets mode 0644 (results are shared; `tempfile.mkstemp` alone would leave 0600);
 pass `mode=0o600` for anything holding credentials.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -47,14 +48,17 @@ def not_utf8_error(path: str | Path, encoding: str = "utf-8") -> DataError:
                     bad = offset - (len(e.object) - len(chunk)) + e.start
                     line += e.object.count(b"\n", 0, e.start)
                     byte = e.object[e.start]
-                    return DataError(f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {bad} (line {line}); "
-                                     "save the file as UTF-8")
+                    return DataError(
+                        f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {bad} (line {line}); save the file as UTF-8"
+                    )
                 line += chunk.count(b"\n")
                 offset += len(chunk)
             decoder.decode(b"", final=True)
     except UnicodeDecodeError as e:  # the file ends inside a multi-byte sequence
-        return DataError(f"{path}: not UTF-8 text: truncated multi-byte character at offset {offset - len(e.object) + e.start} "
-                         f"(line {line}); save the file as UTF-8")
+        return DataError(
+            f"{path}: not UTF-8 text: truncated multi-byte character at offset {offset - len(e.object) + e.start} "
+            f"(line {line}); save the file as UTF-8"
+        )
     except OSError:
         pass
     return DataError(f"{path}: not UTF-8 text; save the file as UTF-8")
@@ -113,8 +117,11 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
 def malformed_csv(path: str | Path, line: int, err: csv.Error) -> str:
     """The one-line message of a CSV record that `csv` (strict) cannot read, starting at `line`."""
     why = str(err)
-    hint = ("a quoted value opened here is never closed" if "end of data" in why
-            else "a quoted value must be followed by the delimiter or the line's end; write a quote inside it twice")
+    hint = (
+        "a quoted value opened here is never closed"
+        if "end of data" in why
+        else "a quoted value must be followed by the delimiter or the line's end; write a quote inside it twice"
+    )
     return f"{path}:{line}: malformed CSV ({why}): {hint}"
 
 

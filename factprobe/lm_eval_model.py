@@ -28,6 +28,7 @@ this module, which registers the model, and then runs lm-eval's CLI with the sam
 Python: `import factprobe.lm_eval_model` before `lm_eval.simple_evaluate(model="factprobe", ...)`.
 lm_eval is imported by this module only (an optional dependency of factprobe).
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,11 +67,13 @@ def fit_window(ctx: Sequence[int], cont: Sequence[int], max_length: int) -> tupl
     context is cut from the left (`(ctx + cont)[-(max_length + 1):]`, the continuation kept whole).
     ConfigError if the continuation alone does not fit (HFLM asserts the same)."""
     if len(cont) > max_length:
-        raise ConfigError(f"a continuation of {len(cont)} tokens exceeds the model's context window of "
-                          f"{max_length} tokens; pass a larger max_length= in --model_args or shorten the choices")
+        raise ConfigError(
+            f"a continuation of {len(cont)} tokens exceeds the model's context window of "
+            f"{max_length} tokens; pass a larger max_length= in --model_args or shorten the choices"
+        )
     if len(ctx) + len(cont) <= max_length + 1:
         return list(ctx), list(cont)
-    whole = (list(ctx) + list(cont))[-(max_length + 1):]
+    whole = (list(ctx) + list(cont))[-(max_length + 1) :]
     return whole[: len(whole) - len(cont)], list(cont)
 
 
@@ -105,8 +108,9 @@ def _tree_answers(scorer: Scorer, prefix: PrefixCache, trees: Sequence[_OptionTr
         bases = []
         for t in chunk:
             bases.append(len(segs))
-            segs.extend(Segment(sg.token_ids, sg.parent + bases[-1] if sg.parent >= 0 else -1, spans=[])
-                        for sg in trees[t].segments)
+            segs.extend(
+                Segment(sg.token_ids, sg.parent + bases[-1] if sg.parent >= 0 else -1, spans=[]) for sg in trees[t].segments
+            )
         hidden, seg_start = None, []
         if segs:
             _, hidden, seg_start = scorer._forward_hidden(prefix, segs)
@@ -116,13 +120,14 @@ def _tree_answers(scorer: Scorer, prefix: PrefixCache, trees: Sequence[_OptionTr
         at = 0
         for t in chunk:
             n = len(trees[t].queries)
-            out[t] = answers[at: at + n]
+            out[t] = answers[at : at + n]
             at += n
     return out
 
 
-def _row_answers(scorer: Scorer, prefix: PrefixCache, hidden: torch.Tensor | None, rows: list[int],
-                 targets: list[int]) -> list[tuple[float, bool]]:
+def _row_answers(
+    scorer: Scorer, prefix: PrefixCache, hidden: torch.Tensor | None, rows: list[int], targets: list[int]
+) -> list[tuple[float, bool]]:
     """(log P(target), target is the argmax) at each packed hidden row (-1: the prefix's next token).
     The LM head runs once per distinct row, `scorer.head_chunk` rows at a time."""
     distinct = sorted({r for r in rows if r >= 0})
@@ -130,7 +135,7 @@ def _row_answers(scorer: Scorer, prefix: PrefixCache, hidden: torch.Tensor | Non
     if -1 in rows:
         dists[-1] = prefix.next_logprobs
     for c0 in range(0, len(distinct), scorer.head_chunk):
-        sel = distinct[c0: c0 + scorer.head_chunk]
+        sel = distinct[c0 : c0 + scorer.head_chunk]
         lp = torch.log_softmax(apply_lm_head(scorer.model, hidden[torch.tensor(sel, device=hidden.device)]), dim=-1)
         dists.update(zip(sel, lp))
     answers = []
@@ -217,30 +222,42 @@ class FactprobeLM(HFLM):
     `batch_size`, ...) means what it means for `--model hf`.
     """
 
-    def __init__(self, pretrained: str | None = None, device: str | None = None, dtype: str | None = None,
-                 token_budget: int | str | None = None, trust_remote_code: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        token_budget: int | str | None = None,
+        trust_remote_code: bool = False,
+        **kwargs: Any,
+    ) -> None:
         from factprobe.lm.generate import Generator
         from factprobe.lm.models import load_model
 
         if not pretrained or not isinstance(pretrained, str):
-            raise ConfigError("--model factprobe needs pretrained=<alias, folder or hub id> in --model_args, "
-                              "e.g. --model_args pretrained=smollm2-135m-instruct")
+            raise ConfigError(
+                "--model factprobe needs pretrained=<alias, folder or hub id> in --model_args, "
+                "e.g. --model_args pretrained=smollm2-135m-instruct"
+            )
         for name in ("tokenizer", "parallelize", "peft", "delta", "autogptq", "gptqmodel", "gguf_file", "tp_plan"):
             if kwargs.get(name):
-                raise ConfigError(f"--model factprobe does not take {name}= in --model_args; factprobe loads the "
-                                  f"model itself (pretrained= takes an alias, folder, hub id or adapter folder)")
+                raise ConfigError(
+                    f"--model factprobe does not take {name}= in --model_args; factprobe loads the "
+                    f"model itself (pretrained= takes an alias, folder, hub id or adapter folder)"
+                )
         kwargs.pop("backend", None)
-        loaded = load_model(pretrained, device=device or "auto", dtype=dtype or "auto",
-                            trust_remote_code=_flag(trust_remote_code))
+        loaded = load_model(
+            pretrained, device=device or "auto", dtype=dtype or "auto", trust_remote_code=_flag(trust_remote_code)
+        )
         with _quiet_logger("lm_eval.models.huggingface"):  # "pretrained is not of type str": known, not news
             super().__init__(pretrained=loaded.model, tokenizer=loaded.tokenizer, backend="causal", **kwargs)
         self.loaded = loaded
         self.pretrained = pretrained
         budget = int(token_budget) if token_budget not in (None, "") else None
-        self.scorer = Scorer(loaded.model, self.tokenizer, device=loaded.device, token_budget=budget,
-                             max_length=self.max_length)
-        self.generator = Generator(loaded.model, self.tokenizer, device=loaded.device, token_budget=budget,
-                                   max_length=self.max_length)
+        self.scorer = Scorer(loaded.model, self.tokenizer, device=loaded.device, token_budget=budget, max_length=self.max_length)
+        self.generator = Generator(
+            loaded.model, self.tokenizer, device=loaded.device, token_budget=budget, max_length=self.max_length
+        )
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> FactprobeLM:
@@ -283,8 +300,7 @@ class FactprobeLM(HFLM):
             max_new = kwargs.pop("max_gen_toks")
             ours = [i for i in idx if self._generates(requests[i].args[0], max_new)]
             theirs = sorted(set(idx) - set(ours))
-            for i, text in zip(ours, self._generate(
-                    [requests[i].args[0] for i in ours], kwargs, until, max_new)):
+            for i, text in zip(ours, self._generate([requests[i].args[0] for i in ours], kwargs, until, max_new)):
                 results[i] = text
                 self.cache_hook.add_partial("generate_until", (requests[i].args[0], gen_kwargs), text)
             if theirs:
@@ -314,9 +330,19 @@ class FactprobeLM(HFLM):
             gens = self.generator.greedy(prompts, max_new_tokens=max_new, stop=until, shared_prefix=shared or None)
         else:
             seed = int(kwargs.get("seed", 0) or 0)
-            gens = [self.generator.sample(p, 1, max_new, temperature=temperature, top_p=float(kwargs.get("top_p", 1.0) or 1.0),
-                                          top_k=int(kwargs.get("top_k", 0) or 0), seed=seed, stop=until)[0]
-                    for p in prompts]
+            gens = [
+                self.generator.sample(
+                    p,
+                    1,
+                    max_new,
+                    temperature=temperature,
+                    top_p=float(kwargs.get("top_p", 1.0) or 1.0),
+                    top_k=int(kwargs.get("top_k", 0) or 0),
+                    seed=seed,
+                    stop=until,
+                )[0]
+                for p in prompts
+            ]
         think = self.think_end_token if isinstance(self.think_end_token, str) else None
         return [postprocess_generated_text(generation=g.text, stop=until, think_end_token=think) for g in gens]
 

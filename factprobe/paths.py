@@ -4,6 +4,7 @@
   (the checkout that contains this package). Data is read in place, never copied.
 - Cache root: env `FACTPROBE_CACHE`, else `~/.cache/factprobe`.
 """
+
 from __future__ import annotations
 
 import os

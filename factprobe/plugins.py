@@ -15,6 +15,7 @@ so pyproject.toml is the one place they are written. A module matches a requirem
 (`spacy_lookups_data` <-> `spacy-lookups-data`; for `kfp.kubernetes` the longest dotted prefix that matches).
 The gathering extras (`all`, `dev`) are named only when no other extra installs the module.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,7 @@ def optional_requirements() -> dict[str, tuple[str, ...]]:
             base.add(name)
         elif name != _normal(DISTRIBUTION):  # not an extra that gathers other extras
             found.setdefault(name, []).extend(e for e in extras if req.marker.evaluate({"extra": e}))
-    return {name: tuple(sorted(set(e), key=lambda x: (x in GATHERING, x))) for name, e in found.items()
-            if name not in base and e}
+    return {name: tuple(sorted(set(e), key=lambda x: (x in GATHERING, x))) for name, e in found.items() if name not in base and e}
 
 
 def extras_for(module: str) -> tuple[str, ...]:

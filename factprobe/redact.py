@@ -16,6 +16,7 @@ Everything else is left as it is, so a message stays readable: `redact` is appli
 a run stores (run_config.json, finetune_config.json, MLflow parameters) goes through it, while
 the run itself keeps using the real values.
 """
+
 from __future__ import annotations
 
 import re

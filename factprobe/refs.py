@@ -6,11 +6,12 @@ layer contributes the resolver for its scheme through the `factprobe.ref_resolve
 group (`factprobe_ops.tracking.refs` resolves `runs:/<run id>[/<artifact path>]` against MLflow). Anything
 without a registered scheme is a local path, returned unchanged.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable
 
 from .errors import ConfigError
 

@@ -22,6 +22,7 @@
 The two steps are one critical section: of two runs of different kinds started at once into one
 folder, exactly one proceeds and the other is refused in one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,21 @@ MARKER = ".factprobe-run.json"
 #: the kinds of folder a command claims
 KINDS = ("probe", "finetune", "study", "compare", "regress")
 #: what a run of each kind is called in messages: "<folder> holds a probe run (qa)"
-HOLDS = {"probe": "a probe run", "finetune": "a fine-tuning run", "study": "a study",
-         "compare": "a comparison", "regress": "a regression gate"}
+HOLDS = {
+    "probe": "a probe run",
+    "finetune": "a fine-tuning run",
+    "study": "a study",
+    "compare": "a comparison",
+    "regress": "a regression gate",
+}
 #: who is refused: "...; finetune cannot write into it"
-WRITER = {"probe": "a probe run", "finetune": "finetune", "study": "a study", "compare": "compare --out",
-          "regress": "regress --out"}
+WRITER = {
+    "probe": "a probe run",
+    "finetune": "finetune",
+    "study": "a study",
+    "compare": "compare --out",
+    "regress": "regress --out",
+}
 #: files (or folders) that only one kind writes: how a folder without a marker (an older version, or
 #: a marker lost) is recognised, and what tells a claimed folder from one whose run wrote nothing
 EVIDENCE = {
@@ -51,7 +62,11 @@ EVIDENCE = {
     "probe": ("run_config.json", "results.jsonl", "checkpoint.jsonl", "model_revision.txt"),
     "study": ("study_config.json",),  # written first by factprobe.studies.cli.run_study, then its tables and metrics.json
     "compare": ("cross_model.json", "heatmap.png", "pearson.png"),  # factprobe_ops/tracking/compare.py --out
-    "regress": ("gate_report.txt", "gate.json", "candidate"),  # factprobe_ops/tracking/regress.py --out: the report, the candidate's probe
+    "regress": (
+        "gate_report.txt",
+        "gate.json",
+        "candidate",
+    ),  # factprobe_ops/tracking/regress.py --out: the report, the candidate's probe
 }
 SHARED_OUTPUTS = ("metrics.json",)
 
@@ -131,8 +146,9 @@ def refuse_other_kind(out: str | Path, kind: str) -> None:
     found = holds(out)
     if found and found[0] != kind:
         other, what = found
-        raise FolderKindError(f"{out} holds {HOLDS.get(other, other)} ({what}); {WRITER.get(kind, kind)} cannot write "
-                              "into it; use another --out")
+        raise FolderKindError(
+            f"{out} holds {HOLDS.get(other, other)} ({what}); {WRITER.get(kind, kind)} cannot write into it; use another --out"
+        )
 
 
 @contextmanager
@@ -185,11 +201,14 @@ def _busy(out: Path, kind: str) -> ConfigError:
     other = holder(token)[2].partition(" ")
     if other[0] and other[0] != kind:
         what = f"{other[2]}, " if other[2] else ""
-        return FolderKindError(f"{out} holds {HOLDS.get(other[0], other[0])} ({what}in progress, {_who(token)}); "
-                               f"{WRITER.get(kind, kind)} cannot write into it; use another --out")
-    return FolderBusyError(f"output folder {out} is in use by {_who(token)}"
-                           f"{f' ({HOLDS.get(other[0], other[0])})' if other[0] else ''}; wait for it or use another --out")
+        return FolderKindError(
+            f"{out} holds {HOLDS.get(other[0], other[0])} ({what}in progress, {_who(token)}); "
+            f"{WRITER.get(kind, kind)} cannot write into it; use another --out"
+        )
+    return FolderBusyError(
+        f"output folder {out} is in use by {_who(token)}"
+        f"{f' ({HOLDS.get(other[0], other[0])})' if other[0] else ''}; wait for it or use another --out"
+    )
 
 
-__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusyError", "FolderKindError", "check_folder", "claim", "holds",
-           "refuse_other_kind"]
+__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusyError", "FolderKindError", "check_folder", "claim", "holds", "refuse_other_kind"]

@@ -5,6 +5,7 @@ same parts give the same 64-bit seed on every machine and Python run, unlike the
 Callers pass the run's seed plus names that say what is drawn (e.g. `(seed, "trex_mc", relation,
 fact_id)`), so one draw never depends on another.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -6,12 +6,13 @@ way Ctrl-C stops it (checkpoint flushed, MLflow run marked KILLED, exit non-zero
 
 `Terminated.exit_code` is 143 (128 + SIGTERM), the code a shell reports for a SIGTERM'd process.
 """
+
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class Terminated(KeyboardInterrupt):

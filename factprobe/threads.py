@@ -20,6 +20,7 @@ Contract:
   environment. The count applied last is `current()`; runs record it (metrics.json `threads`,
   the MLflow param `threads`).
 """
+
 from __future__ import annotations
 
 import math
@@ -149,8 +150,7 @@ def steps_at_once(env: dict | None = None) -> int:
     except ValueError:
         n = 0
     if n < 1:
-        raise ConfigError(f"{STEPS_AT_ONCE_ENV}={raw!r}: expected a whole number >= 1 (steps run at once), "
-                          "or leave it unset")
+        raise ConfigError(f"{STEPS_AT_ONCE_ENV}={raw!r}: expected a whole number >= 1 (steps run at once), or leave it unset")
     return n
 
 
@@ -168,8 +168,9 @@ def resolve(threads: int | str | None = None) -> int:
     if threads is None:
         return default_threads(available_cpus(), steps_at_once())
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(f"threads={threads!r}: must be a whole number >= 1 (or leave it unset for "
-                          "the CPUs this process may use)")
+        raise ConfigError(
+            f"threads={threads!r}: must be a whole number >= 1 (or leave it unset for the CPUs this process may use)"
+        )
     return threads
 
 
@@ -199,5 +200,9 @@ def step_environment(steps: int, threads: int | str | None = None) -> dict[str, 
     for its share of this process's CPUs (`threads` when given), so even a step that never calls
     `apply` computes with its share."""
     n = resolve(threads) if threads is not None else default_threads(available_cpus(), steps)
-    return {STEPS_AT_ONCE_ENV: str(max(1, steps)), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", WAIT_POLICY),
-            "OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}
+    return {
+        STEPS_AT_ONCE_ENV: str(max(1, steps)),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", WAIT_POLICY),
+        "OMP_NUM_THREADS": str(n),
+        "MKL_NUM_THREADS": str(n),
+    }

@@ -3,6 +3,7 @@
 Imports nothing of factprobe (the bottom layer), so that the package root, the command line's
 `--version` and anything else may read it.
 """
+
 from __future__ import annotations
 
 

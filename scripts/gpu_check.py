@@ -19,6 +19,7 @@ rewrites the JSON after each model and dtype; exits 1 when a float32 check fails
 H100 (SmolLM2 only: the lease ended during Gemma): benchmarks/results/gpu_check_h100.txt and
 benchmarks/README.md ("GPU paths").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,60 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
+import torch
 
-SUBJECTS = ["France", "Japan", "Peru", "Kenya", "Italy", "Spain", "Canada", "Chile", "Egypt", "Norway", "India",
-            "Brazil", "Greece", "Poland", "Mexico", "Ghana", "Nepal", "Cuba", "Iran", "Mali", "Laos", "Fiji",
-            "Oman", "Chad", "Togo", "Iraq", "Peru", "Niger"]
-CITIES = ["Paris", "Tokyo", "Lima", "Nairobi", "Rome", "Madrid", "Ottawa", "Santiago", "Cairo", "Oslo", "New Delhi",
-          "Brasilia", "Athens", "Warsaw", "Mexico City", "Accra", "Kathmandu", "Havana", "Tehran", "Bamako"]
+SUBJECTS = [
+    "France",
+    "Japan",
+    "Peru",
+    "Kenya",
+    "Italy",
+    "Spain",
+    "Canada",
+    "Chile",
+    "Egypt",
+    "Norway",
+    "India",
+    "Brazil",
+    "Greece",
+    "Poland",
+    "Mexico",
+    "Ghana",
+    "Nepal",
+    "Cuba",
+    "Iran",
+    "Mali",
+    "Laos",
+    "Fiji",
+    "Oman",
+    "Chad",
+    "Togo",
+    "Iraq",
+    "Peru",
+    "Niger",
+]
+CITIES = [
+    "Paris",
+    "Tokyo",
+    "Lima",
+    "Nairobi",
+    "Rome",
+    "Madrid",
+    "Ottawa",
+    "Santiago",
+    "Cairo",
+    "Oslo",
+    "New Delhi",
+    "Brasilia",
+    "Athens",
+    "Warsaw",
+    "Mexico City",
+    "Accra",
+    "Kathmandu",
+    "Havana",
+    "Tehran",
+    "Bamako",
+]
 
 
 def random_model(folder: Path, dtype: torch.dtype):
@@ -79,8 +127,7 @@ def check_scorer(model, tok, args) -> dict:
     options = [" " + c for c in CITIES[: args.options]]
     out = {}
     for shared in (False, True):
-        reqs = [ChoiceRequest((prefix if shared else "") + f"The capital of {s} is", options)
-                for s in SUBJECTS[: args.facts]]
+        reqs = [ChoiceRequest((prefix if shared else "") + f"The capital of {s} is", options) for s in SUBJECTS[: args.facts]]
         scorer = Scorer(model, tok, device=DEVICE)
         ours = [scorer.score_choices(reqs, shared_prefix=prefix if shared else None) for _ in range(2)][-1]
         with torch.no_grad():
@@ -88,16 +135,25 @@ def check_scorer(model, tok, args) -> dict:
         diff = max(abs(float(a) - b) for row_a, row_b in zip(ours, naive) for a, b in zip(row_a, row_b))
         times_ours, times_naive = [], []
         for _ in range(args.rounds):
-            times_ours.append(sync_time(lambda: Scorer(model, tok, device=DEVICE).score_choices(
-                reqs, shared_prefix=prefix if shared else None))[0])
+            times_ours.append(
+                sync_time(
+                    lambda: Scorer(model, tok, device=DEVICE).score_choices(reqs, shared_prefix=prefix if shared else None)
+                )[0]
+            )
             with torch.no_grad():
-                times_naive.append(sync_time(lambda: [naive_logprob(model, tok, r.context, o)
-                                                      for r in reqs for o in r.options])[0])
+                times_naive.append(
+                    sync_time(lambda: [naive_logprob(model, tok, r.context, o) for r in reqs for o in r.options])[0]
+                )
         key = "shared_prefix" if shared else "no_prefix"
-        out[key] = {"max_abs_diff_vs_naive": diff, "max_abs_logprob": max(abs(b) for row in naive for b in row), "ours_seconds": statistics.median(times_ours),
-                    "naive_seconds": statistics.median(times_naive),
-                    "speedup_vs_naive": statistics.median(times_naive) / statistics.median(times_ours),
-                    "questions": len(reqs), "options": len(options)}
+        out[key] = {
+            "max_abs_diff_vs_naive": diff,
+            "max_abs_logprob": max(abs(b) for row in naive for b in row),
+            "ours_seconds": statistics.median(times_ours),
+            "naive_seconds": statistics.median(times_naive),
+            "speedup_vs_naive": statistics.median(times_naive) / statistics.median(times_ours),
+            "questions": len(reqs),
+            "options": len(options),
+        }
     return out
 
 
@@ -113,9 +169,14 @@ def check_generator(model, tok, args) -> dict:
 
         def hf(p):
             enc = tok(p, return_tensors="pt").to(DEVICE)
-            o = model.generate(**enc, do_sample=False, max_new_tokens=args.new_tokens, eos_token_id=eos,
-                               pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos[0])
-            new = o[0, enc["input_ids"].shape[1]:].tolist()
+            o = model.generate(
+                **enc,
+                do_sample=False,
+                max_new_tokens=args.new_tokens,
+                eos_token_id=eos,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos[0],
+            )
+            new = o[0, enc["input_ids"].shape[1] :].tolist()
             for k, t in enumerate(new):
                 if t in eos:
                     return new[: k + 1]
@@ -127,13 +188,22 @@ def check_generator(model, tok, args) -> dict:
             same = [o.token_ids == r for o, r in zip(ours, ref)]
             times_ours, times_hf = [], []
             for _ in range(args.rounds):
-                times_ours.append(sync_time(lambda: Generator(model, tok, device=DEVICE).greedy(
-                    prompts, max_new_tokens=args.new_tokens, shared_prefix=prefix if shared else None))[0])
+                times_ours.append(
+                    sync_time(
+                        lambda: Generator(model, tok, device=DEVICE).greedy(
+                            prompts, max_new_tokens=args.new_tokens, shared_prefix=prefix if shared else None
+                        )
+                    )[0]
+                )
                 times_hf.append(sync_time(lambda: [hf(p) for p in prompts])[0])
         key = "shared_prefix" if shared else "no_prefix"
-        out[key] = {"token_identical": sum(same), "prompts": len(prompts),
-                    "ours_seconds": statistics.median(times_ours), "hf_seconds": statistics.median(times_hf),
-                    "speedup_vs_hf_generate_per_prompt": statistics.median(times_hf) / statistics.median(times_ours)}
+        out[key] = {
+            "token_identical": sum(same),
+            "prompts": len(prompts),
+            "ours_seconds": statistics.median(times_ours),
+            "hf_seconds": statistics.median(times_hf),
+            "speedup_vs_hf_generate_per_prompt": statistics.median(times_hf) / statistics.median(times_ours),
+        }
     return out
 
 
@@ -157,8 +227,13 @@ def main(argv=None) -> int:
         return 2
     import transformers
 
-    res = {"device": torch.cuda.get_device_name(0) if DEVICE.startswith("cuda") else DEVICE, "torch": torch.__version__,
-           "transformers": transformers.__version__, "weights": "RANDOM (seed 0): never a result", "models": {}}
+    res = {
+        "device": torch.cuda.get_device_name(0) if DEVICE.startswith("cuda") else DEVICE,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "weights": "RANDOM (seed 0): never a result",
+        "models": {},
+    }
     failed = []
     for folder in map(Path, args.models):
         for dtype in (getattr(torch, d) for d in args.dtypes.split(",")):
@@ -169,13 +244,19 @@ def main(argv=None) -> int:
             r = {"scorer": check_scorer(model, tok, args), "generator": check_generator(model, tok, args)}
             res["models"][name] = r
             for k, s in r["scorer"].items():
-                print(f"{name} scorer {k}: max |d| vs naive {s['max_abs_diff_vs_naive']:.2e}, "
-                      f"(largest |log-prob| {s['max_abs_logprob']:.1f}), {s['speedup_vs_naive']:.1f}x naive", flush=True)
+                print(
+                    f"{name} scorer {k}: max |d| vs naive {s['max_abs_diff_vs_naive']:.2e}, "
+                    f"(largest |log-prob| {s['max_abs_logprob']:.1f}), {s['speedup_vs_naive']:.1f}x naive",
+                    flush=True,
+                )
                 if dtype == torch.float32 and s["max_abs_diff_vs_naive"] > 1e-4:
                     failed.append(f"{name} scorer {k}")
             for k, g in r["generator"].items():
-                print(f"{name} greedy {k}: {g['token_identical']}/{g['prompts']} token-identical to generate, "
-                      f"{g['speedup_vs_hf_generate_per_prompt']:.1f}x generate per prompt", flush=True)
+                print(
+                    f"{name} greedy {k}: {g['token_identical']}/{g['prompts']} token-identical to generate, "
+                    f"{g['speedup_vs_hf_generate_per_prompt']:.1f}x generate per prompt",
+                    flush=True,
+                )
                 if dtype == torch.float32 and g["token_identical"] != g["prompts"]:
                     failed.append(f"{name} greedy {k}")
             res["failed"] = failed

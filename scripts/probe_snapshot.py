@@ -12,6 +12,7 @@ Volatile metrics.json keys (wall-clock times) are removed before writing and the
 becomes `<repo>`; nothing else is touched.
 Exit status: 0 when every file is identical (--check), 1 otherwise, naming the files and first difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,14 @@ def _models(root: Path) -> dict[str, Path]:
 
 def configs(models: dict[str, Path], data: Path) -> dict[str, dict]:
     """{probe: flat run config} of the fixed fixture."""
-    mc = {"model": str(models["gpt2"]), "source": "triples", "data": str(FX / "test.jsonl"), "train_data": str(FX / "train"),
-          "choices": 5, "seed": 3}
+    mc = {
+        "model": str(models["gpt2"]),
+        "source": "triples",
+        "data": str(FX / "test.jsonl"),
+        "train_data": str(FX / "train"),
+        "choices": 5,
+        "seed": 3,
+    }
     prompts = {"prompts_root": str(FX / "prompts")}
     lama = {"source": "lama", "data": str(data / "lama"), "relations": "P36,P19", "max_facts_per_relation": 3}
     cpu = {"device": "cpu", "dtype": "float32"}
@@ -51,11 +58,24 @@ def configs(models: dict[str, Path], data: Path) -> dict[str, dict]:
         "eic-lke": {**mc, "examples": 4, "eic_interleave": 2, "eic_tests_per_sequence": 3, "tuple_separator": " ", **cpu},
         "hgp": {**mc, **prompts, **cpu},
         "mmp": {**mc, **prompts, **cpu},
-        "qa": {"model": str(models["wide"]), "relations": "P36,P1376", "max_facts_per_relation": 3, "shots": "0,2",
-               "qa_train_per_relation": 3, **cpu},
-        "counterfactual": {"model": str(models["wide"]), "relations": "P36,P1376,P37", "max_facts_per_relation": 2,
-                           "qa_train_per_relation": 6, "shots": "2,4", "known_shots": 3,
-                           "counterfactual_answer": "label", **cpu},  # the draw before issue 20 (default now fact)
+        "qa": {
+            "model": str(models["wide"]),
+            "relations": "P36,P1376",
+            "max_facts_per_relation": 3,
+            "shots": "0,2",
+            "qa_train_per_relation": 3,
+            **cpu,
+        },
+        "counterfactual": {
+            "model": str(models["wide"]),
+            "relations": "P36,P1376,P37",
+            "max_facts_per_relation": 2,
+            "qa_train_per_relation": 6,
+            "shots": "2,4",
+            "known_shots": 3,
+            "counterfactual_answer": "label",
+            **cpu,
+        },  # the draw before issue 20 (default now fact)
         "coherency": {"model": str(models["llama"]), **lama, "max_candidates": 8, **cpu},
         "belief-icl": {"model": str(models["wide"]), **lama, "max_templates": 3, "samples": 2, "draws": 20, **cpu},
         "belief-mlm": {"model": str(models["bert"]), **lama, "max_templates": 3, "vocab": "common", **cpu},  # the

@@ -8,6 +8,7 @@
 - `s3_env`: env for boto3 clients against that server (dummy credentials, region, and
   `AWS_ENDPOINT_URL`); yields the endpoint URL.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,7 @@ os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_exte
 # threads (torch reads OMP_NUM_THREADS when it loads) instead of every worker starting one per core
 # and all of them fighting over the same cores. An explicit OMP_NUM_THREADS is kept.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    os.environ.setdefault("OMP_NUM_THREADS",
-                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +104,7 @@ def s3_env(monkeypatch, moto_s3_endpoint):
 
 # ---- language-model fixtures (moved from tests/lm/conftest.py so every test folder can use them)
 # Fixtures for language-model tests.
-# 
+#
 # - `tiny_model_path(kind)`: session-wide factory; builds (once) the TINY RANDOM model `kind`
 #   ("gpt2" or "llama") in a temp folder and returns its path. Random weights: never a result.
 # - `real_model_path(alias)`: session-wide factory; returns the converted folder of a real alias
@@ -176,9 +176,20 @@ def tmp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 # test (tests/integration) read the same run. Tests that use it must not write into its experiment
 # `factprobe/probe` (other experiments in the same store are fine).
 
-PROBE_PIPELINE_ARGS = ("--param", 'models=["smollm2-135m-instruct"]', "--param", 'probes=["ic-lke","hgp"]',
-                       "--param", "relations=P36", "--param", "max_facts_per_relation=2", "--param", "choices=10",
-                       "--param", "examples=10")
+PROBE_PIPELINE_ARGS = (
+    "--param",
+    'models=["smollm2-135m-instruct"]',
+    "--param",
+    'probes=["ic-lke","hgp"]',
+    "--param",
+    "relations=P36",
+    "--param",
+    "max_facts_per_relation=2",
+    "--param",
+    "choices=10",
+    "--param",
+    "examples=10",
+)
 
 
 @pytest.fixture(scope="session")
@@ -187,8 +198,15 @@ def probe_pipeline_run(tmp_path_factory: pytest.TempPathFactory, real_model_path
     tmp = tmp_path_factory.mktemp("probe-pipeline")
     env = {**os.environ, "FACTPROBE_WORK": str(tmp / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", *PROBE_PIPELINE_ARGS],
-                       cwd=tmp, env=env, capture_output=True, text=True, timeout=900, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", *PROBE_PIPELINE_ARGS],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     log = p.stdout + p.stderr
     assert p.returncode == 0, log[-3000:]
     (tmp / "terminal.txt").write_text(log)
@@ -210,8 +228,7 @@ _unmarked_slow: list[tuple[float, str]] = []
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
-    if call.when == "call" and call.duration > SLOW_S and \
-            not any(item.get_closest_marker(m) for m in FAST_EXCLUDED_MARKERS):
+    if call.when == "call" and call.duration > SLOW_S and not any(item.get_closest_marker(m) for m in FAST_EXCLUDED_MARKERS):
         # carried on the report, so the list also fills under pytest-xdist (reports travel to the controller)
         outcome.get_result().user_properties.append(("unmarked_slow_s", call.duration))
 

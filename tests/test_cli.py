@@ -1,4 +1,5 @@
 """The CLI: one-line errors (exit 2) for bad input, and a tracked probe run end to end (tiny RANDOM model)."""
+
 import json
 
 import pytest
@@ -12,18 +13,25 @@ def run(capsys, *argv):
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--relations", "P999"], "unknown relation(s) P999"),
-    (["--relations", "P30", "--choices", "100"],
-     ("(--skip-small-relations probes the rest): P30: distractor pool has 6 objects; --choices 100 needs 100, "
-      "the largest supported is 6")),
-    (["--relations", "P36,P30", "--choices", "100"], "P30: distractor pool has 6 objects"),
-    (["--relations", " , "], "relations=' , ': empty relation id"),
-    (["--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
-    (["--choices", "1"], "choices=1: must be at least 2"),
-    (["--examples", "ten"], "examples: expected int, got 'ten'"),
-    (["--source", "triples"], "data=None: source triples needs --data"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--relations", "P999"], "unknown relation(s) P999"),
+        (
+            ["--relations", "P30", "--choices", "100"],
+            (
+                "(--skip-small-relations probes the rest): P30: distractor pool has 6 objects; --choices 100 needs 100, "
+                "the largest supported is 6"
+            ),
+        ),
+        (["--relations", "P36,P30", "--choices", "100"], "P30: distractor pool has 6 objects"),
+        (["--relations", " , "], "relations=' , ': empty relation id"),
+        (["--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
+        (["--choices", "1"], "choices=1: must be at least 2"),
+        (["--examples", "ten"], "examples: expected int, got 'ten'"),
+        (["--source", "triples"], "data=None: source triples needs --data"),
+    ],
+)
 def test_bad_input_is_one_line(capsys, tmp_path, argv, needle, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     rc, _, err = run(capsys, "probe", "ic-lke", "--no-track", "--no-progress", "--out", str(tmp_path / "o"), *argv)
@@ -36,22 +44,45 @@ def test_bad_input_is_one_line(capsys, tmp_path, argv, needle, monkeypatch):
 def test_malformed_jsonl_names_file_and_line(capsys, tmp_path):
     lama = tmp_path / "lama"
     (lama / "trex").mkdir(parents=True)
-    (lama / "relations.jsonl").write_text('{"relation": "P36", "template": "[X] capital [Y] .", "label": "capital", "type": "N-1"}\n')
+    (lama / "relations.jsonl").write_text(
+        '{"relation": "P36", "template": "[X] capital [Y] .", "label": "capital", "type": "N-1"}\n'
+    )
     good = '{"sub_uri": "Q1", "obj_uri": "Q2", "sub_label": "A", "obj_label": "B"}\n'
     (lama / "trex" / "P36.jsonl").write_text(good + '{"sub_uri": "Q3", "obj_uri": \n')
-    rc, _, err = run(capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o"))
+    rc, _, err = run(
+        capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o")
+    )
     assert rc == 2 and "P36.jsonl:2" in err
     (lama / "trex" / "P36.jsonl").write_text(good + '{"sub_uri": "Q3", "obj_uri": "Q4", "sub_label": "C"}\n')
-    rc, _, err = run(capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o"))
+    rc, _, err = run(
+        capsys, "probe", "ic-lke", "--source", "lama", "--data", str(lama), "--no-track", "--out", str(tmp_path / "o")
+    )
     assert rc == 2 and "P36.jsonl:3" not in err and "P36.jsonl:2" in err and "obj_label" in err
 
 
 @pytest.mark.slow
 def test_unreachable_tracking_uri_still_writes_results(capsys, tmp_path, tiny_model_path):
     model = str(tiny_model_path("gpt2"))
-    rc, _, err = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "2",
-                     "--choices", "5", "--examples", "3", "--tracking-uri", "http://127.0.0.1:9", "--no-progress",
-                     "--out", str(tmp_path / "o"))
+    rc, _, err = run(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        model,
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--choices",
+        "5",
+        "--examples",
+        "3",
+        "--tracking-uri",
+        "http://127.0.0.1:9",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert "warning: MLflow tracking server http://127.0.0.1:9 unreachable" in err  # one line, no UserWarning
     assert rc == 0 and (tmp_path / "o" / "results.jsonl").exists()
     assert json.loads((tmp_path / "o" / "metrics.json").read_text())["n"] == 2
@@ -59,9 +90,26 @@ def test_unreachable_tracking_uri_still_writes_results(capsys, tmp_path, tiny_mo
 
 def test_skip_small_relations_probes_the_rest(capsys, tmp_path, tiny_model_path):
     why = "P30: distractor pool has 6 objects; --choices 10 needs 10, the largest supported is 6"
-    rc, out, _ = run(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36,P30",
-                     "--choices", "10", "--skip-small-relations", "--max-facts-per-relation", "2", "--examples", "3",
-                     "--no-track", "--no-progress", "--out", str(tmp_path / "o"))
+    rc, out, _ = run(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--relations",
+        "P36,P30",
+        "--choices",
+        "10",
+        "--skip-small-relations",
+        "--max-facts-per-relation",
+        "2",
+        "--examples",
+        "3",
+        "--no-track",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert rc == 0
     m = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert m["n"] == 2 and set(m["per_relation"]) == {"P36"} and m["dropped_relations"] == {"P30": why}
@@ -76,8 +124,24 @@ def test_probe_logs_to_mlflow(capsys, tmp_path, monkeypatch, tiny_model_path):
 
     model = str(tiny_model_path("gpt2"))
     monkeypatch.chdir(tmp_path)
-    rc, out, _ = run(capsys, "probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "4",
-                     "--choices", "20", "--examples", "3", "--no-progress", "--out", "o")
+    rc, out, _ = run(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        model,
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "4",
+        "--choices",
+        "20",
+        "--examples",
+        "3",
+        "--no-progress",
+        "--out",
+        "o",
+    )
     assert rc == 0 and "P36" in out and "MLflow run" in out
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = client.get_experiment_by_name("factprobe/probe")
@@ -100,8 +164,23 @@ def test_rerun_of_a_finished_folder_logs_no_new_run(capsys, tmp_path, monkeypatc
     from mlflow.tracking import MlflowClient
 
     monkeypatch.chdir(tmp_path)
-    argv = ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation",
-            "2", "--choices", "5", "--examples", "2", "--no-progress", "--out", "o"]
+    argv = [
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--choices",
+        "5",
+        "--examples",
+        "2",
+        "--no-progress",
+        "--out",
+        "o",
+    ]
     assert run(capsys, *argv)[0] == 0
     rc, out, _ = run(capsys, *argv)
     assert rc == 0 and "o already holds this finished run; nothing was scored and no new run was logged" in out
@@ -118,8 +197,23 @@ def test_rerun_of_a_finished_folder_that_was_never_logged_logs_it_once(capsys, t
     from mlflow.tracking import MlflowClient
 
     monkeypatch.chdir(tmp_path)
-    argv = ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation",
-            "2", "--choices", "5", "--examples", "2", "--no-progress", "--out", "o"]
+    argv = [
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--choices",
+        "5",
+        "--examples",
+        "2",
+        "--no-progress",
+        "--out",
+        "o",
+    ]
     assert run(capsys, *argv, "--no-track")[0] == 0
     assert not (tmp_path / "mlruns.db").exists()
     rc, out, _ = run(capsys, *argv)
@@ -133,11 +227,14 @@ def test_rerun_of_a_finished_folder_that_was_never_logged_logs_it_once(capsys, t
     assert [x.info.run_id for x in client.search_runs([exp])] == [r.info.run_id]
 
 
-@pytest.mark.parametrize("command, subcommands", [
-    ("pipeline", ["run", "compile", "submit"]),
-    ("models", ["list", "path", "verify"]),
-    ("schedule", ["--host", "--cron"]),
-])
+@pytest.mark.parametrize(
+    "command, subcommands",
+    [
+        ("pipeline", ["run", "compile", "submit"]),
+        ("models", ["list", "path", "verify"]),
+        ("schedule", ["--host", "--cron"]),
+    ],
+)
 def test_help_of_passthrough_commands_lists_their_subcommands(command, subcommands, capsys):
     """`factprobe pipeline --help` (and models, schedule) reach the command's own parser, which
     lists every subcommand; argparse used to reject the leading `--help` ("unrecognized arguments")."""

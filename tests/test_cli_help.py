@@ -1,5 +1,6 @@
 """Issue 28 item 7: `--help` of every command and subcommand works, whatever `%` its help texts hold
 ("95% CI" in a study's description was a traceback: argparse %-formats help), plug-ins' included."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,12 @@ def register_percent_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pct-plugin", help="a plug-in: 100% of its help has % signs", description="95% CI, 5% alpha")
     p.add_argument("--alpha", type=float, default=0.05, help="significance (5% by default, %(default)s)")
     inner = p.add_subparsers(dest="inner", required=True)
-    q = inner.add_parser("deep", help="a sub-subcommand at 99% confidence", formatter_class=argparse.RawDescriptionHelpFormatter,
-                         description="raw text: 42%\n  kept as written")
+    q = inner.add_parser(
+        "deep",
+        help="a sub-subcommand at 99% confidence",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="raw text: 42%\n  kept as written",
+    )
     q.add_argument("--width", help="interval width, 95%")
     p.set_defaults(func=lambda a: 0)
 
@@ -108,7 +113,7 @@ def test_every_command_and_subcommand_has_help(plugins, capsys):
         assert out.startswith("usage: factprobe")
         if path and path[0] in PASSTHROUGH:  # their own parsers: every subcommand of theirs too
             m = re.search(r"\{([\w,-]+)\} \.\.\.", out)
-            for inner in (m.group(1).split(",") if m else []):
+            for inner in m.group(1).split(",") if m else []:
                 assert help_of([path[0], inner], capsys).startswith(f"usage: factprobe {path[0]} {inner}")
 
 

@@ -4,6 +4,7 @@
 transformers nor mlflow (torch alone took 2-3 s; `--help` imported it through the study identity,
 `models list` through a safetensors header check); `--version` does not even build the command tree.
 One fresh interpreter runs the three in turn and reports the heavy modules loaded after each."""
+
 from __future__ import annotations
 
 import subprocess

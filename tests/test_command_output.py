@@ -10,6 +10,7 @@ op-build line, the weights bar, the `is_gradient_checkpointing` FutureWarning, a
 
 Tiny RANDOM models (factprobe/lm/testing.py): no number here is a result.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,16 @@ def _factprobe(args: list[str], cwd: Path, timeout: int = 280) -> subprocess.Com
     # (still open) process group, and a child inheriting its MASTER_PORT would find the port taken
     for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "factprobe.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _foreign(lines: list[str], allowed: tuple[str, ...]) -> list[str]:
@@ -55,9 +64,27 @@ def _foreign(lines: list[str], allowed: tuple[str, ...]) -> list[str]:
 @pytest.mark.slow  # a CLI process that loads transformers and scores (15 s on 2 cores)
 def test_cli_probe_output_is_its_own(tiny_model_path, real_data_root, tmp_path):
     out = tmp_path / "run"
-    proc = _factprobe(["probe", "ic-lke", "--model", str(tiny_model_path("llama")), "--source", "lama", "--data",
-                       str(real_data_root / "lama"), "--relations", "P36", "--max-facts-per-relation", "2",
-                       "--no-progress", "--no-track", "--out", str(out)], tmp_path)
+    proc = _factprobe(
+        [
+            "probe",
+            "ic-lke",
+            "--model",
+            str(tiny_model_path("llama")),
+            "--source",
+            "lama",
+            "--data",
+            str(real_data_root / "lama"),
+            "--relations",
+            "P36",
+            "--max-facts-per-relation",
+            "2",
+            "--no-progress",
+            "--no-track",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout
     lines = proc.stdout.splitlines()
     assert any(ln.startswith("ic-lke ") for ln in lines), proc.stdout
@@ -69,10 +96,40 @@ def test_cli_finetune_that_diverges_prints_one_line(tiny_model_path, tmp_path):
     """The largest --lora-alpha the command line takes diverges at step 2 under ZeRO-0
     (tests/finetune/test_training_must_learn.py): its whole output is the one `error:` line."""
     out = tmp_path / "ft"
-    proc = _factprobe(["finetune", "--model", str(tiny_model_path("llama")), "--train-set", "regular", "--train-size",
-                       "16", "--batch-size", "8", "--grad-accum", "2", "--max-steps", "2", "--learning-rate", "3e-3",
-                       "--lr-scheduler", "constant", "--lora-r", "4", "--lora-alpha", "9000000000000000000",
-                       "--zero-stage", "0", "--device", "cpu", "--no-progress", "--out", str(out)], tmp_path, timeout=400)
+    proc = _factprobe(
+        [
+            "finetune",
+            "--model",
+            str(tiny_model_path("llama")),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "2",
+            "--learning-rate",
+            "3e-3",
+            "--lr-scheduler",
+            "constant",
+            "--lora-r",
+            "4",
+            "--lora-alpha",
+            "9000000000000000000",
+            "--zero-stage",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+        timeout=400,
+    )
     assert proc.returncode == 2, proc.stdout
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: training diverged at step 2 of 2"), proc.stdout
@@ -83,16 +140,17 @@ def test_the_past_key_values_warnings_are_filtered():
     """Both spellings transformers 5.x used for the `past_key_values` deprecation, as a FutureWarning."""
     import factprobe.lm
 
-    messages = [("`past_key_values` is deprecated and will be removed in version 5.40.0 for `LlamaModel.forward`. "
-                 "Use `cache` instead."), "`past_key_values`/`cache_params` are deprecated. Use `cache` instead.",
-                ("`is_gradient_checkpointing` is deprecated and will be removed in v6. Use `is_activation_checkpointing` "
-                 "instead.")]
+    messages = [
+        ("`past_key_values` is deprecated and will be removed in version 5.40.0 for `LlamaModel.forward`. Use `cache` instead."),
+        "`past_key_values`/`cache_params` are deprecated. Use `cache` instead.",
+        ("`is_gradient_checkpointing` is deprecated and will be removed in v6. Use `is_activation_checkpointing` instead."),
+    ]
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")  # what is shown without factprobe's filters ...
         factprobe.lm.quiet_libraries()  # ... and with them, installed again on top
         for m in messages:
-            warnings.warn(m, FutureWarning)
-        warnings.warn("another FutureWarning", FutureWarning)
+            warnings.warn(m, FutureWarning, stacklevel=1)
+        warnings.warn("another FutureWarning", FutureWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["another FutureWarning"]
 
 

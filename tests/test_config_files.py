@@ -10,6 +10,7 @@
 Probe runs use a TINY RANDOM model (no number here is a result); fine-tuning is not run (the options
 that would reach it are caught).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,43 +35,71 @@ def _error(err: str) -> str:
 
 # ------------------------------------------------------------------ probe
 @pytest.mark.slow  # three probe runs on a tiny model
-def test_probe_from_yaml_flags_override_and_repeat_from_run_config(tiny_model_path, real_data_root, tmp_path,
-                                                                    monkeypatch, capsys):
+def test_probe_from_yaml_flags_override_and_repeat_from_run_config(
+    tiny_model_path, real_data_root, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     f = tmp_path / "ic.yaml"
-    f.write_text(f"# the tour's IC-LKE, smaller\nmodel: {tiny_model_path('llama')}\nsource: lama\n"
-                 f"data: {real_data_root / 'lama'}\nrelations: [P36]\nmax-facts-per-relation: 2\nseed: 3\n"
-                 "examples: 5\nout: runs/from-yaml\n")
+    f.write_text(
+        f"# the tour's IC-LKE, smaller\nmodel: {tiny_model_path('llama')}\nsource: lama\n"
+        f"data: {real_data_root / 'lama'}\nrelations: [P36]\nmax-facts-per-relation: 2\nseed: 3\n"
+        "examples: 5\nout: runs/from-yaml\n"
+    )
     rc, _, err = run(capsys, "probe", "ic-lke", "--config", str(f), "--seed", "4", "--no-track", "--no-progress")
     assert rc == 0, err
     first = json.loads((tmp_path / "runs/from-yaml/run_config.json").read_text())
     cfg = first["config"]
     assert (cfg["seed"], cfg["relations"], cfg["examples"], cfg["max_facts_per_relation"]) == (4, ["P36"], 5, 2)
     # the run again from its own record, into another folder: the same run
-    rc, _, err = run(capsys, "probe", "ic-lke", "--config", "runs/from-yaml/run_config.json", "--out", "runs/again",
-                       "--no-track", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--config",
+        "runs/from-yaml/run_config.json",
+        "--out",
+        "runs/again",
+        "--no-track",
+        "--no-progress",
+    )
     assert rc == 0, err
     again = json.loads((tmp_path / "runs/again/run_config.json").read_text())
     assert again["results_key"] == first["results_key"]
     assert {k: v for k, v in again["config"].items() if k != "out"} == {k: v for k, v in cfg.items() if k != "out"}
-    rows = [[(r["fact_id"], r["correct"], r["prediction"]) for r in map(json.loads, (tmp_path / d / "results.jsonl").open())]
-            for d in ("runs/from-yaml", "runs/again")]
+    rows = [
+        [(r["fact_id"], r["correct"], r["prediction"]) for r in map(json.loads, (tmp_path / d / "results.jsonl").open())]
+        for d in ("runs/from-yaml", "runs/again")
+    ]
     assert rows[0] == rows[1] and len(rows[0]) == 2
     # a flag changes one option of the repeated run
-    rc, _, err = run(capsys, "probe", "ic-lke", "--config", "runs/from-yaml/run_config.json", "--out", "runs/seed5",
-                       "--seed", "5", "--no-track", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--config",
+        "runs/from-yaml/run_config.json",
+        "--out",
+        "runs/seed5",
+        "--seed",
+        "5",
+        "--no-track",
+        "--no-progress",
+    )
     assert rc == 0, err
     assert json.loads((tmp_path / "runs/seed5/run_config.json").read_text())["config"]["seed"] == 5
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("model: m\nrelatons: P36\nfoo: 1\n", r"{f}: unknown option(s) foo, relatons for probe ic-lke; known: "),
-    ("model: m\nrelations: [P36\nseed: 1\n", r"{f}:3: not valid YAML ("),
-    ("model: m\n  seed: 1\n", r"{f}:2: not valid YAML ("),
-    ("- model\n- m\n", r"{f}: a config file holds `option: value` pairs (a mapping), not a list"),
-    ("probe: hgp\nmodel: m\n", r"{f}: a config of probe hgp, not ic-lke; run `factprobe probe hgp --config {f}`"),
-    ("seed: -1\n", "seed=-1: must be in [0, 2**32)"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("model: m\nrelatons: P36\nfoo: 1\n", r"{f}: unknown option(s) foo, relatons for probe ic-lke; known: "),
+        ("model: m\nrelations: [P36\nseed: 1\n", r"{f}:3: not valid YAML ("),
+        ("model: m\n  seed: 1\n", r"{f}:2: not valid YAML ("),
+        ("- model\n- m\n", r"{f}: a config file holds `option: value` pairs (a mapping), not a list"),
+        ("probe: hgp\nmodel: m\n", r"{f}: a config of probe hgp, not ic-lke; run `factprobe probe hgp --config {f}`"),
+        ("seed: -1\n", "seed=-1: must be in [0, 2**32)"),
+    ],
+)
 def test_probe_config_refused_in_one_line(capsys, tmp_path, text, needle):
     f = tmp_path / "c.yaml"
     f.write_text(text)
@@ -105,8 +134,16 @@ def caught_finetune(monkeypatch):
 
     def fake(cfg, **kw):
         seen.append(cfg)
-        return {"train_set": "t", "n_examples": 1, "train_set_digest": "0" * 12, "steps": 0, "first_loss": None,
-                "final_loss": None, "tokens_per_second": None, "non_padding_fraction": None}
+        return {
+            "train_set": "t",
+            "n_examples": 1,
+            "train_set_digest": "0" * 12,
+            "steps": 0,
+            "first_loss": None,
+            "final_loss": None,
+            "tokens_per_second": None,
+            "non_padding_fraction": None,
+        }
 
     monkeypatch.setattr(finetune, "run_finetune", fake)
     return seen
@@ -132,8 +169,7 @@ def test_finetune_repeats_from_its_own_record(caught_finetune, capsys, tmp_path)
     rc, _, err = run(capsys, "finetune", "--config", str(f), "--out", str(tmp_path / "second"))
     assert rc == 0, err
     cfg = caught_finetune[0]
-    assert {k: v for k, v in cfg.to_dict().items() if k != "out"} == {k: v for k, v in recorded.to_dict().items()
-                                                                      if k != "out"}
+    assert {k: v for k, v in cfg.to_dict().items() if k != "out"} == {k: v for k, v in recorded.to_dict().items() if k != "out"}
     assert cfg.out == str(tmp_path / "second")
 
 
@@ -186,8 +222,9 @@ def caught_study(monkeypatch):
 
 def test_study_from_yaml_with_flags_over_it(caught_study, tmp_path):
     f = tmp_path / "icl.yaml"
-    f.write_text("model: smollm2-135m-instruct\nsource: lama\nrelations: P36,P19\nn: [0, 1, 5]\ndraws: 4\n"
-                 f"out: {tmp_path / 'st'}\n")
+    f.write_text(
+        f"model: smollm2-135m-instruct\nsource: lama\nrelations: P36,P19\nn: [0, 1, 5]\ndraws: 4\nout: {tmp_path / 'st'}\n"
+    )
     with pytest.raises(_Caught):
         main(["study", "icl-examples", "--config", str(f), "--draws", "2", "--no-track"])
     config, out = caught_study[0]
@@ -196,8 +233,11 @@ def test_study_from_yaml_with_flags_over_it(caught_study, tmp_path):
 
 
 def test_study_repeats_from_its_own_record_and_refuses_another(caught_study, capsys, tmp_path):
-    record = {"study": "icl-sequence", "base": {"model": "m", "source": "lama", "seed": 3},
-              "params": {"length": 40, "replace": 10, "kind": "incorrect", "placement": "block"}}
+    record = {
+        "study": "icl-sequence",
+        "base": {"model": "m", "source": "lama", "seed": 3},
+        "params": {"length": 40, "replace": 10, "kind": "incorrect", "placement": "block"},
+    }
     f = tmp_path / "study_config.json"
     f.write_text(json.dumps(record))
     with pytest.raises(_Caught):

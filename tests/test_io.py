@@ -1,6 +1,7 @@
 """factprobe.io: jsonl reading errors name file, line or byte; the one tabular reader (`open_table`)
 names file:line / file: row N for every format; atomic writers leave 0644 files (0600 on request)
 whatever the umask and although tempfile.mkstemp creates 0600."""
+
 from __future__ import annotations
 
 import json
@@ -60,19 +61,21 @@ def test_read_jsonl_errors_name_file_and_line(tmp_path):
         list(read_jsonl(tmp_path / "nope.jsonl"))
 
 
-@pytest.mark.parametrize("data, offset, line, byte", [
-    (b'{"a": "\xff"}\n', 7, 1, 0xFF),
-    (b'{"a": 1}\n{"b": "ok \xc3\xa9"}\n{"c": "\xe9t\xe9"}\n', 31, 3, 0xE9),
-    (b"\xef\xbb\xbf" + b"x\n" * 5 + b"\x80\n", 13, 6, 0x80),  # after a BOM
-])
+@pytest.mark.parametrize(
+    "data, offset, line, byte",
+    [
+        (b'{"a": "\xff"}\n', 7, 1, 0xFF),
+        (b'{"a": 1}\n{"b": "ok \xc3\xa9"}\n{"c": "\xe9t\xe9"}\n', 31, 3, 0xE9),
+        (b"\xef\xbb\xbf" + b"x\n" * 5 + b"\x80\n", 13, 6, 0x80),  # after a BOM
+    ],
+)
 def test_non_utf8_jsonl_is_one_data_error(tmp_path, data, offset, line, byte):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(data)
     assert data[offset] == byte
     with pytest.raises(DataError) as e:
         list(read_jsonl(path))
-    assert str(e.value) == (f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {offset} (line {line}); "
-                            "save the file as UTF-8")
+    assert str(e.value) == (f"{path}: not UTF-8 text: byte 0x{byte:02x} at offset {offset} (line {line}); save the file as UTF-8")
     assert e.value.__cause__ is None and e.value.__suppress_context__
 
 
@@ -102,28 +105,42 @@ def _records(path, columns=None):
 
 def test_open_table_reads_every_format_with_where(tmp_path):
     (tmp_path / "t.jsonl").write_text('{"a": 1, "b": "x"}\n\n{"a": 2}\n', encoding="utf-8")
-    assert _records(tmp_path / "t.jsonl") == ("jsonl", None, [(f"{tmp_path}/t.jsonl:1", {"a": 1, "b": "x"}),
-                                                              (f"{tmp_path}/t.jsonl:3", {"a": 2})])
+    assert _records(tmp_path / "t.jsonl") == (
+        "jsonl",
+        None,
+        [(f"{tmp_path}/t.jsonl:1", {"a": 1, "b": "x"}), (f"{tmp_path}/t.jsonl:3", {"a": 2})],
+    )
     # BOM dropped, header names stripped, a quoted value over two lines: the row's first line counts
     (tmp_path / "t.csv").write_text('\ufeff a , b\n1,"two\nlines"\n3,\n4\n', encoding="utf-8")
     kind, columns, rows = _records(tmp_path / "t.csv")
     assert (kind, columns) == ("csv", ["a", "b"])
-    assert rows == [(f"{tmp_path}/t.csv:2", {"a": "1", "b": "two\nlines"}), (f"{tmp_path}/t.csv:4", {"a": "3", "b": ""}),
-                    (f"{tmp_path}/t.csv:5", {"a": "4", "b": None})]
+    assert rows == [
+        (f"{tmp_path}/t.csv:2", {"a": "1", "b": "two\nlines"}),
+        (f"{tmp_path}/t.csv:4", {"a": "3", "b": ""}),
+        (f"{tmp_path}/t.csv:5", {"a": "4", "b": None}),
+    ]
     pd = pytest.importorskip("pandas")
     pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).to_parquet(tmp_path / "T.PARQUET", index=False)
-    assert _records(tmp_path / "T.PARQUET") == ("parquet", ["a", "b"], [(f"{tmp_path}/T.PARQUET: row 1", {"a": 1, "b": "x"}),
-                                                                         (f"{tmp_path}/T.PARQUET: row 2", {"a": 2, "b": "y"})])
-    assert _records(tmp_path / "T.PARQUET", ["b", "missing"])[2] == [(f"{tmp_path}/T.PARQUET: row 1", {"b": "x"}),
-                                                                      (f"{tmp_path}/T.PARQUET: row 2", {"b": "y"})]
+    assert _records(tmp_path / "T.PARQUET") == (
+        "parquet",
+        ["a", "b"],
+        [(f"{tmp_path}/T.PARQUET: row 1", {"a": 1, "b": "x"}), (f"{tmp_path}/T.PARQUET: row 2", {"a": 2, "b": "y"})],
+    )
+    assert _records(tmp_path / "T.PARQUET", ["b", "missing"])[2] == [
+        (f"{tmp_path}/T.PARQUET: row 1", {"b": "x"}),
+        (f"{tmp_path}/T.PARQUET: row 2", {"b": "y"}),
+    ]
 
 
-@pytest.mark.parametrize("name, data, message", [
-    ("t.tsv", b"a\tb\n", "t.tsv: unsupported table format .tsv; use .jsonl, .csv, .parquet"),
-    ("t.parquet", b"not parquet", "t.parquet: not a readable parquet file ("),
-    ("t.csv", b"a,b\n1,\xff\n", "t.csv: not UTF-8 text: byte 0xff at offset 6 (line 2)"),
-    ("t.jsonl", b'{"a": 1}\n{"a": \n', "t.jsonl:2: malformed JSON line"),
-])
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("t.tsv", b"a\tb\n", "t.tsv: unsupported table format .tsv; use .jsonl, .csv, .parquet"),
+        ("t.parquet", b"not parquet", "t.parquet: not a readable parquet file ("),
+        ("t.csv", b"a,b\n1,\xff\n", "t.csv: not UTF-8 text: byte 0xff at offset 6 (line 2)"),
+        ("t.jsonl", b'{"a": 1}\n{"a": \n', "t.jsonl:2: malformed JSON line"),
+    ],
+)
 def test_open_table_errors_name_the_file_and_line(tmp_path, name, data, message):
     (tmp_path / name).write_bytes(data)
     with pytest.raises(DataError) as err:

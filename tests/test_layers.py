@@ -20,6 +20,7 @@ A module's implicit import of its parent package's `__init__` is not an edge (th
 loads packages, not a dependency the module chose). `from pkg import name` is an edge to
 `pkg.name` where that is a module, else to `pkg` itself.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,12 +38,26 @@ PACKAGES = ("factprobe", "factprobe_ops")
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
 #: the operations packages sit above it. Renaming a package is a one-word change here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("factprobe.version", "factprobe.plugins"),  # import nothing of factprobe (plugins: entry points, the extra of a missing module)
+    (
+        "factprobe.version",
+        "factprobe.plugins",
+    ),  # import nothing of factprobe (plugins: entry points, the extra of a missing module)
     ("factprobe.redact",),
     ("factprobe.errors",),
-    ("factprobe.paths", "factprobe.io", "factprobe.facts", "factprobe.refs", "factprobe.signals",
-     "factprobe.seeding", "factprobe.threads"),
-    ("factprobe.identity", "factprobe.config_files", "factprobe.config"),  # what a result measured; --config files; the config machinery
+    (
+        "factprobe.paths",
+        "factprobe.io",
+        "factprobe.facts",
+        "factprobe.refs",
+        "factprobe.signals",
+        "factprobe.seeding",
+        "factprobe.threads",
+    ),
+    (
+        "factprobe.identity",
+        "factprobe.config_files",
+        "factprobe.config",
+    ),  # what a result measured; --config files; the config machinery
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
@@ -107,7 +122,8 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _walk(node: ast.AST, type_checking: bool = False):
@@ -145,12 +161,19 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[Import
             base = _absolute(node, module, path.name == "__init__.py")
             for alias in node.names:
                 add(f"{base}.{alias.name}" if alias.name != "*" else base, node.lineno, tc)
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             f = node.func
             if (isinstance(f, ast.Name) and f.id == "__import__") or (
-                    isinstance(f, ast.Attribute) and f.attr == "import_module"
-                    and isinstance(f.value, ast.Name) and f.value.id == "importlib"):
+                isinstance(f, ast.Attribute)
+                and f.attr == "import_module"
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "importlib"
+            ):
                 add(node.args[0].value, node.lineno, tc)
     return out
 
@@ -181,8 +204,7 @@ def direction_violations(imports: list[Import]) -> list[tuple[Import, str]]:
         if lu == tu or ti < li:
             continue
         kind = "up" if ti > li else "sideways"
-        reason = (f"{imp.where()}: {imp.importer} imports {imp.imported} ({kind}: "
-                  f"{tu!r} is layer {ti}, {lu!r} is layer {li})")
+        reason = f"{imp.where()}: {imp.importer} imports {imp.imported} ({kind}: {tu!r} is layer {ti}, {lu!r} is layer {li})"
         out.append((imp, reason))
     return out
 
@@ -197,9 +219,12 @@ def cycles(imports: list[Import]) -> list[list[Import]]:
     out = []
     for component in nx.strongly_connected_components(graph):
         if len(component) > 1:
-            out.append(sorted((i for i in imports if not i.type_checking
-                               and i.importer in component and i.imported in component),
-                              key=lambda i: (i.path, i.line)))
+            out.append(
+                sorted(
+                    (i for i in imports if not i.type_checking and i.importer in component and i.imported in component),
+                    key=lambda i: (i.path, i.line),
+                )
+            )
     return sorted(out, key=lambda c: c[0].path)
 
 
@@ -208,8 +233,10 @@ def test_every_module_has_a_layer():
         unit_of(module)
     with pytest.raises(AssertionError, match="factprobe.new_module is in no unit of LAYERS"):
         unit_of("factprobe.new_module")
-    assert unit_of("factprobe.lm.engine") == (LAYERS.index(("factprobe.sources", "factprobe.lm", "factprobe.metrics")),
-                                              "factprobe.lm")
+    assert unit_of("factprobe.lm.engine") == (
+        LAYERS.index(("factprobe.sources", "factprobe.lm", "factprobe.metrics")),
+        "factprobe.lm",
+    )
 
 
 def test_no_import_goes_up_or_sideways():
@@ -220,8 +247,12 @@ def test_no_import_goes_up_or_sideways():
 def test_no_import_cycles():
     found = cycles(all_imports())
     text = "\n".join(
-        "circle " + " <-> ".join(sorted({i.importer for i in c})) + ":\n"
-        + "\n".join(f"  {i.where()}: {i.importer} imports {i.imported}" for i in c) for c in found)
+        "circle "
+        + " <-> ".join(sorted({i.importer for i in c}))
+        + ":\n"
+        + "\n".join(f"  {i.where()}: {i.importer} imports {i.imported}" for i in c)
+        for c in found
+    )
     assert not found, "import circles (a function-local import does not break one):\n" + text
 
 
@@ -237,10 +268,12 @@ def test_design_doc_shows_the_layer_table():
     doc = (REPO / "docs" / "design.md").read_text()
     assert render_layer_table() in doc, (
         "docs/design.md's layer table differs from tests/test_layers.py LAYERS; put this in its "
-        "Layers section:\n" + render_layer_table())
+        "Layers section:\n" + render_layer_table()
+    )
 
 
 # --- the checker checks: each rule fails on a made-up violation --------------------------------
+
 
 def _fake(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     modules = {}
@@ -259,13 +292,16 @@ def fake_repo(tmp_path, monkeypatch):
 
 
 def test_checker_finds_upward_function_local_and_dynamic_imports(fake_repo):
-    modules = _fake(fake_repo, {
-        "factprobe.sources.a": "def f():\n    from factprobe.datasets.b import x\n",
-        "factprobe.metrics.m": "import importlib\nimportlib.import_module('factprobe.probes.p')\n",
-        "factprobe.lm.l": "from ..metrics import m\n",
-        "factprobe.datasets.b": "from factprobe.sources import a\nx = 1\n",
-        "factprobe.probes.p": "",
-    })
+    modules = _fake(
+        fake_repo,
+        {
+            "factprobe.sources.a": "def f():\n    from factprobe.datasets.b import x\n",
+            "factprobe.metrics.m": "import importlib\nimportlib.import_module('factprobe.probes.p')\n",
+            "factprobe.lm.l": "from ..metrics import m\n",
+            "factprobe.datasets.b": "from factprobe.sources import a\nx = 1\n",
+            "factprobe.probes.p": "",
+        },
+    )
     imports = [i for mod, p in modules.items() for i in imports_of(mod, p, modules)]
     reasons = [r for _, r in direction_violations(imports)]
     assert any("factprobe/sources/a.py:2" in r and "(up:" in r for r in reasons), reasons
@@ -275,12 +311,15 @@ def test_checker_finds_upward_function_local_and_dynamic_imports(fake_repo):
 
 
 def test_checker_finds_cycles_but_not_type_checking_ones(fake_repo):
-    modules = _fake(fake_repo, {
-        "factprobe.lm.a": "from factprobe.lm import b\n",
-        "factprobe.lm.b": "def f():\n    from factprobe.lm.a import g\n",
-        "factprobe.lm.c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from factprobe.lm.d import T\n",
-        "factprobe.lm.d": "from factprobe.lm.c import U\n",
-    })
+    modules = _fake(
+        fake_repo,
+        {
+            "factprobe.lm.a": "from factprobe.lm import b\n",
+            "factprobe.lm.b": "def f():\n    from factprobe.lm.a import g\n",
+            "factprobe.lm.c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from factprobe.lm.d import T\n",
+            "factprobe.lm.d": "from factprobe.lm.c import U\n",
+        },
+    )
     imports = [i for mod, p in modules.items() for i in imports_of(mod, p, modules)]
     found = cycles(imports)
     assert [sorted({i.importer for i in c}) for c in found] == [["factprobe.lm.a", "factprobe.lm.b"]]

@@ -1,6 +1,7 @@
 """Issue 28 item 7: `--model-meta` bases that form a cycle (A's base is B, B's base is A) were accepted,
 and every base-vs-fine-tuned comparison then paired each model with the other. Refused in one line
 naming the cycle, whether the bases come from the metadata file or from the models' own folders."""
+
 from __future__ import annotations
 
 import json

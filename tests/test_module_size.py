@@ -9,6 +9,7 @@ reason (at least `MIN_REASON_WORDS` words), e.g.
 The preferred fix for a long module is to split it along its jobs; the sentence is for a module that
 really has one job. Read with `ast` (nothing is imported).
 """
+
 from __future__ import annotations
 
 import ast
@@ -35,7 +36,7 @@ def size_reason(text: str) -> str | None:
     for line in doc.splitlines():
         line = line.strip()
         if line.startswith(MARKER):
-            reason = line[len(MARKER):].strip()
+            reason = line[len(MARKER) :].strip()
             return reason if len(reason.split()) >= MIN_REASON_WORDS else None
     return None
 
@@ -53,11 +54,14 @@ def unexplained_long_modules(root: Path = REPO) -> list[str]:
 
 def test_no_module_over_500_lines_without_a_reason():
     bad = unexplained_long_modules()
-    assert not bad, (f"modules over {MAX_LINES} lines: split each along its jobs, or put a line starting "
-                     f"{MARKER!r} and saying why in its module docstring:\n  " + "\n  ".join(bad))
+    assert not bad, (
+        f"modules over {MAX_LINES} lines: split each along its jobs, or put a line starting "
+        f"{MARKER!r} and saying why in its module docstring:\n  " + "\n  ".join(bad)
+    )
 
 
 # --- the checker checks ---------------------------------------------------------------------------
+
 
 def _module(tmp_path: Path, name: str, doc: str, total: int) -> Path:
     """The module `name` (a path under `tmp_path`) of exactly `total` lines: docstring `doc`, then assignments."""
@@ -70,12 +74,15 @@ def _module(tmp_path: Path, name: str, doc: str, total: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("doc,flagged", [
-    ("A long module.", True),
-    ("A long module.\n\nOver 500 lines: too short.", True),  # a marker without a reason is no reason
-    ("A long module.\n\nover 500 lines: one class whose methods share its state.", True),  # the marker is exact
-    ("A long module.\n\nOver 500 lines: one class, the engine, whose methods share its cache.", False),
-])
+@pytest.mark.parametrize(
+    "doc,flagged",
+    [
+        ("A long module.", True),
+        ("A long module.\n\nOver 500 lines: too short.", True),  # a marker without a reason is no reason
+        ("A long module.\n\nover 500 lines: one class whose methods share its state.", True),  # the marker is exact
+        ("A long module.\n\nOver 500 lines: one class, the engine, whose methods share its cache.", False),
+    ],
+)
 def test_checker_flags_a_long_module_without_a_reason(tmp_path, doc, flagged):
     _module(tmp_path, "factprobe/long.py", doc, MAX_LINES + 1)
     _module(tmp_path, "factprobe/short.py", "A module of exactly 500 lines.", MAX_LINES)

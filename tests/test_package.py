@@ -10,6 +10,7 @@
   of it pip installing the base requirements, torch from the local wheel): the built wheel, installed with no extra into a new
   virtualenv, answers `--version`, runs a probe on a tiny random model, and `factprobe pipeline` names the extra.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,8 +37,14 @@ from factprobe.errors import ConfigError
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 #: a top-level module of each extra, and the extra a missing one must name
-EXTRA_MODULES = {"kfp": "kubeflow", "kubeflow": "kubeflow", "mlflow": "tracking", "spacy": "belief",
-                 "spacy_lookups_data": "belief", "deepspeed": "train"}
+EXTRA_MODULES = {
+    "kfp": "kubeflow",
+    "kubeflow": "kubeflow",
+    "mlflow": "tracking",
+    "spacy": "belief",
+    "spacy_lookups_data": "belief",
+    "deepspeed": "train",
+}
 
 
 def constraints() -> dict[str, str]:
@@ -65,8 +72,13 @@ def test_the_base_requirements_are_the_science_and_torch_is_pinned_only_in_const
 
 def test_extras_and_dev_gathers_them():
     extras = PYPROJECT["project"]["optional-dependencies"]
-    for extra, needs in {"kubeflow": "kfp", "tracking": "mlflow", "belief": "spacy", "train": "deepspeed",
-                         "adapters": "peft"}.items():
+    for extra, needs in {
+        "kubeflow": "kfp",
+        "tracking": "mlflow",
+        "belief": "spacy",
+        "train": "deepspeed",
+        "adapters": "peft",
+    }.items():
         assert any(Requirement(r).name == needs for r in extras[extra]), (extra, extras[extra])
     gathered = {e for r in extras["all"] for e in Requirement(r).extras if Requirement(r).name == "factprobe"}
     assert gathered >= {"kubeflow", "tracking", "belief", "train", "adapters"}, gathered
@@ -152,19 +164,29 @@ print(json.dumps(results))
 
 def _cli(commands: list[list[str]], block: tuple[str, ...]) -> list[tuple[int, str, str]]:
     """(exit code, stdout, stderr) of `factprobe ARGS` for each of `commands`, as without the extras of `block`."""
-    r = subprocess.run([sys.executable, "-c", _CLI_SCRIPT, ",".join(block), json.dumps(commands)], cwd=REPO,
-                       capture_output=True, text=True, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", _CLI_SCRIPT, ",".join(block), json.dumps(commands)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return [tuple(x) for x in json.loads(r.stdout.strip().splitlines()[-1])]
 
 
 @pytest.mark.slow  # a fresh interpreter: ~6 s of CPU
 def test_without_the_extras_commands_name_them_in_one_line_and_probes_lose_only_tracking(capsys):
-    commands = {"kubeflow": ["pipeline", "--help"], "tracking": ["compare", "a", "b"],
-                "train": ["finetune", "--model", "x", "--out", "/nonexistent/fp"]}
-    *named, probe_help = _cli([*commands.values(), ["probe", "ic-lke", "--help"]],
-                              ("kfp", "kubeflow", "mlflow", "spacy", "deepspeed"))
-    for (extra, args), (rc, out, err) in zip(commands.items(), named):
+    commands = {
+        "kubeflow": ["pipeline", "--help"],
+        "tracking": ["compare", "a", "b"],
+        "train": ["finetune", "--model", "x", "--out", "/nonexistent/fp"],
+    }
+    *named, probe_help = _cli(
+        [*commands.values(), ["probe", "ic-lke", "--help"]], ("kfp", "kubeflow", "mlflow", "spacy", "deepspeed")
+    )
+    for (extra, args), (rc, _out, err) in zip(commands.items(), named):
         assert rc == 2, (args, err[-2000:])
         assert err.startswith(f"error: factprobe {args[0]} needs") and err.count("\n") == 1, err[-2000:]  # one line
         assert err.strip().endswith(f"pip install 'factprobe[{extra}]'"), err
@@ -211,8 +233,12 @@ def _local_torch_wheels() -> list[str]:
     folders = {f for f in os.environ.get("PIP_FIND_LINKS", "").split() if f}
     out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False).stdout
     folders |= {f for m in re.finditer(r"find-links='([^']*)'", out) for f in m.group(1).split()}
-    cached = subprocess.run([sys.executable, "-m", "pip", "cache", "list", "torch", "--format", "abspath"],
-                            capture_output=True, text=True, check=False).stdout.split()
+    cached = subprocess.run(
+        [sys.executable, "-m", "pip", "cache", "list", "torch", "--format", "abspath"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
     folders |= {str(Path(p).parent) for p in cached}
     return sorted(f for f in folders if any(Path(f).glob(f"torch-{version}-*.whl")))
 
@@ -230,8 +256,13 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     for pkg in ("factprobe", "factprobe_ops"):
         shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # no download when it can
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp_path / "dist"),
-                    str(src)], check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp_path / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wheel = next((tmp_path / "dist").glob("factprobe-*.whl"))
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
@@ -239,8 +270,11 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     assert {f"factprobe/finetune/deepspeed_configs/zero{n}.json" for n in range(4)} <= names
     assert "factprobe/datasets/data/" in " ".join(names) and "factprobe_ops/tracking/hooks.py" in names
     assert not {n.split("/")[0] for n in names} & {"components", "pipelines", "tracking", "configs"}
-    base = [line.split(":", 1)[1].strip() for line in meta.splitlines()
-            if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    base = [
+        line.split(":", 1)[1].strip()
+        for line in meta.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
     assert any(r.startswith("torch") and "==" not in r for r in base), base
 
     # a fresh virtualenv with the base requirements only, at the lock's versions; torch from the local wheel
@@ -248,12 +282,33 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     links = [a for f in _local_torch_wheels() for a in ("--find-links", f)]
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile",
-                              "-c", str(REPO / "constraints.txt"), *links, str(wheel)],
-                             capture_output=True, text=True, timeout=1000, check=False)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-compile",
+            "-c",
+            str(REPO / "constraints.txt"),
+            *links,
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1000,
+        check=False,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list", "--format", "freeze"],
-                               capture_output=True, text=True, check=True).stdout
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "list", "--format", "freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     have = {canonicalize_name(line.split("==")[0]) for line in installed.splitlines() if "==" in line}
     assert not have & {"mlflow", "kfp", "kubeflow", "spacy", "deepspeed", "peft"}, have
     assert "torch" in have and "factprobe" in have
@@ -269,8 +324,19 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     assert (r.returncode, r.stdout.strip()) == (0, f"factprobe {factprobe.__version__}"), r.stderr[-2000:]
 
     model = make_tiny_random_model("llama", tmp_path / "models")
-    r = run("probe", "ic-lke", "--model", str(model), "--source", "countryinfo", "--max-facts-per-relation", "2",
-            "--out", str(tmp_path / "run"), "--no-progress")
+    r = run(
+        "probe",
+        "ic-lke",
+        "--model",
+        str(model),
+        "--source",
+        "countryinfo",
+        "--max-facts-per-relation",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"results in {tmp_path / 'run'}" in r.stdout and "Traceback" not in r.stderr + r.stdout
     assert "mlflow" not in (r.stdout + r.stderr).lower()  # no tracking hook, no warning about it

@@ -8,6 +8,7 @@
   here is a result), and its comparison equals `factprobe compare --json`'s.
 - `factprobe.compare` reads each run's declared verdict and headline metric; bad input is one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,12 @@ def test_version_of_a_source_checkout_comes_from_pyproject(monkeypatch):
 
 
 def test_import_is_light_and_the_api_loads_on_first_use():
-    code = ("import sys, factprobe\n"
-            "heavy = [m for m in ('torch', 'transformers', 'pandas', 'mlflow') if m in sys.modules]\n"
-            "assert not heavy, heavy\n"
-            "print(factprobe.__version__, callable(factprobe.probe), callable(factprobe.compare))\n")
+    code = (
+        "import sys, factprobe\n"
+        "heavy = [m for m in ('torch', 'transformers', 'pandas', 'mlflow') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print(factprobe.__version__, callable(factprobe.probe), callable(factprobe.compare))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [_pyproject_version(), "True", "True"]
@@ -76,9 +79,8 @@ def _run_folder(path: Path, probe: str, correct: dict[str, bool], template: bool
     path.mkdir(parents=True)
     rows = []
     for fact, ok in correct.items():
-        for t in (["t1", "t2", "t3"] if template else [None]):
-            rows.append({"fact_id": fact, "relation": fact.split("-")[0], "correct": ok,
-                         **({"template": t} if template else {})})
+        for t in ["t1", "t2", "t3"] if template else [None]:
+            rows.append({"fact_id": fact, "relation": fact.split("-")[0], "correct": ok, **({"template": t} if template else {})})
     (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (path / "run_config.json").write_text(json.dumps({"results_key": "k", "config": {"probe": probe, "model": "m"}}))
     (path / "metrics.json").write_text(json.dumps({"accuracy": sum(correct.values()) / len(correct)}))
@@ -87,8 +89,9 @@ def _run_folder(path: Path, probe: str, correct: dict[str, bool], template: bool
 
 def test_compare_pairs_facts_with_the_probes_verdict_and_metric(tmp_path):
     a = _run_folder(tmp_path / "a", "ic-lke", {"P36-1": True, "P36-2": True, "P19-1": False, "P19-2": False})
-    b = _run_folder(tmp_path / "b", "hgp", {"P36-1": True, "P36-2": False, "P19-1": True, "P19-2": False, "P19-3": True},
-                    template=True)
+    b = _run_folder(
+        tmp_path / "b", "hgp", {"P36-1": True, "P36-2": False, "P19-1": True, "P19-2": False, "P19-3": True}, template=True
+    )
     res = factprobe.compare(a, b, n_boot=200)
     assert (res["accuracy_a"], res["accuracy_b"], res["n_joined"], res["n_only_b"]) == (0.5, 0.5, 4, 1)
     assert res["eta_pooled_a_given_b"] == 0.5 and res["metric"] == "accuracy"
@@ -144,7 +147,7 @@ def test_the_documented_example_runs(tiny_model_path, real_data_root, tmp_path, 
     code = _substituted(doc_example(DOC.read_text()), tiny_model_path("llama"), real_data_root)
     monkeypatch.chdir(tmp_path)  # its runs/... folders land here
     scope: dict = {"__name__": "__doc_example__"}
-    exec(compile(code, str(DOC), "exec"), scope)  # noqa: S102 - the documentation's own code
+    exec(compile(code, str(DOC), "exec"), scope)
     printed = capsys.readouterr().out
     assert printed.startswith(f"factprobe {factprobe.__version__}\n") and "IC-LKE accuracy" in printed, printed
     res = scope["res"]
@@ -154,8 +157,7 @@ def test_the_documented_example_runs(tiny_model_path, real_data_root, tmp_path, 
     assert main(["compare", "runs/api-ic", "runs/api-hgp", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
     ours = json_safe(res)  # NaN (no fact known by a random model) is null in both
-    for key in ("accuracy_a", "accuracy_b", "diff", "diff_ci", "n_joined", "eta_pooled_a_given_b", "mcnemar",
-                "per_relation"):
+    for key in ("accuracy_a", "accuracy_b", "diff", "diff_ci", "n_joined", "eta_pooled_a_given_b", "mcnemar", "per_relation"):
         assert ours[key] == (cli[key] if cli[key] is None or isinstance(cli[key], (dict, int)) else pytest.approx(cli[key])), key
     # the run repeats from its own run_config.json (item 7): same facts, same verdicts
     again = factprobe.probe("ic-lke", out="runs/again", config="runs/api-ic/run_config.json")

@@ -10,6 +10,7 @@ the tour cannot drift from the CLI.
   place of the README's model, so no number here is a result), IC-LKE, HGP and their `compare`
   join on every fact. The `real_model` test does the same with the README's own model.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from factprobe.cli import build_parser, main
-from factprobe.paths import data_root
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOUR_HEADING = "## A 10-minute tour"
@@ -121,13 +121,13 @@ def test_with_train_data_dropped_the_guard_fails(commands):
     """The check above can fail: the HGP command of the issue (no --train-data) is caught."""
     ic, hgp = probe_command(commands, "ic-lke"), probe_command(commands, "hgp")
     i = hgp.index("--train-data")
-    broken = hgp[:i] + hgp[i + 2:]
+    broken = hgp[:i] + hgp[i + 2 :]
     assert [f for f in ITEM_FLAGS if flag(ic, f) != flag(broken, f)] == ["--train-data"]
 
 
 def _local(argv: list[str], root: Path) -> list[str]:
     """The README's `../shared/data/...` paths under this machine's data root."""
-    return [str(root / w[len(README_DATA) + 1:]) if w.startswith(README_DATA + "/") else w for w in argv]
+    return [str(root / w[len(README_DATA) + 1 :]) if w.startswith(README_DATA + "/") else w for w in argv]
 
 
 def _run_tour(commands, capsys, monkeypatch, tmp_path, real_data_root, model: str | None) -> dict:

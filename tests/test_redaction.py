@@ -1,5 +1,6 @@
 """Credentials never reach a message: `factprobe.redact.redact`, every FactprobeError, the
 tracking warnings and errors, and what `factprobe pipeline run` prints and logs."""
+
 from __future__ import annotations
 
 import io
@@ -12,29 +13,49 @@ from factprobe.redact import redact
 SECRET = "s3cr3t-T0ken"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("https://user:s3cr3t-T0ken@mlflow.example.com/api", "https://***@mlflow.example.com/api"),
-    ("http://bob:p@ss@127.0.0.1:5000", "http://***@127.0.0.1:5000"),  # unescaped @ in the password
-    ("postgresql+psycopg2://mlflow:s3cr3t-T0ken@db:5432/m", "postgresql+psycopg2://***@db:5432/m"),
-    ("https://s3cr3t-T0ken@github.com/org/repo.git", "https://***@github.com/org/repo.git"),
-    (("GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20250101"
-      "&X-Amz-Signature=abc123&X-Amz-Security-Token=s3cr3t-T0ken&x-id=GetObject"),
-     ("GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
-      "&X-Amz-Signature=***&X-Amz-Security-Token=***&x-id=GetObject")),
-    ("https://h/x?token=s3cr3t-T0ken&page=2", "https://h/x?token=***&page=2"),
-    ("https://h/x?access_token=a&sig=b&key=c&monkey=1", "https://h/x?access_token=***&sig=***&key=***&monkey=1"),
-    ("Authorization: Bearer s3cr3t-T0ken", "Authorization: Bearer ***"),
-    ("MLFLOW_TRACKING_PASSWORD=s3cr3t-T0ken MLFLOW_TRACKING_USERNAME=bob", "MLFLOW_TRACKING_PASSWORD=*** MLFLOW_TRACKING_USERNAME=bob"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("https://user:s3cr3t-T0ken@mlflow.example.com/api", "https://***@mlflow.example.com/api"),
+        ("http://bob:p@ss@127.0.0.1:5000", "http://***@127.0.0.1:5000"),  # unescaped @ in the password
+        ("postgresql+psycopg2://mlflow:s3cr3t-T0ken@db:5432/m", "postgresql+psycopg2://***@db:5432/m"),
+        ("https://s3cr3t-T0ken@github.com/org/repo.git", "https://***@github.com/org/repo.git"),
+        (
+            (
+                "GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20250101"
+                "&X-Amz-Signature=abc123&X-Amz-Security-Token=s3cr3t-T0ken&x-id=GetObject"
+            ),
+            (
+                "GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
+                "&X-Amz-Signature=***&X-Amz-Security-Token=***&x-id=GetObject"
+            ),
+        ),
+        ("https://h/x?token=s3cr3t-T0ken&page=2", "https://h/x?token=***&page=2"),
+        ("https://h/x?access_token=a&sig=b&key=c&monkey=1", "https://h/x?access_token=***&sig=***&key=***&monkey=1"),
+        ("Authorization: Bearer s3cr3t-T0ken", "Authorization: Bearer ***"),
+        (
+            "MLFLOW_TRACKING_PASSWORD=s3cr3t-T0ken MLFLOW_TRACKING_USERNAME=bob",
+            "MLFLOW_TRACKING_PASSWORD=*** MLFLOW_TRACKING_USERNAME=bob",
+        ),
+    ],
+)
 def test_redact(text, expected):
     assert redact(text) == expected
     assert SECRET not in redact(text)
 
 
-@pytest.mark.parametrize("text", [
-    "sqlite:////home/a@b/mlruns.db", "http://127.0.0.1:5000/api", "mail me at a@b.com", "basic auth failed",
-    "unknown relation(s) P999 in countryinfo", "s3://bucket/prefix/P36.jsonl", "set MLFLOW_TRACKING_PASSWORD",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sqlite:////home/a@b/mlruns.db",
+        "http://127.0.0.1:5000/api",
+        "mail me at a@b.com",
+        "basic auth failed",
+        "unknown relation(s) P999 in countryinfo",
+        "s3://bucket/prefix/P36.jsonl",
+        "set MLFLOW_TRACKING_PASSWORD",
+    ],
+)
 def test_redact_leaves_ordinary_text(text):
     assert redact(text) == text
 

@@ -1,5 +1,6 @@
 """Issue 30 item 5: the thread policy (factprobe/threads.py), with fake cgroup files, and where it is applied
 (the CLI, the local pipeline runner's step environment, a probe run's record)."""
+
 import json
 import os
 import sys
@@ -146,23 +147,26 @@ def test_cli_sets_passive_waiting_and_applies_threads(fake, monkeypatch, torch_t
 @pytest.mark.slow
 def test_cli_sets_passive_waiting_before_torch_loads(tmp_path):
     """In a fresh process: the variable is there when torch (and its OpenMP) is imported by a command."""
-    code = ("import builtins, os, sys; os.environ.pop('OMP_WAIT_POLICY', None)\n"
-            "seen = {}\n"
-            "real_import = builtins.__import__\n"
-            "def spy(name, *a, **k):\n"
-            "    if name.split('.')[0] == 'torch' and 'torch' not in sys.modules:\n"
-            "        seen.setdefault('policy', os.environ.get('OMP_WAIT_POLICY'))\n"
-            "    return real_import(name, *a, **k)\n"
-            "builtins.__import__ = spy\n"
-            "from factprobe.cli import main\n"
-            "assert 'torch' not in sys.modules\n"
-            "main(['probe', 'ic-lke', '--threads', '1', '--max-facts-per-relation', '0'])\n"
-            "print('policy at torch import', seen.get('policy'))\n")
+    code = (
+        "import builtins, os, sys; os.environ.pop('OMP_WAIT_POLICY', None)\n"
+        "seen = {}\n"
+        "real_import = builtins.__import__\n"
+        "def spy(name, *a, **k):\n"
+        "    if name.split('.')[0] == 'torch' and 'torch' not in sys.modules:\n"
+        "        seen.setdefault('policy', os.environ.get('OMP_WAIT_POLICY'))\n"
+        "    return real_import(name, *a, **k)\n"
+        "builtins.__import__ = spy\n"
+        "from factprobe.cli import main\n"
+        "assert 'torch' not in sys.modules\n"
+        "main(['probe', 'ic-lke', '--threads', '1', '--max-facts-per-relation', '0'])\n"
+        "print('policy at torch import', seen.get('policy'))\n"
+    )
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=240,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=240, check=False
+    )
     assert "policy at torch import PASSIVE" in out.stdout, (out.stdout[-500:], out.stderr[-2000:])
 
 
@@ -175,8 +179,14 @@ def test_local_runner_tells_each_step_how_many_run_at_once(fake, capsys):
     write("cpu.max", "400000 100000")
     steps = LocalSteps()
     steps.pipeline_thread = threading.current_thread()
-    cmd = [sys.executable, "-c", ("import os; print('env', os.environ['FACTPROBE_STEPS_AT_ONCE'], "
-                                  "os.environ['OMP_NUM_THREADS'], os.environ['OMP_WAIT_POLICY'])")]
+    cmd = [
+        sys.executable,
+        "-c",
+        (
+            "import os; print('env', os.environ['FACTPROBE_STEPS_AT_ONCE'], "
+            "os.environ['OMP_NUM_THREADS'], os.environ['OMP_WAIT_POLICY'])"
+        ),
+    ]
     assert steps.run_step(cmd) == 0
     assert "env 1 4 PASSIVE" in capsys.readouterr().out
     with ThreadPoolExecutor(1) as pool:
@@ -199,8 +209,7 @@ def test_probe_run_records_the_resolved_count(tiny_model_path, tmp_path, fake, t
     recs = [json.loads(line) for line in (REPO / "examples" / "mc_items" / "cloze.jsonl").read_text().splitlines()][:2]
     data = tmp_path / "items.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": str(tiny_model_path("llama")), "data": str(data),
-                               "device": "cpu"})
+    cfg = RunConfig.from_dict({"probe": "mc-items", "model": str(tiny_model_path("llama")), "data": str(data), "device": "cpu"})
     out = run_probe(cfg, tmp_path / "out", progress=False, log=lambda m: None)
     assert out.metrics["threads"] == 2
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["threads"] == 2

@@ -42,15 +42,16 @@ reads it (`read_fact_contexts`). Other sources carry none.
 `prepare_coherency(base, templates_path) -> Prepared` (kind "coherency") puts it together; its
 `info` holds the templates used per relation, candidate counts and the items skipped.
 """
+
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import CARDINALITIES, Fact, FactSet
@@ -87,8 +88,10 @@ def _check_slots(template: str, where: str, name: str, relation: str) -> None:
         n = template.count(slot)
         if n != 1:
             what = "lacks" if n == 0 else f"has {n} of"
-            raise DataError(f"{where}: {name} {template!r} of {relation} {what} the slot {slot}; "
-                            f"a template needs exactly one {SUBJECT_SLOT} and one {OBJECT_SLOT}")
+            raise DataError(
+                f"{where}: {name} {template!r} of {relation} {what} the slot {slot}; "
+                f"a template needs exactly one {SUBJECT_SLOT} and one {OBJECT_SLOT}"
+            )
 
 
 def load_coherency_templates(path: str | Path) -> tuple[dict[str, CoherencyTemplates], dict[str, str]]:
@@ -121,8 +124,10 @@ def load_coherency_templates(path: str | Path) -> tuple[dict[str, CoherencyTempl
             templates[name] = value
         missing = [n for n, v in templates.items() if v is None]
         if missing:
-            what = " and ".join({"template_obj": "forward template (template_obj)",
-                                 "template_sub": "inverse template (template_sub)"}[m] for m in missing)
+            what = " and ".join(
+                {"template_obj": "forward template (template_obj)", "template_sub": "inverse template (template_sub)"}[m]
+                for m in missing
+            )
             dropped[rid] = f"{rid}: no {what} in {path.name}:{lineno}"
             continue
         out[rid] = CoherencyTemplates(rid, templates["template_obj"], templates["template_sub"], typ or None)  # type: ignore[arg-type]
@@ -165,16 +170,29 @@ class CoherencyItem:
         return f"{self.relation}|{self.subject_id or self.subject}|{self.object_id or self.gold}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"relation": self.relation, "subject": self.subject, "gold": self.gold,
-                "gold_objects": [list(g) for g in self.gold_objects], "subject_entity": self.subject_entity,
-                "subject_id": self.subject_id, "object_id": self.object_id, "context": self.context}
+        return {
+            "relation": self.relation,
+            "subject": self.subject,
+            "gold": self.gold,
+            "gold_objects": [list(g) for g in self.gold_objects],
+            "subject_entity": self.subject_entity,
+            "subject_id": self.subject_id,
+            "object_id": self.object_id,
+            "context": self.context,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CoherencyItem":
-        return cls(relation=d["relation"], subject=d["subject"], gold=d["gold"],
-                   gold_objects=tuple((str(k), str(v)) for k, v in d["gold_objects"]),
-                   subject_entity=d.get("subject_entity") or "", subject_id=d.get("subject_id"),
-                   object_id=d.get("object_id"), context=d.get("context"))
+    def from_dict(cls, d: dict[str, Any]) -> CoherencyItem:
+        return cls(
+            relation=d["relation"],
+            subject=d["subject"],
+            gold=d["gold"],
+            gold_objects=tuple((str(k), str(v)) for k, v in d["gold_objects"]),
+            subject_entity=d.get("subject_entity") or "",
+            subject_id=d.get("subject_id"),
+            object_id=d.get("object_id"),
+            context=d.get("context"),
+        )
 
 
 # ------------------------------------------------------------------ candidate tables
@@ -299,9 +317,15 @@ def labels_overlap(subject: str, obj: str) -> bool:
     return subject == obj or subject in obj or obj in subject
 
 
-def build_items(test: FactSet, known: FactSet, relations: Iterable[str], max_items: int | None = None, seed: int = 0,
-                contexts: dict[str, str] | None = None,
-                drop_overlapping_labels: bool = False) -> tuple[dict[str, list[CoherencyItem]], dict[str, int]]:
+def build_items(
+    test: FactSet,
+    known: FactSet,
+    relations: Iterable[str],
+    max_items: int | None = None,
+    seed: int = 0,
+    contexts: dict[str, str] | None = None,
+    drop_overlapping_labels: bool = False,
+) -> tuple[dict[str, list[CoherencyItem]], dict[str, int]]:
     """Items per relation (module docstring) and {relation: items skipped} by the authors' filter
     (`drop_overlapping_labels`: subject and object labels that contain one another, `labels_overlap`;
     tested on the subject's first test fact, the one the item starts from)."""
@@ -330,10 +354,18 @@ def build_items(test: FactSet, known: FactSet, relations: Iterable[str], max_ite
         for k in keys:
             f = first[k]
             gold_keys = [okey(f)] + sorted(tables.objects_of[k] - {okey(f)})
-            out.append(CoherencyItem(
-                relation=rel, subject=f.subject, gold=f.object,
-                gold_objects=tuple((g, tables.objects[g]) for g in gold_keys), subject_entity=k,
-                subject_id=f.subject_id, object_id=f.object_id, context=contexts.get(f.fact_id)))
+            out.append(
+                CoherencyItem(
+                    relation=rel,
+                    subject=f.subject,
+                    gold=f.object,
+                    gold_objects=tuple((g, tables.objects[g]) for g in gold_keys),
+                    subject_entity=k,
+                    subject_id=f.subject_id,
+                    object_id=f.object_id,
+                    context=contexts.get(f.fact_id),
+                )
+            )
         if out:
             items[rel] = out
     return items, skipped
@@ -355,20 +387,24 @@ def prepare_coherency(base, templates_path: str | Path | None = None, drop_overl
             usable.append(rel)
         else:
             dropped[rel] = no_template.get(rel) or f"{rel}: no coherency templates in {path}"
-    items, skipped = build_items(test, known, usable, base.max_facts_per_relation, base.seed, contexts,
-                                 drop_overlapping_labels)
+    items, skipped = build_items(test, known, usable, base.max_facts_per_relation, base.seed, contexts, drop_overlapping_labels)
     for rel in usable:
         if rel not in items:
-            dropped[rel] = f"{rel}: no items" + (" left after dropping overlapping subject/object labels"
-                                                  if skipped.get(rel) else "")
+            dropped[rel] = f"{rel}: no items" + (
+                " left after dropping overlapping subject/object labels" if skipped.get(rel) else ""
+            )
     if not items:
-        raise ConfigError(f"no relation of {test.source or base.source} can be probed for coherency ("
-                          + ("; ".join(dropped.values()) or "no facts") + ")")
+        raise ConfigError(
+            f"no relation of {test.source or base.source} can be probed for coherency ("
+            + ("; ".join(dropped.values()) or "no facts")
+            + ")"
+        )
     tables = {rel: relation_tables(list(test) + list(known), rel) for rel in items}
     info = {
         "coherency_templates_file": str(path),
-        "coherency_templates": {rel: {"template_obj": templates[rel].template_obj,
-                                      "template_sub": templates[rel].template_sub} for rel in items},
+        "coherency_templates": {
+            rel: {"template_obj": templates[rel].template_obj, "template_sub": templates[rel].template_sub} for rel in items
+        },
         "object_candidates": {rel: len(t.objects) for rel, t in tables.items()},
         "subject_candidates": {rel: len(t.subjects) for rel, t in tables.items()},
         "skipped_overlapping_labels": skipped,

@@ -22,12 +22,13 @@
 
 The same rules build the counterfactual fine-tuning set (`factprobe.datasets.known_unknown`).
 """
+
 from __future__ import annotations
 
 import zlib
 from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class Exemplar:
         return asdict(self)
 
     @classmethod
-    def of(cls, item: QAItem) -> "Exemplar":
+    def of(cls, item: QAItem) -> Exemplar:
         """The item as an unshuffled exemplar (its true answer shown)."""
         return cls(item.fact_id, item.relation, item.question, item.object, item.object, False)
 
@@ -99,8 +100,9 @@ def _subject_key(item: QAItem) -> str:
 DRAWS = ("fact", "label")
 
 
-def _wrong_answers(item: QAItem, pool: Sequence[QAItem], correct_objects: CorrectObjects | None = None,
-                   draw: str = "label") -> list[str]:
+def _wrong_answers(
+    item: QAItem, pool: Sequence[QAItem], correct_objects: CorrectObjects | None = None, draw: str = "label"
+) -> list[str]:
     """Answers of `pool` (the item's relation) that are not correct for the item's subject (see the
     module docstring), sorted: each distinct label once (`draw="label"`), or one entry per
     admissible fact, so a label repeats as often as facts carry it (`draw="fact"`)."""
@@ -125,9 +127,14 @@ def _wrong_answers(item: QAItem, pool: Sequence[QAItem], correct_objects: Correc
     return sorted(per_fact) if draw == "fact" else sorted(out.values())
 
 
-def shuffle_answers(exemplars: Sequence[QAItem], answer_pool: Mapping[str, Sequence[QAItem]], seed: int,
-                    tag: str = "shuffle", correct_objects: CorrectObjects | None = None,
-                    draw: str = "fact") -> list[Exemplar]:
+def shuffle_answers(
+    exemplars: Sequence[QAItem],
+    answer_pool: Mapping[str, Sequence[QAItem]],
+    seed: int,
+    tag: str = "shuffle",
+    correct_objects: CorrectObjects | None = None,
+    draw: str = "fact",
+) -> list[Exemplar]:
     """Counterfactual exemplars: each shown answer drawn from the wrong answers of its relation in
     `answer_pool` ({relation: train items}); unshuffled (`shuffled=False`) where none exists.
     `correct_objects` ({(relation, subject key): correct object keys}, `correct_object_keys`)

@@ -15,6 +15,7 @@
 Both samplers are deterministic in `seed` and the relation id: the examples are a function of
 (seed, relation, training facts, excluded subjects) only, never of which facts are scored.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict

@@ -11,10 +11,11 @@ It is written as `<out>/known_unknown.parquet` by the `qa` probe (regular k-shot
 the `counterfactual` probe, and logged to MLflow as a dataset. The counterfactual probe and the
 fine-tuning sets read it by path or as `runs:/<MLflow run id>` (resolved by `factprobe_ops.tracking.refs`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -22,12 +23,27 @@ from ..errors import ConfigError, DataError
 from ..refs import resolve_ref
 
 FILE_NAME = "known_unknown.parquet"
-COLUMNS = ("fact_id", "relation", "subject", "question", "split", "model", "model_revision", "shots", "answer",
-           "em", "f1", "contains", "known")
+COLUMNS = (
+    "fact_id",
+    "relation",
+    "subject",
+    "question",
+    "split",
+    "model",
+    "model_revision",
+    "shots",
+    "answer",
+    "em",
+    "f1",
+    "contains",
+    "known",
+)
 #: how to make a table, for error messages (`{shots}`: the k of the regular block that decides known/unknown)
-MAKE_ONE = ("make one with `factprobe probe qa --split all --shots {shots} --model {model} --out DIR` on the same "
-            "data (--source, --data, --relations, --seed, --qa-train-per-relation as this run; then pass "
-            "DIR/known_unknown.parquet) or run the `counterfactual_icl` pipeline, which writes it")
+MAKE_ONE = (
+    "make one with `factprobe probe qa --split all --shots {shots} --model {model} --out DIR` on the same "
+    "data (--source, --data, --relations, --seed, --qa-train-per-relation as this run; then pass "
+    "DIR/known_unknown.parquet) or run the `counterfactual_icl` pipeline, which writes it"
+)
 
 
 def known_unknown_table(rows: Sequence[dict], model: str, revision: str) -> pd.DataFrame:
@@ -40,10 +56,23 @@ def known_unknown_table(rows: Sequence[dict], model: str, revision: str) -> pd.D
         if key in seen:
             continue
         seen.add(key)
-        records.append({"fact_id": r["fact_id"], "relation": r["relation"], "subject": r["subject"],
-                        "question": r["question"], "split": r["split"], "model": model, "model_revision": revision or "",
-                        "shots": int(r["shots"]), "answer": r["answer"], "em": float(r["em"]), "f1": float(r["f1"]),
-                        "contains": float(r["contains"]), "known": bool(r["em"] >= 1.0)})
+        records.append(
+            {
+                "fact_id": r["fact_id"],
+                "relation": r["relation"],
+                "subject": r["subject"],
+                "question": r["question"],
+                "split": r["split"],
+                "model": model,
+                "model_revision": revision or "",
+                "shots": int(r["shots"]),
+                "answer": r["answer"],
+                "em": float(r["em"]),
+                "f1": float(r["f1"]),
+                "contains": float(r["contains"]),
+                "known": bool(r["em"] >= 1.0),
+            }
+        )
     return pd.DataFrame.from_records(records, columns=list(COLUMNS))
 
 
@@ -72,6 +101,8 @@ def read_known_unknown(path: str | Path, model: str | None = None, shots: int = 
     if model is not None:
         others = sorted(set(df["model"].astype(str)) - {model})
         if others:
-            raise ConfigError(f"{p} is the known/unknown table of {', '.join(others)}, not of {model}; "
-                              + MAKE_ONE.format(model=model, shots=shots))
+            raise ConfigError(
+                f"{p} is the known/unknown table of {', '.join(others)}, not of {model}; "
+                + MAKE_ONE.format(model=model, shots=shots)
+            )
     return df

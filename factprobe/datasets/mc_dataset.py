@@ -13,6 +13,7 @@
 `info` records, per relation, the distractor pool size and the share of training facts whose
 subject equals the object (the examples a `--drop-self-examples` run would not use).
 """
+
 from __future__ import annotations
 
 from ..errors import ConfigError
@@ -43,12 +44,12 @@ def prepare_mc(base, choices: int, skip_small_relations: bool = False) -> Prepar
     """Load facts and build the multiple-choice items (see the module docstring)."""
     test, train = load_test_and_train(base)
     if base.source == "nobel":
-        build = build_nobel_mc(sample_facts_per_relation(test, base.max_facts_per_relation, seed=base.seed),
-                               n_choices=choices, seed=base.seed)
+        build = build_nobel_mc(
+            sample_facts_per_relation(test, base.max_facts_per_relation, seed=base.seed), n_choices=choices, seed=base.seed
+        )
         pool_sizes: dict[str, int] = {}
     else:
-        build = build_mc(test, n_choices=choices, seed=base.seed, max_facts_per_relation=base.max_facts_per_relation,
-                         known=train)
+        build = build_mc(test, n_choices=choices, seed=base.seed, max_facts_per_relation=base.max_facts_per_relation, known=train)
         pool_sizes = dict(build.pool_sizes)
     items: dict[str, list[MCItem]] = {}
     for it in build.items:
@@ -57,8 +58,9 @@ def prepare_mc(base, choices: int, skip_small_relations: bool = False) -> Prepar
     if base.relations and not skip_small_relations:
         bad = {r: dropped[r] for r in base.relations if r in dropped}
         if bad:
-            raise ConfigError("cannot probe requested relation(s) (--skip-small-relations probes the rest): "
-                              + "; ".join(bad.values()))
+            raise ConfigError(
+                "cannot probe requested relation(s) (--skip-small-relations probes the rest): " + "; ".join(bad.values())
+            )
     if not items:
         why = "; ".join(dropped.values()) or "no facts"
         raise ConfigError(f"no relation of {test.source or base.source} can be probed with --choices {choices} ({why})")

@@ -31,13 +31,15 @@ A training item that is a test item is never an example (`leaks`): its prompt, o
 filled with its answer, equals a test item's prompt or answered prompt once whitespace is removed
 and case folded (`leak_key`).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet, MCItem
@@ -109,7 +111,7 @@ def _options(value: Any, where: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise DataError(f"{where}: options {value!r} is not a JSON list ({e.msg}); write e.g. [\"Paris\", \"Lyon\"]") from None
+            raise DataError(f'{where}: options {value!r} is not a JSON list ({e.msg}); write e.g. ["Paris", "Lyon"]') from None
     if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a parquet reader
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -119,7 +121,7 @@ def _options(value: Any, where: str) -> list[str]:
         if isinstance(o, bool) or not isinstance(o, (str, int, float)):
             raise DataError(f"{where}: option {o!r} is not text")
         if isinstance(o, float) and not math.isfinite(o):
-            raise DataError(f"{where}: option {o!r} is not a finite number; write it as text (\"inf\") if it is one")
+            raise DataError(f'{where}: option {o!r} is not a finite number; write it as text ("inf") if it is one')
         o = o if isinstance(o, str) else str(o)
         if not o.strip():
             raise DataError(f"{where}: empty option in {list(value)!r}")
@@ -167,9 +169,11 @@ def _answer_index(answer: Any, options: list[str], where: str, rule: str = "auto
         by_text = options.index(text) if text in options else options.index(text.strip()) if text.strip() in options else None
     by_index = index if index is not None and rule != "text" and 0 <= index < len(options) else None
     if by_text is not None and by_index is not None and by_text != by_index:
-        raise DataError(f"{where}: answer {answer!r} is ambiguous: the option {options[by_text]!r} (index {by_text}) "
-                        f"or the option at index {by_index} ({options[by_index]!r}); "
-                        "say which with --answer-is text or --answer-is index")
+        raise DataError(
+            f"{where}: answer {answer!r} is ambiguous: the option {options[by_text]!r} (index {by_text}) "
+            f"or the option at index {by_index} ({options[by_index]!r}); "
+            "say which with --answer-is text or --answer-is index"
+        )
     if by_text is not None:
         return by_text
     if by_index is not None:
@@ -178,8 +182,11 @@ def _answer_index(answer: Any, options: list[str], where: str, rule: str = "auto
         raise DataError(f"{where}: answer index {index} out of range for {len(options)} options (0..{len(options) - 1})")
     if text is not None and rule != "index":
         raise DataError(f"{where}: answer {answer!r} is not among the options {options!r}")
-    what = {"index": "a 0-based option index (--answer-is index)", "text": "an option's text (--answer-is text)",
-            "auto": "an option index nor an option's text"}[rule]
+    what = {
+        "index": "a 0-based option index (--answer-is index)",
+        "text": "an option's text (--answer-is text)",
+        "auto": "an option index nor an option's text",
+    }[rule]
     raise DataError(f"{where}: answer {answer!r} is {'neither ' if rule == 'auto' else 'not '}{what}")
 
 
@@ -218,12 +225,20 @@ def parse_item(rec: Mapping[str, Any], where: str, slot: str, fields: Mapping[st
         rel = rec.get(col["group"])
     relation = DEFAULT_RELATION if _missing(rel) else str(rel).strip()
     gold = options[gold_index]
-    return MCItem(relation=relation, subject=prompt, gold=gold, options=tuple(options), gold_index=gold_index,
-                  correct_objects=(gold,), subject_id=item_id)
+    return MCItem(
+        relation=relation,
+        subject=prompt,
+        gold=gold,
+        options=tuple(options),
+        gold_index=gold_index,
+        correct_objects=(gold,),
+        subject_id=item_id,
+    )
 
 
-def load_items(path: str | Path, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None,
-               answer_is: str = "auto") -> list[MCItem]:
+def load_items(
+    path: str | Path, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None, answer_is: str = "auto"
+) -> list[MCItem]:
     """Every item of the file, in file order; DataError for the first bad record, for two items
     with one `fact_id` (the same id, or the same prompt and answer without ids), or for a `fields`
     mapping to a column that no record of the file has (naming the file's columns)."""
@@ -236,14 +251,16 @@ def load_items(path: str | Path, slot: str = DEFAULT_SLOT, fields: Mapping[str, 
         item = parse_item(rec, where, slot, fields, answer_is)
         if item.fact_id in first:
             what = f"id {item.subject_id!r}" if item.subject_id else "prompt and answer"
-            raise DataError(f"{where}: same {what} as {first[item.fact_id]} (fact id {item.fact_id!r}); "
-                            "give each item its own id")
+            raise DataError(
+                f"{where}: same {what} as {first[item.fact_id]} (fact id {item.fact_id!r}); give each item its own id"
+            )
         first[item.fact_id] = where
         items.append(item)
     absent = [f"{f}={c}" for f, c in fields.items() if c not in columns]
     if absent:
-        raise DataError(f"{path}: --fields {', '.join(absent)}: no such column in the file; its columns: "
-                        f"{', '.join(columns) or 'none'}")
+        raise DataError(
+            f"{path}: --fields {', '.join(absent)}: no such column in the file; its columns: {', '.join(columns) or 'none'}"
+        )
     if not items:
         raise DataError(f"{path}: no items")
     return items
@@ -290,8 +307,9 @@ def _sample(items: list[MCItem], n: int | None, seed: int) -> list[MCItem]:
     return [it for i, it in enumerate(items) if i in keep]
 
 
-def prepare_mc_items(base, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None,
-                     answer_is: str = "auto") -> Prepared:
+def prepare_mc_items(
+    base, slot: str = DEFAULT_SLOT, fields: Mapping[str, str] | None = None, answer_is: str = "auto"
+) -> Prepared:
     """Load `base.data` (test items) and `base.train_data` (examples), select `base.relations`,
     sample `base.max_facts_per_relation` per relation; kind `mc-items`."""
     if not base.data:

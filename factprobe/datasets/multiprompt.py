@@ -28,6 +28,7 @@ Rows are ordered by relation (first-seen order of the facts), then source priori
 `dropped` (`DROPPED_COLUMNS`): every template that was read but not kept, with the reason
 (`duplicate of <template_id>`, `backwards`, `[Y] not last (causal)`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,8 +71,7 @@ from .prepared import Prepared
 
 log = logging.getLogger(__name__)
 
-FACT_COLUMNS = ("fact_id", "relation", "subject", "subject_id", "subject_aliases", "object", "object_id", "gold",
-                "gold_ids")
+FACT_COLUMNS = ("fact_id", "relation", "subject", "subject_id", "subject_aliases", "object", "object_id", "gold", "gold_ids")
 DATASET_KIND = "multiprompt"
 
 
@@ -96,12 +96,26 @@ class MultiPromptItem:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MultiPromptItem:
-        return cls(d["fact_id"], d["relation"], d["subject"], d.get("subject_id"), d["object"], d.get("object_id"),
-                   tuple(d.get("gold") or ()), tuple(d.get("gold_ids") or ()), tuple(d.get("subject_aliases") or ()))
+        return cls(
+            d["fact_id"],
+            d["relation"],
+            d["subject"],
+            d.get("subject_id"),
+            d["object"],
+            d.get("object_id"),
+            tuple(d.get("gold") or ()),
+            tuple(d.get("gold_ids") or ()),
+            tuple(d.get("subject_aliases") or ()),
+        )
 
 
-def build_pairs(test: FactSet, train: FactSet | None = None, max_facts_per_relation: int | None = None,
-                seed: int = 0, aliases: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[MultiPromptItem]]:
+def build_pairs(
+    test: FactSet,
+    train: FactSet | None = None,
+    max_facts_per_relation: int | None = None,
+    seed: int = 0,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, list[MultiPromptItem]]:
     """{relation: items}, one item per (relation, subject key) of the test facts (module docstring).
 
     `max_facts_per_relation` keeps that many pairs per relation, drawn with
@@ -137,8 +151,11 @@ def build_pairs(test: FactSet, train: FactSet | None = None, max_facts_per_relat
             gold_ids = [k if k != lab else None for k in order for lab in objs[k][:1]]
             extra = list(aliases.get(f.subject_key, ())) + list(aliases.get(f.subject, ())) if aliases else []
             al = [a for a in dict.fromkeys(labels_of[f.subject_key] + extra) if a and a != f.subject]
-            items.append(MultiPromptItem(f.fact_id, rel, f.subject, f.subject_id, f.object, f.object_id,
-                                         tuple(gold), tuple(gold_ids), tuple(al)))
+            items.append(
+                MultiPromptItem(
+                    f.fact_id, rel, f.subject, f.subject_id, f.object, f.object_id, tuple(gold), tuple(gold_ids), tuple(al)
+                )
+            )
         out[rel] = items
     return out
 
@@ -175,8 +192,9 @@ class MultiPromptSet:
         bad = self.templates[~self.templates["y_last"]]
         more = bad.assign(reason="[Y] not last (causal)")[list(DROPPED_COLUMNS)]
         dropped = pd.concat([self.dropped, more], ignore_index=True) if len(more) else self.dropped
-        return MultiPromptSet(self.templates[self.templates["y_last"]].reset_index(drop=True), self.facts, dropped,
-                              dict(self.dropped_relations))
+        return MultiPromptSet(
+            self.templates[self.templates["y_last"]].reset_index(drop=True), self.facts, dropped, dict(self.dropped_relations)
+        )
 
     def template_counts(self) -> dict[str, int]:
         return {r: int(n) for r, n in self.templates.groupby("relation", sort=False).size().items()}
@@ -192,9 +210,11 @@ class MultiPromptSet:
         rels = self.relations
         items = {r: v for r, v in self.items().items() if r in rels}
         meta = dict(info or {})
-        meta.update(multiprompt_templates=self.templates[self.templates["relation"].isin(rels)].to_dict("records"),
-                    multiprompt_dropped=self.dropped.to_dict("records"),
-                    template_counts=self.template_counts())
+        meta.update(
+            multiprompt_templates=self.templates[self.templates["relation"].isin(rels)].to_dict("records"),
+            multiprompt_dropped=self.dropped.to_dict("records"),
+            template_counts=self.template_counts(),
+        )
         return Prepared(kind=DATASET_KIND, items=items, facts=facts, dropped=dict(self.dropped_relations), info=meta)
 
     @classmethod
@@ -257,8 +277,12 @@ def build_multiprompt(
     return MultiPromptSet(templates, _facts_frame(kept), dropped, missing)
 
 
-def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES,
-                        qa_templates: str | Path | None = None, templates_root: str | Path | None = None) -> Prepared:
+def prepare_multiprompt(
+    base,
+    template_sources: Sequence[str] = TEMPLATE_SOURCES,
+    qa_templates: str | Path | None = None,
+    templates_root: str | Path | None = None,
+) -> Prepared:
     """The `Prepared` dataset of a BELIEF run from a `BaseConfig`: test facts from the configured
     source (`--source/--data/--relations`), training facts only from `--train-data` (they add
     correct objects), templates from `templates_root_for(base.data, templates_root)` (the docstring of
@@ -276,20 +300,56 @@ def prepare_multiprompt(base, template_sources: Sequence[str] = TEMPLATE_SOURCES
     root, note = templates_root_for(base.data, templates_root)
     if note:
         log.warning("note: %s", note)
-    mp = build_multiprompt(root, None, base.max_facts_per_relation, base.seed, test=test, train=train,
-                           template_sources=template_sources, qa_templates=qa_templates)
+    mp = build_multiprompt(
+        root,
+        None,
+        base.max_facts_per_relation,
+        base.seed,
+        test=test,
+        train=train,
+        template_sources=template_sources,
+        qa_templates=qa_templates,
+    )
     if mp.facts.empty:
         why = "; ".join(mp.dropped_relations.values()) or "no facts"
         raise ConfigError(f"no relation of {test.source or base.source} has multi-prompt templates ({why})")
-    info = {"templates_root": str(root), "templates_note": note, "template_sources": list(template_sources),
-            "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES)}
+    info = {
+        "templates_root": str(root),
+        "templates_note": note,
+        "template_sources": list(template_sources),
+        "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES),
+    }
     return mp.to_prepared(test, train, info)
 
 
 __all__ = [
-    "DATASET_KIND", "DEFAULT_QA_TEMPLATES", "DROPPED_COLUMNS", "FACT_COLUMNS", "STYLES", "TEMPLATE_COLUMNS",
-    "ROOT_MARKERS", "SOURCE_FILES", "SOURCE_PATHS", "TEMPLATE_SOURCES", "MultiPromptItem", "MultiPromptSet", "RawTemplate",
-    "build_multiprompt", "build_pairs", "check_template_sources", "collect_templates", "data_root_of",
-    "gather_templates", "source_counts", "template_source_metrics", "templates_root_for", "is_y_last", "load_belief_qa_templates", "normalize_template",
-    "prepare_multiprompt", "render_causal", "render_mlm", "template_style",
+    "DATASET_KIND",
+    "DEFAULT_QA_TEMPLATES",
+    "DROPPED_COLUMNS",
+    "FACT_COLUMNS",
+    "STYLES",
+    "TEMPLATE_COLUMNS",
+    "ROOT_MARKERS",
+    "SOURCE_FILES",
+    "SOURCE_PATHS",
+    "TEMPLATE_SOURCES",
+    "MultiPromptItem",
+    "MultiPromptSet",
+    "RawTemplate",
+    "build_multiprompt",
+    "build_pairs",
+    "check_template_sources",
+    "collect_templates",
+    "data_root_of",
+    "gather_templates",
+    "source_counts",
+    "template_source_metrics",
+    "templates_root_for",
+    "is_y_last",
+    "load_belief_qa_templates",
+    "normalize_template",
+    "prepare_multiprompt",
+    "render_causal",
+    "render_mlm",
+    "template_style",
 ]

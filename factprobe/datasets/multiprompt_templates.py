@@ -57,6 +57,7 @@ Rendering: `render_mlm(template, subject, mask_token)` (the `[MASK]` prompt) and
 Bad input raises DataError naming `file:line` and the template: a template without `[X]` or
 `[Y]`, or with one of them twice; malformed lines; a missing QA templates file.
 """
+
 from __future__ import annotations
 
 import os
@@ -100,7 +101,7 @@ def is_y_last(template: str) -> bool:
 
 
 def template_style(template: str, source: str) -> str:
-    """"question" for the hand-written QA templates and any template whose text before `[Y]`
+    """ "question" for the hand-written QA templates and any template whose text before `[Y]`
     ends with `?`; else "cloze"."""
     before = template.split("[Y]", 1)[0].rstrip()
     return "question" if source == "belief-qa" or before.endswith("?") else "cloze"
@@ -124,8 +125,9 @@ def render_causal(template: str, subject: str) -> str:
     (the answer, with its leading space, is what the model generates). Raises DataError naming the
     template when `[Y]` is not last (`is_y_last`)."""
     if not is_y_last(template):
-        raise DataError(f"template {template!r}: [Y] is not last, so it has no causal prompt; "
-                        "use MultiPromptSet.for_causal() or render_mlm")
+        raise DataError(
+            f"template {template!r}: [Y] is not last, so it has no causal prompt; use MultiPromptSet.for_causal() or render_mlm"
+        )
     before, _ = _split(template)
     return before.replace("[X]", subject).rstrip()
 
@@ -194,12 +196,12 @@ SOURCE_FILES = {"pararel": "P*.jsonl", "lpaqa-manual": "P*.txt", "lpaqa-paraphra
 def _leave_out(src: str, template_sources: Sequence[str]) -> str:
     """How to leave `src` out of `template_sources` on purpose (the end of a missing-source error)."""
     rest = [s for s in template_sources if s != src]
-    return (f"leave it out on purpose with --template-sources {','.join(rest)}" if rest
-            else "choose other --template-sources")
+    return f"leave it out on purpose with --template-sources {','.join(rest)}" if rest else "choose other --template-sources"
 
 
-def check_template_sources(root: Path, template_sources: Sequence[str], relations: Sequence[str] = (),
-                           test: FactSet | None = None) -> None:
+def check_template_sources(
+    root: Path, template_sources: Sequence[str], relations: Sequence[str] = (), test: FactSet | None = None
+) -> None:
     """Raise DataError naming the path of the first asked source (`SOURCE_PATHS`) missing under
     `root`, or present as a folder without any template file (`SOURCE_FILES`: an empty
     `pararel/patterns/`), and the `--template-sources` value that leaves it out (module docstring).
@@ -214,18 +216,27 @@ def check_template_sources(root: Path, template_sources: Sequence[str], relation
             pattern = SOURCE_FILES.get(src)
             if pattern is None or not path.is_dir() or any(p.is_file() for p in path.glob(pattern)):
                 continue
-            raise DataError(f"template source {src!r}: {path} holds no {pattern} template files; put the source's "
-                            f"files there, or {_leave_out(src, template_sources)}")
-        if src == "lama" and test is not None and relations and all(
-                (rel := test.relations.get(r)) is not None and rel.template for r in relations):
+            raise DataError(
+                f"template source {src!r}: {path} holds no {pattern} template files; put the source's "
+                f"files there, or {_leave_out(src, template_sources)}"
+            )
+        if (
+            src == "lama"
+            and test is not None
+            and relations
+            and all((rel := test.relations.get(r)) is not None and rel.template for r in relations)
+        ):
             continue  # every relation's facts carry their own template
-        raise DataError(f"template source {src!r}: {path} not found under the data root {root}; "
-                        f"point --templates-root (or FACTPROBE_DATA) at a data root that has it, or "
-                        f"{_leave_out(src, template_sources)}")
+        raise DataError(
+            f"template source {src!r}: {path} not found under the data root {root}; "
+            f"point --templates-root (or FACTPROBE_DATA) at a data root that has it, or "
+            f"{_leave_out(src, template_sources)}"
+        )
 
 
-def source_counts(templates: Mapping[str, Sequence[Mapping[str, Any]]] | pd.DataFrame,
-                  template_sources: Sequence[str] | None = None) -> dict[str, int]:
+def source_counts(
+    templates: Mapping[str, Sequence[Mapping[str, Any]]] | pd.DataFrame, template_sources: Sequence[str] | None = None
+) -> dict[str, int]:
     """{source: number of templates from it} over template records ({relation: records}) or a
     templates table; sources in `template_sources` order (sources that gave none are left out)."""
     if isinstance(templates, pd.DataFrame):
@@ -239,17 +250,27 @@ def source_counts(templates: Mapping[str, Sequence[Mapping[str, Any]]] | pd.Data
     return {s: counts[s] for s in sorted(counts, key=lambda s: order.index(s) if s in order else len(order))}
 
 
-def template_source_metrics(prepared: Prepared, chosen: Mapping[str, Sequence[Mapping[str, Any]]],
-                            asked: Sequence[str]) -> dict[str, Any]:
+def template_source_metrics(
+    prepared: Prepared, chosen: Mapping[str, Sequence[Mapping[str, Any]]], asked: Sequence[str]
+) -> dict[str, Any]:
     """The metrics.json keys a BELIEF probe writes about its templates: `template_sources`
     ({source: templates used from it}, sources that gave none left out), `template_sources_asked`,
     `template_sources_unused` (asked sources that gave no template, with the reason),
     `templates_root` and `templates_note` (module docstring)."""
     counts = source_counts(chosen, asked)
-    unused = {s: "no template of the probed relations (no file for them, or all duplicates of higher-priority "
-                 "sources, or not sampled by --max-templates)" for s in asked if s not in counts}
-    return {"template_sources": counts, "template_sources_asked": list(asked), "template_sources_unused": unused,
-            "templates_root": prepared.info.get("templates_root"), "templates_note": prepared.info.get("templates_note")}
+    unused = {
+        s: "no template of the probed relations (no file for them, or all duplicates of higher-priority "
+        "sources, or not sampled by --max-templates)"
+        for s in asked
+        if s not in counts
+    }
+    return {
+        "template_sources": counts,
+        "template_sources_asked": list(asked),
+        "template_sources_unused": unused,
+        "templates_root": prepared.info.get("templates_root"),
+        "templates_note": prepared.info.get("templates_note"),
+    }
 
 
 def data_root_of(path: str | Path) -> Path | None:
@@ -275,21 +296,26 @@ def templates_root_for(data: str | None, templates_root: str | Path | None = Non
         if not root.is_dir():
             raise DataError(f"{root}: --templates-root folder not found")
         if data and facts_root != root:
-            return root, (f"templates from --templates-root {root}; the facts (--data {data}) come from "
-                          f"{facts_root or 'outside any data root'}")
+            return root, (
+                f"templates from --templates-root {root}; the facts (--data {data}) come from "
+                f"{facts_root or 'outside any data root'}"
+            )
         return root, None
     if facts_root is not None:
         return facts_root, None
     root = data_root()
     if data:
-        return root, (f"templates from the default data root {root} (FACTPROBE_DATA): --data {data} is not "
-                      "inside a data root (no lama/relations.jsonl, pararel/patterns or lpaqa/prompts at or above "
-                      "it); pass --templates-root to choose")
+        return root, (
+            f"templates from the default data root {root} (FACTPROBE_DATA): --data {data} is not "
+            "inside a data root (no lama/relations.jsonl, pararel/patterns or lpaqa/prompts at or above "
+            "it); pass --templates-root to choose"
+        )
     return root, None
 
 
-def _lama_templates(root: Path, relations: Sequence[str], test: FactSet,
-                    template_sources: Sequence[str] = TEMPLATE_SOURCES) -> list[RawTemplate]:
+def _lama_templates(
+    root: Path, relations: Sequence[str], test: FactSet, template_sources: Sequence[str] = TEMPLATE_SOURCES
+) -> list[RawTemplate]:
     """The LAMA template of each of `relations`: its line of `lama/relations.jsonl` (a line with an
     empty template: none), else the facts' relation metadata. DataError naming the file and the
     relations when the file has no line for a relation whose facts carry no template either."""
@@ -315,9 +341,11 @@ def _lama_templates(root: Path, relations: Sequence[str], test: FactSet,
         elif rid not in listed:
             unlisted.append(rid)
     if unlisted and path.is_file():
-        raise DataError(f"template source 'lama': {path} has no line for relation(s) {', '.join(unlisted)}; add a line "
-                        f"{{\"relation\": \"{unlisted[0]}\", \"template\": \"...\"}} (an empty template says it has none), "
-                        f"or {_leave_out('lama', template_sources)}")
+        raise DataError(
+            f"template source 'lama': {path} has no line for relation(s) {', '.join(unlisted)}; add a line "
+            f'{{"relation": "{unlisted[0]}", "template": "..."}} (an empty template says it has none), '
+            f"or {_leave_out('lama', template_sources)}"
+        )
     return out
 
 
@@ -369,9 +397,13 @@ def _provenance(file: str, line: int, root: Path) -> str:
     return f"{p}:{line}" if line else str(file)
 
 
-def gather_templates(root: Path, relations: Sequence[str], test: FactSet | None = None,
-                     template_sources: Sequence[str] = TEMPLATE_SOURCES, qa_templates: str | Path | None = None,
-                     ) -> list[RawTemplate]:
+def gather_templates(
+    root: Path,
+    relations: Sequence[str],
+    test: FactSet | None = None,
+    template_sources: Sequence[str] = TEMPLATE_SOURCES,
+    qa_templates: str | Path | None = None,
+) -> list[RawTemplate]:
     """Raw templates of `relations` from `template_sources` under the data root `root`, in
     priority order (the order of `TEMPLATE_SOURCES`) per relation, file order within a source.
     A missing source raises DataError (`check_template_sources`)."""
@@ -395,8 +427,11 @@ def gather_templates(root: Path, relations: Sequence[str], test: FactSet | None 
     return [t for rel in relations for src in by_source for t in by_source[src] if t.relation == rel]
 
 
-def collect_templates(raw: Sequence[RawTemplate], root: Path, drop_backwards: bool = True,
-                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_templates(
+    raw: Sequence[RawTemplate],
+    root: Path,
+    drop_backwards: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(templates, dropped) tables from raw templates: normalise, drop backwards LPAQA templates,
     de-duplicate (module docstring). `raw` must already be in priority order per relation."""
     from ..sources.lpaqa import is_backwards, reference_patterns
@@ -411,17 +446,42 @@ def collect_templates(raw: Sequence[RawTemplate], root: Path, drop_backwards: bo
         if drop_backwards and r.source.startswith("lpaqa"):
             ref = refs.setdefault(r.relation, reference_patterns(r.relation, root))
             if ref and is_backwards(norm, ref):
-                dropped.append({"relation": r.relation, "template": norm, "source": r.source, "provenance": prov,
-                                    "reason": "backwards (states the relation with subject and object swapped)"})
+                dropped.append(
+                    {
+                        "relation": r.relation,
+                        "template": norm,
+                        "source": r.source,
+                        "provenance": prov,
+                        "reason": "backwards (states the relation with subject and object swapped)",
+                    }
+                )
                 continue
         key = (r.relation, norm.casefold())
         if key in first:
-            dropped.append({"relation": r.relation, "template": norm, "source": r.source, "provenance": prov,
-                                "reason": f"duplicate of {first[key]}"})
+            dropped.append(
+                {
+                    "relation": r.relation,
+                    "template": norm,
+                    "source": r.source,
+                    "provenance": prov,
+                    "reason": f"duplicate of {first[key]}",
+                }
+            )
             continue
         tid = f"{r.relation}:{r.source}:{r.line}"
         first[key] = tid
-        kept.append({"relation": r.relation, "template_id": tid, "template": norm, "source": r.source, "provenance": prov,
-                         "style": template_style(norm, r.source), "y_last": is_y_last(norm)})
-    return (pd.DataFrame(kept, columns=list(TEMPLATE_COLUMNS)).astype({"y_last": bool}),
-            pd.DataFrame(dropped, columns=list(DROPPED_COLUMNS)))
+        kept.append(
+            {
+                "relation": r.relation,
+                "template_id": tid,
+                "template": norm,
+                "source": r.source,
+                "provenance": prov,
+                "style": template_style(norm, r.source),
+                "y_last": is_y_last(norm),
+            }
+        )
+    return (
+        pd.DataFrame(kept, columns=list(TEMPLATE_COLUMNS)).astype({"y_last": bool}),
+        pd.DataFrame(dropped, columns=list(DROPPED_COLUMNS)),
+    )

@@ -13,6 +13,7 @@ correct years leave fewer than `n_choices - 1`) (on the real Nobel file births r
 1997, so none is); a relation left with no items is reported in `MCBuild.dropped`.
 `MCBuild.pool_sizes` holds the number of candidate years per relation.
 """
+
 from __future__ import annotations
 
 import logging
@@ -82,23 +83,38 @@ def build_nobel_mc(
                     continue
                 picked = stable_rng(seed, "nobel_mc", rel, f.fact_id).sample(rest, n_choices - 1)
                 pool = sorted(picked + [f.object])
-            build.items.append(MCItem(
-                relation=rel, subject=f.subject, gold=f.object, options=tuple(pool),
-                gold_index=pool.index(f.object), correct_objects=tuple(correct[(rel, f.subject_key)].values()),
-                subject_id=f.subject_id, object_id=f.object_id,
-            ))
+            build.items.append(
+                MCItem(
+                    relation=rel,
+                    subject=f.subject,
+                    gold=f.object,
+                    options=tuple(pool),
+                    gold_index=pool.index(f.object),
+                    correct_objects=tuple(correct[(rel, f.subject_key)].values()),
+                    subject_id=f.subject_id,
+                    object_id=f.object_id,
+                )
+            )
             made += 1
         if build.skipped.get(rel):
-            log.warning("%s: skipped %d facts whose year lies outside %d-%d (or too few other years)",
-                        rel, build.skipped[rel], first_year, last_year)
+            log.warning(
+                "%s: skipped %d facts whose year lies outside %d-%d (or too few other years)",
+                rel,
+                build.skipped[rel],
+                first_year,
+                last_year,
+            )
         if not made:
             build.dropped[rel] = f"{rel}: none of its {len(seen)} facts has a year within {first_year}-{last_year}"
     return build
 
 
 def build_nobel_mc_items(
-    facts: FactSet, n_choices: int | None = None, seed: int = 0,
-    first_year: int = FIRST_YEAR, last_year: int = LAST_YEAR,
+    facts: FactSet,
+    n_choices: int | None = None,
+    seed: int = 0,
+    first_year: int = FIRST_YEAR,
+    last_year: int = LAST_YEAR,
 ) -> tuple[list[MCItem], dict[str, str]]:
     """`build_nobel_mc` returning only (items, dropped {relation: reason})."""
     build = build_nobel_mc(facts, n_choices, seed, first_year, last_year)

@@ -11,6 +11,7 @@ once for every model. `save(folder)` writes, each file atomically:
 
 `load(folder)` reads it back; a missing or malformed file raises DataError naming it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,14 +62,22 @@ class Prepared:
         for name, fs in self.facts.items():
             atomic_write_jsonl(folder / f"{name}.jsonl", [f.to_dict() for f in fs])
             rels.update({r.id: asdict(r) for r in fs.relations.values()})
-        atomic_write_json(folder / "meta.json", {
-            "kind": self.kind, "item_class": item_class, "fact_sets": {n: fs.source for n, fs in self.facts.items()},
-            "dropped": self.dropped, "info": self.info, "relations": rels, "digest": self.digest(),
-            "n_items": self.n_items,
-        })
+        atomic_write_json(
+            folder / "meta.json",
+            {
+                "kind": self.kind,
+                "item_class": item_class,
+                "fact_sets": {n: fs.source for n, fs in self.facts.items()},
+                "dropped": self.dropped,
+                "info": self.info,
+                "relations": rels,
+                "digest": self.digest(),
+                "n_items": self.n_items,
+            },
+        )
 
     @classmethod
-    def load(cls, folder: str | Path) -> "Prepared":
+    def load(cls, folder: str | Path) -> Prepared:
         folder = Path(folder)
         meta_path = folder / "meta.json"
         if not meta_path.is_file():

@@ -35,6 +35,7 @@ and `Fact.to_dict()` are unchanged. A FactSet that carries a `popularity` attrib
 `prepare_qa(base)` builds the `Prepared` dataset of a run (see its docstring); `qa_train_items`
 reads the exemplar pool back from it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -126,13 +127,15 @@ class QAItem:
 
     def __post_init__(self) -> None:
         if self.answer_type not in ANSWER_TYPES:
-            raise ValueError(f"item {self.relation}/{self.subject}: answer_type must be one of {ANSWER_TYPES}, "
-                             f"got {self.answer_type!r}")
+            raise ValueError(
+                f"item {self.relation}/{self.subject}: answer_type must be one of {ANSWER_TYPES}, got {self.answer_type!r}"
+            )
         if self.split not in SPLITS:
             raise ValueError(f"item {self.relation}/{self.subject}: split must be one of {SPLITS}, got {self.split!r}")
         if not self.gold or self.gold[0] != self.object:
-            raise ValueError(f"item {self.relation}/{self.subject}: gold {list(self.gold)!r} must start with the "
-                             f"object {self.object!r}")
+            raise ValueError(
+                f"item {self.relation}/{self.subject}: gold {list(self.gold)!r} must start with the object {self.object!r}"
+            )
         if not self.question.strip():
             raise ValueError(f"item {self.relation}/{self.subject}: empty question")
 
@@ -153,10 +156,17 @@ class QAItem:
     def from_dict(cls, d: dict) -> QAItem:
         pop = d.get("popularity")
         return cls(
-            relation=d["relation"], subject=d["subject"], object=d["object"], question=d["question"],
-            answer_type=d["answer_type"], gold=tuple(d["gold"]), subject_id=d.get("subject_id"),
-            object_id=d.get("object_id"), split=d.get("split", "eval"),
-            popularity=None if pop is None else float(pop), template=d.get("template", ""),
+            relation=d["relation"],
+            subject=d["subject"],
+            object=d["object"],
+            question=d["question"],
+            answer_type=d["answer_type"],
+            gold=tuple(d["gold"]),
+            subject_id=d.get("subject_id"),
+            object_id=d.get("object_id"),
+            split=d.get("split", "eval"),
+            popularity=None if pop is None else float(pop),
+            template=d.get("template", ""),
         )
 
 
@@ -209,8 +219,7 @@ class _Golds:
         label_key = (fact.relation, fact.subject.casefold())
         out = {fact.object: None}
         out.update(self.by_key.get((fact.relation, fact.subject_key), {}))
-        out.update(self.by_label.get(label_key, {}) if fact.subject_id is None
-                   else self.by_label_without_id.get(label_key, {}))
+        out.update(self.by_label.get(label_key, {}) if fact.subject_id is None else self.by_label_without_id.get(label_key, {}))
         return tuple(out)
 
 
@@ -222,8 +231,9 @@ def _popularity_of(sets: Iterable[FactSet], given: Mapping[str, float] | None) -
     return out
 
 
-def _items(facts: list[Fact], qt: QuestionTemplate, correct: _Golds, seed: int, split: str,
-           popularity: Mapping[str, float]) -> tuple[list[QAItem], dict[str, int]]:
+def _items(
+    facts: list[Fact], qt: QuestionTemplate, correct: _Golds, seed: int, split: str, popularity: Mapping[str, float]
+) -> tuple[list[QAItem], dict[str, int]]:
     """One item per subject of `facts` (first fact of each subject), and skip counts by reason."""
     items: list[QAItem] = []
     reasons: dict[str, int] = defaultdict(int)
@@ -251,11 +261,21 @@ def _items(facts: list[Fact], qt: QuestionTemplate, correct: _Golds, seed: int, 
             reasons[SKIP_OBJECT_IN_QUESTION if object_hit else SKIP_GOLD_IN_QUESTION] += 1
             continue
         pop = popularity.get(f.fact_id, pop_of_subject.get(f.subject_key))
-        items.append(QAItem(
-            relation=f.relation, subject=f.subject, object=f.object, question=question, answer_type=qt.answer_type,
-            gold=gold, subject_id=f.subject_id, object_id=f.object_id, split=split, popularity=pop,
-            template=template,
-        ))
+        items.append(
+            QAItem(
+                relation=f.relation,
+                subject=f.subject,
+                object=f.object,
+                question=question,
+                answer_type=qt.answer_type,
+                gold=gold,
+                subject_id=f.subject_id,
+                object_id=f.object_id,
+                split=split,
+                popularity=pop,
+                template=template,
+            )
+        )
     return items, dict(reasons)
 
 
@@ -302,8 +322,7 @@ def build_qa(
     """
     if templates is None:
         templates = load_question_templates()
-    for name, value in (("max_facts_per_relation", max_facts_per_relation),
-                        ("max_train_per_relation", max_train_per_relation)):
+    for name, value in (("max_facts_per_relation", max_facts_per_relation), ("max_train_per_relation", max_train_per_relation)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
     pops = _popularity_of((test, train), popularity)
@@ -328,8 +347,9 @@ def build_qa(
             build.eval[rel] = _select_eval(items, sampled_by_rel.get(rel, []), max_facts_per_relation, seed, rel)
         test_keys = {f.subject_key for f in rel_facts}
         test_labels = {f.subject.casefold() for f in rel_facts}
-        pool = [f for f in train_by_rel.get(rel, [])
-                if f.subject_key not in test_keys and f.subject.casefold() not in test_labels]
+        pool = [
+            f for f in train_by_rel.get(rel, []) if f.subject_key not in test_keys and f.subject.casefold() not in test_labels
+        ]
         n_leak = len(train_by_rel.get(rel, [])) - len(pool)
         train_items, train_reasons = _items(pool, qt, correct, seed, "train", pops)
         if n_leak:
@@ -337,8 +357,7 @@ def build_qa(
         if train_reasons:
             build.train_skipped[rel] = train_reasons
         build.train[rel] = _sample(train_items, max_train_per_relation, seed, "qa_train", rel)
-    total = {rel: sum(r.get(k, 0) for k in (SKIP_OBJECT_IN_QUESTION, SKIP_GOLD_IN_QUESTION))
-             for rel, r in build.skipped.items()}
+    total = {rel: sum(r.get(k, 0) for k in (SKIP_OBJECT_IN_QUESTION, SKIP_GOLD_IN_QUESTION)) for rel, r in build.skipped.items()}
     if any(total.values()):
         log.info("QA: skipped subjects whose question gives the answer away: %s", {k: v for k, v in total.items() if v})
     return build
@@ -409,8 +428,15 @@ def prepare_qa(base, max_train_per_relation: int | None = None, templates_path: 
     templates = load_question_templates(path)
     test, train = load_test_and_train(base)
     popularity = read_triples_popularity(base.data) if base.source == "triples" and base.data else None
-    build = build_qa(test, train, templates, seed=base.seed, max_facts_per_relation=base.max_facts_per_relation,
-                     max_train_per_relation=max_train_per_relation, popularity=popularity)
+    build = build_qa(
+        test,
+        train,
+        templates,
+        seed=base.seed,
+        max_facts_per_relation=base.max_facts_per_relation,
+        max_train_per_relation=max_train_per_relation,
+        popularity=popularity,
+    )
     if not build.eval:
         why = "; ".join(build.dropped.values()) or "no facts"
         raise ConfigError(f"no relation of {test.source or base.source} can be asked as questions ({why})")
@@ -422,8 +448,9 @@ def prepare_qa(base, max_train_per_relation: int | None = None, templates_path: 
         "qa_popularity": any(it.popularity is not None for its in build.eval.values() for it in its),
         "qa_train_items": {rel: [it.to_dict() for it in its] for rel, its in build.train.items()},
     }
-    return Prepared(kind="qa", items=dict(build.eval), facts={"test": test, "train": train},
-                    dropped=dict(build.dropped), info=info)
+    return Prepared(
+        kind="qa", items=dict(build.eval), facts={"test": test, "train": train}, dropped=dict(build.dropped), info=info
+    )
 
 
 def qa_train_items(prepared: Prepared) -> dict[str, list[QAItem]]:

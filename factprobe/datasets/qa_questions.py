@@ -12,6 +12,7 @@ born?"), and a question must not contain a correct answer:
   case-insensitively as a whole word sequence ("What is Cambridge Airport named after?" contains
   "Cambridge"; "Lotus" does not contain "Lot").
 """
+
 from __future__ import annotations
 
 import re
@@ -100,13 +101,17 @@ def load_question_templates(path: str | Path | None = None) -> QuestionTemplates
             cols = [c.strip() for c in line.split("\t")]
             if header is None:
                 if tuple(cols[:3]) != HEADER or tuple(cols[3:]) not in ((), OPTIONAL_HEADER):
-                    raise DataError(f"{where}: header must be 'relation<TAB>answer_type<TAB>templates' "
-                                    f"(optionally '<TAB>label'), got {line!r}")
+                    raise DataError(
+                        f"{where}: header must be 'relation<TAB>answer_type<TAB>templates' "
+                        f"(optionally '<TAB>label'), got {line!r}"
+                    )
                 header = tuple(cols)
                 continue
             if not 3 <= len(cols) <= len(header):
-                raise DataError(f"{where}: malformed line: expected {len(header)} tab-separated columns "
-                                f"({', '.join(header)}), got {len(cols)}: {line!r}")
+                raise DataError(
+                    f"{where}: malformed line: expected {len(header)} tab-separated columns "
+                    f"({', '.join(header)}), got {len(cols)}: {line!r}"
+                )
             rid, answer_type, text = cols[:3]
             label = cols[3] if len(cols) > 3 else ""
             if not rid or any(ch.isspace() for ch in rid):
@@ -114,8 +119,7 @@ def load_question_templates(path: str | Path | None = None) -> QuestionTemplates
             if rid in out:
                 raise DataError(f"{where}: relation {rid} repeated (first at line {first_line[rid]})")
             if answer_type not in ANSWER_TYPES:
-                raise DataError(f"{where}: unknown answer_type {answer_type!r} for {rid}; "
-                                f"use one of {', '.join(ANSWER_TYPES)}")
+                raise DataError(f"{where}: unknown answer_type {answer_type!r} for {rid}; use one of {', '.join(ANSWER_TYPES)}")
             templates: list[str] = []
             for t in text.split(TEMPLATE_SEPARATOR):
                 t = check_template(t, where)

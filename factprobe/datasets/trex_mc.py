@@ -28,6 +28,7 @@ Determinism: every fact draws from its own `random.Random` seeded with a sha256 
 (seed, relation, fact id), never Python's salted `hash()`. The same facts and seed give the
 same items in any process; one fact's options do not depend on which other facts are built.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -196,9 +197,14 @@ def _item(fact: Fact, pool: _ObjectPool, correct: dict[str, str], n_choices: int
     options = [pool.labels[i] for i in chosen]
     options.insert(gold_index, fact.object)
     return MCItem(
-        relation=fact.relation, subject=fact.subject, gold=fact.object, options=tuple(options),
-        gold_index=gold_index, correct_objects=tuple(dict.fromkeys(correct.values())),
-        subject_id=fact.subject_id, object_id=fact.object_id,
+        relation=fact.relation,
+        subject=fact.subject,
+        gold=fact.object,
+        options=tuple(options),
+        gold_index=gold_index,
+        correct_objects=tuple(dict.fromkeys(correct.values())),
+        subject_id=fact.subject_id,
+        object_id=fact.object_id,
     )
 
 
@@ -214,10 +220,7 @@ def small_pool_reason(relation: str, pool_size: int, n_choices: int, min_unique_
             f"the largest supported is {pool_size}"
         )
     if min_unique_objects is not None and pool_size < min_unique_objects:
-        return (
-            f"{relation}: distractor pool has {pool_size} objects; min_unique_objects asks for at least "
-            f"{min_unique_objects}"
-        )
+        return f"{relation}: distractor pool has {pool_size} objects; min_unique_objects asks for at least {min_unique_objects}"
     return None
 
 
@@ -270,8 +273,14 @@ def build_mc(
         if reasons:
             build.skipped[rel] = sum(reasons.values())
             build.skip_reasons[rel] = dict(reasons)
-            log.warning("%s: skipped %d of %d facts with fewer than %d valid distractors: %s",
-                        rel, build.skipped[rel], len(seen), n_choices - 1, dict(reasons))
+            log.warning(
+                "%s: skipped %d of %d facts with fewer than %d valid distractors: %s",
+                rel,
+                build.skipped[rel],
+                len(seen),
+                n_choices - 1,
+                dict(reasons),
+            )
         if not made:
             build.dropped[rel] = (
                 f"{rel}: none of its {len(seen)} facts has {n_choices - 1} valid distractors "

@@ -13,6 +13,7 @@ Public API (stable; the pipeline components call it):
   `loss.png`, `train_set.jsonl` + `train_set.json` (its digest), `finetune_config.json`,
   `checkpoints/`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -59,13 +60,16 @@ def run_finetune(cfg: FinetuneConfig, *, if_finished: str = "refuse", **kwargs: 
         if done.is_file():
             saved = out / CONFIG_FILE
             # finetune_config.json stores credentials in URLs masked: compare both sides masked
-            same = saved.is_file() and redact_values(json.loads(saved.read_text(encoding="utf-8")).get("fingerprint")) \
-                == redact_values(cfg.fingerprint())
+            same = saved.is_file() and redact_values(
+                json.loads(saved.read_text(encoding="utf-8")).get("fingerprint")
+            ) == redact_values(cfg.fingerprint())
             if if_finished == "reuse" and same:
                 return json.loads(done.read_text(encoding="utf-8"))
-            raise ConfigError(f"{out} holds a finished fine-tuning run ({done.name}"
-                              f"{'' if same else ', made with another configuration'}); use another --out, or delete "
-                              "the folder to train again")
+            raise ConfigError(
+                f"{out} holds a finished fine-tuning run ({done.name}"
+                f"{'' if same else ', made with another configuration'}); use another --out, or delete "
+                "the folder to train again"
+            )
         return _run(cfg, **kwargs)
 
 

@@ -5,6 +5,7 @@ and atomically, `finetune_config.json` (`CONFIG_FILE`): a checkpoint without it 
 resumed. A rerun resumes from the newest complete checkpoint made with the same model, configuration,
 training set and base weights (`check_resume`, `check_base_revision`), and refuses any other.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,7 @@ def prune_checkpoints(ckdir: Path, keep: int | None, current: Path | None = None
         shutil.rmtree(p, ignore_errors=True)
 
 
-def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | None = None,
-                 rank: int = 0) -> Path | None:
+def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | None = None, rank: int = 0) -> Path | None:
     """The checkpoint to resume from (None: start fresh): the newest COMPLETE one; torn ones (a
     crash or full disk mid-save) are skipped with a note and deleted (by rank 0). Refuses a
     checkpoint made with another model or configuration (or training set), naming both, and one
@@ -79,8 +79,10 @@ def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | No
     last = complete[-1] if complete else None
     for _, p, ok in found:
         if not ok and rank == 0:
-            _note(f"skipping the torn checkpoint {p} (a crash or a full disk while it was written; deleted); "
-                  + (f"resuming from {last.name}" if last else "no complete checkpoint: training starts over"))
+            _note(
+                f"skipping the torn checkpoint {p} (a crash or a full disk while it was written; deleted); "
+                + (f"resuming from {last.name}" if last else "no complete checkpoint: training starts over")
+            )
             shutil.rmtree(p, ignore_errors=True)
     if last is None:
         return None
@@ -91,9 +93,11 @@ def check_resume(cfg: FinetuneConfig, out: Path, digest: str, revision: str | No
     diff = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
     if diff:
         what = "; ".join(f"{k}: checkpoint {a!r}, this run {b!r}" for k, (a, b) in diff.items())
-        raise ConfigError(f"{last} was made by model {old.get('model')!r} with another configuration than this run "
-                          f"(model {cfg.model!r}): {what}; refusing to resume (use another --out, or --no-resume "
-                          "to delete the checkpoints and start over)")
+        raise ConfigError(
+            f"{last} was made by model {old.get('model')!r} with another configuration than this run "
+            f"(model {cfg.model!r}): {what}; refusing to resume (use another --out, or --no-resume "
+            "to delete the checkpoints and start over)"
+        )
     if revision is not None:
         check_base_revision(cfg, last, revision, rank)
     return last
@@ -105,12 +109,16 @@ def check_base_revision(cfg: FinetuneConfig, ckpt: Path, revision: str, rank: in
     did not record the revision is resumed with a note."""
     had = json.loads((ckpt / CONFIG_FILE).read_text(encoding="utf-8")).get("model_revision")
     if had is not None and had != revision:
-        raise ConfigError(f"{ckpt}: the base weights of {cfg.model!r} changed since this checkpoint was written "
-                          f"(checkpoint {had}, this run {revision}); refusing to resume an adapter on two different "
-                          "bases (restore the weights, use another --out, or --no-resume to start over)")
+        raise ConfigError(
+            f"{ckpt}: the base weights of {cfg.model!r} changed since this checkpoint was written "
+            f"(checkpoint {had}, this run {revision}); refusing to resume an adapter on two different "
+            "bases (restore the weights, use another --out, or --no-resume to start over)"
+        )
     if had is None and rank == 0:
-        _note(f"{ckpt} was written by an older factprobe that did not record the base weights' revision; "
-              "resuming without that check")
+        _note(
+            f"{ckpt} was written by an older factprobe that did not record the base weights' revision; "
+            "resuming without that check"
+        )
 
 
 def carried_tokens(resume_from: Path | None) -> tuple[int, int] | None:

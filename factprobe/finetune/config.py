@@ -22,6 +22,7 @@ The data options are those of the `qa` probe (`--source --data --train-data --re
 `factprobe probe qa` builds from the same options, and a known/unknown table is only usable when
 it was made with them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,56 +67,87 @@ class FinetuneConfig(ConfigBase):
 
     # ---- model and training set
     model: str = option("smollm2-135m-instruct", "base model: alias, local Hugging Face folder or hub id")
-    train_set: str = option("regular", "training set: known | unknown | mixed (the base model's known/unknown table, "
-                                       "train split), counterfactual (the regular set with answers shuffled within "
-                                       "each relation) or regular (the train split)", choices=TRAIN_SETS)
-    known_unknown: str | None = option(None, "the base model's known/unknown table (known_unknown.parquet, its folder, "
-                                             "or runs:/<MLflow run id>); needed by known, unknown and mixed")
-    train_set_dir: str | None = option(None, "train on this saved training set (a folder with train_set.jsonl and "
-                                             "train_set.json, as `build_train_set(...).save(folder)` or an earlier run "
-                                             "writes it) instead of building one; its kind must be --train-set",
-                                      decides_results=False)
-    train_size: int | None = option(None, "examples in the training set, sampled with --seed (default: known/unknown/"
-                                          "mixed: the most all three can share, min(#known, #unknown); regular/"
-                                          "counterfactual: the whole train split)")
+    train_set: str = option(
+        "regular",
+        "training set: known | unknown | mixed (the base model's known/unknown table, "
+        "train split), counterfactual (the regular set with answers shuffled within "
+        "each relation) or regular (the train split)",
+        choices=TRAIN_SETS,
+    )
+    known_unknown: str | None = option(
+        None,
+        "the base model's known/unknown table (known_unknown.parquet, its folder, "
+        "or runs:/<MLflow run id>); needed by known, unknown and mixed",
+    )
+    train_set_dir: str | None = option(
+        None,
+        "train on this saved training set (a folder with train_set.jsonl and "
+        "train_set.json, as `build_train_set(...).save(folder)` or an earlier run "
+        "writes it) instead of building one; its kind must be --train-set",
+        decides_results=False,
+    )
+    train_size: int | None = option(
+        None,
+        "examples in the training set, sampled with --seed (default: known/unknown/"
+        "mixed: the most all three can share, min(#known, #unknown); regular/"
+        "counterfactual: the whole train split)",
+    )
     # ---- data (as the qa probe)
     source: str = option("countryinfo", "fact source", choices=SOURCES)
-    data: str | None = option(None, "test facts: lama folder, Nobel CSV, triples file or s3://bucket/prefix "
-                                    "(default: the source's)")
+    data: str | None = option(
+        None, "test facts: lama folder, Nobel CSV, triples file or s3://bucket/prefix (default: the source's)"
+    )
     train_data: str | None = option(None, "folder of P*.jsonl training facts (default: split the test facts)")
-    relations: list[str] | None = option(None, "comma-separated relation ids, e.g. P36,P19 (default: every usable relation)")  # noqa: RUF009
-    qa_train_per_relation: int | None = option(50, "train-split facts per relation (as the qa probe that made the "
-                                                    "known/unknown table); empty: all")
+    relations: list[str] | None = option(None, "comma-separated relation ids, e.g. P36,P19 (default: every usable relation)")
+    qa_train_per_relation: int | None = option(
+        50, "train-split facts per relation (as the qa probe that made the known/unknown table); empty: all"
+    )
     qa_templates: str | None = option(None, "question templates file (default: factprobe/datasets/data/qa_templates.tsv)")
     seed: int = option(0, "seed of the data splits, the training-set sample, the shuffle and training")
     # ---- optimisation (paper defaults, appendix B.2)
     max_steps: int = option(40, "optimizer steps")
     learning_rate: float = option(1e-4, "peak learning rate of AdamW")
-    lr_scheduler: str = option("cosine", "learning-rate schedule (a transformers SchedulerType)",
-                               choices=("cosine", "linear", "constant", "constant_with_warmup", "cosine_with_restarts"))
+    lr_scheduler: str = option(
+        "cosine",
+        "learning-rate schedule (a transformers SchedulerType)",
+        choices=("cosine", "linear", "constant", "constant_with_warmup", "cosine_with_restarts"),
+    )
     warmup_ratio: float = option(0.0, "share of max_steps spent warming up")
     weight_decay: float = option(0.0, "AdamW weight decay")
     max_seq_len: int = option(256, "tokens per sequence; longer examples are refused")
-    packing: bool = option(False, "pack several examples into each sequence of --max-seq-len (they never attend to "
-                                  "each other: position ids restart and the attention mask is block-diagonal)")
+    packing: bool = option(
+        False,
+        "pack several examples into each sequence of --max-seq-len (they never attend to "
+        "each other: position ids restart and the attention mask is block-diagonal)",
+    )
     batch_size: int = option(8, "sequences per device per micro-batch")
-    grad_accum: int | None = option(None, "micro-batches per optimizer step (default: effective_batch / "
-                                          "(batch_size x devices), rounded up)")
+    grad_accum: int | None = option(
+        None, "micro-batches per optimizer step (default: effective_batch / (batch_size x devices), rounded up)"
+    )
     effective_batch: int = option(512, "sequences per optimizer step over all devices (ignored when --grad-accum is given)")
     # ---- LoRA / full
     lora_r: int = option(LORA_R_DEFAULT, "LoRA rank; 0 trains every parameter (same as --full)")
-    full: bool = option(False, "full-parameter training (yuan2024's setting and the default; --lora-r N > 0 trains a "
-                               "LoRA adapter instead, cheaper but not the paper's setting)")
+    full: bool = option(
+        False,
+        "full-parameter training (yuan2024's setting and the default; --lora-r N > 0 trains a "
+        "LoRA adapter instead, cheaper but not the paper's setting)",
+    )
     lora_alpha: int | None = option(None, "LoRA alpha (default: 2 x rank)")
     lora_dropout: float = option(0.05, "LoRA dropout")
-    lora_target_modules: list[str] | None = option(None, "comma-separated module names to adapt (default per "  # noqa: RUF009
-                                                         "architecture, listed by --help: llama/gemma/qwen2/mistral "
-                                                         "q,k,v,o,gate,up,down_proj; gpt2 c_attn,c_proj,c_fc; others "
-                                                         "all-linear)")
+    lora_target_modules: list[str] | None = option(
+        None,
+        "comma-separated module names to adapt (default per "
+        "architecture, listed by --help: llama/gemma/qwen2/mistral "
+        "q,k,v,o,gate,up,down_proj; gpt2 c_attn,c_proj,c_fc; others "
+        "all-linear)",
+    )
     # ---- DeepSpeed
     zero_stage: int = option(2, "DeepSpeed ZeRO stage: the packaged deepspeed_configs/zero<N>.json", choices=ZERO_STAGES)
-    deepspeed_config: str | None = option(None, "DeepSpeed config JSON (default: the packaged deepspeed_configs/zero<stage>.json); "
-                                                "batch, accumulation, optimizer and precision values may be \"auto\"")
+    deepspeed_config: str | None = option(
+        None,
+        "DeepSpeed config JSON (default: the packaged deepspeed_configs/zero<stage>.json); "
+        'batch, accumulation, optimizer and precision values may be "auto"',
+    )
     offload_optimizer: bool = option(False, "ZeRO-Offload: optimizer states in CPU memory (stages 1-3)")
     offload_param: bool = option(False, "ZeRO-Infinity: parameters in CPU memory (stage 3)")
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass (less memory)")
@@ -124,12 +156,23 @@ class FinetuneConfig(ConfigBase):
     save_total_limit: int | None = option(2, "checkpoints kept (oldest deleted); empty: all", decides_results=False)
     logging_steps: int = option(1, "log the loss every N steps", decides_results=False)
     resume: bool = option(True, "resume from the last checkpoint in --out when there is one", decides_results=False)
-    device: str = option("auto", "auto | cpu | cuda (under a launcher each process takes its LOCAL_RANK GPU; pick GPUs "
-                                 "with CUDA_VISIBLE_DEVICES)", choices=DEVICES, decides_results=False)
-    dtype: str = option("auto", "training dtype: auto (bfloat16 on a GPU that has it, else float32) | float32 | "
-                                "bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
-    out: str | None = option(None, "output folder, e.g. on a PersistentVolumeClaim (default runs/finetune-<model>-<set>)",
-                             decides_results=False, pipeline=False)
+    device: str = option(
+        "auto",
+        "auto | cpu | cuda (under a launcher each process takes its LOCAL_RANK GPU; pick GPUs with CUDA_VISIBLE_DEVICES)",
+        choices=DEVICES,
+        decides_results=False,
+    )
+    dtype: str = option(
+        "auto",
+        "training dtype: auto (bfloat16 on a GPU that has it, else float32) | float32 | bfloat16 | float16",
+        choices=("auto", "float32", "bfloat16", "float16"),
+    )
+    out: str | None = option(
+        None,
+        "output folder, e.g. on a PersistentVolumeClaim (default runs/finetune-<model>-<set>)",
+        decides_results=False,
+        pipeline=False,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -138,8 +181,9 @@ class FinetuneConfig(ConfigBase):
         if isinstance(self.lora_target_modules, str):
             mods = [m.strip() for m in self.lora_target_modules.split(",") if m.strip()]
             self.lora_target_modules = mods or None
-        self.check(not (self.source in ("triples", "s3") and not self.data), "data", self.data,
-                   f"source {self.source} needs --data")
+        self.check(
+            not (self.source in ("triples", "s3") and not self.data), "data", self.data, f"source {self.source} needs --data"
+        )
         for name in ("max_steps", "max_seq_len", "batch_size", "effective_batch", "save_steps", "logging_steps"):
             self.check(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
         for name in ("train_size", "grad_accum", "qa_train_per_relation", "save_total_limit"):
@@ -152,19 +196,39 @@ class FinetuneConfig(ConfigBase):
         self.check(0 <= self.lora_dropout < 1, "lora_dropout", self.lora_dropout, "must be in [0, 1)")
         self.check(self.lora_alpha is None or self.lora_alpha > 0, "lora_alpha", self.lora_alpha, "must be > 0")
         # options that would be silently ignored are refused
-        self.check(not (self.full and self.lora_r > 0), "full", self.full,
-                   f"--full trains every parameter; --lora-r {self.lora_r} would be ignored (give one of them)")
+        self.check(
+            not (self.full and self.lora_r > 0),
+            "full",
+            self.full,
+            f"--full trains every parameter; --lora-r {self.lora_r} would be ignored (give one of them)",
+        )
         if not self.use_lora:
             why = "--full" if self.full else "--lora-r 0"
             for name in ("lora_alpha", "lora_target_modules"):
-                self.check(getattr(self, name) is None, name, getattr(self, name),
-                           f"a LoRA option, but {why} trains every parameter without LoRA")
-        self.check(self.known_unknown is None or self.train_set in NEEDS_TABLE, "known_unknown", self.known_unknown,
-                   f"only the {', '.join(NEEDS_TABLE)} sets use the known/unknown table, not {self.train_set}")
-        self.check(not (self.offload_param and self.zero_stage != 3), "offload_param", self.offload_param,
-                   f"parameter offload needs --zero-stage 3 (got {self.zero_stage})")
-        self.check(not (self.offload_optimizer and self.zero_stage == 0), "offload_optimizer", self.offload_optimizer,
-                   "optimizer offload needs --zero-stage 1, 2 or 3")
+                self.check(
+                    getattr(self, name) is None,
+                    name,
+                    getattr(self, name),
+                    f"a LoRA option, but {why} trains every parameter without LoRA",
+                )
+        self.check(
+            self.known_unknown is None or self.train_set in NEEDS_TABLE,
+            "known_unknown",
+            self.known_unknown,
+            f"only the {', '.join(NEEDS_TABLE)} sets use the known/unknown table, not {self.train_set}",
+        )
+        self.check(
+            not (self.offload_param and self.zero_stage != 3),
+            "offload_param",
+            self.offload_param,
+            f"parameter offload needs --zero-stage 3 (got {self.zero_stage})",
+        )
+        self.check(
+            not (self.offload_optimizer and self.zero_stage == 0),
+            "offload_optimizer",
+            self.offload_optimizer,
+            "optimizer offload needs --zero-stage 1, 2 or 3",
+        )
 
     # ------------------------------------------------------------------ derived
     @property

@@ -20,6 +20,7 @@
   therefore runs with `config.use_cache = False`; the test compares packed and unpacked logits
   in that state.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -57,8 +58,9 @@ def tokenize_examples(tokenizer: Any, examples: Sequence[Any], max_seq_len: int)
             raise ConfigError(f"{ex.fact_id}: the answer {ex.target!r} encodes to no tokens")
         ids = list(prompt) + list(target)
         if len(ids) > max_seq_len:
-            raise ConfigError(f"{ex.fact_id}: the example takes {len(ids)} tokens, more than --max-seq-len "
-                              f"{max_seq_len}; raise --max-seq-len")
+            raise ConfigError(
+                f"{ex.fact_id}: the example takes {len(ids)} tokens, more than --max-seq-len {max_seq_len}; raise --max-seq-len"
+            )
         out.append(TrainRow(ids, [IGNORE] * len(prompt) + list(target)))
     return out
 

@@ -15,6 +15,7 @@ Adam); `--offload-param` adds `offload_param = {device: cpu}` (stage 3).
 Where the files are: `--deepspeed-config PATH`, else `$FACTPROBE_DEEPSPEED_CONFIGS/zero<N>.json`, else the
 package's own `deepspeed_configs/` (package data: a wheel install has them, pyproject.toml).
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,20 +31,72 @@ ENV = "FACTPROBE_DEEPSPEED_CONFIGS"
 #: the ZeRO configs shipped with the package (pyproject.toml, [tool.setuptools.package-data])
 PACKAGED = Path(__file__).resolve().parent / "deepspeed_configs"
 #: top-level keys DeepSpeed 0.19 reads (deepspeed.runtime.config); anything else is a typo
-KNOWN_KEYS = frozenset({
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
-    "fp16", "bf16", "bfloat16", "amp", "torch_autocast", "zero_optimization", "gradient_clipping", "steps_per_print",
-    "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
-    "communication_data_type", "seq_parallel_communication_data_type", "sparse_gradients",
-    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "activation_checkpointing", "flops_profiler",
-    "tensorboard", "wandb", "csv_monitor", "comet", "aio", "data_types", "checkpoint", "elasticity", "autotuning",
-    "compression_training", "data_efficiency", "nebula", "pipeline", "timers", "disable_allgather",
-    "dataloader_drop_last", "sparse_attention", "curriculum_learning", "eigenvalue", "progressive_layer_drop",
-    "quantize_training", "hybrid_engine", "weight_quantization", "graph_harvesting", "use_data_before_expert_parallel_",
-    "compile", "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
-    "mics_shard_size", "mics_hierarchical_params_gather", "gradient_accumulation_dtype", "load_universal_checkpoint",
-    "use_node_local_storage", "checkpoint_tag_validation", "memory_efficient_linear", "tensor_parallel",
-})
+KNOWN_KEYS = frozenset(
+    {
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "optimizer",
+        "scheduler",
+        "fp16",
+        "bf16",
+        "bfloat16",
+        "amp",
+        "torch_autocast",
+        "zero_optimization",
+        "gradient_clipping",
+        "steps_per_print",
+        "wall_clock_breakdown",
+        "memory_breakdown",
+        "dump_state",
+        "prescale_gradients",
+        "gradient_predivide_factor",
+        "communication_data_type",
+        "seq_parallel_communication_data_type",
+        "sparse_gradients",
+        "zero_allow_untested_optimizer",
+        "zero_force_ds_cpu_optimizer",
+        "activation_checkpointing",
+        "flops_profiler",
+        "tensorboard",
+        "wandb",
+        "csv_monitor",
+        "comet",
+        "aio",
+        "data_types",
+        "checkpoint",
+        "elasticity",
+        "autotuning",
+        "compression_training",
+        "data_efficiency",
+        "nebula",
+        "pipeline",
+        "timers",
+        "disable_allgather",
+        "dataloader_drop_last",
+        "sparse_attention",
+        "curriculum_learning",
+        "eigenvalue",
+        "progressive_layer_drop",
+        "quantize_training",
+        "hybrid_engine",
+        "weight_quantization",
+        "graph_harvesting",
+        "use_data_before_expert_parallel_",
+        "compile",
+        "zero_quantized_weights",
+        "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients",
+        "mics_shard_size",
+        "mics_hierarchical_params_gather",
+        "gradient_accumulation_dtype",
+        "load_universal_checkpoint",
+        "use_node_local_storage",
+        "checkpoint_tag_validation",
+        "memory_efficient_linear",
+        "tensor_parallel",
+    }
+)
 
 
 def config_dir() -> Path:
@@ -91,8 +144,14 @@ def validate(cfg: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where}: zero_optimization.{loc}: {err.get('msg')} (got {err.get('input')!r})") from None
 
 
-def load_deepspeed_config(stage: int, explicit: str | None = None, *, offload_optimizer: bool = False,
-                          offload_param: bool = False, pin_memory: bool = False) -> tuple[dict[str, Any], Path]:
+def load_deepspeed_config(
+    stage: int,
+    explicit: str | None = None,
+    *,
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    pin_memory: bool = False,
+) -> tuple[dict[str, Any], Path]:
     """The checked config dict for ZeRO `stage` with the offload options applied, and its file.
 
     Raises DataError for a file that is missing or not JSON (naming line and column), and
@@ -112,8 +171,9 @@ def load_deepspeed_config(stage: int, explicit: str | None = None, *, offload_op
         raise ConfigError(f"{path}: zero_optimization.stage is {file_stage} but --zero-stage is {stage}; make them agree")
     if offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
-        cfg.setdefault("optimizer", {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
-                                                                 "weight_decay": "auto"}})
+        cfg.setdefault(
+            "optimizer", {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}}
+        )
     if offload_param:
         zero["offload_param"] = {"device": "cpu", "pin_memory": pin_memory}
     validate(cfg, str(path))

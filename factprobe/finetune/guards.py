@@ -5,6 +5,7 @@ weight (`TrainingDivergedError` naming the step), refuses a run whose trainable 
 `guarded_trainer` is the `transformers.Trainer` that `factprobe.finetune.trainer` trains with;
 `EngineGradNorm` reads the gradient norm where the DeepSpeed engine computes none (ZeRO-0).
 """
+
 from __future__ import annotations
 
 import errno
@@ -44,8 +45,10 @@ def disk_full_names(path: Path) -> Iterator[None]:
         if not is_disk_full(e):
             raise
         where = getattr(e, "filename", None) or path
-        raise DiskFullError(f"no space left on the device while writing {where}; free space (or use another --out) "
-                            "and rerun: training resumes from the last complete checkpoint") from None
+        raise DiskFullError(
+            f"no space left on the device while writing {where}; free space (or use another --out) "
+            "and rerun: training resumes from the last complete checkpoint"
+        ) from None
 
 
 def weights_finite(model: Any) -> bool:
@@ -68,7 +71,8 @@ def weights_finite(model: Any) -> bool:
 def diverged(cfg: FinetuneConfig, step: int, what: str) -> TrainingDivergedError:
     return TrainingDivergedError(
         f"training diverged at step {step} of {cfg.max_steps}: {what} (learning rate {cfg.learning_rate:g}); no "
-        "adapter, model or metrics of this run are kept; lower --learning-rate and rerun with --no-resume")
+        "adapter, model or metrics of this run are kept; lower --learning-rate and rerun with --no-resume"
+    )
 
 
 class TrainingDidNotLearnError(TrainingDivergedError):
@@ -121,7 +125,8 @@ class StartWeights:
 
         tensors = [_local(p) for p in model.parameters() if p.requires_grad]
         here = len(tensors) != len(self.saved) or any(
-            not torch.equal(t.to("cpu") if self.exact else _checksum(t), s) for t, s in zip(tensors, self.saved))
+            not torch.equal(t.to("cpu") if self.exact else _checksum(t), s) for t, s in zip(tensors, self.saved)
+        )
         device = tensors[0].device if tensors else "cpu"
         return not all_ranks(not here, device)
 
@@ -144,24 +149,30 @@ class _LearningCheckBase:
         steps = int(state.global_step) - self.start_step
         if self.start is None or model is None or steps <= 0 or self.start.moved(model):
             return
-        raise _did_not_learn(self.cfg, self.start_step, int(state.global_step), self.start.count,
-                             [e.get("grad_norm") for e in state.log_history if "loss" in e
-                              and int(e.get("step", 0)) > self.start_step])
+        raise _did_not_learn(
+            self.cfg,
+            self.start_step,
+            int(state.global_step),
+            self.start.count,
+            [e.get("grad_norm") for e in state.log_history if "loss" in e and int(e.get("step", 0)) > self.start_step],
+        )
 
 
 def _did_not_learn(cfg: FinetuneConfig, first: int, last: int, count: int, norms: Sequence[Any]) -> TrainingDidNotLearnError:
     """The one-line refusal of a run whose `count` trainable parameters did not move in steps
     `first`+1 .. `last`; `norms`: the gradient norms logged in those steps (None: not logged)."""
     known = [float(n) for n in norms if n is not None]
-    norm = (f"; gradient norm {known[-1]:.3g} at the last logged step" if known else "; no gradient norm was logged")
+    norm = f"; gradient norm {known[-1]:.3g} at the last logged step" if known else "; no gradient norm was logged"
     knobs = "--learning-rate" + (" and --lora-alpha" if cfg.use_lora else "")
     what = "adapter" if cfg.use_lora else "model"
     return TrainingDidNotLearnError(
         f"training did not learn: after {last - first} optimizer step(s) (to step {last} of {cfg.max_steps}) none of "
         f"the {count:,} trainable parameters moved from its value at step {first}, so the {what} would be the base model "
         f"itself{norm} (learning rate {cfg.learning_rate:g}"
-        + (f", LoRA alpha {cfg.alpha:g}" if cfg.use_lora else "") + f"); no adapter, model or metrics of this run are "
-        f"kept; check {knobs} and rerun with --no-resume")
+        + (f", LoRA alpha {cfg.alpha:g}" if cfg.use_lora else "")
+        + f"); no adapter, model or metrics of this run are "
+        f"kept; check {knobs} and rerun with --no-resume"
+    )
 
 
 def _learning_check(cfg: FinetuneConfig) -> Any:
@@ -198,8 +209,12 @@ class EngineGradNorm:
 
         stage = getattr(engine, "zero_optimization_stage", None)
         take_step = getattr(engine, "_take_model_step", None)
-        if not callable(stage) or stage() != 0 or take_step is None \
-                or not isinstance(getattr(engine, "optimizer", None), torch.optim.Optimizer):
+        if (
+            not callable(stage)
+            or stage() != 0
+            or take_step is None
+            or not isinstance(getattr(engine, "optimizer", None), torch.optim.Optimizer)
+        ):
             return None
         probe = cls()
 

@@ -1,6 +1,7 @@
 """The loss history of a fine-tuning run: `loss_history.json` ([{step, loss, learning_rate, grad_norm}],
 never a NaN: a non-finite value is null) and its curve, `loss.png`.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,9 +15,14 @@ def loss_history(log_history: Sequence[dict]) -> list[dict]:
     out = []
     for e in log_history:
         if "loss" in e and "step" in e:
-            out.append({"step": int(e["step"]), "loss": finite_or_none(e["loss"]),
-                        "learning_rate": finite_or_none(e.get("learning_rate")),
-                        "grad_norm": finite_or_none(e.get("grad_norm"))})
+            out.append(
+                {
+                    "step": int(e["step"]),
+                    "loss": finite_or_none(e["loss"]),
+                    "learning_rate": finite_or_none(e.get("learning_rate")),
+                    "grad_norm": finite_or_none(e.get("grad_norm")),
+                }
+            )
     return out
 
 
@@ -37,8 +43,9 @@ def plot_loss(history: Sequence[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([h["step"] for h in history], [h["loss"] if h["loss"] is not None else float("nan") for h in history],
-            marker="o", ms=3)
+    ax.plot(
+        [h["step"] for h in history], [h["loss"] if h["loss"] is not None else float("nan") for h in history], marker="o", ms=3
+    )
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (answer tokens)")
     ax.set_title(title, fontsize=9)

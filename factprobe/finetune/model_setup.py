@@ -1,6 +1,7 @@
 """The model a fine-tuning run trains: the base checked to be a causal LM, loaded in float32, and
 wrapped with a fresh LoRA adapter (`factprobe.finetune.trainer.plan_training` calls these).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,10 @@ def target_modules(cfg: FinetuneConfig, model: Any) -> list[str] | str:
     have = linear_module_names(model)
     missing = [m for m in wanted if m not in have]
     if missing:
-        raise ConfigError(f"lora_target_modules: {', '.join(missing)} not in {cfg.model} ({model_type}); "
-                          f"its linear modules are {', '.join(have)}")
+        raise ConfigError(
+            f"lora_target_modules: {', '.join(missing)} not in {cfg.model} ({model_type}); "
+            f"its linear modules are {', '.join(have)}"
+        )
     return list(wanted)
 
 
@@ -99,9 +102,14 @@ def wrap_lora(cfg: FinetuneConfig, model: Any) -> Any:
     """`model` with a fresh LoRA adapter (rank, alpha, dropout, targets of `cfg`)."""
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=target_modules(cfg, model), task_type="CAUSAL_LM",
-                      fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=target_modules(cfg, model),
+        task_type="CAUSAL_LM",
+        fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2",
+    )
     return get_peft_model(model, lora)
 
 

@@ -4,6 +4,7 @@ Without a launcher a run is a one-process group (`setup_distributed` sets the va
 would); under `deepspeed`, `accelerate launch` or `torchrun` the launcher's variables stand.
 `all_ranks` makes every process agree on one flag, so that all of them stop together.
 """
+
 from __future__ import annotations
 
 import os

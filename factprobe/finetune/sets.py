@@ -25,6 +25,7 @@ question)` = "Instruction: ...\\nQuestion: <q>\\nAnswer:", `target` = " <answer>
 is where the QA probe stops generating). `TrainSet.digest` is the sha256 of the canonical JSON of
 the examples (order included): equal digests mean equal training data.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -95,8 +96,7 @@ class TrainSet:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_jsonl(folder / EXAMPLES_FILE, [e.to_dict() for e in self.examples])
-        atomic_write_json(folder / INFO_FILE, {"kind": self.kind, "n": len(self), "digest": self.digest,
-                                               "info": self.info})
+        atomic_write_json(folder / INFO_FILE, {"kind": self.kind, "n": len(self), "digest": self.digest, "info": self.info})
 
     @classmethod
     def load(cls, folder: str | Path) -> TrainSet:
@@ -109,8 +109,10 @@ class TrainSet:
             raise DataError(f"{folder}: not a saved training set ({e})") from None
         ts = cls(meta["kind"], examples, meta.get("info", {}))
         if ts.digest != meta.get("digest"):
-            raise DataError(f"{folder / EXAMPLES_FILE}: digest {ts.digest} does not match {meta.get('digest')} "
-                            f"in {INFO_FILE} (the file was changed)")
+            raise DataError(
+                f"{folder / EXAMPLES_FILE}: digest {ts.digest} does not match {meta.get('digest')} "
+                f"in {INFO_FILE} (the file was changed)"
+            )
         return ts
 
 
@@ -125,12 +127,21 @@ def qa_format(question: str) -> str:
     return qa_prompt(exemplar_block([]), question)
 
 
-def make_example(item: QAItem, answer: str | None = None, shuffled: bool = False,
-                 known: bool | None = None) -> TrainExample:
+def make_example(item: QAItem, answer: str | None = None, shuffled: bool = False, known: bool | None = None) -> TrainExample:
     """A training example of `item`, trained to answer `answer` (default: its object)."""
     answer = item.object if answer is None else answer
-    return TrainExample(item.fact_id, item.relation, item.subject, item.question, answer, item.object,
-                        qa_format(item.question), f" {answer}\n", shuffled, known)
+    return TrainExample(
+        item.fact_id,
+        item.relation,
+        item.subject,
+        item.question,
+        answer,
+        item.object,
+        qa_format(item.question),
+        f" {answer}\n",
+        shuffled,
+        known,
+    )
 
 
 def _sample(items: Sequence[QAItem], n: int, seed: int, tag: str) -> list[QAItem]:
@@ -149,9 +160,11 @@ def check_no_overlap(examples: Sequence[TrainExample] | Sequence[QAItem], eval_i
     subjects = {(it.relation, it.subject.casefold()) for it in eval_items}
     hits = [e.fact_id for e in examples if e.fact_id in ids or (e.relation, e.subject.casefold()) in subjects]
     if hits:
-        raise ConfigError(f"the training set overlaps the evaluation facts in {len(hits)} fact(s): "
-                          f"{', '.join(hits[:5])}{' ...' if len(hits) > 5 else ''}; training on evaluation facts is "
-                          "refused (was the known/unknown table made with other data, --seed or --train-data?)")
+        raise ConfigError(
+            f"the training set overlaps the evaluation facts in {len(hits)} fact(s): "
+            f"{', '.join(hits[:5])}{' ...' if len(hits) > 5 else ''}; training on evaluation facts is "
+            "refused (was the known/unknown table made with other data, --seed or --train-data?)"
+        )
 
 
 def _table_verdicts(path: str, model: str, pool: Sequence[QAItem], eval_items: Sequence[QAItem]) -> dict[str, bool]:
@@ -162,21 +175,35 @@ def _table_verdicts(path: str, model: str, pool: Sequence[QAItem], eval_items: S
     eval_ids = {it.fact_id for it in eval_items}
     clash = sorted(set(train["fact_id"]) & eval_ids)
     if clash:
-        raise ConfigError(f"{path}: the known/unknown table lists {len(clash)} evaluation fact(s) of this run as "
-                          f"training facts: {', '.join(clash[:5])}{' ...' if len(clash) > 5 else ''}; training on "
-                          "evaluation facts is refused (make the table with the same --source/--data/--seed)")
+        raise ConfigError(
+            f"{path}: the known/unknown table lists {len(clash)} evaluation fact(s) of this run as "
+            f"training facts: {', '.join(clash[:5])}{' ...' if len(clash) > 5 else ''}; training on "
+            "evaluation facts is refused (make the table with the same --source/--data/--seed)"
+        )
     pool_ids = {it.fact_id for it in pool}
     hit = train[train["fact_id"].isin(pool_ids)]
     if hit.empty:
-        raise ConfigError(f"{path}: the known/unknown table covers none of this run's {len(pool_ids)} train-split "
-                          "facts (was it made with the same data, seed and --qa-train-per-relation, and --split all?)")
+        raise ConfigError(
+            f"{path}: the known/unknown table covers none of this run's {len(pool_ids)} train-split "
+            "facts (was it made with the same data, seed and --qa-train-per-relation, and --split all?)"
+        )
     return dict(zip(hit["fact_id"], hit["known"].astype(bool)))
 
 
-def build_train_set(kind: str, *, model: str, source: str = "countryinfo", data: str | None = None,
-                    train_data: str | None = None, relations: list[str] | None = None, seed: int = 0,
-                    qa_train_per_relation: int | None = 50, qa_templates: str | None = None,
-                    size: int | None = None, known_unknown: str | None = None) -> TrainSet:
+def build_train_set(
+    kind: str,
+    *,
+    model: str,
+    source: str = "countryinfo",
+    data: str | None = None,
+    train_data: str | None = None,
+    relations: list[str] | None = None,
+    seed: int = 0,
+    qa_train_per_relation: int | None = 50,
+    qa_templates: str | None = None,
+    size: int | None = None,
+    known_unknown: str | None = None,
+) -> TrainSet:
     """Build the `kind` training set (rules in the module docstring).
 
     `model` is the base model the known/unknown table must belong to. Raises ConfigError for an
@@ -192,12 +219,20 @@ def build_train_set(kind: str, *, model: str, source: str = "countryinfo", data:
     by_rel = qa_train_items(prepared)
     pool = [it for its in by_rel.values() for it in its]
     eval_items = [it for its in prepared.items.values() for it in its]
-    info: dict[str, Any] = {"pool": len(pool), "eval_facts": len(eval_items), "source": source, "seed": seed,
-                            "relations": sorted(by_rel), "known_unknown": known_unknown}
+    info: dict[str, Any] = {
+        "pool": len(pool),
+        "eval_facts": len(eval_items),
+        "source": source,
+        "seed": seed,
+        "relations": sorted(by_rel),
+        "known_unknown": known_unknown,
+    }
     if kind in NEEDS_TABLE:
         if not known_unknown:
-            raise ConfigError(f"train set {kind!r} needs the base model's known/unknown table (--known-unknown); "
-                              + MAKE_ONE.format(model=model, shots=10))
+            raise ConfigError(
+                f"train set {kind!r} needs the base model's known/unknown table (--known-unknown); "
+                + MAKE_ONE.format(model=model, shots=10)
+            )
         verdicts = _table_verdicts(known_unknown, model, pool, eval_items)
         known = [it for it in pool if verdicts.get(it.fact_id) is True]
         unknown = [it for it in pool if verdicts.get(it.fact_id) is False]
@@ -205,24 +240,28 @@ def build_train_set(kind: str, *, model: str, source: str = "countryinfo", data:
         n = size if size is not None else min(len(known), len(unknown))
         need = {"known": (n, 0), "unknown": (0, n), "mixed": (n // 2, n - n // 2)}[kind]
         if n < 1 or need[0] > len(known) or need[1] > len(unknown):
-            raise ConfigError(f"train set {kind!r} of {n} examples needs {need[0]} known and {need[1]} unknown train "
-                              f"facts; the table has {len(known)} known and {len(unknown)} unknown of {len(pool)} "
-                              "(lower --train-size, or raise --qa-train-per-relation and remake the table)")
-        picked = ([(it, True) for it in _sample(known, need[0], seed, f"known-{kind}")]
-                  + [(it, False) for it in _sample(unknown, need[1], seed, f"unknown-{kind}")])
+            raise ConfigError(
+                f"train set {kind!r} of {n} examples needs {need[0]} known and {need[1]} unknown train "
+                f"facts; the table has {len(known)} known and {len(unknown)} unknown of {len(pool)} "
+                "(lower --train-size, or raise --qa-train-per-relation and remake the table)"
+            )
+        picked = [(it, True) for it in _sample(known, need[0], seed, f"known-{kind}")] + [
+            (it, False) for it in _sample(unknown, need[1], seed, f"unknown-{kind}")
+        ]
         examples = [make_example(it, known=k) for it, k in picked]
     else:
         n = size if size is not None else len(pool)
         if n > len(pool) or not pool:
-            raise ConfigError(f"train set {kind!r} of {n} examples: the train split holds {len(pool)} facts "
-                              "(lower --train-size or raise --qa-train-per-relation)")
+            raise ConfigError(
+                f"train set {kind!r} of {n} examples: the train split holds {len(pool)} facts "
+                "(lower --train-size or raise --qa-train-per-relation)"
+            )
         items = _sample(pool, n, seed, "regular")
         if kind == "regular":
             examples = [make_example(it) for it in items]
         else:
             facts = [*prepared.facts.get("test", ()), *prepared.facts.get("train", ())]
-            shuffled = shuffle_answers(items, by_rel, seed, tag="finetune-shuffle",
-                                       correct_objects=correct_object_keys(facts))
+            shuffled = shuffle_answers(items, by_rel, seed, tag="finetune-shuffle", correct_objects=correct_object_keys(facts))
             examples = [make_example(it, ex.shown_answer, ex.shuffled) for it, ex in zip(items, shuffled)]
             info["unshuffled"] = sum(not e.shuffled for e in examples)
     check_no_overlap(examples, eval_items)

@@ -66,7 +66,12 @@ The run is this module (`plan_training`, `run_finetune`); its parts are modules 
 `process_group` (the process group and the device), `model_setup` (the base model checked, loaded and
 wrapped with LoRA), `checkpoints` (checkpoints and what a resume is checked against), `loss_history`
 (`loss_history.json`, `loss.png`) and `guards` (divergence, a run that did not learn, a full disk).
+
+Over 500 lines: the run itself (plan, the Trainer under DeepSpeed, resume, the guards' wiring), one job; its other
+jobs live in process_group, model_setup, checkpoints, loss_history and guards, and ruff format's one-argument-per-line
+calls add the rest.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,7 +87,7 @@ from ..io import atomic_write_json
 from ..redact import redact_values
 from .checkpoints import CHECKPOINTS, CONFIG_FILE, carried_tokens, check_base_revision, check_resume, prune_checkpoints
 from .config import FinetuneConfig
-from .guards import diverged, disk_full_names, guarded_trainer, weights_finite
+from .guards import disk_full_names, diverged, guarded_trainer, weights_finite
 from .loss_history import finite_or_none, loss_history, plot_loss
 from .model_setup import base_model, count_params, load_base, wrap_lora
 from .process_group import setup_distributed, training_device, training_precision
@@ -102,13 +107,23 @@ def train_set_for(cfg: FinetuneConfig) -> Any:
     if cfg.train_set_dir:
         ts = TrainSet.load(cfg.train_set_dir)
         if ts.kind != cfg.train_set:
-            raise ConfigError(f"train_set_dir={cfg.train_set_dir!r} holds a {ts.kind!r} training set, "
-                              f"but --train-set is {cfg.train_set!r}")
+            raise ConfigError(
+                f"train_set_dir={cfg.train_set_dir!r} holds a {ts.kind!r} training set, but --train-set is {cfg.train_set!r}"
+            )
         return ts
-    return build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
-                           train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
-                           qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
-                           size=cfg.train_size, known_unknown=cfg.known_unknown)
+    return build_train_set(
+        cfg.train_set,
+        model=cfg.model,
+        source=cfg.source,
+        data=cfg.data,
+        train_data=cfg.train_data,
+        relations=cfg.relations,
+        seed=cfg.seed,
+        qa_train_per_relation=cfg.qa_train_per_relation,
+        qa_templates=cfg.qa_templates,
+        size=cfg.train_size,
+        known_unknown=cfg.known_unknown,
+    )
 
 
 @dataclass(frozen=True)
@@ -166,9 +181,13 @@ def plan_training(cfg: FinetuneConfig, train_set: Any = None) -> TrainPlan:
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     device = training_device(cfg)
     precision = training_precision(cfg, device)
-    ds_config, ds_path = load_deepspeed_config(cfg.zero_stage, cfg.deepspeed_config,
-                                               offload_optimizer=cfg.offload_optimizer, offload_param=cfg.offload_param,
-                                               pin_memory=device == "cuda")
+    ds_config, ds_path = load_deepspeed_config(
+        cfg.zero_stage,
+        cfg.deepspeed_config,
+        offload_optimizer=cfg.offload_optimizer,
+        offload_param=cfg.offload_param,
+        pin_memory=device == "cuda",
+    )
     if train_set is None:
         train_set = train_set_for(cfg)
     digest = train_set.digest
@@ -185,10 +204,12 @@ def plan_training(cfg: FinetuneConfig, train_set: Any = None) -> TrainPlan:
     rows = pack_sequences(seqs, cfg.max_seq_len) if cfg.packing else seqs
     per_step = cfg.batch_size * accum * world
     if len(rows) < per_step:
-        raise ConfigError(f"the {train_set.kind} training set has {len(train_set)} examples in {len(rows)} sequences, "
-                          f"fewer than one effective batch of {per_step} (batch_size {cfg.batch_size} x grad_accum "
-                          f"{accum} x {world} process(es)); lower --effective-batch / --grad-accum / --batch-size or "
-                          "raise --train-size")
+        raise ConfigError(
+            f"the {train_set.kind} training set has {len(train_set)} examples in {len(rows)} sequences, "
+            f"fewer than one effective batch of {per_step} (batch_size {cfg.batch_size} x grad_accum "
+            f"{accum} x {world} process(es)); lower --effective-batch / --grad-accum / --batch-size or "
+            "raise --train-size"
+        )
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
@@ -200,19 +221,44 @@ def plan_training(cfg: FinetuneConfig, train_set: Any = None) -> TrainPlan:
     trainable, total = count_params(model)
     use_cache = no_kv_cache(model)  # packed examples are isolated only without a KV cache (data.py)
 
-    saved_config = {"config": redact_values(cfg.to_dict()), "fingerprint": redact_values(cfg.fingerprint()),
-                    "train_set_digest": digest,
-                    "train_set": train_set.kind, "base_folder": str(folder), "model_revision": revision,
-                    "deepspeed_config": str(ds_path)}
-    return TrainPlan(cfg=cfg, out=out, target=out / ("adapter" if cfg.use_lora else "model"), device=device,
-                     precision=precision, ds_config=ds_config, ds_path=ds_path, rank=rank, world=world, accum=accum,
-                     per_step=per_step, resume_from=resume_from, train_set=train_set, model=model, tok=tok,
-                     seqs=seqs, rows=rows, trainable=trainable, total=total, use_cache=use_cache,
-                     random_weights=random_weights, saved_config=saved_config)
+    saved_config = {
+        "config": redact_values(cfg.to_dict()),
+        "fingerprint": redact_values(cfg.fingerprint()),
+        "train_set_digest": digest,
+        "train_set": train_set.kind,
+        "base_folder": str(folder),
+        "model_revision": revision,
+        "deepspeed_config": str(ds_path),
+    }
+    return TrainPlan(
+        cfg=cfg,
+        out=out,
+        target=out / ("adapter" if cfg.use_lora else "model"),
+        device=device,
+        precision=precision,
+        ds_config=ds_config,
+        ds_path=ds_path,
+        rank=rank,
+        world=world,
+        accum=accum,
+        per_step=per_step,
+        resume_from=resume_from,
+        train_set=train_set,
+        model=model,
+        tok=tok,
+        seqs=seqs,
+        rows=rows,
+        trainable=trainable,
+        total=total,
+        use_cache=use_cache,
+        random_weights=random_weights,
+        saved_config=saved_config,
+    )
 
 
-def run_finetune(cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (),
-                 train_set: Any = None) -> dict[str, Any]:
+def run_finetune(
+    cfg: FinetuneConfig, *, progress: bool = True, callbacks: Sequence[Any] = (), train_set: Any = None
+) -> dict[str, Any]:
     """Fine-tune `cfg.model` on `cfg.train_set` and write `cfg.out` (see the module docstring).
 
     `callbacks` are extra `transformers.TrainerCallback`s; `train_set` (a
@@ -260,8 +306,13 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
     from .data import Collator, RowDataset
 
     cfg, out, accum, device, precision, tok = plan.cfg, plan.out, plan.accum, plan.device, plan.precision, plan.tok
-    model, train_set, resume_from, saved_config, target = (plan.model, plan.train_set, plan.resume_from,
-                                                           plan.saved_config, plan.target)
+    model, train_set, resume_from, saved_config, target = (
+        plan.model,
+        plan.train_set,
+        plan.resume_from,
+        plan.saved_config,
+        plan.target,
+    )
     digest = plan.digest
     start_step = plan.start_step
     carried = carried_tokens(resume_from)
@@ -288,25 +339,53 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
                 raise diverged(cfg, state.global_step, "a weight is not finite")
             if state.is_world_process_zero and ck.is_dir():
                 tokens = run_tokens(state.global_step)
-                atomic_write_json(ck / CONFIG_FILE, {**saved_config, "step": state.global_step,
-                                                     "tokens": {"real": tokens[0], "fed": tokens[1]} if tokens else None})
+                atomic_write_json(
+                    ck / CONFIG_FILE,
+                    {
+                        **saved_config,
+                        "step": state.global_step,
+                        "tokens": {"real": tokens[0], "fed": tokens[1]} if tokens else None,
+                    },
+                )
                 prune_checkpoints(Path(args.output_dir), cfg.save_total_limit, current=ck)
 
     try:
         args = TrainingArguments(
-            output_dir=str(out / CHECKPOINTS), per_device_train_batch_size=cfg.batch_size,
-            gradient_accumulation_steps=accum, max_steps=cfg.max_steps, learning_rate=cfg.learning_rate,
-            lr_scheduler_type=cfg.lr_scheduler, warmup_steps=round(cfg.warmup_ratio * cfg.max_steps),
-            weight_decay=cfg.weight_decay, optim="adamw_torch", logging_steps=cfg.logging_steps,
-            save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=None,  # rotation: Stamp
-            report_to="none", deepspeed=plan.ds_config, use_cpu=device == "cpu",
-            ddp_backend="gloo" if device == "cpu" else None, seed=cfg.seed, data_seed=cfg.seed,
-            bf16=precision == "bfloat16", fp16=precision == "float16", remove_unused_columns=False,
-            dataloader_num_workers=0, disable_tqdm=not progress, max_grad_norm=1.0, logging_nan_inf_filter=False)
+            output_dir=str(out / CHECKPOINTS),
+            per_device_train_batch_size=cfg.batch_size,
+            gradient_accumulation_steps=accum,
+            max_steps=cfg.max_steps,
+            learning_rate=cfg.learning_rate,
+            lr_scheduler_type=cfg.lr_scheduler,
+            warmup_steps=round(cfg.warmup_ratio * cfg.max_steps),
+            weight_decay=cfg.weight_decay,
+            optim="adamw_torch",
+            logging_steps=cfg.logging_steps,
+            save_strategy="steps",
+            save_steps=cfg.save_steps,
+            save_total_limit=None,  # rotation: Stamp
+            report_to="none",
+            deepspeed=plan.ds_config,
+            use_cpu=device == "cpu",
+            ddp_backend="gloo" if device == "cpu" else None,
+            seed=cfg.seed,
+            data_seed=cfg.seed,
+            bf16=precision == "bfloat16",
+            fp16=precision == "float16",
+            remove_unused_columns=False,
+            dataloader_num_workers=0,
+            disable_tqdm=not progress,
+            max_grad_norm=1.0,
+            logging_nan_inf_filter=False,
+        )
         timer = _timer()
         trainer = guarded_trainer(cfg, precision != "float16")(
-            model=model, args=args, train_dataset=RowDataset(plan.rows), data_collator=collator,
-            callbacks=[Stamp(), timer, *callbacks])
+            model=model,
+            args=args,
+            train_dataset=RowDataset(plan.rows),
+            data_collator=collator,
+            callbacks=[Stamp(), timer, *callbacks],
+        )
         trainer.remove_callback(PrinterCallback)  # without a progress bar it printed each raw log dict
         t0 = time.perf_counter()
         with disk_full_names(out / CHECKPOINTS), without_library_lines():  # no DeepSpeed op-build line
@@ -333,28 +412,45 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
         "first_loss": history[0]["loss"] if history else None,
         "final_loss": history[-1]["loss"] if history else None,
         "tokens_per_second": session_real / seconds if seconds > 0 else None,
-        "peak_memory_bytes": peak, "peak_memory_kind": peak_kind,
+        "peak_memory_bytes": peak,
+        "peak_memory_kind": peak_kind,
         # over the whole run, steps before a resume included (None: resumed from an older checkpoint)
         "non_padding_fraction": whole[0] / whole[1] if whole and whole[1] else None,
         "tokens_trained": whole[0] if whole else None,
-        "steps": steps, "max_steps": cfg.max_steps,
+        "steps": steps,
+        "max_steps": cfg.max_steps,
         "resumed_from": str(resume_from) if resume_from else None,
-        "train_seconds": seconds, "setup_seconds": total_seconds - seconds, "tokens_trained_this_session": session_real,
-        "n_examples": len(train_set), "n_sequences": len(plan.rows),
+        "train_seconds": seconds,
+        "setup_seconds": total_seconds - seconds,
+        "tokens_trained_this_session": session_real,
+        "n_examples": len(train_set),
+        "n_sequences": len(plan.rows),
         "examples_per_sequence": len(plan.seqs) / len(plan.rows),
-        "packing": cfg.packing, "batch_size": cfg.batch_size, "grad_accum": accum, "world_size": plan.world,
-        "effective_batch": plan.per_step, "zero_stage": cfg.zero_stage,
-        "deepspeed_zero_stage": (trainer.model_wrapped.zero_optimization_stage()
-                                 if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None),
+        "packing": cfg.packing,
+        "batch_size": cfg.batch_size,
+        "grad_accum": accum,
+        "world_size": plan.world,
+        "effective_batch": plan.per_step,
+        "zero_stage": cfg.zero_stage,
+        "deepspeed_zero_stage": (
+            trainer.model_wrapped.zero_optimization_stage() if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None
+        ),
         # where the running engine keeps optimizer state and parameters ("none" | "cpu" | "nvme"; None without DeepSpeed)
         "deepspeed_offload_optimizer": _offload_device(trainer.model_wrapped, "zero_offload_optimizer"),
         "deepspeed_offload_param": _offload_device(trainer.model_wrapped, "zero_offload_param"),
-        "device": device, "precision": precision,
-        "lora": cfg.use_lora, "lora_r": cfg.lora_r if cfg.use_lora else 0,
-        "trainable_params": plan.trainable, "total_params": plan.total,
+        "device": device,
+        "precision": precision,
+        "lora": cfg.use_lora,
+        "lora_r": cfg.lora_r if cfg.use_lora else 0,
+        "trainable_params": plan.trainable,
+        "total_params": plan.total,
         "trainable_fraction": plan.trainable / plan.total if plan.total else None,
-        "train_set": train_set.kind, "train_set_digest": digest, "train_set_info": train_set.info,
-        "model": cfg.model, "model_revision": saved_config["model_revision"], "random_weights": plan.random_weights,
+        "train_set": train_set.kind,
+        "train_set_digest": digest,
+        "train_set_info": train_set.info,
+        "model": cfg.model,
+        "model_revision": saved_config["model_revision"],
+        "random_weights": plan.random_weights,
     }
     partial = _partial(target)
     model.config.use_cache = plan.use_cache
@@ -375,8 +471,12 @@ def _train(plan: TrainPlan, *, progress: bool, callbacks: Sequence[Any]) -> dict
             trainer.state.save_to_json(str(out / "trainer_state.json"))
             atomic_write_json(out / "loss_history.json", history)
             if history:
-                plot_loss(history, out / "loss.png", f"{cfg.model} {train_set.kind} "
-                          f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})")
+                plot_loss(
+                    history,
+                    out / "loss.png",
+                    f"{cfg.model} {train_set.kind} "
+                    f"({'LoRA r=' + str(cfg.lora_r) if cfg.use_lora else 'full'}, ZeRO-{cfg.zero_stage})",
+                )
             atomic_write_json(out / "metrics.json", metrics)  # last: its presence means a finished run
     return metrics
 

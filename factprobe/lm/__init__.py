@@ -22,6 +22,7 @@ the libraries read when they load.
   group's shared-memory comm): `without_library_lines()` drops such stdout lines around the code
   that sets DeepSpeed up, passing every other line through as it is written.
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Small helpers shared by the model modules: progress lines, one-line errors, file hashes."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -22,8 +23,7 @@ def first_line(err: BaseException) -> str:
 def versions() -> dict[str, str]:
     """Versions of Python and the packages that shape converted weights (for markers)."""
     out = {"python": sys.version.split()[0]}
-    for dist in ("factprobe", "transformers", "torch", "tokenizers", "safetensors", "gguf",
-                 "huggingface_hub"):
+    for dist in ("factprobe", "transformers", "torch", "tokenizers", "safetensors", "gguf", "huggingface_hub"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

@@ -6,6 +6,7 @@ and is resolved like any model name (alias, local folder, hub id: `factprobe.lm.
 caller's `base_model=` (CLI `--base-model`) overrides it. The adapter is attached unmerged, as a
 `peft.PeftModel`, so the adapter and the base stay separately identifiable.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,7 @@ def read_adapter_config(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ModelError(f"cannot read adapter {folder}: {ADAPTER_CONFIG} is unreadable "
-                         f"({first_line(err)})") from err
+        raise ModelError(f"cannot read adapter {folder}: {ADAPTER_CONFIG} is unreadable ({first_line(err)})") from err
     if not isinstance(data, dict):
         raise ModelError(f"cannot read adapter {folder}: {ADAPTER_CONFIG} is not a JSON object")
     return data
@@ -40,8 +40,10 @@ def adapter_base_name(folder: Path) -> str:
     """`base_model_name_or_path` of the adapter in `folder`; `ModelError` when it names none."""
     base = read_adapter_config(folder).get("base_model_name_or_path")
     if not isinstance(base, str) or not base.strip():
-        raise ModelError(f"adapter {folder} names no base model (base_model_name_or_path is "
-                         "empty in adapter_config.json); pass --base-model (base_model=)")
+        raise ModelError(
+            f"adapter {folder} names no base model (base_model_name_or_path is "
+            "empty in adapter_config.json); pass --base-model (base_model=)"
+        )
     return base
 
 
@@ -51,10 +53,11 @@ def missing_base_error(folder: Path, base: str, err: Exception, overridden: bool
     Names the adapter folder, the base it looked for and where that name came from, and says
     that `--base-model` overrides it.
     """
-    origin = "given as base_model" if overridden else \
-        "base_model_name_or_path in its adapter_config.json"
-    return ModelError(f"adapter {folder} needs base model {base!r} ({origin}), which cannot be "
-                      f"found: {err}; pass --base-model (base_model=) to use another base")
+    origin = "given as base_model" if overridden else "base_model_name_or_path in its adapter_config.json"
+    return ModelError(
+        f"adapter {folder} needs base model {base!r} ({origin}), which cannot be "
+        f"found: {err}; pass --base-model (base_model=) to use another base"
+    )
 
 
 def adapter_tokenizer_folder(folder: Path) -> Path | None:
@@ -72,14 +75,11 @@ def attach_adapter(base: Any, folder: Path, device: torch.device, dtype: torch.d
     try:
         from peft import PeftModel
     except ImportError as err:
-        raise ModelError(f"adapter {folder} needs the 'peft' package "
-                         "(pip install 'factprobe[adapters]')") from err
+        raise ModelError(f"adapter {folder} needs the 'peft' package (pip install 'factprobe[adapters]')") from err
     try:
-        model = PeftModel.from_pretrained(base, str(folder), is_trainable=False,
-                                          autocast_adapter_dtype=False)
+        model = PeftModel.from_pretrained(base, str(folder), is_trainable=False, autocast_adapter_dtype=False)
     except Exception as err:  # shape mismatch, unknown target modules, ...
-        raise ModelError(f"cannot attach adapter {folder} to its base model: "
-                         f"{first_line(err)}") from err
+        raise ModelError(f"cannot attach adapter {folder} to its base model: {first_line(err)}") from err
     for p in model.parameters():
         if p.is_floating_point() and p.dtype != dtype:
             p.data = p.data.to(dtype)

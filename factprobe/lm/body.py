@@ -8,6 +8,7 @@ head included. `decoder_parts` unwraps PEFT first (`PeftModel.get_base_model()`)
 layers live inside the base model's modules, so running the unwrapped body runs them too; after
 `merge_and_unload()` the model is a plain one again.
 """
+
 from __future__ import annotations
 
 import sys
@@ -67,8 +68,10 @@ def decoder_parts(model: torch.nn.Module) -> DecoderParts:
     body = getattr(inner, "base_model", None)
     out_emb = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
     if body is None or body is inner or out_emb is None:
-        raise ModelError(f"{type(inner).__name__} has no separate transformer body and output "
-                         "head; load it as a language model (AutoModelForCausalLM/MaskedLM)")
+        raise ModelError(
+            f"{type(inner).__name__} has no separate transformer body and output "
+            "head; load it as a language model (AutoModelForCausalLM/MaskedLM)"
+        )
     head = out_emb
     # The head is the top-level child that holds the output embedding: `lm_head` itself for
     # causal LMs, the whole prediction head (`cls`, `lm_head`) for BERT/RoBERTa-style MLMs.

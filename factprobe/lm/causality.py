@@ -13,6 +13,7 @@ It works for plain models and PEFT adapters (the wrapper's forward is called), o
 dtype; the model's train/eval mode is restored. Callers: `factprobe.lm.models.require_kind` (every
 probe that accepts causal LMs) and `factprobe.finetune.model_setup.load_base`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -104,9 +105,13 @@ def check_causal(model: Any, name: str, tokenizer: Any = None) -> None:
     cls = type(inner).__name__
     config = getattr(inner, "config", None)
     if config is not None and getattr(config, "is_decoder", None) is False and hasattr(config, "add_cross_attention"):
-        fix = (f"it is an encoder loaded as {cls}: set \"is_decoder\": true in its config.json to run it as a decoder, "
-               "or use it with a probe that accepts masked LMs")
+        fix = (
+            f'it is an encoder loaded as {cls}: set "is_decoder": true in its config.json to run it as a decoder, '
+            "or use it with a probe that accepts masked LMs"
+        )
     else:
         fix = f"its attention ({cls}) lets a position see later tokens; a causal LM must not"
-    raise ConfigError(f"model {name} is not causal: its logits at position {first} change when a later token "
-                      f"(position {last}) changes (bidirectional attention; relative change {change:.1e}); {fix}")
+    raise ConfigError(
+        f"model {name} is not causal: its logits at position {first} change when a later token "
+        f"(position {last}) changes (bidirectional attention; relative change {change:.1e}); {fix}"
+    )

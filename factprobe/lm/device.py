@@ -10,6 +10,7 @@ Contract:
 - A model split by accelerate (`load_model(device_map=...)`) takes its inputs on `input_device(model)`;
   `check_fits` refuses, before loading, a model larger than `--max-memory` plus the offload disk.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,14 +43,12 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         try:
             dev = torch.device(name)
         except (RuntimeError, ValueError):
-            raise ConfigError(
-                f"unknown device {device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'") from None
+            raise ConfigError(f"unknown device {device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"device {str(dev)!r} requested but CUDA is not available on this machine")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device {str(dev)!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise ConfigError(f"device {str(dev)!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
     elif dev.type not in ("cpu", "mps"):
         raise ConfigError(f"unsupported device {str(dev)!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return dev
@@ -68,8 +67,7 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
         return torch.float32
     if name not in _DTYPES:
-        raise ConfigError(
-            f"unknown dtype {dtype!r}: use 'auto', 'float32', 'bfloat16' or 'float16'")
+        raise ConfigError(f"unknown dtype {dtype!r}: use 'auto', 'float32', 'bfloat16' or 'float16'")
     return _DTYPES[name]
 
 
@@ -106,8 +104,7 @@ def describe_device_map(hf_map: dict[str, object]) -> str:
     return "; ".join(f"{a}={d}" if a == b else f"{a}..{b}={d}" for a, b, d in runs)
 
 
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def size_bytes(size: int | str) -> int:
@@ -127,8 +124,9 @@ def human_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def check_fits(name: str, auto_cls: type, config: object, dtype: torch.dtype, max_memory: dict | None,
-               offload_folder: str) -> None:
+def check_fits(
+    name: str, auto_cls: type, config: object, dtype: torch.dtype, max_memory: dict | None, offload_folder: str
+) -> None:
     """Raise `ConfigError` (one line, before any weight is read) when the model that `config` describes does not
     fit `max_memory` (accelerate's own estimate of this machine's memory when None) plus the free disk at
     `offload_folder` (or `max_memory["disk"]` when it names one). Sizes come from accelerate's
@@ -139,8 +137,9 @@ def check_fits(name: str, auto_cls: type, config: object, dtype: torch.dtype, ma
     with init_empty_weights():
         empty = auto_cls.from_config(config, dtype=dtype)
     need = compute_module_sizes(empty, dtype=dtype)[""]
-    limits = dict(get_max_memory(None if max_memory is None else
-                                 {k: size_bytes(v) for k, v in max_memory.items() if k != "disk"}))
+    limits = dict(
+        get_max_memory(None if max_memory is None else {k: size_bytes(v) for k, v in max_memory.items() if k != "disk"})
+    )
     memory = sum(v for k, v in limits.items() if k != "disk")
     if max_memory is not None and "disk" in max_memory:
         disk, where = size_bytes(max_memory["disk"]), "disk=" + str(max_memory["disk"])
@@ -151,6 +150,8 @@ def check_fits(name: str, auto_cls: type, config: object, dtype: torch.dtype, ma
         disk, where = shutil.disk_usage(existing or ".").free, f"free disk at {offload_folder}"
     if need > memory + disk:
         shown = ",".join(f"{k}={v}" for k, v in (max_memory or {}).items() if k != "disk") or "this machine's memory"
-        raise ConfigError(f"model {name} needs {human_size(need)} in {dtype_name(dtype)}, more than --max-memory {shown} "
-                          f"({human_size(memory)}) plus {where} ({human_size(disk)}); raise --max-memory, free disk space, "
-                          "or use a smaller dtype")
+        raise ConfigError(
+            f"model {name} needs {human_size(need)} in {dtype_name(dtype)}, more than --max-memory {shown} "
+            f"({human_size(memory)}) plus {where} ({human_size(disk)}); raise --max-memory, free disk space, "
+            "or use a smaller dtype"
+        )

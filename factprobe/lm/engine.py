@@ -6,6 +6,7 @@ it runs on, the per-forward token budget, the context window, the dtype of its m
 attention layout (sliding-window layers and their window, as Gemma-3 has). Both classes inherit
 it, so the two stay equal by construction.
 """
+
 from __future__ import annotations
 
 import torch

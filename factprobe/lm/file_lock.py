@@ -19,6 +19,7 @@ NFS sets the mtime from the server's clock). Usage::
     with lock_file(root / ".smollm2.build-lock", on_wait=lambda owner: print("waiting for", owner)):
         ...  # build once
 """
+
 from __future__ import annotations
 
 import os
@@ -89,9 +90,15 @@ def _break_if_stale(path: Path, stale_after: float) -> bool:
 
 
 @contextmanager
-def lock_file(path: str | Path, stale_after: float = STALE_AFTER_S, heartbeat: float = HEARTBEAT_S, poll: float = 0.5,
-              timeout: float | None = None, on_wait: Callable[[str], None] | None = None,
-              label: str = "") -> Iterator[str]:
+def lock_file(
+    path: str | Path,
+    stale_after: float = STALE_AFTER_S,
+    heartbeat: float = HEARTBEAT_S,
+    poll: float = 0.5,
+    timeout: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    label: str = "",
+) -> Iterator[str]:
     """Hold the lock file `path` inside the block (see the module docstring); yields the token.
 
     `on_wait(owner)` is called once when the lock is busy (owner: the holder's token). Raises
@@ -114,8 +121,9 @@ def lock_file(path: str | Path, stale_after: float = STALE_AFTER_S, heartbeat: f
                 on_wait(_read(path) or "another process")
                 told = True
             if timeout is not None and time.monotonic() - start > timeout:
-                raise TimeoutError(f"lock {path} is held by {_read(path) or 'another process'} "
-                                   f"(waited {timeout:.0f} s)") from None
+                raise TimeoutError(
+                    f"lock {path} is held by {_read(path) or 'another process'} (waited {timeout:.0f} s)"
+                ) from None
             time.sleep(poll)
             continue
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

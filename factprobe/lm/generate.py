@@ -66,6 +66,7 @@ prompt alone, and the log-probs of greedy and sampled tokens equal a naive full 
 Over 500 lines: one engine, the `Generator` class (about 370 lines), whose greedy and sampling paths share
 its shared-prefix keys/values, its row bookkeeping and the attention function routed around its forwards.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -157,7 +158,7 @@ def _shared_prefix_attention(module, query, key, value, attention_mask, dropout=
     rows, heads, n_q, dim = query.shape
     kv_heads, n_pre = key.shape[1], pk.shape[2]
     group = heads // kv_heads
-    scale = scaling if scaling is not None else dim ** -0.5
+    scale = scaling if scaling is not None else dim**-0.5
     q = query.reshape(rows, kv_heads, group, n_q, dim)
     q_stacked = q.permute(1, 0, 2, 3, 4).reshape(kv_heads, rows * group * n_q, dim)
     s_pre = torch.bmm(q_stacked, pk[0].transpose(1, 2)).view(kv_heads, rows, group, n_q, n_pre)
@@ -325,8 +326,8 @@ class Generator(ModelEngine):
         q_valid = torch.zeros(n_rows, n_q, dtype=torch.bool)
         for r, t in enumerate(tokens):
             if t:
-                ids[r, n_q - len(t):] = torch.tensor(list(t), dtype=torch.long)
-                q_valid[r, n_q - len(t):] = True
+                ids[r, n_q - len(t) :] = torch.tensor(list(t), dtype=torch.long)
+                q_valid[r, n_q - len(t) :] = True
         # Real tokens continue the row's positions; padding gets -1 (never seen by anyone).
         offs = torch.cumsum(q_valid.long(), dim=1) - 1
         q_pos = torch.where(q_valid, rows.next_pos[:, None] + offs, torch.full_like(offs, -1))
@@ -360,8 +361,12 @@ class Generator(ModelEngine):
     def _empty_rows(self, n_rows: int) -> _Rows:
         from transformers import DynamicCache
 
-        return _Rows(cache=DynamicCache(), key_pos=torch.zeros(n_rows, 0, dtype=torch.long),
-                     next_pos=torch.zeros(n_rows, dtype=torch.long), logits=None)
+        return _Rows(
+            cache=DynamicCache(),
+            key_pos=torch.zeros(n_rows, 0, dtype=torch.long),
+            next_pos=torch.zeros(n_rows, dtype=torch.long),
+            logits=None,
+        )
 
     def _sharing(self, prefix: _Rows, shared_lens: Sequence[int]) -> _Rows:
         """A new batch whose row r attends to the first `shared_lens[r]` tokens of the single-row
@@ -462,8 +467,7 @@ class Generator(ModelEngine):
             raise ConfigError(f"shared_prefix must be a string, got {type(shared_prefix).__name__}")
         for i, p in enumerate(prompts):
             if shared_prefix and not p.startswith(shared_prefix):
-                raise ConfigError(f"shared_prefix: prompt {i} does not start with the shared prefix "
-                                  f"(prompt begins {p[:40]!r})")
+                raise ConfigError(f"shared_prefix: prompt {i} does not start with the shared prefix (prompt begins {p[:40]!r})")
         encoded = [self.encode(p) for p in prompts]
         for ids in encoded:
             if not ids:
@@ -489,15 +493,21 @@ class Generator(ModelEngine):
             slots = {i: len(prefix_ids) + len(encoded[i]) - k for i, k in shared_len.items()}
             for batch in self._batches(list(shared_len), slots, max_new_tokens):
                 rows = self._sharing(prefix_rows, [shared_len[i] for i in batch])
-                self._greedy_batch(rows, batch, [encoded[i][shared_len[i]:] for i in batch], max_new_tokens,
-                                   stops, results)
+                self._greedy_batch(rows, batch, [encoded[i][shared_len[i] :] for i in batch], max_new_tokens, stops, results)
         for batch in self._batches(alone, {i: len(encoded[i]) for i in alone}, max_new_tokens):
             rows = self._empty_rows(len(batch))
             self._greedy_batch(rows, batch, [encoded[i] for i in batch], max_new_tokens, stops, results)
         return results  # type: ignore[return-value]
 
-    def _greedy_batch(self, rows: _Rows, batch: list[int], tokens: list[list[int]], max_new_tokens: int,
-                      stops: tuple[str, ...], results: list[Generation | None]) -> None:
+    def _greedy_batch(
+        self,
+        rows: _Rows,
+        batch: list[int],
+        tokens: list[list[int]],
+        max_new_tokens: int,
+        stops: tuple[str, ...],
+        results: list[Generation | None],
+    ) -> None:
         self._extend(rows, tokens)
         self.stats.prompt_tokens += sum(len(t) for t in tokens)
         outs = self._decode(rows, max_new_tokens, stops, lambda logits, active: logits.argmax(dim=-1))

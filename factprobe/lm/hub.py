@@ -11,6 +11,7 @@ Names are tried in this order:
    (`HF_HUB_OFFLINE=1` or `TRANSFORMERS_OFFLINE=1`) and the local Hugging Face cache are
    honoured. Failure is one clear `ModelError` line.
 """
+
 from __future__ import annotations
 
 import os
@@ -79,13 +80,11 @@ def _hub_cache_dir() -> str | None:
 
 
 def _looks_like_path(name: str) -> bool:
-    return (name.startswith(("/", "./", "../", "~", ".\\")) or "\\" in name
-            or name.count("/") > 1 or name in (".", ".."))
+    return name.startswith(("/", "./", "../", "~", ".\\")) or "\\" in name or name.count("/") > 1 or name in (".", "..")
 
 
 def _unknown(name: str, why: str) -> ModelError:
-    return ModelError(f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), "
-                      f"not a local folder, and {why}")
+    return ModelError(f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), not a local folder, and {why}")
 
 
 def _resolve_hub(repo_id: str, revision: str | None = None) -> _Resolved:
@@ -111,8 +110,9 @@ def _resolve_hub(repo_id: str, revision: str | None = None) -> _Resolved:
         except RepositoryNotFoundError:
             raise _unknown(repo_id, "the Hugging Face hub returned 'repository not found'") from None
         except GatedRepoError:
-            raise _unknown(repo_id, "the Hugging Face hub says the repository is gated "
-                                    "(log in with a token that has access)") from None
+            raise _unknown(
+                repo_id, "the Hugging Face hub says the repository is gated (log in with a token that has access)"
+            ) from None
         except HFValidationError:
             raise _unknown(repo_id, "it is not a valid Hugging Face hub id") from None
         except HfHubHTTPError as err:
@@ -127,12 +127,16 @@ def _resolve_hub(repo_id: str, revision: str | None = None) -> _Resolved:
             if not any(n.endswith(".safetensors") for n in names):
                 patterns.append("*.bin")  # old repos ship only PyTorch pickles
             try:
-                path = snapshot_download(repo_id, revision=info.sha, allow_patterns=patterns,
-                                         endpoint=endpoint, etag_timeout=timeout,
-                                         cache_dir=_hub_cache_dir())
+                path = snapshot_download(
+                    repo_id,
+                    revision=info.sha,
+                    allow_patterns=patterns,
+                    endpoint=endpoint,
+                    etag_timeout=timeout,
+                    cache_dir=_hub_cache_dir(),
+                )
             except Exception as err:
-                raise ModelError(f"cannot download {repo_id!r} from the Hugging Face hub: "
-                                 f"{first_line(err)}") from err
+                raise ModelError(f"cannot download {repo_id!r} from the Hugging Face hub: {first_line(err)}") from err
             return _Resolved(Path(path), "hub", f"hub:{repo_id}@{info.sha}")
     # Offline or unreachable: a copy in the local Hugging Face cache is still fine.
     try:
@@ -142,8 +146,9 @@ def _resolve_hub(repo_id: str, revision: str | None = None) -> _Resolved:
         raise _unknown(repo_id, f"{reason}, nor is it{at} in the local Hugging Face cache") from None
     p = Path(path)
     if not _is_model_folder(p):
-        raise _unknown(repo_id, f"{reason}, and its copy in the local Hugging Face cache has "
-                                f"no config.json (nor {ADAPTER_CONFIG})")
+        raise _unknown(
+            repo_id, f"{reason}, and its copy in the local Hugging Face cache has no config.json (nor {ADAPTER_CONFIG})"
+        )
     return _Resolved(p, "hub", f"hub:{repo_id}@{p.name}")
 
 
@@ -159,11 +164,14 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> _Resolved:
         if _is_model_folder(p):
             return _Resolved(p.resolve(), "local", None)
         what = "a folder without config.json" if p.is_dir() else "a file, not a folder"
-        raise ModelError(f"model path {name!r} is {what}; expected a Hugging Face model folder, "
-                         f"a PEFT adapter folder or an alias (known: {', '.join(_REGISTRY)})")
+        raise ModelError(
+            f"model path {name!r} is {what}; expected a Hugging Face model folder, "
+            f"a PEFT adapter folder or an alias (known: {', '.join(_REGISTRY)})"
+        )
     if _looks_like_path(name):
-        raise ModelError(f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), "
-                         f"and no local folder exists at {p.resolve()}")
+        raise ModelError(
+            f"unknown model {name!r}: not an alias (known: {', '.join(_REGISTRY)}), and no local folder exists at {p.resolve()}"
+        )
     repo_id, at, revision = name.partition("@")
     if at and not revision.strip():
         raise _unknown(name, "it names no revision after '@' (pin one as org/name@COMMIT)")

@@ -9,9 +9,9 @@ masked LMs (BERT-style `[MASK]`) with `AutoModelForMaskedLM`, and says which kin
 Tiny random models (`factprobe.lm.testing`) exist for unit tests only; `LoadedModel.is_random`
 is True for them and their results must never be reported as real-model results.
 """
+
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Sequence
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm import adapters, gguf_cache, served
 from factprobe.identity import folder_revision
+from factprobe.lm import adapters, gguf_cache, served
 from factprobe.lm._util import first_line
 from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
-from factprobe.lm.gguf_cache import MARKER_NAME, _read_marker
+from factprobe.lm.gguf_cache import _read_marker
 from factprobe.lm.hub import _resolve, _Resolved
 
 if TYPE_CHECKING:  # heavy imports stay lazy so `factprobe --help` is fast
@@ -112,7 +112,7 @@ def require_kind(loaded: LoadedModel, accepted: Sequence[str], probe: str) -> No
 
 
 def detect_kind(config: Any) -> ModelKind:
-    """"masked" or "causal" from a transformers config, without loading weights.
+    """ "masked" or "causal" from a transformers config, without loading weights.
 
     Masked when `architectures` names a `...ForMaskedLM` class, or when the config's model type
     has no causal-LM class but a masked-LM one (also via a custom `auto_map`), or has both (BERT,
@@ -163,8 +163,7 @@ def model_revision(name_or_path: str | os.PathLike[str], base_model: str | os.Pa
 def context_window(config: Any, tokenizer: Any | None = None) -> int:
     """Usable context length: the config's position limit, capped at `MAX_LENGTH_CAP`."""
     cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
-    for attr in ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
-                 "seq_length"):
+    for attr in ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length"):
         value = getattr(cfg, attr, None)
         if isinstance(value, int) and value > 0:
             return min(value, MAX_LENGTH_CAP)
@@ -185,23 +184,26 @@ class Placement:
     offload_folder: str | None  # None: a temporary folder, removed with the model
 
 
-def _placement(device_map: str | None, max_memory: str | dict | None, offload_folder: str | os.PathLike[str] | None,
-               dev: torch.device) -> Placement | None:
+def _placement(
+    device_map: str | None, max_memory: str | dict | None, offload_folder: str | os.PathLike[str] | None, dev: torch.device
+) -> Placement | None:
     """The validated `Placement`, None when no `device_map` is asked for. On a CPU device only the CPU
     (and disk) may hold layers: `max_memory` naming a GPU is an error there, and the GPUs accelerate
     would see are left out."""
     from factprobe.lm.placement import check_placement, parse_max_memory
 
-    dm, mm = check_placement(device_map, max_memory if not isinstance(max_memory, dict) else
-                             ",".join(f"{k}={v}" for k, v in max_memory.items()))
+    dm, mm = check_placement(
+        device_map, max_memory if not isinstance(max_memory, dict) else ",".join(f"{k}={v}" for k, v in max_memory.items())
+    )
     if dm is None:
         return None
     memory = parse_max_memory(mm)
     if dev.type == "cpu":
         gpus = [k for k in (memory or {}) if isinstance(k, int)]
         if gpus:
-            raise ConfigError(f"max_memory names GPU {gpus[0]} but the device is cpu; name only cpu and disk, "
-                              "or run with --device cuda")
+            raise ConfigError(
+                f"max_memory names GPU {gpus[0]} but the device is cpu; name only cpu and disk, or run with --device cuda"
+            )
         # only the CPU (then disk) may hold layers, even where accelerate would see GPUs
         memory = {"cpu": _default_cpu_memory(), **(memory or {})}
     return Placement(dm, memory, None if offload_folder is None else os.fspath(offload_folder))
@@ -214,16 +216,21 @@ def _default_cpu_memory() -> int:
     return int(get_max_memory().get("cpu", 0)) or 2**34
 
 
-def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code: bool,
-               attn_implementation: str | None, kind: str,
-               placement: Placement | None = None) -> tuple[Any, Any, ModelKind]:
+def _load_from(
+    path: Path,
+    dev: torch.device,
+    dt: torch.dtype,
+    trust_remote_code: bool,
+    attn_implementation: str | None,
+    kind: str,
+    placement: Placement | None = None,
+) -> tuple[Any, Any, ModelKind]:
     """Config, tokenizer and model from `path`. Without `placement` the model is moved to `dev`; with one,
     accelerate places its layers (`from_pretrained(device_map=, max_memory=, offload_folder=)`), after
     `check_fits` said in one line whether it fits at all, and nothing is moved."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code),
-                              "local_files_only": True}
+    kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code), "local_files_only": True}
     # The config first: custom code is refused here with transformers' clear message.
     config = AutoConfig.from_pretrained(path, **kwargs)
     got: ModelKind = detect_kind(config) if kind == "auto" else kind  # type: ignore[assignment]
@@ -245,24 +252,41 @@ def _load_from(path: Path, dev: torch.device, dt: torch.dtype, trust_remote_code
         check_fits(path.name, auto_cls, config, dt, placement.max_memory, folder or tempfile.gettempdir())
         temporary = tempfile.mkdtemp(prefix="factprobe-offload-") if folder is None else None
         try:
-            model = auto_cls.from_pretrained(path, config=config, dtype=dt, device_map=placement.device_map,
-                                             max_memory=placement.max_memory, offload_folder=folder or temporary,
-                                             **kwargs)
+            model = auto_cls.from_pretrained(
+                path,
+                config=config,
+                dtype=dt,
+                device_map=placement.device_map,
+                max_memory=placement.max_memory,
+                offload_folder=folder or temporary,
+                **kwargs,
+            )
         except BaseException:
             if temporary:
                 shutil.rmtree(temporary, ignore_errors=True)
             raise
         if temporary:  # the offloaded layers are read while the model lives
             weakref.finalize(model, shutil.rmtree, temporary, True)
-        log.info("factprobe: %s split by accelerate (%s): %s", path.name, placement.device_map,
-                 describe_device_map(getattr(model, "hf_device_map", {}) or {}))
+        log.info(
+            "factprobe: %s split by accelerate (%s): %s",
+            path.name,
+            placement.device_map,
+            describe_device_map(getattr(model, "hf_device_map", {}) or {}),
+        )
     model.eval()
     return model, tokenizer, got
 
 
-def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype,
-                   trust_remote_code: bool, attn_implementation: str | None,
-                   kind: str, placement: Placement | None = None) -> tuple[Any, Any, ModelKind]:
+def _load_resolved(
+    name: str,
+    res: _Resolved,
+    dev: torch.device,
+    dt: torch.dtype,
+    trust_remote_code: bool,
+    attn_implementation: str | None,
+    kind: str,
+    placement: Placement | None = None,
+) -> tuple[Any, Any, ModelKind]:
     """`_load_from` with one-line errors; a cached alias that fails to load is rebuilt once."""
     try:
         return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind, placement)
@@ -272,37 +296,42 @@ def _load_resolved(name: str, res: _Resolved, dev: torch.device, dt: torch.dtype
         if res.kind != "alias":
             hint = ""
             if "custom code" in str(err) or "trust_remote_code" in str(err):
-                hint = (" (the model ships its own code; factprobe runs it only when "
-                        "trust_remote_code=True is passed)")
-            raise ModelError(f"cannot load model {name!r} from {res.path}: "
-                             f"{first_line(err)}{hint}") from err
-        log.warning("factprobe: cached model %r at %s failed to load (%s); rebuilding it",
-                    name, res.path, first_line(err))
+                hint = " (the model ships its own code; factprobe runs it only when trust_remote_code=True is passed)"
+            raise ModelError(f"cannot load model {name!r} from {res.path}: {first_line(err)}{hint}") from err
+        log.warning("factprobe: cached model %r at %s failed to load (%s); rebuilding it", name, res.path, first_line(err))
     gguf_cache.prepare_alias(name, force=True)
     try:
         return _load_from(res.path, dev, dt, trust_remote_code, attn_implementation, kind, placement)
     except Exception as err2:
-        raise ModelError(f"cannot load model {name!r} from {res.path} even after "
-                         f"rebuilding it: {first_line(err2)}") from err2
+        raise ModelError(f"cannot load model {name!r} from {res.path} even after rebuilding it: {first_line(err2)}") from err2
 
 
 def _connect_served(name: str, kind: str, base_model: Any, device_map: str | None, max_memory: Any) -> Any:
     """`served.connect(name)`, after refusing what does not apply to a server (one line each)."""
     for option, value in (("base_model", base_model), ("device_map", device_map), ("max_memory", max_memory)):
         if value:
-            raise ConfigError(f"{option}={value!r} does not apply to the served model {name} (the server places "
-                              f"its model); drop {option} or name a local model")
+            raise ConfigError(
+                f"{option}={value!r} does not apply to the served model {name} (the server places "
+                f"its model); drop {option} or name a local model"
+            )
     if kind == "masked":
         raise ConfigError(f"the served model {name} is a causal LM (completions API); kind='masked' does not apply")
     return served.connect(name)
 
 
-def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "auto",
-               dtype: str | torch.dtype = "auto", trust_remote_code: bool = False, *,
-               attn_implementation: str | None = None, kind: str = "auto",
-               base_model: str | os.PathLike[str] | None = None, device_map: str | None = None,
-               max_memory: str | dict | None = None,
-               offload_folder: str | os.PathLike[str] | None = None) -> LoadedModel:
+def load_model(
+    name_or_path: str | os.PathLike[str],
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    trust_remote_code: bool = False,
+    *,
+    attn_implementation: str | None = None,
+    kind: str = "auto",
+    base_model: str | os.PathLike[str] | None = None,
+    device_map: str | None = None,
+    max_memory: str | dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
+) -> LoadedModel:
     """Resolve `name_or_path` (see `resolve_model_path`) and load model + tokenizer.
 
     `device="auto"` is CUDA when available, else CPU; `dtype="auto"` is bfloat16 on CUDA and
@@ -347,24 +376,27 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
         except (ModelError, ConfigError) as err:
             raise adapters.missing_base_error(adapter_dir, base_name, err, overridden) from err
         if base.is_adapter:
-            raise ModelError(f"adapter {adapter_dir} names another adapter ({base.path}) as its "
-                             "base; pass a full model with --base-model (base_model=)")
+            raise ModelError(
+                f"adapter {adapter_dir} names another adapter ({base.path}) as its "
+                "base; pass a full model with --base-model (base_model=)"
+            )
     elif base_model is not None:
-        raise ConfigError(f"base_model={os.fspath(base_model)!r} applies only to PEFT adapter "
-                          f"folders, and {name!r} is a full model")
+        raise ConfigError(
+            f"base_model={os.fspath(base_model)!r} applies only to PEFT adapter folders, and {name!r} is a full model"
+        )
     if placement is not None and adapter_dir is not None:
-        raise ConfigError(f"--device-map cannot split a model with a PEFT adapter ({adapter_dir}) yet; "
-                          "merge the adapter into its base (peft merge_and_unload) and split that folder")
-    model, tokenizer, got = _load_resolved(base_name, base, dev, dt, trust_remote_code,
-                                           attn_implementation, kind, placement)
+        raise ConfigError(
+            f"--device-map cannot split a model with a PEFT adapter ({adapter_dir}) yet; "
+            "merge the adapter into its base (peft merge_and_unload) and split that folder"
+        )
+    model, tokenizer, got = _load_resolved(base_name, base, dev, dt, trust_remote_code, attn_implementation, kind, placement)
     if placement is not None:
         from factprobe.lm.device import input_device
 
         dev = input_device(model, dev)
     max_length = context_window(model.config, tokenizer)
     revision = base.revision or _folder_revision(base.path)
-    is_random = bool(getattr(model.config, "factprobe_random_weights", False)) or \
-        "random" in base.path.name.lower()
+    is_random = bool(getattr(model.config, "factprobe_random_weights", False)) or "random" in base.path.name.lower()
     if adapter_dir is not None:
         model = adapters.attach_adapter(model, adapter_dir, dev, dt)
         revision = f"{_folder_revision(adapter_dir, 'adapter')}+{revision}"
@@ -372,16 +404,25 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
         if own is not None:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(own, local_files_only=True,
-                                                      trust_remote_code=bool(trust_remote_code))
+            tokenizer = AutoTokenizer.from_pretrained(own, local_files_only=True, trust_remote_code=bool(trust_remote_code))
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.model_max_length = max_length
     return LoadedModel(
-        model=model, tokenizer=tokenizer, name=name, path=res.path, device=dev, dtype=dt,
-        revision=revision, max_length=max_length, source=res.kind, is_random=is_random,
-        has_chat_template=getattr(tokenizer, "chat_template", None) is not None, kind=got,
-        adapter_path=adapter_dir, base_name=base_name if adapter_dir else None,
+        model=model,
+        tokenizer=tokenizer,
+        name=name,
+        path=res.path,
+        device=dev,
+        dtype=dt,
+        revision=revision,
+        max_length=max_length,
+        source=res.kind,
+        is_random=is_random,
+        has_chat_template=getattr(tokenizer, "chat_template", None) is not None,
+        kind=got,
+        adapter_path=adapter_dir,
+        base_name=base_name if adapter_dir else None,
         base_path=base.path if adapter_dir else None,
         device_map=placement.device_map if placement is not None else None,
     )

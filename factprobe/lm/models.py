@@ -18,6 +18,7 @@ The work lives in small modules; this one re-exports their public names so that
 Tests that replace private attributes (`_REGISTRY`, `_download_gguf`, `_convert_gguf_into`, ...)
 patch the module that defines them, not this facade.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -49,12 +50,36 @@ from factprobe.lm.loading import (
 from factprobe.lm.loading import require_kind as _require_declared_kind
 
 __all__ = [
-    "ADAPTER_CONFIG", "CACHE_FORMAT", "DEFAULT_MAX_LENGTH", "LOGIT_CHECK_TEXT",
-    "LOGIT_CHECK_TOL", "MARKER_NAME", "MAX_LENGTH_CAP", "DecoderParts", "LoadedModel",
-    "ModelKind", "ModelSpec", "aliases", "check_cache", "context_window", "decoder_parts",
-    "detect_kind", "ensure_gguf", "get_spec", "gguf_cache_path", "is_adapter_folder",
-    "is_cached", "list_models", "load_model", "model_cache_dir", "model_revision", "models_root", "prepare_alias",
-    "require_kind", "resolve_model_path", "unwrap_peft",
+    "ADAPTER_CONFIG",
+    "CACHE_FORMAT",
+    "DEFAULT_MAX_LENGTH",
+    "LOGIT_CHECK_TEXT",
+    "LOGIT_CHECK_TOL",
+    "MARKER_NAME",
+    "MAX_LENGTH_CAP",
+    "DecoderParts",
+    "LoadedModel",
+    "ModelKind",
+    "ModelSpec",
+    "aliases",
+    "check_cache",
+    "context_window",
+    "decoder_parts",
+    "detect_kind",
+    "ensure_gguf",
+    "get_spec",
+    "gguf_cache_path",
+    "is_adapter_folder",
+    "is_cached",
+    "list_models",
+    "load_model",
+    "model_cache_dir",
+    "model_revision",
+    "models_root",
+    "prepare_alias",
+    "require_kind",
+    "resolve_model_path",
+    "unwrap_peft",
 ]
 
 

@@ -9,6 +9,7 @@
 `models_cli(argv)` returns the exit status: 0 on success, 2 for a user error (unknown alias,
 failed download, ...), whose single-line message goes to stderr without a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,7 @@ from factprobe.errors import FactprobeError
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="factprobe models",
-                                description="List and prepare the models factprobe can probe.")
+    p = argparse.ArgumentParser(prog="factprobe models", description="List and prepare the models factprobe can probe.")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{list,path,verify}")
     sub.add_parser("list", help="table of aliases: cached yes/no, folder, description")
     pp = sub.add_parser("path", help="prepare ALIAS (download + convert once), print its folder")
@@ -46,8 +46,7 @@ def models_cli(argv: list[str]) -> int:
         if args.cmd == "list":
             rows = [["ALIAS", "CACHED", "PATH", "DESCRIPTION"]]
             for spec in gguf_cache.list_models():
-                rows.append([spec.alias, "yes" if spec.cached else "no", str(spec.cache_dir),
-                             spec.description])
+                rows.append([spec.alias, "yes" if spec.cached else "no", str(spec.cache_dir), spec.description])
             print(_table(rows))
             return 0
         if args.cmd == "path":

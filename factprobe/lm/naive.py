@@ -6,6 +6,7 @@ continuation), split at `len(encode(context))` (or, where a token merged across 
 at the longest common prefix: `scorer.split_point`), run the whole sequence, and sum the log-probs
 of the continuation tokens. It is slow on purpose: tests and benchmarks use it as ground truth.
 """
+
 from __future__ import annotations
 
 import torch

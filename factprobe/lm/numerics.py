@@ -4,6 +4,7 @@
   ("auto" resolved), without loading anything: the identity known before a model loads.
 - `loaded_numerics(loaded)`: a `LoadedModel`'s device, dtype and attention implementation.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -10,6 +10,7 @@ Contract (no torch import here: configs validate with it):
 - `check_placement(device_map, max_memory)` normalises both ("" is unset) and raises `ConfigError`
   in one line for an unknown strategy, a malformed size, or `max_memory` without `device_map`.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 DEVICE_MAPS = ("auto", "balanced", "sequential")
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _NAMED = ("cpu", "mps", "disk")
-_EXAMPLE = "e.g. 0=20GiB,cpu=60GiB or {\"0\": \"20GiB\", \"cpu\": \"60GiB\"}"
+_EXAMPLE = 'e.g. 0=20GiB,cpu=60GiB or {"0": "20GiB", "cpu": "60GiB"}'
 
 
 def _key(raw: Any, text: str) -> int | str:
@@ -89,6 +90,7 @@ def check_placement(device_map: str | None, max_memory: str | None) -> tuple[str
         raise ConfigError(f"device_map={device_map!r}: unknown strategy; choose one of {', '.join(DEVICE_MAPS)}")
     parsed = parse_max_memory(max_memory)
     if parsed is not None and dm is None:
-        raise ConfigError(f"max_memory={max_memory!r} applies only to a split model: add --device-map auto "
-                          "(or balanced, sequential)")
+        raise ConfigError(
+            f"max_memory={max_memory!r} applies only to a split model: add --device-map auto (or balanced, sequential)"
+        )
     return dm, (max_memory_text(parsed) if parsed is not None else None)

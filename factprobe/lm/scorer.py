@@ -36,10 +36,11 @@ and Llama models and on the real SmolLM2 and Gemma-3 models (tests/lm/test_score
 Over 500 lines: one engine; the tokenization rules of step 1, the segment trees and masks of step 3 and
 the head of step 4 hold one exactness invariant together, and the `Scorer` class (about 350 lines) is most of it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -155,7 +156,7 @@ def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str
     stripped = context.rstrip()
     n = len(context) - len(stripped)
     if n:
-        return stripped, context[len(stripped):] + continuation
+        return stripped, context[len(stripped) :] + continuation
     return context, continuation
 
 
@@ -175,9 +176,11 @@ def _adds_special_tokens(tokenizer, text: str) -> bool:
 
 
 def _no_stand_in(tokenizer) -> ConfigError:
-    return ConfigError(f"the tokenizer {type(tokenizer).__name__} has neither a BOS nor an EOS token, so an empty context "
-                       "(a slot or template that starts the prompt, with no examples) cannot be scored; put text "
-                       "before the slot")
+    return ConfigError(
+        f"the tokenizer {type(tokenizer).__name__} has neither a BOS nor an EOS token, so an empty context "
+        "(a slot or template that starts the prompt, with no examples) cannot be scored; put text "
+        "before the slot"
+    )
 
 
 def context_token_ids(tokenizer, text: str, stand_in: bool = True) -> list[int]:
@@ -293,9 +296,7 @@ class Scorer(ModelEngine):
     # ------------------------------------------------------------------ model calls
     def _check_length(self, n: int) -> None:
         if n > self.max_length:
-            raise ContextTooLongError(
-                f"{n} tokens exceed the model's context window of {self.max_length} tokens"
-            )
+            raise ContextTooLongError(f"{n} tokens exceed the model's context window of {self.max_length} tokens")
 
     @torch.inference_mode()
     def prefix(self, text_or_ids: str | Sequence[int]) -> PrefixCache:
@@ -372,8 +373,9 @@ class Scorer(ModelEngine):
             mask = full
         return pos_q, mask, seg_start, end_pos
 
-    def _query_logprobs(self, prefix: PrefixCache, hidden: torch.Tensor | None, seg_start: Sequence[int],
-                        queries: Sequence[tuple[int, int, int]]) -> torch.Tensor:
+    def _query_logprobs(
+        self, prefix: PrefixCache, hidden: torch.Tensor | None, seg_start: Sequence[int], queries: Sequence[tuple[int, int, int]]
+    ) -> torch.Tensor:
         """log P(target) for each query `(segment, token index, target id)`: the distribution at
         that packed token's hidden row, or the prefix's next-token distribution for segment -1.
         The LM head runs once per distinct row, `head_chunk` rows at a time. float64 `[len(queries)]`."""
@@ -499,7 +501,7 @@ class Scorer(ModelEngine):
         self.stats.forwards += 1
         return total
 
-    def _score_option_trees(self, prefix: PrefixCache, trees: Sequence["_OptionTree"]) -> list[torch.Tensor]:
+    def _score_option_trees(self, prefix: PrefixCache, trees: Sequence[_OptionTree]) -> list[torch.Tensor]:
         """Log-probs of every query of every tree (float64, one tensor per tree), given `prefix`.
 
         Trees are packed into forwards of at most `token_budget` tokens (a larger tree goes alone);
@@ -511,13 +513,15 @@ class Scorer(ModelEngine):
             for t in chunk:
                 base = len(segs)
                 offsets.append(base)
-                segs.extend(Segment(sg.token_ids, sg.parent + base if sg.parent >= 0 else -1, spans=[])
-                            for sg in trees[t].segments)
+                segs.extend(
+                    Segment(sg.token_ids, sg.parent + base if sg.parent >= 0 else -1, spans=[]) for sg in trees[t].segments
+                )
             hidden, seg_start = None, []
             if segs:
                 _, hidden, seg_start = self._forward_hidden(prefix, segs)
-            queries = [(q[0] + base if q[0] >= 0 else -1, q[1], q[2])
-                       for t, base in zip(chunk, offsets) for q in trees[t].queries]
+            queries = [
+                (q[0] + base if q[0] >= 0 else -1, q[1], q[2]) for t, base in zip(chunk, offsets) for q in trees[t].queries
+            ]
             lp = self._query_logprobs(prefix, hidden, seg_start, queries)
             at = 0
             for t in chunk:
@@ -526,8 +530,9 @@ class Scorer(ModelEngine):
                 at += n
         return out  # type: ignore[return-value]
 
-    def score_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None,
-                      pack_contexts: bool = False) -> list[np.ndarray]:
+    def score_choices(
+        self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None, pack_contexts: bool = False
+    ) -> list[np.ndarray]:
         """Summed log-prob of every option of every request, `[len(options)]` float64 each.
 
         `shared_prefix` (a string or a PrefixCache) is a context prefix common to the requests,
@@ -561,7 +566,7 @@ class Scorer(ModelEngine):
             starts_with_base = base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
             shares = starts_with_base and len(enc.ctx_ids) > len(base)
             if shares or packs:
-                tree = _OptionTree.build(enc.ctx_ids[len(base):] if shares else enc.ctx_ids, enc.cont_ids, enc.fallback)
+                tree = _OptionTree.build(enc.ctx_ids[len(base) :] if shares else enc.ctx_ids, enc.cont_ids, enc.fallback)
                 if tree.n_tokens <= self.token_budget:
                     trees.append(tree)
                     shared_of.append(ri)
@@ -581,8 +586,13 @@ class Scorer(ModelEngine):
             tree = _OptionTree.build([], enc.cont_ids, enc.fallback)
             if not tree.queries:
                 continue
-            prefix = (self.extend(base, enc.ctx_ids[len(base):]) if relation == "extends"
-                      else base if relation == "equals" else self.prefix(enc.ctx_ids))
+            prefix = (
+                self.extend(base, enc.ctx_ids[len(base) :])
+                if relation == "extends"
+                else base
+                if relation == "equals"
+                else self.prefix(enc.ctx_ids)
+            )
             parts = tree.split(self.token_budget)
             for part, lp in zip(parts, self._score_option_trees(prefix, parts)):
                 part.sum_into(lp, results[ri])
@@ -609,7 +619,7 @@ class _OptionTree:
         return sum(len(s.token_ids) for s in self.segments)
 
     @classmethod
-    def build(cls, ctx_ids: Sequence[int], options: Sequence[Sequence[int]], skip: Sequence[bool]) -> "_OptionTree":
+    def build(cls, ctx_ids: Sequence[int], options: Sequence[Sequence[int]], skip: Sequence[bool]) -> _OptionTree:
         segments: list[Segment] = []
         if ctx_ids:
             segments.append(Segment(list(ctx_ids), -1, spans=[]))
@@ -655,7 +665,7 @@ class _OptionTree:
                 option_of.append(oi)
         return cls(segments=segments, queries=queries, option_of=option_of)
 
-    def split(self, budget: int) -> list["_OptionTree"]:
+    def split(self, budget: int) -> list[_OptionTree]:
         """Cut the tree into parts of whole root subtrees, each at most `budget` tokens where a
         subtree allows (a larger subtree is a part of its own). Queries on the prefix go with the
         first part. One part (this tree) when it fits. (A tree with a context segment is a single

@@ -30,7 +30,11 @@ Transport (`Client`, `factprobe.lm.served_client`): plain `urllib`, retries with
 requests in flight. Every failure a user can cause is ONE `ModelError` line: an unreachable server, a login
 page, a model the server does not serve, no log-probs, a server that stopped mid-run (the runner's checkpoint
 keeps every finished batch: rerunning resumes; no row is written from a failed request).
+
+Over 500 lines: one backend, the served model and its two engines behind the probes' scorer and generator interface;
+the transport is already in served_client, and ruff format's one-argument-per-line calls add the rest.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,6 +49,8 @@ from typing import Any
 import numpy as np
 
 from factprobe.errors import ConfigError, ContextTooLongError, ModelError
+
+from .served_client import Client, ServedRequestError, _error_text, _logprobs_of, _Transient, completion, public_url  # noqa: F401
 
 #: the prefix that marks a served model's name
 SCHEME = "openai:"
@@ -90,18 +96,17 @@ def is_served(name: Any) -> bool:
 
 def parse_spec(name: str) -> ServedSpec:
     """`openai:MODEL@URL` -> `ServedSpec`; ConfigError (one line) for anything else. URL is http(s)://..."""
-    body = name[len(SCHEME):] if is_served(name) else name
+    body = name[len(SCHEME) :] if is_served(name) else name
     at = max(body.rfind("@http://"), body.rfind("@https://"))
     if at <= 0:
-        raise ConfigError(f"served model {name!r}: write openai:MODEL@URL, e.g. "
-                          "openai:smollm2-135m-instruct@http://127.0.0.1:8000/v1")
-    model, url = body[:at], body[at + 1:].rstrip("/")
+        raise ConfigError(
+            f"served model {name!r}: write openai:MODEL@URL, e.g. openai:smollm2-135m-instruct@http://127.0.0.1:8000/v1"
+        )
+    model, url = body[:at], body[at + 1 :].rstrip("/")
     host = urllib.parse.urlsplit(url).netloc
     if not host:
         raise ConfigError(f"served model {name!r}: the URL {url!r} names no host")
     return ServedSpec(model, url)
-
-
 
 
 def api_key(environ: dict | None = None) -> str | None:
@@ -123,10 +128,6 @@ def served_numerics() -> dict[str, Any]:
     return numerics(torch.device("cpu"), "served", "served")
 
 
-from .served_client import Client, public_url, ServedRequestError, _error_text, _logprobs_of, _Transient, completion  # noqa: F401
-
-
-
 def echo_span_logprob(client: Client, model: str, context: str, continuation: str) -> tuple[float, int]:
     """(summed log-prob, token count) of the echoed prompt tokens of `context + continuation` that end
     after `context` (a token merged across the boundary is scored whole, as in-process). Token ends are
@@ -144,8 +145,10 @@ def echo_span_logprob(client: Client, model: str, context: str, continuation: st
         if end <= len(context):
             continue
         if value is None:
-            raise ConfigError(f"server {client.where} gives no log-prob for the first token of {text[:40]!r} "
-                              "(nothing precedes it); put text before the continuation")
+            raise ConfigError(
+                f"server {client.where} gives no log-prob for the first token of {text[:40]!r} "
+                "(nothing precedes it); put text before the continuation"
+            )
         total += float(value)
         n += 1
     if n == 0 and continuation:
@@ -163,13 +166,11 @@ class Alignment:
 
     def line(self) -> str:
         """One line: what was compared and what came out."""
-        parts = [f"{c['token']!r} after {c['text']!r}: echo {c['echo']:.3f}, next-token {c['next']:.3f}"
-                 for c in self.checks]
+        parts = [f"{c['token']!r} after {c['text']!r}: echo {c['echo']:.3f}, next-token {c['next']:.3f}" for c in self.checks]
         return "; ".join(parts)
 
 
-def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT_TEXTS,
-                    tol: float = ALIGNMENT_TOL) -> Alignment:
+def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT_TEXTS, tol: float = ALIGNMENT_TOL) -> Alignment:
     """Whether the server's echo log-probs score each prompt token with the distribution BEFORE it.
 
     For each text: a 1-token greedy completion gives the next token and its log-prob (generated-token
@@ -194,8 +195,10 @@ def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT
         out.checks.append({"text": text, "token": token, "echo": echo, "next": nxt})
         out.aligned = out.aligned and abs(echo - nxt) <= tol
     if not out.checks:
-        raise ModelError(f"server {client.where}: the log-prob alignment check found nothing to compare (the model "
-                         f"{model} ended every check text at once)")
+        raise ModelError(
+            f"server {client.where}: the log-prob alignment check found nothing to compare (the model "
+            f"{model} ended every check text at once)"
+        )
     return out
 
 
@@ -254,13 +257,23 @@ class ServedModel:
 
 def misaligned_line(model: ServedModel) -> str:
     """The one line that refuses a misaligned server for log-likelihoods."""
-    return (f"server {model.client.where} gives misaligned echo log-probs for {model.spec.model} (each prompt token "
-            f"scored with the distribution after it: {model.alignment.line() if model.alignment else ''}); "
-            "log-likelihood probes cannot run on it (generation probes can): serve the model with vLLM or run it in-process")
+    return (
+        f"server {model.client.where} gives misaligned echo log-probs for {model.spec.model} (each prompt token "
+        f"scored with the distribution after it: {model.alignment.line() if model.alignment else ''}); "
+        "log-likelihood probes cannot run on it (generation probes can): serve the model with vLLM or run it in-process"
+    )
 
 
-def connect(name: str, *, check: bool = True, timeout: float = 120.0, retries: int = 4, concurrency: int = 4,
-            tokenizer: Any = None, environ: dict | None = None) -> ServedModel:
+def connect(
+    name: str,
+    *,
+    check: bool = True,
+    timeout: float = 120.0,
+    retries: int = 4,
+    concurrency: int = 4,
+    tokenizer: Any = None,
+    environ: dict | None = None,
+) -> ServedModel:
     """Connect to the server `name` (`openai:MODEL@URL`) names: the server answers, serves MODEL, gives
     log-probs, and (with `check`) its echo log-probs are tested for alignment (`check_alignment`).
     The tokenizer is MODEL's (`resolve_tokenizer`) unless one is passed."""
@@ -269,8 +282,10 @@ def connect(name: str, *, check: bool = True, timeout: float = 120.0, retries: i
     listing = _models_listing(client)
     served = [str(m.get("id")) for m in listing if isinstance(m, dict)]
     if spec.model not in served:
-        raise ModelError(f"server {client.where} does not serve model {spec.model!r}; it serves: "
-                         f"{', '.join(served) or 'nothing'} (write openai:<one of them>@{client.where})")
+        raise ModelError(
+            f"server {client.where} does not serve model {spec.model!r}; it serves: "
+            f"{', '.join(served) or 'nothing'} (write openai:<one of them>@{client.where})"
+        )
     entry = next(m for m in listing if isinstance(m, dict) and str(m.get("id")) == spec.model)
     tok = tokenizer if tokenizer is not None else resolve_tokenizer(spec.model)
     model = ServedModel(name, spec, client, tok, served_max_length(entry, tok))
@@ -283,8 +298,10 @@ def _models_listing(client: Client) -> list:
     try:
         listing = client.get("/models")
     except ServedRequestError as err:
-        raise ModelError(f"server {client.where} has no model list (GET /models: HTTP {err.status}); is the URL the "
-                         "OpenAI-compatible API root (it ends in /v1)?") from None
+        raise ModelError(
+            f"server {client.where} has no model list (GET /models: HTTP {err.status}); is the URL the "
+            "OpenAI-compatible API root (it ends in /v1)?"
+        ) from None
     data = listing.get("data")
     if not isinstance(data, list):
         raise ModelError(f"server {client.where} answered GET /models without a model list; is it OpenAI-compatible?")
@@ -311,9 +328,11 @@ def resolve_tokenizer(model: str) -> Any:
     try:
         res = _resolve(model)
     except (ConfigError, ModelError) as err:
-        raise ConfigError(f"served model {model!r}: its tokenizer is needed and the name does not resolve here ({err}); "
-                          "serve it under an alias, a local folder or a hub id factprobe can load "
-                          "(vLLM: --served-model-name)") from None
+        raise ConfigError(
+            f"served model {model!r}: its tokenizer is needed and the name does not resolve here ({err}); "
+            "serve it under an alias, a local folder or a hub id factprobe can load "
+            "(vLLM: --served-model-name)"
+        ) from None
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(res.path, local_files_only=True)
@@ -326,8 +345,10 @@ def check_probe(loaded: Any, probe: str, kinds: Sequence[str]) -> None:
     """Refuse, in one line before anything runs, a probe that needs what a server cannot give, and a
     log-likelihood probe on a server whose echo log-probs are misaligned."""
     if probe in UNSERVABLE:
-        raise ConfigError(f"probe {probe} cannot run on the served model {loaded.name}: it needs {UNSERVABLE[probe]}, "
-                          "which an OpenAI-compatible server does not give; run the model in-process")
+        raise ConfigError(
+            f"probe {probe} cannot run on the served model {loaded.name}: it needs {UNSERVABLE[probe]}, "
+            "which an OpenAI-compatible server does not give; run the model in-process"
+        )
     if "causal" not in kinds:
         raise ConfigError(f"probe {probe} accepts {' or '.join(kinds)} LMs; a served model is a causal LM")
     if probe in LOGLIK_PROBES and loaded.alignment is not None and not loaded.alignment.aligned:
@@ -391,12 +412,14 @@ class ServedScorer(_Engine):
             for o in r.options:
                 ctx, cont = split_trailing_whitespace(r.context, o)
                 if not ctx:
-                    raise ConfigError("an empty context cannot be scored on a server (nothing precedes the option); "
-                                      "put text before the slot")
+                    raise ConfigError(
+                        "an empty context cannot be scored on a server (nothing precedes the option); put text before the slot"
+                    )
                 n = len(self.encode_context(ctx + cont))
                 if n + 1 > self.max_length:
-                    raise ContextTooLongError(f"{n} tokens + 1 exceed the served model's context window of "
-                                              f"{self.max_length} tokens")
+                    raise ContextTooLongError(
+                        f"{n} tokens + 1 exceed the served model's context window of {self.max_length} tokens"
+                    )
                 self.stats.naive_tokens += n
                 jobs.append((ctx, cont, n))
         sums = self.client.map(lambda j: echo_span_logprob(self.client, self.model_name, j[0], j[1])[0], jobs)
@@ -404,17 +427,21 @@ class ServedScorer(_Engine):
         self.stats.packed_tokens += sum(j[2] for j in jobs)
         out, k = [], 0
         for r in requests:
-            out.append(np.asarray(sums[k:k + len(r.options)], dtype=np.float64))
+            out.append(np.asarray(sums[k : k + len(r.options)], dtype=np.float64))
             k += len(r.options)
         return out
 
     def score_segments(self, prefix: Any, segments: Any) -> Any:
-        raise ConfigError(f"the served model {self.served.name} cannot score packed token segments "
-                          f"({UNSERVABLE['eic-lke']}); run the model in-process")
+        raise ConfigError(
+            f"the served model {self.served.name} cannot score packed token segments "
+            f"({UNSERVABLE['eic-lke']}); run the model in-process"
+        )
 
     def extend(self, prefix: Any, ids: Any) -> Any:
-        raise ConfigError(f"the served model {self.served.name} cannot extend a prefix token by token "
-                          f"({UNSERVABLE['coherency']}); run the model in-process")
+        raise ConfigError(
+            f"the served model {self.served.name} cannot extend a prefix token by token "
+            f"({UNSERVABLE['coherency']}); run the model in-process"
+        )
 
 
 class ServedGenerator(_Engine):
@@ -447,8 +474,10 @@ class ServedGenerator(_Engine):
         if not n:
             raise ConfigError("prompts: an empty prompt encodes to no tokens; nothing to condition on")
         if n + max_new_tokens > self.max_length:
-            raise ContextTooLongError(f"prompt of {n} tokens + max_new_tokens={max_new_tokens} exceed the served "
-                                      f"model's context window of {self.max_length} tokens")
+            raise ContextTooLongError(
+                f"prompt of {n} tokens + max_new_tokens={max_new_tokens} exceed the served "
+                f"model's context window of {self.max_length} tokens"
+            )
         return n
 
     def _generation(self, choice: dict, stops: Sequence[str]):
@@ -463,38 +492,77 @@ class ServedGenerator(_Engine):
         self.stats.decode_tokens += len(lps) or len(ids)
         return Generation(text, ids, lps, finish)
 
-    def greedy(self, prompts: Sequence[str], max_new_tokens: int = 16, stop: str | Sequence[str] = (),
-               shared_prefix: str | None = None) -> list:
+    def greedy(
+        self, prompts: Sequence[str], max_new_tokens: int = 16, stop: str | Sequence[str] = (), shared_prefix: str | None = None
+    ) -> list:
         """Greedy continuation of every prompt, in input order (temperature 0, one request per prompt)."""
         stops = [stop] if isinstance(stop, str) else list(stop)
         sizes = [self._check(p, max_new_tokens) for p in prompts]
         self.stats.naive_prompt_tokens += sum(sizes)
         self.stats.prompt_tokens += sum(sizes)
         self.stats.forwards += len(prompts)
-        choices = self.client.map(lambda p: completion(self.client, self.model_name, p, max_tokens=max_new_tokens,
-                                                       logprobs=1, temperature=0.0, stop=stops), list(prompts))
+        choices = self.client.map(
+            lambda p: completion(
+                self.client, self.model_name, p, max_tokens=max_new_tokens, logprobs=1, temperature=0.0, stop=stops
+            ),
+            list(prompts),
+        )
         return [self._generation(c, stops) for c in choices]
 
-    def sample(self, prompt: str, n: int, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-               top_k: int = 0, seed: int = 0, stop: str | Sequence[str] = ()) -> list:
+    def sample(
+        self,
+        prompt: str,
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int = 0,
+        stop: str | Sequence[str] = (),
+    ) -> list:
         """`n` samples continuing `prompt`: one request each, seeded `seed * 1_000_003 + i` (reproducible on a
         server that honours `seed`, as vLLM and llama.cpp do)."""
         if not isinstance(n, int) or n < 1:
             raise ConfigError(f"n must be a positive integer, got {n!r}")
         if not (temperature >= 0 and 0 < top_p <= 1 and isinstance(top_k, int) and top_k >= 0):
-            raise ConfigError(f"temperature >= 0, 0 < top_p <= 1 and integer top_k >= 0 are needed, got "
-                              f"{temperature!r}, {top_p!r}, {top_k!r}")
+            raise ConfigError(
+                f"temperature >= 0, 0 < top_p <= 1 and integer top_k >= 0 are needed, got {temperature!r}, {top_p!r}, {top_k!r}"
+            )
         stops = [stop] if isinstance(stop, str) else list(stop)
         size = self._check(prompt, max_new_tokens)
         self.stats.naive_prompt_tokens += n * size
         self.stats.prompt_tokens += n * size
         self.stats.forwards += n
         seeds = [(seed * 1_000_003 + i) % (2**31 - 1) for i in range(n)]
-        choices = self.client.map(lambda s: completion(self.client, self.model_name, prompt, max_tokens=max_new_tokens,
-                                                       logprobs=1, temperature=temperature, stop=stops, seed=s,
-                                                       top_p=top_p, top_k=top_k), seeds)
+        choices = self.client.map(
+            lambda s: completion(
+                self.client,
+                self.model_name,
+                prompt,
+                max_tokens=max_new_tokens,
+                logprobs=1,
+                temperature=temperature,
+                stop=stops,
+                seed=s,
+                top_p=top_p,
+                top_k=top_k,
+            ),
+            seeds,
+        )
         return [self._generation(c, stops) for c in choices]
 
 
-__all__ = ["ALIGNMENT_TOL", "Alignment", "Client", "ServedGenerator", "ServedModel", "ServedScorer", "ServedSpec",
-           "check_alignment", "check_probe", "connect", "is_served", "parse_spec"]
+__all__ = [
+    "ALIGNMENT_TOL",
+    "Alignment",
+    "Client",
+    "ServedGenerator",
+    "ServedModel",
+    "ServedScorer",
+    "ServedSpec",
+    "check_alignment",
+    "check_probe",
+    "connect",
+    "is_served",
+    "parse_spec",
+]

@@ -6,6 +6,7 @@ Retry-After honoured), a timeout, and a cap on requests in flight; a login page 
 message). `completion` makes one completions call and returns its first choice. The engines that use it
 live in `factprobe.lm.served`.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from factprobe.errors import ModelError
+
 
 def public_url(url: str) -> str:
     """`url` without user info, query or fragment (safe to log and record)."""
@@ -36,8 +38,17 @@ class Client:
     `concurrency`: requests in flight at once across threads (`map`). `sleep` is injectable for tests.
     """
 
-    def __init__(self, url: str, key: str | None = None, *, timeout: float = 120.0, retries: int = 4,
-                 backoff: float = 0.5, concurrency: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        concurrency: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.url = url.rstrip("/")
         self.where = public_url(self.url)
         self._key = key
@@ -78,8 +89,10 @@ class Client:
                 last, after = t.reason, t.retry_after
                 continue
             return self._decode(status, headers, body, path)
-        raise ModelError(f"server {self.where} did not answer {path} after {tries} tries ({last}); the finished "
-                         "batches are checkpointed: start the server again and rerun the same command to resume")
+        raise ModelError(
+            f"server {self.where} did not answer {path} after {tries} tries ({last}); the finished "
+            "batches are checkpointed: start the server again and rerun the same command to resume"
+        )
 
     def _send(self, method: str, path: str, payload: dict | None) -> tuple[int, Any, bytes]:
         data = None if payload is None else json.dumps(payload).encode()
@@ -96,8 +109,10 @@ class Client:
             body = err.read() or b""
             if err.code == 429 or err.code >= 500:
                 after = err.headers.get("Retry-After") if err.headers else None
-                raise _Transient(f"HTTP {err.code}: {_error_text(body)[:200]}",
-                                 float(after) if after and after.replace(".", "", 1).isdigit() else None) from None
+                raise _Transient(
+                    f"HTTP {err.code}: {_error_text(body)[:200]}",
+                    float(after) if after and after.replace(".", "", 1).isdigit() else None,
+                ) from None
             return err.code, err.headers, body
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as err:
             reason = getattr(err, "reason", err)
@@ -107,20 +122,25 @@ class Client:
         ctype = (headers.get("Content-Type") if headers else "") or ""
         text = body.decode("utf-8", "replace")
         if "html" in ctype.lower() or text.lstrip()[:1] == "<":
-            raise ModelError(f"server {self.where} answered {path} with an HTML page, not JSON (a login page or a "
-                             "proxy?): point the URL at the OpenAI-compatible API root (it ends in /v1) and check the "
-                             "API key in FACTPROBE_OPENAI_API_KEY / OPENAI_API_KEY")
+            raise ModelError(
+                f"server {self.where} answered {path} with an HTML page, not JSON (a login page or a "
+                "proxy?): point the URL at the OpenAI-compatible API root (it ends in /v1) and check the "
+                "API key in FACTPROBE_OPENAI_API_KEY / OPENAI_API_KEY"
+            )
         if status in (401, 403):
-            raise ModelError(f"server {self.where} refused the request (HTTP {status}: {_error_text(body)[:200]}); "
-                             "set the API key in FACTPROBE_OPENAI_API_KEY or OPENAI_API_KEY")
+            raise ModelError(
+                f"server {self.where} refused the request (HTTP {status}: {_error_text(body)[:200]}); "
+                "set the API key in FACTPROBE_OPENAI_API_KEY or OPENAI_API_KEY"
+            )
         if status >= 400:
-            raise ServedRequestError(status, f"server {self.where} answered {path} with HTTP {status}: "
-                                             f"{_error_text(body)[:300]}")
+            raise ServedRequestError(status, f"server {self.where} answered {path} with HTTP {status}: {_error_text(body)[:300]}")
         try:
             out = json.loads(text)
         except ValueError:
-            raise ModelError(f"server {self.where} answered {path} with something that is not JSON "
-                             f"({text[:80]!r}); is the URL the OpenAI-compatible API root (ending in /v1)?") from None
+            raise ModelError(
+                f"server {self.where} answered {path} with something that is not JSON "
+                f"({text[:80]!r}); is the URL the OpenAI-compatible API root (ending in /v1)?"
+            ) from None
         if not isinstance(out, dict):
             raise ModelError(f"server {self.where} answered {path} with JSON that is not an object")
         return out
@@ -157,12 +177,29 @@ def _error_text(body: bytes) -> str:
 
 
 # ------------------------------------------------------------------ the completions calls
-def completion(client: Client, model: str, prompt: str, *, max_tokens: int, echo: bool = False,
-               logprobs: int | None = 1, temperature: float = 0.0, stop: Sequence[str] = (), seed: int | None = None,
-               top_p: float = 1.0, top_k: int = 0, retries: int | None = None) -> dict:
+def completion(
+    client: Client,
+    model: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    echo: bool = False,
+    logprobs: int | None = 1,
+    temperature: float = 0.0,
+    stop: Sequence[str] = (),
+    seed: int | None = None,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    retries: int | None = None,
+) -> dict:
     """One completion choice (`choices[0]`) for `prompt`; ModelError when the answer has none."""
-    payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
-                               "echo": echo}
+    payload: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "echo": echo,
+    }
     if logprobs is not None:
         payload["logprobs"] = logprobs
     if stop:
@@ -176,14 +213,17 @@ def completion(client: Client, model: str, prompt: str, *, max_tokens: int, echo
     out = client.post("/completions", payload, retries)
     choices = out.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ModelError(f"server {client.where} answered /completions without choices; is it an OpenAI-compatible "
-                         "completions server?")
+        raise ModelError(
+            f"server {client.where} answered /completions without choices; is it an OpenAI-compatible completions server?"
+        )
     return choices[0]
 
 
 def _logprobs_of(client: Client, choice: dict) -> dict:
     lp = choice.get("logprobs")
     if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
-        raise ModelError(f"server {client.where} gives no log-probs with its completions (asked for logprobs=1); "
-                         "use a server that does (vLLM; llama.cpp's server with --logits_all true)")
+        raise ModelError(
+            f"server {client.where} gives no log-probs with its completions (asked for logprobs=1); "
+            "use a server that does (vLLM; llama.cpp's server with --logits_all true)"
+        )
     return lp

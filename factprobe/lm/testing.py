@@ -6,6 +6,7 @@ whose config says `factprobe_random_weights: true`; `LoadedModel.is_random` is T
 `make_tiny_lora_adapter(base, path)` writes a LoRA adapter folder with NON-ZERO random weights
 on one of them, so that adapter loading and scoring can be tested.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,10 +56,11 @@ def _tiny_wordpiece_tokenizer() -> Any:
     tk.decoder = decoders.WordPiece()
     cls_id, sep_id = pieces.index("[CLS]"), pieces.index("[SEP]")
     tk.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
-    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+    )
 
 
 def _tiny_tokenizer(kind: str) -> Any:
@@ -76,21 +78,23 @@ def _tiny_tokenizer(kind: str) -> Any:
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=512, special_tokens=specials, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tk.train_from_iterator(_TINY_TEXT * 4, trainer)
     if kind == "gpt2":
         tk.post_processor = processors.ByteLevel(trim_offsets=False)
-        return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|endoftext|>",
-                                       eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tk, bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>"
+        )
     bos_id = tk.token_to_id("<s>")
-    tk.post_processor = processors.Sequence([
-        processors.ByteLevel(trim_offsets=False),
-        processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                      special_tokens=[("<s>", bos_id)]),
-    ])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>",
-                                  unk_token="<unk>", pad_token="</s>")
+    tk.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos_id)]),
+        ]
+    )
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="</s>")
     tok.chat_template = _TINY_CHAT_TEMPLATE
     return tok
 
@@ -98,8 +102,7 @@ def _tiny_tokenizer(kind: str) -> Any:
 TinyKind = Literal["gpt2", "llama", "bert"]
 
 
-def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
-                           seed: int = 0) -> Path:
+def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *, seed: int = 0) -> Path:
     """Build (once) a TINY model with RANDOM weights and a real tokenizer, for unit tests.
 
     Creates `<path>/tiny-random-<kind>` (or uses `path` itself when it already ends in that
@@ -123,20 +126,36 @@ def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
     if (out / "config.json").is_file() and (out / MARKER_NAME).is_file():
         return out
     tok = _tiny_tokenizer(kind)
-    common = {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id,
-              "eos_token_id": tok.eos_token_id, "tie_word_embeddings": True}
+    common = {
+        "vocab_size": len(tok),
+        "bos_token_id": tok.bos_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "tie_word_embeddings": True,
+    }
     if kind == "gpt2":
         config = GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=256, **common)
     elif kind == "bert":
-        config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
-                            num_attention_heads=2, intermediate_size=64,
-                            max_position_embeddings=256, pad_token_id=tok.pad_token_id,
-                            tie_word_embeddings=True)
+        config = BertConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=256,
+            pad_token_id=tok.pad_token_id,
+            tie_word_embeddings=True,
+        )
     else:
-        config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2,
-                             max_position_embeddings=256, pad_token_id=tok.pad_token_id,
-                             **common)
+        config = LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            pad_token_id=tok.pad_token_id,
+            **common,
+        )
     config.factprobe_random_weights = True
     # transformers 5 does not serialise `_name_or_path`; keep the warning in config.json itself.
     config.factprobe_name = f"factprobe/{folder_name} (RANDOM WEIGHTS, unit tests only)"
@@ -152,11 +171,22 @@ def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
         tmp.mkdir()
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        (tmp / MARKER_NAME).write_text(json.dumps({
-            "format": CACHE_FORMAT, "kind": kind, "seed": seed, "random_weights": True,
-            "note": "tiny RANDOM model for unit tests; never a real-model result",
-            "versions": versions(),
-        }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / MARKER_NAME).write_text(
+            json.dumps(
+                {
+                    "format": CACHE_FORMAT,
+                    "kind": kind,
+                    "seed": seed,
+                    "random_weights": True,
+                    "note": "tiny RANDOM model for unit tests; never a real-model result",
+                    "versions": versions(),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         if out.exists():
             shutil.rmtree(out)
         os.rename(tmp, out)
@@ -166,8 +196,9 @@ def make_tiny_random_model(kind: TinyKind, path: str | os.PathLike[str], *,
     return out
 
 
-def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike[str], *,
-                           base_name: str | None = None, seed: int = 0, rank: int = 4) -> Path:
+def make_tiny_lora_adapter(
+    base: str | os.PathLike[str], path: str | os.PathLike[str], *, base_name: str | None = None, seed: int = 0, rank: int = 4
+) -> Path:
     """Write a LoRA adapter folder with NON-ZERO random weights on the model folder `base`.
 
     `base` is a tiny random model folder (`make_tiny_random_model`); the adapter targets all its
@@ -188,9 +219,14 @@ def make_tiny_lora_adapter(base: str | os.PathLike[str], path: str | os.PathLike
     masked = detect_kind(AutoConfig.from_pretrained(base_dir, local_files_only=True)) == "masked"
     auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
     model = auto_cls.from_pretrained(base_dir, dtype=torch.float32, local_files_only=True)
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear",
-                        init_lora_weights=False, task_type=None if masked else "CAUSAL_LM",
-                        fan_in_fan_out=model.config.model_type == "gpt2")  # GPT-2 uses Conv1D
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        target_modules="all-linear",
+        init_lora_weights=False,
+        task_type=None if masked else "CAUSAL_LM",
+        fan_in_fan_out=model.config.model_type == "gpt2",
+    )  # GPT-2 uses Conv1D
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         peft_model = get_peft_model(model, config)
@@ -225,8 +261,9 @@ def redraw_weights(model, seed: int = 0, gain: float = 3.0) -> None:
                 p.copy_((torch.randn(p.shape, generator=gen) * gain / p.shape[-1] ** 0.5).to(p.dtype))
 
 
-def widen_tiny_llama(llama: str | os.PathLike[str], root: str | os.PathLike[str], *, window: int = 2048,
-                     newline_gain: float | None = None) -> Path:
+def widen_tiny_llama(
+    llama: str | os.PathLike[str], root: str | os.PathLike[str], *, window: int = 2048, newline_gain: float | None = None
+) -> Path:
     """A copy (once) of the tiny RANDOM llama at `llama` in `<root>/tiny-random-llama`, whose context
     window is `window` instead of 256 (rotary positions: no weight depends on it), so k-shot blocks
     fit, and whose matrices are redrawn with std 3/sqrt(n) from seed 0 (the stock init answers every

@@ -9,6 +9,7 @@
   subsumption eta for within-family and base/fine-tuned pairs (Figures 5-6, Tables 1 and 10).
 - `json_safe`: NaN / inf to `null` with a `<key>_reason`, for strict JSON.
 """
+
 from .bootstrap import bootstrap_ci, paired_bootstrap_diff, stratified_bootstrap_ci
 from .comparison import (
     GateDecision,

@@ -48,7 +48,11 @@ What is computed
   oracle = share of pairs that some template gets right.
 - Knowledge sharing rate (section 6.4, Figure 4): `factprobe.metrics.belief_sharing`.
 - Prompt bias (section 5.4): `factprobe.metrics.belief_bias`.
+
+Over 500 lines: one metric family (accuracy, fluctuation, consistency, overconfidence), each a short pure function
+with its formula in the docstring; the bias and sharing parts are already in belief_bias and belief_sharing.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -91,8 +95,10 @@ def check_predictions(df: pd.DataFrame, need: Sequence[str] = ()) -> pd.DataFram
     dup = df.duplicated(["fact_id", "template_id"])
     if dup.any():
         row = df[dup].iloc[0]
-        raise DataError(f"predictions table repeats fact {row['fact_id']!r} with template {row['template_id']!r}: "
-                        "one row per (pair, template)")
+        raise DataError(
+            f"predictions table repeats fact {row['fact_id']!r} with template {row['template_id']!r}: "
+            "one row per (pair, template)"
+        )
     ok = df["correct"]
     if ok.dtype != bool:
         is_bool = ok.map(lambda v: isinstance(v, (bool, np.bool_)))
@@ -170,15 +176,20 @@ def _draw_caches(df: pd.DataFrame, columns: Mapping[str, np.ndarray]) -> dict[st
     n_t = max(len(t_names), 1)
     groups, inverse = np.unique(r_codes.astype(np.int64) * n_t + t_codes, return_inverse=True)
     counts = np.bincount(inverse).astype(float)
-    sums = {k: np.bincount(inverse, weights=np.asarray(v, dtype=float), minlength=len(groups))
-            for k, v in columns.items()}
+    sums = {k: np.bincount(inverse, weights=np.asarray(v, dtype=float), minlength=len(groups)) for k, v in columns.items()}
     rel_of = groups // n_t
     bounds = np.searchsorted(rel_of, np.arange(len(r_names) + 1))  # groups are sorted by relation, then template
     rels = tuple(str(r) for r in r_names)
     tids = tuple(tuple(str(t_names[g % n_t]) for g in groups[a:b]) for a, b in itertools.pairwise(bounds))
-    return {k: DrawCache(rels, tids, tuple(s[a:b] for a, b in itertools.pairwise(bounds)),
-                         tuple(counts[a:b] for a, b in itertools.pairwise(bounds)))
-            for k, s in sums.items()}
+    return {
+        k: DrawCache(
+            rels,
+            tids,
+            tuple(s[a:b] for a, b in itertools.pairwise(bounds)),
+            tuple(counts[a:b] for a, b in itertools.pairwise(bounds)),
+        )
+        for k, s in sums.items()
+    }
 
 
 def _relation_rng(seed: int, relation: str) -> np.random.Generator:
@@ -202,8 +213,9 @@ def _iter_template_indices(cache: DrawCache, n_draws: int, seed: int):
         yield _relation_rng(seed, rel).integers(0, len(t), size=n_draws)
 
 
-def draw_values(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS,
-                seed: int = DEFAULT_DRAW_SEED) -> np.ndarray:
+def draw_values(
+    df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED
+) -> np.ndarray:
     """The N values V_metric: one per draw of one template per relation (module docstring)."""
     cache = draw_cache(df, metric_values(df, metric))
     return values_from_cache(cache, n_draws, seed)
@@ -226,18 +238,26 @@ def fluctuation(values: Sequence[float] | np.ndarray) -> dict[str, float | int]:
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         raise DataError("no draw values")
-    return {"mean": float(v.mean()), "range": float(v.max() - v.min()), "stdev": float(v.std(ddof=0)),
-            "min": float(v.min()), "max": float(v.max()), "n_draws": int(v.size)}
+    return {
+        "mean": float(v.mean()),
+        "range": float(v.max() - v.min()),
+        "stdev": float(v.std(ddof=0)),
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "n_draws": int(v.size),
+    }
 
 
-def belief_accuracy(df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS,
-                    seed: int = DEFAULT_DRAW_SEED) -> dict[str, float | int]:
+def belief_accuracy(
+    df: pd.DataFrame, metric: str = "acc@1", n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED
+) -> dict[str, float | int]:
     """`fluctuation(draw_values(...))`: the accuracy (mean over draws) and its range and stdev."""
     return fluctuation(draw_values(df, metric, n_draws, seed))
 
 
-def belief_accuracies(df: pd.DataFrame, metrics: Sequence[str] = ("acc@1",), n_draws: int = DEFAULT_DRAWS,
-                      seed: int = DEFAULT_DRAW_SEED) -> dict[str, dict[str, float | int]]:
+def belief_accuracies(
+    df: pd.DataFrame, metrics: Sequence[str] = ("acc@1",), n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED
+) -> dict[str, dict[str, float | int]]:
     """{metric: `belief_accuracy(df, metric, ...)`} for several metrics at once: one grouping of the
     rows and one set of template draws shared by all of them (the same draws each would make alone)."""
     caches = _draw_caches(df, {m: metric_values(df, m) for m in metrics})
@@ -270,13 +290,20 @@ def pair_consistency(predictions: Sequence[Any], match: Callable[[str, str], boo
     if match is None:
         counts = pd.Series([p for p in preds if not _empty(p)], dtype=object).value_counts()
         return float((counts * (counts - 1) / 2).sum() / total)
-    agree = sum(1 for i in range(n) for j in range(i + 1, n)
-                if not _empty(preds[i]) and not _empty(preds[j]) and match(preds[i], preds[j]))
+    agree = sum(
+        1
+        for i in range(n)
+        for j in range(i + 1, n)
+        if not _empty(preds[i]) and not _empty(preds[j]) and match(preds[i], preds[j])
+    )
     return agree / total
 
 
-def consistency(df: pd.DataFrame, column: str = "prediction", match: Callable[[str, str], bool] | None = None,
-                ) -> dict[str, Any]:
+def consistency(
+    df: pd.DataFrame,
+    column: str = "prediction",
+    match: Callable[[str, str], bool] | None = None,
+) -> dict[str, Any]:
     """Consist (formula 5) with its per-relation values and the undefined relations.
 
     Returns {"consist": float | None, "n_pairs": pairs with >= 2 templates, "n_single_template_pairs",
@@ -307,16 +334,22 @@ def consistency(df: pd.DataFrame, column: str = "prediction", match: Callable[[s
     per_relation = {rel: (float(np.mean(v)) if v else None) for rel, v in by_rel.items()}
     undefined = {rel: f"{rel}: {SINGLE_TEMPLATE_REASON}" for rel, v in by_rel.items() if not v}
     values = [x for v in by_rel.values() for x in v]
-    out: dict[str, Any] = {"consist": float(np.mean(values)) if values else None, "n_pairs": len(values),
-                           "n_single_template_pairs": singles, "per_relation": per_relation, "undefined": undefined}
+    out: dict[str, Any] = {
+        "consist": float(np.mean(values)) if values else None,
+        "n_pairs": len(values),
+        "n_single_template_pairs": singles,
+        "per_relation": per_relation,
+        "undefined": undefined,
+    }
     if not values:
         out["reason"] = "undefined: " + SINGLE_TEMPLATE_REASON
     return out
 
 
 # ------------------------------------------------------------------ overconfidence and calibration
-def calibration_bins(confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray,
-                     n_bins: int = N_BINS) -> pd.DataFrame:
+def calibration_bins(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray, n_bins: int = N_BINS
+) -> pd.DataFrame:
     """Equal-size confidence bins (module docstring): columns `bin` (1 = most confident), `n`,
     `confidence` (mean), `accuracy` (mean), `gap` (confidence - accuracy), `conf_min`, `conf_max`.
     The data of a calibration plot (confidence against accuracy)."""
@@ -332,13 +365,23 @@ def calibration_bins(confidence: Sequence[float] | np.ndarray, correct: Sequence
     rows = []
     for i, idx in enumerate(np.array_split(order, min(n_bins, conf.size)), start=1):
         c, a = conf[idx], ok[idx]
-        rows.append({"bin": i, "n": int(idx.size), "confidence": float(c.mean()), "accuracy": float(a.mean()),
-                     "gap": float(c.mean() - a.mean()), "conf_min": float(c.min()), "conf_max": float(c.max())})
+        rows.append(
+            {
+                "bin": i,
+                "n": int(idx.size),
+                "confidence": float(c.mean()),
+                "accuracy": float(a.mean()),
+                "gap": float(c.mean() - a.mean()),
+                "conf_min": float(c.min()),
+                "conf_max": float(c.max()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def overconfidence(confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray,
-                   n_bins: int = N_BINS) -> float:
+def overconfidence(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray, n_bins: int = N_BINS
+) -> float:
     """Overconf (formula 6): sum over equal-size bins of |P_i|/|P| * (mean confidence - accuracy)."""
     bins = calibration_bins(confidence, correct, n_bins)
     return float((bins["n"] / bins["n"].sum() * bins["gap"]).sum())
@@ -381,22 +424,38 @@ def coverage(df: pd.DataFrame) -> dict[str, Any]:
     for rel, accs in per_t.groupby(level=0, sort=False):
         n = int(oracle.loc[rel].size)
         best = accs.idxmax()[1]
-        per_relation[rel] = {"n_pairs": n, "n_templates": int(accs.size), "average": float(accs.mean()),
-                             "maximum": float(accs.max()), "oracle": float(oracle.loc[rel].mean()), "best_template": best}
+        per_relation[rel] = {
+            "n_pairs": n,
+            "n_templates": int(accs.size),
+            "average": float(accs.mean()),
+            "maximum": float(accs.max()),
+            "oracle": float(oracle.loc[rel].mean()),
+            "best_template": best,
+        }
         weights.append(n)
         avg.append(accs.mean())
         mx.append(accs.max())
         orc.append(oracle.loc[rel].mean())
     w = np.asarray(weights, dtype=float)
-    return {"average": float(np.dot(w, avg) / w.sum()), "maximum": float(np.dot(w, mx) / w.sum()),
-            "oracle": float(np.dot(w, orc) / w.sum()), "per_relation": per_relation}
+    return {
+        "average": float(np.dot(w, avg) / w.sum()),
+        "maximum": float(np.dot(w, mx) / w.sum()),
+        "oracle": float(np.dot(w, orc) / w.sum()),
+        "per_relation": per_relation,
+    }
 
 
 # ------------------------------------------------------------------ one call for a probe
-def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None = None,
-                     overconf: Mapping[str, int] | None = None, n_draws: int = DEFAULT_DRAWS,
-                     seed: int = DEFAULT_DRAW_SEED, n_bins: int = N_BINS,
-                     match: Callable[[str, str], bool] | None = None) -> dict[str, Any]:
+def summarize_belief(
+    df: pd.DataFrame,
+    *,
+    accuracies: Mapping[str, str] | None = None,
+    overconf: Mapping[str, int] | None = None,
+    n_draws: int = DEFAULT_DRAWS,
+    seed: int = DEFAULT_DRAW_SEED,
+    n_bins: int = N_BINS,
+    match: Callable[[str, str], bool] | None = None,
+) -> dict[str, Any]:
     """metrics.json content of a BELIEF probe from its predictions table.
 
     `accuracies` {output name: metric} (default {"acc@1": "acc@1"}); each gives `<name>` (mean over
@@ -436,17 +495,27 @@ def summarize_belief(df: pd.DataFrame, *, accuracies: Mapping[str, str] | None =
         for name, metric in accuracies.items():
             per_t = pd.Series(metric_values(sub, metric)).groupby(sub["template_id"].to_numpy()).mean()
             row[name] = float(per_t.mean())
-        row.update(coverage_max=c["maximum"], coverage_oracle=c["oracle"], best_template=c["best_template"],
-                   consist=cons["per_relation"].get(rel))
+        row.update(
+            coverage_max=c["maximum"],
+            coverage_oracle=c["oracle"],
+            best_template=c["best_template"],
+            consist=cons["per_relation"].get(rel),
+        )
         per_rel[rel] = row
     out["per_relation"] = per_rel
-    out.update(n_pairs=int(df["fact_id"].nunique()), n_prompts=len(df), n_templates=int(df["template_id"].nunique()),
-               n_draws=int(n_draws), draw_seed=int(seed))
+    out.update(
+        n_pairs=int(df["fact_id"].nunique()),
+        n_prompts=len(df),
+        n_templates=int(df["template_id"].nunique()),
+        n_draws=int(n_draws),
+        draw_seed=int(seed),
+    )
     return out
 
 
-def belief_tables(df: pd.DataFrame, templates: dict[str, list[dict]], metrics: dict,
-                  per_template: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+def belief_tables(
+    df: pd.DataFrame, templates: dict[str, list[dict]], metrics: dict, per_template: pd.DataFrame | None = None
+) -> dict[str, pd.DataFrame]:
     """The three files a BELIEF probe writes beside its results: `belief_templates.parquet`
     (`template_table` plus each template's text, source, style and provenance from `templates`
     {relation: [template records]}, plus the columns of `per_template`, indexed by template_id),

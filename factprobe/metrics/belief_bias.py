@@ -6,6 +6,7 @@ distributions averaged per template); bias-level = 1 - H / H_max of the distribu
 relation's candidate objects. Single-prompt bias: the mean bias-level over templates; multi-prompt
 bias: the bias-level of the template-averaged distribution.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,10 +47,16 @@ def prompt_bias(dist: pd.DataFrame) -> dict[str, Any]:
     for rel, sub in per_t.groupby(level=0, sort=False):
         table = sub.droplevel(0).unstack("candidate").fillna(0.0)  # templates x candidates
         singles = [b for b in (bias_level(row) for row in table.to_numpy()) if b is not None]
-        per_relation[rel] = {"single": float(np.mean(singles)) if singles else None,
-                             "multi": bias_level(table.to_numpy().mean(axis=0)),
-                             "n_templates": int(table.shape[0]), "n_candidates": int(table.shape[1])}
+        per_relation[rel] = {
+            "single": float(np.mean(singles)) if singles else None,
+            "multi": bias_level(table.to_numpy().mean(axis=0)),
+            "n_templates": int(table.shape[0]),
+            "n_candidates": int(table.shape[1]),
+        }
     single = [v["single"] for v in per_relation.values() if v["single"] is not None]
     multi = [v["multi"] for v in per_relation.values() if v["multi"] is not None]
-    return {"bias_single": float(np.mean(single)) if single else None,
-            "bias_multi": float(np.mean(multi)) if multi else None, "per_relation": per_relation}
+    return {
+        "bias_single": float(np.mean(single)) if single else None,
+        "bias_multi": float(np.mean(multi)) if multi else None,
+        "per_relation": per_relation,
+    }

@@ -32,6 +32,7 @@ is the "1-word ratio" of zhao2024 Table 4 (draft Table 4: "single-word generatio
 
 The spaCy pipeline is built once per process (module-level cache); normalisations are memoised.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,15 +54,18 @@ def nlp():
     try:
         import spacy
     except ImportError:  # spaCy comes with the `belief` extra
-        raise ConfigError("BELIEF-ICL answer matching needs spaCy, which is not installed: "
-                          "pip install 'factprobe[belief]'") from None
+        raise ConfigError(
+            "BELIEF-ICL answer matching needs spaCy, which is not installed: pip install 'factprobe[belief]'"
+        ) from None
     pipeline = spacy.blank("en")
     pipeline.add_pipe("lemmatizer", config={"mode": "lookup"})
     try:
         pipeline.initialize()
     except (ValueError, OSError) as e:  # the lookup tables come from spacy-lookups-data
-        raise ConfigError("spaCy's lookup lemmatizer has no tables (spacy-lookups-data is missing): "
-                          f"pip install 'factprobe[belief]' ({type(e).__name__})") from None
+        raise ConfigError(
+            "spaCy's lookup lemmatizer has no tables (spacy-lookups-data is missing): "
+            f"pip install 'factprobe[belief]' ({type(e).__name__})"
+        ) from None
     return pipeline
 
 
@@ -105,7 +109,7 @@ def included(part: Sequence[str], whole: Sequence[str]) -> bool:
     if n == 0 or n > len(whole):
         return False
     first = part[0]
-    return any(whole[i] == first and tuple(whole[i:i + n]) == tuple(part) for i in range(len(whole) - n + 1))
+    return any(whole[i] == first and tuple(whole[i : i + n]) == tuple(part) for i in range(len(whole) - n + 1))
 
 
 def accuracy_match(answer: str, golds: Iterable[str]) -> bool:

@@ -6,6 +6,7 @@ units it gets right (`unit="template"`, the paper's "correctly predicted facts f
 template") or the pairs some template gets right (`unit="fact"`); rate(a -> b) =
 |covered_a ∩ covered_b| / |covered_a|, over the units both tables hold.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -43,5 +44,6 @@ def sharing_matrix(runs: Mapping[str, pd.DataFrame], unit: str = "template") -> 
     """Knowledge sharing rates of every ordered pair of runs: cell [row a, column b] =
     `knowledge_sharing_rate(runs[a], runs[b])` (1.0 on the diagonal when a covers anything)."""
     names = list(runs)
-    return pd.DataFrame([[knowledge_sharing_rate(runs[a], runs[b], unit) for b in names] for a in names],
-                        index=names, columns=names, dtype=float)
+    return pd.DataFrame(
+        [[knowledge_sharing_rate(runs[a], runs[b], unit) for b in names] for a in names], index=names, columns=names, dtype=float
+    )

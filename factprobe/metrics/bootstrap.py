@@ -16,6 +16,7 @@ Usage::
     lo, hi = stratified_bootstrap_ci(correct, relations, n_boot=1000)     # macro accuracy
     diff, lo, hi = paired_bootstrap_diff(correct_a, correct_b, 2000, 0)   # mean(b) - mean(a)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -55,14 +56,17 @@ def _apply_stat(stat: Stat, samples: np.ndarray) -> np.ndarray:
 
 def _vectorized(stat: Stat) -> Callable[..., np.ndarray]:
     """`stat` as scipy's vectorized statistic: reduces the last axis of any-shaped input."""
+
     def apply(x: np.ndarray, axis: int = -1) -> np.ndarray:
         x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
         return _apply_stat(stat, x.reshape(-1, x.shape[-1])).reshape(x.shape[:-1])
+
     return apply
 
 
-def _percentile_bootstrap(samples: tuple[np.ndarray, ...], statistic: Callable[..., np.ndarray], n_boot: int,
-                          alpha: float, seed: int) -> tuple[float, float]:
+def _percentile_bootstrap(
+    samples: tuple[np.ndarray, ...], statistic: Callable[..., np.ndarray], n_boot: int, alpha: float, seed: int
+) -> tuple[float, float]:
     """`scipy.stats.bootstrap`, percentile method, each sample resampled on its own (`paired=False`:
     several samples = a stratified resample), `batch` bounding the memory."""
     import warnings
@@ -73,9 +77,17 @@ def _percentile_bootstrap(samples: tuple[np.ndarray, ...], statistic: Callable[.
     with warnings.catch_warnings():  # a degenerate (constant) bootstrap distribution is a valid answer here
         warnings.simplefilter("ignore", category=RuntimeWarning)
         warnings.filterwarnings("ignore", message=".*degenerate.*")
-        res = bootstrap(samples, statistic, n_resamples=int(n_boot), confidence_level=1.0 - alpha, method="percentile",
-                        vectorized=True, paired=False, batch=max(1, _MAX_CHUNK_ELEMENTS // max(n, 1)),
-                        rng=np.random.default_rng(seed))
+        res = bootstrap(
+            samples,
+            statistic,
+            n_resamples=int(n_boot),
+            confidence_level=1.0 - alpha,
+            method="percentile",
+            vectorized=True,
+            paired=False,
+            batch=max(1, _MAX_CHUNK_ELEMENTS // max(n, 1)),
+            rng=np.random.default_rng(seed),
+        )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 

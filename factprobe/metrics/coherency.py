@@ -14,12 +14,12 @@ A result row is one (item, round) with at least `relation`, `round` (1 or 2), `f
 
 Empty groups give None, never NaN.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
 
 #: always reported in `per_cardinality` (None scores when a run has no relation of the type)
 MAIN_CARDINALITIES = ("1-1", "N-1", "N-M")
@@ -43,8 +43,9 @@ def mean(values: Iterable[Any]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def macro_by_relation(rows: Sequence[Mapping[str, Any]], column: str,
-                      where: Any = None) -> tuple[float | None, dict[str, float | None]]:
+def macro_by_relation(
+    rows: Sequence[Mapping[str, Any]], column: str, where: Any = None
+) -> tuple[float | None, dict[str, float | None]]:
     """(macro average over relations, {relation: mean}) of `column` over `rows`.
 
     `where(row) -> bool` keeps only some rows (e.g. one round). A relation with no kept row (or only
@@ -68,8 +69,7 @@ def _both(r: Mapping[str, Any]) -> Any:
 
 def _scores(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
     """Macro scores and per-relation scores of `rows`."""
-    rows = [{**r, "all_correct": _both(r),
-             "coherent_if_correct": r["coherent"] if r["first_correct"] else None} for r in rows]
+    rows = [{**r, "all_correct": _both(r), "coherent_if_correct": r["coherent"] if r["first_correct"] else None} for r in rows]
     spec = {
         "coherency": ("coherent", None),
         "coherency_round1": ("coherent", _round(1)),

@@ -20,6 +20,7 @@ both runs answered.
   is first reduced to one verdict per fact (majority of its templates by default), so both runs
   are joined on the same `fact_id`, which is the same across probes.
 """
+
 from __future__ import annotations
 
 import math
@@ -81,8 +82,10 @@ def align_templates(df_a: pd.DataFrame, df_b: pd.DataFrame, rule: str = "majorit
         which = "a" if ta else "b"
         templated = df_a if ta else df_b
         collapsed = collapse_templates(templated, rule)
-        note = (f"run {which} scores {len(templated)} (fact, template) rows: reduced to {len(collapsed)} facts, "
-                f"a fact counting as right by the {rule!r} rule over its templates")
+        note = (
+            f"run {which} scores {len(templated)} (fact, template) rows: reduced to {len(collapsed)} facts, "
+            f"a fact counting as right by the {rule!r} rule over its templates"
+        )
         return (collapsed, df_b, note) if ta else (df_a, collapsed, note)
     return df_a, df_b, ""
 
@@ -116,9 +119,7 @@ def subsumption_rate(correct_1: Sequence[bool], correct_2: Sequence[bool]) -> fl
     return int((known_1 & known_2).sum()) / n_known_1
 
 
-def subsumption_by_relation(
-    correct_1: Sequence[bool], correct_2: Sequence[bool], relations: Sequence[object]
-) -> dict:
+def subsumption_by_relation(correct_1: Sequence[bool], correct_2: Sequence[bool], relations: Sequence[object]) -> dict:
     """eta(theta1 | theta2) pooled over all facts and averaged over relations.
 
     Inputs are aligned per fact. Returns::
@@ -244,8 +245,13 @@ def join_runs(df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id") -> p
 
 
 def compare_runs(
-    df_a: pd.DataFrame, df_b: pd.DataFrame, key: str = "fact_id", n_boot: int = 2000, seed: int = 0,
-    alpha: float = 0.05, metric: str | tuple[str, str] = "acc",
+    df_a: pd.DataFrame,
+    df_b: pd.DataFrame,
+    key: str = "fact_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    metric: str | tuple[str, str] = "acc",
 ) -> dict:
     """Compare run b against run a on the facts both answered.
 
@@ -302,7 +308,6 @@ def compare_runs(
         "n_only_b": int((~df_b[key].isin(shared)).sum()),
         "per_relation": per_relation,
     }
-
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ Every input is a per-fact table per model (the table every multiple-choice probe
 Pure functions (numpy, pandas, scipy). Undefined values are NaN; pass results through
 `metrics.json_safe.json_safe` before writing strict JSON. Bad tables raise `DataError` naming the model.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,7 @@ def _known(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def order_models(models: Sequence[str], families: Mapping[str, str | None],
-                 sizes: Mapping[str, float | None]) -> list[str]:
+def order_models(models: Sequence[str], families: Mapping[str, str | None], sizes: Mapping[str, float | None]) -> list[str]:
     """Figure 5's order: models grouped by family, families in the order their first model appears in
     `models`; within a family, ascending size. A model without a size comes last in its family, models
     without a family come after every family; ties and unknowns keep their order in `models` (stable)."""
@@ -80,8 +80,12 @@ def order_models(models: Sequence[str], families: Mapping[str, str | None],
     def key(item: tuple[int, str]) -> tuple:
         i, m = item
         fam, size = families.get(m), sizes.get(m)
-        return (fam_rank[fam] if _known(fam) else len(fam_rank), 0 if _known(size) else 1,
-                float(size) if _known(size) else 0.0, i)
+        return (
+            fam_rank[fam] if _known(fam) else len(fam_rank),
+            0 if _known(size) else 1,
+            float(size) if _known(size) else 0.0,
+            i,
+        )
 
     return [m for _, m in sorted(enumerate(models), key=key)]
 
@@ -90,8 +94,13 @@ def order_models(models: Sequence[str], families: Mapping[str, str | None],
 REFERENCE_SIZE = 7e9
 
 
-def figure5_order(models: Sequence[str], families: Mapping[str, str | None], sizes: Mapping[str, float | None],
-                  accuracies: Mapping[str, float], reference: float = REFERENCE_SIZE) -> list[str]:
+def figure5_order(
+    models: Sequence[str],
+    families: Mapping[str, str | None],
+    sizes: Mapping[str, float | None],
+    accuracies: Mapping[str, float],
+    reference: float = REFERENCE_SIZE,
+) -> list[str]:
     """Figure 5's order (wu2024: "grouped by family and arranged from left to right based on the
     accuracy of the model closest to 7 billion parameters. Within each family, models are ordered by
     their average accuracy"): families by the accuracy of their model whose size is closest to
@@ -99,6 +108,7 @@ def figure5_order(models: Sequence[str], families: Mapping[str, str | None], siz
     ranks by its best model), models within a
     family by accuracy (best first); models without a family last, by accuracy. Ties (and NaN
     accuracies, which rank last) keep their order in `models`."""
+
     def acc(m: str) -> float:
         v = accuracies.get(m)
         return float(v) if _known(v) else -math.inf
@@ -137,8 +147,7 @@ def pearson_matrix(matrix: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None],
-                       finetuned: Collection[str] = ()) -> dict:
+def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None], finetuned: Collection[str] = ()) -> dict:
     """Figure 6's means: the mean Pearson r over the pairs of models of one family (`within`) and over
     the pairs of models of two different families (`across`). Off-diagonal pairs only, each unordered
     pair once; pairs whose r is NaN and pairs with a model of unknown family are left out, and so are
@@ -155,7 +164,7 @@ def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None]
     across: list[float] = []
     by_pair: dict[tuple[str, str], list[float]] = {}
     for i, a in enumerate(models):
-        for b in models[i + 1:]:
+        for b in models[i + 1 :]:
             fa, fb = families.get(a), families.get(b)
             r = float(pearson.loc[a, b])
             if not (_known(fa) and _known(fb)) or math.isnan(r) or (fa == fb and (a in finetuned or b in finetuned)):
@@ -163,8 +172,10 @@ def family_correlation(pearson: pd.DataFrame, families: Mapping[str, str | None]
             (within if fa == fb else across).append(r)
             by_pair.setdefault(tuple(sorted((fa, fb))), []).append(r)
     fams = list(dict.fromkeys(f for m in models if _known(f := families.get(m))))
-    table = {fa: {fb: (float(np.mean(v)) if (v := by_pair.get(tuple(sorted((fa, fb))))) else float("nan"))
-                  for fb in fams} for fa in fams}
+    table = {
+        fa: {fb: (float(np.mean(v)) if (v := by_pair.get(tuple(sorted((fa, fb))))) else float("nan")) for fb in fams}
+        for fa in fams
+    }
     return {
         "within": float(np.mean(within)) if within else float("nan"),
         "across": float(np.mean(across)) if across else float("nan"),
@@ -209,9 +220,13 @@ def subsumption(small: pd.DataFrame, large: pd.DataFrame, key: str = "fact_id") 
     }
 
 
-def eta_pairs(tables: Mapping[str, pd.DataFrame], families: Mapping[str, str | None],
-              sizes: Mapping[str, float | None], base_of: Mapping[str, str] | None = None,
-              finetuned: Collection[str] = ()) -> dict[str, dict]:
+def eta_pairs(
+    tables: Mapping[str, pd.DataFrame],
+    families: Mapping[str, str | None],
+    sizes: Mapping[str, float | None],
+    base_of: Mapping[str, str] | None = None,
+    finetuned: Collection[str] = (),
+) -> dict[str, dict]:
     """eta for every within-family pair of models of different known sizes, smaller given larger, keyed
     `"<small> vs <large>"` in `order_models` order; and, for each `{fine-tuned: base}` of `base_of` whose
     two models are both in `tables`, `"<fine-tuned> vs <base>"`: eta(fine-tuned | base), the share of
@@ -225,23 +240,35 @@ def eta_pairs(tables: Mapping[str, pd.DataFrame], families: Mapping[str, str | N
     base_of = dict(base_of or {})
     unknown = sorted({m for pair in base_of.items() for m in pair} - set(tables))
     if unknown:
-        raise DataError(f"base_of names model(s) not in the runs: {', '.join(unknown)}; the runs are "
-                        f"{', '.join(tables)}")
+        raise DataError(f"base_of names model(s) not in the runs: {', '.join(unknown)}; the runs are {', '.join(tables)}")
     ordered = order_models(list(tables), families, sizes)
     tuned = set(base_of) | set(finetuned)
     out: dict[str, dict] = {}
 
     def add(small: str, large: str, kind: str) -> None:
         entry = subsumption(tables[small], tables[large])
-        entry.update(kind=kind, family=families.get(small), small=small, large=large,
-                     size_small=sizes.get(small), size_large=sizes.get(large))
+        entry.update(
+            kind=kind,
+            family=families.get(small),
+            small=small,
+            large=large,
+            size_small=sizes.get(small),
+            size_large=sizes.get(large),
+        )
         out[f"{small} vs {large}"] = entry
 
     for i, small in enumerate(ordered):
-        for large in ordered[i + 1:]:
+        for large in ordered[i + 1 :]:
             fam, s_small, s_large = families.get(small), sizes.get(small), sizes.get(large)
-            if (_known(fam) and fam == families.get(large) and _known(s_small) and _known(s_large)
-                    and float(s_small) < float(s_large) and small not in tuned and large not in tuned):
+            if (
+                _known(fam)
+                and fam == families.get(large)
+                and _known(s_small)
+                and _known(s_large)
+                and float(s_small) < float(s_large)
+                and small not in tuned
+                and large not in tuned
+            ):
                 add(small, large, "size")
     for tuned, base in base_of.items():
         add(tuned, base, "fine-tuned")
@@ -263,8 +290,20 @@ def eta_family_summary(pairs: Mapping[str, dict]) -> dict[str, dict]:
         ends = next(e for e in entries if float(e["size_small"]) == smallest and float(e["size_large"]) == largest)
         means = [e["relation_mean"] for e in entries if not math.isnan(e["relation_mean"])]
         out[fam] = {
-            **{k: ends[k] for k in ("small", "large", "size_small", "size_large", "acc_small", "acc_large",
-                                   "pooled", "relation_mean", "n_joined")},
+            **{
+                k: ends[k]
+                for k in (
+                    "small",
+                    "large",
+                    "size_small",
+                    "size_large",
+                    "acc_small",
+                    "acc_large",
+                    "pooled",
+                    "relation_mean",
+                    "n_joined",
+                )
+            },
             "mean_over_pairs": float(np.mean(means)) if means else float("nan"),
             "n_pairs": len(entries),
         }

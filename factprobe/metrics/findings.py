@@ -54,7 +54,11 @@ The claims (one function each, taking plain rows or arrays, returning a `Finding
 
 `Finding.to_dict()` is one record of `metrics.json`'s `findings`; `markdown_table` renders them.
 NaN never reaches a verdict other than inconclusive.
+
+Over 500 lines: one job, the claims as verdicts, one function per claim with the paper's sentence; the rule and the
+prompt parts are already in findings_rule and findings_prompts.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -115,16 +119,26 @@ def per_fact_correct(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {f: float(np.mean(v)) for f, v in acc.items()}
 
 
-def mc_vs_baseline(model: str, baseline: str, icl_rows: Iterable[Mapping[str, Any]],
-                   baseline_rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> Finding:
+def mc_vs_baseline(
+    model: str,
+    baseline: str,
+    icl_rows: Iterable[Mapping[str, Any]],
+    baseline_rows: Iterable[Mapping[str, Any]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Finding:
     """IC-LKE >= `baseline` ("hgp" or "mmp"): value = IC-LKE accuracy - baseline accuracy over the
     facts both scored (the baseline's per-fact value is its share of correct templates)."""
     claim = f"ic-lke>={baseline}"
     icl, base = per_fact_correct(icl_rows), per_fact_correct(baseline_rows)
     shared = sorted(set(icl) & set(base))
-    detail = {"rule": f"paired bootstrap of acc(ic-lke) - acc({baseline}) per fact; holds when the 95% interval > 0",
-              "unit": "facts",
-              "facts_only_in_one": len(set(icl) ^ set(base)), "baseline": baseline}
+    detail = {
+        "rule": f"paired bootstrap of acc(ic-lke) - acc({baseline}) per fact; holds when the 95% interval > 0",
+        "unit": "facts",
+        "facts_only_in_one": len(set(icl) ^ set(base)),
+        "baseline": baseline,
+    }
     f = paired_finding(claim, model, [icl[x] for x in shared], [base[x] for x in shared], "above", detail, n_boot, seed)
     f.detail["acc_ic_lke"] = f.detail.pop("mean_a", None)
     f.detail[f"acc_{baseline}"] = f.detail.pop("mean_b", None)
@@ -153,15 +167,18 @@ def _draw_matrix(curve: Sequence[Mapping[str, Any]]) -> tuple[list[int], np.ndar
     return grid, np.array(cols, dtype=float).T
 
 
-def saturation(model: str, curve: Sequence[Mapping[str, Any]], n_facts: int | None = None, *, n_boot: int = 2000,
-               seed: int = 0) -> Finding:
+def saturation(
+    model: str, curve: Sequence[Mapping[str, Any]], n_facts: int | None = None, *, n_boot: int = 2000, seed: int = 0
+) -> Finding:
     """Accuracy saturates with n (module docstring). `curve`: the icl-examples records `{n, mean,
     draws}` (`draws`: one accuracy per example draw, draw i the same draw at every n). value = n95 of
     the mean curve over the draws; the interval is the 2.5th-97.5th percentile of n95 over `n_boot`
     resamples of the draws (with replacement); holds when it lies below `SATURATION_BY` x the largest n,
     does not hold when above."""
-    rule = (f"n95 = smallest n whose mean accuracy >= {SATURATION_SHARE:.0%} of the mean accuracy at the largest n; "
-            f"95% interval by resampling the example draws; holds when the interval < {SATURATION_BY} x the largest n")
+    rule = (
+        f"n95 = smallest n whose mean accuracy >= {SATURATION_SHARE:.0%} of the mean accuracy at the largest n; "
+        f"95% interval by resampling the example draws; holds when the interval < {SATURATION_BY} x the largest n"
+    )
     got = _draw_matrix(curve)
     if isinstance(got, str):
         return not_measured("saturation", model, got)
@@ -169,24 +186,48 @@ def saturation(model: str, curve: Sequence[Mapping[str, Any]], n_facts: int | No
     k, n_max = acc.shape[0], grid[-1]
     mean = acc.mean(axis=0)
     threshold = SATURATION_BY * n_max
-    detail: dict[str, Any] = {"rule": rule, "threshold": threshold, "n_max": n_max, "draws": k,
-                              "acc_by_n": {str(n): float(a) for n, a in zip(grid, mean)},
-                              "unit": "draws", "unit_note": "example draws (the interval does not cover the choice of facts)"}
+    detail: dict[str, Any] = {
+        "rule": rule,
+        "threshold": threshold,
+        "n_max": n_max,
+        "draws": k,
+        "acc_by_n": {str(n): float(a) for n, a in zip(grid, mean)},
+        "unit": "draws",
+        "unit_note": "example draws (the interval does not cover the choice of facts)",
+    }
     if n_facts is not None:
         detail["facts"] = int(n_facts)
     value = n_to_share(grid, mean)
     if value is None:
-        return Finding("saturation", model, INCONCLUSIVE, None, (None, None), k,
-                       {**detail, "not_measured": f"the accuracy at n = {n_max} is 0: there is nothing to reach"})
+        return Finding(
+            "saturation",
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            k,
+            {**detail, "not_measured": f"the accuracy at n = {n_max} is 0: there is nothing to reach"},
+        )
     if value == grid[0] and mean[0] >= mean.max():
         detail["note"] = f"the curve does not rise: n = {grid[0]} already has its highest accuracy"
     rng = np.random.default_rng(seed)
     boots = [n_to_share(grid, acc[rng.integers(0, k, size=k)].mean(axis=0)) for _ in range(n_boot)] if k > 1 else []
     boots = [b for b in boots if b is not None]
-    lo, hi = ((float(np.quantile(boots, 0.025, method="inverted_cdf")), float(np.quantile(boots, 0.975, method="inverted_cdf")))
-              if boots else (None, None))
-    return Finding("saturation", model, verdict(lo, hi, k, direction="below", threshold=threshold, min_n=MIN_DRAWS),
-                   float(value), (lo, hi), k, detail)
+    lo, hi = (
+        (float(np.quantile(boots, 0.025, method="inverted_cdf")), float(np.quantile(boots, 0.975, method="inverted_cdf")))
+        if boots
+        else (None, None)
+    )
+    return Finding(
+        "saturation",
+        model,
+        verdict(lo, hi, k, direction="below", threshold=threshold, min_n=MIN_DRAWS),
+        float(value),
+        (lo, hi),
+        k,
+        detail,
+    )
+
 
 # ------------------------------------------------------------------ incorrect vs unknown examples
 def sequences(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -216,7 +257,7 @@ def surrounding(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
     for rel, ordered in sequences(rows).items():
         first = next((i for i, r in enumerate(ordered) if r["replaced"]), None)
         if first is not None:
-            out[rel] = [r for r in ordered[first + 1:] if not r["replaced"]]
+            out[rel] = [r for r in ordered[first + 1 :] if not r["replaced"]]
     return out
 
 
@@ -231,9 +272,15 @@ def _drop(r: Mapping[str, Any]) -> float:
     return float(r["prob_clean"]) - float(r["prob"])
 
 
-def incorrect_vs_unknown(model: str, unknown_rows: Sequence[Mapping[str, Any]],
-                         incorrect_rows: Sequence[Mapping[str, Any]], *, placement: str = "random", n_boot: int = 2000,
-                         seed: int = 0) -> Finding:
+def incorrect_vs_unknown(
+    model: str,
+    unknown_rows: Sequence[Mapping[str, Any]],
+    incorrect_rows: Sequence[Mapping[str, Any]],
+    *,
+    placement: str = "random",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Finding:
     """Incorrect examples hurt more than unknown ones (module docstring): value = mean object
     probability at the surrounding positions in the unknown sequence - the same in the incorrect
     sequence (pooled over relations); cluster bootstrap over relations; n = relations. Rows: the
@@ -243,30 +290,53 @@ def incorrect_vs_unknown(model: str, unknown_rows: Sequence[Mapping[str, Any]],
     unk, inc = surrounding(unknown_rows), surrounding(incorrect_rows)
     detail: dict[str, Any] = {
         "rule": "object probability at the surrounding positions (non-replaced, after the first replaced one): unknown "
-                "sequence minus incorrect sequence; 95% cluster bootstrap over relations; holds when > 0",
-        "placement": placement, "unit": "relations", "unit_note": "one sequence per relation; positions are not resampled"}
+        "sequence minus incorrect sequence; 95% cluster bootstrap over relations; holds when > 0",
+        "placement": placement,
+        "unit": "relations",
+        "unit_note": "one sequence per relation; positions are not resampled",
+    }
     a = {rel: [float(r["prob"]) for r in rs] for rel, rs in unk.items()}
     b = {rel: [float(r["prob"]) for r in rs] for rel, rs in inc.items()}
     value, lo, hi, n = cluster_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
     if n == 0:
-        return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0,
-                       {**detail, "not_measured": "no relation has surrounding positions in both sequences"})
-    detail.update(positions_unknown=sum(len(a[k]) for k in a), positions_incorrect=sum(len(b[k]) for k in b),
-                  prob_unknown=float(np.mean([v for vs in a.values() for v in vs])),
-                  prob_incorrect=float(np.mean([v for vs in b.values() for v in vs])))
+        return Finding(
+            claim,
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            0,
+            {**detail, "not_measured": "no relation has surrounding positions in both sequences"},
+        )
+    detail.update(
+        positions_unknown=sum(len(a[k]) for k in a),
+        positions_incorrect=sum(len(b[k]) for k in b),
+        prob_unknown=float(np.mean([v for vs in a.values() for v in vs])),
+        prob_incorrect=float(np.mean([v for vs in b.values() for v in vs])),
+    )
     if all("prob_clean" in r for rs in (*unk.values(), *inc.values()) for r in rs):
         detail["drop_unknown"] = float(np.mean([_drop(r) for rs in unk.values() for r in rs]))
         detail["drop_incorrect"] = float(np.mean([_drop(r) for rs in inc.values() for r in rs]))
     after_a, after_b = _by_rel(after_replaced(unknown_rows)), _by_rel(after_replaced(incorrect_rows))
     av, alo, ahi, an = cluster_bootstrap_diff(after_a, after_b, n_boot=n_boot, seed=seed)
-    detail["right_after_replaced"] = {"value": num_or_none(av), "ci": [num_or_none(alo), num_or_none(ahi)], "relations": an,
-                                      "positions": sum(len(v) for v in after_a.values())}
+    detail["right_after_replaced"] = {
+        "value": num_or_none(av),
+        "ci": [num_or_none(alo), num_or_none(ahi)],
+        "relations": an,
+        "positions": sum(len(v) for v in after_a.values()),
+    }
     detail["positive_relations"] = sum(float(np.mean(a[k])) > float(np.mean(b[k])) for k in a if k in b and a[k] and b[k])
     return Finding(claim, model, verdict(lo, hi, n, direction="above"), value, (lo, hi), n, detail)
 
 
-def block_vs_random(model: str, block_rows: Sequence[Mapping[str, Any]], random_rows: Sequence[Mapping[str, Any]], *,
-                    n_boot: int = 2000, seed: int = 0) -> Finding:
+def block_vs_random(
+    model: str,
+    block_rows: Sequence[Mapping[str, Any]],
+    random_rows: Sequence[Mapping[str, Any]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Finding:
     """Incorrect examples hurt more in one block than at random positions: value = the drop (clean -
     variant) at the surrounding positions of the incorrect block sequence minus that of the incorrect
     random one, pooled; cluster bootstrap over relations; n = relations. Needs `prob_clean`."""
@@ -274,18 +344,30 @@ def block_vs_random(model: str, block_rows: Sequence[Mapping[str, Any]], random_
     blk, rnd = surrounding(block_rows), surrounding(random_rows)
     detail: dict[str, Any] = {
         "rule": "incorrect examples' drop (clean - variant) at the surrounding positions: block placement minus random "
-                "placement; 95% cluster bootstrap over relations; holds when > 0",
-        "unit": "relations", "unit_note": "one sequence per relation; positions are not resampled"}
+        "placement; 95% cluster bootstrap over relations; holds when > 0",
+        "unit": "relations",
+        "unit_note": "one sequence per relation; positions are not resampled",
+    }
     rows = [r for rs in (*blk.values(), *rnd.values()) for r in rs]
     if not rows or not all("prob_clean" in r for r in rows):
-        return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0,
-                       {**detail, "not_measured": "no surrounding positions with the clean sequence's probability"})
+        return Finding(
+            claim,
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            0,
+            {**detail, "not_measured": "no surrounding positions with the clean sequence's probability"},
+        )
     a = {rel: [_drop(r) for r in rs] for rel, rs in blk.items()}
     b = {rel: [_drop(r) for r in rs] for rel, rs in rnd.items()}
     value, lo, hi, n = cluster_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
-    detail.update(drop_block=float(np.mean([v for vs in a.values() for v in vs])) if a else None,
-                  drop_random=float(np.mean([v for vs in b.values() for v in vs])) if b else None,
-                  positions_block=sum(len(v) for v in a.values()), positions_random=sum(len(v) for v in b.values()))
+    detail.update(
+        drop_block=float(np.mean([v for vs in a.values() for v in vs])) if a else None,
+        drop_random=float(np.mean([v for vs in b.values() for v in vs])) if b else None,
+        positions_block=sum(len(v) for v in a.values()),
+        positions_random=sum(len(v) for v in b.values()),
+    )
     return Finding(claim, model, verdict(lo, hi, n, direction="above"), value, (lo, hi), n, detail)
 
 
@@ -293,9 +375,15 @@ def block_vs_random(model: str, block_rows: Sequence[Mapping[str, Any]], random_
 FIGURE7 = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 
 
-def counterfactual_known_vs_unknown(model: str, rows: Iterable[Mapping[str, Any]], k: int, *,
-                                    shots_used: Mapping[str, int] | None = None, n_boot: int = 2000,
-                                    seed: int = 0) -> Finding:
+def counterfactual_known_vs_unknown(
+    model: str,
+    rows: Iterable[Mapping[str, Any]],
+    k: int,
+    *,
+    shots_used: Mapping[str, int] | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Finding:
     """Shuffled exemplars lower EM more when known, at one k (module docstring). `rows`: the
     counterfactual probe's result rows (`split`, `setting`, `shots_asked`, `fact_id`, `em`)."""
     em: dict[str, dict[str, float]] = {s: {} for s in FIGURE7}
@@ -303,27 +391,47 @@ def counterfactual_known_vs_unknown(model: str, rows: Iterable[Mapping[str, Any]
         if r.get("split", "eval") == "eval" and r["setting"] in em and int(r["shots_asked"]) == k:
             em[r["setting"]][str(r["fact_id"])] = float(r["em"])
     facts = sorted(set.intersection(*(set(v) for v in em.values())))
-    d = [(em["known-unshuffle"][f] - em["known-shuffle"][f]) - (em["unknown-unshuffle"][f] - em["unknown-shuffle"][f])
-         for f in facts]
+    d = [
+        (em["known-unshuffle"][f] - em["known-shuffle"][f]) - (em["unknown-unshuffle"][f] - em["unknown-shuffle"][f])
+        for f in facts
+    ]
     detail: dict[str, Any] = {
         "rule": "per question (EM known-unshuffle - known-shuffle) - (EM unknown-unshuffle - unknown-shuffle); holds "
-                "when the 95% interval > 0", "k": k, "unit": "questions",
-        **{f"em_{s}": (float(np.mean([em[s][f] for f in facts])) if facts else None) for s in FIGURE7}}
+        "when the 95% interval > 0",
+        "k": k,
+        "unit": "questions",
+        **{f"em_{s}": (float(np.mean([em[s][f] for f in facts])) if facts else None) for s in FIGURE7},
+    }
     if shots_used:
         detail["shots_used"] = dict(shots_used)
         if len({int(v or 0) for v in shots_used.values()}) > 1:
             detail["caveat"] = "the settings used different k (too few known or unknown train facts)"
         empty = sorted(s for s, v in shots_used.items() if not v)
         if empty:
-            return Finding("counterfactual-known", model, INCONCLUSIVE, None, (None, None), 0,
-                           {**detail, "not_measured": f"no exemplar in {', '.join(empty)} (the model knows too few "
-                                                      "or too many of the train facts)"})
+            return Finding(
+                "counterfactual-known",
+                model,
+                INCONCLUSIVE,
+                None,
+                (None, None),
+                0,
+                {
+                    **detail,
+                    "not_measured": f"no exemplar in {', '.join(empty)} (the model knows too few or too many of the train facts)",
+                },
+            )
     if not facts:
-        return Finding("counterfactual-known", model, INCONCLUSIVE, None, (None, None), 0,
-                       {**detail, "not_measured": f"no question has all four Figure-7 settings at k={k}"})
+        return Finding(
+            "counterfactual-known",
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            0,
+            {**detail, "not_measured": f"no question has all four Figure-7 settings at k={k}"},
+        )
     value, lo, hi = paired_bootstrap_diff(np.zeros(len(d)), d, n_boot=n_boot, seed=seed)
-    return Finding("counterfactual-known", model, verdict(lo, hi, len(d), direction="above"), value, (lo, hi), len(d),
-                   detail)
+    return Finding("counterfactual-known", model, verdict(lo, hi, len(d), direction="above"), value, (lo, hi), len(d), detail)
 
 
 def paper_scale_note(n_params: float | None) -> str | None:
@@ -331,27 +439,46 @@ def paper_scale_note(n_params: float | None) -> str | None:
     effect (at most `PAPER_NO_EFFECT_PARAMS` parameters); None for a larger or unknown size."""
     if n_params is None or not n_params <= PAPER_NO_EFFECT_PARAMS:
         return None
-    return (f"the paper reports no effect at this scale ({n_params / 1e9:.2g}B parameters): for LLaMA-7B \"its "
-            "performances stay flat across different settings\" (yuan2024 Figure 7); with 10 counterfactual shots \"the "
-            "performance of smaller models remains flat and unaffected\" (Figure 6)")
+    return (
+        f'the paper reports no effect at this scale ({n_params / 1e9:.2g}B parameters): for LLaMA-7B "its '
+        'performances stay flat across different settings" (yuan2024 Figure 7); with 10 counterfactual shots "the '
+        'performance of smaller models remains flat and unaffected" (Figure 6)'
+    )
 
 
-def counterfactual_over_k(model: str, rows: Iterable[Mapping[str, Any]], ks: Sequence[int], *,
-                          shots_used: Mapping[int, Mapping[str, int]] | None = None, n_params: float | None = None,
-                          n_boot: int = 2000, seed: int = 0) -> Finding:
+def counterfactual_over_k(
+    model: str,
+    rows: Iterable[Mapping[str, Any]],
+    ks: Sequence[int],
+    *,
+    shots_used: Mapping[int, Mapping[str, int]] | None = None,
+    n_params: float | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Finding:
     """yuan2024 Figure 7 over the k values run (`ks`, the paper's are `PAPER_SHOTS`): the finding at
     the largest k with a measured value (the paper's gap grows with k), with every k's value,
     interval, n and verdict in `detail["per_k"]`; `detail["verdict_note"]` says when the paper reports
     no effect at the model's scale (`paper_scale_note`)."""
     rows = list(rows)
-    per = [counterfactual_known_vs_unknown(model, rows, int(k), shots_used=(shots_used or {}).get(int(k)), n_boot=n_boot,
-                                           seed=seed) for k in sorted({int(k) for k in ks})]
+    per = [
+        counterfactual_known_vs_unknown(model, rows, int(k), shots_used=(shots_used or {}).get(int(k)), n_boot=n_boot, seed=seed)
+        for k in sorted({int(k) for k in ks})
+    ]
     if not per:
         return not_measured("counterfactual-known", model, "no k was run")
     measured = [f for f in per if f.value is not None]
     main = measured[-1] if measured else per[-1]
-    main.detail["per_k"] = [{"k": f.detail["k"], "value": num_or_none(f.value), "ci": [num_or_none(f.ci[0]), num_or_none(f.ci[1])], "n": f.n,
-                             "verdict": f.verdict} for f in per]
+    main.detail["per_k"] = [
+        {
+            "k": f.detail["k"],
+            "value": num_or_none(f.value),
+            "ci": [num_or_none(f.ci[0]), num_or_none(f.ci[1])],
+            "n": f.n,
+            "verdict": f.verdict,
+        }
+        for f in per
+    ]
     main.detail["judged_at"] = "the largest k measured (the paper's gap grows with k)"
     missing = sorted(set(PAPER_SHOTS) - {int(k) for k in ks})
     if missing:

@@ -2,6 +2,7 @@
 prompt fluctuation (zhao2024). The rule they follow is `factprobe.metrics.findings_rule`.
 Each claim is described in the docstring of `factprobe.metrics.findings`, the one place to import them from.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -36,37 +37,60 @@ def _coherency_items(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, M
     return {i: rs for i, rs in items.items() if 1 in rs and 2 in rs}
 
 
-def coherency_poor(model: str, rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0,
-                   threshold: float = POOR_COHERENCY) -> Finding:
-    """"PLMs show poor coherency" (youssef2024 section 4): per item (`fact_id`, both rounds) the mean
+def coherency_poor(
+    model: str, rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0, threshold: float = POOR_COHERENCY
+) -> Finding:
+    """ "PLMs show poor coherency" (youssef2024 section 4): per item (`fact_id`, both rounds) the mean
     of `coherent` over its two rounds; value = the mean over items (micro; the probe's metrics.json
     has the paper's macro over relations); bootstrap over items; holds when the interval < `threshold`."""
     items = _coherency_items(rows)
     per = [float(np.mean([bool(rs[1]["coherent"]), bool(rs[2]["coherent"])])) for _, rs in sorted(items.items())]
-    detail: dict[str, Any] = {"rule": f"per item mean of coherent over rounds 1 and 2, micro over items; holds when the 95% "
-                                      f"interval < {threshold}", "threshold": threshold, "unit": "items",
-                              "threshold_why": "youssef2024 calls 3.98-24.23% poor (Tables 1, 2) and even 49.85% "
-                                               "'not high'; poor = below one half"}
+    detail: dict[str, Any] = {
+        "rule": f"per item mean of coherent over rounds 1 and 2, micro over items; holds when the 95% interval < {threshold}",
+        "threshold": threshold,
+        "unit": "items",
+        "threshold_why": "youssef2024 calls 3.98-24.23% poor (Tables 1, 2) and even 49.85% 'not high'; poor = below one half",
+    }
     if not per:
-        return Finding("coherency-poor", model, INCONCLUSIVE, None, (None, None), 0,
-                       {**detail, "not_measured": "no item has both rounds"})
+        return Finding(
+            "coherency-poor", model, INCONCLUSIVE, None, (None, None), 0, {**detail, "not_measured": "no item has both rounds"}
+        )
     value = float(np.mean(per))
     lo, hi = bootstrap_ci(per, n_boot=n_boot, seed=seed)
-    detail.update(coherency_round1=float(np.mean([bool(rs[1]["coherent"]) for rs in items.values()])),
-                  coherency_round2=float(np.mean([bool(rs[2]["coherent"]) for rs in items.values()])))
-    return Finding("coherency-poor", model, verdict(lo, hi, len(per), direction="below", threshold=threshold), value,
-                   (float(lo), float(hi)), len(per), detail)
+    detail.update(
+        coherency_round1=float(np.mean([bool(rs[1]["coherent"]) for rs in items.values()])),
+        coherency_round2=float(np.mean([bool(rs[2]["coherent"]) for rs in items.values()])),
+    )
+    return Finding(
+        "coherency-poor",
+        model,
+        verdict(lo, hi, len(per), direction="below", threshold=threshold),
+        value,
+        (float(lo), float(hi)),
+        len(per),
+        detail,
+    )
 
 
 def c1_above_c2(model: str, rows: Iterable[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> Finding:
-    """"For all models the c1 scores are higher than the c2 scores" (youssef2024 appendix A): per item
+    """ "For all models the c1 scores are higher than the c2 scores" (youssef2024 appendix A): per item
     round 1's `first_correct` (c1) minus round 2's (c2); paired bootstrap; holds when > 0."""
     items = _coherency_items(rows)
     keys = sorted(items)
-    detail = {"rule": "per item first_correct(round 1) - first_correct(round 2), micro over items; holds when the 95% "
-                      "interval > 0", "unit": "items"}
-    f = paired_finding("c1>c2", model, [float(bool(items[i][1]["first_correct"])) for i in keys],
-                [float(bool(items[i][2]["first_correct"])) for i in keys], "above", detail, n_boot, seed)
+    detail = {
+        "rule": "per item first_correct(round 1) - first_correct(round 2), micro over items; holds when the 95% interval > 0",
+        "unit": "items",
+    }
+    f = paired_finding(
+        "c1>c2",
+        model,
+        [float(bool(items[i][1]["first_correct"])) for i in keys],
+        [float(bool(items[i][2]["first_correct"])) for i in keys],
+        "above",
+        detail,
+        n_boot,
+        seed,
+    )
     f.detail["c1"] = f.detail.pop("mean_a", None)
     f.detail["c2"] = f.detail.pop("mean_b", None)
     return f
@@ -106,9 +130,17 @@ def _draw_ranges(tables, weights: list[np.ndarray], n_draws: int, seed: int) -> 
     return np.nanmax(acc, axis=1) - np.nanmin(acc, axis=1), np.nanmean(acc, axis=1)
 
 
-def prompt_fluctuation(model: str, rows: Sequence[Mapping[str, Any]], *, n_draws: int = 2000, n_boot: int = 500,
-                       seed: int = 0, threshold: float = FLUCTUATION_THRESHOLD,
-                       min_correct: float = FLUCTUATION_MIN_CORRECT, setting: str | None = None) -> Finding:
+def prompt_fluctuation(
+    model: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    n_draws: int = 2000,
+    n_boot: int = 500,
+    seed: int = 0,
+    threshold: float = FLUCTUATION_THRESHOLD,
+    min_correct: float = FLUCTUATION_MIN_CORRECT,
+    setting: str | None = None,
+) -> Finding:
     """Prompt fluctuation is large (module docstring). `rows`: BELIEF-ICL rows (`relation`,
     `fact_id`, `template_id`, `correct`); value = (max - min of Acc@1 over `n_draws` draws of one
     template per relation) / the mean Acc@1 of the draws; inconclusive when a draw has fewer than
@@ -117,11 +149,12 @@ def prompt_fluctuation(model: str, rows: Sequence[Mapping[str, Any]], *, n_draws
     tables = _pair_tables(rows)
     detail: dict[str, Any] = {
         "rule": f"(max - min) / mean of Acc@1 over {n_draws} draws of one template per relation; 95% interval by "
-                f"resampling subject-relation pairs within each relation; holds when the interval > {threshold}; "
-                f"inconclusive below {min_correct} correct answers per draw",
-        "threshold": threshold, "unit": "pairs",
+        f"resampling subject-relation pairs within each relation; holds when the interval > {threshold}; "
+        f"inconclusive below {min_correct} correct answers per draw",
+        "threshold": threshold,
+        "unit": "pairs",
         "threshold_why": "zhao2024 Table 3: range / Acc@1 is 1.11-1.43 (BERT) and 0.18-0.84 (Llama3-8B zero-shot, "
-                         "4-random, 4-relation) where it reports fluctuation, 0.03 with 4-template demonstrations",
+        "4-random, 4-relation) where it reports fluctuation, 0.03 with 4-template demonstrations",
         "caveat": "fewer relations and pairs than the paper widen the range (sampling noise adds to prompt effects)",
     }
     if setting:
@@ -130,25 +163,50 @@ def prompt_fluctuation(model: str, rows: Sequence[Mapping[str, Any]], *, n_draws
     usable = [t for t in tables if len(t[1]) >= 2]
     detail.update(relations=len(tables), relations_with_2_templates=len(usable), pairs=n_pairs)
     if not rows or not usable:
-        return Finding("fluctuation", model, INCONCLUSIVE, None, (None, None), n_pairs,
-                       {**detail, "not_measured": "no relation with two templates"})
+        return Finding(
+            "fluctuation",
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            n_pairs,
+            {**detail, "not_measured": "no relation with two templates"},
+        )
     detail["mean_acc"] = float(np.mean([float(bool(r["correct"])) for r in rows]))
     rng_obs, mean_obs = _draw_ranges(tables, [np.ones((1, s.shape[0])) for _, _, s, _ in tables], n_draws, seed)
     detail["acc_range"], detail["draw_mean_acc"] = float(rng_obs[0]), float(mean_obs[0])
     detail["correct_per_draw"] = float(mean_obs[0]) * n_pairs
     if not detail["correct_per_draw"] >= min_correct:
-        return Finding("fluctuation", model, INCONCLUSIVE, None, (None, None), n_pairs,
-                       {**detail, "not_measured": f"accuracy at the floor: {detail['correct_per_draw']:.1f} correct "
-                                                  f"answers per draw (< {min_correct}); one answer moves Acc@1 by more "
-                                                  f"than {threshold:.0%} of itself"})
+        return Finding(
+            "fluctuation",
+            model,
+            INCONCLUSIVE,
+            None,
+            (None, None),
+            n_pairs,
+            {
+                **detail,
+                "not_measured": f"accuracy at the floor: {detail['correct_per_draw']:.1f} correct "
+                f"answers per draw (< {min_correct}); one answer moves Acc@1 by more "
+                f"than {threshold:.0%} of itself",
+            },
+        )
     observed = float(rng_obs[0] / mean_obs[0])
     gen = np.random.default_rng([seed, 1])
-    weights = [gen.multinomial(s.shape[0], np.full(s.shape[0], 1.0 / s.shape[0]), size=n_boot).astype(float)
-               for _, _, s, _ in tables]
+    weights = [
+        gen.multinomial(s.shape[0], np.full(s.shape[0], 1.0 / s.shape[0]), size=n_boot).astype(float) for _, _, s, _ in tables
+    ]
     b_range, b_mean = _draw_ranges(tables, weights, n_draws, seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = b_range / b_mean
     boot = boot[np.isfinite(boot)]
     lo, hi = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))) if boot.size else (None, None)
-    return Finding("fluctuation", model, verdict(lo, hi, n_pairs, direction="above", threshold=threshold), observed,
-                   (lo, hi), n_pairs, detail)
+    return Finding(
+        "fluctuation",
+        model,
+        verdict(lo, hi, n_pairs, direction="above", threshold=threshold),
+        observed,
+        (lo, hi),
+        n_pairs,
+        detail,
+    )

@@ -17,6 +17,7 @@ relations' sequences, example draws, subject-relation pairs):
 `Finding.to_dict()` is one record of `metrics.json`'s `findings`; `markdown_table` renders them.
 NaN never reaches a verdict other than inconclusive.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,20 +41,29 @@ MIN_DRAWS = 2
 CLAIMS: dict[str, tuple[str, str]] = {
     "ic-lke>=hgp": ("IC-LKE accuracy >= HGP accuracy on the same facts", "wu2024 Figure 3 (per relation: Figure 12)"),
     "ic-lke>=mmp": ("IC-LKE accuracy >= MMP accuracy on the same facts", "wu2024 Figure 3 (per relation: Figure 12)"),
-    "saturation": ("IC-LKE accuracy reaches 95% of its accuracy at the largest n within the first half of the n grid",
-                   "wu2024 Figure 1"),
-    "incorrect>unknown": ("incorrect examples lower the surrounding examples' probability more than unknown ones (random)",
-                          "wu2024 Figures 2b, 2d"),
-    "incorrect>unknown-block": ("incorrect examples lower the surrounding examples' probability more than unknown ones (block)",
-                                "wu2024 Figures 2c, 2e"),
-    "incorrect-block>random": ("incorrect examples hurt the surrounding examples more in one block than at random positions",
-                               "wu2024 section 3 (Summary), Figures 2d, 2e"),
-    "counterfactual-known": ("shuffled (counterfactual) exemplars lower EM more when they are known facts (largest k)",
-                             "yuan2024 Figure 7"),
+    "saturation": (
+        "IC-LKE accuracy reaches 95% of its accuracy at the largest n within the first half of the n grid",
+        "wu2024 Figure 1",
+    ),
+    "incorrect>unknown": (
+        "incorrect examples lower the surrounding examples' probability more than unknown ones (random)",
+        "wu2024 Figures 2b, 2d",
+    ),
+    "incorrect>unknown-block": (
+        "incorrect examples lower the surrounding examples' probability more than unknown ones (block)",
+        "wu2024 Figures 2c, 2e",
+    ),
+    "incorrect-block>random": (
+        "incorrect examples hurt the surrounding examples more in one block than at random positions",
+        "wu2024 section 3 (Summary), Figures 2d, 2e",
+    ),
+    "counterfactual-known": (
+        "shuffled (counterfactual) exemplars lower EM more when they are known facts (largest k)",
+        "yuan2024 Figure 7",
+    ),
     "coherency-poor": ("coherency is poor (below 0.5)", "youssef2024 section 4, Tables 1, 2"),
     "c1>c2": ("round-1 first-step correctness (c1) is above round-2 (c2)", "youssef2024 appendix A, Table 4"),
-    "fluctuation": ("prompt fluctuation is large (Acc@1 range over template draws > 10% of the accuracy)",
-                    "zhao2024 Table 3"),
+    "fluctuation": ("prompt fluctuation is large (Acc@1 range over template draws > 10% of the accuracy)", "zhao2024 Table 3"),
 }
 
 #: claims computed from the same rows (their verdicts are not independent evidence)
@@ -70,7 +80,8 @@ MULTIPLICITY_NOTE = (
     "Each verdict is at 95% on its own, with no correction for the number of claims: with 10 claims per model, "
     "about one verdict in two models may be decided by chance alone. Claims that read the same rows: "
     "IC-LKE >= HGP and >= MMP (the IC-LKE answers); the three sequence claims (the incorrect sequences, random and "
-    "block); coherency and c1 > c2 (the coherency rows).")
+    "block); coherency and c1 > c2 (the coherency rows)."
+)
 
 
 @dataclass
@@ -97,10 +108,20 @@ class Finding:
         return CLAIMS[self.claim][1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"claim": self.claim, "statement": CLAIMS[self.claim][0], "source": self.source, "model": self.model,
-                "verdict": self.verdict, "value": num_or_none(self.value), "ci": [num_or_none(self.ci[0]), num_or_none(self.ci[1])],
-                "n": int(self.n), "detail": {**self.detail, **({"shares_data_with": list(SHARED_DATA[self.claim])}
-                                                               if self.claim in SHARED_DATA else {})}}
+        return {
+            "claim": self.claim,
+            "statement": CLAIMS[self.claim][0],
+            "source": self.source,
+            "model": self.model,
+            "verdict": self.verdict,
+            "value": num_or_none(self.value),
+            "ci": [num_or_none(self.ci[0]), num_or_none(self.ci[1])],
+            "n": int(self.n),
+            "detail": {
+                **self.detail,
+                **({"shares_data_with": list(SHARED_DATA[self.claim])} if self.claim in SHARED_DATA else {}),
+            },
+        }
 
 
 def num_or_none(v: Any) -> float | None:
@@ -115,8 +136,9 @@ def _finite(*vs: Any) -> bool:
 
 
 # ------------------------------------------------------------------ the rule
-def verdict(lo: float | None, hi: float | None, n: int, *, direction: Direction, threshold: float = 0.0,
-            min_n: int = MIN_UNITS) -> str:
+def verdict(
+    lo: float | None, hi: float | None, n: int, *, direction: Direction, threshold: float = 0.0, min_n: int = MIN_UNITS
+) -> str:
     """holds / does not hold / inconclusive for "the value lies `direction` `threshold`" (module
     docstring): strict comparisons, so an interval touching the threshold is inconclusive."""
     if direction not in ("above", "below"):
@@ -137,16 +159,24 @@ def not_measured(claim: str, model: str, why: str) -> Finding:
     return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {"not_measured": why})
 
 
-def paired_finding(claim: str, model: str, a: Sequence[float], b: Sequence[float], direction: Direction, detail: dict,
-            n_boot: int, seed: int) -> Finding:
+def paired_finding(
+    claim: str, model: str, a: Sequence[float], b: Sequence[float], direction: Direction, detail: dict, n_boot: int, seed: int
+) -> Finding:
     """mean(a - b) with a paired bootstrap interval, judged against 0 (`detail["unit"]` names the unit of a, b)."""
     a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a_arr.size == 0:
         return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {**detail, "not_measured": "no paired units"})
     value, lo, hi = paired_bootstrap_diff(b_arr, a_arr, n_boot=n_boot, seed=seed)  # mean(a) - mean(b)
     v = verdict(lo, hi, a_arr.size, direction=direction)
-    return Finding(claim, model, v, value, (lo, hi), int(a_arr.size),
-                   {**detail, "mean_a": float(a_arr.mean()), "mean_b": float(b_arr.mean())})
+    return Finding(
+        claim,
+        model,
+        v,
+        value,
+        (lo, hi),
+        int(a_arr.size),
+        {**detail, "mean_a": float(a_arr.mean()), "mean_b": float(b_arr.mean())},
+    )
 
 
 # ------------------------------------------------------------------ intervals
@@ -168,8 +198,7 @@ def t_interval(values: Sequence[float], alpha: float = 0.05) -> tuple[float, flo
     return m, m - h, m + h
 
 
-def two_sample_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, seed: int = 0
-                    ) -> tuple[float, float, float]:
+def two_sample_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """(mean(a) - mean(b), lo, hi): percentile bootstrap resampling a and b independently."""
     from scipy.stats import bootstrap
 
@@ -183,13 +212,21 @@ def two_sample_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 200
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.mean(x, axis=axis) - np.mean(y, axis=axis)
 
-    res = bootstrap((a_arr, b_arr), stat, n_resamples=n_boot, method="percentile", vectorized=True, paired=False,
-                    rng=np.random.default_rng(seed))
+    res = bootstrap(
+        (a_arr, b_arr),
+        stat,
+        n_resamples=n_boot,
+        method="percentile",
+        vectorized=True,
+        paired=False,
+        rng=np.random.default_rng(seed),
+    )
     return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def cluster_bootstrap_diff(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], *, n_boot: int = 2000,
-                           seed: int = 0, alpha: float = 0.05) -> tuple[float, float, float, int]:
+def cluster_bootstrap_diff(
+    a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float, float, int]:
     """(pooled mean of a - pooled mean of b, lo, hi, clusters), resampling CLUSTERS: the keys
     (relations) with values in both `a` and `b`. A replicate draws that many clusters with
     replacement and pools all values of the drawn clusters, in a and in b (a cluster drawn twice

@@ -20,6 +20,7 @@ metric `m` of `em, f1, contains, iclke_acc`: `m_diff` (variant minus base on the
 `iclke_p` (McNemar p) and `qa_n_shared`, `mc_n_shared`. The base row has no differences (NaN).
 Pure pandas/numpy: no model, no tracking.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,10 @@ def qa_per_fact(rows: pd.DataFrame, shots: int = 0, split: str = "eval") -> pd.D
     if "shots_asked" in rows.columns:
         picked = picked[picked["shots_asked"].astype(int) == int(shots)]
     if picked.empty:
-        raise DataError(f"QA results hold no {shots}-shot answers on the {split!r} split "
-                        f"(run the qa probe with shots including {shots} and split {split} or all)")
+        raise DataError(
+            f"QA results hold no {shots}-shot answers on the {split!r} split "
+            f"(run the qa probe with shots including {shots} and split {split} or all)"
+        )
     out = picked[list(need)].copy()
     out["correct"] = out["em"].astype(float) >= 1.0
     return out.reset_index(drop=True)
@@ -77,18 +80,17 @@ def mc_per_fact(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[["fact_id", "relation", "correct"]].reset_index(drop=True)
 
 
-def _paired(base: pd.DataFrame, other: pd.DataFrame, columns: tuple[str, ...], n_boot: int, seed: int,
-            alpha: float) -> dict:
+def _paired(base: pd.DataFrame, other: pd.DataFrame, columns: tuple[str, ...], n_boot: int, seed: int, alpha: float) -> dict:
     """Paired differences (other - base) of `columns` on the facts both answered."""
     joined = join_runs(base, other)  # validates columns, duplicates, relations; inner join on fact_id
     keys = joined["fact_id"]
     b = base.set_index("fact_id").loc[keys]
     o = other.set_index("fact_id").loc[keys]
-    out: dict = {"n_shared": len(joined),
-                 "p": mcnemar(joined["correct_a"], joined["correct_b"])["p_value"]}
+    out: dict = {"n_shared": len(joined), "p": mcnemar(joined["correct_a"], joined["correct_b"])["p_value"]}
     for col in columns:
-        diff, lo, hi = paired_bootstrap_diff(b[col].astype(float).to_numpy(), o[col].astype(float).to_numpy(),
-                                             n_boot=n_boot, seed=seed, alpha=alpha)
+        diff, lo, hi = paired_bootstrap_diff(
+            b[col].astype(float).to_numpy(), o[col].astype(float).to_numpy(), n_boot=n_boot, seed=seed, alpha=alpha
+        )
         out[col] = (diff, lo, hi)
     return out
 
@@ -102,15 +104,19 @@ def _mean(df: pd.DataFrame | None, col: str) -> float:
     return float(df[col].astype(float).mean()) if df is not None and len(df) else math.nan
 
 
-def comparison_table(variants: Mapping[str, VariantResults], n_boot: int = 2000, seed: int = 0,
-                     alpha: float = 0.05) -> pd.DataFrame:
+def comparison_table(
+    variants: Mapping[str, VariantResults], n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> pd.DataFrame:
     """The before/after table (see the module docstring). `variants` must hold `"base"`; the other
     keys are settings (any name; `FINETUNE_SETTINGS` first, in order, then the rest sorted).
     Raises DataError when the base is missing or a variant's facts cannot be joined with the base's."""
     if BASE not in variants:
         raise DataError(f"no {BASE!r} results to compare against; got {sorted(variants)}")
-    order = [BASE] + [s for s in FINETUNE_SETTINGS if s in variants] + sorted(
-        s for s in variants if s != BASE and s not in FINETUNE_SETTINGS)
+    order = (
+        [BASE]
+        + [s for s in FINETUNE_SETTINGS if s in variants]
+        + sorted(s for s in variants if s != BASE and s not in FINETUNE_SETTINGS)
+    )
     base = variants[BASE]
     base_qa = _qa_frame(base.qa)
     base_mc = None if base.mc is None else base.mc.assign(iclke_acc=base.mc["correct"].astype(float))
@@ -118,8 +124,13 @@ def comparison_table(variants: Mapping[str, VariantResults], n_boot: int = 2000,
     for name in order:
         v = variants[name]
         mc = None if v.mc is None else v.mc.assign(iclke_acc=v.mc["correct"].astype(float))
-        row: dict = {"setting": name, "qa_n": len(v.qa), **{m: _mean(v.qa, m) for m in QA_METRICS},
-                     "mc_n": len(mc) if mc is not None else 0, MC_METRIC: _mean(mc, MC_METRIC)}
+        row: dict = {
+            "setting": name,
+            "qa_n": len(v.qa),
+            **{m: _mean(v.qa, m) for m in QA_METRICS},
+            "mc_n": len(mc) if mc is not None else 0,
+            MC_METRIC: _mean(mc, MC_METRIC),
+        }
         for m in (*QA_METRICS, MC_METRIC):
             row.update({f"{m}_diff": math.nan, f"{m}_ci_low": math.nan, f"{m}_ci_high": math.nan})
         row.update({"em_p": math.nan, "iclke_p": math.nan, "qa_n_shared": 0, "mc_n_shared": 0})
@@ -155,14 +166,19 @@ def _delta(row: pd.Series, m: str) -> str:
 
 def markdown_table(table: pd.DataFrame, title: str = "Fine-tuning: zero-shot QA and IC-LKE, before and after") -> str:
     """The table as Markdown in percent, like yuan2024 Tables 2-4: `EM (diff [CI])` per column."""
-    lines = [f"## {title}", "",
-             "| setting | EM | F1 | Contains | IC-LKE acc | QA facts | IC-LKE facts |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## {title}",
+        "",
+        "| setting | EM | F1 | Contains | IC-LKE acc | QA facts | IC-LKE facts |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
         cells = [f"{_pct(r[m])}{_delta(r, m)}" for m in (*QA_METRICS, MC_METRIC)]
         lines.append(f"| {r['setting']} | " + " | ".join(cells) + f" | {r['qa_n']} | {r['mc_n']} |")
-    lines += ["", ("Percent; in parentheses the difference to the base model on the shared facts with its paired "
-                  "bootstrap interval.")]
+    lines += [
+        "",
+        ("Percent; in parentheses the difference to the base model on the shared facts with its paired bootstrap interval."),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -178,5 +194,13 @@ def flat_metrics(table: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-__all__ = ["BASE", "FINETUNE_SETTINGS", "VariantResults", "comparison_table", "flat_metrics", "markdown_table",
-           "mc_per_fact", "qa_per_fact"]
+__all__ = [
+    "BASE",
+    "FINETUNE_SETTINGS",
+    "VariantResults",
+    "comparison_table",
+    "flat_metrics",
+    "markdown_table",
+    "mc_per_fact",
+    "qa_per_fact",
+]

@@ -17,6 +17,7 @@ Usage::
 
     json.dumps(json_safe(summarize(results)), allow_nan=False)
 """
+
 from __future__ import annotations
 
 import math

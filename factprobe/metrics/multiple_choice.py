@@ -19,6 +19,7 @@ takes the per-(fact, template) table of the HGP/MMP baselines. Undefined values 
 kept item at a threshold) are NaN; pass the result through `metrics.json_safe.json_safe` before
 writing strict JSON.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -189,9 +190,7 @@ def summarize(
             "prob_mass": prob_mass(gold_probs[mask]),
             "n": int(mask.sum()),
         }
-    macro = (
-        float(np.mean([r["accuracy"] for r in per_relation.values()])) if per_relation else float("nan")
-    )
+    macro = float(np.mean([r["accuracy"] for r in per_relation.values()])) if per_relation else float("nan")
     thresholds = list(thresholds)
     at_k = accuracy_at_k(confidences, correct, thresholds)
     coverage = coverage_at_k(confidences, thresholds)
@@ -228,9 +227,13 @@ def template_summary(results: pd.DataFrame, ddof: int = 0) -> dict:
     if missing:
         raise ValueError(f"results table lacks column(s) {missing}; has {list(results.columns)}")
     correct = _as_bool_series(results["correct"], "correct")
-    table = pd.DataFrame({
-        "relation": results["relation"].astype(str), "template": results["template"].astype(str), "correct": correct,
-    })
+    table = pd.DataFrame(
+        {
+            "relation": results["relation"].astype(str),
+            "template": results["template"].astype(str),
+            "correct": correct,
+        }
+    )
     per_template: dict[str, dict[str, dict]] = {}
     per_relation: dict[str, dict] = {}
     all_accuracies: list[float] = []

@@ -42,6 +42,7 @@ prediction, under a normalisation that keeps articles, so it can still be matche
 `summarize_qa` aggregates a per-item table; `popularity_bucket` assigns the paper's popularity
 buckets. Everything here is a pure function (re, numpy and pandas only).
 """
+
 from __future__ import annotations
 
 import calendar
@@ -87,8 +88,20 @@ def _normalize_keep_articles(s: str) -> str:
 
 
 # ------------------------------------------------------------------ dates
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _MONTH_OF = {name: i + 1 for i, name in enumerate(_MONTHS)}
 _MONTH_OF.update({name[:3]: i + 1 for i, name in enumerate(_MONTHS)})
 _MONTH_OF["sept"] = 9
@@ -107,7 +120,7 @@ _DATE_RE = re.compile(
 
 
 def _canonical(year: str, month: str | int | None, day: str | None) -> str | None:
-    """"Month D, YYYY" / "Month YYYY" / "YYYY", or None for an impossible date."""
+    """ "Month D, YYYY" / "Month YYYY" / "YYYY", or None for an impossible date."""
     y = int(year)
     if isinstance(month, str):
         key = month.lower().rstrip(".")
@@ -185,9 +198,7 @@ UNIT_ALIASES: tuple[tuple[str, ...], ...] = (
     ("ft", "foot", "feet"),
 )
 _UNIT_CANON = {alias: group[0] for group in UNIT_ALIASES for alias in group}
-_UNIT_RE = re.compile(
-    r"(?<=\d) (" + "|".join(re.escape(a) for a in sorted(_UNIT_CANON, key=len, reverse=True)) + r")(?=$| )"
-)
+_UNIT_RE = re.compile(r"(?<=\d) (" + "|".join(re.escape(a) for a in sorted(_UNIT_CANON, key=len, reverse=True)) + r")(?=$| )")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _NUMBER_RE = re.compile(r"(?<![\d.])(?<![^\W\d_])(?P<sign>(?<![\w])[-+\u2212])?(?P<int>\d+)(?:\.(?P<frac>\d+))?(?!\d)")
 _SLOT_RE = re.compile("\ue000(\\d+)\ue001")
@@ -370,7 +381,5 @@ def summarize_qa(rows: pd.DataFrame) -> dict:
     }
     if "popularity_bucket" in df.columns:
         buckets = df["popularity_bucket"].fillna("unknown").astype(str)
-        out["per_popularity"] = {
-            b: _group_summary(g) for b, g in sorted(df.groupby(buckets, sort=False), key=lambda kv: kv[0])
-        }
+        out["per_popularity"] = {b: _group_summary(g) for b, g in sorted(df.groupby(buckets, sort=False), key=lambda kv: kv[0])}
     return out

@@ -3,6 +3,7 @@ the flags that make them comparable, two runs whose configurations or data diges
 different items; `data_differences` and `describe_differences` say how two runs' data options differ
 (`factprobe.metrics.comparison` pairs the facts once this check passed).
 """
+
 from __future__ import annotations
 
 from ..errors import DataError
@@ -51,8 +52,11 @@ def describe_differences(diffs: dict[str, tuple]) -> str:
 
 
 def _fix(diffs: dict[str, tuple]) -> str:
-    flags = " ".join(f"{_flag(k)} {_shown(a)}" if not isinstance(a, bool) else (_flag(k) if a else "")
-                     for k, (a, b) in diffs.items() if a is not None and a is not False)
+    flags = " ".join(
+        f"{_flag(k)} {_shown(a)}" if not isinstance(a, bool) else (_flag(k) if a else "")
+        for k, (a, b) in diffs.items()
+        if a is not None and a is not False
+    )
     unset = [_flag(k) for k, (a, b) in diffs.items() if a is None or a is False]
     how = f"run b again with {flags}" if flags else "run b again"
     if unset:
@@ -60,8 +64,9 @@ def _fix(diffs: dict[str, tuple]) -> str:
     return how + " (or a with b's options), so that both build the same facts and distractors"
 
 
-def check_same_data(config_a: dict | None, config_b: dict | None, digest_a: str | None = None,
-                    digest_b: str | None = None) -> str:
+def check_same_data(
+    config_a: dict | None, config_b: dict | None, digest_a: str | None = None, digest_b: str | None = None
+) -> str:
     """Refuse (DataError, one line) two runs whose configurations or data digests say they test
     different items: a different `--source`, `--data`, `--train-data`, `--max-facts-per-relation`,
     `--seed`, `--choices` or `--skip-small-relations` (named, with the flags that make them
@@ -75,13 +80,16 @@ def check_same_data(config_a: dict | None, config_b: dict | None, digest_a: str 
         diffs.pop("data", None)
     hard = {k: v for k, v in diffs.items() if k not in SUBSET_OPTIONS}
     if hard:
-        raise DataError(f"the runs were built from different data: {describe_differences(hard)}; "
-                        f"{_fix(hard)}")
+        raise DataError(f"the runs were built from different data: {describe_differences(hard)}; {_fix(hard)}")
     if diffs:
-        return (f"note: the runs asked for different relations ({describe_differences(diffs)}); "
-                f"only the relations both ran are compared")
+        return (
+            f"note: the runs asked for different relations ({describe_differences(diffs)}); "
+            f"only the relations both ran are compared"
+        )
     if digest_a and digest_b and digest_a != digest_b and config_a is not None and config_b is not None:
-        raise DataError(f"the runs were made with the same data options but test different facts (data digest "
-                        f"{digest_a} (a) vs {digest_b} (b)): the data files changed between them; rerun both on "
-                        f"the same files")
+        raise DataError(
+            f"the runs were made with the same data options but test different facts (data digest "
+            f"{digest_a} (a) vs {digest_b} (b)): the data files changed between them; rerun both on "
+            f"the same files"
+        )
     return ""

@@ -24,10 +24,12 @@ Reporting is the probe's too (`factprobe.probes.reporting` describes each declar
 `run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
 table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) calls only these.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .reporting import (
     DEFAULT_PER_FACT_COLUMNS,
@@ -45,8 +47,8 @@ from .reporting import (
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     import pandas as pd
 
-    from ..datasets.prepared import Prepared
     from ..config import ConfigBase
+    from ..datasets.prepared import Prepared
     from .config import RunConfig
 
 
@@ -55,9 +57,9 @@ class Session:
     """What a probe scores with: the run config, the loaded model, the prepared data, a way to
     leave notes for metrics.json, and lazily built engines (`scorer`, `generator`)."""
 
-    cfg: "RunConfig"
+    cfg: RunConfig
     loaded: Any  # factprobe.lm.models.LoadedModel
-    prepared: "Prepared"
+    prepared: Prepared
     note: Callable[[str], None]
     #: rows scored so far in this output folder, by key (resumed rows included); read-only for probes
     done: dict[str, dict] = field(default_factory=dict)
@@ -72,8 +74,9 @@ class Session:
             from ..lm.scorer import Scorer
 
             m = self.loaded
-            self._engines["scorer"] = Scorer(m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget,
-                                             max_length=m.max_length)
+            self._engines["scorer"] = Scorer(
+                m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget, max_length=m.max_length
+            )
         return self._engines["scorer"]
 
     @property
@@ -85,8 +88,9 @@ class Session:
             from ..lm.generate import Generator
 
             m = self.loaded
-            self._engines["generator"] = Generator(m.model, m.tokenizer, device=m.device,
-                                                   token_budget=self.cfg.base.token_budget, max_length=m.max_length)
+            self._engines["generator"] = Generator(
+                m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget, max_length=m.max_length
+            )
         return self._engines["generator"]
 
     def generator_for_rows(self, rows: int, tokens_per_row: int):
@@ -104,14 +108,23 @@ class Session:
         scorer = self._engines.get("scorer")
         if scorer is not None:
             s = scorer.stats
-            out.update(tokens_forwarded=s.total_tokens, forwards=s.forwards, tokenization_fallbacks=s.fallbacks,
-                       naive_tokens=s.naive_tokens, token_savings=s.savings)
+            out.update(
+                tokens_forwarded=s.total_tokens,
+                forwards=s.forwards,
+                tokenization_fallbacks=s.fallbacks,
+                naive_tokens=s.naive_tokens,
+                token_savings=s.savings,
+            )
         gen = self._engines.get("generator")
         if gen is not None:
             g = gen.stats
-            out.update(generated_tokens=g.decode_tokens, generation_tokens_forwarded=g.total_tokens,
-                       generation_prefix_tokens=g.prefix_tokens, generation_naive_prompt_tokens=g.naive_prompt_tokens,
-                       generation_forwards=g.forwards)
+            out.update(
+                generated_tokens=g.decode_tokens,
+                generation_tokens_forwarded=g.total_tokens,
+                generation_prefix_tokens=g.prefix_tokens,
+                generation_naive_prompt_tokens=g.naive_prompt_tokens,
+                generation_forwards=g.forwards,
+            )
         return out
 
 
@@ -119,18 +132,18 @@ class Probe:
     """Base class of every probe; see the module docstring for the contract."""
 
     name: ClassVar[str]
-    config_class: ClassVar[type["ConfigBase"]]
+    config_class: ClassVar[type[ConfigBase]]
     description: ClassVar[str] = ""
     model_kinds: ClassVar[tuple[str, ...]] = ("causal",)
     #: name of the prepared dataset; probes with the same name and data fields share one build
     dataset: ClassVar[str] = ""
     batch_size: ClassVar[int] = 8
 
-    def prepare(self, cfg: "RunConfig") -> "Prepared":
+    def prepare(self, cfg: RunConfig) -> Prepared:
         """Build this probe's items from the facts the config names (no model needed)."""
         raise NotImplementedError
 
-    def item_keys(self, cfg: "RunConfig", prepared: "Prepared", item: Any) -> list[str]:
+    def item_keys(self, cfg: RunConfig, prepared: Prepared, item: Any) -> list[str]:
         """The result-row keys one item yields (default: its fact id); used for resuming."""
         return [item.fact_id]
 
@@ -138,7 +151,7 @@ class Probe:
         """Per-relation state shared by the batches of that relation (default: None)."""
         return None
 
-    def batches(self, cfg: "RunConfig", items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    def batches(self, cfg: RunConfig, items: Sequence[Any]) -> Iterable[Sequence[Any]]:
         """Cut a relation's items (those still to score) into batches; one checkpoint each."""
         for b in range(0, len(items), self.batch_size):
             yield items[b : b + self.batch_size]
@@ -147,28 +160,28 @@ class Probe:
         """Result rows for a batch; each row has a unique `key` among `item_keys`."""
         raise NotImplementedError
 
-    def metrics(self, rows: Sequence[dict], prepared: "Prepared", cfg: "RunConfig") -> dict:
+    def metrics(self, rows: Sequence[dict], prepared: Prepared, cfg: RunConfig) -> dict:
         """metrics.json content from the ordered result rows (pure)."""
         raise NotImplementedError
 
-    def check_inputs(self, cfg: "RunConfig") -> None:
+    def check_inputs(self, cfg: RunConfig) -> None:
         """Checks of the configuration alone that no config class can make (an input file this probe
         cannot run without), reading no file: a pipeline refuses them before anything runs or is sent
         (`factprobe_ops.pipelines.checks.check_run_values`); default: none."""
 
-    def validate(self, cfg: "RunConfig", prepared: "Prepared") -> None:
+    def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Checks that need the prepared data (before the model loads); default: none."""
 
-    def check_model(self, cfg: "RunConfig", prepared: "Prepared", loaded: Any) -> None:
+    def check_model(self, cfg: RunConfig, prepared: Prepared, loaded: Any) -> None:
         """Checks that need the loaded model (e.g. its revision), run before anything is written to
         the output folder, so a refused run leaves no run_config.json behind; default: none."""
 
-    def groups(self, cfg: "RunConfig", prepared: "Prepared") -> dict[str, list[Any]]:
+    def groups(self, cfg: RunConfig, prepared: Prepared) -> dict[str, list[Any]]:
         """The items to score, in ordered groups (default: `prepared.items`, one group per
         relation). Each group is opened once (`open_relation(session, group name)`)."""
         return prepared.items
 
-    def artifacts(self, rows: Sequence[dict], prepared: "Prepared", cfg: "RunConfig", metrics: dict) -> dict[str, Any]:
+    def artifacts(self, rows: Sequence[dict], prepared: Prepared, cfg: RunConfig, metrics: dict) -> dict[str, Any]:
         """Extra output files {file name: DataFrame (parquet) | dict (JSON) | str}, written
         atomically next to results.jsonl when the run finishes; `metrics` is the final
         metrics.json content (model revision included). Pure; default: none."""
@@ -193,7 +206,7 @@ class Probe:
     #: probes with the same group share one cross-run report part (default: the probe's name)
     report_group: ClassVar[str] = ""
 
-    def input_name(self, cfg: "RunConfig") -> str:
+    def input_name(self, cfg: RunConfig) -> str:
         """Name of the run's test items as a dataset (MLflow input): `<source>-<probe>` by default;
         runs with equal names test the same kind of items."""
         return f"{cfg.base.source}-{self.name}"
@@ -201,8 +214,11 @@ class Probe:
     def headline(self, metrics: Mapping[str, Any]) -> str:
         """One line of the run's main numbers for the terminal, e.g. `em 0.412, f1 0.530 over 200
         items`: the `headline_keys` present in `metrics`, then `n` or `n_items`; "" when none is."""
-        keys = self.headline_keys if self.headline_keys is not None else (
-            (self.headline_metric.metric,) if self.headline_metric else ())
+        keys = (
+            self.headline_keys
+            if self.headline_keys is not None
+            else ((self.headline_metric.metric,) if self.headline_metric else ())
+        )
         shown = [f"{k} {metrics[k]:.3f}" for k in keys if number(metrics.get(k))]
         n = metrics.get("n", metrics.get("n_items"))
         return ", ".join(shown) + (f" over {n} items" if shown and n is not None else "")
@@ -220,7 +236,7 @@ class Probe:
         """{step: {name: number}}: metrics logged against a step (a curve in the MLflow UI); default none."""
         return {}
 
-    def relation_table(self, metrics: Mapping[str, Any]) -> "pd.DataFrame":
+    def relation_table(self, metrics: Mapping[str, Any]) -> pd.DataFrame:
         """The run's per-relation table (default: every number or string of each `per_relation` entry)."""
         return generic_relation_table(metrics)
 
@@ -262,4 +278,3 @@ class Probe:
             if rows:
                 part.tables[group] = rows
         return part
-

@@ -75,12 +75,14 @@ Rows (`results.jsonl`): one per (pair, template), key `<fact_id>#<template_id>`,
 `belief_templates.parquet` (per-template accuracy, one-word rate and confidence: which templates
 help), `belief_relations.parquet`, `belief_calibration.parquet` (the bins of the calibration plot).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import ConfigBase, option
 from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_causal, render_mlm, template_source_metrics
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
@@ -95,7 +97,6 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from ..config import ConfigBase, option
 from .config import RunConfig
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun
@@ -115,16 +116,24 @@ INFO_KEY = "belief_icl_templates"
 class BeliefICLConfig(ConfigBase):
     """BELIEF-ICL fields (the data fields are shared with belief-mlm, so both probes use one dataset build)."""
 
-    setting: str = option("4-template", "ICL context: zero-shot (instruction only), 4-random (4 facts of any relation), "
-                                        "4-relation (4 facts of the relation, random templates), 4-template (4 facts "
-                                        "of the relation, the probed template)", choices=SETTINGS)
-    instruction: str = option("mp", "task instruction: mp ('Predict the [MASK] in each sentence in one word.', every "
-                                    "template) or qa ('Answer each question in one word.', question templates only)",
-                              choices=tuple(INSTRUCTIONS))
-    samples: int = option(100, "multinomial samples per prompt for the confidence (share matching the greedy answer); "
-                               "0 skips sampling (no Overconf)")
-    max_answer_tokens: int = option(10, "most tokens generated per answer and per sample (it also stops at a newline "
-                                        "or 'Q:')")
+    setting: str = option(
+        "4-template",
+        "ICL context: zero-shot (instruction only), 4-random (4 facts of any relation), "
+        "4-relation (4 facts of the relation, random templates), 4-template (4 facts "
+        "of the relation, the probed template)",
+        choices=SETTINGS,
+    )
+    instruction: str = option(
+        "mp",
+        "task instruction: mp ('Predict the [MASK] in each sentence in one word.', every "
+        "template) or qa ('Answer each question in one word.', question templates only)",
+        choices=tuple(INSTRUCTIONS),
+    )
+    samples: int = option(
+        100,
+        "multinomial samples per prompt for the confidence (share matching the greedy answer); 0 skips sampling (no Overconf)",
+    )
+    max_answer_tokens: int = option(10, "most tokens generated per answer and per sample (it also stops at a newline or 'Q:')")
     draws: int = draws_field()
     template_sources: str = template_sources_field()
     max_templates: int | None = max_templates_field()
@@ -224,8 +233,9 @@ class DemoPool:
         return [(f, self.templates[f.relation][tmpl_rng.randrange(len(self.templates[f.relation]))]) for f in facts]
 
 
-def choose_templates(prepared: Prepared, instruction: str, max_templates: int | None, seed: int
-                     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+def choose_templates(
+    prepared: Prepared, instruction: str, max_templates: int | None, seed: int
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """({relation: template records} usable with the instruction, {relation: why it has none}).
 
     QA keeps the question-style templates; `max_templates` then keeps a seeded sample (the seed
@@ -259,9 +269,11 @@ class _PairPrompts:
 
 class BeliefICL(Probe):
     name = "belief-icl"
-    description = ("BELIEF-ICL for causal LMs (zhao2024): every template of the relation after an instruction and 0 or 4 "
-                   "demonstrations; greedy answers matched with spaCy lemmas; Acc@1 with range/stdev over template "
-                   "draws, consistency, overconfidence from 100 shared-KV samples, coverage, one-word rate")
+    description = (
+        "BELIEF-ICL for causal LMs (zhao2024): every template of the relation after an instruction and 0 or 4 "
+        "demonstrations; greedy answers matched with spaCy lemmas; Acc@1 with range/stdev over template "
+        "draws, consistency, overconfidence from 100 shared-KV samples, coverage, one-word rate"
+    )
     config_class = BeliefICLConfig
     dataset = "multiprompt"
     model_kinds = ("causal",)
@@ -280,16 +292,19 @@ class BeliefICL(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..datasets.multiprompt import prepare_multiprompt
 
-        return prepare_multiprompt(cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates,
-                                   cfg.params.templates_root)
+        return prepare_multiprompt(
+            cfg.base, cfg.params.template_sources.split(","), cfg.params.belief_qa_templates, cfg.params.templates_root
+        )
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         """Choose each relation's templates for the instruction (recorded in `prepared.info`)."""
         p = cfg.params
         chosen, missing = choose_templates(prepared, p.instruction, p.max_templates, cfg.base.seed)
         if not chosen:
-            raise ConfigError(f"belief-icl --instruction {p.instruction}: no relation has a usable template "
-                              f"({'; '.join(missing.values()) or 'no relation'})")
+            raise ConfigError(
+                f"belief-icl --instruction {p.instruction}: no relation has a usable template "
+                f"({'; '.join(missing.values()) or 'no relation'})"
+            )
         prepared.info[INFO_KEY] = chosen
         prepared.info["belief_icl_missing"] = missing
 
@@ -309,8 +324,11 @@ class BeliefICL(Probe):
             p = session.cfg.params
             if p.shots:
                 for rel in self.groups(session.cfg, session.prepared):
-                    have = len(pool.pairs.get(rel, [])) - 1 if p.setting != "4-random" else \
-                        sum(len(v) for v in pool.pairs.values()) - 1
+                    have = (
+                        len(pool.pairs.get(rel, [])) - 1
+                        if p.setting != "4-random"
+                        else sum(len(v) for v in pool.pairs.values()) - 1
+                    )
                     if have < p.shots:
                         session.note(f"{rel}: only {max(have, 0)} other pair(s) to draw {p.shots} demonstrations from")
         return pool
@@ -323,8 +341,10 @@ class BeliefICL(Probe):
         out = []
         shared_block = None
         for t in session.prepared.info[INFO_KEY][item.relation]:
-            demos = [Demo(f, t["template_id"], t["template"]) if tm is None else Demo(f, tm["template_id"], tm["template"])
-                     for f, tm in drawn]
+            demos = [
+                Demo(f, t["template_id"], t["template"]) if tm is None else Demo(f, tm["template_id"], tm["template"])
+                for f, tm in drawn
+            ]
             if shared_block is None or p.setting == "4-template":
                 shared_block = demo_block(p.instruction, demos)
             query = render_query(t["template"], item.subject, p.instruction)
@@ -346,8 +366,7 @@ class BeliefICL(Probe):
             by_block.setdefault(key, []).append(n)
         greedy: list[Any] = [None] * len(plan)
         for block, idx in by_block.items():
-            outs = gen.greedy([plan[n].prompt for n in idx], max_new_tokens=p.max_answer_tokens, stop=STOP,
-                              shared_prefix=block)
+            outs = gen.greedy([plan[n].prompt for n in idx], max_new_tokens=p.max_answer_tokens, stop=STOP, shared_prefix=block)
             for n, g in zip(idx, outs):
                 greedy[n] = g
         rows = []
@@ -357,21 +376,49 @@ class BeliefICL(Probe):
             samples: list[str] = []
             if p.samples:
                 seed = stable_seed(session.cfg.base.seed, "belief-icl-samples", it.fact_id, t["template_id"])
-                samples = [s.text.strip() for s in gen.sample(pp.prompt, n=p.samples, max_new_tokens=p.max_answer_tokens,
-                                                              temperature=1.0, top_p=1.0, top_k=0, seed=seed, stop=STOP)]
+                samples = [
+                    s.text.strip()
+                    for s in gen.sample(
+                        pp.prompt,
+                        n=p.samples,
+                        max_new_tokens=p.max_answer_tokens,
+                        temperature=1.0,
+                        top_p=1.0,
+                        top_k=0,
+                        seed=seed,
+                        stop=STOP,
+                    )
+                ]
             bm.normalize_many([answer, *samples])
             matching = sum(1 for s in samples if bm.consistency_match(answer, s))
             golds = list(it.gold)
-            rows.append({
-                "key": f"{it.fact_id}#{t['template_id']}", "fact_id": it.fact_id, "probe": self.name,
-                "relation": it.relation, "subject": it.subject, "template_id": t["template_id"],
-                "template": t["template"], "source": t["source"], "style": t["style"], "setting": p.setting,
-                "instruction": p.instruction, "prompt": pp.prompt, "answer": answer, "prediction": answer,
-                "correct": bm.accuracy_match(answer, golds), "confidence": (matching / len(samples)) if samples else None,
-                "n_samples": len(samples), "n_samples_matching": matching, "one_word": bm.one_word(answer),
-                "empty": bm.is_empty(answer), "finish_reason": g.finish_reason, "gold": golds,
-                "demonstrations": [d.to_dict() for d in pp.demos],
-            })
+            rows.append(
+                {
+                    "key": f"{it.fact_id}#{t['template_id']}",
+                    "fact_id": it.fact_id,
+                    "probe": self.name,
+                    "relation": it.relation,
+                    "subject": it.subject,
+                    "template_id": t["template_id"],
+                    "template": t["template"],
+                    "source": t["source"],
+                    "style": t["style"],
+                    "setting": p.setting,
+                    "instruction": p.instruction,
+                    "prompt": pp.prompt,
+                    "answer": answer,
+                    "prediction": answer,
+                    "correct": bm.accuracy_match(answer, golds),
+                    "confidence": (matching / len(samples)) if samples else None,
+                    "n_samples": len(samples),
+                    "n_samples_matching": matching,
+                    "one_word": bm.one_word(answer),
+                    "empty": bm.is_empty(answer),
+                    "finish_reason": g.finish_reason,
+                    "gold": golds,
+                    "demonstrations": [d.to_dict() for d in pp.demos],
+                }
+            )
         return rows
 
     # ---- metrics
@@ -396,8 +443,14 @@ class BeliefICL(Probe):
         if df.empty:
             return {"acc": None, "reason": "no prompt was scored"}
         has_conf = "confidence" in df.columns
-        m = summarize_belief(df, accuracies={"acc": "acc@1"}, overconf={"overconf": 1} if has_conf else {},
-                             n_draws=p.draws, seed=cfg.base.seed, match=consistency_match)
+        m = summarize_belief(
+            df,
+            accuracies={"acc": "acc@1"},
+            overconf={"overconf": 1} if has_conf else {},
+            n_draws=p.draws,
+            seed=cfg.base.seed,
+            match=consistency_match,
+        )
         if not has_conf:
             m["overconf"] = None
             m["overconf_reason"] = "--samples 0: no confidence was sampled"
@@ -412,11 +465,17 @@ class BeliefICL(Probe):
             entry.update(one_word_rate=float(sub["one_word"].mean()), n_empty=int(sub["empty"].sum()))
             if has_conf:
                 entry["confidence"] = float(sub["confidence"].mean())
-        m.update(setting=p.setting, instruction=p.instruction, instruction_text=INSTRUCTIONS[p.instruction],
-                 shots=p.shots, samples=p.samples, max_answer_tokens=p.max_answer_tokens,
-                 dropped_relations=dict(prepared.dropped),
-                 relations_without_templates=prepared.info.get("belief_icl_missing", {}),
-                 templates_per_relation={r: len(t) for r, t in prepared.info.get(INFO_KEY, {}).items()})
+        m.update(
+            setting=p.setting,
+            instruction=p.instruction,
+            instruction_text=INSTRUCTIONS[p.instruction],
+            shots=p.shots,
+            samples=p.samples,
+            max_answer_tokens=p.max_answer_tokens,
+            dropped_relations=dict(prepared.dropped),
+            relations_without_templates=prepared.info.get("belief_icl_missing", {}),
+            templates_per_relation={r: len(t) for r, t in prepared.info.get(INFO_KEY, {}).items()},
+        )
         m.update(template_source_metrics(prepared, prepared.info.get(INFO_KEY, {}), p.template_sources.split(",")))
         return m
 

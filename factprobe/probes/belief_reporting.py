@@ -11,16 +11,40 @@ metrics.json, run config (`setting`, `instruction`), `results.jsonl` and `belief
   overconf, one_word_rate, coverage_oracle; and, for a model with one run only, every top-level
   number as `<metric>/<probe>/<model>` (as every probe's runs in a report).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
 
-SUMMARY_KEYS = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate", "coverage_avg", "coverage_max",
-                "coverage_oracle", "mean_confidence", "n_empty", "n_prompts", "n_pairs")
-RELATION_KEYS = ("n_pairs", "n_templates", "acc", "coverage_max", "coverage_oracle", "consist", "one_word_rate",
-                 "confidence", "n_empty", "best_template")
+SUMMARY_KEYS = (
+    "acc",
+    "acc_range",
+    "acc_stdev",
+    "consist",
+    "overconf",
+    "one_word_rate",
+    "coverage_avg",
+    "coverage_max",
+    "coverage_oracle",
+    "mean_confidence",
+    "n_empty",
+    "n_prompts",
+    "n_pairs",
+)
+RELATION_KEYS = (
+    "n_pairs",
+    "n_templates",
+    "acc",
+    "coverage_max",
+    "coverage_oracle",
+    "consist",
+    "one_word_rate",
+    "confidence",
+    "n_empty",
+    "best_template",
+)
 LOGGED = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate", "coverage_oracle")
 TEMPLATES_FILE = "belief_templates.parquet"
 
@@ -36,8 +60,11 @@ def summary_rows(runs: Sequence[ReportRun]) -> list[dict]:
 
 def relation_rows(runs: Sequence[ReportRun]) -> list[dict]:
     """One row per run and relation: model, setting, instruction, relation and `RELATION_KEYS`."""
-    return [{**_cell(r), "relation": rel, **{k: entry.get(k) for k in RELATION_KEYS}}
-            for r in runs for rel, entry in (r.metrics.get("per_relation") or {}).items()]
+    return [
+        {**_cell(r), "relation": rel, **{k: entry.get(k) for k in RELATION_KEYS}}
+        for r in runs
+        for rel, entry in (r.metrics.get("per_relation") or {}).items()
+    ]
 
 
 def template_rows(runs: Sequence[ReportRun]):
@@ -75,8 +102,16 @@ def sharing_rows(runs: Sequence[ReportRun]) -> list[dict]:
     for a, ta in tables.items():
         for b, tb in tables.items():
             if a != b and a[2] == b[2]:
-                rows.append({"from_model": a[0], "from_setting": a[1], "to_model": b[0], "to_setting": b[1],
-                             "instruction": a[2], "sharing_rate": knowledge_sharing_rate(ta, tb)})
+                rows.append(
+                    {
+                        "from_model": a[0],
+                        "from_setting": a[1],
+                        "to_model": b[0],
+                        "to_setting": b[1],
+                        "instruction": a[2],
+                        "sharing_rate": knowledge_sharing_rate(ta, tb),
+                    }
+                )
     return rows
 
 
@@ -96,10 +131,15 @@ def belief_icl_report(runs: Sequence[ReportRun]) -> ReportPart:
         per_model[r.label] = per_model.get(r.label, 0) + 1
     # `<metric>/<probe>/<model>` only where it names one run (several settings of a model would collide)
     part = ReportPart(metrics=top_level_metrics([r for r in runs if per_model[r.label] == 1]))
-    part.figures["calibration"] = ("belief_calibration", calibration_figure(
-        panels, "BELIEF-ICL calibration: confidence bins vs Acc@1", overconf))
-    tables = {"belief_summary": summary_rows(runs), "belief_per_relation": relation_rows(runs),
-              "belief_sharing": sharing_rows(runs) if len(runs) > 1 else []}
+    part.figures["calibration"] = (
+        "belief_calibration",
+        calibration_figure(panels, "BELIEF-ICL calibration: confidence bins vs Acc@1", overconf),
+    )
+    tables = {
+        "belief_summary": summary_rows(runs),
+        "belief_per_relation": relation_rows(runs),
+        "belief_sharing": sharing_rows(runs) if len(runs) > 1 else [],
+    }
     part.tables.update({k: v for k, v in tables.items() if v})
     templates = template_rows(runs)
     if not templates.empty:

@@ -22,13 +22,15 @@ Every probe uses this module unchanged. Files in `out/`:
   identity is refused in one line naming what changed (`check_identity`), and so is a folder of
   an older version that recorded none.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from ..identity import RunIdentity
@@ -41,8 +43,18 @@ RESULTS = "results.jsonl"
 METRICS = "metrics.json"
 RUN_CONFIG = "run_config.json"
 MODEL_REVISION = "model_revision.txt"
-__all__ = ["CHECKPOINT", "LOCK", "MARKER", "METRICS", "MODEL_REVISION", "RESULTS", "RUN_CONFIG", "FolderBusyError",
-           "RunFolder", "read_rows"]
+__all__ = [
+    "CHECKPOINT",
+    "LOCK",
+    "MARKER",
+    "METRICS",
+    "MODEL_REVISION",
+    "RESULTS",
+    "RUN_CONFIG",
+    "FolderBusyError",
+    "RunFolder",
+    "read_rows",
+]
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -59,7 +71,7 @@ def read_rows(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             if i == len(lines) - 1:
                 break  # torn write at a crash: the item is simply scored again
-            raise ConfigError(f"{path}:{i + 1}: corrupt line in a results file; move it away to start over")
+            raise ConfigError(f"{path}:{i + 1}: corrupt line in a results file; move it away to start over") from None
     return rows
 
 
@@ -74,7 +86,7 @@ class RunFolder:
         self._ckpt_fh = None
 
     # ------------------------------------------------------------------ lock
-    def __enter__(self) -> "RunFolder":
+    def __enter__(self) -> RunFolder:
         stack = ExitStack()
         try:
             stack.enter_context(claim(self.out, "probe", str(self.config.get("probe") or "")))
@@ -102,8 +114,10 @@ class RunFolder:
         except (ValueError, AttributeError):
             old = None
         if old != self.key:
-            raise ConfigError(f"{self.out} holds results of a different configuration (results key {old} != {self.key}); "
-                              "use another --out or remove that folder")
+            raise ConfigError(
+                f"{self.out} holds results of a different configuration (results key {old} != {self.key}); "
+                "use another --out or remove that folder"
+            )
 
     def stored_identity(self) -> RunIdentity | None:
         """The identity recorded in run_config.json, None when there is none."""
@@ -126,8 +140,10 @@ class RunFolder:
         old = self.stored_identity()
         afresh = f"use another --out, or remove {self.out} to start afresh"
         if old is None:
-            raise ConfigError(f"{self.out} holds results that record no measurement identity (made by an older factprobe), "
-                              f"so they cannot be shown to be of these weights, data and numerics; {afresh}")
+            raise ConfigError(
+                f"{self.out} holds results that record no measurement identity (made by an older factprobe), "
+                f"so they cannot be shown to be of these weights, data and numerics; {afresh}"
+            )
         changed = ident.changes_from(old)
         if changed:
             raise ConfigError(f"{self.out} holds results of other {'; other '.join(changed)}; {afresh}")
@@ -136,10 +152,15 @@ class RunFolder:
         """`ident` (checked against this folder) with the attention implementation the folder's rows were
         scored with when `ident`, computed before any model loads, does not know it."""
         old = self.stored_identity()
-        attn = (old.numerics.get("attn_implementation") if old is not None and self.holds_results() else None)
+        attn = old.numerics.get("attn_implementation") if old is not None and self.holds_results() else None
         if attn and not ident.numerics.get("attn_implementation"):
-            return RunIdentity(ident.model_revision, ident.data_digest, ident.config_key,
-                               {**ident.numerics, "attn_implementation": attn}, ident.inputs)
+            return RunIdentity(
+                ident.model_revision,
+                ident.data_digest,
+                ident.config_key,
+                {**ident.numerics, "attn_implementation": attn},
+                ident.inputs,
+            )
         return ident
 
     def write_config(self, identity: RunIdentity | None = None) -> None:
@@ -194,8 +215,10 @@ class RunFolder:
         """Record the weights' revision; refuse to mix rows of other weights into this folder."""
         old = self.revision()
         if n_done and old and revision and revision != old:
-            raise ConfigError(f"{self.out} holds {n_done} results scored with model revision {old}, but {model} is now "
-                              f"{revision}; use another --out or remove that folder rather than mix weights")
+            raise ConfigError(
+                f"{self.out} holds {n_done} results scored with model revision {old}, but {model} is now "
+                f"{revision}; use another --out or remove that folder rather than mix weights"
+            )
         if revision and revision != old:
             atomic_write_text(self.out / MODEL_REVISION, revision + "\n")
 

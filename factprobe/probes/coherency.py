@@ -56,19 +56,24 @@ is incoherent (lines 165 and 170).
 
 An evidence paragraph (`item.context`, from a triples file's `context` column) is prepended to
 every query of the item (section 3.4).
+
+Over 500 lines: one probe, Algorithm 1's two rounds; the authors'-code mode is already in coherency_authors, and ruff
+format's one-argument-per-line calls take it past 500.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
+from ..config import ConfigBase, option
 from ..datasets.coherency import CoherencyItem, RelationTables, prepared_tables
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..seeding import stable_rng
 from .base import Probe, Session
 from .coherency_authors import authors_candidate_scores
-from ..config import ConfigBase, option
 from .config import RunConfig
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun, model_label, top_level_metrics
@@ -82,26 +87,38 @@ class CoherencyConfig(ConfigBase):
     """Coherency's own fields."""
 
     coherency_templates: str | None = option(
-        None, "templates file (default: coherency/relations_autoregressive.jsonl under the data root)")
+        None, "templates file (default: coherency/relations_autoregressive.jsonl under the data root)"
+    )
     max_candidates: int | None = option(
-        None, "cap every query's candidates: a fixed seeded sample of this many of the relation's entities per side, "
-              "plus the entity the query must be able to return (default: all candidates, as the paper)")
+        None,
+        "cap every query's candidates: a fixed seeded sample of this many of the relation's entities per side, "
+        "plus the entity the query must be able to return (default: all candidates, as the paper)",
+    )
     candidate_score: str = option(
-        "sum", "rank candidates by their summed log-prob (the entity's probability, the paper's 'most probable "
-               "entity'), their per-token mean log-prob, or as the authors' code does (authors: each candidate token "
-               "scored after the model's greedy continuation, averaged per token, candidate without its leading "
-               "space; turns --authors-filters on)", choices=CANDIDATE_SCORES)
+        "sum",
+        "rank candidates by their summed log-prob (the entity's probability, the paper's 'most probable "
+        "entity'), their per-token mean log-prob, or as the authors' code does (authors: each candidate token "
+        "scored after the model's greedy continuation, averaged per token, candidate without its leading "
+        "space; turns --authors-filters on)",
+        choices=CANDIDATE_SCORES,
+    )
     authors_filters: bool = option(
-        False, "apply the two filters of the authors' code that the paper does not describe: skip facts whose "
-               "subject and object labels contain one another, and count a second prediction equal to the first "
-               "as incoherent (always on with --candidate-score authors)")
+        False,
+        "apply the two filters of the authors' code that the paper does not describe: skip facts whose "
+        "subject and object labels contain one another, and count a second prediction equal to the first "
+        "as incoherent (always on with --candidate-score authors)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.candidate_score == "authors":
             self.authors_filters = True  # the authors' scoring comes with the authors' filters
-        self.check(self.max_candidates is None or self.max_candidates >= 2, "max_candidates", self.max_candidates,
-                   "must be at least 2 (or empty for all candidates)")
+        self.check(
+            self.max_candidates is None or self.max_candidates >= 2,
+            "max_candidates",
+            self.max_candidates,
+            "must be at least 2 (or empty for all candidates)",
+        )
         if self.coherency_templates is not None:
             self.coherency_templates = str(self.coherency_templates).strip() or None
 
@@ -117,7 +134,7 @@ def split_template(template: str, target: str, value: str) -> tuple[str, str, st
     before, after = template.split(target, 1)
     before, after = before.replace(given, value), after.replace(given, value)
     context = before.rstrip()
-    return context, before[len(context):], after.rstrip()
+    return context, before[len(context) :], after.rstrip()
 
 
 def authors_query(template: str, target: str, value: str, paragraph: str | None) -> str:
@@ -128,8 +145,9 @@ def authors_query(template: str, target: str, value: str, paragraph: str | None)
     return f"{paragraph.rstrip()} {query}" if paragraph else query
 
 
-def build_query(template: str, target: str, value: str, candidates: Sequence[str], paragraph: str | None,
-                empty_context: str) -> tuple[str, list[str]]:
+def build_query(
+    template: str, target: str, value: str, candidates: Sequence[str], paragraph: str | None, empty_context: str
+) -> tuple[str, list[str]]:
     """(context, continuations): the exact text scored for one query (see the module docstring)."""
     context, space, rest = split_template(template, target, value)
     if paragraph:
@@ -156,7 +174,7 @@ class _Side:
     pool: list[str] = field(default_factory=list)  # candidate labels (sorted; a sample with --max-candidates)
 
     @classmethod
-    def build(cls, label_of: dict[str, str], cap: int | None, seed_parts: tuple) -> "_Side":
+    def build(cls, label_of: dict[str, str], cap: int | None, seed_parts: tuple) -> _Side:
         keys_of: dict[str, set[str]] = {}
         for key, label in label_of.items():
             keys_of.setdefault(label, set()).add(key)
@@ -223,16 +241,29 @@ class _Step:
 
 class Coherency(Probe):
     name = "coherency"
-    description = ("factual coherency (youssef2024): predict the object, then the subject back from it with the "
-                   "inverse template, and the other way round; typed querying over the relation's entities")
+    description = (
+        "factual coherency (youssef2024): predict the object, then the subject back from it with the "
+        "inverse template, and the other way round; typed querying over the relation's entities"
+    )
     config_class = CoherencyConfig
     dataset = "coherency"
     model_kinds = ("causal",)
     batch_size = 4  # items (2 rows each); each item is 4 queries over hundreds of candidates
     headline_metric = Headline("coherency", "coherency")
     headline_keys = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2")
-    per_fact_columns = ("key", "fact_id", "relation", "cardinality", "subject", "gold", "round", "first_prediction",
-                        "second_prediction", "first_correct", "coherent")
+    per_fact_columns = (
+        "key",
+        "fact_id",
+        "relation",
+        "cardinality",
+        "subject",
+        "gold",
+        "round",
+        "first_prediction",
+        "second_prediction",
+        "first_correct",
+        "coherent",
+    )
     #: the coherency table's numbers (overall, per relation, per cardinality)
     TABLE_KEYS = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2", "n_items")
 
@@ -273,8 +304,7 @@ class Coherency(Probe):
     def prepare(self, cfg: RunConfig) -> Prepared:
         from ..datasets.coherency import prepare_coherency
 
-        return prepare_coherency(cfg.base, cfg.params.coherency_templates,
-                                 drop_overlapping_labels=cfg.params.authors_filters)
+        return prepare_coherency(cfg.base, cfg.params.coherency_templates, drop_overlapping_labels=cfg.params.authors_filters)
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         if prepared.kind != "coherency":
@@ -288,9 +318,11 @@ class Coherency(Probe):
                 for name, slot in (("template_obj", OBJECT_SLOT), ("template_sub", SUBJECT_SLOT)):
                     t = templates[rel][name]
                     if not t.rstrip().endswith(slot):
-                        raise ConfigError(f"--candidate-score authors: {name} {t!r} of {rel} does not end with {slot}; "
-                                          "the authors' scoring continues the query with the candidate, so the "
-                                          "predicted slot must come last (use --candidate-score sum or mean)")
+                        raise ConfigError(
+                            f"--candidate-score authors: {name} {t!r} of {rel} does not end with {slot}; "
+                            "the authors' scoring continues the query with the candidate, so the "
+                            "predicted slot must come last (use --candidate-score sum or mean)"
+                        )
 
     def item_keys(self, cfg: RunConfig, prepared: Prepared, item: CoherencyItem) -> list[str]:
         return [f"{item.fact_id}#r1", f"{item.fact_id}#r2"]
@@ -302,15 +334,28 @@ class Coherency(Probe):
         tables = prepared_tables(prepared, relation)
         rel = prepared.test.relations.get(relation)
         return _RelationState(
-            relation=relation, template_obj=t["template_obj"], template_sub=t["template_sub"],
-            cardinality=rel.cardinality if rel else "unknown", tables=tables,
+            relation=relation,
+            template_obj=t["template_obj"],
+            template_sub=t["template_sub"],
+            cardinality=rel.cardinality if rel else "unknown",
+            tables=tables,
             objects=_Side.build(tables.objects, p.max_candidates, (seed, "coherency_candidates", relation, "object")),
             subjects=_Side.build(tables.subjects, p.max_candidates, (seed, "coherency_candidates", relation, "subject")),
         )
 
     # ---- the two steps
-    def _step(self, session: Session, template: str, target: str, value: str, side: _Side, excluded: set[str],
-              gold_labels: list[str], required: list[str], paragraph: str | None) -> _Step:
+    def _step(
+        self,
+        session: Session,
+        template: str,
+        target: str,
+        value: str,
+        side: _Side,
+        excluded: set[str],
+        gold_labels: list[str],
+        required: list[str],
+        paragraph: str | None,
+    ) -> _Step:
         cands, removed = side.candidates(excluded, required)
         if session.cfg.params.candidate_score == "authors":
             return _Step(authors_query(template, target, value, paragraph), cands, list(cands), gold_labels, removed)
@@ -341,10 +386,28 @@ class Coherency(Probe):
             subject_label = t.subjects[it.subject_entity]
             object_label = t.objects[it.object_entity]
             gold_objects = [t.objects[k] for k, _ in it.gold_objects if k in t.objects]
-            r1 = self._step(session, state.template_obj, OBJECT_SLOT, it.subject, state.objects, set(),
-                            gold_objects, [object_label], it.context)
-            r2 = self._step(session, state.template_sub, SUBJECT_SLOT, it.gold, state.subjects, set(),
-                            [subject_label], [subject_label], it.context)
+            r1 = self._step(
+                session,
+                state.template_obj,
+                OBJECT_SLOT,
+                it.subject,
+                state.objects,
+                set(),
+                gold_objects,
+                [object_label],
+                it.context,
+            )
+            r2 = self._step(
+                session,
+                state.template_sub,
+                SUBJECT_SLOT,
+                it.gold,
+                state.subjects,
+                set(),
+                [subject_label],
+                [subject_label],
+                it.context,
+            )
             first.append((r1, r2))
         self._score(session, [s for pair in first for s in pair])
 
@@ -355,13 +418,31 @@ class Coherency(Probe):
             o_pred = r1.candidates[r1.prediction()]
             # round 1: subjects correct for the predicted object, except the gold subject
             excl_s = set().union(*(t.subjects_of.get(k, set()) for k in state.objects.keys_of[o_pred])) - {it.subject_entity}
-            s2 = self._step(session, state.template_sub, SUBJECT_SLOT, o_pred, state.subjects, excl_s,
-                            [subject_label], [subject_label], it.context)
+            s2 = self._step(
+                session,
+                state.template_sub,
+                SUBJECT_SLOT,
+                o_pred,
+                state.subjects,
+                excl_s,
+                [subject_label],
+                [subject_label],
+                it.context,
+            )
             s_pred = r2.candidates[r2.prediction()]
             # round 2: objects correct for the predicted subject, except the gold object
             excl_o = set().union(*(t.objects_of.get(k, set()) for k in state.subjects.keys_of[s_pred])) - {it.object_entity}
-            o2 = self._step(session, state.template_obj, OBJECT_SLOT, s_pred, state.objects, excl_o,
-                            [object_label], [object_label], it.context)
+            o2 = self._step(
+                session,
+                state.template_obj,
+                OBJECT_SLOT,
+                s_pred,
+                state.objects,
+                excl_o,
+                [object_label],
+                [object_label],
+                it.context,
+            )
             second.append((s2, o2))
         self._score(session, [s for pair in second for s in pair])
 
@@ -371,8 +452,9 @@ class Coherency(Probe):
             rows.append(self._row(session, state, it, 2, r2, o2))
         return rows
 
-    def _row(self, session: Session, state: _RelationState, it: CoherencyItem, rnd: int, step1: _Step,
-             step2: _Step) -> dict[str, Any]:
+    def _row(
+        self, session: Session, state: _RelationState, it: CoherencyItem, rnd: int, step1: _Step, step2: _Step
+    ) -> dict[str, Any]:
         from ..metrics.coherency import partial_match
 
         first, second = step1.candidates[step1.prediction()], step2.candidates[step2.prediction()]
@@ -414,8 +496,13 @@ class Coherency(Probe):
         m["dropped_relations"] = dict(prepared.dropped)
         m["candidate_score"] = cfg.params.candidate_score
         m["max_candidates"] = cfg.params.max_candidates
-        for k in ("coherency_templates_file", "object_candidates", "subject_candidates", "skipped_overlapping_labels",
-                  "items_with_context"):
+        for k in (
+            "coherency_templates_file",
+            "object_candidates",
+            "subject_candidates",
+            "skipped_overlapping_labels",
+            "items_with_context",
+        ):
             if k in prepared.info:
                 m[k] = prepared.info[k]
         return m

@@ -26,6 +26,7 @@ greedy continuation does not depend on the candidates. Here the greedy steps run
 shared-prefix scorer (`Scorer.prefix` then `Scorer.extend` by one token per step). An evidence
 paragraph is prepended as in the other modes (their autoregressive script has none).
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence

@@ -10,6 +10,7 @@ A run is `RunConfig(probe, base, params)`:
 `RunConfig.from_dict()` reads it back, coercing the strings that command lines, Kubeflow and MLflow
 parameters hand over. The CLI, the components and tracking all go through this one pair.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,14 +18,37 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from ..config import (CHOICES, DECIDES_RESULTS, HELP, PIPELINE, ConfigBase, add_config_arguments, field_type,
-                      namespace_to_dict, option, split_relations)
+from ..config import (
+    CHOICES,
+    DECIDES_RESULTS,
+    HELP,
+    PIPELINE,
+    ConfigBase,
+    add_config_arguments,
+    field_type,
+    namespace_to_dict,
+    option,
+    split_relations,
+)
 from ..errors import ConfigError
 from ..sources import SOURCES
 from .registry import get_probe, load_probes
 
-__all__ = ["BaseConfig", "RunConfig", "option_classes", "CHOICES", "DECIDES_RESULTS", "HELP", "PIPELINE",
-           "ConfigBase", "add_config_arguments", "field_type", "namespace_to_dict", "option", "split_relations"]
+__all__ = [
+    "BaseConfig",
+    "RunConfig",
+    "option_classes",
+    "CHOICES",
+    "DECIDES_RESULTS",
+    "HELP",
+    "PIPELINE",
+    "ConfigBase",
+    "add_config_arguments",
+    "field_type",
+    "namespace_to_dict",
+    "option",
+    "split_relations",
+]
 
 
 @dataclass
@@ -34,32 +58,53 @@ class BaseConfig(ConfigBase):
     model: str = option("smollm2-135m-instruct", "model: alias, local Hugging Face folder, PEFT adapter folder or hub id")
     base_model: str | None = option(None, "base model of a PEFT adapter folder (default: the adapter's base_model_name_or_path)")
     source: str = option("countryinfo", "fact source", choices=SOURCES)
-    data: str | None = option(None, "test facts: lama folder, Nobel CSV, triples file or s3://bucket/prefix (default: the source's)")
-    train_data: str | None = option(None, "folder of P*.jsonl training facts for in-context examples (default: split the test facts)")
+    data: str | None = option(
+        None, "test facts: lama folder, Nobel CSV, triples file or s3://bucket/prefix (default: the source's)"
+    )
+    train_data: str | None = option(
+        None, "folder of P*.jsonl training facts for in-context examples (default: split the test facts)"
+    )
     relations: list[str] | None = option(None, "comma-separated relation ids, e.g. P36,P19 (default: every usable relation)")
     max_facts_per_relation: int | None = option(None, "test facts per relation, a deterministic sample (default: all)")
     seed: int = option(0, "seed of distractors, example sampling, splits and sampling")
     device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
     dtype: str = option("auto", "auto | float32 | bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
-    token_budget: int | None = option(None, "most query tokens per packed forward (default: 1024 on CPU, 8192 on GPU)",
-                                      decides_results=False)
+    token_budget: int | None = option(
+        None, "most query tokens per packed forward (default: 1024 on CPU, 8192 on GPU)", decides_results=False
+    )
     out: str | None = option(None, "output folder (default runs/<probe>-<model>-<source>)", decides_results=False, pipeline=False)
-    threads: int | None = option(None, "CPU threads (default: the CPUs this process may use, cgroup quota and affinity, "
-                                 "divided among the pipeline steps run at once)", decides_results=False)
-    device_map: str | None = option(None, "split the model across devices with accelerate: auto | balanced | sequential "
-                                    "(default: the whole model on --device)", decides_results=False)
-    max_memory: str | None = option(None, "memory per device for --device-map, e.g. 0=20GiB,cpu=60GiB or a JSON object; "
-                                    "layers that fit nowhere go to disk (default: accelerate's)", decides_results=False)
+    threads: int | None = option(
+        None,
+        "CPU threads (default: the CPUs this process may use, cgroup quota and affinity, "
+        "divided among the pipeline steps run at once)",
+        decides_results=False,
+    )
+    device_map: str | None = option(
+        None,
+        "split the model across devices with accelerate: auto | balanced | sequential (default: the whole model on --device)",
+        decides_results=False,
+    )
+    max_memory: str | None = option(
+        None,
+        "memory per device for --device-map, e.g. 0=20GiB,cpu=60GiB or a JSON object; "
+        "layers that fit nowhere go to disk (default: accelerate's)",
+        decides_results=False,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check(bool(self.model and self.model.strip()), "model", self.model, "must not be empty")
         self.relations = split_relations(self.relations)
-        self.check(self.max_facts_per_relation is None or self.max_facts_per_relation >= 1,
-                   "max_facts_per_relation", self.max_facts_per_relation, "must be >= 1")
+        self.check(
+            self.max_facts_per_relation is None or self.max_facts_per_relation >= 1,
+            "max_facts_per_relation",
+            self.max_facts_per_relation,
+            "must be >= 1",
+        )
         self.check(self.token_budget is None or self.token_budget >= 1, "token_budget", self.token_budget, "must be >= 1")
-        self.check(not (self.source in ("triples", "s3") and not self.data), "data", self.data,
-                   f"source {self.source} needs --data")
+        self.check(
+            not (self.source in ("triples", "s3") and not self.data), "data", self.data, f"source {self.source} needs --data"
+        )
         self.check(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1")
         if self.device_map is not None or self.max_memory is not None:
             from ..lm.placement import check_placement
@@ -81,7 +126,7 @@ class RunConfig:
         return {"probe": self.probe, **self.base.to_dict(), **self.params.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], strict: bool = True) -> "RunConfig":
+    def from_dict(cls, d: dict[str, Any], strict: bool = True) -> RunConfig:
         """Split a flat dict into base and probe fields by name; unknown names raise ConfigError."""
         d = dict(d)
         name = d.pop("probe", None)
@@ -108,7 +153,7 @@ class RunConfig:
                     keep[f.name] = getattr(cfg, f.name)
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         """A copy with some flat fields changed (validated again)."""
         return RunConfig.from_dict({**self.to_dict(), **changes})
 
@@ -120,5 +165,3 @@ def option_classes() -> list[type]:
         if p.config_class not in out:
             out.append(p.config_class)
     return out
-
-

@@ -35,17 +35,19 @@ per setting and k (`settings`), the Figure-7 table (`figure7`: EM by setting and
 `regular`/`counterfactual` 10-shot summaries. `known_unknown.parquet` is written (or, on reuse,
 copied through) for the fine-tuning pipeline.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+from ..config import option
 from ..datasets.counterfactual import DRAWS, Exemplar, correct_object_keys, draw_exemplars, shuffle_answers
 from ..datasets.prepared import Prepared
 from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
 from .base import Probe, Session
-from ..config import option
 from .config import RunConfig
 from .qa import (
     ANSWER_COLUMNS,
@@ -71,16 +73,23 @@ FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "un
 class CounterfactualConfig(QAConfig):
     """Counterfactual ICL's own fields (`shots` defaults to Figure 7's k)."""
 
-    known_shots: int = option(10, "k of the regular block that decides known/unknown, and of the regular and "
-                                  "counterfactual settings of section 4.1")
-    known_unknown: str | None = option(None, "reuse this known/unknown table (a known_unknown.parquet, its folder, or "
-                                             "runs:/<MLflow run id> of the run that logged it; made by `qa --split all` "
-                                             "for the same model) instead of asking the pool")
+    known_shots: int = option(
+        10, "k of the regular block that decides known/unknown, and of the regular and counterfactual settings of section 4.1"
+    )
+    known_unknown: str | None = option(
+        None,
+        "reuse this known/unknown table (a known_unknown.parquet, its folder, or "
+        "runs:/<MLflow run id> of the run that logged it; made by `qa --split all` "
+        "for the same model) instead of asking the pool",
+    )
     strict: bool = option(False, "refuse when a setting has fewer known/unknown facts than k (default: cap k and say so)")
     counterfactual_answer: str = option(
-        "fact", "how a shuffled exemplar's answer is drawn from its relation's training facts: fact (a random "
-                "training fact's answer, so frequent objects come up more often: yuan2024's) or label (uniform over "
-                "the distinct answers: factprobe's before issue 20)", choices=DRAWS)
+        "fact",
+        "how a shuffled exemplar's answer is drawn from its relation's training facts: fact (a random "
+        "training fact's answer, so frequent objects come up more often: yuan2024's) or label (uniform over "
+        "the distinct answers: factprobe's before issue 20)",
+        choices=DRAWS,
+    )
 
     DEFAULT_SHOTS = (10, 15, 20, 32)
 
@@ -178,9 +187,11 @@ class CounterfactualProbe(Probe):
         pool_ids = {it.fact_id for it in pool_items(prepared)}
         hit = train[train["fact_id"].isin(pool_ids)]
         if hit.empty:
-            raise ConfigError(f"{cfg.params.known_unknown}: the known/unknown table covers none of this run's "
-                              f"{len(pool_ids)} train-split facts (was it made with the same data, seed and "
-                              f"--qa-train-per-relation, and --split all?)")
+            raise ConfigError(
+                f"{cfg.params.known_unknown}: the known/unknown table covers none of this run's "
+                f"{len(pool_ids)} train-split facts (was it made with the same data, seed and "
+                f"--qa-train-per-relation, and --split all?)"
+            )
         return dict(zip(hit["fact_id"], hit["known"].astype(bool)))
 
     def check_model(self, cfg: RunConfig, prepared: Prepared, loaded: Any) -> None:
@@ -194,9 +205,11 @@ class CounterfactualProbe(Probe):
         loaded = getattr(loaded, "revision", "") or ""
         theirs = sorted({str(r) for r in df["model_revision"] if str(r)} - {loaded}) if loaded else []
         if theirs:
-            raise ConfigError(f"{cfg.params.known_unknown}: the known/unknown table was made with revision "
-                              f"{', '.join(theirs)} of {cfg.base.model}, but the loaded weights are {loaded}; "
-                              "make a new table for these weights")
+            raise ConfigError(
+                f"{cfg.params.known_unknown}: the known/unknown table was made with revision "
+                f"{', '.join(theirs)} of {cfg.base.model}, but the loaded weights are {loaded}; "
+                "make a new table for these weights"
+            )
 
     def _known(self, session: Session) -> dict[str, bool]:
         cfg = session.cfg
@@ -224,28 +237,33 @@ class CounterfactualProbe(Probe):
         correct = self._correct_objects(session.prepared)
         if setting in ("pool", "pool-alt", "regular", "counterfactual"):
             drawn = regular_block(session.prepared, k, cfg.base.seed, alt=setting == "pool-alt")
-            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct,
-                                  draw=cfg.params.counterfactual_answer) if setting == "counterfactual"
-                  else [Exemplar.of(it) for it in drawn])
+            ex = (
+                shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct, draw=cfg.params.counterfactual_answer)
+                if setting == "counterfactual"
+                else [Exemplar.of(it) for it in drawn]
+            )
         else:
             want_known = setting.startswith("known")
             known = self._known(session)
             candidates = [it for it in pool if it.fact_id in known and known[it.fact_id] == want_known]
             kind = "known" if want_known else "unknown"
             if len(candidates) < k:
-                msg = (f"{group}: the model has {len(candidates)} {kind} train facts for k={k}"
-                       f" (of {len(known)} classified)")
+                msg = f"{group}: the model has {len(candidates)} {kind} train facts for k={k} (of {len(known)} classified)"
                 if p.strict:
                     raise ConfigError(msg + "; --strict refuses (lower --shots or raise --qa-train-per-relation)")
                 session.note(msg + f"; k capped at {len(candidates)}")
             drawn = draw_exemplars(candidates, k, cfg.base.seed, kind)
-            ex = (shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct,
-                                  draw=cfg.params.counterfactual_answer) if setting.endswith("-shuffle")
-                  else [Exemplar.of(it) for it in drawn])
+            ex = (
+                shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct, draw=cfg.params.counterfactual_answer)
+                if setting.endswith("-shuffle")
+                else [Exemplar.of(it) for it in drawn]
+            )
         unshuffled = [e.fact_id for e in ex if not e.shuffled]
         if setting in ("counterfactual", "known-shuffle", "unknown-shuffle") and unshuffled:
-            session.note(f"{group}: {len(unshuffled)} exemplar(s) kept their true answer (no other answer in "
-                         f"their relation): {', '.join(unshuffled[:5])}")
+            session.note(
+                f"{group}: {len(unshuffled)} exemplar(s) kept their true answer (no other answer in "
+                f"their relation): {', '.join(unshuffled[:5])}"
+            )
         return fit_block(session, group, ex, questions)
 
     def score_batch(self, session: Session, state: BlockState, batch: Sequence[QATask]) -> list[dict]:
@@ -262,10 +280,19 @@ class CounterfactualProbe(Probe):
         for g, rs in settings.items():
             summary[g]["shots_used"] = rs[0]["shots"]
             summary[g]["shuffled_exemplars"] = sum(e["shuffled"] for e in rs[0]["exemplars"])
-        figure7 = [{"setting": s, "shots": k, "shots_used": summary.get(f"{s}@{k}", {}).get("shots_used"),
-                    "em": summary.get(f"{s}@{k}", {}).get("em"), "f1": summary.get(f"{s}@{k}", {}).get("f1"),
-                    "contains": summary.get(f"{s}@{k}", {}).get("contains"), "n": summary.get(f"{s}@{k}", {}).get("n")}
-                   for s in FIGURE7_SETTINGS for k in p.shots]
+        figure7 = [
+            {
+                "setting": s,
+                "shots": k,
+                "shots_used": summary.get(f"{s}@{k}", {}).get("shots_used"),
+                "em": summary.get(f"{s}@{k}", {}).get("em"),
+                "f1": summary.get(f"{s}@{k}", {}).get("f1"),
+                "contains": summary.get(f"{s}@{k}", {}).get("contains"),
+                "n": summary.get(f"{s}@{k}", {}).get("n"),
+            }
+            for s in FIGURE7_SETTINGS
+            for k in p.shots
+        ]
         pool = [r for r in rows if r["split"] == "train"]
         if p.known_unknown:  # no pool phase: count the reused table's classification of the pool
             known = list(self._reused(cfg, prepared).values())
@@ -284,8 +311,13 @@ class CounterfactualProbe(Probe):
             "dropped_relations": dict(prepared.dropped),
         }
         reg = m["regular"] or {}
-        m.update(em=reg.get("em"), f1=reg.get("f1"), contains=reg.get("contains"), n=reg.get("n", 0),
-                 per_relation=reg.get("per_relation", {}))
+        m.update(
+            em=reg.get("em"),
+            f1=reg.get("f1"),
+            contains=reg.get("contains"),
+            n=reg.get("n", 0),
+            per_relation=reg.get("per_relation", {}),
+        )
         m.update(qa_info_summary(prepared))
         if capped:
             m["shots_capped"] = capped

@@ -19,6 +19,7 @@ table instead of failing the report.
 The operations layer's report step (factprobe_ops/components/steps/report.py) only lays these parts
 out and logs them. Pure: reads the run folders, imports no mlflow or kfp.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -49,8 +50,13 @@ def _one_run_per_model(name: str, runs: Sequence[ReportRun], notes: list[dict]) 
         per_model.setdefault(str(r.model), []).append(r)
     for model, rs in per_model.items():
         if len(rs) > 1 and len(per_model) > 1:
-            notes.append({"probe": name, "note": f"{model} has {len(rs)} runs ({', '.join(r.name for r in rs)}); "
-                                                 f"left out of the cross-model maps, which take one run per model"})
+            notes.append(
+                {
+                    "probe": name,
+                    "note": f"{model} has {len(rs)} runs ({', '.join(r.name for r in rs)}); "
+                    f"left out of the cross-model maps, which take one run per model",
+                }
+            )
     return [rs[0] for rs in per_model.values() if len(rs) == 1]
 
 
@@ -66,19 +72,45 @@ def _maps_part(name: str, maps: Any, metric: str, notes: list[dict]) -> ReportPa
     part.figures[f"{name}: Pearson r of per-relation {metric} between models"] = (f"cross_model_pearson_{name}", figs["pearson"])
     meta = {m["label"]: m for m in res["models"]}
     part.tables[f"cross_model_{name}"] = [
-        {"model": lab, "family": meta[lab]["family"],
-         "size": None if meta[lab]["size"] is None else int(meta[lab]["size"]), "base": meta[lab]["base"],
-         metric: meta[lab]["accuracy"], **res["heatmap"][lab]} for lab in res["order"]]
+        {
+            "model": lab,
+            "family": meta[lab]["family"],
+            "size": None if meta[lab]["size"] is None else int(meta[lab]["size"]),
+            "base": meta[lab]["base"],
+            metric: meta[lab]["accuracy"],
+            **res["heatmap"][lab],
+        }
+        for lab in res["order"]
+    ]
     fc = res["family_correlation"]
     part.tables[f"cross_model_pearson_{name}"] = [{"model": lab, **res["pearson"][lab]} for lab in res["order"]]
     part.tables[f"cross_model_families_{name}"] = [
         {"model pairs": "within a family", "mean Pearson r": fc["within"], "pairs": fc["n_within"]},
-        {"model pairs": "across families", "mean Pearson r": fc["across"], "pairs": fc["n_across"]}]
-    eta_rows = [{"pair": k, "kind": "size", "eta_pooled": v["pooled"], "eta_relation_mean": v["relation_mean"],
-                 "n_joined": v["n_joined"], "n_small_known": v["n_small_known"]} for k, v in res["eta"].items()]
-    eta_rows += [{"pair": k, "kind": "fine-tuned", "eta_pooled": v["eta"], "eta_relation_mean": v["eta_relation_mean"],
-                  "n_joined": v["n_joined"], "n_small_known": v["n_finetuned_known"],
-                  "accuracy_delta": v["accuracy_delta"]} for k, v in res["base_vs_finetuned"].items()]
+        {"model pairs": "across families", "mean Pearson r": fc["across"], "pairs": fc["n_across"]},
+    ]
+    eta_rows = [
+        {
+            "pair": k,
+            "kind": "size",
+            "eta_pooled": v["pooled"],
+            "eta_relation_mean": v["relation_mean"],
+            "n_joined": v["n_joined"],
+            "n_small_known": v["n_small_known"],
+        }
+        for k, v in res["eta"].items()
+    ]
+    eta_rows += [
+        {
+            "pair": k,
+            "kind": "fine-tuned",
+            "eta_pooled": v["eta"],
+            "eta_relation_mean": v["eta_relation_mean"],
+            "n_joined": v["n_joined"],
+            "n_small_known": v["n_finetuned_known"],
+            "accuracy_delta": v["accuracy_delta"],
+        }
+        for k, v in res["base_vs_finetuned"].items()
+    ]
     if eta_rows:
         part.tables[f"cross_model_eta_{name}"] = eta_rows
     notes.extend({"probe": name, "note": note} for note in res["notes"])
@@ -113,11 +145,23 @@ def cross_model_parts(runs: Sequence[ReportRun]) -> list[ReportPart]:
         try:
             facts, metric = [], ""
             for r in single:
-                df, verdict = verdict_table(pd.read_json(r.dir / "results.jsonl", lines=True), name,
-                                            f"run {r.name} ({r.dir})", "the cross-model maps read one boolean verdict per fact")
+                df, verdict = verdict_table(
+                    pd.read_json(r.dir / "results.jsonl", lines=True),
+                    name,
+                    f"run {r.name} ({r.dir})",
+                    "the cross-model maps read one boolean verdict per fact",
+                )
                 metric = verdict.compared
-                facts.append(RunFacts(model=str(r.model), table=df, ref=str(r.dir), digest=r.metrics.get("data_digest"),
-                                      config=r.config, probe=name))
+                facts.append(
+                    RunFacts(
+                        model=str(r.model),
+                        table=df,
+                        ref=str(r.dir),
+                        digest=r.metrics.get("data_digest"),
+                        config=r.config,
+                        probe=name,
+                    )
+                )
             aligned = align_runs(facts, intersect=True)
             maps = build_maps(aligned, resolve_model_meta([f.model for f in facts]), metric)
         except FactprobeError as e:

@@ -19,16 +19,18 @@ therefore see earlier test items completed with option j, as in the paper.
 Sharing: the leading examples are one cached prefix per relation; each of the M sequences of a
 group is one segment on top of it, and the scorer packs several sequences per forward.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..config import option
 from ..facts import Fact, MCItem
 from .base import Session
-from ..config import option
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 
@@ -57,8 +59,7 @@ def eic_group_segments(
         raise ValueError("EIC-LKE needs the same number of options for every item of a group")
     first_subject = enc(f"{tuple_separator}{items[0].subject}")
     example_ids = [
-        [t for e in exs for t in enc(f"{tuple_separator}{e.subject}") + enc(f"{separator}{e.object}")]
-        for exs in between
+        [t for e in exs for t in enc(f"{tuple_separator}{e.subject}") + enc(f"{separator}{e.object}")] for exs in between
     ]
     segments: list[Segment] = []
     owners: list[list[tuple[int, int]]] = []
@@ -96,7 +97,6 @@ def score_eic_group(
         for (i, j), v in zip(who, sums):
             out[i][j] = v
     return out
-
 
 
 def leading_prefix(examples: Sequence[Fact], separator: str, tuple_separator: str) -> str:
@@ -143,8 +143,13 @@ class EICLKE(MCProbe):
         pool = relation_examples(session, relation, p.examples + n_between)
         lead, rest = pool[: p.examples], pool[p.examples :]
         subject, opt = longest(session.prepared.items[relation])
-        lead = fit_examples(session, relation, lead, lambda ex: leading_prefix(ex, p.separator, p.tuple_separator),
-                            f"{p.tuple_separator}{subject}{p.separator}{opt}")
+        lead = fit_examples(
+            session,
+            relation,
+            lead,
+            lambda ex: leading_prefix(ex, p.separator, p.tuple_separator),
+            f"{p.tuple_separator}{subject}{p.separator}{opt}",
+        )
         prefix_text = leading_prefix(lead, p.separator, p.tuple_separator)
         between = [rest[i * k : (i + 1) * k] for i in range(per_seq - 1)]
         # No stand-in: the first test subject's tokens follow even when there are no leading examples.
@@ -157,10 +162,14 @@ class EICLKE(MCProbe):
         scores = score_eic_group(session.scorer, state.prefix, batch, state.between, sep, tsep)
         rows = []
         for i, (it, s) in enumerate(zip(batch, scores)):
-            ctx = state.prefix_text + "".join(
-                f"{tsep}{g.subject}{sep}<option>" + "".join(f"{tsep}{e.subject}{sep}{e.object}" for e in state.between[j])
-                for j, g in enumerate(batch[:i])
-            ) + f"{tsep}{it.subject}"
+            ctx = (
+                state.prefix_text
+                + "".join(
+                    f"{tsep}{g.subject}{sep}<option>" + "".join(f"{tsep}{e.subject}{sep}{e.object}" for e in state.between[j])
+                    for j, g in enumerate(batch[:i])
+                )
+                + f"{tsep}{it.subject}"
+            )
             rows.append(item_row(it, ctx, s, self.name))
         return rows
 

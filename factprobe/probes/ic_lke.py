@@ -15,14 +15,16 @@ relation name or instruction is used (design principle DP2). The n examples come
 relation's training facts, never from test subjects (`mc.relation_examples`). The relation prefix
 is shared by all test facts of the relation: the scorer caches it once and extends it per fact.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+from ..config import option
 from ..facts import Fact, MCItem
 from .base import Session
-from ..config import option
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from .registry import register
 
@@ -53,8 +55,11 @@ def option_continuation(option: str, separator: str = " ") -> str:
 class ICLKEConfig(ExamplesConfig):
     """IC-LKE's own fields."""
 
-    prompt_format: str = option("paper", "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's "
-                                         "'x1 S y1 , ... xn S yn x S S option'", choices=PROMPT_FORMATS)
+    prompt_format: str = option(
+        "paper",
+        "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's 'x1 S y1 , ... xn S yn x S S option'",
+        choices=PROMPT_FORMATS,
+    )
 
 
 @dataclass

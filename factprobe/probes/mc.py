@@ -8,20 +8,22 @@
   training facts, the relation's test subjects) only: never of which facts are still to score,
   so a fact sees the same context in a 10-fact run, a 200-fact run and a resumed run.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..config import ConfigBase, option
 from ..datasets.examples import sample_examples
 from ..datasets.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
 from .base import Probe, Session
-from ..config import ConfigBase, option
 from .config import RunConfig
 from .reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
 
@@ -33,8 +35,9 @@ class MCConfig(ConfigBase):
     """Fields of a multiple-choice item set."""
 
     choices: int = option(100, "options per item, gold included (wu2024: 100)")
-    skip_small_relations: bool = option(False, "skip requested relations whose distractor pool is smaller than --choices "
-                                               "instead of refusing the run")
+    skip_small_relations: bool = option(
+        False, "skip requested relations whose distractor pool is smaller than --choices instead of refusing the run"
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -47,10 +50,12 @@ class ExamplesConfig(MCConfig):
 
     examples: int = option(50, "in-context examples per relation (wu2024: 50)")
     separator: str = option(" ", "between subject and object (and, in the paper format, between examples)")
-    drop_self_examples: bool = option(False, "never use a training fact whose subject equals its object as an example "
-                                             "(the share is reported either way)")
-    on_too_long: str = option("truncate", "examples longer than the model's window: drop the earliest (truncate) or refuse",
-                              choices=ON_TOO_LONG)
+    drop_self_examples: bool = option(
+        False, "never use a training fact whose subject equals its object as an example (the share is reported either way)"
+    )
+    on_too_long: str = option(
+        "truncate", "examples longer than the model's window: drop the earliest (truncate) or refuse", choices=ON_TOO_LONG
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -62,15 +67,22 @@ def relation_examples(session: Session, relation: str, n: int) -> list[Fact]:
     """`n` training facts of `relation` for the prompt (see the module docstring); notes a shortfall."""
     cfg = session.cfg
     test_subjects = [f for f in session.prepared.test if f.relation == relation]
-    examples = sample_examples(session.prepared.train, relation, n, seed=cfg.base.seed, exclude_subjects=test_subjects,
-                               drop_self=getattr(cfg.params, "drop_self_examples", False))
+    examples = sample_examples(
+        session.prepared.train,
+        relation,
+        n,
+        seed=cfg.base.seed,
+        exclude_subjects=test_subjects,
+        drop_self=getattr(cfg.params, "drop_self_examples", False),
+    )
     if len(examples) < n:
         session.note(f"{relation}: only {len(examples)} training facts for {n} examples")
     return examples
 
 
-def fit_examples(session: Session, relation: str, examples: list[Fact], prefix_of: Callable[[list[Fact]], str],
-                 tail_text: str) -> list[Fact]:
+def fit_examples(
+    session: Session, relation: str, examples: list[Fact], prefix_of: Callable[[list[Fact]], str], tail_text: str
+) -> list[Fact]:
     """Drop the earliest examples until `prefix_of(examples) + tail_text` fits the model's window.
 
     `tail_text` is the longest fact-specific continuation of the relation (subject and option);
@@ -87,8 +99,10 @@ def fit_examples(session: Session, relation: str, examples: list[Fact], prefix_o
             )
         kept = kept[1:]
     if len(kept) < len(examples):
-        session.note(f"{relation}: context longer than the model's window ({scorer.max_length} tokens); "
-                     f"kept the last {len(kept)} of {len(examples)} examples")
+        session.note(
+            f"{relation}: context longer than the model's window ({scorer.max_length} tokens); "
+            f"kept the last {len(kept)} of {len(examples)} examples"
+        )
     if not kept and examples:
         raise ContextTooLongError(f"{relation}: even one example does not fit the context window")
     return kept
@@ -99,8 +113,9 @@ def longest(items: Sequence[MCItem]) -> tuple[str, str]:
     return max((it.subject for it in items), key=len), max((o for it in items for o in it.options), key=len)
 
 
-def item_row(item: MCItem, context: str, logprobs: Sequence[float] | np.ndarray, probe: str,
-             template: str | None = None) -> dict[str, Any]:
+def item_row(
+    item: MCItem, context: str, logprobs: Sequence[float] | np.ndarray, probe: str, template: str | None = None
+) -> dict[str, Any]:
     """One result row: the item, the exact context scored, and its option log-probs and verdict."""
     lp = [float(x) for x in logprobs]
     pred = mc.predict(lp)
@@ -135,8 +150,7 @@ class MCProbe(Probe):
     config_class = MCConfig
     headline_metric = Headline("accuracy", "accuracy")
     headline_keys = ("accuracy",)
-    per_fact_columns = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence",
-                        "template")
+    per_fact_columns = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence", "template")
     relation_metric = "accuracy"
     fact_verdict = "correct"
     report_group = "multiple-choice"  # the four probes share one heatmap, one set of bars, one summary
@@ -192,16 +206,25 @@ class MCProbe(Probe):
             from ..report.cross_model_plots import accuracy_at_k_figure
 
             figures["accuracy_at_k"] = accuracy_at_k_figure(
-                metrics, title=f"{self.name} {model_label(model)}: Accuracy@K and coverage")
+                metrics, title=f"{self.name} {model_label(model)}: Accuracy@K and coverage"
+            )
         return figures
 
     def relation_table(self, metrics: Mapping[str, Any]):
         """One row per relation: accuracy, prob_mass (the gold option's probability mass), n and the 95% interval."""
         import pandas as pd
 
-        rows = [{"relation": r, "accuracy": m.get("accuracy"), "prob_mass": m.get("prob_mass"), "n": m.get("n"),
-                 "ci_low": m.get("accuracy_ci", [None, None])[0], "ci_high": m.get("accuracy_ci", [None, None])[1]}
-                for r, m in sorted(metrics.get("per_relation", {}).items())]
+        rows = [
+            {
+                "relation": r,
+                "accuracy": m.get("accuracy"),
+                "prob_mass": m.get("prob_mass"),
+                "n": m.get("n"),
+                "ci_low": m.get("accuracy_ci", [None, None])[0],
+                "ci_high": m.get("accuracy_ci", [None, None])[1],
+            }
+            for r, m in sorted(metrics.get("per_relation", {}).items())
+        ]
         return pd.DataFrame(rows)
 
     def relation_text(self, metrics: Mapping[str, Any]) -> str | None:
@@ -242,14 +265,17 @@ def format_relation_table(metrics: Mapping[str, Any]) -> str:
         return nan if v is None else float(v)
 
     def ci(v) -> str:
-        lo, hi = (v or [None, None])
+        lo, hi = v or [None, None]
         return f"[{num(lo):.3f}, {num(hi):.3f}]"
 
     lines = [f"{'relation':<14}{'n':>6}{'accuracy':>10}{'95% CI':>18}{'prob_mass':>11}"]
     for rel, m in sorted(metrics.get("per_relation", {}).items()):
-        lines.append(f"{rel:<14}{m['n']:>6}{num(m['accuracy']):>10.3f}{ci(m.get('accuracy_ci')):>18}"
-                     f"{num(m.get('prob_mass')):>11.3f}")
-    lines.append(f"{'micro':<14}{metrics['n']:>6}{num(metrics['accuracy']):>10.3f}{ci(metrics.get('accuracy_ci')):>18}"
-                 f"{num(metrics.get('prob_mass')):>11.3f}")
+        lines.append(
+            f"{rel:<14}{m['n']:>6}{num(m['accuracy']):>10.3f}{ci(m.get('accuracy_ci')):>18}{num(m.get('prob_mass')):>11.3f}"
+        )
+    lines.append(
+        f"{'micro':<14}{metrics['n']:>6}{num(metrics['accuracy']):>10.3f}{ci(metrics.get('accuracy_ci')):>18}"
+        f"{num(metrics.get('prob_mass')):>11.3f}"
+    )
     lines.append(f"{'macro':<14}{'':>6}{num(metrics.get('macro_accuracy')):>10.3f}{ci(metrics.get('macro_accuracy_ci')):>18}")
     return "\n".join(lines)

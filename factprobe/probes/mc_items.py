@@ -35,21 +35,23 @@ item's prompt or answered prompt once whitespace is removed and case folded
 (`factprobe.datasets.mc_items.leaks`). Each relation notes how many it left out, and metrics.json
 has the total, `examples_excluded_as_test`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..config import ConfigBase, option
 from ..datasets.mc_items import ANSWER_RULES, DEFAULT_SLOT, leak_keys, leaks, parse_fields, prepare_mc_items
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact, MCItem
 from ..seeding import stable_rng
 from .base import Session
-from ..config import ConfigBase, option
 from .config import RunConfig
 from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
 from .registry import register
@@ -62,16 +64,28 @@ class MCItemsConfig(ConfigBase):
     """mc-items' own fields (the items file is the base `--data`, the examples file `--train-data`)."""
 
     slot: str = option(DEFAULT_SLOT, "the answer slot in each prompt")
-    fields: str = option("", "your column names, e.g. prompt=text,answer=label (fields: prompt, options, answer, id, "
-                             "relation, group; default: the field names)")
-    answer_is: str = option("auto", "how an item's answer is read: auto (an option's text, else a 0-based index; an answer "
-                                    "that reads as two different options is refused), text or index", choices=ANSWER_RULES)
-    option_score: str = option("sum", "sum: summed log-prob of the option's scored tokens (probabilities among the "
-                                      "options); mean: per scored token (length-normalised)", choices=OPTION_SCORES)
+    fields: str = option(
+        "",
+        "your column names, e.g. prompt=text,answer=label (fields: prompt, options, answer, id, "
+        "relation, group; default: the field names)",
+    )
+    answer_is: str = option(
+        "auto",
+        "how an item's answer is read: auto (an option's text, else a 0-based index; an answer "
+        "that reads as two different options is refused), text or index",
+        choices=ANSWER_RULES,
+    )
+    option_score: str = option(
+        "sum",
+        "sum: summed log-prob of the option's scored tokens (probabilities among the "
+        "options); mean: per scored token (length-normalised)",
+        choices=OPTION_SCORES,
+    )
     examples: int = option(0, "in-context examples per relation from --train-data, each its prompt filled with its answer")
     example_separator: str = option("\n", "between in-context examples, and between the last one and the item")
-    on_too_long: str = option("truncate", "examples longer than the model's window: drop the earliest (truncate) or refuse",
-                              choices=ON_TOO_LONG)
+    on_too_long: str = option(
+        "truncate", "examples longer than the model's window: drop the earliest (truncate) or refuse", choices=ON_TOO_LONG
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -92,8 +106,9 @@ def fill(prompt: str, slot: str, option: str) -> str:
     return prompt.replace(slot, option, 1)
 
 
-def item_request(prompt: str, options: Sequence[str], slot: str, examples_text: str = "", separator: str = "\n"
-                 ) -> tuple[str, list[str]]:
+def item_request(
+    prompt: str, options: Sequence[str], slot: str, examples_text: str = "", separator: str = "\n"
+) -> tuple[str, list[str]]:
     """(context, one continuation per option) scored for an item (see the module docstring). A
     context with no text (slot first, no examples) stays empty: the scorer's stand-in token conditions it."""
     before, after = split_prompt(prompt, slot)
@@ -152,8 +167,9 @@ def example_pool(train: Sequence[Fact], keys: set[str], relation: str, slot: str
     return kept, len(pool) - len(kept)
 
 
-def choose_examples(train: Sequence[Fact], keys: set[str], relation: str, n: int, seed: int,
-                    slot: str = DEFAULT_SLOT) -> list[Fact]:
+def choose_examples(
+    train: Sequence[Fact], keys: set[str], relation: str, n: int, seed: int, slot: str = DEFAULT_SLOT
+) -> list[Fact]:
     """`n` training items for `relation` (see the module docstring), in drawn order; never one that
     is a test item (`keys`: the test items' `leak_keys`)."""
     pool, _ = example_pool(train, keys, relation, slot)
@@ -181,13 +197,15 @@ class MCItems(MCProbe):
         if not cfg.base.data:
             raise ConfigError("data=None: mc-items needs --data FILE (a .json list, .jsonl, .csv or .parquet of items)")
         if cfg.params.examples and not cfg.base.train_data:
-            raise ConfigError(f"examples={cfg.params.examples}: in-context examples need --train-data FILE "
-                              "(items in the --data format)")
+            raise ConfigError(
+                f"examples={cfg.params.examples}: in-context examples need --train-data FILE (items in the --data format)"
+            )
 
     def validate(self, cfg: RunConfig, prepared: Prepared) -> None:
         if cfg.params.examples and "train" not in prepared.facts:
-            raise ConfigError(f"examples={cfg.params.examples}: in-context examples need --train-data FILE "
-                              "(items in the --data format)")
+            raise ConfigError(
+                f"examples={cfg.params.examples}: in-context examples need --train-data FILE (items in the --data format)"
+            )
 
     def input_name(self, cfg: RunConfig) -> str:
         """`mc-items-<file stem>`."""
@@ -200,8 +218,10 @@ class MCItems(MCProbe):
         keys = leak_keys(session.prepared.test, p.slot)
         _, excluded = example_pool(session.prepared.train.facts, keys, relation, p.slot)
         if excluded:
-            session.note(f"{relation}: {excluded} training item(s) left out of the examples: each is a test item "
-                         "(its prompt or answered prompt equals one, ignoring whitespace and case)")
+            session.note(
+                f"{relation}: {excluded} training item(s) left out of the examples: each is a test item "
+                "(its prompt or answered prompt equals one, ignoring whitespace and case)"
+            )
         examples = choose_examples(session.prepared.train.facts, keys, relation, p.examples, cfg.base.seed, p.slot)
         if len(examples) < p.examples:
             session.note(f"{relation}: only {len(examples)} training items for {p.examples} examples")
@@ -222,8 +242,7 @@ class MCItems(MCProbe):
 
         p = session.cfg.params
         scorer = session.scorer
-        requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator)
-                    for it in batch]
+        requests = [item_request(it.subject, it.options, p.slot, state.examples_text, p.example_separator) for it in batch]
         if state.prefix is None:  # no examples: pack the items' own trees after an empty prefix
             sums = score_packed(scorer, requests)
         else:

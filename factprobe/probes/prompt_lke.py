@@ -8,17 +8,19 @@ continuation, so templates whose object is not last (`[Y] is the capital of [X]`
 condition on the subject. A template that starts with `[Y]` gets the tokenizer's BOS (or EOS)
 text as its context, as lm-evaluation-harness does for empty contexts.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
+from ..config import option
 from ..errors import ConfigError, DataError
 from ..facts import MCItem
 from .base import Session
-from ..config import option
 from .mc import MCConfig, MCProbe, item_row
 from .registry import register
 
@@ -37,7 +39,7 @@ def fill_template(template: str, subject: str, option: str) -> tuple[str, str]:
     after = _TRAILING_PERIOD.sub("", after)
     context = before.replace("[X]", subject)
     stripped = context.rstrip()
-    space = context[len(stripped):]
+    space = context[len(stripped) :]
     return stripped, f"{space}{option}{after.replace('[X]', subject)}"
 
 
@@ -46,15 +48,22 @@ def fill_template(template: str, subject: str, option: str) -> tuple[str, str]:
 class PromptConfig(MCConfig):
     """HGP/MMP's own fields."""
 
-    templates: str = option("3", "how many templates per relation, sampled with the seed from the LPAQA file, "
-                                 "or 'paper' for exactly wu2024's appendix G, Table 5")
+    templates: str = option(
+        "3",
+        "how many templates per relation, sampled with the seed from the LPAQA file, "
+        "or 'paper' for exactly wu2024's appendix G, Table 5",
+    )
     prompts_root: str | None = option(None, "LPAQA prompts folder (default: <data root>/lpaqa/prompts)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.templates = str(self.templates).strip()
-        self.check(self.templates == "paper" or (self.templates.isdigit() and int(self.templates) >= 1),
-                   "templates", self.templates, "must be 'paper' or a count >= 1")
+        self.check(
+            self.templates == "paper" or (self.templates.isdigit() and int(self.templates) >= 1),
+            "templates",
+            self.templates,
+            "must be 'paper' or a count >= 1",
+        )
 
 
 class PromptProbe(MCProbe):

@@ -30,24 +30,25 @@ so no question is ever answered with its own answer in the prompt. The regular k
 known/unknown table, `known_unknown.parquet` (`factprobe.datasets.known_unknown`), for the facts of
 `--split` (`all` covers the train split that counterfactual ICL and fine-tuning draw from).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+from ..config import ConfigBase, option
 from ..datasets.counterfactual import Exemplar, draw_exemplars
 from ..datasets.prepared import Prepared
 from ..datasets.qa import QAItem, qa_info_summary, qa_train_items
 from ..errors import ContextTooLongError
 from ..metrics import qa as qam
 from .base import Probe, Session
-from ..config import ConfigBase, option
 from .config import RunConfig
 from .registry import register
 from .reporting import Headline, ReportPart, ReportRun
 
-INSTRUCTION = ("Instruction: answer the following question. Don't include explanation. "
-               "Keep the answer as concise as possible.")
+INSTRUCTION = "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."
 STOP = ("\n", "Question:")
 SPLITS = ("eval", "train", "all")
 #: prompts per generation batch (and per checkpoint)
@@ -89,11 +90,16 @@ def qa_prompt(block: str, question: str) -> str:
 class QAConfig(ConfigBase):
     """Fields shared by the QA and counterfactual probes."""
 
-    shots: list[int] | None = option(None, "exemplars in the shared block: one k or a list, e.g. 0,10 "
-                                           "(qa default: 10; counterfactual default: 10,15,20,32, Figure 7)")
+    shots: list[int] | None = option(
+        None,
+        "exemplars in the shared block: one k or a list, e.g. 0,10 "
+        "(qa default: 10; counterfactual default: 10,15,20,32, Figure 7)",
+    )
     max_new_tokens: int = option(16, "most tokens generated per answer (it also stops at a newline or 'Question:')")
-    qa_train_per_relation: int | None = option(50, "train-split facts per relation in the exemplar pool (counterfactual "
-                                                    "ICL sorts these into known and unknown); empty: all")
+    qa_train_per_relation: int | None = option(
+        50,
+        "train-split facts per relation in the exemplar pool (counterfactual ICL sorts these into known and unknown); empty: all",
+    )
     qa_templates: str | None = option(None, "question templates file (default: factprobe/datasets/data/qa_templates.tsv)")
 
     DEFAULT_SHOTS = (10,)
@@ -103,16 +109,21 @@ class QAConfig(ConfigBase):
         self.shots = split_ints(self.shots, "shots") or list(self.DEFAULT_SHOTS)
         self.check(all(k >= 0 for k in self.shots), "shots", self.shots, "must be >= 0")
         self.check(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "must be >= 1")
-        self.check(self.qa_train_per_relation is None or self.qa_train_per_relation >= 1, "qa_train_per_relation",
-                   self.qa_train_per_relation, "must be >= 1")
+        self.check(
+            self.qa_train_per_relation is None or self.qa_train_per_relation >= 1,
+            "qa_train_per_relation",
+            self.qa_train_per_relation,
+            "must be >= 1",
+        )
 
 
 @dataclass
 class QAProbeConfig(QAConfig):
     """The QA probe's own fields."""
 
-    split: str = option("eval", "which facts to ask: eval (the evaluation split), train (the exemplar pool) or all",
-                        choices=SPLITS)
+    split: str = option(
+        "eval", "which facts to ask: eval (the evaluation split), train (the exemplar pool) or all", choices=SPLITS
+    )
 
 
 @dataclass(frozen=True)
@@ -154,8 +165,9 @@ def regular_block(prepared: Prepared, k: int, seed: int, alt: bool = False) -> l
     return draw_exemplars([it for it in pool if it.fact_id not in taken], k, seed, "regular-alt")
 
 
-def regular_groups(prepared: Prepared, items: Sequence[QAItem], k: int, seed: int, name: str = "regular",
-                   setting: str = "regular") -> dict[str, list[QATask]]:
+def regular_groups(
+    prepared: Prepared, items: Sequence[QAItem], k: int, seed: int, name: str = "regular", setting: str = "regular"
+) -> dict[str, list[QATask]]:
     """Tasks answered with the regular block, `{name}@k`; items inside that block go to
     `{name}-alt@k`, answered with `regular_block(alt=True)`."""
     in_block = {it.fact_id for it in regular_block(prepared, k, seed)}
@@ -184,12 +196,16 @@ def fit_block(session: Session, group: str, exemplars: list[Exemplar], questions
         if n + p.max_new_tokens <= gen.max_length:
             break
         if not kept:
-            raise ContextTooLongError(f"{group}: the longest question ({longest[:60]!r}) alone takes {n} tokens + "
-                                      f"{p.max_new_tokens} new; the model's window is {gen.max_length}")
+            raise ContextTooLongError(
+                f"{group}: the longest question ({longest[:60]!r}) alone takes {n} tokens + "
+                f"{p.max_new_tokens} new; the model's window is {gen.max_length}"
+            )
         kept = kept[:-1]
     if len(kept) < len(exemplars):
-        session.note(f"{group}: the block does not fit the model's window ({gen.max_length} tokens); "
-                     f"kept the first {len(kept)} of {len(exemplars)} exemplars")
+        session.note(
+            f"{group}: the block does not fit the model's window ({gen.max_length} tokens); "
+            f"kept the first {len(kept)} of {len(exemplars)} exemplars"
+        )
     session.generator_for_rows(BATCH, n + p.max_new_tokens)
     return BlockState(kept, block, gen)
 
@@ -198,22 +214,39 @@ def generate_rows(session: Session, state: BlockState, batch: Sequence[QATask], 
     """Greedy answers for a batch of tasks sharing `state`'s block, scored into result rows."""
     p = session.cfg.params
     prompts = [qa_prompt(state.block, t.item.question) for t in batch]
-    gens = state.generator.greedy(prompts, max_new_tokens=p.max_new_tokens, stop=STOP,
-                                  shared_prefix=state.block)
+    gens = state.generator.greedy(prompts, max_new_tokens=p.max_new_tokens, stop=STOP, shared_prefix=state.block)
     exemplars = [e.to_dict() for e in state.exemplars]
     rows = []
     for t, prompt, g in zip(batch, prompts, gens):
         it = t.item
         scores = qam.score_answer(g.text, it.gold, it.answer_type)
-        rows.append({
-            "key": t.key, "fact_id": it.fact_id, "probe": probe, "relation": it.relation, "subject": it.subject,
-            "subject_id": it.subject_id, "split": it.split, "setting": t.setting, "shots": len(state.exemplars),
-            "shots_asked": t.shots, "question": it.question, "prompt": prompt, "answer": g.text,
-            "answer_token_ids": list(g.token_ids), "finish_reason": g.finish_reason, "gold": list(it.gold),
-            "answer_type": it.answer_type, "popularity": it.popularity, **scores,
-            # for `factprobe compare` / the regression gate, which join runs on fact_id + correct
-            "prediction": g.text.strip(), "correct": bool(scores["em"] >= 1.0), "exemplars": exemplars,
-        })
+        rows.append(
+            {
+                "key": t.key,
+                "fact_id": it.fact_id,
+                "probe": probe,
+                "relation": it.relation,
+                "subject": it.subject,
+                "subject_id": it.subject_id,
+                "split": it.split,
+                "setting": t.setting,
+                "shots": len(state.exemplars),
+                "shots_asked": t.shots,
+                "question": it.question,
+                "prompt": prompt,
+                "answer": g.text,
+                "answer_token_ids": list(g.token_ids),
+                "finish_reason": g.finish_reason,
+                "gold": list(it.gold),
+                "answer_type": it.answer_type,
+                "popularity": it.popularity,
+                **scores,
+                # for `factprobe compare` / the regression gate, which join runs on fact_id + correct
+                "prediction": g.text.strip(),
+                "correct": bool(scores["em"] >= 1.0),
+                "exemplars": exemplars,
+            }
+        )
     return rows
 
 
@@ -236,8 +269,22 @@ def qa_summary(rows: Sequence[dict]) -> dict:
 
 
 #: per-fact columns of the generated-answer probes (QA, counterfactual ICL)
-ANSWER_COLUMNS = ("fact_id", "relation", "subject", "question", "answer", "gold", "em", "f1", "contains", "correct",
-                  "setting", "shots", "shots_asked", "split")
+ANSWER_COLUMNS = (
+    "fact_id",
+    "relation",
+    "subject",
+    "question",
+    "answer",
+    "gold",
+    "em",
+    "f1",
+    "contains",
+    "correct",
+    "setting",
+    "shots",
+    "shots_asked",
+    "split",
+)
 
 
 class QAProbe(Probe):
@@ -295,8 +342,10 @@ class QAProbe(Probe):
         cfg = session.cfg
         drawn = regular_block(session.prepared, k, cfg.base.seed, alt=name.endswith("-alt"))
         if len(drawn) < k:
-            session.note(f"{group}: the train split holds only {len(drawn)} items for {k} exemplars; "
-                         f"k capped at {len(drawn)} (scores are labelled with the k used)")
+            session.note(
+                f"{group}: the train split holds only {len(drawn)} items for {k} exemplars; "
+                f"k capped at {len(drawn)} (scores are labelled with the k used)"
+            )
         questions = [t.item.question for t in self.groups(cfg, session.prepared)[group]]
         return fit_block(session, group, [Exemplar.of(it) for it in drawn], questions)
 
@@ -314,8 +363,10 @@ class QAProbe(Probe):
         capped = {str(k): labels[k] for k in shots if labels[k] != k}
         if capped:
             m["shots_capped"] = capped
-            m["shots_note"] = "; ".join(f"--shots {k}: only {used} exemplar(s) used (the train split or the "
-                                        f"model's window is too small), labelled {used}" for k, used in capped.items())
+            m["shots_note"] = "; ".join(
+                f"--shots {k}: only {used} exemplar(s) used (the train split or the model's window is too small), labelled {used}"
+                for k, used in capped.items()
+            )
         if len(shots) > 1:
             m["per_shots"] = {}
             for k, v in by_k.items():

@@ -10,9 +10,11 @@ metrics, per-run figures and cross-run report parts. The probe classes (`qa.QAPr
   `em/<probe>/<model>/<setting>/k<k>` metrics; per run `em/<setting>/k<k>` (also f1, contains) and
   EM against k as metric steps of `em_by_k/<setting>` (the MLflow UI's chart of one run's Figure 7).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
 
@@ -56,8 +58,10 @@ def figure7_text(m: Mapping[str, Any]) -> str | None:
     width = max(len("setting"), *(len(s) for s in settings)) + 2
     ns = {r.get("n") for r in rows if r.get("n") is not None}
     per_cell = f", n = {ns.pop()} per cell" if len(ns) == 1 else ""
-    lines = [f"Figure 7: EM per setting and k (evaluation split{per_cell})",
-             f"{'setting':<{width}}" + "".join(f"{'k=' + str(k):>9}" for k in ks)]
+    lines = [
+        f"Figure 7: EM per setting and k (evaluation split{per_cell})",
+        f"{'setting':<{width}}" + "".join(f"{'k=' + str(k):>9}" for k in ks),
+    ]
     lines += [f"{s:<{width}}" + "".join(f"{show(cell.get((s, k))):>9}" for k in ks) for s in settings]
     if m.get("shots_note"):
         lines.append(f"* {m['shots_note']}")
@@ -77,11 +81,29 @@ def qa_rows(runs: Sequence[ReportRun]) -> list[dict]:
         if not _has_em(m):
             continue
         shots = m.get("shots") or [None]
-        rows.append({"model": r.label, "shots": shots[0], "split": "eval", "em": m.get("em"), "f1": m.get("f1"),
-                     "contains": m.get("contains"), "n": m.get("n")})
+        rows.append(
+            {
+                "model": r.label,
+                "shots": shots[0],
+                "split": "eval",
+                "em": m.get("em"),
+                "f1": m.get("f1"),
+                "contains": m.get("contains"),
+                "n": m.get("n"),
+            }
+        )
         for k, summary in (m.get("per_shots") or {}).items():
-            rows.append({"model": r.label, "shots": int(k), "split": "asked", "em": summary.get("em"),
-                         "f1": summary.get("f1"), "contains": summary.get("contains"), "n": summary.get("n")})
+            rows.append(
+                {
+                    "model": r.label,
+                    "shots": int(k),
+                    "split": "asked",
+                    "em": summary.get("em"),
+                    "f1": summary.get("f1"),
+                    "contains": summary.get("contains"),
+                    "n": summary.get("n"),
+                }
+            )
     return rows
 
 
@@ -133,37 +155,72 @@ def counterfactual_rows(runs: Sequence[ReportRun], zero: Mapping[str, Mapping[st
         model = r.label
         if model in zero:
             z = zero[model]
-            rows.append({"model": model, "setting": "zero-shot", "shots": 0, "shots_used": 0, "em": z.get("em"),
-                         "f1": z.get("f1"), "contains": z.get("contains"), "n": z.get("n")})
+            rows.append(
+                {
+                    "model": model,
+                    "setting": "zero-shot",
+                    "shots": 0,
+                    "shots_used": 0,
+                    "em": z.get("em"),
+                    "f1": z.get("f1"),
+                    "contains": z.get("contains"),
+                    "n": z.get("n"),
+                }
+            )
         for group, summary in (m.get("settings") or {}).items():
             setting, _, k = group.rpartition("@")
             if setting in ("regular", "counterfactual"):
-                rows.append({"model": model, "setting": setting, "shots": int(k), "shots_used": summary.get("shots_used"),
-                             "em": summary.get("em"), "f1": summary.get("f1"), "contains": summary.get("contains"),
-                             "n": summary.get("n")})
+                rows.append(
+                    {
+                        "model": model,
+                        "setting": setting,
+                        "shots": int(k),
+                        "shots_used": summary.get("shots_used"),
+                        "em": summary.get("em"),
+                        "f1": summary.get("f1"),
+                        "contains": summary.get("contains"),
+                        "n": summary.get("n"),
+                    }
+                )
         for x in m["figure7"]:
             n = x.get("n", (m.get("settings") or {}).get(f"{x['setting']}@{x['shots']}", {}).get("n"))
-            rows.append({"model": model, "setting": x["setting"], "shots": int(x["shots"]), "shots_used": x.get("shots_used"),
-                         "em": x.get("em"), "f1": x.get("f1"), "contains": x.get("contains"), "n": n})
+            rows.append(
+                {
+                    "model": model,
+                    "setting": x["setting"],
+                    "shots": int(x["shots"]),
+                    "shots_used": x.get("shots_used"),
+                    "em": x.get("em"),
+                    "f1": x.get("f1"),
+                    "contains": x.get("contains"),
+                    "n": n,
+                }
+            )
     return rows
 
 
-def counterfactual_report(runs: Sequence[ReportRun], everything: Sequence[ReportRun],
-                          is_zero_shot_source: Callable[[ReportRun], bool]) -> ReportPart:
+def counterfactual_report(
+    runs: Sequence[ReportRun], everything: Sequence[ReportRun], is_zero_shot_source: Callable[[ReportRun], bool]
+) -> ReportPart:
     """Figure 7 and Figure 6 across models, the `counterfactual_icl` table, every top-level number
     and `em/<probe>/<model>/<setting>/k<k>`. The zero-shot lines come from the runs of `everything`
     that `is_zero_shot_source` accepts (QA runs) and that asked k = 0 first."""
     from ..report.plots import figure7, regular_vs_counterfactual_bars
 
     part = ReportPart(metrics=top_level_metrics(runs))
-    zero_runs = {r.label: r.metrics for r in everything if is_zero_shot_source(r) and _has_em(r.metrics)
-                 and zero_shot_em(r.metrics) is not None}
+    zero_runs = {
+        r.label: r.metrics
+        for r in everything
+        if is_zero_shot_source(r) and _has_em(r.metrics) and zero_shot_em(r.metrics) is not None
+    }
     cf = {r.label: r.metrics for r in runs if r.metrics.get("figure7")}
     if cf:
         zero = {model: zero_shot_em(m) for model, m in zero_runs.items()}
         part.figures["counterfactual ICL: EM against k (Figure 7)"] = ("figure7_em_vs_k", figure7(cf, zero_shot=zero))
         part.figures["regular vs counterfactual exemplars (Figure 6)"] = (
-            "figure6_regular_vs_counterfactual", regular_vs_counterfactual_bars(cf))
+            "figure6_regular_vs_counterfactual",
+            regular_vs_counterfactual_bars(cf),
+        )
     rows = counterfactual_rows(runs, zero_runs)
     if rows:
         part.tables["counterfactual_icl"] = rows

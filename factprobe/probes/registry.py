@@ -8,6 +8,7 @@ Built-in probes are listed in `BUILTIN_MODULES`; more can be added without touch
 through the environment variable `FACTPROBE_PROBE_MODULES` (comma-separated module names) or the
 `factprobe.probes` entry-point group: each module registers its probe on import.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,7 +32,7 @@ BUILTIN_MODULES = (
 PLUGIN_ENV = "FACTPROBE_PROBE_MODULES"
 ENTRY_POINT_GROUP = "factprobe.probes"
 
-_REGISTRY: dict[str, "Probe"] = {}
+_REGISTRY: dict[str, Probe] = {}
 _loaded = False
 
 
@@ -41,8 +42,10 @@ def register(probe: Probe) -> Probe:
     if not getattr(probe, "name", ""):
         raise ConfigError(f"{type(probe).__name__}: a probe needs a name")
     if probe.fact_verdict and probe.fact_verdict not in probe.per_fact_columns:
-        raise ConfigError(f"probe {probe.name}: fact_verdict {probe.fact_verdict!r} is not one of its per_fact_columns "
-                          f"({', '.join(probe.per_fact_columns)}); compare reads it from the per-fact table")
+        raise ConfigError(
+            f"probe {probe.name}: fact_verdict {probe.fact_verdict!r} is not one of its per_fact_columns "
+            f"({', '.join(probe.per_fact_columns)}); compare reads it from the per-fact table"
+        )
     old = _REGISTRY.get(probe.name)
     if old is not None and type(old) is not type(probe):
         raise ConfigError(f"probe name {probe.name!r} is registered twice ({type(old).__name__}, {type(probe).__name__})")
@@ -70,8 +73,9 @@ def load_probes() -> dict[str, Probe]:
             try:
                 importlib.import_module(mod)
             except ImportError as e:
-                raise ConfigError(f"cannot import probe module {mod!r} (from {PLUGIN_ENV} or the "
-                                  f"{ENTRY_POINT_GROUP} entry points): {e}") from None
+                raise ConfigError(
+                    f"cannot import probe module {mod!r} (from {PLUGIN_ENV} or the {ENTRY_POINT_GROUP} entry points): {e}"
+                ) from None
         # list order = module order (built-ins first), whatever order they were first imported in
         rank = {m: i for i, m in enumerate(modules)}
         ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))

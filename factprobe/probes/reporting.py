@@ -19,17 +19,28 @@ This module holds the data types of those declarations and the default implement
 here imports mlflow or kfp: figures are matplotlib Figures, tables pandas DataFrames or lists of
 dicts, metrics plain {name: number} dicts; factprobe_ops/tracking/ logs them.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 #: per-fact columns of a probe that declares none (the multiple-choice columns, plus `template`)
-DEFAULT_PER_FACT_COLUMNS = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob",
-                            "confidence", "template")
+DEFAULT_PER_FACT_COLUMNS = (
+    "fact_id",
+    "relation",
+    "subject",
+    "gold",
+    "prediction",
+    "correct",
+    "gold_prob",
+    "confidence",
+    "template",
+)
 _BAD_NAME_CHARS = re.compile(r"[^\w.\- :/]")
 
 
@@ -151,7 +162,7 @@ def generic_flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     for group, table in metrics.items():
         if not (group.startswith("per_") and isinstance(table, dict)):
             continue
-        prefix = "" if group == "per_relation" else f"{metric_key(group[len('per_'):])}/"
+        prefix = "" if group == "per_relation" else f"{metric_key(group[len('per_') :])}/"
         for key, entry in table.items():
             if isinstance(entry, dict):
                 for name, v in entry.items():
@@ -164,8 +175,13 @@ def generic_relation_table(metrics: Mapping[str, Any]):
     """One row per relation with every number, string or None of its `per_relation` entry."""
     import pandas as pd
 
-    return pd.DataFrame([{"relation": r, **{k: v for k, v in m.items() if number(v) or isinstance(v, str) or v is None}}
-                         for r, m in sorted((metrics.get("per_relation") or {}).items()) if isinstance(m, dict)])
+    return pd.DataFrame(
+        [
+            {"relation": r, **{k: v for k, v in m.items() if number(v) or isinstance(v, str) or v is None}}
+            for r, m in sorted((metrics.get("per_relation") or {}).items())
+            if isinstance(m, dict)
+        ]
+    )
 
 
 def top_level_metrics(runs: Sequence[ReportRun]) -> dict[str, float]:
@@ -180,11 +196,16 @@ def relation_rows(runs: Sequence[ReportRun], headline: Headline | None, relation
     for r in runs:
         m = r.metrics
         cols = [c for c in dict.fromkeys(x for x in (headline.metric if headline else None, relation_metric) if x)]
-        rows.append({"model": r.label, "relation": "overall", **{c: m.get(c) for c in cols},
-                     "n": m.get("n", m.get("n_items"))})
+        rows.append({"model": r.label, "relation": "overall", **{c: m.get(c) for c in cols}, "n": m.get("n", m.get("n_items"))})
         if relation_metric:
             for rel, entry in sorted((m.get("per_relation") or {}).items()):
                 if isinstance(entry, dict):
-                    rows.append({"model": r.label, "relation": rel, **{c: entry.get(c) for c in cols},
-                                 "n": entry.get("n", entry.get("n_items"))})
+                    rows.append(
+                        {
+                            "model": r.label,
+                            "relation": rel,
+                            **{c: entry.get(c) for c in cols},
+                            "n": entry.get("n", entry.get("n_items")),
+                        }
+                    )
     return rows

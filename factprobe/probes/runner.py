@@ -34,11 +34,12 @@ a removed one is dropped.
 Returns a `ProbeOutcome`. An interrupt (SIGINT, or SIGTERM turned into `Terminated` by
 `factprobe.signals`) leaves every finished batch in the checkpoint for the next run to resume.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -75,12 +76,23 @@ def load_for_probe(cfg: RunConfig):
     from ..lm.served import check_probe, is_served
 
     if is_served(cfg.base.model):  # a server: its own checks (no weights to test for causality)
-        loaded = load_model(cfg.base.model, kind="causal", base_model=cfg.base.base_model,
-                            device_map=cfg.base.device_map, max_memory=cfg.base.max_memory)
+        loaded = load_model(
+            cfg.base.model,
+            kind="causal",
+            base_model=cfg.base.base_model,
+            device_map=cfg.base.device_map,
+            max_memory=cfg.base.max_memory,
+        )
         check_probe(loaded, cfg.probe, get_probe(cfg.probe).model_kinds)
         return loaded
-    loaded = load_model(cfg.base.model, device=cfg.base.device, dtype=cfg.base.dtype, base_model=cfg.base.base_model,
-                        device_map=cfg.base.device_map, max_memory=cfg.base.max_memory)
+    loaded = load_model(
+        cfg.base.model,
+        device=cfg.base.device,
+        dtype=cfg.base.dtype,
+        base_model=cfg.base.base_model,
+        device_map=cfg.base.device_map,
+        max_memory=cfg.base.max_memory,
+    )
     require_kind(loaded, get_probe(cfg.probe).model_kinds, cfg.probe)
     return loaded
 
@@ -135,8 +147,9 @@ def run_probe(
             ident = loaded_identity(ident, loaded)
             folder.check_identity(ident)
         folder.write_config(ident)  # only once the data (and the model, when one is needed) passed every check
-        if on_start and (not finished_before or
-                         (start_when_finished() if callable(start_when_finished) else start_when_finished)):
+        if on_start and (
+            not finished_before or (start_when_finished() if callable(start_when_finished) else start_when_finished)
+        ):
             on_start()
         for why in prepared.dropped.values():
             note(f"dropped {why}")
@@ -170,8 +183,16 @@ def run_probe(
         ordered = [done[k] for its in groups.values() for it in its for k in keys[id(it)] if k in done]
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
-        metrics.update(model_revision=ident.model_revision, n_resumed=resumed, notes=notes, probe=cfg.probe,
-                       model=cfg.base.model, data_digest=ident.data_digest, identity=redact_values(ident.to_dict()), threads=cfg.base.threads)
+        metrics.update(
+            model_revision=ident.model_revision,
+            n_resumed=resumed,
+            notes=notes,
+            probe=cfg.probe,
+            model=cfg.base.model,
+            data_digest=ident.data_digest,
+            identity=redact_values(ident.to_dict()),
+            threads=cfg.base.threads,
+        )
         metrics = json_safe(metrics)
         folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
     return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)
@@ -186,12 +207,14 @@ def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity
         revision, num = loaded.revision, loaded_numerics(loaded)
     else:
         from ..lm.loading import model_revision
-
         from ..lm.served import is_served, served_numerics
 
         revision = model_revision(cfg.base.model, cfg.base.base_model)
-        num = served_numerics() if is_served(cfg.base.model) else resolved_numerics(cfg.base.device, cfg.base.dtype,
-                                                                                     cfg.base.device_map)
+        num = (
+            served_numerics()
+            if is_served(cfg.base.model)
+            else resolved_numerics(cfg.base.device, cfg.base.dtype, cfg.base.device_map)
+        )
     ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num)
     return with_inputs(ident, cfg.to_dict())
 
@@ -200,10 +223,13 @@ def loaded_identity(ident: RunIdentity, loaded) -> RunIdentity:
     """`ident` completed by the loaded model: its numerics (attention implementation included). The
     loaded weights must be those the identity names (ConfigError when the files changed in between)."""
     if loaded.revision and ident.model_revision and loaded.revision != ident.model_revision:
-        raise ConfigError(f"the weights of {loaded.name} changed while the run started (revision {ident.model_revision} "
-                          f"when checked, {loaded.revision} when loaded); run again once they are stable")
-    return RunIdentity(loaded.revision or ident.model_revision, ident.data_digest, ident.config_key,
-                       loaded_numerics(loaded), ident.inputs)
+        raise ConfigError(
+            f"the weights of {loaded.name} changed while the run started (revision {ident.model_revision} "
+            f"when checked, {loaded.revision} when loaded); run again once they are stable"
+        )
+    return RunIdentity(
+        loaded.revision or ident.model_revision, ident.data_digest, ident.config_key, loaded_numerics(loaded), ident.inputs
+    )
 
 
 def score_naming_long_items(probe, session: Session, state, relation: str, batch) -> list[dict]:

@@ -15,6 +15,7 @@ read with `DEFAULT_VERDICT`, the multiple-choice one (`correct`, `accuracy`, hig
 
 Pure: nothing here reads a file or loads a model; pandas is only handed in.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,13 +52,15 @@ class FactVerdict:
         return "higher is better" if self.higher_is_better else "lower is better"
 
     def note(self) -> str:
-        """"" for a higher-is-better verdict; else one line saying what is compared, e.g. `compared:
+        """ "" for a higher-is-better verdict; else one line saying what is compared, e.g. `compared:
         not_hallucinated, the share of facts without `hallucinated` (a lower hallucination_rate is better,
         so a rise of it is a drop here)`."""
         if self.higher_is_better:
             return ""
-        return (f"compared: {self.compared}, the share of facts without `{self.column}` (a lower {self.metric} is "
-                f"better, so a rise of it is a drop here)")
+        return (
+            f"compared: {self.compared}, the share of facts without `{self.column}` (a lower {self.metric} is "
+            f"better, so a rise of it is a drop here)"
+        )
 
 
 #: the verdict of a per-fact table whose probe is not named (a bare results.jsonl): multiple choice
@@ -106,7 +109,7 @@ def why_no_verdict(probe: str) -> str:
 
 
 def table_problem(df: pd.DataFrame, verdict: FactVerdict) -> str:
-    """"" when per-fact table `df` can be read with `verdict`; else what is wrong, completing "<run> ...":
+    """ "" when per-fact table `df` can be read with `verdict`; else what is wrong, completing "<run> ...":
     `has no 'fact_id', 'hit' column in its per-fact table` or `has rows without a boolean `hit``."""
     missing = [c for c in ("fact_id", "relation", verdict.column) if c not in df.columns]
     if missing:
@@ -124,8 +127,9 @@ def right_series(df: pd.DataFrame, verdict: FactVerdict) -> pd.Series:
     return (right if verdict.higher_is_better else ~right).rename(RIGHT)
 
 
-def verdict_table(df: pd.DataFrame, probe: Probe | str | None, who: str, needs: str,
-                  error: type[Exception] = ConfigError) -> tuple[pd.DataFrame, FactVerdict]:
+def verdict_table(
+    df: pd.DataFrame, probe: Probe | str | None, who: str, needs: str, error: type[Exception] = ConfigError
+) -> tuple[pd.DataFrame, FactVerdict]:
     """The per-fact table `df` of a run of `probe` (see `verdict_of`) as every gate reads it: a copy
     whose `correct` column is the right series (`right_series`; a `correct` column of another meaning
     is replaced), and the verdict read. Raises ConfigError (one line, `<who> is a <probe> run ...;
@@ -144,5 +148,14 @@ def verdict_table(df: pd.DataFrame, probe: Probe | str | None, who: str, needs: 
     return out, verdict
 
 
-__all__ = ["DEFAULT_VERDICT", "RIGHT", "FactVerdict", "right_series", "table_problem", "verdict_of", "verdict_probes",
-           "verdict_table", "why_no_verdict"]
+__all__ = [
+    "DEFAULT_VERDICT",
+    "RIGHT",
+    "FactVerdict",
+    "right_series",
+    "table_problem",
+    "verdict_of",
+    "verdict_probes",
+    "verdict_table",
+    "why_no_verdict",
+]

@@ -8,6 +8,7 @@ accuracy on y, and the diagonal of perfect calibration: points below the diagona
 overconfident. Curves are grouped into panels (one per model, say), as Figure 2 shows the BERT
 models and the ICL settings of Llama3-8B side by side.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -18,8 +19,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
-def calibration_figure(panels: Mapping[str, Mapping[str, Sequence[Mapping]]], title: str = "calibration: confidence vs Acc@1",
-                       overconf: Mapping[str, Mapping[str, float | None]] | None = None):
+def calibration_figure(
+    panels: Mapping[str, Mapping[str, Sequence[Mapping]]],
+    title: str = "calibration: confidence vs Acc@1",
+    overconf: Mapping[str, Mapping[str, float | None]] | None = None,
+):
     """One panel per key of `panels` ({panel: {curve label: bins}}); each curve is its bins'
     (mean confidence, accuracy) points joined in order of confidence. `overconf` ({panel: {curve:
     value}}) adds each curve's Overconf to its legend label. Panels without bins are left out."""

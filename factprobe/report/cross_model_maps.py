@@ -20,6 +20,7 @@ show them (Wu et al. 2024, section 4.2: Figure 5, Figure 6, Tables 1 and 10).
 
 Pure: no mlflow, no tracking. Undefined numbers are NaN in memory and null in `CrossModelMaps.result`.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,9 +39,11 @@ ITEM_OPTIONS = ("choices", "train_data", "seed")
 #: the console lists every pair's Pearson r up to this many models
 SHOW_PAIRS_UP_TO = 6
 #: the console line when a family is not known from --model-meta (model_meta: config.json's model_type)
-FAMILIES_BY_ARCHITECTURE = ("families are by architecture (config.json's model_type), not by pretraining lineage: "
-                            "e.g. SmolLM2 falls in one family with any Llama; give --model-meta FILE with each model's "
-                            "family for the paper's families")
+FAMILIES_BY_ARCHITECTURE = (
+    "families are by architecture (config.json's model_type), not by pretraining lineage: "
+    "e.g. SmolLM2 falls in one family with any Llama; give --model-meta FILE with each model's "
+    "family for the paper's families"
+)
 
 
 @dataclass
@@ -77,8 +80,7 @@ def _digest_groups(labels: Sequence[str], runs: Mapping[str, RunFacts], sets: Ma
     groups: dict[str, list[str]] = {}
     for lab in labels:
         groups.setdefault(runs[lab].digest or "unknown (no digest recorded)", []).append(lab)
-    return "; ".join(f"data digest {d}: {', '.join(f'{x} ({len(sets[x])} facts)' for x in labs)}"
-                     for d, labs in groups.items())
+    return "; ".join(f"data digest {d}: {', '.join(f'{x} ({len(sets[x])} facts)' for x in labs)}" for d, labs in groups.items())
 
 
 def align_runs(runs: Sequence[RunFacts], *, intersect: bool = False, templates: str = "majority") -> Aligned:
@@ -94,8 +96,9 @@ def align_runs(runs: Sequence[RunFacts], *, intersect: bool = False, templates: 
     seen: dict[str, str] = {}
     for r in runs:
         if r.model in seen:
-            raise ConfigError(f"runs {seen[r.model]} and {r.ref} both probe model {r.model}; the cross-model maps "
-                              f"take one run per model")
+            raise ConfigError(
+                f"runs {seen[r.model]} and {r.ref} both probe model {r.model}; the cross-model maps take one run per model"
+            )
         seen[r.model] = r.ref
     labels = unique_labels([r.model for r in runs])
     by_label = {labels[r.model]: r for r in runs}
@@ -108,9 +111,11 @@ def align_runs(runs: Sequence[RunFacts], *, intersect: bool = False, templates: 
         diffs = data_differences(first.config, r.config)
         item = {k: v for k, v in diffs.items() if k in ITEM_OPTIONS}
         if item:
-            raise ConfigError(f"runs {first_label} and {lab} ask the facts differently: "
-                              f"{describe_differences(item).replace('(a)', f'({first_label})').replace('(b)', f'({lab})')}; "
-                              f"rerun one with the other's options so that both test the same items")
+            raise ConfigError(
+                f"runs {first_label} and {lab} ask the facts differently: "
+                f"{describe_differences(item).replace('(a)', f'({first_label})').replace('(b)', f'({lab})')}; "
+                f"rerun one with the other's options so that both test the same items"
+            )
         select = {k: v for k, v in diffs.items() if k not in ITEM_OPTIONS}
         if select:
             option_diffs[lab] = describe_differences(select).replace("(a)", f"({first_label})").replace("(b)", f"({lab})")
@@ -130,14 +135,18 @@ def align_runs(runs: Sequence[RunFacts], *, intersect: bool = False, templates: 
         df = df[["fact_id", "relation", "correct"]].copy()
         dup = df["fact_id"][df["fact_id"].duplicated()]
         if len(dup):
-            raise DataError(f"run {r.ref} ({lab}): {dup.nunique()} duplicate fact_id value(s), e.g. {dup.iloc[0]!r}; "
-                            f"each fact must appear once")
+            raise DataError(
+                f"run {r.ref} ({lab}): {dup.nunique()} duplicate fact_id value(s), e.g. {dup.iloc[0]!r}; "
+                f"each fact must appear once"
+            )
         tables[lab] = df
     if with_t and len(with_t) == len(by_label):
         notes.append("every run scores one row per (fact, template): compared per template")
     elif with_t:
-        notes.append(f"run(s) {', '.join(with_t)} score one row per (fact, template): reduced to one verdict per fact "
-                     f"by the {templates!r} rule over its templates")
+        notes.append(
+            f"run(s) {', '.join(with_t)} score one row per (fact, template): reduced to one verdict per fact "
+            f"by the {templates!r} rule over its templates"
+        )
 
     # the same facts everywhere
     sets = {lab: set(df["fact_id"].astype(str)) for lab, df in tables.items()}
@@ -148,17 +157,26 @@ def align_runs(runs: Sequence[RunFacts], *, intersect: bool = False, templates: 
     if differ:
         opts = f"; options: {'; '.join(option_diffs.values())}" if option_diffs else ""
         if not intersect:
-            raise DataError(f"the runs test different fact sets ({_digest_groups(list(tables), by_label, sets)}{opts}); "
-                            f"rerun them on the same data, or pass --intersect to compare the {len(common)} facts "
-                            f"all {len(tables)} runs share")
+            raise DataError(
+                f"the runs test different fact sets ({_digest_groups(list(tables), by_label, sets)}{opts}); "
+                f"rerun them on the same data, or pass --intersect to compare the {len(common)} facts "
+                f"all {len(tables)} runs share"
+            )
         if not common:
-            raise DataError(f"the runs share no fact ({_digest_groups(list(tables), by_label, sets)}); "
-                            f"there is nothing to compare, even with --intersect")
+            raise DataError(
+                f"the runs share no fact ({_digest_groups(list(tables), by_label, sets)}); "
+                f"there is nothing to compare, even with --intersect"
+            )
         tables = {lab: df[df["fact_id"].astype(str).isin(common)].reset_index(drop=True) for lab, df in tables.items()}
-        info = {"n_common": len(common), "n_per_run": {lab: len(s) for lab, s in sets.items()},
-                "digests": {lab: by_label[lab].digest for lab in tables}}
-        notes.append(f"--intersect: compared on the {len(common)} facts all {len(tables)} runs share "
-                     f"(of {', '.join(f'{lab} {len(s)}' for lab, s in sets.items())})")
+        info = {
+            "n_common": len(common),
+            "n_per_run": {lab: len(s) for lab, s in sets.items()},
+            "digests": {lab: by_label[lab].digest for lab in tables},
+        }
+        notes.append(
+            f"--intersect: compared on the {len(common)} facts all {len(tables)} runs share "
+            f"(of {', '.join(f'{lab} {len(s)}' for lab, s in sets.items())})"
+        )
     return Aligned(tables=tables, runs=by_label, notes=notes, n_facts=len(common), intersect=info)
 
 
@@ -239,21 +257,41 @@ def build_maps(aligned: Aligned, metas: Mapping[str, ModelMeta], metric: str = "
             continue
         ft, base = v["small"], v["large"]
         rels = [r for r in matrix.columns if not (math.isnan(matrix.loc[ft, r]) or math.isnan(matrix.loc[base, r]))]
-        tuned[k] = {"finetuned": ft, "base": base, "eta": v["pooled"], "eta_relation_mean": v["relation_mean"],
-                    "eta_per_relation": _plain(v["per_relation"]), "accuracy_finetuned": v["acc_small"],
-                    "accuracy_base": v["acc_large"], "accuracy_delta": v["acc_small"] - v["acc_large"],
-                    "accuracy_delta_per_relation": {r: float(matrix.loc[ft, r] - matrix.loc[base, r]) for r in rels},
-                    "n_joined": v["n_joined"], "n_finetuned_known": v["n_small_known"],
-                    "n_both_known": v["n_both_known"]}
+        tuned[k] = {
+            "finetuned": ft,
+            "base": base,
+            "eta": v["pooled"],
+            "eta_relation_mean": v["relation_mean"],
+            "eta_per_relation": _plain(v["per_relation"]),
+            "accuracy_finetuned": v["acc_small"],
+            "accuracy_base": v["acc_large"],
+            "accuracy_delta": v["acc_small"] - v["acc_large"],
+            "accuracy_delta_per_relation": {r: float(matrix.loc[ft, r] - matrix.loc[base, r]) for r in rels},
+            "n_joined": v["n_joined"],
+            "n_finetuned_known": v["n_small_known"],
+            "n_both_known": v["n_both_known"],
+        }
     overall = {lab: float(pd.Series(aligned.tables[lab]["correct"]).astype(bool).mean()) for lab in labels}
-    models = [{"label": lab, **meta[lab].to_dict(), "base": (by_model.get(meta[lab].base) or meta[lab].base),
-               "ref": aligned.runs[lab].ref, "probe": aligned.runs[lab].probe, "digest": aligned.runs[lab].digest,
-               "accuracy": overall[lab], "accuracy_relation_mean": rel_mean[lab]} for lab in order]
+    models = [
+        {
+            "label": lab,
+            **meta[lab].to_dict(),
+            "base": (by_model.get(meta[lab].base) or meta[lab].base),
+            "ref": aligned.runs[lab].ref,
+            "probe": aligned.runs[lab].probe,
+            "digest": aligned.runs[lab].digest,
+            "accuracy": overall[lab],
+            "accuracy_relation_mean": rel_mean[lab],
+        }
+        for lab in order
+    ]
     by_lineage = all(m.source.startswith("meta file") for m in meta.values())
     notes = list(aligned.notes)
     if finetuned:
-        notes.append(f"fine-tuned model(s) {', '.join(sorted(finetuned))}: in no size pair and in no within-family "
-                     f"Pearson mean (the paper's families are pre-trained models)")
+        notes.append(
+            f"fine-tuned model(s) {', '.join(sorted(finetuned))}: in no size pair and in no within-family "
+            f"Pearson mean (the paper's families are pre-trained models)"
+        )
     result = {
         "metric": metric,
         "n_facts": aligned.n_facts,
@@ -315,26 +353,42 @@ def format_maps(result: Mapping) -> str:
         lines.append(f"{rel:<22}" + "".join(f"{_num(heat[lab].get(rel), '.3f'):>{w}}" for lab in order))
     lines.append(f"{'overall':<22}" + "".join(f"{_num(models[lab]['accuracy'], '.3f'):>{w}}" for lab in order))
     fc = result["family_correlation"]
-    lines += ["", (f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({_pairs(fc['n_within'])}), "
-                   f"across families {_num(fc['across'])} ({_pairs(fc['n_across'])})")]
+    lines += [
+        "",
+        (
+            f"Pearson r of per-relation {metric}: within families {_num(fc['within'])} ({_pairs(fc['n_within'])}), "
+            f"across families {_num(fc['across'])} ({_pairs(fc['n_across'])})"
+        ),
+    ]
     if len(order) <= SHOW_PAIRS_UP_TO:  # more models: the matrix is in cross_model.json and pearson.png
         for i, a in enumerate(order):
-            for b in order[i + 1:]:
+            for b in order[i + 1 :]:
                 lines.append(f"  r({a}, {b}) = {_num(result['pearson'][a][b])}")
     if result["eta"]:
-        lines += ["", ("subsumption eta(small | large): share of the smaller model's known facts the larger one also "
-                       "knows, mean over relations (as the paper's Table 1); pooled over all facts second")]
+        lines += [
+            "",
+            (
+                "subsumption eta(small | large): share of the smaller model's known facts the larger one also "
+                "knows, mean over relations (as the paper's Table 1); pooled over all facts second"
+            ),
+        ]
         for k, v in result["eta"].items():
-            lines.append(f"  {k}: eta {_num(v['relation_mean'])} (pooled over facts {_num(v['pooled'])}; "
-                         f"{v['n_small_known']} of {v['n_joined']} facts known by the smaller)")
+            lines.append(
+                f"  {k}: eta {_num(v['relation_mean'])} (pooled over facts {_num(v['pooled'])}; "
+                f"{v['n_small_known']} of {v['n_joined']} facts known by the smaller)"
+            )
     else:
-        lines += ["", ("subsumption eta: no two models of one family with known, different sizes"
-                       " (give family and size with --model-meta)")]
+        lines += [
+            "",
+            ("subsumption eta: no two models of one family with known, different sizes (give family and size with --model-meta)"),
+        ]
     for k, v in result.get("base_vs_finetuned", {}).items():
-        lines.append(f"fine-tuned vs base {k}: {metric} delta {_num(v['accuracy_delta'], '+.3f')} "
-                     f"({_num(v['accuracy_finetuned'])} vs {_num(v['accuracy_base'])}), eta(fine-tuned | base) "
-                     f"{_num(v['eta_relation_mean'])} mean over relations, as Table 10 (pooled over facts "
-                     f"{_num(v['eta'])})")
+        lines.append(
+            f"fine-tuned vs base {k}: {metric} delta {_num(v['accuracy_delta'], '+.3f')} "
+            f"({_num(v['accuracy_finetuned'])} vs {_num(v['accuracy_base'])}), eta(fine-tuned | base) "
+            f"{_num(v['eta_relation_mean'])} mean over relations, as Table 10 (pooled over facts "
+            f"{_num(v['eta'])})"
+        )
     return "\n".join(lines)
 
 
@@ -342,10 +396,20 @@ def maps_figures(maps: CrossModelMaps, metric: str = "accuracy") -> dict[str, ob
     """{"heatmap": Figure 5, "pearson": Figure 6} of `maps` (matplotlib Figures)."""
     from .cross_model_plots import heatmap_figure, pearson_figure
 
-    return {"heatmap": heatmap_figure(maps.matrix, maps.order, title=f"{metric}: model x relation"),
-            "pearson": pearson_figure(maps.pearson, maps.order, title=f"Pearson r of per-relation {metric}")}
+    return {
+        "heatmap": heatmap_figure(maps.matrix, maps.order, title=f"{metric}: model x relation"),
+        "pearson": pearson_figure(maps.pearson, maps.order, title=f"Pearson r of per-relation {metric}"),
+    }
 
 
-__all__ = ["FAMILIES_BY_ARCHITECTURE", "ITEM_OPTIONS", "Aligned", "CrossModelMaps", "RunFacts", "align_runs", "build_maps",
-           "format_maps",
-           "maps_figures"]
+__all__ = [
+    "FAMILIES_BY_ARCHITECTURE",
+    "ITEM_OPTIONS",
+    "Aligned",
+    "CrossModelMaps",
+    "RunFacts",
+    "align_runs",
+    "build_maps",
+    "format_maps",
+    "maps_figures",
+]

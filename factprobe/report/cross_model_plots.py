@@ -9,6 +9,7 @@ Inputs are the frames of `metrics.cross_model` and plain metrics dicts; outputs 
 Figures (Agg backend, the house style of `report.plots`). A NaN or None value is left blank (a cell)
 or out (a line), never drawn as 0.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -36,12 +37,10 @@ def _cell_text(ax, grid: np.ndarray, dark_below: float, fmt: str = "{:.2f}") -> 
         for j in range(grid.shape[1]):
             v = grid[i, j]
             if not np.isnan(v):
-                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
-                        color="white" if v < dark_below else "black")
+                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color="white" if v < dark_below else "black")
 
 
-def heatmap_figure(matrix: pd.DataFrame, order: Sequence[str] | None = None,
-                   title: str = "accuracy: model x relation"):
+def heatmap_figure(matrix: pd.DataFrame, order: Sequence[str] | None = None, title: str = "accuracy: model x relation"):
     """Figure 5: `matrix` (models x relations, as `metrics.cross_model.accuracy_matrix`) with the models
     as rows in `order` (e.g. `order_models`; models not named follow in the matrix's order), relations
     as columns, the value printed in each cell; a NaN cell (the model did not run the relation) is blank."""
@@ -60,8 +59,7 @@ def heatmap_figure(matrix: pd.DataFrame, order: Sequence[str] | None = None,
     return fig
 
 
-def pearson_figure(pearson: pd.DataFrame, order: Sequence[str] | None = None,
-                   title: str = "Pearson r of per-relation accuracy"):
+def pearson_figure(pearson: pd.DataFrame, order: Sequence[str] | None = None, title: str = "Pearson r of per-relation accuracy"):
     """Figure 6: the symmetric model x model matrix of `metrics.cross_model.pearson_matrix`, rows and
     columns in `order`, r printed in each cell (blank where r is undefined), on a -1..1 diverging scale."""
     models = _ordered(pearson, order)
@@ -76,8 +74,7 @@ def pearson_figure(pearson: pd.DataFrame, order: Sequence[str] | None = None,
             for j in range(len(models)):
                 v = grid[i, j]
                 if not np.isnan(v):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if abs(v) > 0.6 else "black")
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if abs(v) > 0.6 else "black")
     fig.colorbar(im, ax=ax, label="Pearson r")
     ax.set_title(title)
     fig.tight_layout()

@@ -24,6 +24,7 @@ in none of the runs, and bases that form a cycle (A's base is B, B's base is A),
 naming them. A CSV file is read strictly: an unterminated quote is an error naming its line. `unique_labels` gives the short names figures
 and tables show. Pure: no mlflow, no tracking; reads only local files.
 """
+
 from __future__ import annotations
 
 import csv
@@ -60,8 +61,7 @@ class ModelMeta:
     source: str = "unknown"
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "family": self.family, "size": self.size, "base": self.base,
-                "source": self.source}
+        return {"model": self.model, "family": self.family, "size": self.size, "base": self.base, "source": self.source}
 
 
 def parse_size(value: object, where: str = "size") -> float | None:
@@ -102,8 +102,10 @@ def _records(path: Path) -> list[tuple[str, dict]]:
         try:
             cols = [c.strip() for c in (reader.fieldnames or [])]
             if "model" not in cols:
-                raise ConfigError(f"--model-meta {path}: the CSV header has no 'model' column (has: {', '.join(cols) or 'none'}); "
-                                  f"columns: {', '.join(META_FIELDS)}")
+                raise ConfigError(
+                    f"--model-meta {path}: the CSV header has no 'model' column (has: {', '.join(cols) or 'none'}); "
+                    f"columns: {', '.join(META_FIELDS)}"
+                )
             return [(f"{path}:{i}", {(k or "").strip(): v for k, v in row.items()}) for i, row in csv_rows(reader, path)]
         except csv.Error as e:  # the header line
             raise ConfigError(f"--model-meta {malformed_csv(path, 1, e)}") from None
@@ -119,8 +121,10 @@ def _records(path: Path) -> list[tuple[str, dict]]:
         if isinstance(data, Mapping):  # {model: {family, size, base}}
             data = [{"model": k, **(v if isinstance(v, Mapping) else {"_bad": v})} for k, v in data.items()]
         if not isinstance(data, list):
-            raise ConfigError(f"--model-meta {path}: expected a list of records (model, family, size, base) "
-                              f"or a mapping model -> {{family, size, base}}")
+            raise ConfigError(
+                f"--model-meta {path}: expected a list of records (model, family, size, base) "
+                f"or a mapping model -> {{family, size, base}}"
+            )
         return [(f"{path} record {i}", r) for i, r in enumerate(data, start=1)]
     raise ConfigError(f"--model-meta {path}: expected a .yaml, .yml or .csv file")
 
@@ -142,9 +146,13 @@ def read_model_meta(path: str | Path) -> dict[str, ModelMeta]:
             raise ConfigError(f"--model-meta {where}: no 'model'")
         if model in out:
             raise ConfigError(f"--model-meta {where}: model {model!r} is given twice")
-        out[model] = ModelMeta(model=model, family=_text(rec.get("family")),
-                               size=parse_size(rec.get("size"), f"--model-meta {where}: size of {model!r}"),
-                               base=_text(rec.get("base")), source=f"meta file {path}")
+        out[model] = ModelMeta(
+            model=model,
+            family=_text(rec.get("family")),
+            size=parse_size(rec.get("size"), f"--model-meta {where}: size of {model!r}"),
+            base=_text(rec.get("base")),
+            source=f"meta file {path}",
+        )
     return out
 
 
@@ -192,7 +200,7 @@ def safetensors_params(folder: Path) -> int | None:
     try:
         for f in files:
             with safe_open(str(f), framework="numpy") as st:
-                for key in st.keys():  # noqa: SIM118 - a safetensors handle, not a dict
+                for key in st.keys():
                     total += math.prod(st.get_slice(key).get_shape())
     except Exception:  # noqa: BLE001 - a torn or foreign file: size unknown, not an error
         return None
@@ -217,16 +225,16 @@ def config_meta(name: str, _depth: int = 0) -> ModelMeta:
     if adapter is not None:
         base = _text(adapter.get("base_model_name_or_path"))
         of_base = config_meta(base, _depth + 1) if base else ModelMeta(model=name)
-        return ModelMeta(model=name, family=of_base.family, size=of_base.size, base=base,
-                         source=f"adapter {folder} (base {base})")
+        return ModelMeta(
+            model=name, family=of_base.family, size=of_base.size, base=base, source=f"adapter {folder} (base {base})"
+        )
     config = _read_json(folder / "config.json")
     if config is None:
         return ModelMeta(model=name)
     tuned = _read_json(folder.parent / FINETUNE_CONFIG)
     base = _text(((tuned or {}).get("config") or {}).get("model")) if folder.name == "model" else None
     size = safetensors_params(folder)
-    return ModelMeta(model=name, family=_family(config), size=float(size) if size else None, base=base,
-                     source=f"config {folder}")
+    return ModelMeta(model=name, family=_family(config), size=float(size) if size else None, base=base, source=f"config {folder}")
 
 
 # ------------------------------------------------------------------ labels and resolution
@@ -294,8 +302,10 @@ def resolve_model_meta(models: Sequence[str], meta_file: str | Path | None = Non
         else:
             matched[m] = rec
     if unknown:
-        raise ConfigError(f"--model-meta {meta_file} names model(s) that are in none of the runs: "
-                          f"{', '.join(unknown)}; the runs' models are {', '.join(labels[m] for m in models)}")
+        raise ConfigError(
+            f"--model-meta {meta_file} names model(s) that are in none of the runs: "
+            f"{', '.join(unknown)}; the runs' models are {', '.join(labels[m] for m in models)}"
+        )
     out: dict[str, ModelMeta] = {}
     for m in models:
         found = config_meta(m)
@@ -303,14 +313,20 @@ def resolve_model_meta(models: Sequence[str], meta_file: str | Path | None = Non
         if rec is None:
             meta = found
         else:
-            meta = replace(rec, model=m, family=rec.family or found.family,
-                           size=rec.size if rec.size is not None else found.size,
-                           base=rec.base or found.base)
+            meta = replace(
+                rec,
+                model=m,
+                family=rec.family or found.family,
+                size=rec.size if rec.size is not None else found.size,
+                base=rec.base or found.base,
+            )
         if meta.base:
             base = _match(meta.base, models, labels)
             if base is None and rec is not None and rec.base:
-                raise ConfigError(f"--model-meta {meta_file}: the base {rec.base!r} of {rec.model!r} is in none of "
-                                  f"the runs; the runs' models are {', '.join(labels[x] for x in models)}")
+                raise ConfigError(
+                    f"--model-meta {meta_file}: the base {rec.base!r} of {rec.model!r} is in none of "
+                    f"the runs; the runs' models are {', '.join(labels[x] for x in models)}"
+                )
             if base == m:
                 raise ConfigError(f"model {labels[m]!r} is named as its own base")
             meta = replace(meta, base=base or meta.base)
@@ -331,9 +347,11 @@ def check_base_cycles(metas: Mapping[str, ModelMeta], labels: Mapping[str, str] 
             path.append(m)
             m = metas[m].base
         if m in path:
-            cycle = path[path.index(m):] + [m]
-            raise ConfigError(f"model bases form a cycle: {' -> '.join(labels.get(x, x) for x in cycle)} (each arrow: "
-                              "'is fine-tuned from'); fix the base of one of them (--model-meta or the model's folder)")
+            cycle = path[path.index(m) :] + [m]
+            raise ConfigError(
+                f"model bases form a cycle: {' -> '.join(labels.get(x, x) for x in cycle)} (each arrow: "
+                "'is fine-tuned from'); fix the base of one of them (--model-meta or the model's folder)"
+            )
         done.update(path)
 
 
@@ -342,5 +360,16 @@ def base_pairs(metas: Mapping[str, ModelMeta]) -> dict[str, str]:
     return {m: meta.base for m, meta in metas.items() if meta.base and meta.base in metas and meta.base != m}
 
 
-__all__ = ["META_FIELDS", "ModelMeta", "base_pairs", "check_base_cycles", "config_meta", "parse_size", "read_model_meta",
-           "resolve_model_meta", "safetensors_params", "short_name", "unique_labels"]
+__all__ = [
+    "META_FIELDS",
+    "ModelMeta",
+    "base_pairs",
+    "check_base_cycles",
+    "config_meta",
+    "parse_size",
+    "read_model_meta",
+    "resolve_model_meta",
+    "safetensors_params",
+    "short_name",
+    "unique_labels",
+]

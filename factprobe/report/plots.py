@@ -5,13 +5,14 @@ Inputs are plain metrics dicts (`metrics.json` content) keyed by model name; out
 matplotlib Figures (Agg backend; nothing is shown on screen). A metric that is None (no items)
 is left out of a figure, never drawn as 0.
 """
+
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 
 def _relations(metrics_by_model: dict[str, dict]) -> list[str]:
@@ -49,7 +50,9 @@ def accuracy_heatmap(metrics_by_model: dict[str, dict], title: str = "accuracy: 
     """Heatmap of per-relation accuracy, models as rows, with the value printed in each cell."""
     rels = _relations(metrics_by_model)
     models = list(metrics_by_model)
-    grid = np.array([[metrics_by_model[m].get("per_relation", {}).get(r, {}).get("accuracy", np.nan) for r in rels] for m in models])
+    grid = np.array(
+        [[metrics_by_model[m].get("per_relation", {}).get(r, {}).get("accuracy", np.nan) for r in rels] for m in models]
+    )
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(rels) + 3), max(2.5, 0.6 * len(models) + 1.5)))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(rels)), rels, rotation=45, ha="right")
@@ -57,7 +60,15 @@ def accuracy_heatmap(metrics_by_model: dict[str, dict], title: str = "accuracy: 
     for i in range(len(models)):
         for j in range(len(rels)):
             if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", color="white" if grid[i, j] < 0.6 else "black", fontsize=8)
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    color="white" if grid[i, j] < 0.6 else "black",
+                    fontsize=8,
+                )
     fig.colorbar(im, ax=ax, label="accuracy")
     ax.set_title(title)
     fig.tight_layout()
@@ -67,8 +78,10 @@ def accuracy_heatmap(metrics_by_model: dict[str, dict], title: str = "accuracy: 
 # --- counterfactual ICL (yuan2024 section 4) ----------------------------------------------------
 
 _SETTING_STYLE = {  # known: blue, unknown: orange; shuffled answers dashed
-    "known-unshuffle": ("tab:blue", "-", "o"), "known-shuffle": ("tab:blue", "--", "s"),
-    "unknown-unshuffle": ("tab:orange", "-", "o"), "unknown-shuffle": ("tab:orange", "--", "s"),
+    "known-unshuffle": ("tab:blue", "-", "o"),
+    "known-shuffle": ("tab:blue", "--", "s"),
+    "unknown-unshuffle": ("tab:orange", "-", "o"),
+    "unknown-shuffle": ("tab:orange", "--", "s"),
 }
 
 
@@ -77,8 +90,9 @@ def _regular_k(m: dict):
     return next((int(k.split("@")[1]) for k in (m.get("settings") or {}) if k.startswith("regular@")), None)
 
 
-def figure7(metrics_by_model: dict[str, dict], metric: str = "em", zero_shot: dict[str, float] | None = None,
-            title: str | None = None):
+def figure7(
+    metrics_by_model: dict[str, dict], metric: str = "em", zero_shot: dict[str, float] | None = None, title: str | None = None
+):
     """yuan2024 Figure 7: `metric` (EM by default) against k, one line per setting (known /
     unknown exemplars, true / shuffled answers), one panel per model.
 
@@ -88,8 +102,7 @@ def figure7(metrics_by_model: dict[str, dict], metric: str = "em", zero_shot: di
     the k used. Horizontal lines: the regular k0-shot score (`regular`) and, when given,
     `zero_shot[model]` (the qa probe's 0-shot score)."""
     models = list(metrics_by_model)
-    fig, axes = plt.subplots(1, max(len(models), 1), figsize=(4.2 * max(len(models), 1) + 1, 3.8), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(1, max(len(models), 1), figsize=(4.2 * max(len(models), 1) + 1, 3.8), sharey=True, squeeze=False)
     for ax, model in zip(axes[0], models):
         m = metrics_by_model[model]
         rows = m.get("figure7") or []
@@ -97,8 +110,9 @@ def figure7(metrics_by_model: dict[str, dict], metric: str = "em", zero_shot: di
         ks = sorted({int(r["shots"]) for r in rows})
         for s in settings:
             color, line, marker = _SETTING_STYLE.get(s, (None, "-", "o"))
-            pts = sorted(((int(r["shots"]), r.get(metric), r.get("shots_used")) for r in rows if r["setting"] == s),
-                         key=lambda p: p[0])
+            pts = sorted(
+                ((int(r["shots"]), r.get(metric), r.get("shots_used")) for r in rows if r["setting"] == s), key=lambda p: p[0]
+            )
             xs, ys = [p[0] for p in pts], [_num(p[1]) for p in pts]
             drawn = ax.plot(xs, ys, linestyle=line, marker=marker, color=color, label=s)[0]
             for k, y, used in pts:
@@ -123,14 +137,16 @@ def figure7(metrics_by_model: dict[str, dict], metric: str = "em", zero_shot: di
     return fig
 
 
-def regular_vs_counterfactual_bars(metrics_by_model: dict[str, dict], metrics: tuple[str, ...] = ("em", "f1", "contains"),
-                                   title: str | None = None):
+def regular_vs_counterfactual_bars(
+    metrics_by_model: dict[str, dict], metrics: tuple[str, ...] = ("em", "f1", "contains"), title: str | None = None
+):
     """yuan2024 Figure 6: the regular k0-shot score against the counterfactual one (the same
     exemplars with answers shuffled within their relation), one group per model, one panel per
     metric. Inputs: counterfactual `metrics.json` dicts (their `regular` and `counterfactual`)."""
     models = list(metrics_by_model)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(max(3.2, 1.2 * len(models) + 1.5) * len(metrics), 3.8),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(max(3.2, 1.2 * len(models) + 1.5) * len(metrics), 3.8), sharey=True, squeeze=False
+    )
     x = np.arange(len(models))
     for ax, metric in zip(axes[0], metrics):
         for i, (kind, color) in enumerate((("regular", "tab:green"), ("counterfactual", "tab:red"))):
@@ -161,12 +177,21 @@ def coherency_bars(metrics_by_model: dict[str, dict], title: str = "factual cohe
     each model's overall coherency per round. Inputs: coherency `metrics.json` dicts."""
     models = list(metrics_by_model)
     rels = _relations(metrics_by_model)
-    cards = [c for c in CARDINALITIES if any((m.get("per_cardinality") or {}).get(c, {}).get("n_items") for m in metrics_by_model.values())]
+    cards = [
+        c
+        for c in CARDINALITIES
+        if any((m.get("per_cardinality") or {}).get(c, {}).get("n_items") for m in metrics_by_model.values())
+    ]
     cards += sorted({c for m in metrics_by_model.values() for c in (m.get("per_cardinality") or {})} - set(CARDINALITIES))
     bars_per_group = 2 * max(len(models), 1)
     width = 0.8 / bars_per_group
-    fig, axes = plt.subplots(1, 2, figsize=(max(6, 0.5 * len(rels) * bars_per_group / 2 + 2) + max(3, 1.2 * len(cards) + 1), 4),
-                             gridspec_kw={"width_ratios": [max(len(rels), 1), max(len(cards), 1)]}, sharey=True)
+    fig, axes = plt.subplots(
+        1,
+        2,
+        figsize=(max(6, 0.5 * len(rels) * bars_per_group / 2 + 2) + max(3, 1.2 * len(cards) + 1), 4),
+        gridspec_kw={"width_ratios": [max(len(rels), 1), max(len(cards), 1)]},
+        sharey=True,
+    )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, keys, group in ((axes[0], rels, "per_relation"), (axes[1], cards, "per_cardinality")):
         x = np.arange(len(keys))
@@ -177,8 +202,16 @@ def coherency_bars(metrics_by_model: dict[str, dict], title: str = "factual cohe
                 vals = [_num(per.get(k, {}).get(f"coherency_round{r}")) for k in keys]
                 j = 2 * i + (r - 1)
                 label = f"{model} round {r} ({_num(m.get(f'coherency_round{r}')):.2f})" if group == "per_relation" else None
-                ax.bar(x + j * width - 0.4 + width / 2, vals, width, color=colors[i % len(colors)], hatch=hatch,
-                       edgecolor="white" if hatch is None else "black", linewidth=0.5, label=label)
+                ax.bar(
+                    x + j * width - 0.4 + width / 2,
+                    vals,
+                    width,
+                    color=colors[i % len(colors)],
+                    hatch=hatch,
+                    edgecolor="white" if hatch is None else "black",
+                    linewidth=0.5,
+                    label=label,
+                )
         ax.set_xticks(x, keys, rotation=45 if group == "per_relation" else 0, ha="right" if group == "per_relation" else "center")
         ax.set_ylim(0, 1)
         ax.set_title("per relation" if group == "per_relation" else "per cardinality", fontsize=9)

@@ -13,6 +13,7 @@
 ConfigError listing the known ones; `relations` keeps only those relation ids and raises
 ConfigError for ids the source does not hold. Data errors raise DataError naming file and line.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

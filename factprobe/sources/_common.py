@@ -4,6 +4,7 @@ Contract: every problem a user's file can cause raises `DataError` whose one-lin
 the file and the 1-based line (or row) number. Problems that do not stop a run (ignored columns,
 an empty fact file among many) are logged as one warning naming the file.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,8 +24,9 @@ log = logging.getLogger(__name__)
 FACT_FILE_FIELDS = ("sub_label", "obj_label")  # sub_uri / obj_uri are optional ids
 
 
-def warn_unknown_columns(logger: logging.Logger, path: Path, columns: Iterable[str], known: Iterable[str],
-                         kind: str = "column") -> list[str]:
+def warn_unknown_columns(
+    logger: logging.Logger, path: Path, columns: Iterable[str], known: Iterable[str], kind: str = "column"
+) -> list[str]:
     """Log one warning naming `path` and the `columns` not in `known` (they are ignored).
     Returns those columns, in file order."""
     known = set(known)
@@ -140,10 +142,7 @@ def relations_for(facts: list[Fact], meta: dict[str, Relation] | None = None) ->
     grouped: dict[str, list[Fact]] = defaultdict(list)
     for f in facts:
         grouped[f.relation].append(f)
-    return {
-        rel: meta.get(rel) or Relation(id=rel, label=rel, cardinality=infer_cardinality(fs))
-        for rel, fs in grouped.items()
-    }
+    return {rel: meta.get(rel) or Relation(id=rel, label=rel, cardinality=infer_cardinality(fs)) for rel, fs in grouped.items()}
 
 
 def check_relations(wanted: Iterable[str] | None, known: Iterable[str], source: str) -> list[str] | None:

@@ -26,6 +26,7 @@ borders with codes that are not countries here (Kosovo). One known data error is
 Serbia's language code `rs` (a country code) means `sr`. Order is deterministic: relations as
 listed, facts by country name then object.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,12 @@ RELATION_IDS = tuple(_TEMPLATES)
 
 _FUND_CURRENCIES = frozenset({"BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "USS", "UYI", "UYW", "XSU", "XUA", "XDR"})
 _LANGUAGE_CODE_FIXES = {"rs": "sr"}
-_AMERICAS = {"Northern America": "North America", "South America": "South America",
-             "Caribbean": "North America", "Central America": "North America"}
+_AMERICAS = {
+    "Northern America": "North America",
+    "South America": "South America",
+    "Caribbean": "North America",
+    "Central America": "North America",
+}
 
 
 def _continent(entry: dict[str, Any]) -> str | None:
@@ -91,7 +96,7 @@ def _build() -> tuple[tuple[Fact, ...], tuple[tuple[str, int], ...]]:
 
     skipped: Counter[str] = Counter()
     countries: dict[str, dict[str, Any]] = {}  # iso3 -> entry
-    for key, entry in sorted(CountryInfo.all().items()):
+    for _key, entry in sorted(CountryInfo.all().items()):
         iso3 = ((entry.get("ISO") or {}).get("alpha3") or "").strip().upper()
         if not iso3:
             skipped["entry without ISO code"] += 1

@@ -14,6 +14,7 @@ Freebase `/m/...`); ids are kept so that all correct objects of an N-M pair are 
 A fact file for a relation missing from `relations.jsonl` still loads, with a default Relation
 (label = id, cardinality inferred from its facts).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,11 +28,17 @@ RELATIONS_FILE = "relations.jsonl"
 
 GOOGLE_RE_RELATIONS: dict[str, Relation] = {
     "place_of_birth": Relation(
-        id="place_of_birth", label="place of birth", template="[X] was born in [Y] .", cardinality="N-1",
+        id="place_of_birth",
+        label="place of birth",
+        template="[X] was born in [Y] .",
+        cardinality="N-1",
         description="Google-RE: place of birth of a person (Freebase ids)",
     ),
     "place_of_death": Relation(
-        id="place_of_death", label="place of death", template="[X] died in [Y] .", cardinality="N-1",
+        id="place_of_death",
+        label="place of death",
+        template="[X] died in [Y] .",
+        cardinality="N-1",
         description="Google-RE: place of death of a person (Freebase ids)",
     ),
 }
@@ -59,8 +66,11 @@ def load_relations_meta(path: str | Path) -> dict[str, Relation]:
         if cardinality not in CARDINALITIES:
             raise DataError(f"{where}: relation {rid} has type {cardinality!r}; expected one of {', '.join(CARDINALITIES)}")
         out[rid] = Relation(
-            id=rid, label=str(rec.get("label") or rid), template=template,
-            cardinality=cardinality, description=str(rec.get("description") or ""),
+            id=rid,
+            label=str(rec.get("label") or rid),
+            template=template,
+            cardinality=cardinality,
+            description=str(rec.get("description") or ""),
         )
         first_line[rid] = lineno
     return out
@@ -103,10 +113,10 @@ def find_lama_layout(path: str | Path) -> tuple[dict[str, Path], Path | None]:
 def load_lama(path: str | Path, relations: list[str] | None = None) -> FactSet:
     """Load LAMA-style facts from `path` (layout in the module docstring).
 
-    `relations` restricts loading to those ids (only their files are read); an id without a
-    fact file raises ConfigError listing the known ones. The FactSet's `source` is
-    `lama:<path>`; its relations are those with facts, in natural id order. An empty fact file
-is a DataError naming it when its relation is asked for, else skipped with a warning.
+        `relations` restricts loading to those ids (only their files are read); an id without a
+        fact file raises ConfigError listing the known ones. The FactSet's `source` is
+        `lama:<path>`; its relations are those with facts, in natural id order. An empty fact file
+    is a DataError naming it when its relation is asked for, else skipped with a warning.
     """
     path = Path(path)
     files, relations_file = find_lama_layout(path)

@@ -54,6 +54,7 @@ P103 `[X] is the native language of [Y]`, `[X] is a native language of [Y]`,
 P364 `[X] is the original language of [Y]`, `[X] is the source language of [Y]`.
 In the paper's Table 5 it flags Native language HGP 1 and Official language MMP 2 and 3.
 """
+
 from __future__ import annotations
 
 import csv
@@ -74,9 +75,7 @@ log = logging.getLogger(__name__)
 PROMPT_KINDS = ("paraphrase", "manual_paraphrase", "mine")
 
 
-def load_lpaqa_train(
-    path: str | Path, relations: list[str] | None = None, meta: dict[str, Relation] | None = None
-) -> FactSet:
+def load_lpaqa_train(path: str | Path, relations: list[str] | None = None, meta: dict[str, Relation] | None = None) -> FactSet:
     """Load training facts from a folder of `P*.jsonl` files (same fields as LAMA).
 
     `relations` restricts the relations read (unknown ids raise ConfigError). `meta` supplies
@@ -128,9 +127,7 @@ def prompt_file(prompts_root: str | Path, relation: str, kind: str) -> Path:
     return _prompts_dir(prompts_root, kind) / f"{relation}{suffix}"
 
 
-def load_prompts(
-    prompts_root: str | Path, relation: str, kind: str, *, causal: bool = True
-) -> list[tuple[str, float | None]]:
+def load_prompts(prompts_root: str | Path, relation: str, kind: str, *, causal: bool = True) -> list[tuple[str, float | None]]:
     """Prompts of one relation and kind as `(normalised template, weight)` pairs.
 
     `paraphrase` / `mine` are ordered by descending weight (ties keep file order);
@@ -188,14 +185,17 @@ _SLOT = r"(\[X\]|\[Y\])"
 _NOT_NOUN = r"(?!(?:is|has|have|had|holds|hold|who|whose|which|that|and|or|to|in|by|for|with|from|of)\b)"
 _NOUN = rf"((?:{_NOT_NOUN}[a-z]+ ){{0,2}}?{_NOT_NOUN}[a-z]+)"  # 1-3 words; the head noun is the last
 # (regex over a canonical template, group of the owner slot, group of the noun phrase)
-_NOUN_FORMS = tuple((re.compile(rx), owner, noun) for rx, owner, noun in (
-    (rf"^{_NOUN} of {_SLOT} is {_SLOT}$", 2, 1),  # the capital of [X] is [Y]
-    (rf"^{_SLOT} is {_NOUN}(?: [a-z]+(?:ed|en))? (?:of|in) {_SLOT}$", 3, 2),  # [Y] is the capital (city) of [X]
-    (rf"^{_SLOT} 's {_NOUN} is {_SLOT}$", 1, 2),  # [X]'s capital is [Y]
-    (rf"^{_SLOT} is {_SLOT} 's {_NOUN}$", 2, 3),  # [Y] is [X]'s capital
-    (rf"^{_SLOT} 's {_NOUN} {_SLOT}$", 1, 2),  # [X]'s capital, [Y]
-    (rf"^{_SLOT} , {_NOUN} of {_SLOT}$", 3, 2),  # [Y], the capital of [X]
-))
+_NOUN_FORMS = tuple(
+    (re.compile(rx), owner, noun)
+    for rx, owner, noun in (
+        (rf"^{_NOUN} of {_SLOT} is {_SLOT}$", 2, 1),  # the capital of [X] is [Y]
+        (rf"^{_SLOT} is {_NOUN}(?: [a-z]+(?:ed|en))? (?:of|in) {_SLOT}$", 3, 2),  # [Y] is the capital (city) of [X]
+        (rf"^{_SLOT} 's {_NOUN} is {_SLOT}$", 1, 2),  # [X]'s capital is [Y]
+        (rf"^{_SLOT} is {_SLOT} 's {_NOUN}$", 2, 3),  # [Y] is [X]'s capital
+        (rf"^{_SLOT} 's {_NOUN} {_SLOT}$", 1, 2),  # [X]'s capital, [Y]
+        (rf"^{_SLOT} , {_NOUN} of {_SLOT}$", 3, 2),  # [Y], the capital of [X]
+    )
+)
 
 
 def canonical_template(template: str) -> str:
@@ -235,10 +235,7 @@ def is_backwards(template: str, references: list[str]) -> bool:
         return True
     known_roles = set().union(*(_noun_roles(r) for r in refs)) if refs else set()
     other = {"[X]": "[Y]", "[Y]": "[X]"}
-    return any(
-        (head, other[owner]) in known_roles and (head, owner) not in known_roles
-        for head, owner in _noun_roles(canon)
-    )
+    return any((head, other[owner]) in known_roles and (head, owner) not in known_roles for head, owner in _noun_roles(canon))
 
 
 @lru_cache(maxsize=8)
@@ -254,10 +251,12 @@ def reference_patterns(relation: str, root: str | Path | None = None) -> list[st
     the LAMA manual template, the ParaRel patterns, the coherency forward and inverse templates and
     `EXTRA_REFERENCE_PATTERNS`. Missing files contribute nothing."""
     root = Path(root) if root is not None else data_root()
-    out = [r["template"] for r in _jsonl_records(str(root / "lama" / "relations.jsonl"))
-           if r.get("relation") == relation and r.get("template")]
-    out += [r["pattern"] for r in _jsonl_records(str(root / "pararel" / "patterns" / f"{relation}.jsonl"))
-            if r.get("pattern")]
+    out = [
+        r["template"]
+        for r in _jsonl_records(str(root / "lama" / "relations.jsonl"))
+        if r.get("relation") == relation and r.get("template")
+    ]
+    out += [r["pattern"] for r in _jsonl_records(str(root / "pararel" / "patterns" / f"{relation}.jsonl")) if r.get("pattern")]
     for r in _jsonl_records(str(root / "coherency" / "relations_autoregressive.jsonl")):
         if r.get("relation") == relation:
             out += [r[k] for k in ("template_obj", "template_sub") if r.get(k)]
@@ -305,7 +304,11 @@ def backwards_templates(
 
 
 def sample_templates(
-    kind: str, prompts_root: str | Path, relation: str, k: int = 3, seed: int = 0,
+    kind: str,
+    prompts_root: str | Path,
+    relation: str,
+    k: int = 3,
+    seed: int = 0,
     reference_root: str | Path | None = None,
 ) -> list[str]:
     """`k` usable `kind` ("hgp" | "mmp") templates of `relation` drawn with `seed` (rules in the
@@ -353,9 +356,7 @@ def paper_templates(kind: str, relation: str, keep_backwards: bool = False) -> l
     _check_kind(kind)
     rows = _paper_table().get((kind, relation))
     if rows is None:
-        raise ConfigError(
-            f"Wu et al. 2024 Table 5 has no templates for {relation}; it covers {', '.join(paper_relations())}"
-        )
+        raise ConfigError(f"Wu et al. 2024 Table 5 has no templates for {relation}; it covers {', '.join(paper_relations())}")
     return [t for t, backwards in rows if keep_backwards or not backwards]
 
 

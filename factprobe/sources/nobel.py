@@ -20,6 +20,7 @@ repeated id with a different birth year, raises DataError naming `file:line`; so
 that is not UTF-8 text (naming the byte). Columns other than those of the Nobel Prize API dump
 (`NOBEL_COLUMNS`) are ignored with one warning naming them.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,15 +38,32 @@ from ._common import warn_unknown_columns
 log = logging.getLogger(__name__)
 
 BIRTH_YEAR = Relation(
-    id="birth_year", label="birth year", template="[X] was born in [Y] .", cardinality="N-1",
+    id="birth_year",
+    label="birth year",
+    template="[X] was born in [Y] .",
+    cardinality="N-1",
     description="year of birth of a Nobel laureate",
 )
 REQUIRED_COLUMNS = ("id", "laureate_type", "full_name", "birth_date")
 # Every column of the Nobel Prize API dump (`""` is the index column pandas writes first).
 NOBEL_COLUMNS = REQUIRED_COLUMNS + (
-    "", "year", "category", "gender", "birth_city", "birth_city_now", "birth_country", "birth_country_now",
-    "birth_continent", "death_date", "prize_share", "prize", "motivation", "org_city_now", "org_country_now",
-    "org_continent", *(f"affiliation_{i}_{part}" for i in range(1, 5) for part in ("name", "city", "country")),
+    "",
+    "year",
+    "category",
+    "gender",
+    "birth_city",
+    "birth_city_now",
+    "birth_country",
+    "birth_country_now",
+    "birth_continent",
+    "death_date",
+    "prize_share",
+    "prize",
+    "motivation",
+    "org_city_now",
+    "org_country_now",
+    "org_continent",
+    *(f"affiliation_{i}_{part}" for i in range(1, 5) for part in ("name", "city", "country")),
 )
 MIN_BIRTH_YEAR = 1000
 _DATE = re.compile(r"(\d{4})(?:-(\d{2})-(\d{2}))?")
@@ -125,8 +143,14 @@ def read_nobel(path: str | Path) -> tuple[FactSet, NobelStats]:
             facts.append(Fact(relation=BIRTH_YEAR.id, subject=name, object=year, subject_id=lid))
     if implausible:
         shown = ", ".join(implausible[:10]) + (f" and {len(implausible) - 10} more" if len(implausible) > 10 else "")
-        log.warning("%s: skipped %d laureate(s) whose birth year is not a plausible year (%d-%d): line %s",
-                    path, len(implausible), MIN_BIRTH_YEAR, last_year, shown)
+        log.warning(
+            "%s: skipped %d laureate(s) whose birth year is not a plausible year (%d-%d): line %s",
+            path,
+            len(implausible),
+            MIN_BIRTH_YEAR,
+            last_year,
+            shown,
+        )
     stats = NobelStats(rows, len(facts), organisations, missing, repeated, len(implausible))
     log.info("%s: %s", path, stats.summary())
     return FactSet(facts=facts, relations={BIRTH_YEAR.id: BIRTH_YEAR}, source=f"nobel:{path}"), stats

@@ -13,6 +13,7 @@ a malformed line, a pattern that is not text, or a pattern without exactly one `
 `[Y]` (`check_template_slots`). An unknown relation in `relations` is a ConfigError listing the
 known ones; a relation without a file is simply absent from the result when `relations` is None.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,10 @@ def check_template_slots(template: str, where: str) -> None:
         n = template.count(slot)
         if n != 1:
             what = "lacks" if n == 0 else f"has {n} of"
-            raise DataError(f"{where}: template {template!r} {what} the slot {slot}; "
-                            f"a template needs exactly one {SUBJECT_SLOT} and one {OBJECT_SLOT}")
+            raise DataError(
+                f"{where}: template {template!r} {what} the slot {slot}; "
+                f"a template needs exactly one {SUBJECT_SLOT} and one {OBJECT_SLOT}"
+            )
 
 
 def patterns_dir(path: str | Path) -> Path:
@@ -78,8 +81,15 @@ def load_pararel_patterns(path: str | Path, relations: list[str] | None = None) 
             pattern = pattern.strip()
             check_template_slots(pattern, where)
             lemma, tense = rec.get("lemma"), rec.get("tense")
-            got.append(PararelPattern(rid, pattern, str(file), lineno,
-                                      lemma if isinstance(lemma, str) else None,
-                                      tense if isinstance(tense, str) else None))
+            got.append(
+                PararelPattern(
+                    rid,
+                    pattern,
+                    str(file),
+                    lineno,
+                    lemma if isinstance(lemma, str) else None,
+                    tense if isinstance(tense, str) else None,
+                )
+            )
         out[rid] = got
     return out

@@ -16,6 +16,7 @@ MLflow parameters show such a URI masked (`s3://***@bucket/prefix`, `factprobe.r
 A missing bucket, an empty prefix, denied access, missing credentials or an unreachable
 endpoint raise DataError with one line naming the URI.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ def _split_userinfo(uri: str) -> tuple[str | None, str]:
     """(userinfo or None, `s3://bucket/prefix` without it)."""
     if not uri.startswith("s3://"):
         raise ConfigError(f"not an s3 URI: {redact(uri)!r} (expected s3://bucket/prefix)")
-    rest = uri[len("s3://"):]
+    rest = uri[len("s3://") :]
     authority, slash, path = rest.partition("/")
     userinfo, at, host = authority.rpartition("@")
     return (userinfo if at else None), f"s3://{host if at else authority}{slash}{path}"
@@ -47,7 +48,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     """`s3://bucket/some/prefix` (or `s3://KEY:SECRET@bucket/...`) -> ("bucket", "some/prefix").
     Raises ConfigError otherwise."""
     _, plain = _split_userinfo(uri)
-    bucket, _, prefix = plain[len("s3://"):].partition("/")
+    bucket, _, prefix = plain[len("s3://") :].partition("/")
     if not bucket:
         raise ConfigError(f"s3 URI without a bucket: {redact(uri)!r}")
     return bucket, prefix.strip("/")
@@ -63,8 +64,10 @@ def s3_credentials(uri: str) -> tuple[str, str] | None:
         return None
     key, colon, secret = userinfo.partition(":")
     if not key or not colon or not secret:
-        raise ConfigError(f"{redact(uri)}: credentials in an s3 URI must be KEY:SECRET (percent-encode ':', '@' "
-                          "and '/' inside them), or leave them out and set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY")
+        raise ConfigError(
+            f"{redact(uri)}: credentials in an s3 URI must be KEY:SECRET (percent-encode ':', '@' "
+            "and '/' inside them), or leave them out and set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+        )
     return unquote(key), unquote(secret)
 
 
@@ -145,7 +148,7 @@ def _relative(key: str, prefix: str) -> PurePosixPath | None:
     if key == prefix:
         rel = PurePosixPath(PurePosixPath(key).name)
     else:
-        rel = PurePosixPath(key[len(prefix) + 1:] if prefix else key)
+        rel = PurePosixPath(key[len(prefix) + 1 :] if prefix else key)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         return None
     return rel
@@ -155,9 +158,7 @@ def _is_fact_file(rel: PurePosixPath) -> bool:
     return rel.name.startswith("P") and rel.suffix == ".jsonl"
 
 
-def load_s3(
-    uri: str, relations: list[str] | None = None, *, endpoint_url: str | None = None, client: Any = None
-) -> FactSet:
+def load_s3(uri: str, relations: list[str] | None = None, *, endpoint_url: str | None = None, client: Any = None) -> FactSet:
     """Download the facts under `uri` to a temporary folder and read them (module docstring).
 
     `client` may be a ready boto3 S3 client (tests, custom sessions); otherwise one is made
@@ -176,7 +177,8 @@ def load_s3(
         known = dict.fromkeys(sorted({rel.stem for rel in rel_keys if _is_fact_file(rel)}, key=relation_sort_key))
         wanted = check_relations(relations, known, uri)
         chosen = {
-            rel: key for rel, key in rel_keys.items()
+            rel: key
+            for rel, key in rel_keys.items()
             if rel.name == RELATIONS_FILE or (_is_fact_file(rel) and (wanted is None or rel.stem in wanted))
         }
     else:

@@ -13,6 +13,7 @@ DataError naming the first bad byte and its line. `popularity` and `context` col
 read by the QA and coherency builders. Columns (csv, parquet) or fields (jsonl) that are none of
 the above are ignored, with one warning per file naming them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,12 +53,13 @@ def _missing(colmap: dict[str, str]) -> list[str]:
 
 
 def _fact(rec: dict[str, Any], colmap: dict[str, str], where: str) -> Fact:
-    values = {
-        canon: clean_text(rec.get(col), where, col, required=canon in REQUIRED) for canon, col in colmap.items()
-    }
+    values = {canon: clean_text(rec.get(col), where, col, required=canon in REQUIRED) for canon, col in colmap.items()}
     return Fact(
-        relation=values["relation"], subject=values["subject"], object=values["object"],
-        subject_id=values.get("subject_id"), object_id=values.get("object_id"),
+        relation=values["relation"],
+        subject=values["subject"],
+        object=values["object"],
+        subject_id=values.get("subject_id"),
+        object_id=values.get("object_id"),
     )
 
 
@@ -84,7 +86,6 @@ def _read_file(path: Path) -> Iterator[Fact]:
         warn_unknown_columns(log, path, table.columns, KNOWN_COLUMNS)
         for where, rec in table.records(colmap.values()):
             yield _fact(rec, colmap, where)
-
 
 
 def triple_files(path: str | Path) -> list[Path]:

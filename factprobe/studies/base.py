@@ -31,6 +31,7 @@ which also loads plug-in study modules; docs/extending.md walks through one):
   `factprobe_ops/tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
 - `figures(out)`: the PNG files of the run (default: every `*.png` in `out`).
 """
+
 from __future__ import annotations
 
 import math
@@ -84,8 +85,12 @@ class StudyHeadline:
         value = flat.get(self.metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return None
-        return {"metric": self.metric, "value": float(value), "higher_is_better": self.higher_is_better,
-                "label": self.label or self.metric}
+        return {
+            "metric": self.metric,
+            "value": float(value),
+            "higher_is_better": self.higher_is_better,
+            "label": self.label or self.metric,
+        }
 
 
 class Study:
@@ -110,8 +115,7 @@ class Study:
         return []
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        return {k: float(v) for k, v in metrics.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     def headline_row(self, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
         """The run's headline (`StudyHeadline.row` over `flat_metrics(metrics)`); None without one."""

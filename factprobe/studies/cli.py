@@ -18,6 +18,7 @@ the run KILLED and exits 143/130 with one line saying what is kept (`interrupted
 steps a study ran as claimed folders of their own (the findings study's probe and study folders)
 are, and a rerun resumes them; a study without such steps keeps nothing (a rerun computes it again).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,11 +91,17 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool = True,
-              hooks: list[Any] = (), args: argparse.Namespace | None = None,
-              step: Callable[[str], None] | None = None,
-              batch_progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
-              ) -> tuple[dict[str, Any], list[str], bool]:
+def run_study(
+    study: Study,
+    config: dict[str, Any],
+    out: Path,
+    *,
+    progress: bool = True,
+    hooks: list[Any] = (),
+    args: argparse.Namespace | None = None,
+    step: Callable[[str], None] | None = None,
+    batch_progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
+) -> tuple[dict[str, Any], list[str], bool]:
     """Run `study` with `config` (from `study_config`) into `out`. `step` and `batch_progress`:
     the progress lines of a run without a terminal (`StudyContext`).
 
@@ -113,18 +120,21 @@ def run_study(study: Study, config: dict[str, Any], out: Path, *, progress: bool
             old = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
             diff = _differences(old, config) if old.get("study") == study.name else [f"study: {old.get('study')!r}"]
             if diff:
-                raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); "
-                                  "use another --out")
+                raise ConfigError(f"{out} holds a finished study of another configuration ({'; '.join(diff)}); use another --out")
             finished = json.loads((out / METRICS_FILE).read_text(encoding="utf-8"))
             ident = study_identity(config)  # weights, input bytes, config, numerics
             was = finished.get("identity")
             if not isinstance(was, dict):
-                raise ConfigError(f"{out} holds a finished study that records no measurement identity (made by an older "
-                                  f"factprobe); use another --out, or remove {out} to start afresh")
+                raise ConfigError(
+                    f"{out} holds a finished study that records no measurement identity (made by an older "
+                    f"factprobe); use another --out, or remove {out} to start afresh"
+                )
             changed = ident.changes_from(StudyIdentity.from_dict(was))
             if changed:
-                raise ConfigError(f"{out} holds a finished study of other {'; other '.join(changed)}; use another --out, "
-                                  f"or remove {out} to start afresh")
+                raise ConfigError(
+                    f"{out} holds a finished study of other {'; other '.join(changed)}; use another --out, "
+                    f"or remove {out} to start afresh"
+                )
             return finished, [], True
         ctx = StudyContext(base=base, cfg=cfg, out=out, progress=progress, note=note)
         if step is not None:
@@ -160,10 +170,14 @@ def interrupted_message(out: Path) -> str:
     """The one line an interrupted study prints: it did not finish, and what of it is kept."""
     kept = kept_steps(out)
     if not kept:
-        return (f"interrupted; the study did not finish and nothing of it is kept for a rerun: rerunning it into {out} "
-                "computes it all again")
-    return (f"interrupted; the study did not finish; its {len(kept)} step folder(s) under {out} (e.g. "
-            f"{kept[0].relative_to(out)}) are kept, and rerunning it into {out} resumes them")
+        return (
+            f"interrupted; the study did not finish and nothing of it is kept for a rerun: rerunning it into {out} "
+            "computes it all again"
+        )
+    return (
+        f"interrupted; the study did not finish; its {len(kept)} step folder(s) under {out} (e.g. "
+        f"{kept[0].relative_to(out)}) are kept, and rerunning it into {out} resumes them"
+    )
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -175,8 +189,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     out_given = getattr(args, "out", None) or given.get("out")
     out = Path(out_given) if out_given else default_out(study, config)
     try:
-        metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks,
-                                             args=args)
+        metrics, lines, finished = run_study(study, config, out, progress=not args.no_progress, hooks=args.hooks, args=args)
     except KeyboardInterrupt as e:  # the hooks have ended their runs KILLED; say what is true of the folder
         print(interrupted_message(out), file=sys.stderr)
         return int(getattr(e, "exit_code", 130))
@@ -200,8 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp = studies.add_parser(name, help=study.description, description=study.description)
         if study.uses_base:
             skip = tuple(n for n in BaseConfig.field_names() if n not in base_fields(study))
-            add_config_arguments(sp.add_argument_group("model and data" if study.loads_model else "data"), BaseConfig,
-                                 skip=skip)
+            add_config_arguments(sp.add_argument_group("model and data" if study.loads_model else "data"), BaseConfig, skip=skip)
         else:
             sp.add_argument("--out", default=None, help="output folder (default runs/study-<name>)")
         add_config_arguments(sp.add_argument_group(f"{name} options"), study.config_class)

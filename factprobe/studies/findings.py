@@ -24,7 +24,11 @@ Outputs: `metrics.json` (returned: `findings`, one record per claim and model, s
 `Finding.to_dict`; `settings`; `runs`: the folder of every step), `findings.md` (the table and
 each finding's detail) and `findings.png` (each finding's value and 95% interval against its
 threshold). Only what was measured is claimed: the verdicts come from those numbers alone.
+
+Over 500 lines: one study, its step list and the claim table it reads back; ruff format's one-argument-per-line calls
+take it past 500.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigBase, option, split_relations
 from ..errors import ConfigError
 from ..io import atomic_write_text, read_jsonl
 from ..metrics import findings as fm
-from ..config import ConfigBase, option, split_relations
 from ..probes.config import BaseConfig, RunConfig
 from .base import Study, StudyContext
 from .registry import register
@@ -47,27 +51,73 @@ DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 #: what each budget runs (the knobs that decide the cost). `small`: the measured run (3 relations x 8 facts,
 #: both models, docs/findings.md); `tiny`: tests (tiny random models); `paper`: the papers' settings.
 BUDGETS: dict[str, dict[str, Any]] = {
-    "tiny": {"choices": 5, "examples": 4, "templates": "1", "n": [0, 1, 2, 4], "draws": 2, "length": 16,
-             "replace": 4, "shots": [2, 3], "known_shots": 2, "qa_train_per_relation": 6, "max_new_tokens": 4,
-             "max_candidates": 5, "belief_setting": "zero-shot", "belief_templates": 3, "max_answer_tokens": 3,
-             "n_boot": 200, "fluctuation_draws": 200},
-    "small": {"choices": 10, "examples": 50, "templates": "1", "n": [0, 2, 10, 20], "draws": 3, "length": 200,
-              "replace": 40, "shots": list(fm.PAPER_SHOTS), "known_shots": 10, "qa_train_per_relation": 20,
-              "max_new_tokens": 8,
-              "max_candidates": 20, "belief_setting": "zero-shot", "belief_templates": 4, "max_answer_tokens": 5,
-              "n_boot": 2000, "fluctuation_draws": 2000},
-    "paper": {"choices": 100, "examples": 50, "templates": "paper", "n": [0, 1, 2, 5, 10, 20, 30, 50], "draws": 5,
-              "length": 200, "replace": 40, "shots": list(fm.PAPER_SHOTS), "known_shots": 10,
-              "qa_train_per_relation": 50,
-              "max_new_tokens": 16, "max_candidates": None, "belief_setting": "zero-shot", "belief_templates": None,
-              "max_answer_tokens": 10, "n_boot": 2000, "fluctuation_draws": 10000},
+    "tiny": {
+        "choices": 5,
+        "examples": 4,
+        "templates": "1",
+        "n": [0, 1, 2, 4],
+        "draws": 2,
+        "length": 16,
+        "replace": 4,
+        "shots": [2, 3],
+        "known_shots": 2,
+        "qa_train_per_relation": 6,
+        "max_new_tokens": 4,
+        "max_candidates": 5,
+        "belief_setting": "zero-shot",
+        "belief_templates": 3,
+        "max_answer_tokens": 3,
+        "n_boot": 200,
+        "fluctuation_draws": 200,
+    },
+    "small": {
+        "choices": 10,
+        "examples": 50,
+        "templates": "1",
+        "n": [0, 2, 10, 20],
+        "draws": 3,
+        "length": 200,
+        "replace": 40,
+        "shots": list(fm.PAPER_SHOTS),
+        "known_shots": 10,
+        "qa_train_per_relation": 20,
+        "max_new_tokens": 8,
+        "max_candidates": 20,
+        "belief_setting": "zero-shot",
+        "belief_templates": 4,
+        "max_answer_tokens": 5,
+        "n_boot": 2000,
+        "fluctuation_draws": 2000,
+    },
+    "paper": {
+        "choices": 100,
+        "examples": 50,
+        "templates": "paper",
+        "n": [0, 1, 2, 5, 10, 20, 30, 50],
+        "draws": 5,
+        "length": 200,
+        "replace": 40,
+        "shots": list(fm.PAPER_SHOTS),
+        "known_shots": 10,
+        "qa_train_per_relation": 50,
+        "max_new_tokens": 16,
+        "max_candidates": None,
+        "belief_setting": "zero-shot",
+        "belief_templates": None,
+        "max_answer_tokens": 10,
+        "n_boot": 2000,
+        "fluctuation_draws": 10000,
+    },
 }
 PROBES = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl")
 SEQUENCE_KINDS = ("unknown", "incorrect")
 #: the icl-sequence steps: {step folder: (kind, placement)} (wu2024 Figures 2b-2e)
-SEQUENCE_STEPS = {"icl-sequence-unknown": ("unknown", "random"), "icl-sequence-incorrect": ("incorrect", "random"),
-                  "icl-sequence-unknown-block": ("unknown", "block"),
-                  "icl-sequence-incorrect-block": ("incorrect", "block")}
+SEQUENCE_STEPS = {
+    "icl-sequence-unknown": ("unknown", "random"),
+    "icl-sequence-incorrect": ("incorrect", "random"),
+    "icl-sequence-unknown-block": ("unknown", "block"),
+    "icl-sequence-incorrect-block": ("incorrect", "block"),
+}
 
 
 @dataclass
@@ -77,13 +127,27 @@ class FindingsConfig(ConfigBase):
     models: list[str] = option(list(DEFAULT_MODELS), "comma-separated models (aliases or folders)")
     relations: list[str] = option(["P36", "P1376", "P37"], "comma-separated LAMA T-REx relation ids")
     data: str | None = option(None, "LAMA folder (default: the data root's lama/)")
-    train_data: str | None = option(None, "folder of P*.jsonl training facts (in-context examples, the counterfactual "
-                                           "pool), e.g. ../shared/data/lpaqa/trex_train (default: split the test facts)")
+    train_data: str | None = option(
+        None,
+        "folder of P*.jsonl training facts (in-context examples, the counterfactual "
+        "pool), e.g. ../shared/data/lpaqa/trex_train (default: split the test facts)",
+    )
     max_facts_per_relation: int = option(8, "test facts per relation for every probe (a deterministic sample)")
-    budget: str = option("small", "what each step runs: tiny (tests), small (~30 min for two models on 2 cores), "
-                                  "paper (the papers' settings); docs/findings.md lists them", choices=tuple(BUDGETS))
-    choices: int | None = option(None, "options per multiple-choice item (IC-LKE, HGP/MMP, the icl-examples curve); "
-                                       "default: the budget's (10 small, 100 paper)")
+    budget: str = option(
+        "small",
+        "what each step runs: tiny (tests), small (~30 min for two models on 2 cores), "
+        "paper (the papers' settings); docs/findings.md lists them",
+        choices=tuple(BUDGETS),
+    )
+    choices: int | None = option(
+        None,
+        "options per multiple-choice item (IC-LKE, HGP/MMP, the icl-examples curve); default: the budget's (10 small, 100 paper)",
+    )
+    max_candidates: int | None = option(
+        None,
+        "coherency: candidates per query, a seeded sample plus the answer (default: "
+        "the budget's, 20 small, all under paper as youssef2024)",
+    )
     seed: int = option(0, "seed of every step")
     device: str = option("auto", "auto | cpu | cuda[:i]", decides_results=False)
     dtype: str = option("auto", "auto | float32 | bfloat16 | float16", choices=("auto", "float32", "bfloat16", "float16"))
@@ -97,10 +161,15 @@ class FindingsConfig(ConfigBase):
         rels = split_relations(self.relations)
         self.check(bool(rels), "relations", self.relations, "give at least one LAMA relation id, e.g. P36,P19")
         self.relations = rels  # type: ignore[assignment]
-        self.check(self.max_facts_per_relation >= 1, "max_facts_per_relation", self.max_facts_per_relation,
-                   "must be >= 1")
-        self.check(self.choices is None or self.choices >= 2, "choices", self.choices, "must be >= 2 (the answer and a "
-                   "distractor)")
+        self.check(self.max_facts_per_relation >= 1, "max_facts_per_relation", self.max_facts_per_relation, "must be >= 1")
+        self.check(self.max_candidates is None or self.max_candidates >= 2, "max_candidates", self.max_candidates, "must be >= 2")
+        self.check(
+            self.choices is None or self.choices >= 2, "choices", self.choices, "must be >= 2 (the answer and a distractor)"
+        )
+
+    def coherency_candidates(self) -> int | None:
+        """Candidates per coherency query: `max_candidates`, else the budget's (None: all)."""
+        return self.max_candidates if self.max_candidates is not None else BUDGETS[self.budget]["max_candidates"]
 
     def mc_choices(self) -> int:
         """Options per multiple-choice item: `choices`, else the budget's."""
@@ -109,9 +178,17 @@ class FindingsConfig(ConfigBase):
 
 # ------------------------------------------------------------------ the steps
 def _base(cfg: FindingsConfig, model: str, **over: Any) -> dict[str, Any]:
-    d = {"model": model, "source": "lama", "data": cfg.data, "train_data": cfg.train_data,
-         "relations": list(cfg.relations), "max_facts_per_relation": cfg.max_facts_per_relation, "seed": cfg.seed,
-         "device": cfg.device, "dtype": cfg.dtype}
+    d = {
+        "model": model,
+        "source": "lama",
+        "data": cfg.data,
+        "train_data": cfg.train_data,
+        "relations": list(cfg.relations),
+        "max_facts_per_relation": cfg.max_facts_per_relation,
+        "seed": cfg.seed,
+        "device": cfg.device,
+        "dtype": cfg.dtype,
+    }
     d.update(over)
     return d
 
@@ -125,12 +202,23 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
         "ic-lke": {**mc, "examples": b["examples"]},
         "hgp": {**mc, "templates": b["templates"]},
         "mmp": {**mc, "templates": b["templates"]},
-        "counterfactual": {**base, "shots": list(b["shots"]), "known_shots": b["known_shots"],
-                           "qa_train_per_relation": b["qa_train_per_relation"], "max_new_tokens": b["max_new_tokens"]},
-        "coherency": {**base, "max_candidates": b["max_candidates"]},
-        "belief-icl": {**base, "train_data": None, "setting": b["belief_setting"], "samples": 0,
-                       "max_templates": b["belief_templates"], "max_answer_tokens": b["max_answer_tokens"],
-                       "draws": b["fluctuation_draws"]},
+        "counterfactual": {
+            **base,
+            "shots": list(b["shots"]),
+            "known_shots": b["known_shots"],
+            "qa_train_per_relation": b["qa_train_per_relation"],
+            "max_new_tokens": b["max_new_tokens"],
+        },
+        "coherency": {**base, "max_candidates": cfg.coherency_candidates()},
+        "belief-icl": {
+            **base,
+            "train_data": None,
+            "setting": b["belief_setting"],
+            "samples": 0,
+            "max_templates": b["belief_templates"],
+            "max_answer_tokens": b["max_answer_tokens"],
+            "draws": b["fluctuation_draws"],
+        },
     }
     return {p: RunConfig.from_dict({"probe": p, **d}) for p, d in flat.items()}
 
@@ -138,11 +226,23 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
 def study_givens(cfg: FindingsConfig, model: str) -> dict[str, dict[str, Any]]:
     """{step folder: options} of the sub-studies (icl-examples; icl-sequence per kind)."""
     b = BUDGETS[cfg.budget]
-    out = {"icl-examples": {**_base(cfg, model), "choices": cfg.mc_choices(), "skip_small_relations": True,
-                            "n": b["n"], "draws": b["draws"]}}
+    out = {
+        "icl-examples": {
+            **_base(cfg, model),
+            "choices": cfg.mc_choices(),
+            "skip_small_relations": True,
+            "n": b["n"],
+            "draws": b["draws"],
+        }
+    }
     for step, (kind, placement) in SEQUENCE_STEPS.items():  # the sequence is drawn from all facts of each relation
-        out[step] = {**_base(cfg, model, max_facts_per_relation=None), "length": b["length"], "replace": b["replace"],
-                     "kind": kind, "placement": placement}
+        out[step] = {
+            **_base(cfg, model, max_facts_per_relation=None),
+            "length": b["length"],
+            "replace": b["replace"],
+            "kind": kind,
+            "placement": placement,
+        }
     return out
 
 
@@ -164,14 +264,14 @@ def _substudy(ctx: StudyContext, name: str, given: dict[str, Any], out: Path) ->
     missing = sorted(k for k in given if k not in known)
     if missing:
         raise ConfigError(f"study {name} has no option(s) {', '.join(missing)} that findings sets")
-    metrics, _, _ = run_study(study, study_config(study, given), out, progress=ctx.progress,
-                              batch_progress=ctx.batch_progress)
+    metrics, _, _ = run_study(study, study_config(study, given), out, progress=ctx.progress, batch_progress=ctx.batch_progress)
     return metrics
 
 
 # ------------------------------------------------------------------ the claims of one model
-def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str],
-                   stage: Callable[[str], None] = lambda name: None) -> list[fm.Finding]:
+def model_findings(
+    ctx: StudyContext, model: str, out: Path, runs: dict[str, str], stage: Callable[[str], None] = lambda name: None
+) -> list[fm.Finding]:
     """Run every step of `model` into `out` and judge its claims; `stage(step name)` is called as each step starts."""
     from ..probes.runner import run_probe
 
@@ -191,9 +291,14 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
             loaded = load_for_probe(rc)
             if getattr(loaded, "is_random", False):
                 ctx.note(f"{model} has RANDOM weights: these findings are not a result")
-        outcome = run_probe(rc, folder, loaded=loaded, progress=ctx.progress,
-                            log=lambda m: print(m) if ctx.progress else None,
-                            on_batch=ctx.batch_progress(f"{probe} {Path(model).name}"))
+        outcome = run_probe(
+            rc,
+            folder,
+            loaded=loaded,
+            progress=ctx.progress,
+            log=lambda m: print(m) if ctx.progress else None,
+            on_batch=ctx.batch_progress(f"{probe} {Path(model).name}"),
+        )
         for n in outcome.notes:
             ctx.note(f"{model} {probe}: {n}")
         rows[probe] = outcome.results.to_dict("records")
@@ -206,16 +311,30 @@ def model_findings(ctx: StudyContext, model: str, out: Path, runs: dict[str, str
 
     found = [fm.mc_vs_baseline(model, base, rows["ic-lke"], rows[base], **boot) for base in ("hgp", "mmp")]
     curve = subs["icl-examples"]
-    found.append(fm.saturation(model, curve["curve"], curve.get("n_items"), **boot) if curve
-                 else fm.not_measured("saturation", model, "study icl-examples is not installed"))
+    found.append(
+        fm.saturation(model, curve["curve"], curve.get("n_items"), **boot)
+        if curve
+        else fm.not_measured("saturation", model, "study icl-examples is not installed")
+    )
     found += sequence_findings(model, out, subs, boot)
     cf = probe_metrics["counterfactual"]
-    found.append(fm.counterfactual_over_k(model, rows["counterfactual"], b["shots"], shots_used=shots_used(cf),
-                                          n_params=model_params(model), **boot))
+    found.append(
+        fm.counterfactual_over_k(
+            model, rows["counterfactual"], b["shots"], shots_used=shots_used(cf), n_params=model_params(model), **boot
+        )
+    )
     found.append(fm.coherency_poor(model, rows["coherency"], **boot))
     found.append(fm.c1_above_c2(model, rows["coherency"], **boot))
-    found.append(fm.prompt_fluctuation(model, rows["belief-icl"], n_draws=b["fluctuation_draws"],
-                                       n_boot=min(b["n_boot"], 500), seed=cfg.seed, setting=b["belief_setting"]))
+    found.append(
+        fm.prompt_fluctuation(
+            model,
+            rows["belief-icl"],
+            n_draws=b["fluctuation_draws"],
+            n_boot=min(b["n_boot"], 500),
+            seed=cfg.seed,
+            setting=b["belief_setting"],
+        )
+    )
     fluct = found[-1]
     fluct.detail["probe_acc_range"] = probe_metrics["belief-icl"].get("acc_range")
     return found
@@ -228,10 +347,13 @@ def sequence_findings(model: str, out: Path, subs: Mapping[str, Any], boot: Mapp
     if not all(subs.get(step) for step in SEQUENCE_STEPS):
         return [fm.not_measured(c, model, "study icl-sequence is not installed") for c in claims]
     pos = {step: [r for _, r in read_jsonl(out / step / "positions.jsonl")] for step in SEQUENCE_STEPS}
-    return [fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown"], pos["icl-sequence-incorrect"], **boot),
-            fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"],
-                                    placement="block", **boot),
-            fm.block_vs_random(model, pos["icl-sequence-incorrect-block"], pos["icl-sequence-incorrect"], **boot)]
+    return [
+        fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown"], pos["icl-sequence-incorrect"], **boot),
+        fm.incorrect_vs_unknown(
+            model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"], placement="block", **boot
+        ),
+        fm.block_vs_random(model, pos["icl-sequence-incorrect-block"], pos["icl-sequence-incorrect"], **boot),
+    ]
 
 
 def shots_used(cf_metrics: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
@@ -318,21 +440,36 @@ class FindingsStudy(Study):
         runs: dict[str, str] = {}
         found: list[fm.Finding] = []
         metrics: dict[str, Any] = {
-            "findings": [], "models": list(cfg.models), "relations": list(cfg.relations),
-            "settings": {"budget": cfg.budget, **BUDGETS[cfg.budget], "choices": cfg.mc_choices(), "max_facts_per_relation": cfg.max_facts_per_relation,
-                         "train_data": cfg.train_data, "seed": cfg.seed},
+            "findings": [],
+            "models": list(cfg.models),
+            "relations": list(cfg.relations),
+            "settings": {
+                "budget": cfg.budget,
+                **BUDGETS[cfg.budget],
+                "choices": cfg.mc_choices(),
+                "max_candidates": cfg.coherency_candidates(),
+                "max_facts_per_relation": cfg.max_facts_per_relation,
+                "train_data": cfg.train_data,
+                "seed": cfg.seed,
+            },
             "runs": runs,
         }
         total = len(cfg.models) * (len(PROBES) + len(study_givens(cfg, cfg.models[0])))
         started = iter(range(1, total + 1))
         for model in tqdm(cfg.models, desc="findings", unit="model", disable=not ctx.progress):
             name = Path(model).name
-            found += model_findings(ctx, model, Path(ctx.out) / name, runs,
-                                    stage=lambda s, name=name: ctx.step(f"{name}: {s} ({next(started)}/{total})"))
+            found += model_findings(
+                ctx,
+                model,
+                Path(ctx.out) / name,
+                runs,
+                stage=lambda s, name=name: ctx.step(f"{name}: {s} ({next(started)}/{total})"),
+            )
             metrics["findings"] = [f.to_dict() for f in found]
             # after each model, so a run stopped during the next model leaves the finished models' table
             atomic_write_text(Path(ctx.out) / "findings.md", findings_markdown(metrics))
         from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
+
         save_png(findings_figure(metrics["findings"]), Path(ctx.out) / "findings.png")
         return metrics
 
@@ -345,8 +482,10 @@ class FindingsStudy(Study):
             val = "n/a" if f["value"] is None else f"{f['value']:+.3f}"
             note = (f.get("detail") or {}).get("verdict_note")
             unit = (f.get("detail") or {}).get("unit", "")
-            lines.append(f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6} "
-                         f"{unit}" + (f"  ({note})" if note else ""))
+            lines.append(
+                f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6} "
+                f"{unit}" + (f"  ({note})" if note else "")
+            )
         lines.append(fm.MULTIPLICITY_NOTE)
         return lines
 

@@ -51,7 +51,11 @@ whole-run saving is the prefix's share of the work: `benchmarks/bench_icl_exampl
 the prefix 1.78x faster and the whole curve 1.09x faster with 10 facts x 20 options (less with
 more options or facts, where the facts dominate). The extended cache equals a fresh forward of the same tokens up to float rounding (tested
 to 1e-4 against the IC-LKE probe's own scores at the same examples).
+
+Over 500 lines: one study, the examples curve (the shared-prefix scoring across n, n95 and its draws, the figure);
+ruff format's one-argument-per-line calls take it past 500.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,11 +65,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import option
 from ..datasets.examples import sample_examples
 from ..errors import ConfigError, ContextTooLongError
 from ..facts import Fact, MCItem
 from ..io import atomic_write_jsonl
-from ..config import option
 from ..probes.config import BaseConfig
 from ..probes.ic_lke import ICLKE, PROMPT_FORMATS, fact_context, option_continuation, relation_prefix
 from ..probes.mc import ON_TOO_LONG, MCConfig, item_row, longest
@@ -105,14 +109,19 @@ class ICLExamplesConfig(MCConfig):
     """The curve's own options, plus IC-LKE's prompt options (`ic_lke.ICLKEConfig` without `examples`)."""
 
     n: list[int] | None = option(None, "numbers of in-context examples, increasing (default: 0,1,2,5,10,20,30,50)")
-    draws: int = option(5, "seeded example draws per n, the mean and std are over these (wu2024 Figure 1: \"five "
-                           "random seeds\")")
+    draws: int = option(5, 'seeded example draws per n, the mean and std are over these (wu2024 Figure 1: "five random seeds")')
     separator: str = option(" ", "between subject and object (and, in the paper format, between examples)")
-    prompt_format: str = option("paper", "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's "
-                                         "'x1 S y1 , ... xn S yn x S S option'", choices=PROMPT_FORMATS)
+    prompt_format: str = option(
+        "paper",
+        "paper: x1 S y1 S ... x S option (Eq. 1); official: the ZeroPrompt_LKE code's 'x1 S y1 , ... xn S yn x S S option'",
+        choices=PROMPT_FORMATS,
+    )
     drop_self_examples: bool = option(False, "never use a training fact whose subject equals its object as an example")
-    on_too_long: str = option("truncate", "examples longer than the model's window: cap n at the most that fit (truncate) "
-                                          "or refuse", choices=ON_TOO_LONG)
+    on_too_long: str = option(
+        "truncate",
+        "examples longer than the model's window: cap n at the most that fit (truncate) or refuse",
+        choices=ON_TOO_LONG,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -147,18 +156,32 @@ def _fits(scorer, examples: Sequence[Fact], k: int, cfg: ICLExamplesConfig, tail
     return len(scorer.encode_context(text)) + tail <= scorer.max_length
 
 
-def plan_relation(scorer, relation: str, items: list[MCItem], train, test_facts: Iterable[Fact],
-                  cfg: ICLExamplesConfig, seed: int, note: Callable[[str], None]) -> RelationPlan:
+def plan_relation(
+    scorer,
+    relation: str,
+    items: list[MCItem],
+    train,
+    test_facts: Iterable[Fact],
+    cfg: ICLExamplesConfig,
+    seed: int,
+    note: Callable[[str], None],
+) -> RelationPlan:
     """Draw the relation's examples (module docstring) and find the cap; notes each capped n once."""
     n_max = max(cfg.n)
     test_facts = list(test_facts)
-    draws = [sample_examples(train, relation, n_max, seed=draw_seed(seed, d), exclude_subjects=test_facts,
-                             drop_self=cfg.drop_self_examples) for d in range(cfg.draws)]
+    draws = [
+        sample_examples(
+            train, relation, n_max, seed=draw_seed(seed, d), exclude_subjects=test_facts, drop_self=cfg.drop_self_examples
+        )
+        for d in range(cfg.draws)
+    ]
     cap = min(len(e) for e in draws)
     if cap < n_max:
         over = [n for n in cfg.n if n > cap]
-        note(f"{relation}: n={','.join(map(str, over))} capped at {cap}: the training examples available "
-             "(one per subject, test subjects excluded)")
+        note(
+            f"{relation}: n={','.join(map(str, over))} capped at {cap}: the training examples available "
+            "(one per subject, test subjects excluded)"
+        )
     sep, fmt = cfg.separator, cfg.prompt_format
     subject, opt = longest(items)
     tail_text = (f"{sep}{subject}" if fmt == "paper" else f"{subject}{sep}") + option_continuation(opt, sep)
@@ -172,9 +195,12 @@ def plan_relation(scorer, relation: str, items: list[MCItem], train, test_facts:
         if cfg.on_too_long == "refuse" or fit == 0:
             raise ContextTooLongError(
                 f"{relation}: n={','.join(map(str, over))} examples exceed the model's context window of "
-                f"{scorer.max_length} tokens" + ("; lower --n" if fit else " even with one example"))
-        note(f"{relation}: n={','.join(map(str, over))} capped at {fit}: the model's window "
-             f"({scorer.max_length} tokens) holds no more examples")
+                f"{scorer.max_length} tokens" + ("; lower --n" if fit else " even with one example")
+            )
+        note(
+            f"{relation}: n={','.join(map(str, over))} capped at {fit}: the model's window "
+            f"({scorer.max_length} tokens) holds no more examples"
+        )
     return RelationPlan(relation, list(items), [e[:fit] for e in draws], fit)
 
 
@@ -199,7 +225,7 @@ class PrefixChain:
         ids = self.scorer.encode_context(text)
         last = self.last
         if self.reuse and last is not None and len(last) and list(last.token_ids) == ids[: len(last)]:
-            cache = last if len(ids) == len(last) else self.scorer.extend(last, ids[len(last):])
+            cache = last if len(ids) == len(last) else self.scorer.extend(last, ids[len(last) :])
             self.extended += 1
         else:
             cache = self.scorer.prefix(ids)
@@ -208,8 +234,9 @@ class PrefixChain:
         return cache
 
 
-def score_items(scorer, items: Sequence[MCItem], examples: Sequence[Fact], cache, cfg: ICLExamplesConfig,
-                keep_logprobs: bool = False) -> list[dict]:
+def score_items(
+    scorer, items: Sequence[MCItem], examples: Sequence[Fact], cache, cfg: ICLExamplesConfig, keep_logprobs: bool = False
+) -> list[dict]:
     """IC-LKE rows of `items` with `examples` in the prompt (`cache`: the PrefixCache of the
     examples' text, right-stripped, or None), scored as `ICLKE.score_batch` does, batch by batch.
     Rows are slim (fact_id, relation, gold_index, prediction, correct, gold_prob) plus `logprobs`
@@ -247,9 +274,16 @@ class CurveScores:
         return self.rows[(relation, k, None if k == 0 else draw)]
 
 
-def score_curve(scorer, plans: Mapping[str, RelationPlan], cfg: ICLExamplesConfig, *, reuse_prefix: bool = True,
-                keep_logprobs: bool = False, progress: bool = False,
-                on_batch: Callable[[int, int], None] | None = None) -> CurveScores:
+def score_curve(
+    scorer,
+    plans: Mapping[str, RelationPlan],
+    cfg: ICLExamplesConfig,
+    *,
+    reuse_prefix: bool = True,
+    keep_logprobs: bool = False,
+    progress: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> CurveScores:
     """Score every distinct (relation, examples used, draw) once: per relation the 0-example
     rows, then per draw the used counts in increasing order through one `PrefixChain`.
     `on_batch(done, total)`: called after each (relation, examples used, draw) with the items scored so far."""
@@ -327,8 +361,18 @@ def curve_metrics(scores: CurveScores, cfg: ICLExamplesConfig, seed: int) -> tup
                 n_items += len(rows)
             acc = correct / n_items if n_items else math.nan
             overall[n].append(acc)
-            table.append({"n": n, "draw": d, "seed": draw_seed(seed, d), "accuracy": acc, "correct": correct,
-                          "n_items": n_items, "per_relation": rel_acc, "n_used": used})
+            table.append(
+                {
+                    "n": n,
+                    "draw": d,
+                    "seed": draw_seed(seed, d),
+                    "accuracy": acc,
+                    "correct": correct,
+                    "n_items": n_items,
+                    "per_relation": rel_acc,
+                    "n_used": used,
+                }
+            )
     curve = curve_records(overall)
     n_items = sum(len(p.items) for p in plans.values())
     for rec in curve:
@@ -337,11 +381,18 @@ def curve_metrics(scores: CurveScores, cfg: ICLExamplesConfig, seed: int) -> tup
     at, threshold = n95(curve)
     capped = {rel: {"cap": p.cap, "n": [n for n in cfg.n if n > p.cap]} for rel, p in plans.items() if p.cap < max(cfg.n)}
     metrics = {
-        "curve": curve, "n95": at, "n95_threshold": threshold, "n_largest": cfg.n[-1],
+        "curve": curve,
+        "n95": at,
+        "n95_threshold": threshold,
+        "n_largest": cfg.n[-1],
         "per_relation": {rel: curve_records(v) for rel, v in per_rel.items()},
-        "capped": capped, "draws": cfg.draws, "draw_seeds": [draw_seed(seed, d) for d in range(cfg.draws)],
-        "n_items": n_items, "relations": list(plans),
-        "prefix_extended": scores.prefix_extended, "prefix_recomputed": scores.prefix_recomputed,
+        "capped": capped,
+        "draws": cfg.draws,
+        "draw_seeds": [draw_seed(seed, d) for d in range(cfg.draws)],
+        "n_items": n_items,
+        "relations": list(plans),
+        "prefix_extended": scores.prefix_extended,
+        "prefix_recomputed": scores.prefix_recomputed,
     }
     return metrics, table
 
@@ -383,9 +434,17 @@ def _print_note(msg: str) -> None:
     print(f"note: {msg}", file=sys.stderr)
 
 
-def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, progress: bool = True,
-                   note: Callable[[str], None] = _print_note, *, loaded=None,
-                   on_batch: Callable[[int, int], None] | None = None, prepared=None) -> dict[str, Any]:
+def examples_curve(
+    base: BaseConfig,
+    cfg: ICLExamplesConfig,
+    out: str | Path,
+    progress: bool = True,
+    note: Callable[[str], None] = _print_note,
+    *,
+    loaded=None,
+    on_batch: Callable[[int, int], None] | None = None,
+    prepared=None,
+) -> dict[str, Any]:
     """Run the curve (module docstring) into the existing folder `out`: writes curve.jsonl,
     scores.jsonl and curve.png, returns the metrics (not written: the caller writes metrics.json).
     `on_batch(done, total)`: progress in items scored (`score_curve`).
@@ -401,27 +460,52 @@ def examples_curve(base: BaseConfig, cfg: ICLExamplesConfig, out: str | Path, pr
     for why in prepared.dropped.values():
         note(f"dropped {why}")
     if loaded is None:
-        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model,
-                            device_map=base.device_map, max_memory=base.max_memory)
+        loaded = load_model(
+            base.model,
+            device=base.device,
+            dtype=base.dtype,
+            base_model=base.base_model,
+            device_map=base.device_map,
+            max_memory=base.max_memory,
+        )
     require_kind(loaded, ("causal",), "study icl-examples")
-    scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, token_budget=base.token_budget,
-                    max_length=loaded.max_length)
-    plans = {rel: plan_relation(scorer, rel, items, prepared.train, (f for f in prepared.test if f.relation == rel),
-                                cfg, base.seed, note)
-             for rel, items in prepared.items.items()}
+    scorer = Scorer(
+        loaded.model, loaded.tokenizer, device=loaded.device, token_budget=base.token_budget, max_length=loaded.max_length
+    )
+    plans = {
+        rel: plan_relation(
+            scorer, rel, items, prepared.train, (f for f in prepared.test if f.relation == rel), cfg, base.seed, note
+        )
+        for rel, items in prepared.items.items()
+    }
     scores = score_curve(scorer, plans, cfg, progress=progress, on_batch=on_batch)
     metrics, table = curve_metrics(scores, cfg, base.seed)
     s = scorer.stats
-    metrics.update(model=base.model, model_revision=getattr(loaded, "revision", "") or "",
-                   model_is_random=bool(getattr(loaded, "is_random", False)), data_digest=prepared.digest(),
-                   dropped_relations=dict(prepared.dropped), tokens_forwarded=s.total_tokens,
-                   prefix_tokens=s.prefix_tokens, forwards=s.forwards, tokenization_fallbacks=s.fallbacks)
+    metrics.update(
+        model=base.model,
+        model_revision=getattr(loaded, "revision", "") or "",
+        model_is_random=bool(getattr(loaded, "is_random", False)),
+        data_digest=prepared.digest(),
+        dropped_relations=dict(prepared.dropped),
+        tokens_forwarded=s.total_tokens,
+        prefix_tokens=s.prefix_tokens,
+        forwards=s.forwards,
+        tokenization_fallbacks=s.fallbacks,
+    )
     atomic_write_jsonl(out / "curve.jsonl", table)
-    atomic_write_jsonl(out / "scores.jsonl", (
-        {"relation": rel, "n_used": k, "draw": d, **{c: r[c] for c in ("fact_id", "correct", "gold_prob", "prediction")}}
-        for (rel, k, d), rows in scores.rows.items() for r in rows))
-    fig = curve_figure(metrics, f"IC-LKE accuracy vs in-context examples\n{Path(base.model).name}"
-                       + (" (RANDOM weights, not a result)" if metrics["model_is_random"] else ""))
+    atomic_write_jsonl(
+        out / "scores.jsonl",
+        (
+            {"relation": rel, "n_used": k, "draw": d, **{c: r[c] for c in ("fact_id", "correct", "gold_prob", "prediction")}}
+            for (rel, k, d), rows in scores.rows.items()
+            for r in rows
+        ),
+    )
+    fig = curve_figure(
+        metrics,
+        f"IC-LKE accuracy vs in-context examples\n{Path(base.model).name}"
+        + (" (RANDOM weights, not a result)" if metrics["model_is_random"] else ""),
+    )
     from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
 
     save_png(fig, out / "curve.png")  # closes the figure
@@ -437,8 +521,9 @@ class ICLExamplesStudy(Study):
     description = "IC-LKE accuracy against the number of in-context examples (wu2024 Figure 1)"
     config_class = ICLExamplesConfig
     uses_base = True
-    headline_metric = StudyHeadline("n95", higher_is_better=False,
-                                    label="fewest in-context examples reaching 95% of the accuracy at the largest n")
+    headline_metric = StudyHeadline(
+        "n95", higher_is_better=False, label="fewest in-context examples reaching 95% of the accuracy at the largest n"
+    )
 
     def prepare(self, ctx: StudyContext) -> Any:
         """The multiple-choice items (the data is read and checked before the MLflow run opens)."""
@@ -449,21 +534,31 @@ class ICLExamplesStudy(Study):
 
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         assert ctx.base is not None
-        return examples_curve(ctx.base, ctx.cfg, ctx.out, ctx.progress, ctx.note,  # type: ignore[arg-type]
-                              on_batch=ctx.batch_progress(f"icl-examples {Path(ctx.base.model).name}"),
-                              prepared=ctx.prepared)
+        return examples_curve(
+            ctx.base,
+            ctx.cfg,
+            ctx.out,
+            ctx.progress,
+            ctx.note,  # type: ignore[arg-type]
+            on_batch=ctx.batch_progress(f"icl-examples {Path(ctx.base.model).name}"),
+            prepared=ctx.prepared,
+        )
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:
         curve = metrics.get("curve") or []
-        lines = [f"IC-LKE accuracy by number of in-context examples ({metrics.get('draws')} draw(s), "
-                 f"{metrics.get('n_items')} items, {metrics.get('model')})"
-                 + ("; RANDOM weights, not a result" if metrics.get("model_is_random") else ""),
-                 f"{'n':>5} {'mean':>6} {'std':>6}  draws"]
+        lines = [
+            f"IC-LKE accuracy by number of in-context examples ({metrics.get('draws')} draw(s), "
+            f"{metrics.get('n_items')} items, {metrics.get('model')})"
+            + ("; RANDOM weights, not a result" if metrics.get("model_is_random") else ""),
+            f"{'n':>5} {'mean':>6} {'std':>6}  draws",
+        ]
         for r in curve:
             lines.append(f"{r['n']:>5} {_fmt(r['mean'])} {_fmt(r['std'])}  " + " ".join(_fmt(a).strip() for a in r["draws"]))
         if metrics.get("n95") is not None:
-            lines.append(f"n95 = {metrics['n95']}: the smallest n reaching 95% of the mean accuracy at n={metrics.get('n_largest')} "
-                         f"(>= {metrics['n95_threshold']:.3f})")
+            lines.append(
+                f"n95 = {metrics['n95']}: the smallest n reaching 95% of the mean accuracy at n={metrics.get('n_largest')} "
+                f"(>= {metrics['n95_threshold']:.3f})"
+            )
         for rel, c in (metrics.get("capped") or {}).items():
             lines.append(f"{rel}: n={','.join(map(str, c['n']))} used {c['cap']} examples (capped)")
         return lines

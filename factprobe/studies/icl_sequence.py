@@ -38,18 +38,23 @@ Outputs in `<out>`:
 - `positions.png` (prob per position, one panel per relation, replaced positions red, the ones
   right after them cyan, the mean of the correct ones dashed) and `groups.png` (mean prob by group,
   variant against clean, and the smoothed curves).
+
+Over 500 lines: one study, the position study (one forward of a whole sequence, the placements, the figure); its data
+build is already in sequence_data, and ruff format's one-argument-per-line calls add the rest.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from ..config import ConfigBase, option
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_jsonl
-from ..config import ConfigBase, option
 from .base import Study, StudyContext, StudyHeadline
 from .registry import register
 from .sequence_data import KINDS, PLACEMENTS, SequenceExample, build_sequence, sequence_texts
@@ -65,10 +70,13 @@ class ICLSequenceConfig(ConfigBase):
 
     length: int = option(200, "examples in the sequence (wu2024: 200)")
     replace: int = option(40, "examples replaced in a variant (wu2024: 40); ignored with --kind none")
-    kind: str = option("none", "none: the clean sequence (Figure 2a); unknown: fictitious subjects with plausible objects; "
-                               "incorrect: true subjects with wrong objects", choices=KINDS)
-    placement: str = option("random", "replaced examples at random positions or as one contiguous block",
-                            choices=PLACEMENTS)
+    kind: str = option(
+        "none",
+        "none: the clean sequence (Figure 2a); unknown: fictitious subjects with plausible objects; "
+        "incorrect: true subjects with wrong objects",
+        choices=KINDS,
+    )
+    placement: str = option("random", "replaced examples at random positions or as one contiguous block", choices=PLACEMENTS)
     separator: str = option(" ", "between subject and object and between examples (IC-LKE's paper format)")
     smooth: int = option(11, "window (positions) of the centred moving average of the curve")
 
@@ -76,8 +84,9 @@ class ICLSequenceConfig(ConfigBase):
         super().__post_init__()
         self.check(self.length >= 1, "length", self.length, "must be >= 1")
         self.check(self.replace >= 0, "replace", self.replace, "must be >= 0")
-        self.check(self.kind == "none" or self.replace <= self.length, "replace", self.replace,
-                   f"must be <= length ({self.length})")
+        self.check(
+            self.kind == "none" or self.replace <= self.length, "replace", self.replace, f"must be <= length ({self.length})"
+        )
         self.check(bool(self.separator), "separator", self.separator, "must not be empty")
         self.check(self.smooth >= 1, "smooth", self.smooth, "must be >= 1")
 
@@ -99,8 +108,10 @@ class SequenceScores:
 
 def _too_long(relation: str, lengths: Sequence[int], window: int) -> ConfigError:
     fits = sum(1 for n in lengths if n <= window)
-    return ConfigError(f"relation {relation}: the sequence of {len(lengths)} examples is {lengths[-1]} tokens, over the "
-                       f"model's context window of {window} tokens; use --length {fits} or fewer")
+    return ConfigError(
+        f"relation {relation}: the sequence of {len(lengths)} examples is {lengths[-1]} tokens, over the "
+        f"model's context window of {window} tokens; use --length {fits} or fewer"
+    )
 
 
 def score_sequence(scorer, prefixes: Sequence[str], objects: Sequence[str], relation: str = "") -> SequenceScores:
@@ -112,7 +123,7 @@ def score_sequence(scorer, prefixes: Sequence[str], objects: Sequence[str], rela
 
     pairs = [split_trailing_whitespace(p, o) for p, o in zip(prefixes, objects)]
     enc = scorer.tokenizer([c for c, _ in pairs] + [c + o for c, o in pairs], add_special_tokens=True)["input_ids"]
-    ctx_ids, end_ids = enc[: len(pairs)], enc[len(pairs):]
+    ctx_ids, end_ids = enc[: len(pairs)], enc[len(pairs) :]
     whole = list(end_ids[-1])
     if len(whole) > scorer.max_length:
         raise _too_long(relation, [len(e) for e in end_ids], scorer.max_length)
@@ -136,17 +147,29 @@ def score_sequence(scorer, prefixes: Sequence[str], objects: Sequence[str], rela
 
 
 # ------------------------------------------------------------------ rows and metrics (pure)
-def position_rows(relation: str, examples: Sequence[SequenceExample], prefixes: Sequence[str], logprobs: Sequence[float],
-                  clean_logprobs: Sequence[float] | None = None) -> list[dict[str, Any]]:
+def position_rows(
+    relation: str,
+    examples: Sequence[SequenceExample],
+    prefixes: Sequence[str],
+    logprobs: Sequence[float],
+    clean_logprobs: Sequence[float] | None = None,
+) -> list[dict[str, Any]]:
     """The `positions.jsonl` rows of one relation (module docstring)."""
     rows = []
     for i, (ex, prefix, lp) in enumerate(zip(examples, prefixes, logprobs)):
         after = not ex.replaced and i > 0 and examples[i - 1].replaced
         row: dict[str, Any] = {
-            "relation": relation, "position": ex.position, "subject": ex.subject, "object": ex.object,
-            "replaced": ex.replaced, "kind": ex.kind, "fictitious_subject": ex.fictitious_subject,
+            "relation": relation,
+            "position": ex.position,
+            "subject": ex.subject,
+            "object": ex.object,
+            "replaced": ex.replaced,
+            "kind": ex.kind,
+            "fictitious_subject": ex.fictitious_subject,
             "group": "replaced" if ex.replaced else "after_replaced" if after else "correct",
-            "prob": math.exp(lp), "logprob": lp, "prefix": prefix,
+            "prob": math.exp(lp),
+            "logprob": lp,
+            "prefix": prefix,
         }
         if clean_logprobs is not None:
             row["prob_clean"] = math.exp(clean_logprobs[i])
@@ -187,7 +210,7 @@ def _moving_average(values: Sequence[float], window: int) -> list[float]:
     half = window // 2
     out = []
     for i in range(len(values)):
-        part = [v for v in values[max(0, i - half): i + (window - half)] if not math.isnan(v)]
+        part = [v for v in values[max(0, i - half) : i + (window - half)] if not math.isnan(v)]
         out.append(sum(part) / len(part) if part else math.nan)
     return out
 
@@ -203,8 +226,12 @@ def position_curve(rows: Sequence[Mapping[str, Any]], smooth: int) -> list[dict[
     smoothed = _moving_average(mean, smooth)
     curve = []
     for p, m, s in zip(positions, mean, smoothed):
-        rec: dict[str, Any] = {"position": p, "prob": m, "smoothed": s,
-                               "replaced_share": sum(r["replaced"] for r in by_pos[p]) / len(by_pos[p])}
+        rec: dict[str, Any] = {
+            "position": p,
+            "prob": m,
+            "smoothed": s,
+            "replaced_share": sum(r["replaced"] for r in by_pos[p]) / len(by_pos[p]),
+        }
         if all("prob_clean" in r for r in by_pos[p]):
             rec["prob_clean"] = sum(r["prob_clean"] for r in by_pos[p]) / len(by_pos[p])
         curve.append(rec)
@@ -226,14 +253,17 @@ def _relations(ctx: StudyContext, facts) -> list[str]:
     small = {r: n for r, n in available.items() if n < cfg.length}
     if base.relations and small:
         r, n = next(iter(small.items()))
-        raise DataError(f"relation {r}: {n} facts with distinct subjects available, {cfg.length} requested "
-                        f"(--length {n} or fewer)")
+        raise DataError(
+            f"relation {r}: {n} facts with distinct subjects available, {cfg.length} requested (--length {n} or fewer)"
+        )
     for r, n in small.items():
         ctx.note(f"relation {r} skipped: {n} facts with distinct subjects, {cfg.length} requested")
     keep = [r for r in available if r not in small]
     if not keep:
-        raise DataError(f"no relation of {facts.source or base.source} has {cfg.length} facts with distinct subjects "
-                        f"(most: {max(available.values(), default=0)}); use a smaller --length")
+        raise DataError(
+            f"no relation of {facts.source or base.source} has {cfg.length} facts with distinct subjects "
+            f"(most: {max(available.values(), default=0)}); use a smaller --length"
+        )
     return keep
 
 
@@ -274,8 +304,10 @@ class ICLSequenceStudy(Study):
         if base is None:
             raise ConfigError("icl-sequence needs the model and data options")
         if base.max_facts_per_relation:
-            raise ConfigError("icl-sequence draws its sequence from all facts of each relation; "
-                              "--max-facts-per-relation does not apply (remove it)")
+            raise ConfigError(
+                "icl-sequence draws its sequence from all facts of each relation; "
+                "--max-facts-per-relation does not apply (remove it)"
+            )
         facts = load_facts(base.source, base.data, None)
         # the training facts are a loaded source too: never drawn into the sequence, but what they hold true is
         # never an "incorrect" example, and their subjects are never "fictitious" (sequence_data)
@@ -283,19 +315,30 @@ class ICLSequenceStudy(Study):
         if base.relations:
             facts = facts.select(base.relations)
         relations = _relations(ctx, facts)
-        sequences = {r: build_sequence(facts.facts, r, cfg.length, cfg.replaced, cfg.kind, cfg.placement, base.seed,
-                                       known_facts=known)
-                     for r in relations}
-        cleans = {r: build_sequence(facts.facts, r, cfg.length, 0, "none", cfg.placement, base.seed)
-                  for r in relations} if cfg.kind != "none" else {}
+        sequences = {
+            r: build_sequence(facts.facts, r, cfg.length, cfg.replaced, cfg.kind, cfg.placement, base.seed, known_facts=known)
+            for r in relations
+        }
+        cleans = (
+            {r: build_sequence(facts.facts, r, cfg.length, 0, "none", cfg.placement, base.seed) for r in relations}
+            if cfg.kind != "none"
+            else {}
+        )
 
-        loaded = load_model(base.model, device=base.device, dtype=base.dtype, base_model=base.base_model,
-                            device_map=base.device_map, max_memory=base.max_memory)
+        loaded = load_model(
+            base.model,
+            device=base.device,
+            dtype=base.dtype,
+            base_model=base.base_model,
+            device_map=base.device_map,
+            max_memory=base.max_memory,
+        )
         require_kind(loaded, ("causal",), self.name)
         if loaded.is_random:
             ctx.note(f"{loaded.name} has RANDOM weights: these numbers are not a result")
-        scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, token_budget=base.token_budget,
-                        max_length=loaded.max_length)
+        scorer = Scorer(
+            loaded.model, loaded.tokenizer, device=loaded.device, token_budget=base.token_budget, max_length=loaded.max_length
+        )
         rows: list[dict[str, Any]] = []
         per_relation: dict[str, Any] = {}
         for r in tqdm(relations, desc="icl-sequence", unit="relation", disable=not ctx.progress):
@@ -308,24 +351,37 @@ class ICLSequenceStudy(Study):
                 clean = score_sequence(scorer, sequence_texts(cseq, cfg.separator), [e.object for e in cseq], r)
             rel_rows = position_rows(r, seq, prefixes, scores.logprobs, clean.logprobs if clean else None)
             rows += rel_rows
-            per_relation[r] = {**group_metrics(rel_rows), "tokens": scores.tokens,
-                               "tokenization_fallbacks": scores.fallbacks + (clean.fallbacks if clean else 0)}
+            per_relation[r] = {
+                **group_metrics(rel_rows),
+                "tokens": scores.tokens,
+                "tokenization_fallbacks": scores.fallbacks + (clean.fallbacks if clean else 0),
+            }
         atomic_write_jsonl(ctx.out / POSITIONS_FILE, rows)
         metrics: dict[str, Any] = {
-            "model": loaded.name, "revision": loaded.revision, "source": base.source, "relations": relations,
-            "length": cfg.length, "replace": cfg.replaced, "kind": cfg.kind,
+            "model": loaded.name,
+            "revision": loaded.revision,
+            "source": base.source,
+            "relations": relations,
+            "length": cfg.length,
+            "replace": cfg.replaced,
+            "kind": cfg.kind,
             "placement": cfg.placement if cfg.kind != "none" else None,
             **group_metrics(rows),
             "per_relation": per_relation,
             "curve": position_curve(rows, cfg.smooth),
-            "forwards": scorer.stats.forwards, "tokens_forwarded": scorer.stats.total_tokens,
+            "forwards": scorer.stats.forwards,
+            "tokens_forwarded": scorer.stats.total_tokens,
             "tokenization_fallbacks": sum(p["tokenization_fallbacks"] for p in per_relation.values()),
         }
-        title = f"{loaded.name}, {base.source}: {cfg.kind}" + (f" ({cfg.placement}, {cfg.replaced} of {cfg.length})"
-                                                                 if cfg.kind != "none" else f" ({cfg.length} examples)")
-        for name, fig in (("positions.png", positions_figure(rows, title, MAX_PANELS)),
-                          ("groups.png", groups_figure(rows, metrics["curve"], title))):
+        title = f"{loaded.name}, {base.source}: {cfg.kind}" + (
+            f" ({cfg.placement}, {cfg.replaced} of {cfg.length})" if cfg.kind != "none" else f" ({cfg.length} examples)"
+        )
+        for name, fig in (
+            ("positions.png", positions_figure(rows, title, MAX_PANELS)),
+            ("groups.png", groups_figure(rows, metrics["curve"], title)),
+        ):
             from ..report.plots import save_png  # matplotlib loads only when a figure is drawn
+
             save_png(fig, ctx.out / name)
         if len(relations) > MAX_PANELS:
             ctx.note(f"positions.png draws the first {MAX_PANELS} of {len(relations)} relations")
@@ -335,23 +391,34 @@ class ICLSequenceStudy(Study):
         def f(v: Any) -> str:
             return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
-        head = (f"icl-sequence {metrics.get('kind')}" + (f"/{metrics['placement']}" if metrics.get("placement") else "")
-                + f": {len(metrics.get('relations') or [])} relation(s) x {metrics.get('length')} positions, "
-                  f"{metrics.get('replace')} replaced, {metrics.get('forwards')} forward(s)")
-        lines = [head, f"mean object prob: correct {f(metrics.get('mean_prob_correct'))} (n={metrics.get('n_correct')}), "
-                       f"replaced {f(metrics.get('mean_prob_replaced'))} (n={metrics.get('n_replaced')}), "
-                       f"right after a replaced one {f(metrics.get('mean_prob_after_replaced'))} "
-                       f"(n={metrics.get('n_after_replaced')})"]
+        head = (
+            f"icl-sequence {metrics.get('kind')}"
+            + (f"/{metrics['placement']}" if metrics.get("placement") else "")
+            + f": {len(metrics.get('relations') or [])} relation(s) x {metrics.get('length')} positions, "
+            f"{metrics.get('replace')} replaced, {metrics.get('forwards')} forward(s)"
+        )
+        lines = [
+            head,
+            f"mean object prob: correct {f(metrics.get('mean_prob_correct'))} (n={metrics.get('n_correct')}), "
+            f"replaced {f(metrics.get('mean_prob_replaced'))} (n={metrics.get('n_replaced')}), "
+            f"right after a replaced one {f(metrics.get('mean_prob_after_replaced'))} "
+            f"(n={metrics.get('n_after_replaced')})",
+        ]
         if "drop_not_replaced" in metrics:
-            lines.append(f"drop against the clean sequence (clean - this): not replaced {f(metrics.get('drop_not_replaced'))}, "
-                         f"right after a replaced one {f(metrics.get('drop_after_replaced'))}")
+            lines.append(
+                f"drop against the clean sequence (clean - this): not replaced {f(metrics.get('drop_not_replaced'))}, "
+                f"right after a replaced one {f(metrics.get('drop_after_replaced'))}"
+            )
         return lines
 
     def flat_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        out = {k: float(v) for k, v in metrics.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and (k.startswith(("mean_prob", "drop_", "n_"))
-                                                                             or k in ("forwards", "tokens_forwarded",
-                                                                                      "tokenization_fallbacks"))}
+        out = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and (k.startswith(("mean_prob", "drop_", "n_")) or k in ("forwards", "tokens_forwarded", "tokenization_fallbacks"))
+        }
         for rel, m in (metrics.get("per_relation") or {}).items():
             for k in ("mean_prob_correct", "mean_prob_replaced", "mean_prob_after_replaced", "drop_not_replaced"):
                 v = m.get(k)
@@ -391,8 +458,13 @@ def positions_figure(rows: Sequence[Mapping[str, Any]], title: str, max_panels: 
         for g in GROUPS:
             pts = [r for r in by_rel[rel] if r["group"] == g]
             if pts:
-                ax.scatter([r["position"] for r in pts], [r["prob"] for r in pts], s=10, color=_COLORS[g],
-                           label=f"{_LABELS[g]} ({len(pts)})")
+                ax.scatter(
+                    [r["position"] for r in pts],
+                    [r["prob"] for r in pts],
+                    s=10,
+                    color=_COLORS[g],
+                    label=f"{_LABELS[g]} ({len(pts)})",
+                )
         correct = [r["prob"] for r in by_rel[rel] if r["group"] == "correct"]
         if correct:
             ax.axhline(sum(correct) / len(correct), color="tab:blue", linestyle="--", linewidth=1)
@@ -401,7 +473,7 @@ def positions_figure(rows: Sequence[Mapping[str, Any]], title: str, max_panels: 
         ax.set_ylabel("P(object)")
         ax.set_title(rel, fontsize=10)
         ax.legend(fontsize=7, loc="best")
-    for ax in list(axes.flat)[len(rels):]:
+    for ax in list(axes.flat)[len(rels) :]:
         ax.axis("off")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -427,16 +499,16 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
         if paired:
             clean = [r["prob_clean"] for r in rows if r["group"] == g]
             left.bar(k + width / 2, sum(clean) / len(clean), width, color=_COLORS[g], alpha=0.35, hatch="//")
-    left.set_xticks(range(len(present)), [f"{_LABELS[g]}\n(n={sum(r['group'] == g for r in rows)})" for g in present],
-                    fontsize=8)
+    left.set_xticks(range(len(present)), [f"{_LABELS[g]}\n(n={sum(r['group'] == g for r in rows)})" for g in present], fontsize=8)
     top = _top(rows)
     left.set_ylim(0, top)
     left.set_ylabel("mean P(object)" + (" (hatched: clean sequence)" if paired else ""))
     xs = [c["position"] for c in curve]
     for c in curve:
         if c["replaced_share"] > 0:
-            right.axvspan(c["position"] - 0.5, c["position"] + 0.5, color="tab:red", alpha=0.25 * c["replaced_share"],
-                          linewidth=0)
+            right.axvspan(
+                c["position"] - 0.5, c["position"] + 0.5, color="tab:red", alpha=0.25 * c["replaced_share"], linewidth=0
+            )
     right.plot(xs, [c["prob"] for c in curve], color="tab:blue", alpha=0.3, linewidth=0.8)
     right.plot(xs, [c["smoothed"] for c in curve], color="tab:blue", label="this sequence (smoothed)")
     if curve and "smoothed_clean" in curve[0]:
@@ -448,8 +520,6 @@ def groups_figure(rows: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig
-
-
 
 
 STUDY = register(ICLSequenceStudy())

@@ -11,6 +11,7 @@ through the environment variable `FACTPROBE_STUDY_MODULES` (comma-separated modu
 `factprobe.studies` entry-point group (`name = "package.module"`): each module registers its study
 on import. A module that cannot be imported is one ConfigError naming it and where it came from.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -37,8 +38,9 @@ def register(study: Study) -> Study:
     registered once: the same class again replaces it (a module imported twice), another class is
     a ConfigError naming both."""
     if not isinstance(study, Study):
-        raise ConfigError(f"{type(study).__name__} is not a factprobe.studies.base.Study; register an instance of a "
-                          "Study subclass")
+        raise ConfigError(
+            f"{type(study).__name__} is not a factprobe.studies.base.Study; register an instance of a Study subclass"
+        )
     if not getattr(study, "name", ""):
         raise ConfigError(f"{type(study).__name__}: a study needs a name")
     old = _REGISTRY.get(study.name)
@@ -56,7 +58,7 @@ def plugin_modules() -> list[str]:
         from importlib.metadata import entry_points
 
         mods += [ep.value.split(":")[0].strip() for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    except Exception:  # noqa: BLE001, S110 - broken metadata must not stop the built-ins
+    except Exception:  # noqa: BLE001 - broken metadata must not stop the built-ins
         pass
     return list(dict.fromkeys(mods))
 
@@ -71,8 +73,9 @@ def load_studies() -> dict[str, Study]:
             try:
                 importlib.import_module(mod)
             except ImportError as e:
-                raise ConfigError(f"cannot import study module {mod!r} (from {PLUGIN_ENV} or the "
-                                  f"{ENTRY_POINT_GROUP} entry points): {e}") from None
+                raise ConfigError(
+                    f"cannot import study module {mod!r} (from {PLUGIN_ENV} or the {ENTRY_POINT_GROUP} entry points): {e}"
+                ) from None
         # list order = module order (built-ins first), whatever order they were first imported in
         rank = {m: i for i, m in enumerate(modules)}
         ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))

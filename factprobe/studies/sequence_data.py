@@ -26,12 +26,13 @@ Bad input (DataError, one line naming relation, what is there and what was asked
 distinct subjects than `length`; for `incorrect`, a subject for which the relation has no wrong
 object; for `unknown`, too few real names to splice distinct fictitious ones from.
 """
+
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..errors import DataError
 from ..facts import Fact
@@ -75,8 +76,10 @@ def clean_sequence(facts: Sequence[Fact], relation: str, length: int, seed: int)
     DataError when the relation has fewer distinct subjects than `length`."""
     pool = distinct_subject_facts(f for f in facts if f.relation == relation)
     if len(pool) < length:
-        raise DataError(f"relation {relation}: {len(pool)} facts with distinct subjects available, "
-                        f"{length} requested (--length {len(pool)} or fewer)")
+        raise DataError(
+            f"relation {relation}: {len(pool)} facts with distinct subjects available, "
+            f"{length} requested (--length {len(pool)} or fewer)"
+        )
     chosen = stable_rng(seed, "icl-sequence", "examples", relation).sample(pool, length)
     return [SequenceExample(i, f.subject, f.object) for i, f in enumerate(chosen)]
 
@@ -104,11 +107,12 @@ def _splice(a: list[str], b: list[str], multi_word: bool) -> str:
     if multi_word and len(a) >= 2 and len(b) >= 2:
         return " ".join(a[:-1] + b[-1:])
     wa, wb = a[0], b[-1]
-    return wa[: max(1, (len(wa) + 1) // 2)] + wb[len(wb) // 2:]
+    return wa[: max(1, (len(wa) + 1) // 2)] + wb[len(wb) // 2 :]
 
 
-def fictitious_subjects(real: Sequence[str], n: int, rng: random.Random, forbidden: Iterable[str] = (),
-                        relation: str = "") -> list[str]:
+def fictitious_subjects(
+    real: Sequence[str], n: int, rng: random.Random, forbidden: Iterable[str] = (), relation: str = ""
+) -> list[str]:
     """`n` distinct plausible-looking made-up names spliced from the names in `real`
     (`_splice`), none equal (case-insensitively) to a name in `real` or `forbidden`.
     DataError when `real` cannot give `n` of them."""
@@ -126,8 +130,9 @@ def fictitious_subjects(real: Sequence[str], n: int, rng: random.Random, forbidd
             taken.add(name.casefold())
             out.append(name)
     if len(out) < n:
-        raise DataError(f"relation {relation}: could make only {len(out)} fictitious subjects from "
-                        f"{len(words)} real names, {n} requested")
+        raise DataError(
+            f"relation {relation}: could make only {len(out)} fictitious subjects from {len(words)} real names, {n} requested"
+        )
     return out
 
 
@@ -140,8 +145,17 @@ def _correct_objects(facts: Iterable[Fact], relation: str) -> dict[str, set[str]
     return out
 
 
-def build_sequence(facts: Sequence[Fact], relation: str, length: int, replace: int, kind: str, placement: str,
-                   seed: int, all_subjects: Iterable[str] = (), known_facts: Iterable[Fact] = ()) -> list[SequenceExample]:
+def build_sequence(
+    facts: Sequence[Fact],
+    relation: str,
+    length: int,
+    replace: int,
+    kind: str,
+    placement: str,
+    seed: int,
+    all_subjects: Iterable[str] = (),
+    known_facts: Iterable[Fact] = (),
+) -> list[SequenceExample]:
     """The sequence of one relation (module docstring). `facts`: every loaded fact (all relations
     may be given; other relations' subjects are never used as fictitious names); `all_subjects`:
     more real names a fictitious subject must not equal; `known_facts`: facts of other loaded
@@ -163,9 +177,9 @@ def build_sequence(facts: Sequence[Fact], relation: str, length: int, replace: i
     out = list(clean)
     if kind == "unknown":
         real = sorted({f.subject for f in rel_facts})
-        names = fictitious_subjects(real, len(positions), rng,
-                                    forbidden={f.subject for f in (*facts, *known)} | set(all_subjects),
-                                    relation=relation)
+        names = fictitious_subjects(
+            real, len(positions), rng, forbidden={f.subject for f in (*facts, *known)} | set(all_subjects), relation=relation
+        )
         for p, name in zip(positions, names):
             obj = rng.choice(object_list)[1]
             out[p] = SequenceExample(p, name, obj, True, kind, True, clean[p].subject, clean[p].object)
@@ -176,8 +190,10 @@ def build_sequence(facts: Sequence[Fact], relation: str, length: int, replace: i
         bad = correct[ex.subject.casefold()] | {ex.object.casefold()}
         wrong = [label for key, label in object_list if key not in bad and label.casefold() not in bad]
         if not wrong:
-            raise DataError(f"relation {relation}: no wrong object for subject {ex.subject!r} "
-                            f"({len(object_list)} distinct objects, all correct for it)")
+            raise DataError(
+                f"relation {relation}: no wrong object for subject {ex.subject!r} "
+                f"({len(object_list)} distinct objects, all correct for it)"
+            )
         out[p] = SequenceExample(p, ex.subject, rng.choice(wrong), True, kind, False, ex.subject, ex.object)
     return out
 

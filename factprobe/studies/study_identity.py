@@ -12,12 +12,14 @@ A study prepares its own data from the inputs its configuration names and may lo
 `StudyIdentity.key()` names a pipeline work folder, so a folder is reused only for the same weights,
 data, config and numerics.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..identity import input_locations, path_digest, short
 
@@ -33,11 +35,15 @@ class StudyIdentity:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "StudyIdentity":
-        return cls(dict(d.get("model_revisions") or {}), str(d.get("config_key") or ""), dict(d.get("numerics") or {}),
-                   list(d.get("inputs") or []))
+    def from_dict(cls, d: Mapping[str, Any]) -> StudyIdentity:
+        return cls(
+            dict(d.get("model_revisions") or {}),
+            str(d.get("config_key") or ""),
+            dict(d.get("numerics") or {}),
+            list(d.get("inputs") or []),
+        )
 
-    def changes_from(self, old: "StudyIdentity") -> list[str]:
+    def changes_from(self, old: StudyIdentity) -> list[str]:
         """What differs from `old`, as phrases for a one-line refusal (weights, inputs, config, numerics)."""
         out = []
         for m in sorted(set(old.model_revisions) | set(self.model_revisions)):
@@ -51,9 +57,11 @@ class StudyIdentity:
                 out.append(f"data in {loc} (digest {short(str(was[loc]))} then, {short(str(inp.get('digest')))} now)")
         if old.config_key != self.config_key:
             out.append(f"config (key {old.config_key} then, {self.config_key} now)")
-        num = [f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
-               for k in sorted(set(old.numerics) | set(self.numerics))
-               if k != "attn_implementation" and old.numerics.get(k) != self.numerics.get(k)]
+        num = [
+            f"{k} {old.numerics.get(k)} then, {self.numerics.get(k)} now"
+            for k in sorted(set(old.numerics) | set(self.numerics))
+            if k != "attn_implementation" and old.numerics.get(k) != self.numerics.get(k)
+        ]
         if num:
             out.append(f"numerics ({'; '.join(num)})")
         return out
@@ -69,8 +77,11 @@ class StudyIdentity:
     def tags(self) -> dict[str, str]:
         """MLflow tags (without the `factprobe.` prefix): model_revision (one model) or model_revisions (JSON),
         numerics (JSON), dtype, device, config_key, identity_key."""
-        out = {"config_key": self.config_key, "identity_key": self.key(),
-               "numerics": json.dumps(self.numerics, sort_keys=True, separators=(",", ":"))}
+        out = {
+            "config_key": self.config_key,
+            "identity_key": self.key(),
+            "numerics": json.dumps(self.numerics, sort_keys=True, separators=(",", ":")),
+        }
         if len(self.model_revisions) == 1:
             out["model_revision"] = next(iter(self.model_revisions.values()))
         elif self.model_revisions:
@@ -118,10 +129,10 @@ def study_identity(config: Mapping[str, Any], key: str | None = None) -> StudyId
 
     base = dict(config.get("base") or {})
     params = dict(config.get("params") or {})
-    revisions = {m: model_revision(m, base.get("base_model") if m == base.get("model") else None)
-                 for m in models_of(config)}
-    num = resolved_numerics(base.get("device") or "auto", base.get("dtype") or "auto",
-                            base.get("device_map")) if revisions else {}
+    revisions = {m: model_revision(m, base.get("base_model") if m == base.get("model") else None) for m in models_of(config)}
+    num = (
+        resolved_numerics(base.get("device") or "auto", base.get("dtype") or "auto", base.get("device_map")) if revisions else {}
+    )
     inputs = []
     for where in (base, params):
         for inp in input_locations(where):

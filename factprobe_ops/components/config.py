@@ -94,8 +94,7 @@ CPU_IMAGE = f"ghcr.io/factprobe/factprobe-cpu:{VERSION}"
 GPU_IMAGE = f"ghcr.io/factprobe/factprobe-gpu:{VERSION}"
 TRAIN_IMAGE = f"ghcr.io/factprobe/factprobe-train:{VERSION}"
 
-IMAGE_SETTINGS = {"cpu_image": "FACTPROBE_IMAGE_CPU", "gpu_image": "FACTPROBE_IMAGE_GPU",
-                  "train_image": "FACTPROBE_IMAGE_TRAIN"}
+IMAGE_SETTINGS = {"cpu_image": "FACTPROBE_IMAGE_CPU", "gpu_image": "FACTPROBE_IMAGE_GPU", "train_image": "FACTPROBE_IMAGE_TRAIN"}
 DEFAULT_IMAGES = {"cpu_image": CPU_IMAGE, "gpu_image": GPU_IMAGE, "train_image": TRAIN_IMAGE}
 #: the pipelines whose steps run the training image
 TRAINING_PIPELINES = ("finetune_known_unknown",)
@@ -105,6 +104,8 @@ def default_image_settings(config: ClusterConfig, training: bool = True) -> list
     """The image settings (env names) still at their built-in default: images under
     ghcr.io/factprobe that are not published, so a cluster cannot pull them. `training=False`
     leaves out the training image (a pipeline without fine-tuning steps never pulls it)."""
-    return [env for field, env in IMAGE_SETTINGS.items()
-            if (training or field != "train_image") and getattr(config, field) == DEFAULT_IMAGES[field]]
-
+    return [
+        env
+        for field, env in IMAGE_SETTINGS.items()
+        if (training or field != "train_image") and getattr(config, field) == DEFAULT_IMAGES[field]
+    ]

@@ -1,6 +1,8 @@
 """KFP component. Step: build each probe dataset once for every model of a pipeline run (the logic is in factprobe_ops/components/steps/data_build.py)."""
+
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Output
+
 from .config import CPU_IMAGE
 
 

@@ -1,5 +1,7 @@
 """KFP component. Exit-handler step: end the parent run FINISHED or FAILED, and fail any child left RUNNING (the logic is in factprobe_ops/components/steps/finalize_run.py)."""
+
 from kfp import dsl
+
 from .config import CPU_IMAGE
 
 

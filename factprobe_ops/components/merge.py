@@ -1,4 +1,5 @@
 """KFP components. Steps of a sweep after its units of work: the merge of their folders into one run folder per (model, probe), and the report and nightly comparison over that merged folder (the logic is in factprobe_ops/components/steps/merge.py, report.py and nightly_compare.py)."""
+
 from kfp import dsl
 from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Output
 
@@ -26,11 +27,13 @@ def report(results: Input[Dataset], context: str, html_report: Output[HTML], sum
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def nightly_compare(results: Input[Dataset], context: str, max_drop: float, alpha: float,
-                    fail_on_alert: bool, changes: Output[Markdown]):
+def nightly_compare(
+    results: Input[Dataset], context: str, max_drop: float, alpha: float, fail_on_alert: bool, changes: Output[Markdown]
+):
     """Compare each model of the merged run folders with its previous nightly run (paired tests), tag alerts, fail on them if asked."""
     from factprobe_ops.components.steps.merge import merged_runs
     from factprobe_ops.components.steps.nightly_compare import run_nightly_compare
 
-    run_nightly_compare(merged_runs(results.path), changes.path, context, max_drop=max_drop,
-                        alpha=alpha, fail_on_alert=fail_on_alert)
+    run_nightly_compare(
+        merged_runs(results.path), changes.path, context, max_drop=max_drop, alpha=alpha, fail_on_alert=fail_on_alert
+    )

@@ -1,5 +1,7 @@
 """KFP component. Step: the model x probe matrix the probe loop fans out over (the logic is in factprobe_ops/components/steps/plan.py)."""
+
 from kfp import dsl
+
 from .config import CPU_IMAGE
 
 
@@ -20,13 +22,15 @@ def read_models(models_yaml: str) -> list:
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def plan_units(models: list, probes: list, config: dict, options: str, context: str, shards: int, one_load: bool,
-               defaults: dict) -> list:
+def plan_units(
+    models: list, probes: list, config: dict, options: str, context: str, shards: int, one_load: bool, defaults: dict
+) -> list:
     """Validate the models (per-model settings), probes and run config, and expand them into the sweep's units of work: one pod each (a model, its probes, its fact shard, its resources)."""
     from factprobe_ops.components.steps.plan import run_plan_units
 
-    return run_plan_units(models, probes, context, {**config, "options": options}, shards=shards, one_load=one_load,
-                          defaults=defaults)
+    return run_plan_units(
+        models, probes, context, {**config, "options": options}, shards=shards, one_load=one_load, defaults=defaults
+    )
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

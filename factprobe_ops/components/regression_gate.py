@@ -1,12 +1,21 @@
 """KFP component. Step: the CI regression gate: candidate results against a baseline run, on the same facts (the logic is in factprobe_ops/components/steps/regression_gate.py)."""
+
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Markdown, Metrics, Output
+
 from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def regression_gate_step(candidate: Input[list[Dataset]], baseline: str, max_drop: float, alpha: float, context: str,
-                         report: Output[Markdown], gate: Output[Metrics]) -> str:
+def regression_gate_step(
+    candidate: Input[list[Dataset]],
+    baseline: str,
+    max_drop: float,
+    alpha: float,
+    context: str,
+    report: Output[Markdown],
+    gate: Output[Metrics],
+) -> str:
     """Compare the candidate with the baseline fact by fact (paired bootstrap + McNemar); return PASS or FAIL."""
     from factprobe_ops.components.steps.regression_gate import run_gate
 

@@ -1,4 +1,5 @@
 """KFP component. Step: aggregate all (model, probe) results into the report each probe declares (figures, tables, metrics; the logic is in factprobe_ops/components/steps/report.py)."""
+
 from kfp import dsl
 from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Output
 
@@ -6,7 +7,9 @@ from .config import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def report(results: Input[list[Dataset]], context: str, html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]):
+def report(
+    results: Input[list[Dataset]], context: str, html_report: Output[HTML], summary: Output[Markdown], metrics: Output[Metrics]
+):
     """Aggregate all models and probes: each probe's figures and tables (e.g. the accuracy heatmap, per-relation bars, Figure 7, calibration plots) and summary tables."""
     from factprobe_ops.components.steps.report import headline_scalars, run_report
 

@@ -1,6 +1,7 @@
 """KFP components of the study steps (the logic is in factprobe_ops/components/steps/study.py): `run_study`, a GPU
 step that runs one registered study for one model, and `plan_study`, the CPU step that checks a generic `study`
 pipeline run's study and options and gives the cells its loop fans out over."""
+
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Output
 
@@ -8,8 +9,18 @@ from .config import CPU_IMAGE, GPU_IMAGE
 
 
 @dsl.component(base_image=GPU_IMAGE, install_kfp_package=False)
-def run_study(study: str, model: str, config: dict, options: str, params: dict, context: str, work_root: str,
-              results: Output[Dataset], metrics: Output[Metrics], models: list = []):  # noqa: B006 (a KFP default)
+def run_study(
+    study: str,
+    model: str,
+    config: dict,
+    options: str,
+    params: dict,
+    context: str,
+    work_root: str,
+    results: Output[Dataset],
+    metrics: Output[Metrics],
+    models: list = [],  # noqa: B006 (a KFP default)
+):
     """Run study `study` (factprobe study NAME) for `model` with the pipeline's config and the step's own `params`; its files (metrics.json, tables, figures) are the results artifact. `models` (non-empty: a study over several models, e.g. findings) goes in as the study's `models` option: a list pipeline parameter has its own input, since KFP cannot place one inside a dict constant (`params`) as valid JSON."""
     from factprobe_ops.components.steps.study import run_study_step
 

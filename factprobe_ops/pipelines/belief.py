@@ -18,6 +18,7 @@ Run locally (small): `factprobe pipeline run belief --param models='["smollm2-13
 --param source=lama --param relations=P36,P103 --param max_facts_per_relation=5 --param max_templates=5
 --param samples=10 --param settings='["zero-shot","4-template"]'`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,14 +48,34 @@ def belief_config_params() -> list[Param]:
 def _body(values: dict[str, Any]) -> None:
     config = config_dict(values, belief_config_params())
     with tracked(NAME, values, values["models"], [PROBE], config) as run:
-        plan = cpu_step(belief_plan(models=values["models"], settings=values["settings"], instructions=values["instructions"],
-                                    probe=PROBE, config=config, options=run.options, context=run.context), s3=False)
+        plan = cpu_step(
+            belief_plan(
+                models=values["models"],
+                settings=values["settings"],
+                instructions=values["instructions"],
+                probe=PROBE,
+                config=config,
+                options=run.options,
+                context=run.context,
+            ),
+            s3=False,
+        )
         build = cpu_step(data_build(config=config, options=run.options, probes=[PROBE], context=run.context), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models-x-settings") as cell:
-            probed = gpu_step(probe_belief(items=build.outputs["items"], model=cell.model, probe=PROBE, setting=cell.setting,
-                                           instruction=cell.instruction, config=config, options=run.options,
-                                           work_root=run.work_root, **run.step_args(cell.context)))
+            probed = gpu_step(
+                probe_belief(
+                    items=build.outputs["items"],
+                    model=cell.model,
+                    probe=PROBE,
+                    setting=cell.setting,
+                    instruction=cell.instruction,
+                    config=config,
+                    options=run.options,
+                    work_root=run.work_root,
+                    **run.step_args(cell.context),
+                )
+            )
             probed.set_display_name("belief-icl")
         rep = cpu_step(belief_report(results=dsl.Collected(probed.outputs["results"]), context=run.context), s3=False)
         rep.set_display_name("belief-report")
@@ -63,15 +84,29 @@ def _body(values: dict[str, Any]) -> None:
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-belief",
+        NAME,
+        "factprobe-belief",
         "BELIEF-ICL (zhao2024): every template of each relation probed with ICL for several models, settings and "
         "instructions; Acc@1 with range/stdev over template draws, consistency, overconfidence with calibration "
         "plots, one-word rate, per-relation and per-template tables, logged to MLflow.",
         "Multi-prompt BELIEF-ICL probing of several models.",
-        [models_param(),
-         Param("settings", list, DEFAULT_SETTINGS, "ICL settings, one probe run each: zero-shot, 4-random, 4-relation, "
-               "4-template."),
-         Param("instructions", list, DEFAULT_INSTRUCTIONS, "Task instructions, one probe run each: mp (mask "
-               "prediction, every template) and/or qa (question templates only).")],
-        "ui", _body, belief_config_params(),
+        [
+            models_param(),
+            Param(
+                "settings",
+                list,
+                DEFAULT_SETTINGS,
+                "ICL settings, one probe run each: zero-shot, 4-random, 4-relation, 4-template.",
+            ),
+            Param(
+                "instructions",
+                list,
+                DEFAULT_INSTRUCTIONS,
+                "Task instructions, one probe run each: mp (mask "
+                "prediction, every template) and/or qa (question templates only).",
+            ),
+        ],
+        "ui",
+        _body,
+        belief_config_params(),
     )

@@ -11,6 +11,7 @@
   study it is given instead of probe options: `--param K=V` puts that study's options into `options`,
   and its `check_studies` alone validates a run (it runs no probe).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,8 +23,18 @@ from factprobe.errors import ConfigError
 
 from .params import OPTIONS, PER_STEP
 
-PIPELINES = ("probe", "nightly_sweep", "regression", "counterfactual_icl", "coherency", "finetune_known_unknown", "belief",
-             "design_space", "findings", "study")
+PIPELINES = (
+    "probe",
+    "nightly_sweep",
+    "regression",
+    "counterfactual_icl",
+    "coherency",
+    "finetune_known_unknown",
+    "belief",
+    "design_space",
+    "findings",
+    "study",
+)
 
 
 def pipeline_key(name: str) -> str:
@@ -111,8 +122,11 @@ def option_fields(name: str) -> set[str]:
 
         from .finetune_known_unknown import FT_PER_STEP
 
-        return ({f.name for c in classes for f in fields(c) if f.metadata.get(PIPELINE, True)}
-                | set(FinetuneConfig.field_names())) - set(FT_PER_STEP) - set(PER_STEP)
+        return (
+            ({f.name for c in classes for f in fields(c) if f.metadata.get(PIPELINE, True)} | set(FinetuneConfig.field_names()))
+            - set(FT_PER_STEP)
+            - set(PER_STEP)
+        )
     return {f.name for c in classes for f in fields(c) if f.metadata.get(PIPELINE, True)} - set(PER_STEP)
 
 
@@ -136,9 +150,11 @@ def parse_params(pipe, pairs: list[str], name: str) -> dict[str, Any]:
         study_options = _study_option_names(name, out)
         for k in extra:
             if k not in (study_options if study_options is not None else option_fields(name)):
-                raise ConfigError(f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)} (and any "
-                                  f"{'option of the study' if study_options is not None else 'probe option'}, "
-                                  "which goes into `options`)")
+                raise ConfigError(
+                    f"pipeline {name} has no parameter {k!r}; parameters: {', '.join(spec)} (and any "
+                    f"{'option of the study' if study_options is not None else 'probe option'}, "
+                    "which goes into `options`)"
+                )
     if extra:
         from factprobe_ops.components.steps._common import parse_options
 
@@ -198,16 +214,18 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     key = pipeline_key(name)
     module = importlib.import_module(f"factprobe_ops.pipelines.{key}")
     if hasattr(module, "option_names"):  # a pipeline of a given study (`study`): its options are the study's own
-        module.check_studies(values, {**{n: values[n] for n in getattr(pipe, "config_param_names", [])},
-                                      OPTIONS: values.get(OPTIONS, "")})
+        module.check_studies(
+            values, {**{n: values[n] for n in getattr(pipe, "config_param_names", [])}, OPTIONS: values.get(OPTIONS, "")}
+        )
         return
     probes = pipeline_probes(name, values)
     known = probe_names()
     bad = [p for p in probes if p not in known]
     if bad or not probes:
         which = "probe_name" if "probe_name" in values else "probes"
-        raise ConfigError(f"parameter {which}: unknown probe(s) {', '.join(map(repr, bad)) or '(none given)'}; "
-                          f"choose from {', '.join(known)}")
+        raise ConfigError(
+            f"parameter {which}: unknown probe(s) {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(known)}"
+        )
     if key == "regression":  # the gate step's own checks, before the candidate is probed
         from factprobe_ops.tracking.baseline import check_gate_settings, gate_needs, gateable_probes
 
@@ -245,13 +263,17 @@ def format_params(name: str) -> str:
     takes) and description: exactly the compiled pipeline's parameters."""
     pipe = get_pipeline(name)
     docs = parameter_descriptions(pipe)
-    rows = [(k, getattr(t, "__name__", str(t)), "(required)" if d is inspect.Parameter.empty else json.dumps(d), docs.get(k, ""))
-            for k, (t, d) in pipeline_parameters(pipe).items()]
+    rows = [
+        (k, getattr(t, "__name__", str(t)), "(required)" if d is inspect.Parameter.empty else json.dumps(d), docs.get(k, ""))
+        for k, (t, d) in pipeline_parameters(pipe).items()
+    ]
     w0 = max(len("PARAMETER"), *(len(r[0]) for r in rows))
     w1 = max(len("TYPE"), *(len(r[1]) for r in rows))
     w2 = max(len("DEFAULT"), *(len(r[2]) for r in rows))
     lines = [f"{'PARAMETER':<{w0}}  {'TYPE':<{w1}}  {'DEFAULT':<{w2}}  DESCRIPTION"]
     lines += [f"{a:<{w0}}  {b:<{w1}}  {c:<{w2}}  {d}" for a, b, c, d in rows]
-    lines.append("Any other config field: --param K=V puts it into `options` (a JSON object), checked against the probes run "
-                 "(the `study` pipeline: against the study's options).")
+    lines.append(
+        "Any other config field: --param K=V puts it into `options` (a JSON object), checked against the probes run "
+        "(the `study` pipeline: against the study's options)."
+    )
     return "\n".join(lines)

@@ -14,6 +14,7 @@ refuse, made before anything runs or is sent (`factprobe pipeline run`, `submit`
 
 `factprobe_ops.pipelines.catalogue.validate_params` checks the values the config classes check; these come after it.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -56,8 +57,7 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     options = parse_options(values.get(OPTIONS))
     if "device" in options:
         check_device(options["device"])  # `--param device=...` travels in options
-    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values},
-              OPTIONS: values.get(OPTIONS, "")}
+    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values}, OPTIONS: values.get(OPTIONS, "")}
     for probe in dict.fromkeys(map(str, pipeline_probes(name, values))):
         try:
             check = getattr(get_probe(probe), "check_inputs", None)  # a plug-in probe of an older contract has none
@@ -85,8 +85,9 @@ def check_sweep_values(name: str, values: dict[str, Any]) -> None:
         text = values.get("models_yaml")
         if isinstance(text, str):
             line = text.strip()
-            elsewhere = line and "\n" not in line and not Path(line).expanduser().exists() and \
-                Path(line).suffix in (".yaml", ".yml")
+            elsewhere = (
+                line and "\n" not in line and not Path(line).expanduser().exists() and Path(line).suffix in (".yaml", ".yml")
+            )
             if not elsewhere:
                 run_read_models(text)
         if "shards" in values:
@@ -107,5 +108,7 @@ def check_shards(shards: Any, relations: Any, max_facts: Any) -> None:
     rels = [r for r in str(relations or "").split(",") if r.strip()]
     per = str(max_facts or "").strip()
     if rels and per.isdigit() and n > len(rels) * int(per):
-        raise ConfigError(f"shards={n} is more than the {len(rels) * int(per)} facts {len(rels)} relation(s) x "
-                          f"max_facts_per_relation={per} can give; use shards={len(rels) * int(per)} or fewer")
+        raise ConfigError(
+            f"shards={n} is more than the {len(rels) * int(per)} facts {len(rels)} relation(s) x "
+            f"max_facts_per_relation={per} can give; use shards={len(rels) * int(per)} or fewer"
+        )

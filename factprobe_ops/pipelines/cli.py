@@ -8,6 +8,7 @@ the local runner (factprobe_ops/pipelines/local_run.py) and the remote client (f
 - submit / schedule: `kfp.Client(host=...)`: `create_run_from_pipeline_func`, and
   `create_recurring_run` with a six-field cron (seconds first).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,10 @@ from .remote import (
     wait_for_run,
 )
 
-
-COMPAT_HELP = ("compile without the platform fields older Kubeflow Pipelines backends reject (secretNameParameter, "
-               "optional, securityContext): runs on KFP 2.1.0 or newer; k8s/README.md lists each field's version")
+COMPAT_HELP = (
+    "compile without the platform fields older Kubeflow Pipelines backends reject (secretNameParameter, "
+    "optional, securityContext): runs on KFP 2.1.0 or newer; k8s/README.md lists each field's version"
+)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -54,8 +56,9 @@ def pipeline_cli(argv: list[str]) -> int:
     r.add_argument("--tracking-uri")
     r.add_argument("--pipeline-root")
     r.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit")
-    r.add_argument("--verbose", action="store_true",
-                   help="print every step's full output (kfp's executor logs) instead of one line per step")
+    r.add_argument(
+        "--verbose", action="store_true", help="print every step's full output (kfp's executor logs) instead of one line per step"
+    )
     c = sub.add_parser("compile", help="write pipeline YAML for the Kubeflow UI")
     c.add_argument("names", nargs="*")
     c.add_argument("--out", default="build/pipelines")
@@ -68,8 +71,11 @@ def pipeline_cli(argv: list[str]) -> int:
     s.add_argument("--run-name")
     s.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (submits nothing)")
     s.add_argument("--wait", action="store_true", help="follow the run to its end; exit 1 unless it SUCCEEDED")
-    s.add_argument("--allow-default-image", action="store_true",
-                   help="submit even though FACTPROBE_IMAGE_CPU/GPU (and FACTPROBE_IMAGE_TRAIN for fine-tuning) are unset (the default images are not published)")
+    s.add_argument(
+        "--allow-default-image",
+        action="store_true",
+        help="submit even though FACTPROBE_IMAGE_CPU/GPU (and FACTPROBE_IMAGE_TRAIN for fine-tuning) are unset (the default images are not published)",
+    )
     s.add_argument("--wait-timeout", type=float, default=24 * 3600, metavar="SECONDS", help="with --wait (default: 24 h)")
     s.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     add_access_arguments(s)
@@ -96,11 +102,13 @@ def pipeline_cli(argv: list[str]) -> int:
             print(str(stopped), file=sys.stderr, flush=True)
             return stopped.exit_code
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
-        print(redact(f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; "
-                     f"MLflow: {uri}"))
+        print(
+            redact(
+                f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; MLflow: {uri}"
+            )
+        )
         return 0 if ok else 1
-    result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args),
-                    compat=args.compat)
+    result = submit(args.name, args.host, params, args.experiment, args.run_name, KfpAccess.from_args(args), compat=args.compat)
     print(images, file=sys.stderr)
     print(f"submitted run {result.run_id} to {args.host}", flush=True)
     if not args.wait:
@@ -119,11 +127,17 @@ def schedule_cli(argv: list[str]) -> int:
     p.add_argument("--experiment")
     p.add_argument("--job-name")
     p.add_argument("--max-concurrency", type=int, default=1)
-    p.add_argument("--catchup", action="store_true",
-                   help="after a pause or outage, run once per missed interval (default: once, KFP no_catchup)")
+    p.add_argument(
+        "--catchup",
+        action="store_true",
+        help="after a pause or outage, run once per missed interval (default: once, KFP no_catchup)",
+    )
     p.add_argument("--list-params", action="store_true", help="list the pipeline's parameters and exit (schedules nothing)")
-    p.add_argument("--allow-default-image", action="store_true",
-                   help="schedule even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)")
+    p.add_argument(
+        "--allow-default-image",
+        action="store_true",
+        help="schedule even though FACTPROBE_IMAGE_CPU/GPU are unset (the default images are not published)",
+    )
     p.add_argument("--compat", action="store_true", help=COMPAT_HELP)
     add_access_arguments(p)
     args = p.parse_args(argv)
@@ -136,10 +150,22 @@ def schedule_cli(argv: list[str]) -> int:
     images = image_notice(True, args.allow_default_image, args.name)  # refuses the unpublished default image
     pipe = get_pipeline(args.name)
     params = parse_params(pipe, args.param, args.name)
-    job = schedule(args.name, args.host, args.cron, params, args.experiment, args.job_name, args.max_concurrency,
-                   catchup=args.catchup, access=KfpAccess.from_args(args), compat=args.compat)
+    job = schedule(
+        args.name,
+        args.host,
+        args.cron,
+        params,
+        args.experiment,
+        args.job_name,
+        args.max_concurrency,
+        catchup=args.catchup,
+        access=KfpAccess.from_args(args),
+        compat=args.compat,
+    )
     print(images, file=sys.stderr)
-    print(f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
-          f"{'' if args.catchup else ', no catch-up of missed runs'}): "
-          f"recurring run {getattr(job, 'recurring_run_id', job)}")
+    print(
+        f"scheduled {args.name} on {args.host} with cron '{args.cron}' (UTC"
+        f"{'' if args.catchup else ', no catch-up of missed runs'}): "
+        f"recurring run {getattr(job, 'recurring_run_id', job)}"
+    )
     return 0

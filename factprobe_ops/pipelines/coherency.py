@@ -8,6 +8,7 @@ Compile: `factprobe pipeline compile` (writes build/pipelines/coherency.yaml).
 Run locally: `factprobe pipeline run coherency --param models='["smollm2-135m-instruct"]'
 --param source=lama --param relations=P36,P19 --param max_candidates=20`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,9 +27,13 @@ def _body(values: dict[str, Any]) -> None:
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-coherency",
+        NAME,
+        "factprobe-coherency",
         "Factual coherency (youssef2024): subject -> object -> subject and back, for several models; per-relation "
         "and per-cardinality coherency logged to MLflow.",
         "Probe the factual coherency of several models.",
-        [models_param()], "ui", _body, config_params([PROBE]),
+        [models_param()],
+        "ui",
+        _body,
+        config_params([PROBE]),
     )

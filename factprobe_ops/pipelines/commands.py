@@ -1,5 +1,6 @@
 """What the pipelines layer adds to the `factprobe` command line (entry point `factprobe.commands`):
 `factprobe pipeline run|compile|submit ...` and `factprobe schedule ...` (see factprobe_ops/pipelines/cli.py)."""
+
 from __future__ import annotations
 
 import argparse

@@ -20,6 +20,7 @@ Compile: `factprobe pipeline compile` (writes build/pipelines/counterfactual_icl
 Run locally: `factprobe pipeline run counterfactual_icl --param models='["smollm2-135m-instruct"]'
 --param source=lama --param train_data=../shared/data/lpaqa/trex_train --param relations=P36,P19`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -63,30 +64,48 @@ def _body(values: dict[str, Any]) -> None:
     with tracked(NAME, values, values["models"], PROBES, config) as run:
         # One cell per model (the counterfactual probe's config is validated for each); the run
         # context rides in the cell, as in probe_dag.
-        plan = cpu_step(plan_matrix(models=values["models"], probes=["counterfactual"], config=config, options=run.options,
-                                    context=run.context), s3=False)
+        plan = cpu_step(
+            plan_matrix(
+                models=values["models"], probes=["counterfactual"], config=config, options=run.options, context=run.context
+            ),
+            s3=False,
+        )
         build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
-            common = {"items": build.outputs["items"], "model": cell.model, "config": config, "options": run.options,
-                      "work_root": run.work_root, **run.step_args(cell.context)}
+            common = {
+                "items": build.outputs["items"],
+                "model": cell.model,
+                "config": config,
+                "options": run.options,
+                "work_root": run.work_root,
+                **run.step_args(cell.context),
+            }
             qa = gpu_step(probe_known_unknown(probe="qa", overrides=qa_overrides(values["known_shots"]), **common))
             qa.set_display_name("qa-known-unknown")
-            cf = gpu_step(probe_with_known_unknown(table=qa.outputs["table"], probe="counterfactual", overrides={},
-                                                   **common))
+            cf = gpu_step(probe_with_known_unknown(table=qa.outputs["table"], probe="counterfactual", overrides={}, **common))
             cf.set_display_name("counterfactual-icl")
-        rep = cpu_step(counterfactual_report(qa_results=dsl.Collected(qa.outputs["results"]),
-                                             counterfactual_results=dsl.Collected(cf.outputs["results"]),
-                                             context=run.context), s3=False)
+        rep = cpu_step(
+            counterfactual_report(
+                qa_results=dsl.Collected(qa.outputs["results"]),
+                counterfactual_results=dsl.Collected(cf.outputs["results"]),
+                context=run.context,
+            ),
+            s3=False,
+        )
         rep.set_display_name("counterfactual-report")
 
 
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-counterfactual-icl",
+        NAME,
+        "factprobe-counterfactual-icl",
         "Counterfactual ICL (yuan2024): per model, QA over all splits makes the known/unknown table, then regular vs "
         "counterfactual exemplars from known and unknown facts; Figure 7 across models, logged to MLflow.",
         "Counterfactual in-context learning with known and unknown knowledge, for several models.",
-        [models_param()], "ui", _body, cf_config_params(),
+        [models_param()],
+        "ui",
+        _body,
+        cf_config_params(),
     )

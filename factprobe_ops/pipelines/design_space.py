@@ -24,6 +24,7 @@ Compile: `factprobe pipeline compile` (writes build/pipelines/design_space.yaml)
 Run locally: `factprobe pipeline run design_space --param models='["smollm2-135m-instruct"]'
 --param source=lama --param relations=P36,P19 --param n=0,1,5,10 --param draws=2 --param length=60 --param replace=12`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,8 +55,11 @@ def study_params() -> list[Param]:
     """The studies' options that are pipeline parameters (`STUDY_OPTIONS`), from their config classes."""
     from factprobe.studies.registry import get_study
 
-    return [p for name, fields in STUDY_OPTIONS.items()
-            for p in dataclass_params(get_study(name).config_class, fields, prefix=f"{name}: ")]
+    return [
+        p
+        for name, fields in STUDY_OPTIONS.items()
+        for p in dataclass_params(get_study(name).config_class, fields, prefix=f"{name}: ")
+    ]
 
 
 def design_config_params() -> list[Param]:
@@ -76,13 +80,19 @@ def sequence_params(kind: str) -> dict[str, Any]:
 def _body(values: dict[str, Any]) -> None:
     config = config_dict(values, design_config_params())
     with tracked(NAME, values, values["models"], PROBES, config) as run:
-        plan = cpu_step(plan_matrix(models=values["models"], probes=PROBES, config=config, options=run.options,
-                                    context=run.context), s3=False)
+        plan = cpu_step(
+            plan_matrix(models=values["models"], probes=PROBES, config=config, options=run.options, context=run.context), s3=False
+        )
         build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
-            common = {"model": cell.model, "config": config, "options": run.options, "work_root": run.work_root,
-                      **run.step_args(cell.context)}
+            common = {
+                "model": cell.model,
+                "config": config,
+                "options": run.options,
+                "work_root": run.work_root,
+                **run.step_args(cell.context),
+            }
             probed = gpu_step(probe_model(items=build.outputs["items"], probe=cell.probe, **common))
             probed.set_display_name("ic-lke")
             examples = gpu_step(run_study(study="icl-examples", params={}, **common))
@@ -97,12 +107,16 @@ def _body(values: dict[str, Any]) -> None:
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-design-space",
+        NAME,
+        "factprobe-design-space",
         "IC-LKE design space (wu2024 section 3, 4.2): per model the number-of-examples curve (Figure 1), the position "
         "study with unknown and incorrect examples injected (Figure 2) and the IC-LKE run with Accuracy@K; then the "
         "cross-model maps (heatmap, Pearson, subsumption) over the models' runs; logged to MLflow.",
         "The IC-LKE design-space studies and cross-model maps for several models.",
-        [models_param()], "ui", _body, design_config_params(),
+        [models_param()],
+        "ui",
+        _body,
+        design_config_params(),
     )
 
 

@@ -15,13 +15,14 @@ Compile: `factprobe pipeline compile` (writes build/pipelines/findings.yaml).
 Run locally: `factprobe pipeline run findings --param models='["smollm2-135m-instruct","gemma-3-270m"]'
 --param relations=P36,P19 --param budget=small`.
 """
+
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
 from typing import Any
 
-from factprobe_ops.components.study import run_study
 from factprobe.studies.findings import PROBES as FINDINGS_PROBES
+from factprobe_ops.components.study import run_study
 
 from .params import Param, config_dict, dataclass_params, make_pipeline
 from .platform import gpu_step
@@ -52,9 +53,18 @@ def findings_config_params() -> list[Param]:
 def _body(values: dict[str, Any]) -> None:
     config = config_dict(values, findings_config_params())
     with tracked(NAME, values, values["models"], PROBES, config) as run:
-        step = gpu_step(run_study(study=STUDY, model="", config=config, options=run.options,
-                                  params={}, models=values["models"], context=run.context,
-                                  work_root=run.work_root))
+        step = gpu_step(
+            run_study(
+                study=STUDY,
+                model="",
+                config=config,
+                options=run.options,
+                params={},
+                models=values["models"],
+                context=run.context,
+                work_root=run.work_root,
+            )
+        )
         step.set_display_name("findings")
 
 
@@ -69,9 +79,13 @@ def check_studies(values: dict[str, Any], config: dict[str, Any]) -> None:
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-findings",
+        NAME,
+        "factprobe-findings",
         "The papers' qualitative claims (wu2024, youssef2024, zhao2024, yuan2024) measured on several models: each "
         "holds, does not hold or is inconclusive, with its numbers, 95% interval and n; the table logged to MLflow.",
         "The findings table: the papers' claims checked on your models.",
-        [models_param()], "ui", _body, findings_config_params(),
+        [models_param()],
+        "ui",
+        _body,
+        findings_config_params(),
     )

@@ -33,6 +33,7 @@ Run locally (a CPU smoke test; `make run-finetune-pipeline`):
 --param save_steps=1` (add `--param known_unknown=PATH` to reuse a table, `--param settings=known,regular`
 for fewer settings).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -109,44 +110,110 @@ def _body(values: dict[str, Any]) -> None:
         work = run.work_root
         build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         common = run.step_args()
-        table = gpu_step(finetune_base_table(items=build.outputs["items"], model=model, config=config, options=run.options,
-                                             settings=values["settings"], known_unknown=values["known_unknown"],
-                                             work_root=work, **common))
+        table = gpu_step(
+            finetune_base_table(
+                items=build.outputs["items"],
+                model=model,
+                config=config,
+                options=run.options,
+                settings=values["settings"],
+                known_unknown=values["known_unknown"],
+                work_root=work,
+                **common,
+            )
+        )
         table.set_display_name("base-known-unknown")
-        base = gpu_step(finetune_evaluate_base(items=build.outputs["items"], model=model, config=config, options=run.options, work_root=work,
-                                               **common))
+        base = gpu_step(
+            finetune_evaluate_base(
+                items=build.outputs["items"], model=model, config=config, options=run.options, work_root=work, **common
+            )
+        )
         base.set_display_name("evaluate-base")
-        sets = cpu_step(finetune_sets(table=table.outputs["table"], model=model, settings=values["settings"], ft=ft, options=run.options,
-                                      **common), s3=False)
+        sets = cpu_step(
+            finetune_sets(
+                table=table.outputs["table"], model=model, settings=values["settings"], ft=ft, options=run.options, **common
+            ),
+            s3=False,
+        )
         sets.set_display_name("training-sets")
         with dsl.ParallelFor(sets.outputs["Output"], name="settings") as cell:
             cell_common = run.step_args(cell.context)
             if local_build():
                 # The local runner cannot merge the outputs of If/Else branches (dsl.OneOf: "Expected 1
                 # artifact in ArtifactSelectorSpec"), and a TrainJob needs a cluster: train in the step.
-                tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting, ft=ft, options=run.options,
-                                               work_root=work, **cell_common))
+                tr = train_step(
+                    finetune_train(
+                        table=table.outputs["table"],
+                        sets=sets.outputs["sets"],
+                        model=model,
+                        setting=cell.setting,
+                        ft=ft,
+                        options=run.options,
+                        work_root=work,
+                        **cell_common,
+                    )
+                )
                 tr.set_display_name("finetune")
                 adapter = tr.outputs["adapter"]
             else:
                 with dsl.If(values["num_nodes"] > 1, name="multi-node"):
-                    tj = model_step(cpu_step(finetune_trainjob(
-                        table=table.outputs["table"], model=model, setting=cell.setting, ft=ft, options=run.options,
-                        num_nodes=values["num_nodes"], submit=values["trainjob_submit"],
-                        namespace=values["trainjob_namespace"], work_root=work, **cell_common)))
+                    tj = model_step(
+                        cpu_step(
+                            finetune_trainjob(
+                                table=table.outputs["table"],
+                                model=model,
+                                setting=cell.setting,
+                                ft=ft,
+                                options=run.options,
+                                num_nodes=values["num_nodes"],
+                                submit=values["trainjob_submit"],
+                                namespace=values["trainjob_namespace"],
+                                work_root=work,
+                                **cell_common,
+                            )
+                        )
+                    )
                     tj.set_display_name("trainjob")
                 with dsl.Else(name="one-node"):
-                    tr = train_step(finetune_train(table=table.outputs["table"], sets=sets.outputs["sets"], model=model, setting=cell.setting,
-                                                   ft=ft, options=run.options, work_root=work, **cell_common))
+                    tr = train_step(
+                        finetune_train(
+                            table=table.outputs["table"],
+                            sets=sets.outputs["sets"],
+                            model=model,
+                            setting=cell.setting,
+                            ft=ft,
+                            options=run.options,
+                            work_root=work,
+                            **cell_common,
+                        )
+                    )
                     tr.set_display_name("finetune")
                 adapter = dsl.OneOf(tj.outputs["adapter"], tr.outputs["adapter"])
-            ev = gpu_step(finetune_evaluate_adapter(items=build.outputs["items"], adapter=adapter, model=model,
-                                                    setting=cell.setting, config=config, options=run.options, work_root=work, **cell_common))
+            ev = gpu_step(
+                finetune_evaluate_adapter(
+                    items=build.outputs["items"],
+                    adapter=adapter,
+                    model=model,
+                    setting=cell.setting,
+                    config=config,
+                    options=run.options,
+                    work_root=work,
+                    **cell_common,
+                )
+            )
             ev.set_display_name("evaluate-adapter")
-        rep = cpu_step(finetune_report(base_qa=base.outputs["qa_results"], base_mc=base.outputs["mc_results"],
-                                       qa_results=dsl.Collected(ev.outputs["qa_results"]),
-                                       mc_results=dsl.Collected(ev.outputs["mc_results"]),
-                                       ft=ft, options=run.options, context=run.context), s3=False)
+        rep = cpu_step(
+            finetune_report(
+                base_qa=base.outputs["qa_results"],
+                base_mc=base.outputs["mc_results"],
+                qa_results=dsl.Collected(ev.outputs["qa_results"]),
+                mc_results=dsl.Collected(ev.outputs["mc_results"]),
+                ft=ft,
+                options=run.options,
+                context=run.context,
+            ),
+            s3=False,
+        )
         rep.set_display_name("finetune-report")
 
 
@@ -155,20 +222,35 @@ def build():
     from factprobe.finetune import TRAIN_SETS
 
     own = [
-        Param("model", str, "smollm2-135m-instruct", "Base model to fine-tune: built-in alias (smollm2-135m-instruct, "
-              "gemma-3-270m), Hugging Face hub id or a folder on a mounted volume."),
+        Param(
+            "model",
+            str,
+            "smollm2-135m-instruct",
+            "Base model to fine-tune: built-in alias (smollm2-135m-instruct, "
+            "gemma-3-270m), Hugging Face hub id or a folder on a mounted volume.",
+        ),
         Param("settings", list, list(TRAIN_SETS), f"Training sets, one fine-tuning each: {', '.join(TRAIN_SETS)}."),
-        Param("num_nodes", int, 1, "GPU nodes per fine-tuning: 1 trains in the pipeline step; more writes a Kubeflow "
-              "Trainer TrainJob over that many nodes (created only with trainjob_submit)."),
-        Param("trainjob_submit", bool, False, "Create the TrainJob (num_nodes > 1) and wait for it; false only writes "
-              "its manifest."),
+        Param(
+            "num_nodes",
+            int,
+            1,
+            "GPU nodes per fine-tuning: 1 trains in the pipeline step; more writes a Kubeflow "
+            "Trainer TrainJob over that many nodes (created only with trainjob_submit).",
+        ),
+        Param(
+            "trainjob_submit", bool, False, "Create the TrainJob (num_nodes > 1) and wait for it; false only writes its manifest."
+        ),
         Param("trainjob_namespace", str, "kubeflow", "Namespace of the TrainJob (the pipeline's namespace)."),
     ]
     return make_pipeline(
-        NAME, "factprobe-finetune-known-unknown",
+        NAME,
+        "factprobe-finetune-known-unknown",
         "Fine-tuning on known, unknown, mixed, counterfactual and regular facts (yuan2024 section 5): full-parameter "
         "training (the paper's; lora_r > 0 for LoRA) under DeepSpeed per setting, zero-shot QA and IC-LKE before and "
         "after, one table with paired bootstrap intervals, logged to MLflow.",
         "Fine-tune one model on known/unknown/mixed/counterfactual/regular facts and compare before and after.",
-        own, "ui", _body, ft_config_params() + finetune_params(),
+        own,
+        "ui",
+        _body,
+        ft_config_params() + finetune_params(),
     )

@@ -14,6 +14,7 @@ the secret must exist; an optional secret such as the Hugging Face token has no 
 left out, `compat_notes` says so) and the container `securityContext` (the images already run as UID 1000;
 enforce non-root for the namespace with Pod Security Admission, see k8s/README.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,8 +49,9 @@ class Feature:
 
 
 def _executors(platform: dict) -> list[dict]:
-    return list(((platform.get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec", {})
-                .get("executors", {}).values())
+    return list(
+        ((platform.get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec", {}).get("executors", {}).values()
+    )
 
 
 def _secrets(platform: dict) -> list[dict]:
@@ -68,41 +70,105 @@ def _tasks(spec: dict) -> list[dict]:
 
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("secretAsEnv", (2, 0, 0), "feat(backend): support secrets, kubeflow/pipelines#9178 (April 2023, before 2.0.0)",
-            "", True, lambda s, p: bool(_secrets(p))),
-    Feature("nodeSelector", (2, 1, 0), "present in 2.1.0 (earlier 2.0.x releases not checked)", "", True,
-            lambda s, p: any("nodeSelector" in e for e in _executors(p))),
-    Feature("tolerations", (2, 1, 0), "2.1.0 release notes: backend support for tolerations, #10471", "", True,
-            lambda s, p: any("tolerations" in e for e in _executors(p))),
-    Feature("podMetadata (pod labels)", (2, 1, 0), "2.1.0 release notes: pod labels and annotations, #10393", "", True,
-            lambda s, p: any("podMetadata" in e for e in _executors(p))),
-    Feature("secretAsEnv.secretNameParameter", (2, 5, 0),
-            "2.5.0 release notes: input parameters for secrets, #11621/#11770; older backends fail with "
-            "unknown field \"secretNameParameter\" (#11935)", "secretName (a constant name)", True,
-            lambda s, p: any("secretNameParameter" in x for x in _secrets(p))),
-    Feature("secretAsEnv.optional", (2, 15, 0),
-            "assumed: written since kfp-kubernetes 2.15; older backends fail with unknown field \"optional\" (#12495)",
-            "left out (false is the default: the secret must exist)", True,
-            lambda s, p: any("optional" in x for x in _secrets(p))),
-    Feature("securityContext", (2, 17, 0),
-            "assumed: set_security_context (#12832, #12859, Feb 2026) ships in kfp-kubernetes 2.17.0; older backends "
-            "do not know the field", "left out: the images run as UID 1000; enforce non-root per namespace with Pod "
-            "Security Admission (k8s/README.md)", True,
-            lambda s, p: any("securityContext" in e for e in _executors(p))),
-    Feature("pvcMount", (2, 0, 0), "assumed: mount_pvc came with the first kfp-kubernetes (1.0, 2023) and 2.0 backends; "
-            "not checked release by release", "", True, lambda s, p: any("pvcMount" in e for e in _executors(p))),
-    Feature("emptyDirMounts (/dev/shm)", (2, 3, 0), "assumed: backend support merged mid-2024 (#10913), after 2.2.0",
-            "", True, lambda s, p: any("emptyDirMounts" in e for e in _executors(p))),
-    Feature("retryPolicy", (2, 5, 0), "assumed: #9950 reports set_retry ignored on 2.2.0; retries are tested from 2.5.0 "
-            "(#11836)", "", False, lambda s, p: any("retryPolicy" in t for t in _tasks(s))),
-    Feature("resourceCpuLimit/resourceMemoryLimit (string resources)", (2, 5, 0),
-            "2.5.0 release notes: input parameterization for k8s resources, #11770 (ignored before, #11500)",
-            "cpuLimit/memoryLimit numbers, which the compiler writes beside them (#11839)", False,
-            lambda s, p: any("resourceCpuLimit" in (c.get("resources") or {}) for c in _containers(s))),
-    Feature("resources from pipeline values (the sweeps' per-model gpus/cpu/memory; before it their pods request no GPU)",
-            (2, 5, 0), "2.5.0 release notes: input parameterization for k8s resources, #11770; the compiler writes no "
-            "numeric value beside a placeholder", "", False,
-            lambda s, p: any("{{$" in str(v) for c in _containers(s) for v in _resource_values(c))),
+    Feature(
+        "secretAsEnv",
+        (2, 0, 0),
+        "feat(backend): support secrets, kubeflow/pipelines#9178 (April 2023, before 2.0.0)",
+        "",
+        True,
+        lambda s, p: bool(_secrets(p)),
+    ),
+    Feature(
+        "nodeSelector",
+        (2, 1, 0),
+        "present in 2.1.0 (earlier 2.0.x releases not checked)",
+        "",
+        True,
+        lambda s, p: any("nodeSelector" in e for e in _executors(p)),
+    ),
+    Feature(
+        "tolerations",
+        (2, 1, 0),
+        "2.1.0 release notes: backend support for tolerations, #10471",
+        "",
+        True,
+        lambda s, p: any("tolerations" in e for e in _executors(p)),
+    ),
+    Feature(
+        "podMetadata (pod labels)",
+        (2, 1, 0),
+        "2.1.0 release notes: pod labels and annotations, #10393",
+        "",
+        True,
+        lambda s, p: any("podMetadata" in e for e in _executors(p)),
+    ),
+    Feature(
+        "secretAsEnv.secretNameParameter",
+        (2, 5, 0),
+        "2.5.0 release notes: input parameters for secrets, #11621/#11770; older backends fail with "
+        'unknown field "secretNameParameter" (#11935)',
+        "secretName (a constant name)",
+        True,
+        lambda s, p: any("secretNameParameter" in x for x in _secrets(p)),
+    ),
+    Feature(
+        "secretAsEnv.optional",
+        (2, 15, 0),
+        'assumed: written since kfp-kubernetes 2.15; older backends fail with unknown field "optional" (#12495)',
+        "left out (false is the default: the secret must exist)",
+        True,
+        lambda s, p: any("optional" in x for x in _secrets(p)),
+    ),
+    Feature(
+        "securityContext",
+        (2, 17, 0),
+        "assumed: set_security_context (#12832, #12859, Feb 2026) ships in kfp-kubernetes 2.17.0; older backends "
+        "do not know the field",
+        "left out: the images run as UID 1000; enforce non-root per namespace with Pod Security Admission (k8s/README.md)",
+        True,
+        lambda s, p: any("securityContext" in e for e in _executors(p)),
+    ),
+    Feature(
+        "pvcMount",
+        (2, 0, 0),
+        "assumed: mount_pvc came with the first kfp-kubernetes (1.0, 2023) and 2.0 backends; not checked release by release",
+        "",
+        True,
+        lambda s, p: any("pvcMount" in e for e in _executors(p)),
+    ),
+    Feature(
+        "emptyDirMounts (/dev/shm)",
+        (2, 3, 0),
+        "assumed: backend support merged mid-2024 (#10913), after 2.2.0",
+        "",
+        True,
+        lambda s, p: any("emptyDirMounts" in e for e in _executors(p)),
+    ),
+    Feature(
+        "retryPolicy",
+        (2, 5, 0),
+        "assumed: #9950 reports set_retry ignored on 2.2.0; retries are tested from 2.5.0 (#11836)",
+        "",
+        False,
+        lambda s, p: any("retryPolicy" in t for t in _tasks(s)),
+    ),
+    Feature(
+        "resourceCpuLimit/resourceMemoryLimit (string resources)",
+        (2, 5, 0),
+        "2.5.0 release notes: input parameterization for k8s resources, #11770 (ignored before, #11500)",
+        "cpuLimit/memoryLimit numbers, which the compiler writes beside them (#11839)",
+        False,
+        lambda s, p: any("resourceCpuLimit" in (c.get("resources") or {}) for c in _containers(s)),
+    ),
+    Feature(
+        "resources from pipeline values (the sweeps' per-model gpus/cpu/memory; before it their pods request no GPU)",
+        (2, 5, 0),
+        "2.5.0 release notes: input parameterization for k8s resources, #11770; the compiler writes no "
+        "numeric value beside a placeholder",
+        "",
+        False,
+        lambda s, p: any("{{$" in str(v) for c in _containers(s) for v in _resource_values(c)),
+    ),
 )
 
 
@@ -146,10 +212,18 @@ def compat_platform_spec(platform: dict) -> dict:
 def compat_notes(platform: dict) -> list[str]:
     """What `compat_platform_spec` leaves out that a step may miss: optional secrets (`optional:
     true`, e.g. the Hugging Face token) have no older form, so they are not passed at all."""
-    names = sorted({f"{x.get('secretName', '?')} ({', '.join(k['envVar'] for k in x.get('keyToEnv', []))})"
-                    for x in _secrets(platform) if x.get("optional") is True})
-    return [f"--compat leaves out the optional secret {n}: older backends cannot mark a secret optional "
-            "(a gated hub model then fails to download)" for n in names]
+    names = sorted(
+        {
+            f"{x.get('secretName', '?')} ({', '.join(k['envVar'] for k in x.get('keyToEnv', []))})"
+            for x in _secrets(platform)
+            if x.get("optional") is True
+        }
+    )
+    return [
+        f"--compat leaves out the optional secret {n}: older backends cannot mark a secret optional "
+        "(a gated hub model then fails to download)"
+        for n in names
+    ]
 
 
 def check_backend(version_text: str, spec: dict, platform: dict, host: str, compat: bool) -> str:
@@ -161,8 +235,10 @@ def check_backend(version_text: str, spec: dict, platform: dict, host: str, comp
     used = [f for f in required_features(spec, platform) if f.rejected]
     if version is None:
         need = ".".join(map(str, max((f.since for f in used), default=(2, 0, 0))))
-        return (f"warning: {host} does not report its Kubeflow Pipelines version (healthz tag_name "
-                f"{version_text or 'missing'!r}); this pipeline needs {need} or newer (k8s/README.md)")
+        return (
+            f"warning: {host} does not report its Kubeflow Pipelines version (healthz tag_name "
+            f"{version_text or 'missing'!r}); this pipeline needs {need} or newer (k8s/README.md)"
+        )
     too_new = [f for f in used if f.since > version]
     ignored = [f for f in required_features(spec, platform) if not f.rejected and f.since > version]
     if too_new:
@@ -179,8 +255,9 @@ def check_backend(version_text: str, spec: dict, platform: dict, host: str, comp
             hint = f"upgrade Kubeflow Pipelines (--compat still needs {compat_need})"
         raise ConfigError(f"Kubeflow Pipelines {have} at {host} is too old for this pipeline: {fields}; {hint}")
     if ignored:
-        return (f"warning: Kubeflow Pipelines {'.'.join(map(str, version))} at {host} ignores "
-                + "; ".join(f"{f.name} (honoured from {f.since_text})" for f in ignored))
+        return f"warning: Kubeflow Pipelines {'.'.join(map(str, version))} at {host} ignores " + "; ".join(
+            f"{f.name} (honoured from {f.since_text})" for f in ignored
+        )
     return ""
 
 
@@ -193,7 +270,9 @@ def load_compiled(path: str) -> tuple[dict, dict, list[Any]]:
     with open(path, encoding="utf-8") as fh:
         docs = [d for d in yaml.safe_load_all(fh) if d is not None]
     spec = docs[0]
-    platform = next((d for d in docs[1:] if "platforms" in d), {"platforms": spec.get("platforms")} if "platforms" in spec else {})
+    platform = next(
+        (d for d in docs[1:] if "platforms" in d), {"platforms": spec.get("platforms")} if "platforms" in spec else {}
+    )
     return spec, platform, docs
 
 
@@ -223,4 +302,7 @@ def _header(path: str) -> str:
             if not line.startswith("#"):
                 break
             lines.append(line)
-    return "".join(lines) + "# --compat: compiled without fields older Kubeflow Pipelines backends reject (factprobe_ops/pipelines/kfp_compat.py)\n"
+    return (
+        "".join(lines)
+        + "# --compat: compiled without fields older Kubeflow Pipelines backends reject (factprobe_ops/pipelines/kfp_compat.py)\n"
+    )

@@ -5,6 +5,7 @@
 - `_RunLog` tees what the run prints into a log file, one terminal line per step by default.
 - `step_logs`, `first_error_line` and `failure_report` turn a failed run's log into one line.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,7 +35,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _TASK_START = re.compile(r"Executing task '([^']+)'")
 _TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
 _QUOTED_TASK = re.compile(r"'([^']+)'")
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s*(?P<msg>.*))?")
+_EXCEPTION_LINE = re.compile(
+    r"(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s*(?P<msg>.*))?"
+)
 
 
 HEADLINE_PREFIX = "headline: "  # a step prints its main number on such a line (factprobe_ops/components/steps/probe.py)
@@ -95,8 +98,11 @@ class _RunLog(io.TextIOBase):
         elif PROGRESS_PREFIX in line and self._current:  # a long step's progress (factprobe_ops/components/steps/progress.py)
             self._stream.write(f"  {'':<28} {line.split(PROGRESS_PREFIX, 1)[1].strip()}\n")
         elif HEADLINE_PREFIX in line and self._current:
-            owner = self._current[-1] if len(set(self._current)) == 1 else next(
-                (n for n in self._current if n.startswith("probe")), self._current[-1])
+            owner = (
+                self._current[-1]
+                if len(set(self._current)) == 1
+                else next((n for n in self._current if n.startswith("probe")), self._current[-1])
+            )
             self._headlines.setdefault(owner, []).append(line.split(HEADLINE_PREFIX, 1)[1].strip())
         self._stream.flush()
 
@@ -149,7 +155,7 @@ def first_error_line(lines: list[str]) -> str:
     of output that is not a KFP executor log line."""
     for line in lines:
         if line.lstrip().startswith("error: "):
-            return line.lstrip()[len("error: "):].strip()
+            return line.lstrip()[len("error: ") :].strip()
     # The output of a step that ran beside another (the local runner runs a ParallelFor's
     # iterations at once) comes indented deeper: a traceback ends at the first line indented no
     # deeper than its `Traceback` line.
@@ -180,8 +186,9 @@ def failure_report(log_path: Path, error: BaseException | str) -> str:
     if not failed:
         names = _QUOTED_TASK.findall(_ANSI.sub("", str(error)).split("Inner task failed:")[-1])
         where = f"step {names[0]!r}" if names else "the pipeline"
-        return redact(f"{where} failed: {_ANSI.sub('', str(error)).splitlines()[0] if str(error) else 'see the log'}; "
-                      f"full log: {log_path}")
+        return redact(
+            f"{where} failed: {_ANSI.sub('', str(error)).splitlines()[0] if str(error) else 'see the log'}; full log: {log_path}"
+        )
     name, lines = failed[0]
     step_log = log_path.with_name(f"{log_path.stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log")
     try:
@@ -203,8 +210,9 @@ def _threads_setting(params: dict[str, Any]) -> int | None:
     return None if value is None or not str(value).strip() else int(float(value))
 
 
-def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None,
-              verbose: bool = True):
+def run_local(
+    name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None, verbose: bool = True
+):
     """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
 
     An embedded sqlite store is served on loopback for the run (factprobe_ops/tracking/local_server.py), so the
@@ -227,8 +235,12 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
 
     check_run_values(name, params)  # a bad device, a probe's missing input: refused before anything runs
     params = _absolute_paths(dict(params))
-    store = params.get("tracking_uri") or tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") \
+    store = (
+        params.get("tracking_uri")
+        or tracking_uri
+        or os.environ.get("MLFLOW_TRACKING_URI")
         or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+    )
     serve = is_local_store(store) and os.environ.get("FACTPROBE_SERVE_LOCAL_STORE", "1") != "0"
     steps = LocalSteps()
     steps.threads = _threads_setting(params)  # the run's thread setting reaches every step's environment
@@ -250,18 +262,25 @@ def run_local(name: str, params: dict[str, Any], tracking_uri: str | None = None
                     params["trigger"] = "local"
                 root = pipeline_root or str(Path.cwd() / "build" / "kfp-local")
                 local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
-                log = _RunLog(sys.stdout, Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
-                              verbose=verbose)
+                log = _RunLog(
+                    sys.stdout,
+                    Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log",
+                    verbose=verbose,
+                )
                 if not verbose:
                     import warnings
 
                     # The local runner runs every step in this very environment, so its warning about a step's
                     # (cluster) base image is noise here; one per step would bury the step lines ...
-                    warnings.filterwarnings("ignore", message="You may be attemping to run a task that uses custom",
-                                            category=RuntimeWarning)
+                    warnings.filterwarnings(
+                        "ignore", message="You may be attemping to run a task that uses custom", category=RuntimeWarning
+                    )
                     # ... and so is its note that cluster settings (cpu/memory limits, display names) do nothing locally.
-                    warnings.filterwarnings("ignore", message=r"Task '.*': settings \[.*\] have no effect in the current local runner",
-                                            category=UserWarning)
+                    warnings.filterwarnings(
+                        "ignore",
+                        message=r"Task '.*': settings \[.*\] have no effect in the current local runner",
+                        category=UserWarning,
+                    )
                     print(f"pipeline {name}: one line per step; full log (--verbose prints it here): {log.path}", flush=True)
                 start = time.perf_counter()
                 error: BaseException | None = None
@@ -302,7 +321,9 @@ def _stop(name: str, steps, tracking_uri: str | None, store: str) -> str:
     try:
         parents, killed = steps.mark_killed(tracking_uri)
     except Exception as e:  # noqa: BLE001 - the stop must still end with its one line
-        return redact(f"{line}; marking the MLflow runs KILLED failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return redact(
+            f"{line}; marking the MLflow runs KILLED failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        )
     if not parents:
         return f"{line}; no MLflow parent run had started"
     return redact(f"{line}; MLflow parent run {', '.join(parents)} and {killed} step run(s) KILLED in {store}")

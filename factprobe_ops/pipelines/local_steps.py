@@ -21,6 +21,7 @@ Each step's environment also carries its thread policy (factprobe/threads.py): `
 The caller stops the loopback tracking server after that, and exits 130 (SIGINT) or 143 (SIGTERM)
 with one line saying what was stopped (`PipelineStopped`).
 """
+
 from __future__ import annotations
 
 import json
@@ -142,8 +143,9 @@ class LocalSteps:
 
         # the step's share of the CPUs and the passive OpenMP wait (factprobe/threads.py); a task's own env wins
         env = {**os.environ, **step_environment(self.steps_at_once(), self.threads), **(env_vars or {})}
-        with subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                              env=env, start_new_session=True) as process:
+        with subprocess.Popen(
+            full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env, start_new_session=True
+        ) as process:
             self.groups.append(process.pid)
             self._live.add(process.pid)
             if self.signum is not None:  # the signal came while it started

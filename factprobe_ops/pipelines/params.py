@@ -27,11 +27,13 @@ parameters are packed into ONE dict (`config_dict`) that travels to every step b
 `make_pipeline` builds a `@dsl.pipeline` function with an explicit signature and an `Args:`
 docstring from the pipeline's parameters.
 """
+
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kfp import dsl
 
@@ -70,7 +72,10 @@ def field_param(cls: type, name: str, prefix: str = "") -> Param:
     typ, optional = field_type(cls, name)
     default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
     if optional or typ is list:
-        typ, default = str, "" if default is None else (",".join(map(str, default)) if isinstance(default, list) else str(default))
+        typ, default = (
+            str,
+            "" if default is None else (",".join(map(str, default)) if isinstance(default, list) else str(default)),
+        )
     default = PIPELINE_DEFAULTS.get(name, default)
     help_text = f.metadata.get(HELP, "")
     if typ is str and (optional or name in PIPELINE_DEFAULTS):
@@ -80,14 +85,16 @@ def field_param(cls: type, name: str, prefix: str = "") -> Param:
     return Param(name, typ, default, prefix + help_text)
 
 
-def dataclass_params(cls: type, names: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                     prefix: str = "") -> list[Param]:
+def dataclass_params(cls: type, names: Sequence[str] | None = None, exclude: Sequence[str] = (), prefix: str = "") -> list[Param]:
     """Parameters for the fields of config dataclass `cls` (all of them, or `names` in that
     order), skipping `exclude`, `PER_STEP` and fields declared `pipeline=False`."""
     by_name = {f.name: f for f in fields(cls)}
     wanted = list(names) if names is not None else list(by_name)
-    return [field_param(cls, n, prefix) for n in wanted
-            if n not in exclude and n not in PER_STEP and by_name[n].metadata.get(PIPELINE, True)]
+    return [
+        field_param(cls, n, prefix)
+        for n in wanted
+        if n not in exclude and n not in PER_STEP and by_name[n].metadata.get(PIPELINE, True)
+    ]
 
 
 def config_params(probes: Sequence[str], exclude: Sequence[str] = ()) -> list[Param]:
@@ -103,18 +110,37 @@ def config_params(probes: Sequence[str], exclude: Sequence[str] = ()) -> list[Pa
 def common_params(trigger: str) -> list[Param]:
     """The parameters every pipeline has (rule 4)."""
     return [
-        Param("tracking_uri", str, "http://mlflow.factprobe.svc.cluster.local:5000",
-              "MLflow tracking URI; credentials come from the mlflow-credentials secret. Use 'none' to disable tracking."),
+        Param(
+            "tracking_uri",
+            str,
+            "http://mlflow.factprobe.svc.cluster.local:5000",
+            "MLflow tracking URI; credentials come from the mlflow-credentials secret. Use 'none' to disable tracking.",
+        ),
         Param("trigger", str, trigger, "What launched this run: local, ui, nightly or ci (an MLflow tag)."),
-        Param("work_root", str, "", "Folder for resumable per-probe work (a mounted volume on the cluster); empty for the default cache."),
-        Param(OPTIONS, str, "", "Further options as one JSON object, e.g. {\"eic_interleave\": 2}: any config field of "
-              "the probes this run runs that is not a parameter here (checked before anything runs); empty: none."),
+        Param(
+            "work_root",
+            str,
+            "",
+            "Folder for resumable per-probe work (a mounted volume on the cluster); empty for the default cache.",
+        ),
+        Param(
+            OPTIONS,
+            str,
+            "",
+            'Further options as one JSON object, e.g. {"eic_interleave": 2}: any config field of '
+            "the probes this run runs that is not a parameter here (checked before anything runs); empty: none.",
+        ),
     ]
 
 
 def probes_param(default: list[str] | None = None) -> Param:
-    return Param("probes", list, default or list(DEFAULT_PROBES), f"Probes to run for every model: {', '.join(probe_names())} "
-                 "(options of a probe other than the default go into `options`).")
+    return Param(
+        "probes",
+        list,
+        default or list(DEFAULT_PROBES),
+        f"Probes to run for every model: {', '.join(probe_names())} "
+        "(options of a probe other than the default go into `options`).",
+    )
 
 
 def config_dict(values: dict[str, Any], params: Sequence[Param]) -> dict[str, Any]:
@@ -125,8 +151,16 @@ def config_dict(values: dict[str, Any], params: Sequence[Param]) -> dict[str, An
     return {p.name: values[p.name] for p in params}
 
 
-def make_pipeline(name: str, display_name: str, description: str, summary: str, own: list[Param], trigger: str,
-                  body: Callable[[dict[str, Any]], None], config: Sequence[Param] = ()):
+def make_pipeline(
+    name: str,
+    display_name: str,
+    description: str,
+    summary: str,
+    own: list[Param],
+    trigger: str,
+    body: Callable[[dict[str, Any]], None],
+    config: Sequence[Param] = (),
+):
     """A Kubeflow pipeline whose parameters are `own` + `config` + `common_params(trigger)`.
 
     `body(values)` receives {parameter name: pipeline channel} and adds the steps. Raises
@@ -143,8 +177,8 @@ def make_pipeline(name: str, display_name: str, description: str, summary: str, 
 
     pipeline_func.__name__ = pipeline_func.__qualname__ = name
     pipeline_func.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default, annotation=p.type)
-         for p in params])
+        [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default, annotation=p.type) for p in params]
+    )
     pipeline_func.__annotations__ = {p.name: p.type for p in params}
     pipeline_func.__doc__ = summary + "\n\nArgs:\n" + "".join(f"    {p.name}: {p.help}\n" for p in params)
     pipe = dsl.pipeline(name=display_name, description=description)(pipeline_func)

@@ -5,6 +5,7 @@ CPU steps (data build, report, bookkeeping) never request an accelerator. GPU st
 retry (preemptible nodes). Every step that talks to MLflow or S3 gets its credentials from the
 Kubernetes secrets named in `factprobe_ops.components.config` as environment variables, never as parameters.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -14,10 +15,13 @@ from contextlib import contextmanager
 from kfp import kubernetes
 from kfp.dsl import PipelineTask
 
-from factprobe_ops.components.config import ClusterConfig, cluster_config
 from factprobe.errors import ConfigError
+from factprobe_ops.components.config import ClusterConfig, cluster_config
 
-MLFLOW_SECRET_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
+MLFLOW_SECRET_KEYS = {
+    "MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD",
+}
 S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
 HF_SECRET_KEYS = {"HF_TOKEN": "HF_TOKEN"}
 #: environment of steps with the PVC: variable -> folder under the mount
@@ -104,8 +108,7 @@ def with_shm(task: PipelineTask) -> PipelineTask:
     """/dev/shm as a memory-backed emptyDir of `CONFIG.shm_size` (the container default, 64 MiB,
     is too small for NCCL and the data loader workers of distributed training)."""
     CONFIG, _ = _settings()
-    kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
-                               size_limit=CONFIG.shm_size)
+    kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory", size_limit=CONFIG.shm_size)
     return task
 
 

@@ -19,10 +19,12 @@ report reads.
 Compile: `factprobe pipeline compile` (writes build/pipelines/probe.yaml for the Kubeflow UI).
 Run locally: `factprobe pipeline run probe --param models='["smollm2-135m-instruct"]'`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kfp import dsl
 
@@ -40,9 +42,11 @@ from .platform import cpu_step, gpu_step, local_build, read_cluster_config
 from .scaffold import tracked
 
 DEFAULT_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
-MODELS_HELP = ("Models to probe: built-in aliases (smollm2-135m-instruct, gemma-3-270m), Hugging Face hub ids, PEFT "
-               "adapter folders or folders on a mounted volume; an entry may be a mapping with the model's own gpus, memory, "
-               "cpu, dtype, device_map or endpoint (a served model's OpenAI-compatible URL).")
+MODELS_HELP = (
+    "Models to probe: built-in aliases (smollm2-135m-instruct, gemma-3-270m), Hugging Face hub ids, PEFT "
+    "adapter folders or folders on a mounted volume; an entry may be a mapping with the model's own gpus, memory, "
+    "cpu, dtype, device_map or endpoint (a served model's OpenAI-compatible URL)."
+)
 #: the parallelism cap of a sweep's fan-out when FACTPROBE_PARALLELISM is not set (cluster builds)
 DEFAULT_PARALLELISM = 8
 
@@ -53,10 +57,15 @@ def models_param() -> Param:
 
 def sweep_params() -> list[Param]:
     """The sweeps' own settings of their units of work (issue 30 item 4)."""
-    return [Param("shards", int, 1, "Pods per probe run: each run's facts are split across this many pods and merged "
-                  "(1: no split)."),
-            Param("one_load", bool, False, "Run all the probes of a model in one pod with one model load (instead of one "
-                  "pod per probe).")]
+    return [
+        Param("shards", int, 1, "Pods per probe run: each run's facts are split across this many pods and merged (1: no split)."),
+        Param(
+            "one_load",
+            bool,
+            False,
+            "Run all the probes of a model in one pod with one model load (instead of one pod per probe).",
+        ),
+    ]
 
 
 def sweep_parallelism() -> int:
@@ -104,8 +113,9 @@ class DagConfig:
     inside: Callable[[Any, Any, Any], None] | None = None
 
     @classmethod
-    def from_values(cls, pipeline: str, values: dict[str, Any], models: Any, probes: Any, params: list[Param],
-                    inside=None) -> "DagConfig":
+    def from_values(
+        cls, pipeline: str, values: dict[str, Any], models: Any, probes: Any, params: list[Param], inside=None
+    ) -> DagConfig:
         return cls(pipeline, models, probes, config_dict(values, params), values, inside)
 
 
@@ -116,15 +126,24 @@ def probe_dag(dag: DagConfig):
     with tracked(dag.pipeline, dag.values, dag.models, dag.probes, dag.config) as run:
         # The run context travels inside each loop item: kfp 2.17's local runner hands a loop
         # item to a task-output argument used inside a ParallelFor over another task's output.
-        plan = cpu_step(plan_matrix(models=dag.models, probes=dag.probes, config=dag.config, options=run.options,
-                                    context=run.context), s3=False)
-        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context),
-                         memory="8G")
+        plan = cpu_step(
+            plan_matrix(models=dag.models, probes=dag.probes, config=dag.config, options=run.options, context=run.context),
+            s3=False,
+        )
+        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context), memory="8G")
         build.after(plan)  # the plan validates every (model, probe) config first
         with dsl.ParallelFor(plan.output, name="models-x-probes") as cell:
-            probed = gpu_step(probe_model(
-                items=build.outputs["items"], model=cell.model, probe=cell.probe, config=dag.config, options=run.options,
-                context=cell.context, work_root=run.work_root))
+            probed = gpu_step(
+                probe_model(
+                    items=build.outputs["items"],
+                    model=cell.model,
+                    probe=cell.probe,
+                    config=dag.config,
+                    options=run.options,
+                    context=cell.context,
+                    work_root=run.work_root,
+                )
+            )
         rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), context=run.context), s3=False)
         if dag.inside is not None:
             dag.inside(run, probed, rep)
@@ -138,21 +157,43 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
     `dag.inside(scope, merge_task, report_task)` may add steps that read the merged folder.
     Returns (scope, merge task, report task)."""
     with tracked(dag.pipeline, dag.values, dag.models, dag.probes, dag.config) as run:
-        plan = cpu_step(plan_units(models=dag.models, probes=dag.probes, config=dag.config, options=run.options,
-                                   context=run.context, shards=dag.values["shards"], one_load=dag.values["one_load"],
-                                   defaults=resource_defaults()), s3=False)
-        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context),
-                         memory="8G")
+        plan = cpu_step(
+            plan_units(
+                models=dag.models,
+                probes=dag.probes,
+                config=dag.config,
+                options=run.options,
+                context=run.context,
+                shards=dag.values["shards"],
+                one_load=dag.values["one_load"],
+                defaults=resource_defaults(),
+            ),
+            s3=False,
+        )
+        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context), memory="8G")
         build.after(plan)  # the plan validates every model, probe and config first
         with dsl.ParallelFor(plan.output, name="units", parallelism=sweep_parallelism()) as unit:
             size = cpu_step(unit_resources(unit=unit), cpu="0.5", memory="512M", s3=False)
-            probed = gpu_step(probe_unit(items=build.outputs["items"], unit=unit, config=dag.config, options=run.options,
-                                         context=unit.context, work_root=run.work_root, tolerant=tolerant),
-                              cpu=size.outputs["cpu"], memory=size.outputs["memory"])
+            probed = gpu_step(
+                probe_unit(
+                    items=build.outputs["items"],
+                    unit=unit,
+                    config=dag.config,
+                    options=run.options,
+                    context=unit.context,
+                    work_root=run.work_root,
+                    tolerant=tolerant,
+                ),
+                cpu=size.outputs["cpu"],
+                memory=size.outputs["memory"],
+            )
             probed.set_accelerator_limit(size.outputs["gpus"])
             probed.after(size)  # resource values are no dependency by themselves (kfp 2.17 writes no dependentTasks for them)
-        merged = cpu_step(merge_results(units=dsl.Collected(probed.outputs["results"]), items=build.outputs["items"],
-                                        context=run.context), memory="8G", s3=False)
+        merged = cpu_step(
+            merge_results(units=dsl.Collected(probed.outputs["results"]), items=build.outputs["items"], context=run.context),
+            memory="8G",
+            s3=False,
+        )
         rep = cpu_step(merged_report(results=merged.outputs["results"], context=run.context), s3=False)
         if dag.inside is not None:
             dag.inside(run, merged, rep)
@@ -166,8 +207,12 @@ def _body(values: dict[str, Any]) -> None:
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        "probe", "factprobe-probe",
+        "probe",
+        "factprobe-probe",
         "Estimate the factual knowledge of language models with the registered probes, logged to MLflow.",
         "Probe several models with several knowledge probes.",
-        [models_param(), probes_param(), *sweep_params()], "ui", _body, probe_config_params(),
+        [models_param(), probes_param(), *sweep_params()],
+        "ui",
+        _body,
+        probe_config_params(),
     )

@@ -3,6 +3,7 @@ YAML for the Kubeflow UI, and a `kfp.Client` whose every answer is checked to be
 Pipelines API's (`submit`: `create_run_from_pipeline_package`; `schedule`:
 `create_recurring_run` with a six-field cron, seconds first).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,11 @@ def image_notice(for_cluster_run: bool, allow_default: bool = False, pipeline: s
     defaults = default_image_settings(cfg, training=training)
     if not defaults:
         return line
-    why = (f"{' and '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} not set, so the steps use the built-in "
-           "default image, which is not published; build and push yours with scripts/build_images.sh --registry "
-           "REGISTRY (containers/README.md) and set the variable to the printed tag")
+    why = (
+        f"{' and '.join(defaults)} {'is' if len(defaults) == 1 else 'are'} not set, so the steps use the built-in "
+        "default image, which is not published; build and push yours with scripts/build_images.sh --registry "
+        "REGISTRY (containers/README.md) and set the variable to the printed tag"
+    )
     if for_cluster_run and not allow_default:
         raise ConfigError(f"{why}; --allow-default-image submits anyway")
     return f"{line}\nwarning: {why}"
@@ -84,7 +87,7 @@ class KfpAccess:
     ENV = {"token": "FACTPROBE_KFP_TOKEN", "cookie": "FACTPROBE_KFP_COOKIE", "namespace": "FACTPROBE_KFP_NAMESPACE"}
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "KfpAccess":
+    def from_args(cls, args: argparse.Namespace) -> KfpAccess:
         return cls(**{k: getattr(args, k, None) or os.environ.get(env) or None for k, env in cls.ENV.items()})
 
     def headers(self) -> dict[str, str]:
@@ -100,8 +103,11 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
     """--namespace, --token, --cookie (each also read from its FACTPROBE_KFP_* variable)."""
     env = KfpAccess.ENV
     p.add_argument("--namespace", help=f"Kubeflow profile namespace for the experiment and run (env {env['namespace']})")
-    p.add_argument("--token", help=f"bearer token for the KFP API behind an auth proxy (env {env['token']}; prefer the "
-                                   "variable: a flag shows in the process list)")
+    p.add_argument(
+        "--token",
+        help=f"bearer token for the KFP API behind an auth proxy (env {env['token']}; prefer the "
+        "variable: a flag shows in the process list)",
+    )
     p.add_argument("--cookie", help=f"session cookie, e.g. 'authservice_session=...' (env {env['cookie']})")
 
 
@@ -118,15 +124,21 @@ def kfp_client(host: str, access: KfpAccess | None = None):
         raise ConfigError(f"cannot reach the Kubeflow Pipelines host {host}: {type(e).__name__}") from None
     if response.status_code in (401, 403) or 300 <= response.status_code < 400:
         how = "rejected the credentials" if access.token or access.cookie else "needs credentials"
-        raise ConfigError(f"{host} {how} (GET {url} answered HTTP {response.status_code}); pass --token or --cookie, "
-                          f"or set {KfpAccess.ENV['token']} / {KfpAccess.ENV['cookie']}")
+        raise ConfigError(
+            f"{host} {how} (GET {url} answered HTTP {response.status_code}); pass --token or --cookie, "
+            f"or set {KfpAccess.ENV['token']} / {KfpAccess.ENV['cookie']}"
+        )
     if response.status_code != 200:
-        raise ConfigError(f"{host} does not serve the Kubeflow Pipelines API: GET {url} answered HTTP "
-                          f"{response.status_code} (a full Kubeflow install serves it under <host>/pipeline)")
+        raise ConfigError(
+            f"{host} does not serve the Kubeflow Pipelines API: GET {url} answered HTTP "
+            f"{response.status_code} (a full Kubeflow install serves it under <host>/pipeline)"
+        )
     health = _json_object(response.content) if "json" in response.headers.get("Content-Type", "").lower() else None
     if health is None:  # e.g. the login page of an SSO proxy, answered 200
-        raise ServiceError(f"{host} did not answer like the Kubeflow Pipelines API: GET {urlsplit(url).path} got "
-                           f"{describe_answer(response.status_code, response.headers.get('Content-Type'), response.content, access)}")
+        raise ServiceError(
+            f"{host} did not answer like the Kubeflow Pipelines API: GET {urlsplit(url).path} got "
+            f"{describe_answer(response.status_code, response.headers.get('Content-Type'), response.content, access)}"
+        )
     import kfp
 
     kwargs: dict[str, Any] = {"existing_token": access.token, "cookies": access.cookie}
@@ -181,8 +193,10 @@ def _check_answers(client, host: str, access: KfpAccess) -> None:
             response = send(method, url, *args, **kwargs)
         except ApiException as e:
             if not e.status:  # no answer at all
-                raise ServiceError(f"cannot reach the Kubeflow Pipelines host {host}: {method} {path}: "
-                                   f"{str(e.reason).splitlines()[0] if e.reason else 'no answer'}") from None
+                raise ServiceError(
+                    f"cannot reach the Kubeflow Pipelines host {host}: {method} {path}: "
+                    f"{str(e.reason).splitlines()[0] if e.reason else 'no answer'}"
+                ) from None
             headers = dict(e.headers or {})
             ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
             raise ServiceError(f"{host} refused {method} {path}: {describe_answer(e.status, ctype, e.body, access)}") from None
@@ -191,8 +205,10 @@ def _check_answers(client, host: str, access: KfpAccess) -> None:
         ctype = response.getheader("content-type") or ""
         if moved or "json" not in ctype.lower() or _json_object(response.data) is None:
             via = f" (redirected to {moved[-1]})" if moved else ""
-            raise ServiceError(f"{host} did not answer like the Kubeflow Pipelines API: {method} {path}{via} got "
-                               f"{describe_answer(response.status, ctype, response.data, access)}")
+            raise ServiceError(
+                f"{host} did not answer like the Kubeflow Pipelines API: {method} {path}{via} got "
+                f"{describe_answer(response.status, ctype, response.data, access)}"
+            )
         return response
 
     api.request = checked
@@ -252,8 +268,10 @@ def wait_for_run(client, run_id: str, timeout_s: float, poll_s: float = 10.0, lo
         if state in FINAL_RUN_STATES:
             return state
         if time.monotonic() - start > timeout_s:
-            raise ConfigError(f"run {run_id} still {'in ' if state == UNKNOWN_STATE else ''}{state} after --wait-timeout "
-                              f"{timeout_s:.0f} s; it keeps running")
+            raise ConfigError(
+                f"run {run_id} still {'in ' if state == UNKNOWN_STATE else ''}{state} after --wait-timeout "
+                f"{timeout_s:.0f} s; it keeps running"
+            )
         time.sleep(poll_s)
 
 
@@ -266,8 +284,15 @@ def validate_cron(cron: str) -> str:
     return cron
 
 
-def submit(name: str, host: str, params: dict[str, Any], experiment: str | None = None, run_name: str | None = None,
-           access: KfpAccess | None = None, compat: bool = False):
+def submit(
+    name: str,
+    host: str,
+    params: dict[str, Any],
+    experiment: str | None = None,
+    run_name: str | None = None,
+    access: KfpAccess | None = None,
+    compat: bool = False,
+):
     """Submit one run of `name` to the Kubeflow Pipelines API at `host`; returns kfp's result (with
     `.run_id`, and `.client` for `wait_for_run`). Invalid parameter values raise ConfigError before
     anything is sent; an answer that is not the API's own (no run id, HTML, a redirect) raises
@@ -284,16 +309,29 @@ def submit(name: str, host: str, params: dict[str, Any], experiment: str | None 
         path = Path(d) / f"{name}.yaml"
         compile_checked(pipe, path, client, host, compat)
         result = client.create_run_from_pipeline_package(
-            str(path), arguments=params, namespace=access.namespace, experiment_name=experiment or f"factprobe-{name}",
-            run_name=run_name or f"{pipe.name} {time.strftime('%Y-%m-%d %H-%M-%S')}")
+            str(path),
+            arguments=params,
+            namespace=access.namespace,
+            experiment_name=experiment or f"factprobe-{name}",
+            run_name=run_name or f"{pipe.name} {time.strftime('%Y-%m-%d %H-%M-%S')}",
+        )
     _require_id(client, host, access, result, "run_id", "run")
     result.client = client  # for --wait
     return result
 
 
-def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment: str | None = None,
-             job_name: str | None = None, max_concurrency: int = 1, catchup: bool = False,
-             access: KfpAccess | None = None, compat: bool = False):
+def schedule(
+    name: str,
+    host: str,
+    cron: str,
+    params: dict[str, Any],
+    experiment: str | None = None,
+    job_name: str | None = None,
+    max_concurrency: int = 1,
+    catchup: bool = False,
+    access: KfpAccess | None = None,
+    compat: bool = False,
+):
     """A recurring run of `name` with a six-field cron, evaluated in UTC by the KFP backend.
 
     `catchup=False` (default) sets KFP's `no_catchup`: after a pause or an outage the schedule
@@ -313,8 +351,13 @@ def schedule(name: str, host: str, cron: str, params: dict[str, Any], experiment
         path = Path(d) / f"{name}.yaml"
         compile_checked(pipe, path, client, host, compat)
         job = client.create_recurring_run(
-            experiment_id=exp.experiment_id, job_name=job_name or f"factprobe-{name}-scheduled", cron_expression=cron,
-            pipeline_package_path=str(path), params=params, max_concurrency=max_concurrency, enabled=True,
+            experiment_id=exp.experiment_id,
+            job_name=job_name or f"factprobe-{name}-scheduled",
+            cron_expression=cron,
+            pipeline_package_path=str(path),
+            params=params,
+            max_concurrency=max_concurrency,
+            enabled=True,
             no_catchup=not catchup,
         )
     _require_id(client, host, access, job, "recurring_run_id", "recurring run")

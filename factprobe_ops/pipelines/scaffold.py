@@ -15,11 +15,13 @@ The finalize step is the exit task (it runs after every step inside, failed or n
 step is the first task inside. Task names and order are those of the compiled specs
 (`finalize-run`, `start-run`, both with their display names).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from kfp import dsl
 
@@ -62,7 +64,18 @@ def tracked(pipeline: str, values: dict[str, Any], models: Any, probes: Any, con
     final = cpu_step(finalize_run(pipeline=pipeline, kfp_run_id=job, tracking_uri=uri), s3=False)
     final.set_display_name("finalize-mlflow-run")
     with dsl.ExitHandler(final, name="track-and-probe"):
-        parent = cpu_step(start_run(pipeline=pipeline, kfp_run_id=job, trigger=trigger, tracking_uri=uri,
-                                    models=models, probes=probes, config=config, options=values["options"]), s3=False)
+        parent = cpu_step(
+            start_run(
+                pipeline=pipeline,
+                kfp_run_id=job,
+                trigger=trigger,
+                tracking_uri=uri,
+                models=models,
+                probes=probes,
+                config=config,
+                options=values["options"],
+            ),
+            s3=False,
+        )
         parent.set_display_name("start-mlflow-run")
         yield RunScope(pipeline, parent, values["work_root"], values["options"])

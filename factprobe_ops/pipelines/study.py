@@ -30,6 +30,7 @@ Run locally: `factprobe pipeline run study --param study=icl-examples --param mo
 --param options='{"source": "lama", "relations": "P36", "n": "0,1,5", "draws": 2}'`; any study option may also be
 given as `--param K=V` (it goes into `options`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -46,9 +47,11 @@ from .scaffold import tracked
 NAME = "study"
 #: the study a run of the form runs unless another is chosen
 DEFAULT_STUDY = "icl-examples"
-MODELS_HELP = ("Models: built-in aliases (smollm2-135m-instruct, gemma-3-270m), Hugging Face hub ids, PEFT adapter folders "
-               "or folders on a mounted volume. A study that loads one model runs once per model; a study of several "
-               "models (findings) gets the list as its `models` option.")
+MODELS_HELP = (
+    "Models: built-in aliases (smollm2-135m-instruct, gemma-3-270m), Hugging Face hub ids, PEFT adapter folders "
+    "or folders on a mounted volume. A study that loads one model runs once per model; a study of several "
+    "models (findings) gets the list as its `models` option."
+)
 #: this pipeline runs no probe of its own (the catalogue's probe checks do not apply: `check_studies` does its own)
 PROBES: list[str] = []
 
@@ -67,29 +70,44 @@ def own_params() -> list[Param]:
     from factprobe.studies.registry import available
 
     default = DEFAULT_STUDY if DEFAULT_STUDY in available() else (available() or [""])[0]
-    return [Param("study", str, default, study_help()),
-            Param("models", list, list(DEFAULT_MODELS), MODELS_HELP)]
+    return [Param("study", str, default, study_help()), Param("models", list, list(DEFAULT_MODELS), MODELS_HELP)]
 
 
 def _body(values: dict[str, Any]) -> None:
     config: dict[str, Any] = {}  # every study option travels in `options`
     with tracked(NAME, values, values["models"], PROBES, config) as run:
-        plan = cpu_step(plan_study(study=values["study"], models=values["models"], config=config, options=run.options,
-                                   context=run.context), s3=False)
+        plan = cpu_step(
+            plan_study(study=values["study"], models=values["models"], config=config, options=run.options, context=run.context),
+            s3=False,
+        )
         with dsl.ParallelFor(plan.output, name="study-cells") as cell:
-            step = gpu_step(run_study(study=values["study"], model=cell.model, config=config, options=run.options,
-                                      params={}, models=values["models"], context=cell.context, work_root=run.work_root))
+            step = gpu_step(
+                run_study(
+                    study=values["study"],
+                    model=cell.model,
+                    config=config,
+                    options=run.options,
+                    params={},
+                    models=values["models"],
+                    context=cell.context,
+                    work_root=run.work_root,
+                )
+            )
             step.set_display_name("study")
 
 
 def build():
     """The pipeline (built from the registry and the cluster settings in effect; see factprobe_ops.pipelines.platform.building)."""
     return make_pipeline(
-        NAME, "factprobe-study",
+        NAME,
+        "factprobe-study",
         "Any registered study (factprobe study NAME: icl-examples, icl-sequence, findings or a plug-in) for your "
         "models, with its options; each run a child MLflow run with its metrics, headline, figures and tables.",
         "Run any registered study; its options go into `options` (the `study` parameter lists them).",
-        own_params(), "ui", _body, (),
+        own_params(),
+        "ui",
+        _body,
+        (),
     )
 
 

@@ -14,6 +14,7 @@ the other built-in probes score generated answers (qa, counterfactual: EM per se
 count, several rows per fact), coherency rounds or belief templates, which that gate does not pair.
 `gate_table` is the same rule for a run `regress` was given (refused before it probes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,21 +48,26 @@ def gateable_probes() -> list[str]:
 
 def gate_needs() -> str:
     """One clause naming what `regress` needs of a run."""
-    return (f"regress gates runs of probes that declare a boolean verdict per fact ({', '.join(gateable_probes())}): it "
-            f"needs the run's headline metric and that verdict (`correct` for the multiple-choice probes) on every fact "
-            f"({PER_FACT_ARTIFACT} or results.jsonl)")
+    return (
+        f"regress gates runs of probes that declare a boolean verdict per fact ({', '.join(gateable_probes())}): it "
+        f"needs the run's headline metric and that verdict (`correct` for the multiple-choice probes) on every fact "
+        f"({PER_FACT_ARTIFACT} or results.jsonl)"
+    )
 
 
-def check_gate_settings(max_drop: float | str, alpha: float | str,
-                        names: tuple[str, str] = ("--max-drop", "--alpha")) -> tuple[float, float]:
+def check_gate_settings(
+    max_drop: float | str, alpha: float | str, names: tuple[str, str] = ("--max-drop", "--alpha")
+) -> tuple[float, float]:
     """(max_drop, alpha) as floats. Raises ConfigError (one line, naming the setting by `names`)
     unless `max_drop` (tolerated accuracy drop, absolute) is a finite number in [0, 1) and `alpha`
     (significance level) one in (0, 1); a text that is no number (`abc`) is refused the same way."""
     import math
 
     out = []
-    for name, value, ok, interval in ((names[0], max_drop, lambda v: 0.0 <= v < 1.0, "[0, 1)"),
-                                      (names[1], alpha, lambda v: 0.0 < v < 1.0, "(0, 1)")):
+    for name, value, ok, interval in (
+        (names[0], max_drop, lambda v: 0.0 <= v < 1.0, "[0, 1)"),
+        (names[1], alpha, lambda v: 0.0 < v < 1.0, "(0, 1)"),
+    ):
         try:
             v = float(value)
         except (TypeError, ValueError):
@@ -130,8 +136,10 @@ def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | Non
         raise ConfigError(f"run {run_id!r} not found at {uri} ({_describe(e)})") from None
     probe = run.data.tags.get("factprobe.probe")
     if not probe:
-        raise ConfigError(f"run {run_id} at {uri} is not a probe run (no factprobe.probe tag); promote a model's "
-                          "probe run (a child run of a pipeline), not a pipeline's parent run")
+        raise ConfigError(
+            f"run {run_id} at {uri} is not a probe run (no factprobe.probe tag); promote a model's "
+            "probe run (a child run of a pipeline), not a pipeline's parent run"
+        )
     if run.info.status != "FINISHED":
         raise ConfigError(f"run {run_id} is {run.info.status}; only a FINISHED run can be the baseline")
     verdict = verdict_of(probe)
@@ -149,13 +157,16 @@ def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | Non
 
     ident = tracked_identity(client, run)
     if ident is None:
-        raise ConfigError(f"run {run_id} {MISSING}: regress would refuse it as a baseline; probe the model again with "
-                          "this factprobe and promote that run")
+        raise ConfigError(
+            f"run {run_id} {MISSING}: regress would refuse it as a baseline; probe the model again with "
+            "this factprobe and promote that run"
+        )
     try:
         previous = client.search_runs(
             [run.info.experiment_id],
             filter_string=f"tags.`{BASELINE_TAG}` = 'true' and tags.`factprobe.probe` = '{probe}'",
-            max_results=1000)
+            max_results=1000,
+        )
         cleared = [r.info.run_id for r in previous if r.info.run_id != run_id]
         if notes is not None:
             notes.extend(_changes_from_previous(client, ident, [r for r in previous if r.info.run_id != run_id]))

@@ -10,6 +10,7 @@
 - `register` (group `factprobe.commands`): `factprobe compare`, `factprobe regress` and
   `factprobe baseline promote`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,11 +105,18 @@ class ProbeTracking:
             from .probe_run import probe_run
 
             context = RunContext.start(args.tracking_uri or "", pipeline="probe", trigger=args.trigger)
-            return probe_run(cfg, context, enabled=not args.no_track, required=args.require_tracking,
-                             step_key=step_key(cfg, out), run_name=run_name(cfg), warn=_warn_beside_bar)
+            return probe_run(
+                cfg,
+                context,
+                enabled=not args.no_track,
+                required=args.require_tracking,
+                step_key=step_key(cfg, out),
+                run_name=run_name(cfg),
+                warn=_warn_beside_bar,
+            )
 
         eager = args.no_track or args.require_tracking or not self.background
-        with (opened() if eager else EnteredInBackground(opened)) as held:
+        with opened() if eager else EnteredInBackground(opened) as held:
 
             def after(outcome) -> list[str]:
                 run = held if eager else held.result()
@@ -174,8 +182,7 @@ def finished_run(uri: str, key: str) -> str | None:
     if db is not None and not db.exists():
         return None
     client = open_client(uri)
-    runs = find_tagged_runs(client, [client.experiment_id(experiment_name("probe"))], {tag("step_key"): key},
-                            status="FINISHED")
+    runs = find_tagged_runs(client, [client.experiment_id(experiment_name("probe"))], {tag("step_key"): key}, status="FINISHED")
     return runs[0].run_id if runs else None  # newest first (the search order)
 
 
@@ -200,9 +207,11 @@ def open_lines(uri: str, run_id: str | None) -> list[str]:
         cmd = str(Path(cmd).relative_to(Path.cwd()))
     except ValueError:
         pass
-    return [f"MLflow run {run_id}; open it in the MLflow UI:",
-            f"  {cmd} ui --backend-store-uri {shlex.quote(uri)} --port 5000",
-            f"  then open http://127.0.0.1:5000/{page}"]
+    return [
+        f"MLflow run {run_id}; open it in the MLflow UI:",
+        f"  {cmd} ui --backend-store-uri {shlex.quote(uri)} --port 5000",
+        f"  then open http://127.0.0.1:5000/{page}",
+    ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -212,54 +221,96 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .compare import compare_cli
     from .regress import regress_cli
 
-    c = sub.add_parser("compare", help="join two runs fact by fact, or map many models (heatmap, Pearson r, eta)",
-                       description="Two runs: a fact-by-fact comparison. Three or more runs (or two with --out, "
-                                   "--cross-model, --model-meta or --intersect): the cross-model maps of Wu et al. "
-                                   "2024 section 4.2: model x relation heatmap, Pearson r between models (within and "
-                                   "across families), subsumption eta of smaller in larger models of a family and of "
-                                   "fine-tuned models against their base.")
-    c.add_argument("runs", nargs="+", metavar="RUN",
-                   help="MLflow run id, results folder/results.jsonl, or tag filter key=value; one run per model")
+    c = sub.add_parser(
+        "compare",
+        help="join two runs fact by fact, or map many models (heatmap, Pearson r, eta)",
+        description="Two runs: a fact-by-fact comparison. Three or more runs (or two with --out, "
+        "--cross-model, --model-meta or --intersect): the cross-model maps of Wu et al. "
+        "2024 section 4.2: model x relation heatmap, Pearson r between models (within and "
+        "across families), subsumption eta of smaller in larger models of a family and of "
+        "fine-tuned models against their base.",
+    )
+    c.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="MLflow run id, results folder/results.jsonl, or tag filter key=value; one run per model",
+    )
     c.add_argument("--tracking-uri")
     c.add_argument("--n-boot", type=int, default=2000)
     c.add_argument("--json", action="store_true", help="print the comparison (or cross_model.json) as JSON")
-    c.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
-                   help="a prompt-baseline run (one row per fact and template) against a one-row-per-fact run: a "
-                        "fact is right when the majority / any / all of its templates are (default: majority)")
-    c.add_argument("--out", metavar="DIR", help="cross-model maps: write DIR/cross_model.json, DIR/heatmap.png and "
-                                                "DIR/pearson.png")
-    c.add_argument("--cross-model", action="store_true", help="two runs: the cross-model maps instead of the fact-by-fact comparison")
-    c.add_argument("--model-meta", metavar="FILE",
-                   help="YAML or CSV of model, family, size (e.g. 135M, 1.3B), optional base (the model a fine-tuned "
-                        "one comes from); default: each model's config.json and weights")
-    c.add_argument("--intersect", action="store_true",
-                   help="runs on different facts or data: compare the facts all runs share (without it such runs are "
-                        "refused)")
+    c.add_argument(
+        "--templates",
+        choices=TEMPLATE_RULES,
+        default="majority",
+        help="a prompt-baseline run (one row per fact and template) against a one-row-per-fact run: a "
+        "fact is right when the majority / any / all of its templates are (default: majority)",
+    )
+    c.add_argument(
+        "--out", metavar="DIR", help="cross-model maps: write DIR/cross_model.json, DIR/heatmap.png and DIR/pearson.png"
+    )
+    c.add_argument(
+        "--cross-model", action="store_true", help="two runs: the cross-model maps instead of the fact-by-fact comparison"
+    )
+    c.add_argument(
+        "--model-meta",
+        metavar="FILE",
+        help="YAML or CSV of model, family, size (e.g. 135M, 1.3B), optional base (the model a fine-tuned "
+        "one comes from); default: each model's config.json and weights",
+    )
+    c.add_argument(
+        "--intersect",
+        action="store_true",
+        help="runs on different facts or data: compare the facts all runs share (without it such runs are refused)",
+    )
     c.set_defaults(func=compare_cli)
 
     r = sub.add_parser("regress", help="CI gate: fail if a candidate is significantly worse than a baseline")
-    r.add_argument("--candidate", required=True,
-                   help="model to probe now (alias, model folder, or PEFT adapter folder), or an MLflow run id / results folder")
-    r.add_argument("--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its "
-                                        "adapter_config.json)")
-    r.add_argument("--baseline", required=True, help="MLflow run id, results folder, or tag filter key=value matching "
-                                                     "exactly one run, of a probe that declares a per-fact verdict (the "
-                                                     "built-in ones: ic-lke, eic-lke, hgp, mmp, mc-items; or a plug-in)")
+    r.add_argument(
+        "--candidate",
+        required=True,
+        help="model to probe now (alias, model folder, or PEFT adapter folder), or an MLflow run id / results folder",
+    )
+    r.add_argument(
+        "--base-model", help="base model of an adapter candidate (default: base_model_name_or_path in its adapter_config.json)"
+    )
+    r.add_argument(
+        "--baseline",
+        required=True,
+        help="MLflow run id, results folder, or tag filter key=value matching "
+        "exactly one run, of a probe that declares a per-fact verdict (the "
+        "built-in ones: ic-lke, eic-lke, hgp, mmp, mc-items; or a plug-in)",
+    )
     # numbers checked by check_gate_settings (one `error:` line, NaN and text included), not by argparse
-    r.add_argument("--max-drop", default=0.02, metavar="FRACTION",
-                   help="tolerated drop of the share of right facts (accuracy for a multiple-choice probe), absolute, "
-                        "in [0, 1) (default 0.02 = 2 points)")
+    r.add_argument(
+        "--max-drop",
+        default=0.02,
+        metavar="FRACTION",
+        help="tolerated drop of the share of right facts (accuracy for a multiple-choice probe), absolute, "
+        "in [0, 1) (default 0.02 = 2 points)",
+    )
     r.add_argument("--alpha", default=0.05, metavar="LEVEL", help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")
-    r.add_argument("--out", metavar="DIR", help="write the gate report (DIR/gate_report.txt), the decision "
-                                                "(DIR/gate.json) and the candidate's probe results (DIR/candidate)")
-    r.add_argument("--allow-numerics-change", action="store_true",
-                   help="gate even when the candidate runs with other numerics than the baseline (dtype, device type, "
-                        "transformers major version); the report names the difference")
+    r.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the gate report (DIR/gate_report.txt), the decision "
+        "(DIR/gate.json) and the candidate's probe results (DIR/candidate)",
+    )
+    r.add_argument(
+        "--allow-numerics-change",
+        action="store_true",
+        help="gate even when the candidate runs with other numerics than the baseline (dtype, device type, "
+        "transformers major version); the report names the difference",
+    )
     r.add_argument("--report", help="write the readable report to this file too")
     r.add_argument("--no-track", action="store_true")
-    r.add_argument("--templates", choices=TEMPLATE_RULES, default="majority",
-                   help="how a prompt-baseline run's per-template verdicts become one per fact (see compare)")
+    r.add_argument(
+        "--templates",
+        choices=TEMPLATE_RULES,
+        default="majority",
+        help="how a prompt-baseline run's per-template verdicts become one per fact (see compare)",
+    )
 
     from .baseline import check_gate_settings, register_baseline
 

@@ -20,6 +20,7 @@ Also here, shared by both clients and by `compare`:
   (quotes, backslashes, spaces, non-ASCII), with an exact match on the client side;
 - `sqlite_store_lock()`: the lock two processes take before the first open of the same sqlite store.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,11 @@ MAX_METRICS_PER_BATCH = 500
 
 # Fail fast instead of retrying for minutes when a server is down (MLflow's own defaults are
 # 7 retries, backoff factor 2 and a 120 s timeout). Environment values win.
-FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
+FAIL_FAST_HTTP = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+}
 
 
 class TrackingError(ServiceError):
@@ -104,8 +108,7 @@ class TrackingClient(Protocol):
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         """Set (overwrite) tags."""
 
-    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int,
-                  timestamp_ms: int) -> None:
+    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int, timestamp_ms: int) -> None:
         """Log params and metrics in as few calls as the store's batch limits allow."""
 
     def log_artifact(self, run_id: str, local_path: str, artifact_path: str | None) -> None:
@@ -161,8 +164,9 @@ def tags_match(run_tags: dict[str, str], tags: dict[str, str]) -> bool:
     return all(run_tags.get(k) == str(v) for k, v in tags.items())
 
 
-def find_tagged_runs(client: TrackingClient, experiment_ids: list[str], tags: dict[str, str],
-                     status: str | None = None) -> list[RunRef]:
+def find_tagged_runs(
+    client: TrackingClient, experiment_ids: list[str], tags: dict[str, str], status: str | None = None
+) -> list[RunRef]:
     """Runs of `experiment_ids` carrying exactly `tags` (and `status`): `tag_filter` on the
     server, then an exact comparison of the tags here."""
     runs = client.find_runs(experiment_ids, tag_filter(tags, status))
@@ -178,7 +182,7 @@ def sqlite_path(uri: str) -> Path | None:
     (other stores, in-memory sqlite)."""
     if not uri.lower().startswith("sqlite:///"):
         return None
-    path = unquote(uri[len("sqlite:///"):].split("?", 1)[0])
+    path = unquote(uri[len("sqlite:///") :].split("?", 1)[0])
     if not path or path == ":memory:":
         return None
     return Path(path).absolute()

@@ -20,6 +20,7 @@ rows per fact) are refused in one line.
 A run reference is a results folder or results.jsonl, an MLflow run id or a tag filter `key=value`
 (`factprobe_ops.tracking.run_tables`, which reads it).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,12 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
         f"subsumption eta(A|B) = {res['subsumption_a_given_b']:.3f}  (share of A's known facts B also knows)",
         f"subsumption eta(B|A) = {res['subsumption_b_given_a']:.3f}",
-        f"Pearson r of per-relation {title}: " + (f"{pearson:.3f}" if pearson is not None and not math.isnan(pearson)
-                                                  else "n/a (fewer than two relations, or one run constant over them)"),
+        f"Pearson r of per-relation {title}: "
+        + (
+            f"{pearson:.3f}"
+            if pearson is not None and not math.isnan(pearson)
+            else "n/a (fewer than two relations, or one run constant over them)"
+        ),
         "",
         f"{'relation':<14}{'n':>6}{head_a:>{wa}}{head_b:>{wb}}{'B - A':>9}",
     ]
@@ -76,8 +81,10 @@ def comparable_probes() -> list[str]:
 
 def compare_needs() -> str:
     """One clause naming what `compare` joins."""
-    return (f"compare joins runs with one boolean verdict per fact, the multiple-choice runs and any probe declaring "
-            f"one ({', '.join(comparable_probes())}), fact by fact on fact_id, one row per fact (or per fact and template)")
+    return (
+        f"compare joins runs with one boolean verdict per fact, the multiple-choice runs and any probe declaring "
+        f"one ({', '.join(comparable_probes())}), fact by fact on fact_id, one row per fact (or per fact and template)"
+    )
 
 
 def compare_table(df: pd.DataFrame, desc: dict, name: str) -> tuple[pd.DataFrame, FactVerdict]:
@@ -94,8 +101,12 @@ def cross_model_wanted(args) -> bool:
     """True when `compare` draws the cross-model maps: three or more runs, or two with `--out`,
     `--cross-model` or `--model-meta` (two runs with `--intersect` alone: the fact-by-fact comparison
     on the facts both test)."""
-    return (len(args.runs) > 2 or bool(getattr(args, "out", None)) or bool(getattr(args, "cross_model", False))
-            or bool(getattr(args, "model_meta", None)))
+    return (
+        len(args.runs) > 2
+        or bool(getattr(args, "out", None))
+        or bool(getattr(args, "cross_model", False))
+        or bool(getattr(args, "model_meta", None))
+    )
 
 
 def compare_cli(args) -> int:
@@ -174,8 +185,11 @@ def data_inputs_note(descs: list[dict]) -> str:
     from .identity_check import data_difference
 
     known = [(str(i), d["identity"]) for i, d in enumerate(descs, start=1) if d.get("identity") is not None]
-    parts = [f"run {known[0][0]} vs {lab}: {diff}" for lab, ident in known[1:]
-             if (diff := data_difference(known[0][1], ident, (known[0][0], lab)))]
+    parts = [
+        f"run {known[0][0]} vs {lab}: {diff}"
+        for lab, ident in known[1:]
+        if (diff := data_difference(known[0][1], ident, (known[0][0], lab)))
+    ]
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -192,8 +206,9 @@ def cross_model_cli(args) -> int:
         raise ConfigError(f"--model-meta {args.model_meta}: no such file")
     runs, metric, descs = _load_runs(list(args.runs), args.tracking_uri)
     try:
-        aligned = align_runs(runs, intersect=bool(getattr(args, "intersect", False)),
-                             templates=getattr(args, "templates", "majority"))
+        aligned = align_runs(
+            runs, intersect=bool(getattr(args, "intersect", False)), templates=getattr(args, "templates", "majority")
+        )
     except DataError as e:
         raise DataError(f"{e}{data_inputs_note(descs)}") from None
     metas = resolve_model_meta([r.model for r in runs], getattr(args, "model_meta", None))
@@ -249,10 +264,12 @@ def check_same_items_kind(probes: dict[str, tuple[str, str | None]]) -> None:
     def what(spec) -> str:
         return spec.description.split(":")[0].split(" (")[0].strip()
 
-    raise ConfigError(f"run {lab_a} ({ref_a}) is a run of {spec_a.name} ({what(spec_a)}) and run {lab_b} ({ref_b}) one of "
-                      f"{spec_b.name} ({what(spec_b)}): the two probes prepare different items, so no fact of one is "
-                      f"tested by the other; compare {spec_a.name} runs only with runs of {peers(spec_a)}, and "
-                      f"{spec_b.name} runs only with runs of {peers(spec_b)}, on the same data")
+    raise ConfigError(
+        f"run {lab_a} ({ref_a}) is a run of {spec_a.name} ({what(spec_a)}) and run {lab_b} ({ref_b}) one of "
+        f"{spec_b.name} ({what(spec_b)}): the two probes prepare different items, so no fact of one is "
+        f"tested by the other; compare {spec_a.name} runs only with runs of {peers(spec_a)}, and "
+        f"{spec_b.name} runs only with runs of {peers(spec_b)}, on the same data"
+    )
 
 
 def identity_warning(missing: list[tuple[str, str]]) -> str:
@@ -266,12 +283,15 @@ def identity_warning(missing: list[tuple[str, str]]) -> str:
 
 def numerics_line(labels: tuple[str, str], difference: str) -> str:
     """The one line `compare` prints for two runs of different numerics."""
-    return (f"note: runs {labels[0]} and {labels[1]} ran with different numerics ({difference}): part of any "
-            f"difference may come from the numerics, not the models")
+    return (
+        f"note: runs {labels[0]} and {labels[1]} ran with different numerics ({difference}): part of any "
+        f"difference may come from the numerics, not the models"
+    )
 
 
-def check_like_with_like(desc_a: dict, desc_b: dict, probe_a: str | None, probe_b: str | None, intersect: bool,
-                         labels: tuple[str, str] = ("a", "b")) -> tuple[str, str]:
+def check_like_with_like(
+    desc_a: dict, desc_b: dict, probe_a: str | None, probe_b: str | None, intersect: bool, labels: tuple[str, str] = ("a", "b")
+) -> tuple[str, str]:
     """What the two runs' identities say before they are joined: (a note on data for --intersect,
     the numerics line), each "" when there is nothing to say. Prints one warning line when a run has
     no identity. Raises DataError (one line naming the digests and the inputs that differ) for runs
@@ -289,8 +309,10 @@ def check_like_with_like(desc_a: dict, desc_b: dict, probe_a: str | None, probe_
     if probe_a == probe_b or None in (probe_a, probe_b):
         diff = data_difference(ia, ib, labels)
         if diff and not intersect:
-            raise DataError(f"the runs were made on different data: {diff}; rerun one on the other's inputs, or pass "
-                            f"--intersect to compare the facts whose items both runs share")
+            raise DataError(
+                f"the runs were made on different data: {diff}; rerun one on the other's inputs, or pass "
+                f"--intersect to compare the facts whose items both runs share"
+            )
         if diff:
             data_note = f"note: --intersect: the runs were made on different data ({diff})"
     num = numerics_difference(ia, ib, labels)
@@ -313,7 +335,7 @@ def _shared_items(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 
 def check_same_facts(a: pd.DataFrame, b: pd.DataFrame, intersect: bool, names: tuple[str, str] = ("a", "b")) -> str:
-    """"" when the two per-fact tables (joinable on `fact_id`) hold the same facts; else, with
+    """ "" when the two per-fact tables (joinable on `fact_id`) hold the same facts; else, with
     `intersect`, a note on the subset compared, and without it DataError (one line: how many facts
     each run has that the other lacks, one example each, and --intersect)."""
     fa, fb = set(a["fact_id"]), set(b["fact_id"])
@@ -323,8 +345,10 @@ def check_same_facts(a: pd.DataFrame, b: pd.DataFrame, intersect: bool, names: t
     shared = len(fa & fb)
     parts = [f"{len(x)} fact(s) only in run {n} (e.g. {x[0]})" for n, x in zip(names, (only_a, only_b)) if x]
     if not intersect:
-        raise DataError(f"the runs test different facts: {', '.join(parts)}; rerun them on the same data, or pass "
-                        f"--intersect to compare the {shared} facts both test")
+        raise DataError(
+            f"the runs test different facts: {', '.join(parts)}; rerun them on the same data, or pass "
+            f"--intersect to compare the {shared} facts both test"
+        )
     return f"note: --intersect: compared on the {shared} facts both runs test ({', '.join(parts)})"
 
 
@@ -351,8 +375,10 @@ def compare_two_cli(args) -> int:
     except DataError as e:
         raise DataError(f"{e} (a = {args.run_a}, b = {args.run_b})") from None
     if data_note and not intersect:
-        raise DataError(f"{data_note.removeprefix('note: ').split('; only')[0]}; pass --intersect to compare the "
-                        f"relations both ran (a = {args.run_a}, b = {args.run_b})")
+        raise DataError(
+            f"{data_note.removeprefix('note: ').split('; only')[0]}; pass --intersect to compare the "
+            f"relations both ran (a = {args.run_a}, b = {args.run_b})"
+        )
     identity_note, numerics_note = check_like_with_like(desc_a, desc_b, probe_a, probe_b, intersect)
     a, b, note = align_templates(a, b, getattr(args, "templates", "majority"))
     dropped = ""

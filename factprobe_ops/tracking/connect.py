@@ -8,6 +8,7 @@
 It sits above both clients and the interface they implement (`factprobe_ops.tracking.clients`), so none of them
 needs to import it back. Each client module is imported only when its kind of URI is opened.
 """
+
 from __future__ import annotations
 
 from .clients import TrackingClient

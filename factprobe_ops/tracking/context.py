@@ -9,6 +9,7 @@ step boundaries as one JSON string (`to_json` / `from_json`).
 `tracking_uri` is kept as given: "" means `MLFLOW_TRACKING_URI` or the embedded store
 (`conventions.default_tracking_uri`), "none" means tracking is off; `uri` resolves it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,14 @@ class RunContext:
     @classmethod
     def start(cls, tracking_uri: str = "", pipeline: str = "probe", trigger: str = "local", kfp_run_id: str = "") -> RunContext:
         """The context of a new run, with this process's user and git commit filled in."""
-        return cls(tracking_uri=(tracking_uri or "").strip(), pipeline=pipeline, trigger=trigger or "local",
-                   kfp_run_id=kfp_run_id or "", user=run_user(), git_commit=git_sha())
+        return cls(
+            tracking_uri=(tracking_uri or "").strip(),
+            pipeline=pipeline,
+            trigger=trigger or "local",
+            kfp_run_id=kfp_run_id or "",
+            user=run_user(),
+            git_commit=git_sha(),
+        )
 
     @property
     def uri(self) -> str | None:

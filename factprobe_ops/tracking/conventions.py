@@ -16,6 +16,7 @@
   first of its probes that declares one, given by whoever opens the experiment's first run (a
   pipeline's start step, factprobe_ops/components/steps/start_run.py); `DEFAULT_HEADLINE_FAMILY` otherwise.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,12 @@ def git_sha() -> str:
         return env
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], check=False, cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "HEAD"],
+            check=False,
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
@@ -92,9 +98,11 @@ def experiment_tags(headline_family: str = "", greater_is_better: bool = True) -
     (the MLflow 3 UI then opens the runs table, not the GenAI traces view) and the primary metric,
     the headline metric of `headline_family` ('' = `DEFAULT_HEADLINE_FAMILY`) and whether greater is
     better (a study's headline may be lower-is-better, factprobe_ops/tracking/study_run.py)."""
-    return {EXPERIMENT_KIND_TAG: "custom_model_development",
-            PRIMARY_METRIC_TAG: headline_metric_name(headline_family or DEFAULT_HEADLINE_FAMILY),
-            PRIMARY_GREATER_TAG: "true" if greater_is_better else "false"}
+    return {
+        EXPERIMENT_KIND_TAG: "custom_model_development",
+        PRIMARY_METRIC_TAG: headline_metric_name(headline_family or DEFAULT_HEADLINE_FAMILY),
+        PRIMARY_GREATER_TAG: "true" if greater_is_better else "false",
+    }
 
 
 def tag(name: str) -> str:

@@ -6,14 +6,16 @@ Entry points (pyproject.toml): `factprobe.probe_hooks` -> `ProbeTracking` (cli.p
 (factprobe/plugins.py): the science runs untracked, with no tracking options and no warning on every run. MLflow
 is only looked up here, not imported (that costs seconds at start-up); the hooks import it when a run opens.
 """
+
 from __future__ import annotations
 
 from importlib.util import find_spec
 from typing import Any
 
 if find_spec("mlflow") is None:
-    raise ModuleNotFoundError("No module named 'mlflow' (the tracking hooks need pip install 'factprobe[tracking]')",
-                              name="mlflow")
+    raise ModuleNotFoundError(
+        "No module named 'mlflow' (the tracking hooks need pip install 'factprobe[tracking]')", name="mlflow"
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -15,13 +15,14 @@ and the numerics; this module turns two of them into one-line reasons:
 
 Pure functions over plain dicts, except `tracked_identity`, which reads an MLflow run (given its client).
 """
+
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from factprobe.identity import identity_of, numerics_changes, short  # noqa: F401 - short: re-exported for the gates
+from factprobe.identity import identity_of, numerics_changes, short
 
 #: why a run without an identity cannot be checked (completed by the caller: "<run> " + MISSING)
 MISSING = "records no measurement identity (it was made before factprobe recorded model, data and numerics)"
@@ -49,7 +50,7 @@ def input_differences(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequenc
 
 
 def data_difference(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[str] = ("a", "b")) -> str:
-    """"" when identities `a` and `b` have the same data digest; else one clause naming the two
+    """ "" when identities `a` and `b` have the same data digest; else one clause naming the two
     digests and the inputs that differ, e.g. `data digest sha256:1a2b (a) vs sha256:3c4d (b); inputs
     that differ: data /x (a) vs /y (b)`, or `...; the inputs are at the same locations (...), so their
     content changed in between`."""
@@ -61,13 +62,15 @@ def data_difference(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[
     if moved:
         return f"{head}; inputs that differ: {'; '.join(moved)}"
     if _inputs(a):
-        return (f"{head}; the inputs are at the same locations ({', '.join(f'{k} {v}' for k, v in _inputs(a).items())}), "
-                f"so their content changed in between")
+        return (
+            f"{head}; the inputs are at the same locations ({', '.join(f'{k} {v}' for k, v in _inputs(a).items())}), "
+            f"so their content changed in between"
+        )
     return f"{head} (no input file recorded: the source's own data or the options differ)"
 
 
 def numerics_difference(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[str] = ("a", "b")) -> str:
-    """"" when the numerics of identities `a` and `b` are alike for a gate (dtype, device type,
+    """ "" when the numerics of identities `a` and `b` are alike for a gate (dtype, device type,
     transformers major version); else `dtype bfloat16 (a) vs float32 (b); device cuda (a) vs cpu (b)`."""
     changes = numerics_changes(a.get("numerics") or {}, b.get("numerics") or {})
     return "; ".join(c.replace(" vs ", f" ({names[0]}) vs ", 1) + f" ({names[1]})" for c in changes)
@@ -88,10 +91,18 @@ def identity_from_tracking(tags: Mapping[str, str], params: Mapping[str, str]) -
         return None
     if not isinstance(num, dict):
         return None
-    inputs = [{"name": k.removeprefix("identity.input."), "location": v, "digest": digest}
-              for k, v in sorted(params.items()) if k.startswith("identity.input.")]
-    return {"model_revision": tags.get("factprobe.model_revision", ""), "data_digest": digest,
-            "config_key": tags.get("factprobe.config_key", ""), "numerics": num, "inputs": inputs}
+    inputs = [
+        {"name": k.removeprefix("identity.input."), "location": v, "digest": digest}
+        for k, v in sorted(params.items())
+        if k.startswith("identity.input.")
+    ]
+    return {
+        "model_revision": tags.get("factprobe.model_revision", ""),
+        "data_digest": digest,
+        "config_key": tags.get("factprobe.config_key", ""),
+        "numerics": num,
+        "inputs": inputs,
+    }
 
 
 def tracked_identity(client, run) -> dict | None:

@@ -1,5 +1,6 @@
 """`TrackingClient` on `mlflow.tracking.MlflowClient`: for the embedded sqlite store and every
 non-HTTP tracking URI (see factprobe_ops/tracking/clients.py)."""
+
 from __future__ import annotations
 
 from .clients import (
@@ -63,8 +64,7 @@ class LibraryTrackingClient:
     def find_runs(self, experiment_ids: list[str], filter_string: str) -> list[RunRef]:
         out, token = [], None
         while True:
-            page = self._client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000,
-                                            page_token=token)
+            page = self._client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000, page_token=token)
             out += [RunRef(r.info.run_id, r.info.status, dict(r.data.tags)) for r in page]
             token = page.token
             if not token:
@@ -82,8 +82,7 @@ class LibraryTrackingClient:
         for chunk in batches([RunTag(k, str(v)) for k, v in tags.items()], MAX_TAGS_PER_BATCH):
             self._client.log_batch(run_id, tags=chunk)
 
-    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int,
-                  timestamp_ms: int) -> None:
+    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int, timestamp_ms: int) -> None:
         from mlflow.entities import Metric, Param
 
         for chunk in batches([Param(k, v) for k, v in params.items()], MAX_PARAMS_PER_BATCH):
@@ -101,6 +100,7 @@ class LibraryTrackingClient:
     def log_dataset(self, run_id: str, dataset: dict, context: str) -> None:
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
-        entity = Dataset(dataset["name"], dataset["digest"], dataset["source_type"], dataset["source"],
-                         dataset["schema"], dataset["profile"])
+        entity = Dataset(
+            dataset["name"], dataset["digest"], dataset["source_type"], dataset["source"], dataset["schema"], dataset["profile"]
+        )
         self._client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=[InputTag("mlflow.data.context", context)])])

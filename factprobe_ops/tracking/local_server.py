@@ -24,6 +24,7 @@ Run as a module it is the server process: `python -m factprobe_ops.tracking.loca
 and exits when its parent process does. It runs in a process group of its own, so a Ctrl-C at
 the terminal reaches only the parent, which stops it last (`__exit__`).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -54,12 +55,12 @@ class LocalServerError(TrackingError):
 def default_artifact_root(store_uri: str) -> str:
     """The artifact folder of an embedded store: `mlruns/` beside the sqlite file, which is where
     `MlflowClient(store_uri)` puts artifacts when run from the store's folder (the default layout)."""
-    return str(Path(absolute_store(store_uri)[len("sqlite:///"):]).parent / "mlruns")
+    return str(Path(absolute_store(store_uri)[len("sqlite:///") :]).parent / "mlruns")
 
 
 def absolute_store(store_uri: str) -> str:
     """`sqlite:///rel/x.db` -> `sqlite:////<cwd>/rel/x.db` (the server process runs elsewhere)."""
-    return f"sqlite:///{Path(unquote(store_uri[len('sqlite:///'):])).resolve()}"
+    return f"sqlite:///{Path(unquote(store_uri[len('sqlite:///') :])).resolve()}"
 
 
 def is_local_store(uri: str) -> bool:
@@ -91,12 +92,17 @@ class LocalTrackingServer:
         try:
             Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise LocalServerError(f"the local MLflow server for {self.store_uri} did not start: cannot create "
-                                   f"its artifact folder {self.artifact_root}: {e.strerror}") from None
+            raise LocalServerError(
+                f"the local MLflow server for {self.store_uri} did not start: cannot create "
+                f"its artifact folder {self.artifact_root}: {e.strerror}"
+            ) from None
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "factprobe_ops.tracking.local_server", self.store_uri, self.artifact_root],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=str(Path(__file__).resolve().parent.parent), env={**os.environ, TOKEN_ENV: self.token},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(Path(__file__).resolve().parent.parent),
+            env={**os.environ, TOKEN_ENV: self.token},
             # its own process group: a Ctrl-C at the terminal must not stop it before the steps of a
             # stopped run have marked their runs KILLED through it (factprobe_ops/pipelines/local_steps.py)
             start_new_session=True,
@@ -169,15 +175,18 @@ def require_token(app, token: str):
     """WSGI middleware: pass requests whose `Authorization` header is `Bearer <token>` to `app`,
     answer every other request 401 with an MLflow-style JSON error."""
     expected = f"Bearer {token}".encode()
-    body = json.dumps({"error_code": "UNAUTHENTICATED",
-                       "message": "this local MLflow server needs its run token (MLFLOW_TRACKING_TOKEN)"}).encode()
+    body = json.dumps(
+        {"error_code": "UNAUTHENTICATED", "message": "this local MLflow server needs its run token (MLFLOW_TRACKING_TOKEN)"}
+    ).encode()
 
     def guarded(environ, start_response):
         given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
         if hmac.compare_digest(given, expected):
             return app(environ, start_response)
-        start_response("401 UNAUTHORIZED", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                                            ("WWW-Authenticate", "Bearer")])
+        start_response(
+            "401 UNAUTHORIZED",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("WWW-Authenticate", "Bearer")],
+        )
         return [body]
 
     return guarded

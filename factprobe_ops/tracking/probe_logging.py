@@ -22,6 +22,7 @@ Metric names of the built-in probes, as in metrics.json: `accuracy`, `macro_accu
 (`em/P36`, `coherency/cardinality/N-1`, `em/shots/0`); counterfactual `em/<setting>/k<k>`.
 MLflow allows letters, digits and `_ - . / : space` only: `acc@1` is logged as `acc_1`.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,13 @@ def headline(probe: str, metrics: dict) -> dict | None:
     row = probe_of(probe).headline_row(metrics)
     if row is None:
         return None
-    return {"name": headline_metric_name(row["family"]), "metric": row["metric"], "value": row["value"], "ci": row["ci"],
-            "n": row["n"]}
+    return {
+        "name": headline_metric_name(row["family"]),
+        "metric": row["metric"],
+        "value": row["value"],
+        "ci": row["ci"],
+        "n": row["n"],
+    }
 
 
 def record_headline(run: TrackedRun, probe: str, metrics: dict) -> None:
@@ -104,8 +110,9 @@ def run_files(out_dir: Path) -> list[Path]:
     revision and the probe's extra files), not the lock or a leftover checkpoint."""
     from factprobe.probes.checkpoint import CHECKPOINT, LOCK
 
-    return sorted(p for p in Path(out_dir).iterdir()
-                  if p.is_file() and p.name not in (LOCK, CHECKPOINT) and not p.name.startswith("."))
+    return sorted(
+        p for p in Path(out_dir).iterdir() if p.is_file() and p.name not in (LOCK, CHECKPOINT) and not p.name.startswith(".")
+    )
 
 
 def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
@@ -125,8 +132,13 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     run.log_artifact(outcome.out_dir / "results.jsonl", "results")
     run.log_artifact(outcome.out_dir / "metrics.json", "results")
     items = table[[c for c in ("fact_id", "relation", "subject", "gold") if c in table.columns]].drop_duplicates("fact_id")
-    run.log_input(items, name=probe.input_name(cfg),
-                  source=str(cfg.base.data or cfg.base.source), digest=m.get("data_digest"), also_parent=True)
+    run.log_input(
+        items,
+        name=probe.input_name(cfg),
+        source=str(cfg.base.data or cfg.base.source),
+        digest=m.get("data_digest"),
+        also_parent=True,
+    )
     log_known_unknown(run, outcome.out_dir, cfg.base.model)
     for path in run_files(outcome.out_dir):  # a probe's extra files (results/metrics were logged above)
         if path.name not in ("results.jsonl", "metrics.json", "run_config.json", "model_revision.txt"):

@@ -6,16 +6,17 @@ folder; default: the run's `results/` folder, where probe runs log the files the
 local path is returned. The tracking server is `MLFLOW_TRACKING_URI`, else the embedded store of
 the working directory. Errors are one line: an unknown run, a missing artifact, an unreachable server.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from factprobe.errors import ConfigError
 from factprobe.paths import cache_root
+from factprobe.redact import redact
 
 from .clients import TrackingError
 from .conventions import default_tracking_uri
-from factprobe.redact import redact
 
 SCHEME = "runs:/"
 DEFAULT_ARTIFACT = "results"
@@ -25,7 +26,7 @@ def resolve_run_ref(ref: str, tracking_uri: str | None = None) -> Path:
     """Download the artifact `ref` names and return its local path (see the module docstring)."""
     from .library_client import open_mlflow_client
 
-    rest = ref[len(SCHEME):].strip("/")
+    rest = ref[len(SCHEME) :].strip("/")
     run_id, _, artifact = rest.partition("/")
     if not run_id:
         raise ConfigError(f"{ref}: expected runs:/<run id>[/<artifact path>]")
@@ -43,5 +44,4 @@ def resolve_run_ref(ref: str, tracking_uri: str | None = None) -> Path:
     try:
         return Path(client.download_artifacts(run_id, artifact, str(dest)))
     except Exception as e:  # noqa: BLE001
-        raise ConfigError(f"{ref}: run {run_id} has no artifact {artifact!r} "
-                          f"({redact(str(e).splitlines()[0][:160])})") from None
+        raise ConfigError(f"{ref}: run {run_id} has no artifact {artifact!r} ({redact(str(e).splitlines()[0][:160])})") from None

@@ -21,6 +21,7 @@ read from each run's measurement identity (`factprobe.identity`):
 `--out DIR` (claimed as a "regress" folder) holds the candidate's probe in DIR/candidate, the
 report in DIR/gate_report.txt and the decision in DIR/gate.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,11 +54,14 @@ def require_identity(desc: dict, role: str) -> dict:
         return ident
     ref = desc.get("ref", "?")
     if role == "baseline":
-        raise ConfigError(f"baseline {ref} {MISSING}: the baseline predates measurement identities and must be "
-                          "re-probed; probe it again with this factprobe (then `factprobe baseline promote` the new run) "
-                          "and gate against that")
-    raise ConfigError(f"candidate {ref} {MISSING}: probe the candidate again with this factprobe, or give its model as "
-                      "--candidate")
+        raise ConfigError(
+            f"baseline {ref} {MISSING}: the baseline predates measurement identities and must be "
+            "re-probed; probe it again with this factprobe (then `factprobe baseline promote` the new run) "
+            "and gate against that"
+        )
+    raise ConfigError(
+        f"candidate {ref} {MISSING}: probe the candidate again with this factprobe, or give its model as --candidate"
+    )
 
 
 def check_gate_identities(baseline: dict, candidate: dict, allow_numerics_change: bool) -> str:
@@ -70,14 +74,16 @@ def check_gate_identities(baseline: dict, candidate: dict, allow_numerics_change
     names = ("baseline", "candidate")
     diff = data_difference(baseline, candidate, names)
     if diff:
-        raise DataError(f"the candidate was probed on other data than the baseline: {diff}; regress gates only on the "
-                        "baseline's items: give the model as --candidate (it is probed on the baseline's inputs), or "
-                        "probe a new baseline")
+        raise DataError(
+            f"the candidate was probed on other data than the baseline: {diff}; regress gates only on the "
+            "baseline's items: give the model as --candidate (it is probed on the baseline's inputs), or "
+            "probe a new baseline"
+        )
     return check_gate_numerics(baseline.get("numerics") or {}, candidate.get("numerics") or {}, allow_numerics_change)
 
 
 def check_gate_numerics(baseline: dict, candidate: dict, allow_numerics_change: bool) -> str:
-    """"" when the two numerics are alike for a gate; the note naming the differences when
+    """ "" when the two numerics are alike for a gate; the note naming the differences when
     `allow_numerics_change`; else ConfigError (one line naming them and the flag)."""
     from .identity_check import numerics_difference
 
@@ -85,9 +91,11 @@ def check_gate_numerics(baseline: dict, candidate: dict, allow_numerics_change: 
     if not num:
         return ""
     if not allow_numerics_change:
-        raise ConfigError(f"the candidate's numerics differ from the baseline's: {num}; a difference in accuracy could "
-                          "come from the numerics, not the model: run regress where the baseline ran, probe a new "
-                          "baseline here, or pass --allow-numerics-change to gate anyway")
+        raise ConfigError(
+            f"the candidate's numerics differ from the baseline's: {num}; a difference in accuracy could "
+            "come from the numerics, not the model: run regress where the baseline ran, probe a new "
+            "baseline here, or pass --allow-numerics-change to gate anyway"
+        )
     return f"numerics differ (allowed by --allow-numerics-change): {num}"
 
 
@@ -97,9 +105,11 @@ def check_every_baseline_fact(candidate: pd.DataFrame, baseline: pd.DataFrame) -
     missing = sorted(map(str, set(baseline["fact_id"]) - set(candidate["fact_id"])))
     if missing:
         n = baseline["fact_id"].nunique()
-        raise DataError(f"the candidate lacks {len(missing)} of the baseline's {n} facts (e.g. {missing[0]}); regress "
-                        "gates on every baseline fact: probe the candidate on the baseline's data (give its model as "
-                        "--candidate)")
+        raise DataError(
+            f"the candidate lacks {len(missing)} of the baseline's {n} facts (e.g. {missing[0]}); regress "
+            "gates on every baseline fact: probe the candidate on the baseline's data (give its model as "
+            "--candidate)"
+        )
 
 
 def _device_available(device_type: str) -> bool:
@@ -123,8 +133,10 @@ def replay_fields(config: dict, identity: dict, allow_numerics_change: bool) -> 
         if name not in fields or not location:
             continue
         if not location.startswith("s3://") and not Path(location).exists():
-            raise ConfigError(f"the baseline's input {name} {location} no longer exists; the candidate must be probed on "
-                              "the baseline's data: restore it there, or probe a new baseline")
+            raise ConfigError(
+                f"the baseline's input {name} {location} no longer exists; the candidate must be probed on "
+                "the baseline's data: restore it there, or probe a new baseline"
+            )
         fields[name] = location
     num = identity.get("numerics") or {}
     if num.get("dtype"):
@@ -136,9 +148,11 @@ def replay_fields(config: dict, identity: dict, allow_numerics_change: bool) -> 
         elif allow_numerics_change:
             fields["device"] = "auto"
         else:
-            raise ConfigError(f"the baseline ran on {device} ({num.get('device_name') or device}) and this machine has no "
-                              f"{device} device: run regress where the baseline ran, or pass --allow-numerics-change to "
-                              "probe the candidate here")
+            raise ConfigError(
+                f"the baseline ran on {device} ({num.get('device_name') or device}) and this machine has no "
+                f"{device} device: run regress where the baseline ran, or pass --allow-numerics-change to "
+                "probe the candidate here"
+            )
     return fields
 
 
@@ -164,14 +178,17 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identit
     from .probe_run import probe_run
 
     if CONFIG_PARAM not in baseline_params:
-        raise ConfigError(f"the baseline run has no {CONFIG_PARAM!r} parameter (logged by factprobe >= 0.2); "
-                          "probe the baseline again or give a results folder")
+        raise ConfigError(
+            f"the baseline run has no {CONFIG_PARAM!r} parameter (logged by factprobe >= 0.2); "
+            "probe the baseline again or give a results folder"
+        )
     fields = json.loads(baseline_params[CONFIG_PARAM])
     allow = bool(getattr(args, "allow_numerics_change", False))
     if identity is not None:
         fields = replay_fields(fields, identity, allow)
-    cfg = RunConfig.from_dict({**fields, "model": model, "base_model": getattr(args, "base_model", None) or None, "out": None,
-                               "threads": None})  # this machine's own thread policy, not the baseline's count
+    cfg = RunConfig.from_dict(
+        {**fields, "model": model, "base_model": getattr(args, "base_model", None) or None, "out": None, "threads": None}
+    )  # this machine's own thread policy, not the baseline's count
     if identity is not None:
         note = check_gate_numerics(identity.get("numerics") or {}, expected_numerics(cfg.base.device, cfg.base.dtype), allow)
         if note:
@@ -183,16 +200,21 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identit
             from .identity_check import short
 
             where = ", ".join(f"{n} {fields[n]}" for n in (i.get("name") for i in identity.get("inputs") or []) if n in fields)
-            raise DataError(f"the baseline's data changed since it was probed: data digest {short(str(identity.get('data_digest')))} "
-                            f"(baseline) vs {short(now)} (re-read now{f' from {where}' if where else ''}); the candidate "
-                            "would be scored on other items: restore the baseline's inputs, or probe a new baseline")
+            raise DataError(
+                f"the baseline's data changed since it was probed: data digest {short(str(identity.get('data_digest')))} "
+                f"(baseline) vs {short(now)} (re-read now{f' from {where}' if where else ''}); the candidate "
+                "would be scored on other items: restore the baseline's inputs, or probe a new baseline"
+            )
     context = RunContext.start(getattr(args, "tracking_uri", None) or "", pipeline="probe", trigger="ci")
     with ExitStack() as stack:
         runs: list = []
 
         def start() -> None:  # the MLflow run begins once the folder is claimed and the run validated
-            runs.append(stack.enter_context(probe_run(cfg, context, enabled=not args.no_track,
-                                                      run_name=f"regress-candidate-{Path(model).name}")))
+            runs.append(
+                stack.enter_context(
+                    probe_run(cfg, context, enabled=not args.no_track, run_name=f"regress-candidate-{Path(model).name}")
+                )
+            )
 
         outcome = run_probe(cfg, out, on_start=start, prepared=prepared)
         for run in runs:
@@ -237,9 +259,17 @@ def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str], verdi
 
     d = asdict(decision)
     d["diff_ci"] = list(d["diff_ci"])
-    return json_safe({"decision": "PASS" if decision.passed else "FAIL", **d, "candidate": args.candidate,
-                      "baseline": args.baseline, "baseline_run_id": bdesc.get("run_id"), "notes": notes,
-                      "verdict": {**asdict(verdict), "compared": verdict.compared}})
+    return json_safe(
+        {
+            "decision": "PASS" if decision.passed else "FAIL",
+            **d,
+            "candidate": args.candidate,
+            "baseline": args.baseline,
+            "baseline_run_id": bdesc.get("run_id"),
+            "notes": notes,
+            "verdict": {**asdict(verdict), "compared": verdict.compared},
+        }
+    )
 
 
 def regress_cli(args) -> int:
@@ -275,9 +305,13 @@ def regress_cli(args) -> int:
         candidate, baseline, note = align_templates(candidate, baseline, getattr(args, "templates", "majority"))
         check_every_baseline_fact(candidate, baseline)
         decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
-        report = (f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n" + (f"templates: {note}\n" if note else "")
-                  + (f"{verdict.note()}\n" if verdict.note() else "")
-                  + "".join(f"note: {n}\n" for n in dict.fromkeys(notes)) + decision.report())
+        report = (
+            f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n"
+            + (f"templates: {note}\n" if note else "")
+            + (f"{verdict.note()}\n" if verdict.note() else "")
+            + "".join(f"note: {n}\n" for n in dict.fromkeys(notes))
+            + decision.report()
+        )
         print(report)
         if args.report:
             Path(args.report).write_text(report + "\n")

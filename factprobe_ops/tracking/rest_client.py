@@ -14,6 +14,7 @@ Artifacts go where the run's artifact URI says: `mlflow-artifacts:` (the server 
 to S3) by HTTP PUT, a local path or `file:` URI by an atomic copy, `s3://` with boto3 (endpoint
 MLFLOW_S3_ENDPOINT_URL or AWS_ENDPOINT_URL). Any other store falls back to the MLflow library.
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -58,9 +59,13 @@ def _session():
     from urllib3.util.retry import Retry
 
     settings = http_settings()
-    retry = Retry(total=int(settings["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]),
-                  backoff_factor=float(settings["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]),
-                  status_forcelist=(429, 500, 502, 503, 504), allowed_methods=None, raise_on_status=False)
+    retry = Retry(
+        total=int(settings["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]),
+        backoff_factor=float(settings["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]),
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,
+        raise_on_status=False,
+    )
     s = requests.Session()
     adapter = HTTPAdapter(max_retries=retry)
     s.mount("http://", adapter)
@@ -85,8 +90,10 @@ def not_mlflow_answer(uri: str, r) -> str:
     kind = r.headers.get("Content-Type", "no content type").split(";")[0]
     moved = f" after a redirect to {r.url}" if getattr(r, "history", None) else ""
     first = " ".join(r.text[:120].split())
-    return redact(f"{uri} is not an MLflow tracking server: it answered HTTP {r.status_code} {kind}{moved} "
-                  f"({first!r}); a login page or proxy in front of the server? check the URI and its credentials")
+    return redact(
+        f"{uri} is not an MLflow tracking server: it answered HTTP {r.status_code} {kind}{moved} "
+        f"({first!r}); a login page or proxy in front of the server? check the URI and its credentials"
+    )
 
 
 class RestTrackingClient:
@@ -144,9 +151,12 @@ class RestTrackingClient:
         self._request("POST", "experiments/set-experiment-tag", {"experiment_id": experiment_id, "key": key, "value": value})
 
     def create_run(self, experiment_id: str, run_name: str | None, tags: dict[str, str]) -> str:
-        body = {"experiment_id": experiment_id, "start_time": int(time.time() * 1000),
-                "user_id": tags.get("mlflow.user", "unknown"),
-                "tags": [{"key": k, "value": str(v)} for k, v in tags.items()]}
+        body = {
+            "experiment_id": experiment_id,
+            "start_time": int(time.time() * 1000),
+            "user_id": tags.get("mlflow.user", "unknown"),
+            "tags": [{"key": k, "value": str(v)} for k, v in tags.items()],
+        }
         if run_name:
             body["run_name"] = run_name
         info = self._request("POST", "runs/create", body)["run"]["info"]
@@ -181,8 +191,7 @@ class RestTrackingClient:
         for chunk in batches(items, MAX_TAGS_PER_BATCH):
             self._request("POST", "runs/log-batch", {"run_id": run_id, "tags": chunk})
 
-    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int,
-                  timestamp_ms: int) -> None:
+    def log_batch(self, run_id: str, params: dict[str, str], metrics: dict[str, float], step: int, timestamp_ms: int) -> None:
         ps = [{"key": k, "value": v} for k, v in params.items()]
         for chunk in batches(ps, MAX_PARAMS_PER_BATCH):
             self._request("POST", "runs/log-batch", {"run_id": run_id, "params": chunk})
@@ -191,8 +200,11 @@ class RestTrackingClient:
             self._request("POST", "runs/log-batch", {"run_id": run_id, "metrics": chunk})
 
     def log_dataset(self, run_id: str, dataset: dict, context: str) -> None:
-        self._request("POST", "runs/log-inputs", {"run_id": run_id, "datasets": [
-            {"dataset": dataset, "tags": [{"key": "mlflow.data.context", "value": context}]}]})
+        self._request(
+            "POST",
+            "runs/log-inputs",
+            {"run_id": run_id, "datasets": [{"dataset": dataset, "tags": [{"key": "mlflow.data.context", "value": context}]}]},
+        )
 
     # ------------------------------------------------------------------ artifacts
     def _artifact_uri(self, run_id: str) -> str:

@@ -23,12 +23,13 @@ child run). Contract:
 - Importing this module changes nothing in the environment: the fail-fast HTTP settings are
   given to each client when it is opened (`factprobe_ops.tracking.clients.http_settings`).
 """
+
 from __future__ import annotations
 
 import json
 import math
-import tempfile
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,8 +40,7 @@ from factprobe.redact import redact
 from .clients import TrackingError, find_tagged_runs
 from .connect import open_client
 from .context import RunContext
-from .conventions import (EXPERIMENT_KIND_TAG, default_tracking_uri, experiment_name, experiment_tags, git_sha,
-                          standard_tags, tag)
+from .conventions import EXPERIMENT_KIND_TAG, default_tracking_uri, experiment_name, experiment_tags, git_sha, standard_tags, tag
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
@@ -54,8 +54,10 @@ def _describe(exc: BaseException) -> str:
     if "is not an mlflow tracking server" in low:  # rest_client.not_mlflow_answer: already one clear line
         return msg
     if "401" in low or "unauthorized" in low or "credentials" in low:
-        return ("the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / "
-                "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)")
+        return (
+            "the server rejected the credentials (HTTP 401): check MLFLOW_TRACKING_USERNAME / "
+            "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+        )
     if "403" in low or "permission" in low:
         return "permission denied (HTTP 403)"
     if "connection refused" in low or "failed to establish a new connection" in low:
@@ -68,8 +70,9 @@ def _describe(exc: BaseException) -> str:
 _TAGGED_EXPERIMENTS: set[tuple[str, str]] = set()  # (uri, experiment id) marked or refused in this process
 
 
-def _mark_experiment(client, uri: str, exp_id: str, headline_family: str, warn: Callable[[str], None],
-                     greater_is_better: bool = True) -> None:
+def _mark_experiment(
+    client, uri: str, exp_id: str, headline_family: str, warn: Callable[[str], None], greater_is_better: bool = True
+) -> None:
     """Add the experiment tags (`experiment_tags(headline_family, greater_is_better)`) that are missing; never
     overwrite a value already there (a user's, or the one the experiment's first run set)."""
     if (uri, exp_id) in _TAGGED_EXPERIMENTS:
@@ -86,8 +89,10 @@ def _mark_experiment(client, uri: str, exp_id: str, headline_family: str, warn: 
             if k not in have:
                 client.set_experiment_tag(exp_id, k, v)
     except Exception as exc:  # noqa: BLE001 - a view preference never costs the run
-        warn(f"MLflow tracking at {uri}: tagging experiment {exp_id} failed: {_describe(exc)}; "
-             "the run is logged, but the UI may not open on its runs table")
+        warn(
+            f"MLflow tracking at {uri}: tagging experiment {exp_id} failed: {_describe(exc)}; "
+            "the run is logged, but the UI may not open on its runs table"
+        )
 
 
 def _warn_line(message: str) -> None:
@@ -116,8 +121,13 @@ class TrackedRun:
         self.uri = tracking_uri or default_tracking_uri()
         self.pipeline = pipeline
         self.run_name = run_name
-        self.tags = {tag("git_sha"): git_sha(), **standard_tags(), "mlflow.source.type": "JOB",
-                     "mlflow.source.name": f"factprobe {pipeline}", **(tags or {})}
+        self.tags = {
+            tag("git_sha"): git_sha(),
+            **standard_tags(),
+            "mlflow.source.type": "JOB",
+            "mlflow.source.name": f"factprobe {pipeline}",
+            **(tags or {}),
+        }
         self.parent_run_id = parent_run_id or None
         self.step_key = step_key
         self.required = required
@@ -130,10 +140,19 @@ class TrackedRun:
         self._client = None
 
     @classmethod
-    def from_context(cls, context: RunContext, run_name: str | None = None, tags: dict[str, str] | None = None,
-                     step_key: str | None = None, required: bool = False, child: bool = True,
-                     warn: Callable[[str], None] | None = None, run_id: str | None = None,
-                     headline_family: str = "", headline_greater: bool = True) -> TrackedRun:
+    def from_context(
+        cls,
+        context: RunContext,
+        run_name: str | None = None,
+        tags: dict[str, str] | None = None,
+        step_key: str | None = None,
+        required: bool = False,
+        child: bool = True,
+        warn: Callable[[str], None] | None = None,
+        run_id: str | None = None,
+        headline_family: str = "",
+        headline_greater: bool = True,
+    ) -> TrackedRun:
         """The run of `context` (tracking URI, pipeline, parent run, trigger, KFP run id, git
         commit): a child of its parent run when `child`, else a top-level run (a pipeline's parent
         run, a CLI run). Tracking is off when the context says so, and for a child without a
@@ -147,17 +166,32 @@ class TrackedRun:
         if context.user:
             own["mlflow.user"] = context.user
         own.update(tags or {})
-        return cls(pipeline=context.pipeline, run_name=run_name, tracking_uri=context.uri, tags=own,
-                   parent_run_id=context.parent_run_id if child else None, step_key=step_key, required=required,
-                   enabled=enabled, warn=warn, run_id=run_id, headline_family=headline_family,
-                   headline_greater=headline_greater)
+        return cls(
+            pipeline=context.pipeline,
+            run_name=run_name,
+            tracking_uri=context.uri,
+            tags=own,
+            parent_run_id=context.parent_run_id if child else None,
+            step_key=step_key,
+            required=required,
+            enabled=enabled,
+            warn=warn,
+            run_id=run_id,
+            headline_family=headline_family,
+            headline_greater=headline_greater,
+        )
 
     @classmethod
     def parent_of(cls, context: RunContext, required: bool = True) -> TrackedRun:
         """The parent run of `context`, to log into (figures, tables, tags of a report step); it is
         not ended on exit. Disabled when the context is not tracked (tracking off, or no parent)."""
-        return cls(pipeline=context.pipeline, tracking_uri=context.uri, required=required, enabled=context.tracked,
-                   run_id=context.parent_run_id or None)
+        return cls(
+            pipeline=context.pipeline,
+            tracking_uri=context.uri,
+            required=required,
+            enabled=context.tracked,
+            run_id=context.parent_run_id or None,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def _fail(self, what: str, exc: BaseException) -> None:
@@ -169,8 +203,10 @@ class TrackedRun:
             if "is not an MLflow tracking server" in why:  # a login page or proxy answered (rest_client)
                 msg = redact(f"{why}; the run is not logged")
             else:
-                msg = redact(f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
-                             f"({why}); the run is not logged")
+                msg = redact(
+                    f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
+                    f"({why}); the run is not logged"
+                )
         self.warn(msg + "; results are kept on disk only")
         self.enabled = False
 
@@ -281,8 +317,7 @@ class TrackedRun:
     def log_table(self, df, artifact_file: str) -> None:
         """Like `MlflowClient.log_table`: JSON in pandas' split layout, listed in the run's
         `mlflow.loggedArtifacts` tag so the MLflow UI shows it as a table."""
-        self._log_file("logging a table", artifact_file,
-                       lambda p: df.to_json(p, orient="split", index=False, date_format="iso"))
+        self._log_file("logging a table", artifact_file, lambda p: df.to_json(p, orient="split", index=False, date_format="iso"))
 
         def register() -> None:
             listed = json.loads(self._client.get_tags(self.run_id).get(LOGGED_ARTIFACTS_TAG, "[]"))
@@ -292,8 +327,9 @@ class TrackedRun:
 
         self._call("registering a table", register)
 
-    def log_input(self, df, name: str, source: str, digest: str | None = None, context: str = "test",
-                  also_parent: bool = False) -> None:
+    def log_input(
+        self, df, name: str, source: str, digest: str | None = None, context: str = "test", also_parent: bool = False
+    ) -> None:
         """Record `df` as a dataset input of the run (what `mlflow.data.from_pandas` would log);
         with `also_parent`, of the parent run too (the pipeline run lists the data of its probes)."""
         from .clients import dataset_record

@@ -11,6 +11,7 @@ A run reference is any of:
 Bad input is one line: a truncated or damaged file (DataError naming the file and line), an unknown
 run, a tag filter matching several runs where one is needed (ConfigError naming them).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,10 @@ def _read_parquet(path, what: str) -> pd.DataFrame:
     try:
         return pd.read_parquet(path)
     except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a cut-off file
-        raise DataError(f"{what}: not a readable parquet table ({str(e).splitlines()[0][:160]}); the file is truncated or "
-                        "damaged: copy it again, or log or probe the run again") from None
+        raise DataError(
+            f"{what}: not a readable parquet table ({str(e).splitlines()[0][:160]}); the file is truncated or "
+            "damaged: copy it again, or log or probe the run again"
+        ) from None
 
 
 def _read_jsonl(f: Path) -> pd.DataFrame:
@@ -52,8 +55,9 @@ def _read_jsonl(f: Path) -> pd.DataFrame:
     try:
         text = f.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise DataError(f"{f}: not a results.jsonl (not UTF-8 text); give a results folder or the results.jsonl "
-                        "that `factprobe probe` wrote") from None
+        raise DataError(
+            f"{f}: not a results.jsonl (not UTF-8 text); give a results folder or the results.jsonl that `factprobe probe` wrote"
+        ) from None
     except OSError as e:
         raise DataError(f"{f}: cannot be read ({e.strerror or e})") from None
     rows = []
@@ -63,8 +67,10 @@ def _read_jsonl(f: Path) -> pd.DataFrame:
         try:
             row = json.loads(line)
         except ValueError as e:
-            raise DataError(f"{f} line {i}: not a whole JSON record ({getattr(e, 'msg', e)}); the file is truncated or "
-                            "damaged: copy it again, or probe the run again into a new --out") from None
+            raise DataError(
+                f"{f} line {i}: not a whole JSON record ({getattr(e, 'msg', e)}); the file is truncated or "
+                "damaged: copy it again, or probe the run again into a new --out"
+            ) from None
         if not isinstance(row, dict):
             raise DataError(f"{f} line {i}: a JSON {type(row).__name__}, not a result row (an object per line)")
         rows.append(row)
@@ -104,8 +110,10 @@ def _several(ref: str, uri: str, runs: list) -> ConfigError:
     """The refusal of a tag filter that matches several runs where one is needed."""
     named = ", ".join(f"{r.info.run_id} ({r.data.tags.get(PROBE_TAG, 'no probe')})" for r in runs[:10])
     more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
-    return ConfigError(f"{ref} matches {len(runs)} finished probe runs at {redact(uri)}: {named}{more}; give the run id "
-                       f"of the one to use instead of the tag filter")
+    return ConfigError(
+        f"{ref} matches {len(runs)} finished probe runs at {redact(uri)}: {named}{more}; give the run id "
+        f"of the one to use instead of the tag filter"
+    )
 
 
 def resolve_run(ref: str, tracking_uri: str | None = None, unique: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -125,8 +133,13 @@ def resolve_run(ref: str, tracking_uri: str | None = None, unique: bool = False)
         wanted = {key: value}  # user text: quotes, spaces, non-ASCII are all fine (tag_filter)
         try:
             exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("factprobe/")]
-            runs = client.search_runs(exps, filter_string=tag_filter(wanted, "FINISHED"),
-                                      order_by=["attributes.start_time DESC"], max_results=50) if exps else []
+            runs = (
+                client.search_runs(
+                    exps, filter_string=tag_filter(wanted, "FINISHED"), order_by=["attributes.start_time DESC"], max_results=50
+                )
+                if exps
+                else []
+            )
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001 - unreachable server, rejected credentials, ...
@@ -149,8 +162,13 @@ def resolve_run(ref: str, tracking_uri: str | None = None, unique: bool = False)
         df = _read_parquet(local, f"run {run_id}: tables/per_fact.parquet")
     if df.empty:
         raise DataError(f"run {run_id}: tables/per_fact.parquet is empty, no result rows (the run scored nothing)")
-    return df, {"ref": ref, "run_id": run_id, "params": dict(run.data.params), "tags": dict(run.data.tags),
-                "identity": tracked_identity(client, run)}
+    return df, {
+        "ref": ref,
+        "run_id": run_id,
+        "params": dict(run.data.params),
+        "tags": dict(run.data.tags),
+        "identity": tracked_identity(client, run),
+    }
 
 
 def run_provenance(desc: dict) -> tuple[dict | None, str | None]:
@@ -165,7 +183,9 @@ def run_provenance(desc: dict) -> tuple[dict | None, str | None]:
         except ValueError:
             config = None
         tags = desc.get("tags") or {}
-        digest = (desc.get("identity") or {}).get("data_digest") or tags.get(tag("data_digest")) or tags.get(tag("dataset_digest"))
+        digest = (
+            (desc.get("identity") or {}).get("data_digest") or tags.get(tag("data_digest")) or tags.get(tag("dataset_digest"))
+        )
         return (config if isinstance(config, dict) else None), digest or None
     p = Path(desc.get("ref", ""))
     folder = p if p.is_dir() else p.parent

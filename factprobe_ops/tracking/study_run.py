@@ -25,6 +25,7 @@
   (`tables/<name>.parquet`): each `<out>/*.jsonl` file, and each top-level metrics entry that is a
   list of records (the curves, e.g. icl-examples' `curve`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,19 +91,39 @@ def run_name(study, config: dict[str, Any]) -> str:
 
 
 @contextmanager
-def study_run(study, config: dict[str, Any], context: RunContext, *, enabled: bool = True, required: bool = False,
-              step_key: str | None = None, extra_tags: dict[str, str] | None = None,
-              child: bool = False) -> Iterator[TrackedRun]:
+def study_run(
+    study,
+    config: dict[str, Any],
+    context: RunContext,
+    *,
+    enabled: bool = True,
+    required: bool = False,
+    step_key: str | None = None,
+    extra_tags: dict[str, str] | None = None,
+    child: bool = False,
+) -> Iterator[TrackedRun]:
     """The TrackedRun of one study run (module docstring): a top-level run in `context`'s
     experiment, or with `child` a child of its parent run; parameters and tags already logged."""
     base = config.get("base") or {}
-    tags = {tag("study"): study.name, tag("config_key"): study_key(config), tag("trigger"): context.trigger or "local",
-            **({tag("model"): str(base["model"])} if base.get("model") else {}),
-            **({tag("source"): str(base["source"])} if base.get("source") else {}), **(extra_tags or {})}
+    tags = {
+        tag("study"): study.name,
+        tag("config_key"): study_key(config),
+        tag("trigger"): context.trigger or "local",
+        **({tag("model"): str(base["model"])} if base.get("model") else {}),
+        **({tag("source"): str(base["source"])} if base.get("source") else {}),
+        **(extra_tags or {}),
+    }
     head = study.headline_metric  # the experiment's primary metric: headline/<study>, in the study's direction
-    run = TrackedRun.from_context(context, run_name=run_name(study, config), tags=tags, step_key=step_key,
-                                  required=required, child=child, headline_family=study.name if head else "",
-                                  headline_greater=head.higher_is_better if head else True)
+    run = TrackedRun.from_context(
+        context,
+        run_name=run_name(study, config),
+        tags=tags,
+        step_key=step_key,
+        required=required,
+        child=child,
+        headline_family=study.name if head else "",
+        headline_greater=head.higher_is_better if head else True,
+    )
     run.enabled = run.enabled and enabled
     with run:
         run.log_params(study_params(config))
@@ -183,9 +204,11 @@ def open_lines(uri: str, run_id: str | None, experiment: str) -> list[str]:
     if uri.startswith(("http://", "https://")):
         return [f"MLflow run {run_id}: open {redact(uri.rstrip('/'))}/{page}"]
     mlflow = Path(sys.executable).parent / "mlflow"
-    return [f"MLflow run {run_id}; open it in the MLflow UI:",
-            f"  {mlflow if mlflow.exists() else 'mlflow'} ui --backend-store-uri {shlex.quote(uri)} --port 5000",
-            f"  then open http://127.0.0.1:5000/{page}"]
+    return [
+        f"MLflow run {run_id}; open it in the MLflow UI:",
+        f"  {mlflow if mlflow.exists() else 'mlflow'} ui --backend-store-uri {shlex.quote(uri)} --port 5000",
+        f"  then open http://127.0.0.1:5000/{page}",
+    ]
 
 
 class StudyTracking:
@@ -195,18 +218,29 @@ class StudyTracking:
         from .cli import ProbeTracking
 
         ProbeTracking().add_arguments(p)
-        p.add_argument("--experiment", default=None, metavar="NAME",
-                       help="MLflow experiment factprobe/NAME (default: factprobe/study-<study>)")
+        p.add_argument(
+            "--experiment",
+            default=None,
+            metavar="NAME",
+            help="MLflow experiment factprobe/NAME (default: factprobe/study-<study>)",
+        )
 
     @contextmanager
     def wrap(self, args: argparse.Namespace, study, config: dict[str, Any], out: Path) -> Iterator[Callable]:
         """The MLflow run around one CLI study run; yields `after(metrics) -> lines` (the lines that
         open the run in the MLflow UI)."""
         pipeline = getattr(args, "experiment", None) or study_pipeline(study.name)
-        context = RunContext.start(getattr(args, "tracking_uri", None) or "", pipeline=pipeline,
-                                   trigger=getattr(args, "trigger", "local"))
-        with study_run(study, config, context, enabled=not getattr(args, "no_track", False),
-                       required=getattr(args, "require_tracking", False), step_key=cli_step_key(config, out)) as run:
+        context = RunContext.start(
+            getattr(args, "tracking_uri", None) or "", pipeline=pipeline, trigger=getattr(args, "trigger", "local")
+        )
+        with study_run(
+            study,
+            config,
+            context,
+            enabled=not getattr(args, "no_track", False),
+            required=getattr(args, "require_tracking", False),
+            step_key=cli_step_key(config, out),
+        ) as run:
 
             def after(metrics: dict[str, Any]) -> list[str]:
                 log_study_outcome(run, study, metrics, out)
@@ -229,8 +263,16 @@ class StepStudyTracking:
 
     @contextmanager
     def wrap(self, args: argparse.Namespace | None, study, config: dict[str, Any], out: Path) -> Iterator[Callable]:
-        with study_run(study, config, self.context, enabled=self.context.tracked, required=True,
-                       step_key=self.step_key, extra_tags=self.extra_tags, child=True) as run:
+        with study_run(
+            study,
+            config,
+            self.context,
+            enabled=self.context.tracked,
+            required=True,
+            step_key=self.step_key,
+            extra_tags=self.extra_tags,
+            child=True,
+        ) as run:
             self.run_id = run.run_id or ""
 
             def after(metrics: dict[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ Read with `ast` (no imports) where the rule is about source code:
 - factprobe/**: never imports kfp or mlflow, at any depth.
 Imported where the rule is about what KFP builds: the ComponentSpec description is the docstring.
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,7 +24,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-COMPONENT_MODULES = sorted(p for p in (REPO / "factprobe_ops" / "components").glob("*.py") if p.name not in ("__init__.py", "config.py"))
+COMPONENT_MODULES = sorted(
+    p for p in (REPO / "factprobe_ops" / "components").glob("*.py") if p.name not in ("__init__.py", "config.py")
+)
 STEP_MODULES = sorted((REPO / "factprobe_ops" / "components" / "steps").glob("*.py"))
 SCIENCE_MODULES = sorted((REPO / "factprobe").rglob("*.py"))
 ALLOWED_MODULE_IMPORTS = {"__future__", "kfp", "kfp.dsl", ".config", "factprobe_ops.components.config"}
@@ -54,8 +57,13 @@ def imported_modules(node: ast.AST) -> list[tuple[str, int]]:
             out += [(a.name, n.lineno) for a in n.names]
         elif isinstance(n, ast.ImportFrom):
             out.append(("." * n.level + (n.module or ""), n.lineno))
-        elif (isinstance(n, ast.Call) and ast.unparse(n.func) in ("__import__", "importlib.import_module")
-              and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)):
+        elif (
+            isinstance(n, ast.Call)
+            and ast.unparse(n.func) in ("__import__", "importlib.import_module")
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+        ):
             out.append((n.args[0].value, n.lineno))
     return out
 
@@ -77,8 +85,9 @@ def test_component_module_is_thin(path):
     top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     bad = [(m, line) for n in top_level for m, line in imported_modules(n) if m not in ALLOWED_MODULE_IMPORTS]
     assert not bad, f"{path.name}: module-level imports {bad}; import factprobe/steps inside the component body"
-    assert not [n for n in tree.body if isinstance(n, (ast.If, ast.Try, ast.With)) and imported_modules(n)], \
+    assert not [n for n in tree.body if isinstance(n, (ast.If, ast.Try, ast.With)) and imported_modules(n)], (
         f"{path.name}: conditional module-level imports"
+    )
 
 
 @pytest.mark.parametrize("path", COMPONENT_MODULES, ids=_ids(COMPONENT_MODULES))
@@ -102,7 +111,9 @@ def test_component_decorator_pins_the_image(path):
     for fn in component_functions(path):
         dec = next(d for d in fn.decorator_list if isinstance(d, ast.Call))
         kw = {k.arg: ast.unparse(k.value) for k in dec.keywords}
-        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE", "TRAIN_IMAGE"), f"{fn.name}: base_image from factprobe_ops.components.config"
+        assert kw.get("base_image") in ("CPU_IMAGE", "GPU_IMAGE", "TRAIN_IMAGE"), (
+            f"{fn.name}: base_image from factprobe_ops.components.config"
+        )
         assert kw.get("install_kfp_package") == "False", f"{fn.name}: the image ships kfp (no pip at start-up)"
 
 
@@ -147,7 +158,7 @@ def _component_objects():
 def test_component_spec_description_is_the_docstring(tmp_path):
     from kfp import compiler
 
-    for path, fn, comp in _component_objects():
+    for _path, fn, comp in _component_objects():
         doc = ast.get_docstring(fn)
         assert comp.component_spec.description == doc, fn.name
         assert comp.description == doc

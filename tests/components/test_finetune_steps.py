@@ -5,6 +5,7 @@ Each component of `factprobe_ops/components/finetune.py` calls its step (`run_*`
 `steps/finetune.py` holds only what the steps share (no `run_*` step). Read with `ast` where the rule is
 about source code.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,7 +43,9 @@ def test_each_finetune_step_has_a_module_of_its_own():
 
 def test_the_rule_sees_two_steps_in_one_module(tmp_path):
     path = tmp_path / "finetune.py"
-    path.write_text("def a():\n    from factprobe_ops.components.steps.finetune import run_sets_step\n"
-                    "def b():\n    from factprobe_ops.components.steps.finetune import run_train_step\n"
-                    "def c():\n    from factprobe_ops.components.steps.finetune_report import run_finetune_report\n")
+    path.write_text(
+        "def a():\n    from factprobe_ops.components.steps.finetune import run_sets_step\n"
+        "def b():\n    from factprobe_ops.components.steps.finetune import run_train_step\n"
+        "def c():\n    from factprobe_ops.components.steps.finetune_report import run_finetune_report\n"
+    )
     assert shared_modules(step_imports(path)) == {SHARED: {"run_sets_step", "run_train_step"}}

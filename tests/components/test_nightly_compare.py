@@ -1,5 +1,6 @@
 """The nightly comparison at component level: the paired test flags a real drop and not noise, and a
 failed model is named, tagged as an alert and fails the step after the report is written."""
+
 import json
 
 import pandas as pd
@@ -10,13 +11,12 @@ from factprobe_ops.tracking.context import RunContext
 
 
 def table(correct: list[bool], relation: str = "P36") -> pd.DataFrame:
-    return pd.DataFrame({"fact_id": [f"{relation}:{i}" for i in range(len(correct))], "relation": relation,
-                         "correct": correct})
+    return pd.DataFrame({"fact_id": [f"{relation}:{i}" for i in range(len(correct))], "relation": relation, "correct": correct})
 
 
 def test_a_large_paired_drop_is_flagged():
-    last_night = table([True] * 150 + [False] * 50)                 # 75 %
-    tonight = table([True] * 100 + [False] * 100)                   # 50 %: 50 facts flipped right -> wrong
+    last_night = table([True] * 150 + [False] * 50)  # 75 %
+    tonight = table([True] * 100 + [False] * 100)  # 50 %: 50 facts flipped right -> wrong
     out = paired_change(tonight, last_night, max_drop=0.02, alpha=0.05)
     assert out["n"] == 200 and out["diff"] == pytest.approx(-0.25)
     assert out["p_value"] < 1e-10 and out["diff_ci"][1] < 0 and out["drop"] is True
@@ -46,20 +46,30 @@ def test_tables_without_shared_facts_are_not_comparable():
 
 def test_a_model_that_disappeared_or_appeared_has_no_delta():
     rows = diff_summaries({"ic-lke:a": {"accuracy": 0.5}}, {"ic-lke:b": {"accuracy": 0.4}})
-    assert rows == [{"run": "ic-lke:a", "relation": "*", "previous": None, "current": 0.5, "delta": None},
-                    {"run": "ic-lke:b", "relation": "*", "previous": 0.4, "current": None, "delta": None}]
+    assert rows == [
+        {"run": "ic-lke:a", "relation": "*", "previous": None, "current": 0.5, "delta": None},
+        {"run": "ic-lke:b", "relation": "*", "previous": 0.4, "current": None, "delta": None},
+    ]
 
 
 def test_each_probe_is_compared_on_its_own_declared_metrics():
     """The headline metric overall and the relation metric per relation, as the probe declares
     them (qa: em), not `accuracy`; a probe without a relation metric (coherency) has no relation rows."""
-    rows = diff_summaries({"qa:m": {"em": 0.5, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.25}}},
-                           "coherency:m": {"coherency": 0.7, "per_relation": {"P36": {"coherency": 0.7}}}},
-                          {"qa:m": {"em": 0.25, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.5}}},
-                           "coherency:m": {"coherency": 0.6, "per_relation": {"P36": {"coherency": 0.6}}}})
-    assert rows == [{"run": "coherency:m", "relation": "*", "previous": 0.6, "current": 0.7, "delta": pytest.approx(0.1)},
-                    {"run": "qa:m", "relation": "*", "previous": 0.25, "current": 0.5, "delta": 0.25},
-                    {"run": "qa:m", "relation": "P36", "previous": 0.5, "current": 0.25, "delta": -0.25}]
+    rows = diff_summaries(
+        {
+            "qa:m": {"em": 0.5, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.25}}},
+            "coherency:m": {"coherency": 0.7, "per_relation": {"P36": {"coherency": 0.7}}},
+        },
+        {
+            "qa:m": {"em": 0.25, "accuracy": 0.9, "per_relation": {"P36": {"em": 0.5}}},
+            "coherency:m": {"coherency": 0.6, "per_relation": {"P36": {"coherency": 0.6}}},
+        },
+    )
+    assert rows == [
+        {"run": "coherency:m", "relation": "*", "previous": 0.6, "current": 0.7, "delta": pytest.approx(0.1)},
+        {"run": "qa:m", "relation": "*", "previous": 0.25, "current": 0.5, "delta": 0.25},
+        {"run": "qa:m", "relation": "P36", "previous": 0.5, "current": 0.25, "delta": -0.25},
+    ]
 
 
 def _ok_dir(tmp_path, model):
@@ -97,9 +107,13 @@ def test_report_skips_failed_folders_and_lists_them(tmp_path):
 
 
 def _identity(digest="sha256:" + "1" * 64, dtype="float32", inputs=()):
-    return {"model_revision": "local-sha256:0", "data_digest": digest, "config_key": "k",
-            "numerics": {"dtype": dtype, "device": "cpu", "transformers": "5.0.0"},
-            "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs]}
+    return {
+        "model_revision": "local-sha256:0",
+        "data_digest": digest,
+        "config_key": "k",
+        "numerics": {"dtype": dtype, "device": "cpu", "transformers": "5.0.0"},
+        "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs],
+    }
 
 
 def test_a_previous_night_on_other_data_is_not_paired():
@@ -107,21 +121,28 @@ def test_a_previous_night_on_other_data_is_not_paired():
     compare other items (a 'significant drop' that is the data's), so the pair is refused and says why."""
     last_night = table([True] * 150 + [False] * 50)
     tonight = table([True] * 100 + [False] * 100)
-    out = paired_change(tonight, last_night, 0.02, 0.05,
-                        identities=(_identity("sha256:" + "2" * 64, inputs=[("data", "/d/v2")]),
-                                    _identity(inputs=[("data", "/d/v1")])))
+    out = paired_change(
+        tonight,
+        last_night,
+        0.02,
+        0.05,
+        identities=(_identity("sha256:" + "2" * 64, inputs=[("data", "/d/v2")]), _identity(inputs=[("data", "/d/v1")])),
+    )
     assert "drop" not in out
-    assert out["error"] == ("not compared: other data than the previous night (data digest sha256:111111111111 "
-                            "(previous) vs sha256:222222222222 (tonight); inputs that differ: data /d/v1 (previous) "
-                            "vs /d/v2 (tonight))")
+    assert out["error"] == (
+        "not compared: other data than the previous night (data digest sha256:111111111111 "
+        "(previous) vs sha256:222222222222 (tonight); inputs that differ: data /d/v1 (previous) "
+        "vs /d/v2 (tonight))"
+    )
 
 
 def test_other_numerics_or_no_identity_are_paired_with_a_note():
     last = table([True] * 150 + [False] * 50)
     now = table([True] * 100 + [False] * 100)
     out = paired_change(now, last, 0.02, 0.05, identities=(_identity(dtype="bfloat16"), _identity()))
-    assert out["drop"] is True and out["note"] == ("numerics changed (dtype float32 (previous) vs bfloat16 (tonight)): "
-                                                   "part of the change may come from the numerics")
+    assert out["drop"] is True and out["note"] == (
+        "numerics changed (dtype float32 (previous) vs bfloat16 (tonight)): part of the change may come from the numerics"
+    )
     out = paired_change(now, last, 0.02, 0.05, identities=(_identity(), None))
     assert out["drop"] is True and out["note"].startswith("the previous run records no measurement identity")
     assert "note" not in paired_change(now, last, 0.02, 0.05, identities=(_identity(), _identity()))

@@ -1,5 +1,6 @@
 """Progress lines of GPU steps (factprobe_ops/components/steps/progress.py) and how `factprobe pipeline run`
 shows them under the step (factprobe_ops/pipelines/local_run.py `_RunLog`)."""
+
 import io
 
 from factprobe_ops.components.steps.progress import PROGRESS_PREFIX, ProgressLog
@@ -39,7 +40,7 @@ def test_pipeline_run_summary_shows_progress_under_the_running_step(tmp_path):
     log = _RunLog(term, tmp_path / "run.log", verbose=False)
     log.write("Executing task 'probe-model'\n")
     log.write("    progress: ic-lke smollm2: 5/10 rows (50%), 2.0 rows/s, about 2 s left\n")
-    log.write("    [KFP Executor 2026] {\"json\": 1}\n")  # executor chatter stays in the log file only
+    log.write('    [KFP Executor 2026] {"json": 1}\n')  # executor chatter stays in the log file only
     log.write("Task 'probe-model' finished with status SUCCESS\n")
     log.close_log()
     shown = term.getvalue().splitlines()

@@ -1,6 +1,7 @@
 """Issue 30 items 3 and 4 at the step level: models-file entries with per-model settings, the sweep's
 units of work (one load per model, fact shards) and the merge step (factprobe_ops/components/steps/plan.py,
 probe.py, merge.py), run locally on a tiny random model with tracking off."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,10 @@ FX = REPO / "tests" / "fixtures" / "mc_snapshot"
 def test_models_yaml_keeps_each_models_settings():
     from factprobe_ops.components.steps.plan import run_read_models
 
-    doc = ("models:\n  - smollm2-135m-instruct\n  - name: big\n    gpus: 4\n    memory: 320Gi\n    cpu: 16\n"
-           "    dtype: bfloat16\n    device_map: auto\n  - name: served\n    endpoint: http://vllm:8000/v1\n    gpus: 0\n")
+    doc = (
+        "models:\n  - smollm2-135m-instruct\n  - name: big\n    gpus: 4\n    memory: 320Gi\n    cpu: 16\n"
+        "    dtype: bfloat16\n    device_map: auto\n  - name: served\n    endpoint: http://vllm:8000/v1\n    gpus: 0\n"
+    )
     assert run_read_models(doc) == [
         "smollm2-135m-instruct",
         {"name": "big", "gpus": 4, "memory": "320Gi", "cpu": "16", "dtype": "bfloat16", "device_map": "auto"},
@@ -29,15 +32,18 @@ def test_models_yaml_keeps_each_models_settings():
     ]
 
 
-@pytest.mark.parametrize("entry, words", [
-    ("{name: m, gpu: 2}", ["'m'", "unknown key 'gpu'", "gpus"]),
-    ("{name: m, gpus: -1}", ["'m'", "gpus=-1", "negative"]),
-    ("{name: m, gpus: two}", ["'m'", "gpus='two'"]),
-    ("{name: m, endpoint: 'http://h:8000/v1', device_map: auto}", ["'m'", "endpoint and device_map"]),
-    ("{name: m, memory: 32 GB}", ["'m'", "memory='32 GB'"]),
-    ("{name: m, cpu: four}", ["'m'", "cpu='four'"]),
-    ("{name: m, endpoint: vllm:8000}", ["'m'", "endpoint='vllm:8000'"]),
-])
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ("{name: m, gpu: 2}", ["'m'", "unknown key 'gpu'", "gpus"]),
+        ("{name: m, gpus: -1}", ["'m'", "gpus=-1", "negative"]),
+        ("{name: m, gpus: two}", ["'m'", "gpus='two'"]),
+        ("{name: m, endpoint: 'http://h:8000/v1', device_map: auto}", ["'m'", "endpoint and device_map"]),
+        ("{name: m, memory: 32 GB}", ["'m'", "memory='32 GB'"]),
+        ("{name: m, cpu: four}", ["'m'", "cpu='four'"]),
+        ("{name: m, endpoint: vllm:8000}", ["'m'", "endpoint='vllm:8000'"]),
+    ],
+)
 def test_a_bad_model_entry_is_one_line_naming_file_model_and_key(tmp_path, entry, words):
     from factprobe_ops.components.steps.plan import run_read_models
 
@@ -54,12 +60,22 @@ def test_a_bad_model_entry_is_one_line_naming_file_model_and_key(tmp_path, entry
 def test_units_carry_resources_overrides_and_the_served_model():
     from factprobe_ops.components.steps.plan import run_plan_units
 
-    models = ["a", {"name": "big", "gpus": 2, "memory": "80Gi", "dtype": "bfloat16", "device_map": "auto"},
-              {"name": "srv", "endpoint": "http://vllm:8000/v1", "gpus": 0}]
-    units = run_plan_units(models, ["ic-lke", "qa"], "CTX", {"relations": "P36"}, defaults={"gpus": 1, "cpu": "4", "memory": "32G"})
+    models = [
+        "a",
+        {"name": "big", "gpus": 2, "memory": "80Gi", "dtype": "bfloat16", "device_map": "auto"},
+        {"name": "srv", "endpoint": "http://vllm:8000/v1", "gpus": 0},
+    ]
+    units = run_plan_units(
+        models, ["ic-lke", "qa"], "CTX", {"relations": "P36"}, defaults={"gpus": 1, "cpu": "4", "memory": "32G"}
+    )
     assert [(u["model"], u["probes"]) for u in units] == [
-        ("a", ["ic-lke"]), ("a", ["qa"]), ("big", ["ic-lke"]), ("big", ["qa"]),
-        ("openai:srv@http://vllm:8000/v1", ["ic-lke"]), ("openai:srv@http://vllm:8000/v1", ["qa"])]
+        ("a", ["ic-lke"]),
+        ("a", ["qa"]),
+        ("big", ["ic-lke"]),
+        ("big", ["qa"]),
+        ("openai:srv@http://vllm:8000/v1", ["ic-lke"]),
+        ("openai:srv@http://vllm:8000/v1", ["qa"]),
+    ]
     big = units[2]
     assert (big["gpus"], big["cpu"], big["memory"]) == ("2", "4", "80Gi")
     assert big["overrides"] == {"dtype": "bfloat16", "device_map": "auto"} and big["context"] == "CTX"
@@ -76,7 +92,8 @@ def test_one_load_makes_one_unit_per_model_and_shards_repeat_it():
 
     units = run_plan_units(["a", "b"], ["ic-lke", "qa"], shards=3, one_load=True)
     assert [(u["model"], u["probes"], u["shard"], u["shards"]) for u in units] == [
-        (m, ["ic-lke", "qa"], s, 3) for m in ("a", "b") for s in range(3)]
+        (m, ["ic-lke", "qa"], s, 3) for m in ("a", "b") for s in range(3)
+    ]
 
 
 @pytest.mark.parametrize("shards", [0, -2, "x", 1.5])
@@ -96,9 +113,19 @@ def test_a_models_dtype_is_checked_before_anything_runs():
 
 # --- fact shards and the merge -------------------------------------------------------------------------
 
-CONFIG = {"source": "triples", "data": str(FX / "test.jsonl"), "train_data": str(FX / "train"), "examples": 3,
-          "choices": 5, "relations": "P36,P103", "max_facts_per_relation": 4, "device": "cpu", "dtype": "float32",
-          "threads": 1, "token_budget": 1}
+CONFIG = {
+    "source": "triples",
+    "data": str(FX / "test.jsonl"),
+    "train_data": str(FX / "train"),
+    "examples": 3,
+    "choices": 5,
+    "relations": "P36,P103",
+    "max_facts_per_relation": 4,
+    "device": "cpu",
+    "dtype": "float32",
+    "threads": 1,
+    "token_budget": 1,
+}
 
 
 @pytest.fixture()
@@ -145,8 +172,15 @@ def _run_units(units, items_dir, root, tolerant=False):
     dirs = []
     for i, u in enumerate(units):
         d = root / f"unit{i}"
-        run_unit_step(str(items_dir), str(d), u, CONFIG, RunContext(tracking_uri="none").to_json(),
-                      work_root=str(root / "work"), tolerant=tolerant)
+        run_unit_step(
+            str(items_dir),
+            str(d),
+            u,
+            CONFIG,
+            RunContext(tracking_uri="none").to_json(),
+            work_root=str(root / "work"),
+            tolerant=tolerant,
+        )
         dirs.append(str(d))
     return dirs
 
@@ -160,11 +194,16 @@ def test_two_shards_merged_equal_one_unsharded_run(items, tmp_path, tiny_model_p
     items_dir, _ = items
     model = str(tiny_model_path("llama"))
     one = run_merge(_run_units([_unit(model, ["ic-lke"])], items_dir, tmp_path / "a"), str(tmp_path / "m1"), str(items_dir))
-    two = run_merge(_run_units([_unit(model, ["ic-lke"], s, 2) for s in range(2)], items_dir, tmp_path / "b"),
-                    str(tmp_path / "m2"), str(items_dir))
+    two = run_merge(
+        _run_units([_unit(model, ["ic-lke"], s, 2) for s in range(2)], items_dir, tmp_path / "b"),
+        str(tmp_path / "m2"),
+        str(items_dir),
+    )
     assert len(one) == len(two) == 1
-    rows = [sorted((json.loads(x) for x in (Path(d[0]) / "results.jsonl").read_text().splitlines()), key=lambda r: r["key"])
-            for d in (one, two)]
+    rows = [
+        sorted((json.loads(x) for x in (Path(d[0]) / "results.jsonl").read_text().splitlines()), key=lambda r: r["key"])
+        for d in (one, two)
+    ]
     assert rows[0] == rows[1] and len(rows[0]) == 8
     m1, m2 = (json.loads((Path(d[0]) / "metrics.json").read_text()) for d in (one, two))
     shard_metrics = [json.loads(p.read_text()) for p in sorted((tmp_path / "b").glob("unit*/ic-lke/metrics.json"))]
@@ -172,8 +211,10 @@ def test_two_shards_merged_equal_one_unsharded_run(items, tmp_path, tiny_model_p
     assert {k: v for k, v in m1.items() if k not in costs} == {k: v for k, v in m2.items() if k not in costs}
     assert m2["tokens_forwarded"] == sum(m["tokens_forwarded"] for m in shard_metrics)
     assert shard_metrics[0]["data_digest"] != m1["data_digest"]  # each shard alone sees other data
-    assert json.loads((Path(two[0]) / "run_config.json").read_text())["identity"] == \
-        json.loads((Path(one[0]) / "run_config.json").read_text())["identity"]
+    assert (
+        json.loads((Path(two[0]) / "run_config.json").read_text())["identity"]
+        == json.loads((Path(one[0]) / "run_config.json").read_text())["identity"]
+    )
 
 
 @pytest.mark.slow  # probes a tiny model
@@ -256,8 +297,9 @@ def test_the_merged_run_is_the_probe_run_and_shards_are_not(items, tmp_path, tin
     ctx = RunContext(tracking_uri=uri, parent_run_id=parent, kfp_run_id="k1").to_json()
     dirs = []
     for s in range(2):
-        run_unit_step(str(items_dir), str(tmp_path / f"u{s}"), _unit(model, ["ic-lke"], s, 2), CONFIG, ctx,
-                      work_root=str(tmp_path / "work"))
+        run_unit_step(
+            str(items_dir), str(tmp_path / f"u{s}"), _unit(model, ["ic-lke"], s, 2), CONFIG, ctx, work_root=str(tmp_path / "work")
+        )
         dirs.append(str(tmp_path / f"u{s}"))
     (out,) = run_merge(dirs, str(tmp_path / "m"), str(items_dir), ctx)
     runs = c.search_runs([c.get_run(parent).info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent}'")

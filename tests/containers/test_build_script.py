@@ -1,6 +1,7 @@
 """scripts/build_images.sh (issue 13, item 3): tags with the package version and the git sha,
 pushes to the registry given by a flag, and prints the settings the pipelines read. Checked with
 --dry-run (no container engine on CI)."""
+
 import re
 import subprocess
 from pathlib import Path
@@ -14,13 +15,15 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("tool, build, push", [("docker", "docker build", "docker push"),
-                                               ("buildah", "buildah bud", "buildah push")])
+@pytest.mark.parametrize(
+    "tool, build, push", [("docker", "docker build", "docker push"), ("buildah", "buildah bud", "buildah push")]
+)
 def test_dry_run_builds_tags_and_pushes_all_three_images(tool, build, push):
     p = run("--registry", "registry.example.com/ml/", "--tool", tool, "--dry-run")
     assert p.returncode == 0, p.stderr
-    sha = subprocess.run(["git", "-C", str(SCRIPT.parent), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(SCRIPT.parent), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     for kind in ("cpu", "gpu", "train"):
         ref = re.search(rf"registry\.example\.com/ml/factprobe-{kind}:0\.1\.0-{sha}(-dirty)?", p.stdout)
         assert ref, p.stdout
@@ -44,13 +47,16 @@ def test_train_image_alone_prints_the_training_setting():
     assert "factprobe-gpu" not in p.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "--registry is required"),
-    (["--registry", "bad registry"], "is not a valid image repository prefix"),
-    (["--registry", "r.example.com", "--tool", "podman"], "--tool must be docker or buildah"),
-    (["--registry", "r.example.com", "--images", "tpu"], "--images takes cpu, gpu, train and/or minio"),
-    (["--registry", "r.example.com", "--bogus"], "unknown argument '--bogus'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--registry is required"),
+        (["--registry", "bad registry"], "is not a valid image repository prefix"),
+        (["--registry", "r.example.com", "--tool", "podman"], "--tool must be docker or buildah"),
+        (["--registry", "r.example.com", "--images", "tpu"], "--images takes cpu, gpu, train and/or minio"),
+        (["--registry", "r.example.com", "--bogus"], "unknown argument '--bogus'"),
+    ],
+)
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
     p = run(*args, "--dry-run")
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1

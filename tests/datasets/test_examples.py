@@ -1,4 +1,5 @@
 """In-context examples: from training facts only, never a test subject."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,8 +45,9 @@ def test_examples_deterministic_and_seed_dependent(lama_and_train):
 
 
 def test_fewer_than_n_and_string_exclusions():
-    train = FactSet([Fact("r", "Alpha", "x", "A"), Fact("r", "Beta", "y", "B"), Fact("r", "Gamma", "z", "G"),
-                     Fact("q", "Delta", "w", "D")])
+    train = FactSet(
+        [Fact("r", "Alpha", "x", "A"), Fact("r", "Beta", "y", "B"), Fact("r", "Gamma", "z", "G"), Fact("q", "Delta", "w", "D")]
+    )
     got = sample_examples(train, "r", 10, exclude_subjects=["A", "beta"])  # by id and by label
     assert [f.subject for f in got] == ["Gamma"]
     assert sample_examples(train, "missing", 5) == []

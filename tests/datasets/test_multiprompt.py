@@ -1,4 +1,5 @@
 """The multi-prompt dataset (factprobe.datasets.multiprompt): template rules, sources, facts, errors."""
+
 from __future__ import annotations
 
 import json
@@ -25,33 +26,59 @@ def jsonl(recs) -> str:
 def toy_root(tmp_path: Path) -> Path:
     """A data root with one relation P1 (capital) in every template source, and P2 with facts only."""
     root = tmp_path / "data"
-    write(root / "lama" / "relations.jsonl", jsonl([
-        {"relation": "P1", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "N-M"},
-        {"relation": "P2", "template": "", "label": "no templates"},
-    ]))
-    write(root / "lama" / "trex" / "P1.jsonl", jsonl([
-        {"sub_uri": "Q1", "obj_uri": "Q10", "sub_label": "Xland", "obj_label": "Xcity"},
-        {"sub_uri": "Q1", "obj_uri": "Q11", "sub_label": "Xland", "obj_label": "Xtown"},
-        {"sub_uri": "Q2", "obj_uri": "Q20", "sub_label": "Yland", "obj_label": "Ycity"},
-        {"sub_uri": "Q3", "obj_uri": "Q30", "sub_label": "Zland", "obj_label": "Zcity"},
-    ]))
-    write(root / "lama" / "trex" / "P2.jsonl", jsonl([{"sub_uri": "Q5", "obj_uri": "Q6", "sub_label": "A",
-                                                       "obj_label": "B"}]))
-    write(root / "lpaqa" / "trex_train" / "P1.jsonl", jsonl([
-        {"sub_uri": "Q2", "obj_uri": "Q21", "sub_label": "Y-land", "obj_label": "Yburg"},  # second gold, alias
-        {"sub_uri": "Q9", "obj_uri": "Q90", "sub_label": "Other", "obj_label": "Ocity"},  # adds no pair
-    ]))
-    write(root / "pararel" / "patterns" / "P1.jsonl", jsonl([
-        {"pattern": "The capital of [X] is [Y].", "lemma": "capital"},  # duplicate of LAMA after normalising
-        {"pattern": "[X]'s capital is [Y] .", "lemma": "capital"},
-        {"pattern": "[Y] is the capital of [X].", "lemma": "capital"},  # [Y] not last
-    ]))
-    write(root / "lpaqa" / "prompts" / "manual_paraphrase" / "P1.txt",
-          "[X]'s capital is [Y]\n\n[X] has its capital in [Y] .\n[X] is the capital of [Y] .\n")
-    write(root / "lpaqa" / "prompts" / "paraphrase" / "P1.jsonl", jsonl([
-        {"template": "[X]  has its capital in [Y].", "weight": 0.5},
-        {"template": "[X] , whose capital is [Y] .", "weight": 0.1},
-    ]))
+    write(
+        root / "lama" / "relations.jsonl",
+        jsonl(
+            [
+                {"relation": "P1", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "N-M"},
+                {"relation": "P2", "template": "", "label": "no templates"},
+            ]
+        ),
+    )
+    write(
+        root / "lama" / "trex" / "P1.jsonl",
+        jsonl(
+            [
+                {"sub_uri": "Q1", "obj_uri": "Q10", "sub_label": "Xland", "obj_label": "Xcity"},
+                {"sub_uri": "Q1", "obj_uri": "Q11", "sub_label": "Xland", "obj_label": "Xtown"},
+                {"sub_uri": "Q2", "obj_uri": "Q20", "sub_label": "Yland", "obj_label": "Ycity"},
+                {"sub_uri": "Q3", "obj_uri": "Q30", "sub_label": "Zland", "obj_label": "Zcity"},
+            ]
+        ),
+    )
+    write(root / "lama" / "trex" / "P2.jsonl", jsonl([{"sub_uri": "Q5", "obj_uri": "Q6", "sub_label": "A", "obj_label": "B"}]))
+    write(
+        root / "lpaqa" / "trex_train" / "P1.jsonl",
+        jsonl(
+            [
+                {"sub_uri": "Q2", "obj_uri": "Q21", "sub_label": "Y-land", "obj_label": "Yburg"},  # second gold, alias
+                {"sub_uri": "Q9", "obj_uri": "Q90", "sub_label": "Other", "obj_label": "Ocity"},  # adds no pair
+            ]
+        ),
+    )
+    write(
+        root / "pararel" / "patterns" / "P1.jsonl",
+        jsonl(
+            [
+                {"pattern": "The capital of [X] is [Y].", "lemma": "capital"},  # duplicate of LAMA after normalising
+                {"pattern": "[X]'s capital is [Y] .", "lemma": "capital"},
+                {"pattern": "[Y] is the capital of [X].", "lemma": "capital"},  # [Y] not last
+            ]
+        ),
+    )
+    write(
+        root / "lpaqa" / "prompts" / "manual_paraphrase" / "P1.txt",
+        "[X]'s capital is [Y]\n\n[X] has its capital in [Y] .\n[X] is the capital of [Y] .\n",
+    )
+    write(
+        root / "lpaqa" / "prompts" / "paraphrase" / "P1.jsonl",
+        jsonl(
+            [
+                {"template": "[X]  has its capital in [Y].", "weight": 0.5},
+                {"template": "[X] , whose capital is [Y] .", "weight": 0.1},
+            ]
+        ),
+    )
     return root
 
 
@@ -84,13 +111,21 @@ def test_build_from_every_source(tmp_path) -> None:
     t = mp.templates
     assert list(t.columns) == list(mpb.TEMPLATE_COLUMNS)
     assert t["template"].tolist() == [
-        "The capital of [X] is [Y].", "[X]'s capital is [Y].", "[Y] is the capital of [X].",
-        "[X] has its capital in [Y].", "[X], whose capital is [Y].", "Which city is the capital of [X]? [Y].",
+        "The capital of [X] is [Y].",
+        "[X]'s capital is [Y].",
+        "[Y] is the capital of [X].",
+        "[X] has its capital in [Y].",
+        "[X], whose capital is [Y].",
+        "Which city is the capital of [X]? [Y].",
     ]
     assert t["source"].tolist() == ["lama", "pararel", "pararel", "lpaqa-manual", "lpaqa-paraphrase", "belief-qa"]
     assert t["template_id"].tolist()[:2] == ["P1:lama:1", "P1:pararel:2"]
-    assert t["provenance"].tolist()[:4] == ["lama/relations.jsonl:1", "pararel/patterns/P1.jsonl:2",
-                                            "pararel/patterns/P1.jsonl:3", "lpaqa/prompts/manual_paraphrase/P1.txt:3"]
+    assert t["provenance"].tolist()[:4] == [
+        "lama/relations.jsonl:1",
+        "pararel/patterns/P1.jsonl:2",
+        "pararel/patterns/P1.jsonl:3",
+        "lpaqa/prompts/manual_paraphrase/P1.txt:3",
+    ]
     assert t["y_last"].tolist() == [True, True, False, True, True, True]
     assert t["style"].tolist() == ["cloze"] * 5 + ["question"]
     d = mp.dropped.set_index("provenance")["reason"]
@@ -112,8 +147,9 @@ def test_facts_gold_by_id_and_aliases(tmp_path) -> None:
     assert f.loc["Yland", "subject_aliases"] == ["Y-land"]  # another label of Q2 in a loaded file
     assert f.loc["Zland", "subject_aliases"] == []
     assert "Other" not in f.index  # training facts never make pairs
-    extra = mpb.build_multiprompt(toy_root(tmp_path / "b"), qa_templates=qa_file(tmp_path),
-                                  aliases={"Q3": ["Zed"]}).facts.set_index("subject")
+    extra = mpb.build_multiprompt(
+        toy_root(tmp_path / "b"), qa_templates=qa_file(tmp_path), aliases={"Q3": ["Zed"]}
+    ).facts.set_index("subject")
     assert extra.loc["Zland", "subject_aliases"] == ["Zed"]
 
 
@@ -122,8 +158,10 @@ def test_max_facts_is_seeded(tmp_path) -> None:
     a = mpb.build_multiprompt(root, max_facts_per_relation=2, seed=1, qa_templates=qa_file(tmp_path))
     b = mpb.build_multiprompt(root, max_facts_per_relation=2, seed=1, qa_templates=qa_file(tmp_path))
     assert len(a.facts) == 2 and a.facts["fact_id"].tolist() == b.facts["fact_id"].tolist()
-    seeds = {tuple(mpb.build_multiprompt(root, max_facts_per_relation=1, seed=s, qa_templates=qa_file(tmp_path))
-                   .facts["fact_id"]) for s in range(8)}
+    seeds = {
+        tuple(mpb.build_multiprompt(root, max_facts_per_relation=1, seed=s, qa_templates=qa_file(tmp_path)).facts["fact_id"])
+        for s in range(8)
+    }
     assert len(seeds) > 1
 
 
@@ -149,18 +187,29 @@ def test_prepared_round_trip(tmp_path) -> None:
         mpb.MultiPromptSet.from_prepared(Prepared("qa", {}, {"test": test}))
 
 
-@pytest.mark.parametrize("where, text, message", [
-    ("pararel", '{"pattern": "[X] is the capital."}\n', (r"pararel/patterns/P1.jsonl:1: template '\[X\] is the capital\.' "
-                                                         r"lacks the slot \[Y\]")),
-    ("pararel", '{"pattern": "[X] and [X] in [Y]"}\n', r"P1.jsonl:1: template .* has 2 of the slot \[X\]"),
-    ("manual", "[X] is in [Y]\n[X] [Y] [Y]\n", r"manual_paraphrase/P1.txt:2: template '\[X\] \[Y\] \[Y\]' has 2 of"),
-    ("paraphrase", '{"template": "capital [Y]", "weight": 1}\n', r"paraphrase/P1.jsonl:1: .* lacks the slot \[X\]"),
-])
+@pytest.mark.parametrize(
+    "where, text, message",
+    [
+        (
+            "pararel",
+            '{"pattern": "[X] is the capital."}\n',
+            (
+                r"pararel/patterns/P1.jsonl:1: template '\[X\] is the capital\.' "
+                r"lacks the slot \[Y\]"
+            ),
+        ),
+        ("pararel", '{"pattern": "[X] and [X] in [Y]"}\n', r"P1.jsonl:1: template .* has 2 of the slot \[X\]"),
+        ("manual", "[X] is in [Y]\n[X] [Y] [Y]\n", r"manual_paraphrase/P1.txt:2: template '\[X\] \[Y\] \[Y\]' has 2 of"),
+        ("paraphrase", '{"template": "capital [Y]", "weight": 1}\n', r"paraphrase/P1.jsonl:1: .* lacks the slot \[X\]"),
+    ],
+)
 def test_bad_templates_name_file_and_line(tmp_path, where, text, message) -> None:
     root = toy_root(tmp_path)
-    path = {"pararel": root / "pararel" / "patterns" / "P1.jsonl",
-            "manual": root / "lpaqa" / "prompts" / "manual_paraphrase" / "P1.txt",
-            "paraphrase": root / "lpaqa" / "prompts" / "paraphrase" / "P1.jsonl"}[where]
+    path = {
+        "pararel": root / "pararel" / "patterns" / "P1.jsonl",
+        "manual": root / "lpaqa" / "prompts" / "manual_paraphrase" / "P1.txt",
+        "paraphrase": root / "lpaqa" / "prompts" / "paraphrase" / "P1.jsonl",
+    }[where]
     write(path, text)
     with pytest.raises(DataError, match=message):
         mpb.build_multiprompt(root, qa_templates=qa_file(tmp_path))

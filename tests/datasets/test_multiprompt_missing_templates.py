@@ -3,6 +3,7 @@
 `lama/relations.jsonl` without a probed relation's line, used to leave those templates out without a
 word; now each is a DataError naming the path (and the relations), unless `--template-sources` leaves
 the source out."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,10 @@ def test_a_line_with_an_empty_template_says_the_relation_has_none(tmp_path):
 def test_prepare_multiprompt_refuses_a_relation_missing_from_relations_jsonl(tmp_path, monkeypatch):
     """Through the BELIEF probes' own entry (`--source lama --data <root>/lama --relations P3`)."""
     root = toy_root(tmp_path)
-    write(root / "lama" / "trex" / "P3.jsonl", json.dumps({"sub_uri": "Q7", "obj_uri": "Q8", "sub_label": "C",
-                                                           "obj_label": "D"}) + "\n")
+    write(
+        root / "lama" / "trex" / "P3.jsonl",
+        json.dumps({"sub_uri": "Q7", "obj_uri": "Q8", "sub_label": "C", "obj_label": "D"}) + "\n",
+    )
     monkeypatch.setenv("FACTPROBE_DATA", str(root))
     base = BaseConfig(source="lama", data=str(root / "lama"), relations=["P1", "P3"], model="unused")
     with pytest.raises(DataError, match=r"relations\.jsonl has no line for relation\(s\) P3;"):

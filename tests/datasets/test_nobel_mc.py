@@ -1,4 +1,5 @@
 """Nobel-MC: year candidates 1800-1999 on the real birth years."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,10 +52,14 @@ def test_sampled_choices_deterministic(nobel):
 
 
 def test_out_of_range_years_dropped_with_count():
-    facts = FactSet([
-        Fact("birth_year", "Old", "1750", "1"), Fact("birth_year", "Young", "2001", "2"),
-        Fact("birth_year", "Mid", "1900", "3"), Fact("birth_year", "Odd", "circa 1900", "4"),
-    ])
+    facts = FactSet(
+        [
+            Fact("birth_year", "Old", "1750", "1"),
+            Fact("birth_year", "Young", "2001", "2"),
+            Fact("birth_year", "Mid", "1900", "3"),
+            Fact("birth_year", "Odd", "circa 1900", "4"),
+        ]
+    )
     build = build_nobel_mc(facts)
     assert [it.subject for it in build.items] == ["Mid"]
     assert build.skipped == {"birth_year": 3} and build.dropped == {}

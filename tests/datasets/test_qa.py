@@ -2,6 +2,7 @@
 gives its answer away on the real data, golds are every correct object by id over test and
 training facts, splits do not leak, sampling is deterministic and per relation, bad template
 files are refused with file:line, and the prepared dataset round-trips."""
+
 from __future__ import annotations
 
 import csv
@@ -97,8 +98,11 @@ def test_template_file_covers_every_relation(lama_dir):
         for t in qt.templates:
             assert t.count("[X]") == 1 and "[Y]" not in t and t.endswith(("?", ".")), t
     # one line per relation in the file itself
-    rows = [line.split("\t")[0] for line in DEFAULT_TEMPLATES.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.startswith("#")][1:]
+    rows = [
+        line.split("\t")[0]
+        for line in DEFAULT_TEMPLATES.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ][1:]
     assert len(rows) == len(set(rows)) == len(templates)
 
 
@@ -108,7 +112,7 @@ def test_no_question_gives_its_answer_away_on_real_data(full_build, lama_all):
     assert not build.dropped
     n_items = 0
     for split in (build.eval, build.train):
-        for rel, items in split.items():
+        for items in split.values():
             for it in items:
                 n_items += 1
                 assert gives_away(it.question, it.gold) is None, (it.question, it.gold)
@@ -187,8 +191,9 @@ def test_deterministic_in_seed_and_independent_of_other_relations(small):
     b = build_qa(test, train, templates, seed=3, max_facts_per_relation=15, max_train_per_relation=7)
 
     def dump(build) -> str:
-        return json.dumps({s: {r: [it.to_dict() for it in its] for r, its in getattr(build, s).items()}
-                           for s in ("eval", "train")})
+        return json.dumps(
+            {s: {r: [it.to_dict() for it in its] for r, its in getattr(build, s).items()} for s in ("eval", "train")}
+        )
 
     assert dump(a) == dump(b)
     assert all(len(v) == 15 for v in a.eval.values()) and all(len(v) == 7 for v in a.train.values())
@@ -196,8 +201,14 @@ def test_deterministic_in_seed_and_independent_of_other_relations(small):
     assert dump(a) != dump(c)
     # one relation alone (the others' facts and limits absent) gives the same P36 items
     only = test.select(["P36"])
-    alone = build_qa(only, FactSet([f for f in train if f.relation == "P36"], dict(only.relations)), templates,
-                     seed=3, max_facts_per_relation=15, max_train_per_relation=7)
+    alone = build_qa(
+        only,
+        FactSet([f for f in train if f.relation == "P36"], dict(only.relations)),
+        templates,
+        seed=3,
+        max_facts_per_relation=15,
+        max_train_per_relation=7,
+    )
     assert [it.to_dict() for it in alone.eval["P36"]] == [it.to_dict() for it in a.eval["P36"]]
     assert [it.to_dict() for it in alone.train["P36"]] == [it.to_dict() for it in a.train["P36"]]
     # the eval facts are those the multiple-choice probes sample for the same seed, where usable
@@ -233,8 +244,7 @@ def test_make_question_and_give_aways():
     g = Fact("P361", "Lotus Tower", "Lot")
     assert make_question(g, "What is [X] a part of?") == "What is Lotus Tower a part of?"
     with pytest.raises(DataError, match="correct answer 'Swedish'"):
-        make_question(Fact("P37", "Swedish Finland", "Finnish"), "What is the official language of [X]?",
-                      forbidden=["Swedish"])
+        make_question(Fact("P37", "Swedish Finland", "Finnish"), "What is the official language of [X]?", forbidden=["Swedish"])
     with pytest.raises(DataError, match=r"\[Y\]"):
         make_question(g, "Is [X] part of [Y]?")
     assert gives_away("Where is NEW YORK?", ["new york"]) == "new york"
@@ -262,8 +272,11 @@ def test_collapse_fallback_template_and_skips():
     assert build.skipped["P138"] == {SKIP_OBJECT_IN_QUESTION: 1}
     assert build.dropped["P138"].startswith("P138: none of its 1 subjects")
     # an answer known for the subject only under another label is a gold too, and gives away
-    test2 = _fs(Fact("P37", "Finland", "Finnish", "Q33", "Q1412"), Fact("P37", "Finnish Lapland", "Finnish", "Q5", "Q1412"),
-                Fact("P37", "Finnish Lapland", "Sami", "Q5", "Q6"))
+    test2 = _fs(
+        Fact("P37", "Finland", "Finnish", "Q33", "Q1412"),
+        Fact("P37", "Finnish Lapland", "Finnish", "Q5", "Q1412"),
+        Fact("P37", "Finnish Lapland", "Sami", "Q5", "Q6"),
+    )
     build2 = build_qa(test2, _fs(Fact("P37", "Finland", "Suomi", "Q33", "Q1412")), templates, seed=0)
     assert build2.eval["P37"][0].gold == ("Finnish", "Suomi")
     assert build2.skipped["P37"] == {SKIP_OBJECT_IN_QUESTION: 1, SKIP_SAME_SUBJECT: 1}
@@ -288,8 +301,19 @@ def test_limits_must_be_positive():
 
 
 def test_qa_item_round_trip_and_checks():
-    it = QAItem("P36", "France", "Paris", "What is the capital of France?", "entity", ("Paris", "Lutetia"),
-                "Q142", "Q90", "train", 12.5, "What is the capital of [X]?")
+    it = QAItem(
+        "P36",
+        "France",
+        "Paris",
+        "What is the capital of France?",
+        "entity",
+        ("Paris", "Lutetia"),
+        "Q142",
+        "Q90",
+        "train",
+        12.5,
+        "What is the capital of [X]?",
+    )
     assert QAItem.from_dict(json.loads(json.dumps(it.to_dict()))) == it
     assert it.fact_id == Fact("P36", "France", "Paris", "Q142", "Q90").fact_id == it.to_fact().fact_id
     with pytest.raises(ValueError, match="must start with the object"):
@@ -302,19 +326,24 @@ def test_qa_item_round_trip_and_checks():
 HEADER = "relation\tanswer_type\ttemplates\tlabel\n"
 
 
-@pytest.mark.parametrize("line, message", [
-    ("P36\tentity\tWhat is the capital?\tcapital\n", "has no [X] slot"),
-    ("P36\tentity\tIs [X] the capital of [X]?\tcapital\n", "has [X] 2 times"),
-    ("P36\tentity\tIs [Y] the capital of [X]?\tcapital\n", "has a [Y] slot"),
-    ("P36\tentity\tIs [Z] the capital of [X]?\tcapital\n", "unknown slot(s) [Z]"),
-    ("P36\tstring\tWhat is the capital of [X]?\tcapital\n", "unknown answer_type 'string'"),
-    ("P36\tentity\tWhat is the capital of [X]? || \tcapital\n", "empty template"),
-    ("P36\tentity\tWhat is the capital of [X]? || What is the capital of [X]?\n", "repeated for P36"),
-    ("P36 entity What is the capital of [X]?\n", "malformed line"),
-    ("P36\tentity\tWhat is the capital of [X]?\tcapital\textra\n", "malformed line"),
-    ("P36\tentity\tWhat is the capital of [X]?\n# comment\nP36\tentity\tWhich city is the capital of [X]?\n",
-     "relation P36 repeated (first at line 2)"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("P36\tentity\tWhat is the capital?\tcapital\n", "has no [X] slot"),
+        ("P36\tentity\tIs [X] the capital of [X]?\tcapital\n", "has [X] 2 times"),
+        ("P36\tentity\tIs [Y] the capital of [X]?\tcapital\n", "has a [Y] slot"),
+        ("P36\tentity\tIs [Z] the capital of [X]?\tcapital\n", "unknown slot(s) [Z]"),
+        ("P36\tstring\tWhat is the capital of [X]?\tcapital\n", "unknown answer_type 'string'"),
+        ("P36\tentity\tWhat is the capital of [X]? || \tcapital\n", "empty template"),
+        ("P36\tentity\tWhat is the capital of [X]? || What is the capital of [X]?\n", "repeated for P36"),
+        ("P36 entity What is the capital of [X]?\n", "malformed line"),
+        ("P36\tentity\tWhat is the capital of [X]?\tcapital\textra\n", "malformed line"),
+        (
+            "P36\tentity\tWhat is the capital of [X]?\n# comment\nP36\tentity\tWhich city is the capital of [X]?\n",
+            "relation P36 repeated (first at line 2)",
+        ),
+    ],
+)
 def test_bad_template_files_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "templates.tsv"
     path.write_text(HEADER + line, encoding="utf-8")
@@ -350,8 +379,9 @@ def test_bad_bytes_header_and_empty_file(tmp_path):
 
 # ------------------------------------------------------------------ prepared dataset
 def test_prepare_qa_save_load_round_trip(tmp_path, lama_dir, train_dir):
-    base = BaseConfig(source="lama", data=str(lama_dir), train_data=str(train_dir), relations=["P36", "P530"],
-                      max_facts_per_relation=6, seed=1)
+    base = BaseConfig(
+        source="lama", data=str(lama_dir), train_data=str(train_dir), relations=["P36", "P530"], max_facts_per_relation=6, seed=1
+    )
     prepared = prepare_qa(base, max_train_per_relation=4)
     assert prepared.kind == "qa" and {r: len(v) for r, v in prepared.items.items()} == {"P36": 6, "P530": 6}
     assert prepared.info["answer_types"] == {"P36": "entity", "P530": "entity"}
@@ -381,14 +411,23 @@ def test_prepare_qa_refuses_when_nothing_can_be_asked(tmp_path, lama_dir, train_
 
 def test_popularity_from_a_triples_file(tmp_path):
     path = tmp_path / "facts.csv"
-    rows = [("France", "capital", "Paris", "90"), ("Peru", "capital", "Lima", "10"), ("Chad", "capital", "N'Djamena", ""),
-            ("Mali", "capital", "Bamako", "20"), ("Laos", "capital", "Vientiane", "1,000")]
+    rows = [
+        ("France", "capital", "Paris", "90"),
+        ("Peru", "capital", "Lima", "10"),
+        ("Chad", "capital", "N'Djamena", ""),
+        ("Mali", "capital", "Bamako", "20"),
+        ("Laos", "capital", "Vientiane", "1,000"),
+    ]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["subject", "relation", "object", "popularity"])
         w.writerows(rows)
-    assert read_triples_popularity(path) == {"capital|France|Paris": 90.0, "capital|Peru|Lima": 10.0,
-                                             "capital|Mali|Bamako": 20.0, "capital|Laos|Vientiane": 1000.0}
+    assert read_triples_popularity(path) == {
+        "capital|France|Paris": 90.0,
+        "capital|Peru|Lima": 10.0,
+        "capital|Mali|Bamako": 20.0,
+        "capital|Laos|Vientiane": 1000.0,
+    }
     templates_path = tmp_path / "t.tsv"
     templates_path.write_text(HEADER + "capital\tentity\tWhat is the capital of [X]?\tcapital\n", encoding="utf-8")
     base = BaseConfig(source="triples", data=str(path), seed=0)
@@ -401,8 +440,7 @@ def test_popularity_from_a_triples_file(tmp_path):
     assert all(set(f.to_dict()) == {"relation", "subject", "object", "subject_id", "object_id"} for f in prepared.test)
     buckets = dict(zip(pops, popularity_bucket(pops.values())))
     # known 10, 20, 90, 1000: q1 = 17.5, q3 = 317.5
-    assert buckets == {"France": "middle", "Peru": "bottom-25%", "Chad": "unknown", "Mali": "middle",
-                       "Laos": "top-25%"}
+    assert buckets == {"France": "middle", "Peru": "bottom-25%", "Chad": "unknown", "Mali": "middle", "Laos": "top-25%"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"subject": "A", "relation": "r", "object": "B", "popularity": "many"}\n', encoding="utf-8")
     with pytest.raises(DataError, match=rf"{bad}:1: popularity must be a number, got 'many'"):

@@ -1,5 +1,6 @@
 """Multiple-choice builder: option invariants on real LAMA and countryinfo facts, determinism,
 dropped relations, and small hand-made cases."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,7 +40,7 @@ def assert_valid(items, facts: FactSet, n_choices: int) -> None:
         assert all(o.strip() for o in it.options)
         right = {label.casefold() for label in correct[(it.relation, it.subject_id or it.subject)].values()}
         assert right == {c.casefold() for c in it.correct_objects}
-        distractors = folded[: it.gold_index] + folded[it.gold_index + 1:]
+        distractors = folded[: it.gold_index] + folded[it.gold_index + 1 :]
         assert not right & set(distractors), (it.subject, right & set(distractors))
         for i, a in enumerate(folded):
             for j, b in enumerate(folded):
@@ -54,7 +55,8 @@ def test_real_lama_items_are_valid(lama):
         by_rel.setdefault(it.relation, []).append(it)
     assert {rel: len(v) for rel, v in by_rel.items() if rel != "P530"} == {"P36": 40, "P47": 40, "P19": 40}
     assert build.dropped == {
-        "P1412": "P1412: distractor pool has 51 objects; --choices 100 needs 100, the largest supported is 51"}
+        "P1412": "P1412: distractor pool has 51 objects; --choices 100 needs 100, the largest supported is 51"
+    }
     # N-M: a P47 subject with several neighbours never sees another neighbour as a distractor
     multi = [it for it in by_rel["P47"] if len(it.correct_objects) > 1]
     assert multi
@@ -86,8 +88,7 @@ def test_item_does_not_depend_on_other_facts(lama):
 def test_countryinfo_dropped_and_kept():
     ci = load_countryinfo()
     build = build_mc(ci, n_choices=100, seed=0, max_facts_per_relation=30)
-    assert build.dropped["P30"] == (
-        "P30: distractor pool has 6 objects; --choices 100 needs 100, the largest supported is 6")
+    assert build.dropped["P30"] == ("P30: distractor pool has 6 objects; --choices 100 needs 100, the largest supported is 6")
     assert build.pool_sizes["P30"] == 6
     assert "P36" not in build.dropped and "P47" not in build.dropped
     assert_valid(build.items, ci, 100)
@@ -95,7 +96,8 @@ def test_countryinfo_dropped_and_kept():
     assert "P30" not in small.dropped
     assert_valid(small.items, ci, 4)
     assert build_mc(ci.select(["P30"]), n_choices=4, min_unique_objects=10).dropped == {
-        "P30": "P30: distractor pool has 6 objects; min_unique_objects asks for at least 10"}
+        "P30": "P30: distractor pool has 6 objects; min_unique_objects asks for at least 10"
+    }
 
 
 def test_skipped_facts_when_correct_objects_leave_too_few():
@@ -111,7 +113,8 @@ def test_skipped_facts_when_correct_objects_leave_too_few():
     # 4 unique objects pass the relation check, but all are correct for the only subject
     lone = build_mc(FactSet(facts[:4]), n_choices=4)
     assert lone.items == [] and lone.dropped == {
-        "r": "r: none of its 4 facts has 3 valid distractors after excluding correct objects and substring clashes"}
+        "r": "r: none of its 4 facts has 3 valid distractors after excluding correct objects and substring clashes"
+    }
 
 
 def test_substring_and_case_clashes_are_resampled():
@@ -200,24 +203,26 @@ def test_pool_spans_test_and_known_facts(lama_and_train):
     lama_only = build_mc(test.select(["P178", "P413"]), n_choices=100, max_facts_per_relation=20)
     assert lama_only.pool_sizes == {"P178": 25, "P413": 14}
     assert lama_only.dropped["P178"] == (
-        "P178: distractor pool has 25 objects; --choices 100 needs 100, the largest supported is 25")
+        "P178: distractor pool has 25 objects; --choices 100 needs 100, the largest supported is 25"
+    )
     both = build_mc(test.select(["P178", "P413"]), n_choices=100, max_facts_per_relation=20, known=train)
     assert both.pool_sizes == {"P178": 512, "P413": 21}  # 513 labels, "Apple"/"apple" are one entry
     assert "P178" not in both.dropped and len(both.items) == 20
-    assert both.dropped == {
-        "P413": "P413: distractor pool has 21 objects; --choices 100 needs 100, the largest supported is 21"}
+    assert both.dropped == {"P413": "P413: distractor pool has 21 objects; --choices 100 needs 100, the largest supported is 21"}
     assert {it.relation for it in both.items} == {"P178"}
 
 
 def test_known_facts_excluded_by_id_and_by_label_where_ids_are_missing():
     test = FactSet([Fact("r", "Alpha", "o0", "A", "O0")] + [Fact("r", f"s{i}", f"o{i}", f"S{i}", f"O{i}") for i in range(1, 4)])
-    known = FactSet([
-        Fact("r", "Alpha", "o1", "A", "O1"),  # same subject id
-        Fact("r", "alpha", "o2"),  # no ids: matched by label
-        Fact("r", "Alpha", "o4", "A2", "O4"),  # another entity with the same label: not excluded
-        Fact("r", "Zeta", "o5", "Z", "O5"),
-        Fact("q", "Alpha", "o6", "A", "O6"),  # another relation: not in this pool
-    ])
+    known = FactSet(
+        [
+            Fact("r", "Alpha", "o1", "A", "O1"),  # same subject id
+            Fact("r", "alpha", "o2"),  # no ids: matched by label
+            Fact("r", "Alpha", "o4", "A2", "O4"),  # another entity with the same label: not excluded
+            Fact("r", "Zeta", "o5", "Z", "O5"),
+            Fact("q", "Alpha", "o6", "A", "O6"),  # another relation: not in this pool
+        ]
+    )
     build = build_mc(test, n_choices=4, seed=0, known=known)
     assert build.pool_sizes == {"r": 6}
     alpha = next(it for it in build.items if it.subject == "Alpha")
@@ -231,6 +236,8 @@ def test_known_facts_excluded_by_id_and_by_label_where_ids_are_missing():
 def test_small_pool_reason():
     assert small_pool_reason("P1", 100, 100) is None
     assert small_pool_reason("P1", 99, 100) == (
-        "P1: distractor pool has 99 objects; --choices 100 needs 100, the largest supported is 99")
+        "P1: distractor pool has 99 objects; --choices 100 needs 100, the largest supported is 99"
+    )
     assert small_pool_reason("P1", 120, 100, 150) == (
-        "P1: distractor pool has 120 objects; min_unique_objects asks for at least 150")
+        "P1: distractor pool has 120 objects; min_unique_objects asks for at least 150"
+    )

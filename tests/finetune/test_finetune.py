@@ -4,6 +4,7 @@ loss, packing without cross-attention, resume, bad input, and one real SmolLM2 L
 The tiny llama has RANDOM weights (never a result); it trains on real countryinfo QA facts.
 The first DeepSpeed run of a machine compiles a small op (~40 s, cached in TORCH_EXTENSIONS_DIR).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,22 @@ from factprobe.finetune.sets import TrainExample, build_train_set, check_no_over
 
 def tiny_cfg(model: Path, out: Path, **kw) -> FinetuneConfig:
     """16 real regular examples, one optimizer step = the whole set (so the loss must fall)."""
-    base = {"model": str(model), "train_set": "regular", "train_size": 16, "batch_size": 8, "grad_accum": 2,
-            "max_steps": 3, "learning_rate": 3e-3, "lr_scheduler": "constant", "zero_stage": 2, "lora_r": 4,
-            "save_steps": 100, "max_seq_len": 256, "device": "cpu", "out": str(out)}
+    base = {
+        "model": str(model),
+        "train_set": "regular",
+        "train_size": 16,
+        "batch_size": 8,
+        "grad_accum": 2,
+        "max_steps": 3,
+        "learning_rate": 3e-3,
+        "lr_scheduler": "constant",
+        "zero_stage": 2,
+        "lora_r": 4,
+        "save_steps": 100,
+        "max_seq_len": 256,
+        "device": "cpu",
+        "out": str(out),
+    }
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -69,8 +83,9 @@ def test_plan_is_worked_out_before_anything_is_written(tiny, tmp_path):
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage, lora):
     lr = 1e-2 if lora else 1e-3
-    m = run_finetune(tiny_cfg(tiny, tmp_path, zero_stage=stage, lora_r=4 if lora else 0, learning_rate=lr, max_steps=2),
-                     progress=False)
+    m = run_finetune(
+        tiny_cfg(tiny, tmp_path, zero_stage=stage, lora_r=4 if lora else 0, learning_rate=lr, max_steps=2), progress=False
+    )
     assert m["deepspeed_zero_stage"] == stage  # the DeepSpeed engine really ran this stage
     assert m["steps"] == 2 and m["world_size"] == 1 and m["effective_batch"] == 16
     assert m["final_loss"] < m["first_loss"], m
@@ -94,8 +109,19 @@ def test_every_zero_stage_trains_and_loss_falls(tiny, tokenizer, tmp_path, stage
 def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora):
     """--offload-optimizer and --offload-param reach the running DeepSpeed engine (CPU offload of the
     optimizer state and of the parameters under ZeRO-3), and training still lowers the loss."""
-    m = run_finetune(tiny_cfg(tiny, tmp_path, zero_stage=3, lora_r=4 if lora else 0, learning_rate=1e-2 if lora else 1e-3,
-                              max_steps=2, offload_optimizer=True, offload_param=True), progress=False)
+    m = run_finetune(
+        tiny_cfg(
+            tiny,
+            tmp_path,
+            zero_stage=3,
+            lora_r=4 if lora else 0,
+            learning_rate=1e-2 if lora else 1e-3,
+            max_steps=2,
+            offload_optimizer=True,
+            offload_param=True,
+        ),
+        progress=False,
+    )
     assert m["deepspeed_zero_stage"] == 3
     assert m["deepspeed_offload_optimizer"] == "cpu" and m["deepspeed_offload_param"] == "cpu"
     assert m["final_loss"] < m["first_loss"], m
@@ -121,8 +147,8 @@ def test_only_answer_tokens_carry_loss(tokenizer):
     seqs = tokenize_examples(tokenizer, exs, 256)
     for ex, s in zip(exs, seqs):
         prompt = tokenizer(ex.prompt)["input_ids"]
-        assert s.input_ids[:len(prompt)] == prompt
-        assert s.labels[:len(prompt)] == [IGNORE] * len(prompt)
+        assert s.input_ids[: len(prompt)] == prompt
+        assert s.labels[: len(prompt)] == [IGNORE] * len(prompt)
         answer = [t for t in s.labels if t != IGNORE]
         assert tokenizer.decode(answer) == ex.target == f" {ex.answer}\n"
     rows = pack_sequences(seqs, 256 * 3)
@@ -150,14 +176,14 @@ def test_packed_logits_equal_unpacked(tiny, tokenizer, attn):
         start = 0
         for s in seqs:
             alone = model(input_ids=torch.tensor([s.input_ids])).logits[0]
-            assert (logits[0, start:start + len(s.input_ids)] - alone).abs().max().item() < 1e-4
+            assert (logits[0, start : start + len(s.input_ids)] - alone).abs().max().item() < 1e-4
             start += len(s.input_ids)
         first = model(input_ids=torch.tensor([seqs[0].input_ids])).logits[0]
-        assert (logits[1, :len(seqs[0].input_ids)] - first).abs().max().item() < 1e-4
+        assert (logits[1, : len(seqs[0].input_ids)] - first).abs().max().item() < 1e-4
         # control: the same row as one causal sequence (no restarts) lets example 2 see example 1
         plain = model(input_ids=batch["input_ids"][:1]).logits[0]
         n0, n1 = len(seqs[0].input_ids), len(seqs[1].input_ids)
-        assert (plain[n0:n0 + n1] - logits[0, n0:n0 + n1]).abs().max().item() > 1e-3
+        assert (plain[n0 : n0 + n1] - logits[0, n0 : n0 + n1]).abs().max().item() > 1e-3
     assert coll.non_padding_fraction < 1.0
 
 
@@ -195,9 +221,21 @@ def test_resume_gives_the_same_next_step_loss(tiny, tmp_path):
 def _table(pool, model: str, path: Path, eval_ids=()) -> Path:
     from factprobe.datasets.known_unknown import known_unknown_table
 
-    rows = [{"fact_id": it.fact_id, "relation": it.relation, "subject": it.subject, "question": it.question,
-             "split": "train", "shots": 10, "answer": it.object if i % 3 else "x", "em": float(i % 3 != 0),
-             "f1": 0.0, "contains": 0.0} for i, it in enumerate(pool)]
+    rows = [
+        {
+            "fact_id": it.fact_id,
+            "relation": it.relation,
+            "subject": it.subject,
+            "question": it.question,
+            "split": "train",
+            "shots": 10,
+            "answer": it.object if i % 3 else "x",
+            "em": float(i % 3 != 0),
+            "f1": 0.0,
+            "contains": 0.0,
+        }
+        for i, it in enumerate(pool)
+    ]
     rows += [{**rows[0], "fact_id": fid} for fid in eval_ids]
     known_unknown_table(rows, model, "rev").to_parquet(path)
     return path
@@ -239,8 +277,7 @@ def test_known_unknown_mixed_sets(tmp_path):
     assert type(cf).load(tmp_path / "cf").digest == cf.digest
     from factprobe.finetune import build_train_set_for
 
-    assert build_train_set_for(FinetuneConfig(train_set="counterfactual", train_set_dir=str(tmp_path / "cf"))).digest \
-        == cf.digest
+    assert build_train_set_for(FinetuneConfig(train_set="counterfactual", train_set_dir=str(tmp_path / "cf"))).digest == cf.digest
     with pytest.raises(ConfigError, match="holds a 'counterfactual' training set, but --train-set is 'regular'"):
         build_train_set_for(FinetuneConfig(train_set="regular", train_set_dir=str(tmp_path / "cf")))
     (tmp_path / "cf" / "train_set.jsonl").write_text((tmp_path / "cf" / "train_set.jsonl").read_text().replace("Answer", "A"))
@@ -290,8 +327,16 @@ def test_bad_deepspeed_config_names_the_key(tiny, tmp_path):
     bad.write_text('{"zero_optimization": {"stage": 2,}}')
     with pytest.raises(DataError, match=r"ds\.json:1:\d+: not valid JSON"):
         run_finetune(tiny_cfg(tiny, tmp_path / "o", deepspeed_config=str(bad)), progress=False)
-    bad.write_text(json.dumps({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": "auto",
-                               "train_batch_size": "auto", "zero_optimization": {"stage": 2}}))
+    bad.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": 3,
+                "gradient_accumulation_steps": "auto",
+                "train_batch_size": "auto",
+                "zero_optimization": {"stage": 2},
+            }
+        )
+    )
     with pytest.raises(ConfigError, match="train_micro_batch_size_per_gpu"):
         run_finetune(tiny_cfg(tiny, tmp_path / "o", deepspeed_config=str(bad)), progress=False)
 
@@ -325,16 +370,48 @@ def test_real_smollm2_lora_run_and_qa_with_the_adapter(real_model_path, real_dat
     from factprobe.cli import main
 
     real_model_path("smollm2-135m-instruct")
-    cfg = FinetuneConfig(model="smollm2-135m-instruct", train_set="counterfactual", relations=["P36"], train_size=8,
-                         batch_size=4, grad_accum=1, max_steps=2, learning_rate=5e-3, lora_r=8, zero_stage=2,
-                         device="cpu", out=str(tmp_path / "ft"))
+    cfg = FinetuneConfig(
+        model="smollm2-135m-instruct",
+        train_set="counterfactual",
+        relations=["P36"],
+        train_size=8,
+        batch_size=4,
+        grad_accum=1,
+        max_steps=2,
+        learning_rate=5e-3,
+        lora_r=8,
+        zero_stage=2,
+        device="cpu",
+        out=str(tmp_path / "ft"),
+    )
     m = run_finetune(cfg, progress=False)
     assert m["steps"] == 2 and m["random_weights"] is False and m["lora_r"] == 8
     adapter = tmp_path / "ft" / "adapter"
     answers = {}
     for name, model in (("base", "smollm2-135m-instruct"), ("tuned", str(adapter))):
-        assert main(["probe", "qa", "--model", model, "--relations", "P36", "--max-facts-per-relation", "12",
-                     "--shots", "0", "--device", "cpu", "--no-track", "--no-progress", "--out", str(tmp_path / name)]) == 0
+        assert (
+            main(
+                [
+                    "probe",
+                    "qa",
+                    "--model",
+                    model,
+                    "--relations",
+                    "P36",
+                    "--max-facts-per-relation",
+                    "12",
+                    "--shots",
+                    "0",
+                    "--device",
+                    "cpu",
+                    "--no-track",
+                    "--no-progress",
+                    "--out",
+                    str(tmp_path / name),
+                ]
+            )
+            == 0
+        )
         rows = [json.loads(x) for x in (tmp_path / name / "results.jsonl").read_text().splitlines()]
         answers[name] = {r["fact_id"]: r["answer"] for r in rows}
     assert answers["base"].keys() == answers["tuned"].keys() and len(answers["base"]) == 12
@@ -348,13 +425,13 @@ def test_deepspeed_configs_are_auto_and_offload_is_applied():
         cfg, path = load_deepspeed_config(stage)
         assert path == config_dir() / f"zero{stage}.json" and cfg["zero_optimization"]["stage"] == stage
         # the batch values are never written by hand: the HF integration fills them from the run
-        assert all(cfg[k] == "auto" for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                                              "train_batch_size"))
+        assert all(
+            cfg[k] == "auto" for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
+        )
     cfg, _ = load_deepspeed_config(3, offload_optimizer=True, offload_param=True)
     zero = cfg["zero_optimization"]
     assert zero["offload_optimizer"]["device"] == "cpu" and zero["offload_param"]["device"] == "cpu"
-    assert cfg["optimizer"] == {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
-                                                            "weight_decay": "auto"}}
+    assert cfg["optimizer"] == {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}}
     with pytest.raises(ConfigError, match="zero_optimization.stage is 3 but --zero-stage is 2"):
         load_deepspeed_config(2, str(config_dir() / "zero3.json"))
 
@@ -368,7 +445,7 @@ def test_one_writer_and_a_finished_folder_is_not_trained_over(tiny, tmp_path):
     from factprobe.run_folder import LOCK, claim
 
     cfg = tiny_cfg(tiny, tmp_path, max_steps=1)
-    with claim(tmp_path, "finetune", "regular"):  # noqa: SIM117 (the match names the holder)
+    with claim(tmp_path, "finetune", "regular"):
         with pytest.raises(ConfigError, match=rf"is in use by host \S+ pid {os.getpid()} \(a fine-tuning run\)"):
             run_finetune(cfg, progress=False)
     assert not (tmp_path / "metrics.json").exists()

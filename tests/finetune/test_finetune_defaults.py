@@ -1,14 +1,15 @@
 """`factprobe finetune` defaults to the paper's full-parameter training (yuan2024 section 5; issue 29 item 5).
 
 Configuration only: nothing is trained here."""
+
 from __future__ import annotations
 
 import pytest
 
 from factprobe.cli import build_parser
+from factprobe.config import namespace_to_dict
 from factprobe.errors import ConfigError
 from factprobe.finetune.config import FinetuneConfig
-from factprobe.config import namespace_to_dict
 
 
 def _from_command_line(*flags: str) -> FinetuneConfig:

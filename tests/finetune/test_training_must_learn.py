@@ -10,6 +10,7 @@
 Tiny RANDOM llama on CPU (DeepSpeed over gloo, as tests/finetune/test_finetune.py): 1-2 optimizer
 steps per run.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,10 +81,38 @@ def test_cli_non_finite_grad_norm_is_one_line_under_zero0(tiny, tmp_path, capsys
     from factprobe.cli import main
 
     out = tmp_path / "ft"
-    rc = main(["finetune", "--model", str(tiny), "--train-set", "regular", "--train-size", "16", "--batch-size", "8",
-               "--grad-accum", "2", "--max-steps", "2", "--learning-rate", "3e-3", "--lr-scheduler", "constant",
-               "--lora-r", "4", "--lora-alpha", "9000000000000000000", "--zero-stage", "0", "--device", "cpu",
-               "--no-progress", "--out", str(out)])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(tiny),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "2",
+            "--learning-rate",
+            "3e-3",
+            "--lr-scheduler",
+            "constant",
+            "--lora-r",
+            "4",
+            "--lora-alpha",
+            "9000000000000000000",
+            "--zero-stage",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     lines = [ln for ln in captured.err.splitlines() if ln.startswith("error: ")]
     assert rc == 2 and "Traceback" not in captured.err and len(lines) == 1, captured.err
@@ -94,13 +123,13 @@ def test_cli_non_finite_grad_norm_is_one_line_under_zero0(tiny, tmp_path, capsys
 
 # ------------------------------------------------------------------ weights that did not move
 @pytest.mark.slow  # DeepSpeed training
-@pytest.mark.parametrize("stage,lora", [(0, True), (2, True), (3, True), (2, False)],
-                         ids=["zero0-lora", "zero2-lora", "zero3-lora", "zero2-full"])
+@pytest.mark.parametrize(
+    "stage,lora", [(0, True), (2, True), (3, True), (2, False)], ids=["zero0-lora", "zero2-lora", "zero3-lora", "zero2-full"]
+)
 def test_weights_that_did_not_move_are_refused(tiny, tmp_path, stage, lora):
     """A learning rate of 1e-50 is 0 in float32: every LoRA B matrix stays exactly 0 (the adapter
     is the base model), every full-training weight keeps its value. Refused: no result kept."""
-    cfg = tiny_cfg(tiny, tmp_path, zero_stage=stage, max_steps=2, learning_rate=1e-50, save_steps=1,
-                   lora_r=4 if lora else 0)
+    cfg = tiny_cfg(tiny, tmp_path, zero_stage=stage, max_steps=2, learning_rate=1e-50, save_steps=1, lora_r=4 if lora else 0)
     with pytest.raises(TrainingDidNotLearnError) as err:
         run_finetune(cfg, progress=False)
     text = str(err.value)
@@ -116,9 +145,34 @@ def test_cli_says_did_not_learn_in_one_line(tiny, tmp_path, capsys):
     from factprobe.cli import main
 
     out = tmp_path / "ft"
-    rc = main(["finetune", "--model", str(tiny), "--train-set", "regular", "--train-size", "16", "--batch-size", "8",
-               "--grad-accum", "2", "--max-steps", "1", "--learning-rate", "1e-50", "--lora-r", "4", "--zero-stage",
-               "0", "--device", "cpu", "--no-progress", "--out", str(out)])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(tiny),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "1",
+            "--learning-rate",
+            "1e-50",
+            "--lora-r",
+            "4",
+            "--zero-stage",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     lines = [ln for ln in captured.err.splitlines() if ln.startswith("error: ")]
     assert rc == 2 and "Traceback" not in captured.err and len(lines) == 1, captured.err
@@ -165,22 +219,34 @@ def _plain_trainer(tiny, tmp_path, monkeypatch, **kw):
     AcceleratorState._reset_state(reset_partial_state=True)
 
     from factprobe.finetune.data import Collator, RowDataset, tokenize_examples
-    from factprobe.finetune.sets import build_train_set
     from factprobe.finetune.guards import guarded_trainer
     from factprobe.finetune.model_setup import load_base, wrap_lora
+    from factprobe.finetune.sets import build_train_set
 
     cfg = tiny_cfg(tiny, tmp_path, max_steps=2, grad_accum=1, **kw)
     model, tok, _ = load_base(cfg)
     set_seed(0)
     model = wrap_lora(cfg, model)
     rows = tokenize_examples(tok, build_train_set("regular", model=str(tiny), size=16).examples, 256)
-    args = TrainingArguments(output_dir=str(tmp_path / "ck"), per_device_train_batch_size=16, max_steps=cfg.max_steps,
-                             learning_rate=cfg.learning_rate, lr_scheduler_type="constant", report_to="none",
-                             use_cpu=True, save_strategy="no", logging_steps=1, max_grad_norm=1.0,
-                             logging_nan_inf_filter=False, disable_tqdm=True, remove_unused_columns=False,
-                             dataloader_num_workers=0)
-    trainer = guarded_trainer(cfg, True)(model=model, args=args, train_dataset=RowDataset(rows),
-                                          data_collator=Collator(pad_id=tok.pad_token_id))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "ck"),
+        per_device_train_batch_size=16,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant",
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        logging_steps=1,
+        max_grad_norm=1.0,
+        logging_nan_inf_filter=False,
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+    trainer = guarded_trainer(cfg, True)(
+        model=model, args=args, train_dataset=RowDataset(rows), data_collator=Collator(pad_id=tok.pad_token_id)
+    )
     assert trainer.is_deepspeed_enabled is False
     return trainer
 
@@ -210,15 +276,31 @@ def test_pipeline_training_step_that_did_not_learn_is_a_failed_mlflow_run(tmp_pa
     from factprobe_ops.tracking.run import TrackedRun
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 2, "zero_stage": 0, "lora_r": 4,
-          "max_seq_len": 256, "device": "cpu", "learning_rate": 1e-50, "save_steps": 1}
+    ft = {
+        "train_size": 16,
+        "batch_size": 8,
+        "grad_accum": 2,
+        "max_steps": 2,
+        "zero_stage": 0,
+        "lora_r": 4,
+        "max_seq_len": 256,
+        "device": "cpu",
+        "learning_rate": 1e-50,
+        "save_steps": 1,
+    }
     with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
         pass
     adapter = tmp_path / "adapter"
     with pytest.raises(TrainingDidNotLearnError):
-        run_train_step("", str(adapter), str(tiny), "regular", ft,
-                       RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local",
-                                  parent_run_id=parent.run_id), work_root=str(tmp_path / "work"))
+        run_train_step(
+            "",
+            str(adapter),
+            str(tiny),
+            "regular",
+            ft,
+            RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local", parent_run_id=parent.run_id),
+            work_root=str(tmp_path / "work"),
+        )
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     children = [r for r in runs if r.info.run_id != parent.run_id]

@@ -1,5 +1,6 @@
 """Issue 28 item 1: content revisions of weights (every byte, each file hashed once), hub pins,
 numerics and data digests."""
+
 import os
 import shutil
 from pathlib import Path
@@ -92,9 +93,12 @@ def test_numerics_are_resolved_not_auto():
     assert num["dtype"] == "float32" and num["device"] == "cpu" and num["device_name"] not in ("", "auto")
     assert num["torch"] and num["transformers"] and num["factprobe"]
     assert identity.numerics_changes({**num, "dtype": "bfloat16", "device": "cuda"}, num) == [
-        "dtype bfloat16 vs float32", "device cuda vs cpu"]
+        "dtype bfloat16 vs float32",
+        "device cuda vs cpu",
+    ]
     assert identity.numerics_changes({**num, "transformers": "4.57.1"}, {**num, "transformers": "5.24.0"}) == [
-        "transformers 4.x vs 5.x"]
+        "transformers 4.x vs 5.x"
+    ]
     assert identity.numerics_changes(num, {**num, "transformers": "5.0.1", "device_name": "other"}) == []
 
 
@@ -103,8 +107,14 @@ def test_the_data_digest_covers_options_and_answers():
     from factprobe.facts import FactSet, MCItem
 
     def prepared(options, gold):
-        item = MCItem(relation="P36", subject="France", gold=options[gold], options=tuple(options),
-                      gold_index=gold, correct_objects=(options[gold],))
+        item = MCItem(
+            relation="P36",
+            subject="France",
+            gold=options[gold],
+            options=tuple(options),
+            gold_index=gold,
+            correct_objects=(options[gold],),
+        )
         return Prepared("mc", {"P36": [item]}, {"test": FactSet([], {}, "x")})
 
     base = identity.data_digest(prepared(["Paris", "Rome"], 0))

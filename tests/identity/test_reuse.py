@@ -1,5 +1,6 @@
 """Issue 28 item 2: a folder is resumed only when weights, data, config and numerics all match; rows
 are reused by their item's content. Tiny RANDOM models: the mechanics, never results."""
+
 import json
 import shutil
 from pathlib import Path
@@ -44,8 +45,9 @@ def items(tmp_path: Path, edit=None) -> Path:
 
 
 def cfg(model: Path, data: Path, **kw) -> RunConfig:
-    return RunConfig.from_dict({"probe": "mc-items", "model": str(model), "data": str(data), "device": "cpu",
-                                "dtype": "auto", **kw})
+    return RunConfig.from_dict(
+        {"probe": "mc-items", "model": str(model), "data": str(data), "device": "cpu", "dtype": "auto", **kw}
+    )
 
 
 def run(c: RunConfig, out: Path, lines: list | None = None):
@@ -71,8 +73,11 @@ def test_other_weights_in_the_same_folder_are_refused_naming_them(model, tmp_pat
     c = cfg(model, items(tmp_path))
     first = run(c, tmp_path / "out")
     redraw(model, seed=7)
-    with pytest.raises(ConfigError, match=r"holds results of other weights \(model revision local-sha256:\w+ then, "
-                                          r"local-sha256:\w+ now\); use another --out, or remove .* to start afresh"):
+    with pytest.raises(
+        ConfigError,
+        match=r"holds results of other weights \(model revision local-sha256:\w+ then, "
+        r"local-sha256:\w+ now\); use another --out, or remove .* to start afresh",
+    ):
         run(c, tmp_path / "out")
     assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == first.metrics  # nothing lost
 

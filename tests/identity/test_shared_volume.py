@@ -1,16 +1,19 @@
 """Two pipelines of one identity on one volume: the second probe step waits for the first's work
 folder and then reuses it instead of failing as busy (factprobe_ops/components/steps/probe.py::when_free)."""
+
 import subprocess
 import sys
 import time
 
 import pytest
 
-from factprobe_ops.components.steps.probe import when_free
 from factprobe.run_folder import FolderBusyError, claim
+from factprobe_ops.components.steps.probe import when_free
 
-HOLD = "import sys, time; from factprobe.run_folder import claim\nwith claim(sys.argv[1], 'probe', 'ic-lke'):\n" \
-       "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n"
+HOLD = (
+    "import sys, time; from factprobe.run_folder import claim\nwith claim(sys.argv[1], 'probe', 'ic-lke'):\n"
+    "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n"
+)
 
 
 def hold(folder, seconds: float) -> subprocess.Popen:

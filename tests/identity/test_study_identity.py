@@ -1,14 +1,15 @@
 """Issue 28 items 1-2 for studies: a study's result records its identity (the weights of every model it
 names, the bytes of its inputs, its config, the numerics) and a finished study folder is reused only
 for the same identity."""
+
 import json
 import shutil
 from dataclasses import dataclass
 
 import pytest
 
-from factprobe.errors import ConfigError
 from factprobe.config import ConfigBase, option
+from factprobe.errors import ConfigError
 from factprobe.studies.base import Study
 from factprobe.studies.cli import run_study, study_config
 

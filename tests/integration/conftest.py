@@ -8,6 +8,7 @@
 - `mlflow_client`: `MlflowClient` on that server, authenticated as the admin (env set for the test).
 - `factprobe_env`: env for a `factprobe` subprocess logging to the server (credentials, FACTPROBE_WORK).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,8 +32,10 @@ def servers(tmp_path_factory) -> Stack:
         pytest.skip("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin: apt-get install -y postgresql")
     missing = [m for m in ("psycopg2", "flask_wtf", "boto3") if importlib.util.find_spec(m) is None]
     if missing:  # a broken test environment, not a reason to skip
-        pytest.fail(f"integration servers need {missing}: pip install -c constraints.txt 'mlflow[auth]' psycopg2-binary "
-                    "'moto[server]'", pytrace=False)
+        pytest.fail(
+            f"integration servers need {missing}: pip install -c constraints.txt 'mlflow[auth]' psycopg2-binary 'moto[server]'",
+            pytrace=False,
+        )
     stack = Stack(tmp_path_factory.mktemp("servers"))
     try:
         stack.start()

@@ -1,4 +1,5 @@
 """Small helpers shared by the integration tests (running the CLI, reading its output)."""
+
 from __future__ import annotations
 
 import json

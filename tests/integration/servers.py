@@ -10,6 +10,7 @@ Start the whole stack by hand (prints the URIs and the client env, Ctrl-C stops 
 
     scripts/start_test_servers.sh      # = cd tests && python -m integration.servers
 """
+
 from __future__ import annotations
 
 import configparser
@@ -140,10 +141,23 @@ class Postgres:
 
     def start(self) -> Postgres:
         b = self.bin_dir
-        self._run(str(b / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth-local=trust",
-                  "--auth-host=scram-sha-256", "--no-sync", "-E", "UTF8", "--locale=C")
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
+        self._run(
+            str(b / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        )
+        opts = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=50"
+        )
         self._run(str(b / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.log), "-w", "-t", "60", "start")
         import psycopg2
 
@@ -190,16 +204,26 @@ class MotoS3:
             raise ServerError("moto_server not installed (pip install 'moto[server]')")
         self.log = workdir / "moto.log"
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)], stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [exe, "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         _wait_http(f"{self.endpoint}/moto-api/data.json", self.proc, self.log, timeout, "moto_server")
         return self
 
     def client(self):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
-                            aws_secret_access_key="testing", region_name="us-east-1")
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -264,8 +288,11 @@ class MlflowServer:
     def server_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
         env.update(
-            MLFLOW_S3_ENDPOINT_URL=self.s3_endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION="us-east-1", MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
+            MLFLOW_S3_ENDPOINT_URL=self.s3_endpoint,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+            MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
             MLFLOW_AUTH_CONFIG_PATH=str(self.auth_ini),
             # The auth app refuses to start without a static CSRF key (stable across restarts).
             MLFLOW_FLASK_SERVER_SECRET_KEY="factprobe-integration-tests-csrf-key",
@@ -277,13 +304,33 @@ class MlflowServer:
         if self.proc is not None and self.proc.poll() is None:
             raise ServerError(f"MLflow server at {self.uri} is already running")
         exe = Path(sys.executable).parent / "mlflow"
-        cmd = [str(exe) if exe.exists() else "mlflow", "server", "--app-name", "basic-auth",
-               "--backend-store-uri", self.backend_store_uri, "--artifacts-destination", f"s3://{BUCKET}",
-               "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        cmd = [
+            str(exe) if exe.exists() else "mlflow",
+            "server",
+            "--app-name",
+            "basic-auth",
+            "--backend-store-uri",
+            self.backend_store_uri,
+            "--artifacts-destination",
+            f"s3://{BUCKET}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+        ]
         self.starts += 1
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=self.server_env(), stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.workdir,
+                env=self.server_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return _wait_http(f"{self.uri}/health", self.proc, self.log, timeout, "mlflow server")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -303,8 +350,13 @@ class MlflowServer:
 def client_env(uri: str, username: str = ADMIN_USER, password: str = ADMIN_PASSWORD) -> dict[str, str]:
     """Env for a factprobe process that logs to `uri` as `username` (MLflow's basic-auth client env)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
-    env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password,
-               PYTHONUNBUFFERED="1", TQDM_DISABLE="1")
+    env.update(
+        MLFLOW_TRACKING_URI=uri,
+        MLFLOW_TRACKING_USERNAME=username,
+        MLFLOW_TRACKING_PASSWORD=password,
+        PYTHONUNBUFFERED="1",
+        TQDM_DISABLE="1",
+    )
     return env
 
 
@@ -355,8 +407,11 @@ def main() -> int:
     print(f"S3 (moto)  : {stack.s3.endpoint}  bucket {BUCKET}  (AWS keys: testing/testing)")
     print(f"MLflow     : {stack.mlflow.uri}  (basic auth {ADMIN_USER} / {ADMIN_PASSWORD})")
     print(f"logs       : {root}")
-    print(f"\nexport MLFLOW_TRACKING_URI={stack.mlflow.uri} MLFLOW_TRACKING_USERNAME={ADMIN_USER} "
-          f"MLFLOW_TRACKING_PASSWORD={ADMIN_PASSWORD}", flush=True)
+    print(
+        f"\nexport MLFLOW_TRACKING_URI={stack.mlflow.uri} MLFLOW_TRACKING_USERNAME={ADMIN_USER} "
+        f"MLFLOW_TRACKING_PASSWORD={ADMIN_PASSWORD}",
+        flush=True,
+    )
     stopping = []
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job inherits it ignored
         signal.signal(sig, lambda *_: stopping.append(1))

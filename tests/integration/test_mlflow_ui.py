@@ -8,6 +8,7 @@ the page must render both run names and the `acc` metric. The screenshot lands i
 
 Needs `apt-get install -y chromium chromium-driver`; skipped with that command when missing.
 """
+
 from __future__ import annotations
 
 import base64
@@ -45,9 +46,19 @@ def chrome(tmp_path):
     browser, driver_path = _browser_paths()
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1600,2000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1600,2000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_path, log_output=str(tmp_path / "chromedriver.log")), options=opts)
     try:
@@ -63,9 +74,30 @@ def two_model_runs(servers, factprobe_env, tmp_path) -> dict[str, str]:
     uri = servers.mlflow.uri
     runs = {}
     for model in MODELS:
-        proc = run_factprobe(["probe", "ic-lke", "--model", model, "--relations", "P36", "--max-facts-per-relation", "4",
-                              "--examples", "10", "--choices", "10", "--out", str(tmp_path / model), "--tracking-uri", uri,
-                              "--require-tracking", "--no-progress"], env=factprobe_env, cwd=tmp_path)
+        proc = run_factprobe(
+            [
+                "probe",
+                "ic-lke",
+                "--model",
+                model,
+                "--relations",
+                "P36",
+                "--max-facts-per-relation",
+                "4",
+                "--examples",
+                "10",
+                "--choices",
+                "10",
+                "--out",
+                str(tmp_path / model),
+                "--tracking-uri",
+                uri,
+                "--require-tracking",
+                "--no-progress",
+            ],
+            env=factprobe_env,
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, explain(proc)
         # the CLI ends with the run's page on the server (factprobe_ops/tracking/cli.py open_lines)
         found = re.search(r"MLflow run ([0-9a-f]{32}): open " + re.escape(uri.rstrip("/")) + r"/#/experiments/", proc.stdout)
@@ -100,8 +132,12 @@ def test_compare_view_shows_both_models(servers, mlflow_client, two_model_runs, 
     while True:
         body = text()
         lines = [ln.strip() for ln in body.splitlines()]
-        ready = ("Comparing 2 Runs" in body and all(n in lines for n in names)
-                 and "Metrics" in lines and "accuracy" in lines[lines.index("Metrics"):])
+        ready = (
+            "Comparing 2 Runs" in body
+            and all(n in lines for n in names)
+            and "Metrics" in lines
+            and "accuracy" in lines[lines.index("Metrics") :]
+        )
         if ready or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -151,9 +187,23 @@ def plain_mlflow_ui(local_pipeline_store):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                             f"sqlite:///{local_pipeline_store / 'mlruns.db'}", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=local_pipeline_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{local_pipeline_store / 'mlruns.db'}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=local_pipeline_store,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -194,6 +244,7 @@ def _add_column(chrome, name: str) -> None:
             box.send_keys(name.split("/")[0])
             break
     time.sleep(1)
+
     def items() -> list:
         return [e for e in chrome.find_elements(By.XPATH, f"//*[normalize-space(text())='{name}']") if e.is_displayed()]
 

@@ -4,6 +4,7 @@ runs live in PostgreSQL and whose artifacts live in S3 (moto).
 Checked through the MLflow API, then underneath it: the bucket through boto3 and the database
 through psycopg2, so a client-side fallback (local files, sqlite) cannot pass for the server.
 """
+
 from __future__ import annotations
 
 import io
@@ -43,12 +44,29 @@ def pipeline_run(servers, tmp_path_factory):
     env["FACTPROBE_WORK"] = str(tmp / "work")
     t0 = int(time.time() * 1000)
     proc = run_factprobe(
-        ["pipeline", "run", "probe", "--param", f"models={json.dumps([MODEL])}",
-         "--param", f"max_facts_per_relation={FACTS_PER_RELATION}", "--param", f"relations={','.join(RELATIONS)}",
-         # small prompts keep the CPU run short; the tracking path is the same at any size
-         "--param", "examples=10", "--param", "choices=10",
-         "--tracking-uri", uri, "--pipeline-root", str(tmp / "kfp")],
-        env=env, cwd=tmp, timeout=480,
+        [
+            "pipeline",
+            "run",
+            "probe",
+            "--param",
+            f"models={json.dumps([MODEL])}",
+            "--param",
+            f"max_facts_per_relation={FACTS_PER_RELATION}",
+            "--param",
+            f"relations={','.join(RELATIONS)}",
+            # small prompts keep the CPU run short; the tracking path is the same at any size
+            "--param",
+            "examples=10",
+            "--param",
+            "choices=10",
+            "--tracking-uri",
+            uri,
+            "--pipeline-root",
+            str(tmp / "kfp"),
+        ],
+        env=env,
+        cwd=tmp,
+        timeout=480,
     )
     assert proc.returncode == 0, explain(proc)
     assert "succeeded" in proc.stdout + proc.stderr, explain(proc)
@@ -59,8 +77,11 @@ def pipeline_run(servers, tmp_path_factory):
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name("factprobe/probe")
         assert exp is not None, "experiment factprobe/probe was not created"
-        parents = [r for r in client.search_runs([exp.experiment_id], filter_string="tags.`factprobe.role` = 'parent'")
-                   if r.info.start_time >= t0]
+        parents = [
+            r
+            for r in client.search_runs([exp.experiment_id], filter_string="tags.`factprobe.role` = 'parent'")
+            if r.info.start_time >= t0
+        ]
         assert len(parents) == 1, [p.info.run_name for p in parents]
         parent = parents[0]
         children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
@@ -118,11 +139,17 @@ def test_artifacts_are_in_the_s3_bucket(pipeline_run, servers):
     def keys(run_id):
         prefix = f"{exp_id}/{run_id}/artifacts/"
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return {o["Key"][len(prefix):] for page in pages for o in page.get("Contents", [])}
+        return {o["Key"][len(prefix) :] for page in pages for o in page.get("Contents", [])}
 
     child_keys = keys(probe.info.run_id)
-    for name in ("tables/per_fact.parquet", "tables/per_fact.json", "tables/per_relation.json", "results/results.jsonl",
-                 "results/metrics.json", "figures/per_relation_accuracy.png"):
+    for name in (
+        "tables/per_fact.parquet",
+        "tables/per_fact.json",
+        "tables/per_relation.json",
+        "results/results.jsonl",
+        "results/metrics.json",
+        "figures/per_relation_accuracy.png",
+    ):
         assert name in child_keys, sorted(child_keys)
     parent_keys = keys(parent.info.run_id)
     for name in ("figures/accuracy_heatmap.png", "summary/summary.json", "tables/summary.json"):
@@ -134,7 +161,11 @@ def test_artifacts_are_in_the_s3_bucket(pipeline_run, servers):
     assert len(table) == FACTS_PER_RELATION * len(RELATIONS)
     assert table["fact_id"].is_unique
     assert set(table["relation"]) == set(RELATIONS)
-    rows = [json.loads(x) for x in s3.get_object(Bucket=BUCKET, Key=prefix + "results/results.jsonl")["Body"].read().decode().splitlines() if x.strip()]
+    rows = [
+        json.loads(x)
+        for x in s3.get_object(Bucket=BUCKET, Key=prefix + "results/results.jsonl")["Body"].read().decode().splitlines()
+        if x.strip()
+    ]
     assert sorted(r["fact_id"] for r in rows) == sorted(table["fact_id"])
     png = s3.get_object(Bucket=BUCKET, Key=prefix + "figures/per_relation_accuracy.png")["Body"].read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,6 +5,7 @@ logged, so a dead server never costs scored facts; with --require-tracking the C
 with one line naming the URI, without it it warns (naming the URI) and exits 0; a rerun resumes
 and logs a complete run; no run is left RUNNING.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,19 @@ MODEL = "smollm2-135m-instruct"
 # Three checkpoint batches (factprobe.probes.runner.FACTS_PER_BATCH = 8): the server is killed after
 # the first one, while the other two are still being scored.
 CRASH_FACTS = 24
-TINY = ["--model", MODEL, "--relations", "P36", "--max-facts-per-relation", "1", "--examples", "5", "--choices", "5",
-        "--no-progress"]
+TINY = [
+    "--model",
+    MODEL,
+    "--relations",
+    "P36",
+    "--max-facts-per-relation",
+    "1",
+    "--examples",
+    "5",
+    "--choices",
+    "5",
+    "--no-progress",
+]
 
 
 def _lines(path) -> int:
@@ -43,12 +55,30 @@ def _known_bugs(bugs: list[str]) -> None:
 def test_server_killed_during_probe_then_rerun_resumes(mlflow_server, mlflow_client, factprobe_env, tmp_path):
     uri = mlflow_server.uri
     out = tmp_path / "out"
-    args = ["probe", "ic-lke", "--model", MODEL, "--relations", "P36", "--max-facts-per-relation", str(CRASH_FACTS),
-            "--examples", "10", "--choices", "10", "--out", str(out), "--tracking-uri", uri, "--require-tracking",
-            "--no-progress"]
+    args = [
+        "probe",
+        "ic-lke",
+        "--model",
+        MODEL,
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        str(CRASH_FACTS),
+        "--examples",
+        "10",
+        "--choices",
+        "10",
+        "--out",
+        str(out),
+        "--tracking-uri",
+        uri,
+        "--require-tracking",
+        "--no-progress",
+    ]
     ckpt = out / "checkpoint.jsonl"
-    proc = subprocess.Popen(factprobe_cmd(*args), env=factprobe_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        factprobe_cmd(*args), env=factprobe_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 300
         while _lines(ckpt) == 0:
@@ -99,16 +129,21 @@ def test_server_killed_during_probe_then_rerun_resumes(mlflow_server, mlflow_cli
         bugs.append("factprobe CLI prints a traceback for TrackingError (factprobe/cli.py main catches only FactprobeError)")
     running = [r.info.run_id for r in runs if r.info.status == "RUNNING"]
     if running:
-        bugs.append(f"the CLI run of the crash stays RUNNING ({running}): CLI probe runs have no step_key, "
-                    "so TrackedRun._fail_stale never ends them")
+        bugs.append(
+            f"the CLI run of the crash stays RUNNING ({running}): CLI probe runs have no step_key, "
+            "so TrackedRun._fail_stale never ends them"
+        )
     _known_bugs(bugs)
 
 
 def test_wrong_password_with_require_tracking_fails_in_one_line(servers, tmp_path):
     uri = servers.mlflow.uri
     env = client_env(uri, password="not-the-password")
-    proc = run_factprobe(["probe", "ic-lke", *TINY, "--out", str(tmp_path / "out"), "--tracking-uri", uri,
-                          "--require-tracking"], env=env, cwd=tmp_path)
+    proc = run_factprobe(
+        ["probe", "ic-lke", *TINY, "--out", str(tmp_path / "out"), "--tracking-uri", uri, "--require-tracking"],
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0, explain(proc)
     msg = last_line(proc.stderr)
     assert uri in msg and ("401" in msg or "credentials" in msg.lower()), explain(proc)

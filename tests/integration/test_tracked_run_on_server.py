@@ -3,6 +3,7 @@
 The run-status contract of DESIGN.md section 6: a failed step marks its run FAILED, a crashed
 step's run does not stay RUNNING, and the exit handler ends the parent and any child left open.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,10 @@ def test_stale_running_run_of_the_same_step_is_marked_failed(uri, mlflow_client)
 def test_exception_in_the_block_ends_the_run_failed(uri, mlflow_client):
     from factprobe_ops.tracking.run import TrackedRun
 
-    with pytest.raises(RuntimeError, match="step crashed"), \
-            TrackedRun(pipeline="itest", run_name="boom", tracking_uri=uri, required=True) as run:
+    with (
+        pytest.raises(RuntimeError, match="step crashed"),
+        TrackedRun(pipeline="itest", run_name="boom", tracking_uri=uri, required=True) as run,
+    ):
         raise RuntimeError("step crashed")
     assert mlflow_client.get_run(run.run_id).info.status == "FAILED"
 
@@ -81,8 +84,7 @@ def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, mo
     stale = {"reads": 0}
 
     def get_before_the_other_created_it(self, method, endpoint, body=None, ok_missing=False):
-        if endpoint == "experiments/get-by-name" and body["experiment_name"] == experiment_name(pipeline) \
-                and stale["reads"] == 0:
+        if endpoint == "experiments/get-by-name" and body["experiment_name"] == experiment_name(pipeline) and stale["reads"] == 0:
             stale["reads"] += 1
             mlflow_client.create_experiment(body["experiment_name"])  # the other run wins right after our read
             return None
@@ -92,8 +94,10 @@ def test_experiment_created_by_a_concurrent_run_is_reused(uri, mlflow_client, mo
     with TrackedRun(pipeline=pipeline, tracking_uri=uri, required=True) as run:
         pass
     assert stale["reads"] == 1
-    assert mlflow_client.get_run(run.run_id).info.experiment_id == \
-        mlflow_client.get_experiment_by_name(experiment_name(pipeline)).experiment_id
+    assert (
+        mlflow_client.get_run(run.run_id).info.experiment_id
+        == mlflow_client.get_experiment_by_name(experiment_name(pipeline)).experiment_id
+    )
 
 
 def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):
@@ -105,8 +109,9 @@ def test_finalize_ends_parent_and_children_left_running(uri, mlflow_client):
     kfp_run_id = uuid.uuid4().hex[:8]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        parent_id = RunContext.from_json(run_start("itest", kfp_run_id, "ci", uri,
-                                                   json.dumps({"models": ["m1", "m2"], "seed": 0}))).parent_run_id
+        parent_id = RunContext.from_json(
+            run_start("itest", kfp_run_id, "ci", uri, json.dumps({"models": ["m1", "m2"], "seed": 0}))
+        ).parent_run_id
     child = TrackedRun(pipeline="itest", run_name="probe", tracking_uri=uri, parent_run_id=parent_id, required=True)
     child.__enter__()  # the step was killed: still RUNNING
     assert run_finalize("itest", kfp_run_id, uri, state="FAILED", error="probe-model: OOMKilled") == "FAILED"

@@ -10,6 +10,7 @@
   benchmarks ship it) and 4 `loglikelihood` requests share one context.
 Nothing of ../shared/data is copied into the repository; the files live in `folder`.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,17 +43,19 @@ def build_task(data_root: Path, folder: Path, items: int = 20, shots: int = 25, 
     test_subjects = {f["sub_label"] for f in test_facts}
     train = [f for f in train_facts if f["sub_label"] not in test_subjects]
     folder.mkdir(parents=True, exist_ok=True)
-    records = {"test": [_item(f, pool, rng) for f in rng.sample(test_facts, items)],
-               "train": [_item(f, pool, rng) for f in rng.sample(train, shots)]}
+    records = {
+        "test": [_item(f, pool, rng) for f in rng.sample(test_facts, items)],
+        "train": [_item(f, pool, rng) for f in rng.sample(train, shots)],
+    }
     for split, rows in records.items():
         (folder / f"{split}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     (folder / f"{TASK}.yaml").write_text(f"""task: {TASK}
 dataset_path: json
 dataset_kwargs:
   data_files:
-    train: {folder / 'train.json'}
-    test: {folder / 'test.json'}
-  cache_dir: {folder / 'hf-datasets'}
+    train: {folder / "train.json"}
+    test: {folder / "test.json"}
+  cache_dir: {folder / "hf-datasets"}
 output_type: multiple_choice
 training_split: train
 fewshot_split: train

@@ -5,6 +5,7 @@ request by request (log-likelihoods, is_greedy, rolling log-likelihoods, greedy 
 `real_model` tests run a local-data lm-eval task (4-option LAMA T-REx P36 items after 25 in-context
 examples, tests/integrations/lm_eval_task.py) through `lm_eval.simple_evaluate` and lm-eval's CLI.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ from tests.integrations.lm_eval_task import TASK, build_task
 
 REPO = Path(__file__).resolve().parents[2]
 #: the k-shot block every question of the fast tests shares (long enough to form a run)
-SHOTS = "".join(f"The capital of {c} is {k}.\n" for c, k in
-                [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo")])
+SHOTS = "".join(
+    f"The capital of {c} is {k}.\n"
+    for c, k in [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo")]
+)
 
 
 def _requests(kind: str, pairs) -> list[Instance]:
@@ -42,8 +45,12 @@ def _pairs() -> list[tuple[str, str]]:
     questions = ["The capital of Peru is", "The capital of Canada is ", "Marie Curie was born in"]
     choices = ["Lima", "Limassol", " Ottawa", "Warsaw and Paris"]
     pairs = [(SHOTS + q, c if q.endswith(" ") or c.startswith(" ") else " " + c) for q in questions for c in choices]
-    pairs += [("Niels Bohr won in", " 1922"), ("Niels Bohr won in", " 1921"), (SHOTS.rstrip("\n"), "\nThe"),
-              ("", "Paris is a city")]
+    pairs += [
+        ("Niels Bohr won in", " 1922"),
+        ("Niels Bohr won in", " 1921"),
+        (SHOTS.rstrip("\n"), "\nThe"),
+        ("", "Paris is a city"),
+    ]
     return pairs
 
 
@@ -69,7 +76,10 @@ def test_is_greedy_is_true_for_the_models_own_greedy_continuation(models):
     gen = ours.generator.greedy([SHOTS + "The capital of Peru is"], max_new_tokens=3)[0]
     cont = ours.tokenizer.decode(gen.token_ids[:3])
     reqs = _requests("loglikelihood", [(SHOTS + "The capital of Peru is", cont)])
-    (lp, greedy), (hf_lp, hf_greedy) = ours.loglikelihood(reqs, disable_tqdm=True)[0], hf.loglikelihood(reqs, disable_tqdm=True)[0]
+    (lp, greedy), (hf_lp, hf_greedy) = (
+        ours.loglikelihood(reqs, disable_tqdm=True)[0],
+        hf.loglikelihood(reqs, disable_tqdm=True)[0],
+    )
     assert greedy is hf_greedy is True and abs(lp - hf_lp) < 1e-4
 
 
@@ -82,7 +92,7 @@ def test_each_context_is_forwarded_once(models):
     before = ours.scorer.stats.prefix_tokens + ours.scorer.stats.packed_tokens
     ours.loglikelihood(_requests("loglikelihood", pairs), disable_tqdm=True)
     forwarded = ours.scorer.stats.prefix_tokens + ours.scorer.stats.packed_tokens - before
-    naive = sum(len(ours.tok_encode(c.rstrip() + (c[len(c.rstrip()):] + x))) for c, x in pairs)
+    naive = sum(len(ours.tok_encode(c.rstrip() + (c[len(c.rstrip()) :] + x))) for c, x in pairs)
     block = len(ours.tok_encode(SHOTS))
     assert forwarded < block + 0.25 * (naive - 12 * block) + 12 * 4, (forwarded, naive)
 
@@ -99,8 +109,7 @@ def test_a_trie_over_the_token_budget_is_split_and_still_exact(tiny_model_path):
 @pytest.mark.slow  # builds HFLM and FactprobeLM on a tiny model: 2-10 s on a busy 2-core machine
 def test_a_request_longer_than_the_window_is_cut_from_the_left_as_hf_cuts_it(tiny_model_path):
     path = str(tiny_model_path("gpt2"))
-    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=24),
-                HFLM(pretrained=path, device="cpu", max_length=24))
+    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=24), HFLM(pretrained=path, device="cpu", max_length=24))
     reqs = _requests("loglikelihood", [(SHOTS, " The capital"), (SHOTS, " The end")])
     got, want = ours.loglikelihood(reqs, disable_tqdm=True), hf.loglikelihood(reqs, disable_tqdm=True)
     np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], atol=1e-4, rtol=0)
@@ -109,20 +118,22 @@ def test_a_request_longer_than_the_window_is_cut_from_the_left_as_hf_cuts_it(tin
 @pytest.mark.slow  # builds HFLM and FactprobeLM on a tiny model: 2-10 s on a busy 2-core machine
 def test_rolling_loglikelihood_equals_hf(tiny_model_path):
     path = str(tiny_model_path("llama"))
-    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=32),
-                HFLM(pretrained=path, device="cpu", max_length=32))
+    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=32), HFLM(pretrained=path, device="cpu", max_length=32))
     reqs = _requests("loglikelihood_rolling", [(SHOTS,), ("Marie Curie was born in Warsaw.",)])
-    np.testing.assert_allclose(ours.loglikelihood_rolling(reqs, disable_tqdm=True),
-                               hf.loglikelihood_rolling(reqs, disable_tqdm=True), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(
+        ours.loglikelihood_rolling(reqs, disable_tqdm=True), hf.loglikelihood_rolling(reqs, disable_tqdm=True), atol=1e-4, rtol=0
+    )
 
 
 @pytest.mark.slow  # builds HFLM and FactprobeLM on a tiny model: 2-10 s on a busy 2-core machine
 def test_greedy_generate_until_equals_hf(models):
     ours, hf = models
     args = {"until": ["\n", "."], "max_gen_toks": 6, "do_sample": False}
-    reqs = _requests("generate_until", [(SHOTS + q, dict(args)) for q in ["The capital of Peru is", "The capital of Chile is",
-                                                                         "Albert Einstein was born in"]]
-                     + [("Q: What is", {"until": ["?"], "max_gen_toks": 5})])
+    reqs = _requests(
+        "generate_until",
+        [(SHOTS + q, dict(args)) for q in ["The capital of Peru is", "The capital of Chile is", "Albert Einstein was born in"]]
+        + [("Q: What is", {"until": ["?"], "max_gen_toks": 5})],
+    )
     before = ours.generator.stats.forwards
     assert ours.generate_until(reqs, disable_tqdm=True) == hf.generate_until(reqs, disable_tqdm=True)
     assert ours.generator.stats.forwards > before  # factprobe's Generator ran them, not HFLM's fallback
@@ -133,10 +144,11 @@ def test_prompts_the_generator_would_encode_differently_go_to_hflm(tiny_model_pa
     """A prompt that starts with the BOS text (a chat template's) and one too long for the window
     with max_gen_toks: HFLM's own generate_until answers them, as `--model hf` would."""
     path = str(tiny_model_path("llama"))
-    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=48),
-                HFLM(pretrained=path, device="cpu", max_length=48))
+    ours, hf = (lem.FactprobeLM(pretrained=path, device="cpu", max_length=48), HFLM(pretrained=path, device="cpu", max_length=48))
     args = {"until": ["\n"], "max_gen_toks": 4}
-    reqs = _requests("generate_until", [(ours.tokenizer.bos_token + "The capital of Peru is", dict(args)), (SHOTS * 2, dict(args))])
+    reqs = _requests(
+        "generate_until", [(ours.tokenizer.bos_token + "The capital of Peru is", dict(args)), (SHOTS * 2, dict(args))]
+    )
     assert ours.generator.encode(reqs[0].args[0]) != hf.tok_encode(reqs[0].args[0])  # BOS twice: not the same tokens
     before = ours.generator.stats.forwards
     assert ours.generate_until(reqs, disable_tqdm=True) == hf.generate_until(reqs, disable_tqdm=True)
@@ -196,8 +208,19 @@ def test_fit_window_follows_hflm():
 @pytest.mark.slow
 def test_the_command_line_says_a_bad_model_arg_in_one_line(real_data_root, tmp_path):
     build_task(real_data_root, tmp_path, items=2, shots=1)
-    cmd = [sys.executable, "-m", "factprobe.lm_eval_model", "--model", "factprobe", "--model_args",
-           "pretrained=smollm2-135m-instruct,dtype=float8", "--tasks", TASK, "--include_path", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "factprobe.lm_eval_model",
+        "--model",
+        "factprobe",
+        "--model_args",
+        "pretrained=smollm2-135m-instruct,dtype=float8",
+        "--tasks",
+        TASK,
+        "--include_path",
+        str(tmp_path),
+    ]
     done = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "float8" in done.stderr.strip().splitlines()[-1]
@@ -219,8 +242,13 @@ def task_dir(real_data_root, tmp_path_factory) -> Path:
 def _evaluate(model: str, path: Path, task_manager) -> dict:
     import lm_eval
 
-    return lm_eval.simple_evaluate(model=model, model_args=f"pretrained={path},device=cpu,dtype=float32", tasks=[TASK],
-                                   task_manager=task_manager, log_samples=True)
+    return lm_eval.simple_evaluate(
+        model=model,
+        model_args=f"pretrained={path},device=cpu,dtype=float32",
+        tasks=[TASK],
+        task_manager=task_manager,
+        log_samples=True,
+    )
 
 
 @pytest.mark.real_model
@@ -230,8 +258,10 @@ def test_local_task_loglikelihoods_and_accuracy_equal_hf(real_model_path, task_d
     path = real_model_path("smollm2-135m-instruct")
     task_manager = TaskManager(include_path=str(task_dir))  # indexes lm-eval's own task files: once (20-40 s here)
     ours, hf = _evaluate("factprobe", path, task_manager), _evaluate("hf", path, task_manager)
-    lls = {name: np.array([[r[0] for r in s["filtered_resps"]] for s in run["samples"][TASK]])
-           for name, run in (("factprobe", ours), ("hf", hf))}
+    lls = {
+        name: np.array([[r[0] for r in s["filtered_resps"]] for s in run["samples"][TASK]])
+        for name, run in (("factprobe", ours), ("hf", hf))
+    }
     assert lls["factprobe"].shape == (8, 4)
     np.testing.assert_allclose(lls["factprobe"], lls["hf"], atol=1e-4, rtol=0)
     assert ours["results"][TASK]["acc,none"] == hf["results"][TASK]["acc,none"]
@@ -241,10 +271,26 @@ def test_local_task_loglikelihoods_and_accuracy_equal_hf(real_model_path, task_d
 @pytest.mark.real_model
 def test_lm_eval_command_line_runs_the_factprobe_model(real_model_path, task_dir, tmp_path):
     path = real_model_path("smollm2-135m-instruct")
-    cmd = [sys.executable, "-m", "factprobe.lm_eval_model", "--model", "factprobe", "--model_args", f"pretrained={path},device=cpu",
-           "--tasks", TASK, "--include_path", str(task_dir), "--limit", "2", "--output_path", str(tmp_path / "out")]
-    done = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "factprobe.lm_eval_model",
+        "--model",
+        "factprobe",
+        "--model_args",
+        f"pretrained={path},device=cpu",
+        "--tasks",
+        TASK,
+        "--include_path",
+        str(task_dir),
+        "--limit",
+        "2",
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
+    done = subprocess.run(
+        cmd, check=False, cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (result,) = (tmp_path / "out").rglob("results_*.json")
     data = json.loads(result.read_text())

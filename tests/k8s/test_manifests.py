@@ -7,6 +7,7 @@ in any file we ship. checkov runs too when `.venv-tools/bin/checkov` exists.
 
 Run by hand: scripts/validate_manifests.sh
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -240,13 +241,19 @@ def test_mlflow_server_command_and_configuration(rendered):
         assert server["command"] == ["mlflow"]
         args = server["args"]
         assert args[0] == "server"
-        for arg in ("--app-name=basic-auth", "--artifacts-destination=s3://mlflow-artifacts",
-                    "--host=0.0.0.0", "--port=5000", "--serve-artifacts"):
+        for arg in (
+            "--app-name=basic-auth",
+            "--artifacts-destination=s3://mlflow-artifacts",
+            "--host=0.0.0.0",
+            "--port=5000",
+            "--serve-artifacts",
+        ):
             assert arg in args, f"{name}: mlflow server lacks {arg}"
         env = env_of(server)
         uri = env["MLFLOW_BACKEND_STORE_URI"]["value"]
-        assert uri == ("postgresql+psycopg2://$(POSTGRES_USER):$(POSTGRES_PASSWORD)"
-                       "@postgres.factprobe.svc.cluster.local:5432/$(POSTGRES_DB)")
+        assert uri == (
+            "postgresql+psycopg2://$(POSTGRES_USER):$(POSTGRES_PASSWORD)@postgres.factprobe.svc.cluster.local:5432/$(POSTGRES_DB)"
+        )
         names = list(env)
         for var in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"):
             # $(VAR) expansion only sees variables defined earlier in the list
@@ -299,8 +306,12 @@ def test_minio_statefulset_services_and_bucket_job(rendered):
         assert bucket in script
     policy = json.loads((K8S / "base" / "minio" / "factprobe-readwrite-policy.json").read_text())
     resources = {r for s in policy["Statement"] for r in s["Resource"]}
-    assert resources == {"arn:aws:s3:::mlflow-artifacts", "arn:aws:s3:::factprobe-data",
-                         "arn:aws:s3:::mlflow-artifacts/*", "arn:aws:s3:::factprobe-data/*"}
+    assert resources == {
+        "arn:aws:s3:::mlflow-artifacts",
+        "arn:aws:s3:::factprobe-data",
+        "arn:aws:s3:::mlflow-artifacts/*",
+        "arn:aws:s3:::factprobe-data/*",
+    }
 
 
 def test_setup_scripts_parse():
@@ -335,8 +346,10 @@ def _policy_ports(policy: dict) -> set[int]:
 
 def _step_peer(namespace: str) -> dict:
     """The one `from` entry that admits pipeline steps: label AND namespace."""
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "podSelector": {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}}}
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "podSelector": {"matchLabels": {PIPELINE_ROLE_LABEL[0]: PIPELINE_ROLE_LABEL[1]}},
+    }
 
 
 def test_network_policies(rendered):
@@ -349,7 +362,9 @@ def test_network_policies(rendered):
         mlflow = find(docs, "NetworkPolicy", "allow-mlflow-ingress")
         assert mlflow["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "mlflow"}
         assert _policy_peers(mlflow) == [
-            _step_peer("kubeflow"), {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow-setup"}}}]
+            _step_peer("kubeflow"),
+            {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow-setup"}}},
+        ]
         assert _policy_ports(mlflow) == {5000}
 
         postgres = find(docs, "NetworkPolicy", "allow-postgres-ingress")
@@ -360,7 +375,8 @@ def test_network_policies(rendered):
         assert _policy_peers(minio) == [
             {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}},
             {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "minio-setup"}}},
-            _step_peer("kubeflow")]
+            _step_peer("kubeflow"),
+        ]
         assert _policy_ports(minio) == {9000}
 
 
@@ -389,7 +405,8 @@ def test_pipeline_namespace_is_a_parameter(rendered, tmp_path):
         "configMapGenerator:\n"
         "  - name: factprobe-pipeline-namespace\n"
         "    behavior: merge\n"
-        "    literals: [namespace=kubeflow-user-example-com]\n")
+        "    literals: [namespace=kubeflow-user-example-com]\n"
+    )
     docs = render(overlay)
     for policy in ("allow-mlflow-ingress", "allow-minio-ingress"):
         peers = _policy_peers(find(docs, "NetworkPolicy", policy))
@@ -413,8 +430,12 @@ def test_pipeline_step_egress_allowlist(rendered):
     rules = _egress_rules(policy)
 
     def pods(namespace, **labels):
-        return [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                 "podSelector": {"matchLabels": labels}}]
+        return [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "podSelector": {"matchLabels": labels},
+            }
+        ]
 
     assert (pods("kube-system", **{"k8s-app": "kube-dns"}), {("UDP", 53), ("TCP", 53)}) in rules
     assert (pods("factprobe", **{"app.kubernetes.io/name": "mlflow"}), {("TCP", 5000)}) in rules
@@ -429,8 +450,9 @@ def test_pipeline_step_egress_allowlist(rendered):
                 assert peer["ipBlock"]["cidr"].endswith("/32"), peer
 
     # the selectors name real pods of the stack
-    stack_labels = [d["spec"]["template"]["metadata"]["labels"] for d in rendered["production"]
-                    if d["kind"] in {"Deployment", "StatefulSet"}]
+    stack_labels = [
+        d["spec"]["template"]["metadata"]["labels"] for d in rendered["production"] if d["kind"] in {"Deployment", "StatefulSet"}
+    ]
     for name_ in ("mlflow", "minio"):
         assert any(labels.get("app.kubernetes.io/name") == name_ for labels in stack_labels)
 
@@ -463,16 +485,23 @@ def test_policy_selectors_match_real_pods(rendered):
     """A typo in a selector would silently cut a component off: every same-namespace pod
     selector of every policy must match the labels of some pod template."""
     for name in STACK:
-        pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in rendered[name]
-                      if d["kind"] in WORKLOAD_KINDS - {"Pod", "CronJob"}]
+        pod_labels = [
+            d["spec"]["template"]["metadata"]["labels"]
+            for d in rendered[name]
+            if d["kind"] in WORKLOAD_KINDS - {"Pod", "CronJob"}
+        ]
         for policy in (d for d in rendered[name] if d["kind"] == "NetworkPolicy"):
             selectors = [policy["spec"]["podSelector"]]
-            selectors += [peer["podSelector"] for peer in policy["spec"].get("ingress") and _policy_peers(policy) or []
-                          if "podSelector" in peer and "namespaceSelector" not in peer]
+            selectors += [
+                peer["podSelector"]
+                for peer in policy["spec"].get("ingress") and _policy_peers(policy) or []
+                if "podSelector" in peer and "namespaceSelector" not in peer
+            ]
             for selector in selectors:
                 wanted = selector.get("matchLabels", {})
                 assert any(wanted.items() <= labels.items() for labels in pod_labels), (
-                    f"{policy['metadata']['name']}: selector {wanted} matches no pod")
+                    f"{policy['metadata']['name']}: selector {wanted} matches no pod"
+                )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,9 +553,7 @@ def test_secret_kustomization_creates_every_referenced_secret(rendered, rendered
 
 def test_pipeline_namespace_gets_exactly_the_pipeline_secrets(rendered_secrets):
     docs = rendered_secrets["kubeflow"]
-    assert {d["metadata"]["name"]: set(d["data"]) for d in docs} == {
-        name: EXPECTED_SECRETS[name] for name in PIPELINE_SECRETS
-    }
+    assert {d["metadata"]["name"]: set(d["data"]) for d in docs} == {name: EXPECTED_SECRETS[name] for name in PIPELINE_SECRETS}
     assert {d["metadata"]["namespace"] for d in docs} == {"kubeflow"}
     # names are stable: the pipelines refer to them literally
     for d in docs:
@@ -605,11 +632,21 @@ def test_no_literal_credentials_in_shipped_files():
 
 def test_secret_scanner_flags_literals_and_spares_references(tmp_path):
     """The scanner above is only worth something if it flags the obvious cases."""
-    leaks = ["  password: hunter2", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", 'api_key = "abc123"',
-             '    MLFLOW_TRACKING_PASSWORD: "pipeline-pass"', "POSTGRES_PASSWORD=s3cret"]
-    fine = ["MLFLOW_TRACKING_PASSWORD=CHANGE_ME", "password: ${{ secrets.X }}", "key: POSTGRES_PASSWORD",
-            'value: "$(POSTGRES_PASSWORD)"', "POSTGRES_PASSWORD_FILE: /run/secrets/postgres/POSTGRES_PASSWORD",
-            'root_password="$(cat /run/secrets/minio/MINIO_ROOT_PASSWORD)"']
+    leaks = [
+        "  password: hunter2",
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG",
+        'api_key = "abc123"',
+        '    MLFLOW_TRACKING_PASSWORD: "pipeline-pass"',
+        "POSTGRES_PASSWORD=s3cret",
+    ]
+    fine = [
+        "MLFLOW_TRACKING_PASSWORD=CHANGE_ME",
+        "password: ${{ secrets.X }}",
+        "key: POSTGRES_PASSWORD",
+        'value: "$(POSTGRES_PASSWORD)"',
+        "POSTGRES_PASSWORD_FILE: /run/secrets/postgres/POSTGRES_PASSWORD",
+        'root_password="$(cat /run/secrets/minio/MINIO_ROOT_PASSWORD)"',
+    ]
     for line in leaks:
         assert literal_credentials(tmp_path / "x.yaml", line), line
     for line in fine:
@@ -647,8 +684,13 @@ def _secret_dirs(tmp_path, **values):
     pg, admin = tmp_path / "pg", tmp_path / "admin"
     pg.mkdir()
     admin.mkdir()
-    defaults = {"POSTGRES_USER": "mlflow", "POSTGRES_PASSWORD": "0a1b2c", "POSTGRES_DB": "mlflow",
-                "MLFLOW_AUTH_ADMIN_USERNAME": "admin", "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cr%t$x-admin-pw"}
+    defaults = {
+        "POSTGRES_USER": "mlflow",
+        "POSTGRES_PASSWORD": "0a1b2c",
+        "POSTGRES_DB": "mlflow",
+        "MLFLOW_AUTH_ADMIN_USERNAME": "admin",
+        "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cr%t$x-admin-pw",
+    }
     defaults.update(values)
     for key, value in defaults.items():
         (pg if key.startswith("POSTGRES") else admin).joinpath(key).write_text(value + "\n")
@@ -661,9 +703,20 @@ def test_render_auth_config_writes_an_ini_mlflow_can_read(tmp_path):
     module = _load_render_module()
     pg, admin = _secret_dirs(tmp_path)
     out = tmp_path / "out" / "basic_auth.ini"
-    rc = module.main(["--template", str(K8S / "base" / "mlflow" / "basic_auth.ini.tmpl"), "--out", str(out),
-                      "--postgres-secret-dir", str(pg), "--admin-secret-dir", str(admin),
-                      "--postgres-host", "postgres.factprobe.svc.cluster.local"])
+    rc = module.main(
+        [
+            "--template",
+            str(K8S / "base" / "mlflow" / "basic_auth.ini.tmpl"),
+            "--out",
+            str(out),
+            "--postgres-secret-dir",
+            str(pg),
+            "--admin-secret-dir",
+            str(admin),
+            "--postgres-host",
+            "postgres.factprobe.svc.cluster.local",
+        ]
+    )
     assert rc == 0
     assert out.stat().st_mode & 0o777 == 0o600
     config = configparser.ConfigParser()  # how mlflow.server.auth.config reads it
@@ -681,19 +734,36 @@ def test_render_auth_config_makes_an_existing_file_0600(tmp_path):
     out = tmp_path / "basic_auth.ini"
     out.write_text("stale")
     out.chmod(0o644)
-    assert module.main(["--template", str(K8S / "base" / "mlflow" / "basic_auth.ini.tmpl"), "--out", str(out),
-                        "--postgres-secret-dir", str(pg), "--admin-secret-dir", str(admin),
-                        "--postgres-host", "postgres"]) == 0
+    assert (
+        module.main(
+            [
+                "--template",
+                str(K8S / "base" / "mlflow" / "basic_auth.ini.tmpl"),
+                "--out",
+                str(out),
+                "--postgres-secret-dir",
+                str(pg),
+                "--admin-secret-dir",
+                str(admin),
+                "--postgres-host",
+                "postgres",
+            ]
+        )
+        == 0
+    )
     assert out.stat().st_mode & 0o777 == 0o600 and "stale" not in out.read_text()
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"POSTGRES_PASSWORD": "CHANGE_ME"}, "placeholder"),
-    ({"MLFLOW_AUTH_ADMIN_PASSWORD": "CHANGE_ME"}, "placeholder"),
-    ({"POSTGRES_PASSWORD": "p@ss:word"}, "POSTGRES_PASSWORD may contain only"),
-    ({"POSTGRES_DB": ""}, "empty"),
-    ({"MLFLOW_AUTH_ADMIN_PASSWORD": "short-pw"}, "at least 12 characters"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"POSTGRES_PASSWORD": "CHANGE_ME"}, "placeholder"),
+        ({"MLFLOW_AUTH_ADMIN_PASSWORD": "CHANGE_ME"}, "placeholder"),
+        ({"POSTGRES_PASSWORD": "p@ss:word"}, "POSTGRES_PASSWORD may contain only"),
+        ({"POSTGRES_DB": ""}, "empty"),
+        ({"MLFLOW_AUTH_ADMIN_PASSWORD": "short-pw"}, "at least 12 characters"),
+    ],
+)
 def test_render_auth_config_refuses_bad_secrets(tmp_path, values, message):
     module = _load_render_module()
     pg, admin = _secret_dirs(tmp_path, **values)
@@ -713,8 +783,9 @@ def test_gpu_nodepool_policy(rendered):
     quota = find(docs, "ResourceQuota", "factprobe-gpu-quota")
     assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= 1
     limits = find(docs, "LimitRange", "factprobe-gpu-limits")["spec"]["limits"]
-    assert all("nvidia.com/gpu" not in item.get(field, {})
-               for item in limits for field in ("default", "defaultRequest")), "a GPU default would give every pod a GPU"
+    assert all("nvidia.com/gpu" not in item.get(field, {}) for item in limits for field in ("default", "defaultRequest")), (
+        "a GPU default would give every pod a GPU"
+    )
     assert any("nvidia.com/gpu" in item.get("max", {}) for item in limits)
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "PriorityClass"} == {"kubeflow"}
 
@@ -787,9 +858,13 @@ CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 
 
 @pytest.mark.slow  # checkov starts in ~5-15 s on 2 cores
-@pytest.mark.skipif(not CHECKOV.exists(), reason=(
-    "checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov "
-    "(a separate venv: its pins conflict with the project's)"))
+@pytest.mark.skipif(
+    not CHECKOV.exists(),
+    reason=(
+        "checkov is not installed: python -m venv .venv-tools && .venv-tools/bin/pip install checkov "
+        "(a separate venv: its pins conflict with the project's)"
+    ),
+)
 def test_checkov_finds_no_unjustified_failures():
     """`checkov -d k8s` with k8s/.checkov.yaml (kustomize framework: every kustomization is
     rendered first); skips are justified there and in `checkov.io/skip*` annotations."""
@@ -797,14 +872,19 @@ def test_checkov_finds_no_unjustified_failures():
     assert kustomize
     proc = subprocess.run(
         [str(CHECKOV), "-d", "k8s", "--config-file", "k8s/.checkov.yaml", "-o", "json"],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.stdout.strip(), f"checkov printed nothing (rc {proc.returncode}):\n{proc.stderr[-2000:]}"
     reports = json.loads(proc.stdout)
     reports = reports if isinstance(reports, list) else [reports]
     assert reports and any(r["summary"]["passed"] > 100 for r in reports), "checkov checked (almost) nothing"
-    failed = [f"{c['check_id']} {c['resource']} ({c['file_path']})"
-              for r in reports for c in r["results"].get("failed_checks", [])]
+    failed = [
+        f"{c['check_id']} {c['resource']} ({c['file_path']})" for r in reports for c in r["results"].get("failed_checks", [])
+    ]
     assert not failed, "checkov failures (fix them, or skip with a justification):\n" + "\n".join(failed)
     assert all(r["summary"]["parsing_errors"] == 0 for r in reports)
     assert proc.returncode == 0

@@ -1,6 +1,7 @@
 """The model cache claim (k8s/components/model-cache-pvc, k8s/overlays/model-cache): it renders,
 validates against the Kubernetes schema, is the claim the compiled pipelines mount, and its storage
 class, size and access mode are parameters an overlay changes in one place."""
+
 from __future__ import annotations
 
 import shutil
@@ -41,15 +42,17 @@ def test_storage_class_size_and_access_mode_are_parameters(tmp_path):
     overlay = tmp_path / "k8s" / "overlays" / "team-cache"
     overlay.mkdir()
     params = (K8S / "overlays" / "model-cache" / "params.yaml").read_text()
-    for old, new in (("storageClassName: nfs-csi", "storageClassName: standard-rwx"), ("size: 100Gi", "size: 500Gi"),
-                     ("accessMode: ReadWriteMany", "accessMode: ReadWriteOnce")):
+    for old, new in (
+        ("storageClassName: nfs-csi", "storageClassName: standard-rwx"),
+        ("size: 100Gi", "size: 500Gi"),
+        ("accessMode: ReadWriteMany", "accessMode: ReadWriteOnce"),
+    ):
         assert old in params
         params = params.replace(old, new)
     (overlay / "params.yaml").write_text(params)
     (overlay / "kustomization.yaml").write_text(
-        "namespace: kubeflow-user-example-com\n"
-        "resources: [params.yaml]\n"
-        "components: [../../components/model-cache-pvc]\n")
+        "namespace: kubeflow-user-example-com\nresources: [params.yaml]\ncomponents: [../../components/model-cache-pvc]\n"
+    )
     docs = render(overlay)
     assert [d["kind"] for d in docs] == ["PersistentVolumeClaim"]
     pvc = find(docs, "PersistentVolumeClaim", "factprobe-cache")

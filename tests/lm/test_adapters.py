@@ -4,6 +4,7 @@ folders on their base model (alias, local folder or `base_model=` override).
 All adapters here are tiny LoRA adapters with NON-ZERO random weights (`init_lora_weights=False`)
 on tiny RANDOM models; their numbers are only used for equality checks, never as results.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,8 +85,9 @@ def test_scorer_runs_lora_layers_of_peft_and_merged_models(tiny_model_path, adap
 
 def test_decoder_parts_unwraps_peft(tiny_model_path, adapters_dir) -> None:
     base_dir = tiny_model_path("llama")
-    peft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir),
-                                           _adapter(tiny_model_path, adapters_dir, "llama")).eval()
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(base_dir), _adapter(tiny_model_path, adapters_dir, "llama")
+    ).eval()
     inner = peft_model.get_base_model()
     assert type(peft_model.base_model).__name__ == "LoraModel"  # what `model.base_model` used to give
     for wrapped in (peft_model, peft_model.base_model, inner):
@@ -135,7 +137,8 @@ def test_load_adapter_with_alias_base(tiny_model_path, adapters_dir, monkeypatch
 
 
 def test_base_model_argument_overrides_and_missing_base_is_one_clear_line(
-        tiny_model_path, adapters_dir, monkeypatch, tmp_path) -> None:
+    tiny_model_path, adapters_dir, monkeypatch, tmp_path
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     base_dir = tiny_model_path("llama")

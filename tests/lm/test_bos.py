@@ -18,6 +18,7 @@ Tokenizers: tiny RANDOM Llama (adds `<s>`) and GPT-2 (adds nothing; its BOS = EO
 the real Gemma-3 (adds `<bos>`) and SmolLM2-Instruct (adds nothing; BOS text `<|im_start|>`) where they are
 converted in the real cache. Random-model numbers are only used for equality checks.
 """
+
 from __future__ import annotations
 
 import json
@@ -166,14 +167,28 @@ def assert_specials_once(lm: LM, seen: list[tuple[int, int]], empty_context: boo
         assert first == {sid}, f"{lm.name}: an empty context must be the stand-in {sid}, got {first}"
         assert sid not in later, f"{lm.name}: stand-in {sid} seen after position 0"
     else:
-        assert sid not in first and sid not in later, f"{lm.name}: the stand-in {sid} ({lm.tok.decode([sid])!r}) " \
-                                                       "was added to a context that is not empty"
+        assert sid not in first and sid not in later, (
+            f"{lm.name}: the stand-in {sid} ({lm.tok.decode([sid])!r}) was added to a context that is not empty"
+        )
 
 
 def _mc_config(lm: LM, probe: str, **extra) -> RunConfig:
-    return RunConfig.from_dict({"probe": probe, "model": str(lm.path), "source": "triples", "data": str(FX / "test.jsonl"),
-                                "train_data": str(FX / "train"), "choices": 5, "seed": 3, "relations": "P36",
-                                "max_facts_per_relation": 3, "device": "cpu", "dtype": "float32", **extra})
+    return RunConfig.from_dict(
+        {
+            "probe": probe,
+            "model": str(lm.path),
+            "source": "triples",
+            "data": str(FX / "test.jsonl"),
+            "train_data": str(FX / "train"),
+            "choices": 5,
+            "seed": 3,
+            "relations": "P36",
+            "max_facts_per_relation": 3,
+            "device": "cpu",
+            "dtype": "float32",
+            **extra,
+        }
+    )
 
 
 def _run(lm: LM, cfg: RunConfig, out: Path) -> tuple[list[dict], list[tuple[int, int]]]:
@@ -201,8 +216,14 @@ def test_context_ids_are_lm_eval_s(lm):
     tok = lm.tok
     sid = stand_in_token_id(tok)
     bos_text = tok.decode([sid])
-    pairs = [("France", " Paris"), ("", "Paris is the capital of France"), ("The capital of France is ", "Paris"),
-             (bos_text + "France", " Paris"), ("A a B b France", " Paris"), ("   ", "Paris")]
+    pairs = [
+        ("France", " Paris"),
+        ("", "Paris is the capital of France"),
+        ("The capital of France is ", "Paris"),
+        (bos_text + "France", " Paris"),
+        ("A a B b France", " Paris"),
+        ("   ", "Paris"),
+    ]
     for (ctx, cont), (h_ctx, h_cont) in zip(pairs, harness_ids(lm.hflm, pairs[:-1]) + [(None, None)]):
         _, (whole,), (start,) = encode_choices(tok, ctx, [cont])
         if h_ctx is not None:
@@ -223,8 +244,10 @@ def test_context_ids_are_lm_eval_s(lm):
 def test_scorer_empty_and_subject_contexts_equal_lm_eval(lm):
     """`score_choices` (what coherency and HGP/MMP call with an empty context) equals lm-eval."""
     scorer = Scorer(lm.loaded.model, lm.tok, token_budget=64)
-    reqs = [ChoiceRequest("", ["Paris is the capital of France", "Rome is the capital of France"]),
-            ChoiceRequest("France", [" Paris", " Rome"])]
+    reqs = [
+        ChoiceRequest("", ["Paris is the capital of France", "Rome is the capital of France"]),
+        ChoiceRequest("France", [" Paris", " Rome"]),
+    ]
     with seen_tokens(lm.loaded.model) as seen:
         got = [float(x) for s in scorer.score_choices(reqs) for x in s]
     want = harness_logprobs(lm.hflm, [(r.context, o) for r in reqs for o in r.options])
@@ -246,20 +269,35 @@ def test_icl_examples_n0(lm):
     from factprobe.probes.config import BaseConfig
     from factprobe.studies.icl_examples import ICLExamplesConfig, plan_relation, score_curve
 
-    base = BaseConfig.from_dict({"model": str(lm.path), "source": "triples", "data": str(FX / "test.jsonl"),
-                                 "train_data": str(FX / "train"), "relations": "P36", "max_facts_per_relation": 3,
-                                 "seed": 3, "device": "cpu", "dtype": "float32"})
+    base = BaseConfig.from_dict(
+        {
+            "model": str(lm.path),
+            "source": "triples",
+            "data": str(FX / "test.jsonl"),
+            "train_data": str(FX / "train"),
+            "relations": "P36",
+            "max_facts_per_relation": 3,
+            "seed": 3,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     prepared = prepare_mc(base, choices=5)
     cfg = ICLExamplesConfig(n=[0, 1], draws=1, choices=5)
     scorer = Scorer(lm.loaded.model, lm.tok, max_length=lm.loaded.max_length)
-    plans = {rel: plan_relation(scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel],
-                                cfg, 3, lambda m: None)
-             for rel, items in prepared.items.items()}
+    plans = {
+        rel: plan_relation(
+            scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel], cfg, 3, lambda m: None
+        )
+        for rel, items in prepared.items.items()
+    }
     with seen_tokens(lm.loaded.model) as seen:
         scores = score_curve(scorer, plans, cfg, keep_logprobs=True)
     items = {it.fact_id: it for it in plans["P36"].items}
-    rows = [{**r, "subject": items[r["fact_id"]].subject, "options": list(items[r["fact_id"]].options)}
-            for r in scores.rows[("P36", 0, None)]]
+    rows = [
+        {**r, "subject": items[r["fact_id"]].subject, "options": list(items[r["fact_id"]].options)}
+        for r in scores.rows[("P36", 0, None)]
+    ]
     assert all(r["context"] == r["subject"] for r in rows)
     assert_equals_harness(lm, rows, lambda r, o: (r["subject"], " " + o))
     # n = 0 and n = 1 share one convention: the same special tokens before the context's text
@@ -269,14 +307,27 @@ def test_icl_examples_n0(lm):
 def test_mc_items_slot_first_without_examples(lm, tmp_path):
     from factprobe.probes.mc_items import split_prompt
 
-    items = [{"id": "fr", "relation": "capital", "prompt": "[Y] is the capital of France.", "options": ["Paris", "Rome", "Lima"],
-              "answer": "Paris"},
-             {"id": "br", "relation": "language", "prompt": "[Y] is spoken in Brazil.", "options": ["Portuguese", "Thai"],
-              "answer": 0}]
+    items = [
+        {
+            "id": "fr",
+            "relation": "capital",
+            "prompt": "[Y] is the capital of France.",
+            "options": ["Paris", "Rome", "Lima"],
+            "answer": "Paris",
+        },
+        {
+            "id": "br",
+            "relation": "language",
+            "prompt": "[Y] is spoken in Brazil.",
+            "options": ["Portuguese", "Thai"],
+            "answer": 0,
+        },
+    ]
     data = tmp_path / "items.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in items))
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": str(lm.path), "data": str(data), "device": "cpu",
-                               "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {"probe": "mc-items", "model": str(lm.path), "data": str(data), "device": "cpu", "dtype": "float32"}
+    )
     rows, seen = _run(lm, cfg, tmp_path / "run")
     assert_specials_once(lm, seen, empty_context=True)
     assert all(r["context"] == "" for r in rows)

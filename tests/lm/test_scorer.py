@@ -1,5 +1,6 @@
 """The scorer equals a naive full-sequence forward within 1e-4 (fp32), on tiny RANDOM models and
 on the real SmolLM2 / Gemma-3 models. Random-model numbers are only used for equality checks."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,10 @@ REQUESTS = [
     # shares the prefix; candidates share token prefixes; single- and multi-token candidates
     ChoiceRequest(PREFIX + " Germany", [" Berlin", " Bern", " Ber", " Bonn am Rhein", " B"]),
     # unicode and a long entity
-    ChoiceRequest(PREFIX + " Côte d'Ivoire", [" Yamoussoukro", " Zürich", " 東京都", " Αθήνα",
-                                               " Santa Cruz de la Sierra in the Plurinational State of Bolivia"]),
+    ChoiceRequest(
+        PREFIX + " Côte d'Ivoire",
+        [" Yamoussoukro", " Zürich", " 東京都", " Αθήνα", " Santa Cruz de la Sierra in the Plurinational State of Bolivia"],
+    ),
     # trailing space in the context moves to the continuation
     ChoiceRequest(PREFIX + " Italy ", ["Rome", "Roma"]),
     # does not extend the shared prefix: scored with its own prefix
@@ -63,7 +66,7 @@ def test_segments_with_spans_match_token_logprobs(tiny_model_path, kind):
     got = scorer.score_segments(prefix, segs)
     for t, sums in zip(tails, got):
         full = naive_token_logprobs(model, prefix_ids + t)
-        per = full[len(prefix_ids):]
+        per = full[len(prefix_ids) :]
         assert sums[0] == pytest.approx(sum(per[0:2]), abs=TOL)
         assert sums[1] == pytest.approx(sum(per[1:]), abs=TOL)
 
@@ -157,8 +160,9 @@ def test_naive_token_count_and_savings(tiny_model_path):
     model, tok = _load(tiny_model_path("llama"))
     scorer = Scorer(model, tok)
     scorer.score_choices(REQUESTS, shared_prefix=PREFIX)
-    naive = sum(len(tok(c + y)["input_ids"]) for r in REQUESTS for c, y in (split_trailing_whitespace(r.context, o)
-                                                                        for o in r.options))
+    naive = sum(
+        len(tok(c + y)["input_ids"]) for r in REQUESTS for c, y in (split_trailing_whitespace(r.context, o) for o in r.options)
+    )
     assert scorer.stats.naive_tokens == naive
     assert scorer.stats.total_tokens < naive
     assert scorer.stats.savings == pytest.approx(1 - scorer.stats.total_tokens / naive)

@@ -7,6 +7,7 @@ llama.cpp's server does), answer HTML, drop log-probs, answer 429/503, or die af
 tokenizer is a tiny random model's (only prompt lengths are read from it). tests/lm/test_served_llama.py
 runs the same paths against a real llama.cpp server.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,7 @@ class FakeServer:
             hit = [s for s in body.get("stop") or [] if s in "".join(gen_toks) + m.group(0)]
             if hit:
                 text = "".join(gen_toks) + m.group(0)
-                rest = text[: min(text.index(s) for s in hit)][len("".join(gen_toks)):]
+                rest = text[: min(text.index(s) for s in hit)][len("".join(gen_toks)) :]
                 gen_toks += [rest] if rest else []
                 cut = True
                 break
@@ -88,11 +89,18 @@ class FakeServer:
             pos += len(t)
         if echo and values:
             values[0] = None
-        choice = {"index": 0, "text": (prompt if echo else "") + "".join(gen_toks),
-                  "finish_reason": "length" if not cut and len(gen_toks) == body["max_tokens"] else "stop"}
+        choice = {
+            "index": 0,
+            "text": (prompt if echo else "") + "".join(gen_toks),
+            "finish_reason": "length" if not cut and len(gen_toks) == body["max_tokens"] else "stop",
+        }
         if body.get("logprobs") is not None and not self.no_logprobs:
-            choice["logprobs"] = {"tokens": all_toks, "token_logprobs": values, "text_offset": offsets,
-                                  "top_logprobs": [None] * len(all_toks)}
+            choice["logprobs"] = {
+                "tokens": all_toks,
+                "token_logprobs": values,
+                "text_offset": offsets,
+                "top_logprobs": [None] * len(all_toks),
+            }
         return {"object": "text_completion", "model": self.model, "choices": [choice]}
 
     def _handler(self):
@@ -308,8 +316,14 @@ def test_greedy_and_sample_through_the_server(fake, tok):
 def qa_cfg(model: str, **kw):
     from factprobe.probes.config import RunConfig
 
-    d = {"probe": "qa", "model": model, "relations": "P36,P1376", "max_facts_per_relation": 3, "shots": "0,1",
-         "qa_train_per_relation": 3}
+    d = {
+        "probe": "qa",
+        "model": model,
+        "relations": "P36,P1376",
+        "max_facts_per_relation": 3,
+        "shots": "0,1",
+        "qa_train_per_relation": 3,
+    }
     d.update(kw)
     return RunConfig.from_dict(d)
 

@@ -11,6 +11,7 @@ loopback port. The numbers the assertions use are measured here and written down
 - A server without log-probs (`--logits_all false`), an API key the server wants, a wrong model name and a
   server killed mid-run (then restarted and the run resumed) each give one line / the right rows.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,9 +30,13 @@ from factprobe.errors import ModelError
 from factprobe.lm import served
 
 pytestmark = [
-    pytest.mark.server, pytest.mark.real_model, pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="llama-cpp-python[server] is not installed: make .venv/.llama-server (make test does)"),
+    pytest.mark.server,
+    pytest.mark.real_model,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None,
+        reason="llama-cpp-python[server] is not installed: make .venv/.llama-server (make test does)",
+    ),
 ]
 
 SMOL, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
@@ -65,11 +70,27 @@ class LlamaServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LlamaServer:
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_of(self.alias)), "--model_alias", self.alias,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1",
-               "--verbose", "false", *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf_of(self.alias)),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            "1",
+            "--verbose",
+            "false",
+            *self.extra,
+        ]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -125,9 +146,11 @@ def test_llama_cpp_echo_log_probs_are_aligned_for_gemma_and_match_in_process(gem
 
     m = served.connect(gemma_server.spec())
     assert m.alignment.aligned, m.alignment.line()
-    requests = [ChoiceRequest("The capital of France is", [" Paris", " Lyon", " Berlin"]),
-                ChoiceRequest("Water is made of hydrogen and", [" oxygen", " gold"]),
-                ChoiceRequest("The Eiffel Tower is in", [" Paris, France", " Rome"])]
+    requests = [
+        ChoiceRequest("The capital of France is", [" Paris", " Lyon", " Berlin"]),
+        ChoiceRequest("Water is made of hydrogen and", [" oxygen", " gold"]),
+        ChoiceRequest("The Eiffel Tower is in", [" Paris, France", " Rome"]),
+    ]
     got = m.make_scorer().score_choices(requests)
     loaded = load_model(GEMMA, device="cpu", dtype="float32")
     want = Scorer(loaded.model, loaded.tokenizer).score_choices(requests)
@@ -140,8 +163,16 @@ def test_llama_cpp_echo_log_probs_are_aligned_for_gemma_and_match_in_process(gem
 def qa_cfg(model: str):
     from factprobe.probes.config import RunConfig
 
-    return RunConfig.from_dict({"probe": "qa", "model": model, "relations": "P36,P1376", "max_facts_per_relation": 10,
-                                "shots": "0", "qa_train_per_relation": 5})
+    return RunConfig.from_dict(
+        {
+            "probe": "qa",
+            "model": model,
+            "relations": "P36,P1376",
+            "max_facts_per_relation": 10,
+            "shots": "0",
+            "qa_train_per_relation": 5,
+        }
+    )
 
 
 def test_qa_through_the_server_agrees_with_the_in_process_model(smol_server, tmp_path):
@@ -193,8 +224,16 @@ def test_a_server_killed_mid_run_stops_the_run_and_the_rerun_resumes(smol_server
 
     port = free_port()
     server = LlamaServer(SMOL, port=port).start()
-    cfg = lambda: RunConfig.from_dict({"probe": "qa", "model": server.spec(), "relations": "P36,P1376",
-                                       "max_facts_per_relation": 4, "shots": "0,1", "qa_train_per_relation": 3})
+    cfg = lambda: RunConfig.from_dict(
+        {
+            "probe": "qa",
+            "model": server.spec(),
+            "relations": "P36,P1376",
+            "max_facts_per_relation": 4,
+            "shots": "0,1",
+            "qa_train_per_relation": 3,
+        }
+    )
     kills = []
 
     def kill_once(done: int, total: int) -> None:

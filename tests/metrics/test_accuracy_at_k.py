@@ -1,5 +1,6 @@
 """Accuracy@K and the coverage at K (wu2024 appendix D) for every multiple-choice run: the metric
 against hand-computed cases, its MLflow names and the per-run figure."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,7 @@ def test_coverage_at_k_by_hand():
     got = coverage_at_k(CONF, thresholds=[0.0, 0.3, 0.5, 0.55, 0.9, 0.96])
     # K=0: every item (coverage 1 whatever the confidences); K=0.3: all 5 (0.30 >= 0.3) -> 5/5;
     # K=0.5: 1,2,3,5 (the tie's 0.5 is kept) -> 4/5; K=0.55: 1,2,3 -> 3/5; K=0.9: 1 -> 1/5; K=0.96: none -> 0
-    assert got == {0.0: 1.0, 0.3: 1.0, 0.5: pytest.approx(0.8), 0.55: pytest.approx(0.6), 0.9: pytest.approx(0.2),
-                   0.96: 0.0}
+    assert got == {0.0: 1.0, 0.3: 1.0, 0.5: pytest.approx(0.8), 0.55: pytest.approx(0.6), 0.9: pytest.approx(0.2), 0.96: 0.0}
 
 
 def test_coverage_is_the_share_accuracy_at_k_keeps():
@@ -55,8 +55,12 @@ def test_summarize_puts_coverage_next_to_accuracy_at_k():
     assert out["accuracy_at_k"]["0.5"] == {"accuracy": pytest.approx(0.5), "n": 4, "coverage": pytest.approx(0.8)}
     empty_k = out["accuracy_at_k"]["0.96"]  # a K that keeps nothing: no accuracy, coverage 0
     assert math.isnan(empty_k["accuracy"]) and empty_k["n"] == 0 and empty_k["coverage"] == 0.0
-    assert json_safe(out)["accuracy_at_k"]["0.96"] == {"accuracy": None, "accuracy_reason": NO_ITEMS_REASON, "n": 0,
-                                                       "coverage": 0.0}
+    assert json_safe(out)["accuracy_at_k"]["0.96"] == {
+        "accuracy": None,
+        "accuracy_reason": NO_ITEMS_REASON,
+        "n": 0,
+        "coverage": 0.0,
+    }
 
 
 def test_summarize_on_no_items_has_no_coverage():

@@ -1,4 +1,5 @@
 """BELIEF metrics (factprobe.metrics.belief) against hand-computed examples."""
+
 from __future__ import annotations
 
 import math
@@ -41,11 +42,16 @@ def two_relations() -> pd.DataFrame:
     """R1: template a right for both pairs, b wrong for both; R2: one template, one pair of two right.
     Per relation draws: (2 + 1) / 4 = 0.75 with a, (0 + 1) / 4 = 0.25 with b. A per-pair draw could
     give 0.5; the same-template-per-relation rule never does."""
-    return table([
-        ("p1", "R1", "R1:a", True), ("p2", "R1", "R1:a", True),
-        ("p1", "R1", "R1:b", False), ("p2", "R1", "R1:b", False),
-        ("p3", "R2", "R2:c", True), ("p4", "R2", "R2:c", False),
-    ])
+    return table(
+        [
+            ("p1", "R1", "R1:a", True),
+            ("p2", "R1", "R1:a", True),
+            ("p1", "R1", "R1:b", False),
+            ("p2", "R1", "R1:b", False),
+            ("p3", "R2", "R2:c", True),
+            ("p4", "R2", "R2:c", False),
+        ]
+    )
 
 
 def test_draws_use_one_template_per_relation() -> None:
@@ -93,8 +99,9 @@ def test_draws_with_a_missing_prediction_count_only_covered_pairs() -> None:
 
 
 def test_mrr_draws() -> None:
-    df = table([("p1", "R", "R:a", True, 1), ("p2", "R", "R:a", False, 4)],
-               ("fact_id", "relation", "template_id", "correct", "rank"))
+    df = table(
+        [("p1", "R", "R:a", True, 1), ("p2", "R", "R:a", False, 4)], ("fact_id", "relation", "template_id", "correct", "rank")
+    )
     assert bm.belief_accuracy(df, "mrr", 10)["mean"] == pytest.approx((1 + 0.25) / 2)
 
 
@@ -109,11 +116,18 @@ def test_pair_consistency_by_hand() -> None:
 
 
 def test_consistency_with_singleton_template_sets() -> None:
-    df = table([
-        ("p1", "R1", "R1:a", True, "a"), ("p1", "R1", "R1:b", True, "a"), ("p1", "R1", "R1:c", False, "b"),
-        ("p2", "R1", "R1:a", True, "x"), ("p2", "R1", "R1:b", True, "x"),
-        ("p3", "R2", "R2:a", True, "y"), ("p4", "R2", "R2:a", False, "z"),  # R2 has a single template
-    ], ("fact_id", "relation", "template_id", "correct", "prediction"))
+    df = table(
+        [
+            ("p1", "R1", "R1:a", True, "a"),
+            ("p1", "R1", "R1:b", True, "a"),
+            ("p1", "R1", "R1:c", False, "b"),
+            ("p2", "R1", "R1:a", True, "x"),
+            ("p2", "R1", "R1:b", True, "x"),
+            ("p3", "R2", "R2:a", True, "y"),
+            ("p4", "R2", "R2:a", False, "z"),  # R2 has a single template
+        ],
+        ("fact_id", "relation", "template_id", "correct", "prediction"),
+    )
     c = bm.consistency(df)
     assert c["consist"] == pytest.approx((1 / 3 + 1) / 2)
     assert c["per_relation"] == {"R1": pytest.approx(2 / 3), "R2": None}
@@ -152,8 +166,7 @@ def test_fewer_prompts_than_bins() -> None:
 
 
 def test_overconf_at_10_uses_top10_mass_and_rank() -> None:
-    df = pd.DataFrame({"correct": [False, False], "rank": [3, 20], "confidence": [0.2, 0.1],
-                       "confidence@10": [0.8, 0.6]})
+    df = pd.DataFrame({"correct": [False, False], "rank": [3, 20], "confidence": [0.2, 0.1], "confidence@10": [0.8, 0.6]})
     oc = bm.overconf_at_k(df, 10)
     assert oc["overconf"] == pytest.approx(((0.8 - 1) + (0.6 - 0)) / 2)
     assert [b["n"] for b in oc["bins"]] == [1, 1]
@@ -163,8 +176,7 @@ def test_overconf_at_10_uses_top10_mass_and_rank() -> None:
 
 # ------------------------------------------------------------------ coverage, tables, sharing
 def coverage_table() -> pd.DataFrame:
-    rows = [("p1", "R1", "R1:a", True), ("p2", "R1", "R1:a", False),
-            ("p1", "R1", "R1:b", False), ("p2", "R1", "R1:b", False)]
+    rows = [("p1", "R1", "R1:a", True), ("p2", "R1", "R1:a", False), ("p1", "R1", "R1:b", False), ("p2", "R1", "R1:b", False)]
     for f, c, d in [("p3", True, False), ("p4", True, False), ("p5", False, True), ("p6", False, False)]:
         rows += [(f, "R2", "R2:c", c), (f, "R2", "R2:d", d)]
     return table(rows)
@@ -173,8 +185,14 @@ def coverage_table() -> pd.DataFrame:
 def test_coverage_by_hand() -> None:
     cov = bm.coverage(coverage_table())
     # R1: template accs .5 and 0, oracle 1/2; R2: .5 and .25, oracle 3/4; weights 2 and 4 pairs
-    assert cov["per_relation"]["R1"] == {"n_pairs": 2, "n_templates": 2, "average": 0.25, "maximum": 0.5,
-                                         "oracle": 0.5, "best_template": "R1:a"}
+    assert cov["per_relation"]["R1"] == {
+        "n_pairs": 2,
+        "n_templates": 2,
+        "average": 0.25,
+        "maximum": 0.5,
+        "oracle": 0.5,
+        "best_template": "R1:a",
+    }
     assert cov["per_relation"]["R2"]["average"] == pytest.approx(0.375)
     assert cov["per_relation"]["R2"]["oracle"] == pytest.approx(0.75)
     assert cov["average"] == pytest.approx((2 * 0.25 + 4 * 0.375) / 6)
@@ -216,14 +234,23 @@ def test_bias_level_by_hand() -> None:
 
 
 def test_prompt_bias_single_vs_multi() -> None:
-    dist = pd.DataFrame([
-        ("R", "t1", "N/A", "A", 1.0), ("R", "t1", "N/A", "B", 0.0),
-        ("R", "t1", "?", "A", 1.0), ("R", "t1", "?", "B", 0.0),
-        ("R", "t2", "N/A", "A", 0.0), ("R", "t2", "N/A", "B", 1.0),
-        ("R", "t2", "?", "A", 0.0), ("R", "t2", "?", "B", 1.0),
-        ("S", "u1", "N/A", "A", 1.0), ("S", "u1", "N/A", "B", 0.0),
-        ("S", "u1", "?", "A", 0.0), ("S", "u1", "?", "B", 1.0),  # the subjects disagree: averaged to uniform
-    ], columns=["relation", "template_id", "content_free", "candidate", "prob"])
+    dist = pd.DataFrame(
+        [
+            ("R", "t1", "N/A", "A", 1.0),
+            ("R", "t1", "N/A", "B", 0.0),
+            ("R", "t1", "?", "A", 1.0),
+            ("R", "t1", "?", "B", 0.0),
+            ("R", "t2", "N/A", "A", 0.0),
+            ("R", "t2", "N/A", "B", 1.0),
+            ("R", "t2", "?", "A", 0.0),
+            ("R", "t2", "?", "B", 1.0),
+            ("S", "u1", "N/A", "A", 1.0),
+            ("S", "u1", "N/A", "B", 0.0),
+            ("S", "u1", "?", "A", 0.0),
+            ("S", "u1", "?", "B", 1.0),  # the subjects disagree: averaged to uniform
+        ],
+        columns=["relation", "template_id", "content_free", "candidate", "prob"],
+    )
     b = bm.prompt_bias(dist)
     assert b["per_relation"]["R"]["single"] == pytest.approx(1.0)  # each template is certain
     assert b["per_relation"]["R"]["multi"] == pytest.approx(0.0)  # their average is uniform
@@ -250,8 +277,20 @@ def test_summarize_belief() -> None:
     df = coverage_table().assign(prediction=lambda d: np.where(d.correct, "x", "y"), confidence=0.5)
     df = pd.concat([df, table([("q1", "R3", "R3:a", True)]).assign(prediction="x", confidence=0.9)])
     m = bm.summarize_belief(df, n_draws=100, seed=1)
-    assert set(m) >= {"acc@1", "acc@1_range", "acc@1_stdev", "consist", "overconf@1", "coverage_avg",
-                      "coverage_max", "coverage_oracle", "per_relation", "n_draws", "draw_seed", "calibration"}
+    assert set(m) >= {
+        "acc@1",
+        "acc@1_range",
+        "acc@1_stdev",
+        "consist",
+        "overconf@1",
+        "coverage_avg",
+        "coverage_max",
+        "coverage_oracle",
+        "per_relation",
+        "n_draws",
+        "draw_seed",
+        "calibration",
+    }
     assert 0 <= m["acc@1"] <= 1 and m["acc@1_range"] >= 0 and m["n_draws"] == 100
     assert "R3" in m["consist_undefined"] and m["per_relation"]["R3"]["consist"] is None
     assert m["per_relation"]["R1"]["acc@1"] == pytest.approx(0.25)

@@ -1,4 +1,5 @@
 """Percentile bootstrap intervals: hand-computable resampling distributions and basic properties."""
+
 import math
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Coherency metrics (youssef2024): partial match, macro averages, per-cardinality, hand-computed."""
+
 import json
 import math
 
@@ -7,20 +8,23 @@ import pytest
 from factprobe.metrics.coherency import macro_by_relation, mean, partial_match, summarize
 
 
-@pytest.mark.parametrize("a, b, want", [
-    ("Paris", "Paris", True),
-    ("paris", "PARIS", True),  # case-insensitive
-    ("University of Bern", "Bern", True),  # b in a
-    ("Bern", "University of Bern", True),  # a in b: both directions
-    ("  Bern ", "bern", True),  # surrounding whitespace is ignored
-    ("Berlin", "Bern", False),
-    ("", "", False),  # an empty string never matches, not even another empty one
-    ("", "Paris", False),
-    ("Paris", "", False),
-    ("   ", "Paris", False),
-    (None, "Paris", False),
-    ("Straße", "STRASSE", True),  # casefold, not lower()
-])
+@pytest.mark.parametrize(
+    "a, b, want",
+    [
+        ("Paris", "Paris", True),
+        ("paris", "PARIS", True),  # case-insensitive
+        ("University of Bern", "Bern", True),  # b in a
+        ("Bern", "University of Bern", True),  # a in b: both directions
+        ("  Bern ", "bern", True),  # surrounding whitespace is ignored
+        ("Berlin", "Bern", False),
+        ("", "", False),  # an empty string never matches, not even another empty one
+        ("", "Paris", False),
+        ("Paris", "", False),
+        ("   ", "Paris", False),
+        (None, "Paris", False),
+        ("Straße", "STRASSE", True),  # casefold, not lower()
+    ],
+)
 def test_partial_match(a, b, want):
     assert partial_match(a, b) is want
 
@@ -39,12 +43,18 @@ def row(rel, fact, rnd, correct, coherent, card=None):
 
 # Hand-worked table. A (1-1): 2 items; B (N-1): 1 item; C (N-M): 3 items.
 ROWS = [
-    row("A", "a1", 1, True, True), row("A", "a1", 2, True, False),
-    row("A", "a2", 1, False, True), row("A", "a2", 2, False, False),
-    row("B", "b1", 1, True, False), row("B", "b1", 2, False, False),
-    row("C", "c1", 1, True, True), row("C", "c1", 2, True, True),
-    row("C", "c2", 1, False, False), row("C", "c2", 2, True, True),
-    row("C", "c3", 1, False, False), row("C", "c3", 2, False, True),
+    row("A", "a1", 1, True, True),
+    row("A", "a1", 2, True, False),
+    row("A", "a2", 1, False, True),
+    row("A", "a2", 2, False, False),
+    row("B", "b1", 1, True, False),
+    row("B", "b1", 2, False, False),
+    row("C", "c1", 1, True, True),
+    row("C", "c1", 2, True, True),
+    row("C", "c2", 1, False, False),
+    row("C", "c2", 2, True, True),
+    row("C", "c3", 1, False, False),
+    row("C", "c3", 2, False, True),
 ]
 CARDS = {"A": "1-1", "B": "N-1", "C": "N-M"}
 
@@ -73,10 +83,21 @@ def test_summary_hand_computed():
     assert m["coherency_given_correct_round2"] == pytest.approx(0.5)
     assert m["per_relation"]["B"]["coherency_given_correct_round2"] is None
     assert (m["n"], m["n_items"], m["n_relations"]) == (12, 6, 3)
-    assert m["per_relation"]["C"] == pytest.approx({
-        "cardinality": "N-M", "n_items": 3, "coherency": 4 / 6, "coherency_round1": 1 / 3, "coherency_round2": 1.0,
-        "correct_round1": 1 / 3, "correct_round2": 2 / 3, "all_correct_round1": 1 / 3, "all_correct_round2": 2 / 3,
-        "coherency_given_correct_round1": 1.0, "coherency_given_correct_round2": 1.0})
+    assert m["per_relation"]["C"] == pytest.approx(
+        {
+            "cardinality": "N-M",
+            "n_items": 3,
+            "coherency": 4 / 6,
+            "coherency_round1": 1 / 3,
+            "coherency_round2": 1.0,
+            "correct_round1": 1 / 3,
+            "correct_round2": 2 / 3,
+            "all_correct_round1": 1 / 3,
+            "all_correct_round2": 2 / 3,
+            "coherency_given_correct_round1": 1.0,
+            "coherency_given_correct_round2": 1.0,
+        }
+    )
 
 
 def test_per_cardinality_is_the_macro_average_over_that_type():

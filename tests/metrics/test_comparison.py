@@ -1,5 +1,6 @@
 """Run-vs-run comparison: subsumption rate (Wu et al. 2024, section 4.2.2), McNemar, Pearson r,
 compare_runs and the regression gate, each against a hand computation."""
+
 import math
 
 import numpy as np
@@ -32,6 +33,7 @@ def _pairs(b01: int, b10: int, both_right: int = 0, both_wrong: int = 0) -> tupl
 
 
 # --- subsumption rate -------------------------------------------------------------------------
+
 
 def test_subsumption_rate_four_facts():
     # facts:         f1 f2 f3 f4
@@ -74,6 +76,7 @@ def test_subsumption_rate_edge_cases():
 
 
 # --- McNemar ----------------------------------------------------------------------------------
+
 
 def test_mcnemar_exact_hand_case():
     # b01 = 1, b10 = 7, n = 8 discordant facts (< 25 -> exact):
@@ -132,6 +135,7 @@ def test_mcnemar_switches_method_at_25_discordant():
 
 # --- Pearson per relation ---------------------------------------------------------------------
 
+
 def test_pearson_per_relation_hand_case():
     # shared relations P1, P2, P3 (P4 only in a, ignored)
     # x = [.2, .5, .8] -> centred [-.3, 0, .3];  y = [.3, .4, .9] -> mean .5333, centred [-.2333, -.1333, .3667]
@@ -151,6 +155,7 @@ def test_pearson_per_relation_degenerate():
 
 # --- compare_runs -----------------------------------------------------------------------------
 
+
 def _runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     # fact  relation  a  b
     # f1    P1        1  1
@@ -161,12 +166,18 @@ def _runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     # f6    P2        1  -   (only in a)
     # f7,f8 P1        -  1,0 (only in b)
     a = pd.DataFrame(
-        {"fact_id": ["f1", "f2", "f3", "f4", "f5", "f6"], "relation": ["P1"] * 3 + ["P2"] * 3,
-         "correct": [True, True, False, True, False, True]}
+        {
+            "fact_id": ["f1", "f2", "f3", "f4", "f5", "f6"],
+            "relation": ["P1"] * 3 + ["P2"] * 3,
+            "correct": [True, True, False, True, False, True],
+        }
     )
     b = pd.DataFrame(
-        {"fact_id": ["f5", "f4", "f3", "f2", "f1", "f7", "f8"], "relation": ["P2", "P2", "P1", "P1", "P1", "P1", "P1"],
-         "correct": [1, 1, 1, 0, 1, 1, 0]}
+        {
+            "fact_id": ["f5", "f4", "f3", "f2", "f1", "f7", "f8"],
+            "relation": ["P2", "P2", "P1", "P1", "P1", "P1", "P1"],
+            "correct": [1, 1, 1, 0, 1, 1, 0],
+        }
     )
     return a, b
 
@@ -192,10 +203,21 @@ def test_compare_runs_hand_case():
     # eta per relation: P1 a knows {f1, f2}, b knows {f1, f3} -> 1/2 both ways;
     # P2 a knows {f4}, b knows {f4, f5} -> eta(a|b) = 1, eta(b|a) = 1/2
     assert out["per_relation"]["P1"] == {
-        "acc_a": pytest.approx(2 / 3), "acc_b": pytest.approx(2 / 3), "diff": pytest.approx(0.0), "n": 3,
-        "eta_a_given_b": 0.5, "eta_b_given_a": 0.5}
+        "acc_a": pytest.approx(2 / 3),
+        "acc_b": pytest.approx(2 / 3),
+        "diff": pytest.approx(0.0),
+        "n": 3,
+        "eta_a_given_b": 0.5,
+        "eta_b_given_a": 0.5,
+    }
     assert out["per_relation"]["P2"] == {
-        "acc_a": 0.5, "acc_b": 1.0, "diff": 0.5, "n": 2, "eta_a_given_b": 1.0, "eta_b_given_a": 0.5}
+        "acc_a": 0.5,
+        "acc_b": 1.0,
+        "diff": 0.5,
+        "n": 2,
+        "eta_a_given_b": 1.0,
+        "eta_b_given_a": 0.5,
+    }
     # pooled 2/3 vs the paper's average over relations (1/2 + 1) / 2 = 3/4
     assert out["eta_pooled_a_given_b"] == out["subsumption_a_given_b"] == pytest.approx(2 / 3)
     assert out["eta_relation_mean_a_given_b"] == pytest.approx(0.75)
@@ -228,11 +250,15 @@ def test_compare_runs_errors():
 
 # --- regression gate --------------------------------------------------------------------------
 
+
 def _table(correct) -> pd.DataFrame:
     n = len(correct)
     return pd.DataFrame(
-        {"fact_id": [f"f{i}" for i in range(n)], "relation": ["P1" if i % 2 else "P2" for i in range(n)],
-         "correct": list(correct)}
+        {
+            "fact_id": [f"f{i}" for i in range(n)],
+            "relation": ["P1" if i % 2 else "P2" for i in range(n)],
+            "correct": list(correct),
+        }
     )
 
 

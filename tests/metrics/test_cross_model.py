@@ -1,4 +1,5 @@
 """Cross-model maps (factprobe/metrics/cross_model.py) against hand-computed small cases."""
+
 from __future__ import annotations
 
 import math
@@ -27,6 +28,7 @@ def table(rows: list[tuple[str, str, bool]]) -> pd.DataFrame:
 
 # --- accuracy matrix --------------------------------------------------------------------------------
 
+
 def test_accuracy_matrix_by_hand():
     tables = {
         "m1": table([("a", "P1", True), ("b", "P1", False), ("c", "P2", True)]),
@@ -48,6 +50,7 @@ def test_accuracy_matrix_refuses_a_table_without_correct_naming_the_model():
 
 # --- ordering ---------------------------------------------------------------------------------------
 
+
 def test_order_models_groups_families_and_sorts_by_size_unknown_last():
     models = ["g-7b", "l-13b", "x", "g-2b", "l-7b", "l-?", "g-?", "y"]
     families = {"g-7b": "gemma", "g-2b": "gemma", "g-?": "gemma", "l-13b": "llama", "l-7b": "llama", "l-?": "llama"}
@@ -63,6 +66,7 @@ def test_order_models_is_stable_for_equal_sizes():
 
 
 # --- Pearson ----------------------------------------------------------------------------------------
+
 
 def test_pearson_matrix_by_hand():
     m = pd.DataFrame(
@@ -92,10 +96,16 @@ def test_family_correlation_by_hand():
     def put(a, b, v):
         r.loc[a, b] = r.loc[b, a] = v
 
-    put("f1", "f2", 0.9); put("f1", "f3", 0.7); put("f2", "f3", np.nan)
+    put("f1", "f2", 0.9)
+    put("f1", "f3", 0.7)
+    put("f2", "f3", np.nan)
     put("g1", "g2", 0.5)
-    put("f1", "g1", 0.1); put("f1", "g2", 0.2); put("f2", "g1", 0.3)
-    put("f2", "g2", 0.4); put("f3", "g1", 0.0); put("f3", "g2", -0.4)
+    put("f1", "g1", 0.1)
+    put("f1", "g2", 0.2)
+    put("f2", "g1", 0.3)
+    put("f2", "g2", 0.4)
+    put("f3", "g1", 0.0)
+    put("f3", "g2", -0.4)
     put("u", "f1", 1.0)  # u has no family: left out
     fams = {"f1": "F", "f2": "F", "f3": "F", "g1": "G", "g2": "G"}
     out = family_correlation(r, fams)
@@ -117,10 +127,10 @@ def test_family_correlation_nan_without_pairs():
 
 # --- subsumption ------------------------------------------------------------------------------------
 
-SMALL = table([("a", "P1", True), ("b", "P1", True), ("c", "P1", False), ("d", "P2", True),
-               ("e", "P2", False), ("s", "P2", True)])
-LARGE = table([("a", "P1", True), ("b", "P1", False), ("c", "P1", True), ("d", "P2", True),
-               ("e", "P2", True), ("x", "P2", True)])
+SMALL = table(
+    [("a", "P1", True), ("b", "P1", True), ("c", "P1", False), ("d", "P2", True), ("e", "P2", False), ("s", "P2", True)]
+)
+LARGE = table([("a", "P1", True), ("b", "P1", False), ("c", "P1", True), ("d", "P2", True), ("e", "P2", True), ("x", "P2", True)])
 
 
 def test_subsumption_by_hand():
@@ -151,6 +161,7 @@ def test_subsumption_refuses_disjoint_runs():
 
 
 # --- eta pairs --------------------------------------------------------------------------------------
+
 
 def test_eta_pairs_within_family_and_fine_tuned():
     mid = table([("a", "P1", False), ("b", "P1", True), ("c", "P1", True), ("d", "P2", True), ("e", "P2", True)])
@@ -183,6 +194,7 @@ def test_eta_pairs_refuses_unknown_base_names():
 
 
 # --- figures ----------------------------------------------------------------------------------------
+
 
 def test_figures_follow_the_order():
     m = pd.DataFrame({"P1": [0.2, 0.4, 0.9], "P2": [0.4, np.nan, 0.1], "P3": [0.6, 0.0, 0.5]}, index=["a", "b", "c"])

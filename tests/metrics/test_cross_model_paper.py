@@ -1,6 +1,7 @@
 """The cross-model maps say what wu2024 says (issue 29 item 4): Figure 5's order, eta as the relation
 mean first (Tables 1 and 10), families by lineage only with --model-meta, and fine-tuned models kept
 out of the size pairs and the within-family Pearson mean. Hand-computed small cases."""
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,9 @@ def test_figure5_orders_families_by_their_model_closest_to_7b_and_models_by_accu
     assert figure5_order(["a", "b", "c", "y", "d", "e", "x"], families, sizes, acc) == ["e", "d", "c", "a", "b", "x", "y"]
     # closest in parameters (the paper's footnote speaks of a gap in parameters): 2B (5B away) beats 13B (6B away)
     fam2 = {"s": "G", "t": "G"}
-    assert figure5_order(["t", "s", "u"], {**fam2, "u": "H"}, {"s": 2e9, "t": 13e9, "u": 7e9},
-                         {"s": 0.2, "t": 0.9, "u": 0.5}) == ["u", "t", "s"]  # G ranks by s (0.2) < H's u (0.5)
+    assert figure5_order(
+        ["t", "s", "u"], {**fam2, "u": "H"}, {"s": 2e9, "t": 13e9, "u": 7e9}, {"s": 0.2, "t": 0.9, "u": 0.5}
+    ) == ["u", "t", "s"]  # G ranks by s (0.2) < H's u (0.5)
 
 
 def _t(known: set[str], facts: list[tuple[str, str]]) -> pd.DataFrame:
@@ -37,10 +39,12 @@ KNOWN = {"base": {"f1", "f3"}, "chat": {"f1", "f2", "f5"}, "big": {"f1", "f2", "
 
 def _maps(source: str):
     tables = {m: _t(k, FACTS) for m, k in KNOWN.items()}
-    aligned = Aligned(tables=tables, runs={m: RunFacts(model=m, table=t, ref=m) for m, t in tables.items()},
-                      n_facts=len(FACTS))
-    metas = {"base": ModelMeta("base", "F", 1e9, None, source), "chat": ModelMeta("chat", "F", 1e9, "base", source),
-             "big": ModelMeta("big", "F", 7e9, None, source)}
+    aligned = Aligned(tables=tables, runs={m: RunFacts(model=m, table=t, ref=m) for m, t in tables.items()}, n_facts=len(FACTS))
+    metas = {
+        "base": ModelMeta("base", "F", 1e9, None, source),
+        "chat": ModelMeta("chat", "F", 1e9, "base", source),
+        "big": ModelMeta("big", "F", 7e9, None, source),
+    }
     return build_maps(aligned, metas).result
 
 

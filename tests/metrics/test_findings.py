@@ -1,5 +1,6 @@
 """The findings' verdict logic (factprobe/metrics/findings.py) on hand-computed cases: each claim
 holds, does not hold, or is inconclusive exactly as its rule says."""
+
 from __future__ import annotations
 
 import math
@@ -12,20 +13,23 @@ from factprobe.metrics.bootstrap import paired_bootstrap_diff
 
 
 # ------------------------------------------------------------------ the rule
-@pytest.mark.parametrize("lo,hi,n,direction,threshold,expected", [
-    (0.01, 0.2, 50, "above", 0.0, fm.HOLDS),
-    (-0.2, -0.01, 50, "above", 0.0, fm.NOT_HOLDS),
-    (-0.1, 0.1, 50, "above", 0.0, fm.INCONCLUSIVE),
-    (0.0, 0.1, 50, "above", 0.0, fm.INCONCLUSIVE),      # touching the threshold is not "above"
-    (-0.2, -0.01, 50, "below", 0.0, fm.HOLDS),
-    (0.01, 0.2, 50, "below", 0.0, fm.NOT_HOLDS),
-    (0.11, 0.3, 50, "above", 0.10, fm.HOLDS),
-    (0.05, 0.09, 50, "above", 0.10, fm.NOT_HOLDS),
-    (0.05, 0.15, 50, "above", 0.10, fm.INCONCLUSIVE),
-    (0.01, 0.2, 9, "above", 0.0, fm.INCONCLUSIVE),       # n below MIN_UNITS
-    (float("nan"), 0.2, 50, "above", 0.0, fm.INCONCLUSIVE),
-    (None, None, 50, "above", 0.0, fm.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "lo,hi,n,direction,threshold,expected",
+    [
+        (0.01, 0.2, 50, "above", 0.0, fm.HOLDS),
+        (-0.2, -0.01, 50, "above", 0.0, fm.NOT_HOLDS),
+        (-0.1, 0.1, 50, "above", 0.0, fm.INCONCLUSIVE),
+        (0.0, 0.1, 50, "above", 0.0, fm.INCONCLUSIVE),  # touching the threshold is not "above"
+        (-0.2, -0.01, 50, "below", 0.0, fm.HOLDS),
+        (0.01, 0.2, 50, "below", 0.0, fm.NOT_HOLDS),
+        (0.11, 0.3, 50, "above", 0.10, fm.HOLDS),
+        (0.05, 0.09, 50, "above", 0.10, fm.NOT_HOLDS),
+        (0.05, 0.15, 50, "above", 0.10, fm.INCONCLUSIVE),
+        (0.01, 0.2, 9, "above", 0.0, fm.INCONCLUSIVE),  # n below MIN_UNITS
+        (float("nan"), 0.2, 50, "above", 0.0, fm.INCONCLUSIVE),
+        (None, None, 50, "above", 0.0, fm.INCONCLUSIVE),
+    ],
+)
 def test_verdict(lo, hi, n, direction, threshold, expected):
     assert fm.verdict(lo, hi, n, direction=direction, threshold=threshold) == expected
 
@@ -127,10 +131,20 @@ def test_saturation_needs_two_n_and_a_positive_accuracy():
 
 
 # ------------------------------------------------------------------ incorrect vs unknown
-def _seq(replaced: set[int], probs: dict[int, float], length: int = 40, relation: str = "P1",
-         clean: float | None = None) -> list[dict]:
-    rows = [{"relation": relation, "position": i, "subject": f"s{i}", "object": f"o{i}", "replaced": i in replaced,
-             "prob": probs.get(i, 0.5)} for i in range(length)]
+def _seq(
+    replaced: set[int], probs: dict[int, float], length: int = 40, relation: str = "P1", clean: float | None = None
+) -> list[dict]:
+    rows = [
+        {
+            "relation": relation,
+            "position": i,
+            "subject": f"s{i}",
+            "object": f"o{i}",
+            "replaced": i in replaced,
+            "prob": probs.get(i, 0.5),
+        }
+        for i in range(length)
+    ]
     if clean is not None:
         for r in rows:
             r["prob_clean"] = clean
@@ -205,14 +219,23 @@ def test_two_sample_diff_by_hand():
 
 # ------------------------------------------------------------------ counterfactual (Figure 7)
 def _cf(em: dict[str, list[float]], k: int = 10) -> list[dict]:
-    return [{"split": "eval", "setting": s, "shots_asked": k, "fact_id": f"q{i}", "em": v}
-            for s, vs in em.items() for i, v in enumerate(vs)]
+    return [
+        {"split": "eval", "setting": s, "shots_asked": k, "fact_id": f"q{i}", "em": v}
+        for s, vs in em.items()
+        for i, v in enumerate(vs)
+    ]
 
 
 def test_counterfactual_known_drop_larger_holds():
     n = 20
-    rows = _cf({"known-unshuffle": [1.0] * n, "known-shuffle": [0.0] * 15 + [1.0] * 5,
-                "unknown-unshuffle": [1.0] * n, "unknown-shuffle": [1.0] * n})
+    rows = _cf(
+        {
+            "known-unshuffle": [1.0] * n,
+            "known-shuffle": [0.0] * 15 + [1.0] * 5,
+            "unknown-unshuffle": [1.0] * n,
+            "unknown-shuffle": [1.0] * n,
+        }
+    )
     rows.append({"split": "train", "setting": "known-shuffle", "shots_asked": 10, "fact_id": "q0", "em": 1.0})  # ignored
     f = fm.counterfactual_known_vs_unknown("m", rows, 10, n_boot=500)
     assert f.n == n and f.value == pytest.approx(0.75) and f.verdict == fm.HOLDS
@@ -221,8 +244,9 @@ def test_counterfactual_known_drop_larger_holds():
 
 def test_counterfactual_other_k_and_unknown_drop_larger():
     n = 20
-    rows = _cf({"known-unshuffle": [1.0] * n, "known-shuffle": [1.0] * n,
-                "unknown-unshuffle": [1.0] * n, "unknown-shuffle": [0.0] * n})
+    rows = _cf(
+        {"known-unshuffle": [1.0] * n, "known-shuffle": [1.0] * n, "unknown-unshuffle": [1.0] * n, "unknown-shuffle": [0.0] * n}
+    )
     assert fm.counterfactual_known_vs_unknown("m", rows, 10, n_boot=200).verdict == fm.NOT_HOLDS
     f = fm.counterfactual_known_vs_unknown("m", rows, 15, n_boot=200)
     assert f.verdict == fm.INCONCLUSIVE and f.n == 0
@@ -230,20 +254,30 @@ def test_counterfactual_other_k_and_unknown_drop_larger():
 
 def test_counterfactual_with_no_known_exemplars_is_not_measured():
     rows = _cf({s: [1.0] * 20 for s in fm.FIGURE7})
-    f = fm.counterfactual_known_vs_unknown("m", rows, 10, shots_used={"known-unshuffle": 0, "known-shuffle": 0,
-                                                                      "unknown-unshuffle": 10, "unknown-shuffle": 10})
+    f = fm.counterfactual_known_vs_unknown(
+        "m", rows, 10, shots_used={"known-unshuffle": 0, "known-shuffle": 0, "unknown-unshuffle": 10, "unknown-shuffle": 10}
+    )
     assert f.verdict == fm.INCONCLUSIVE and "no exemplar" in f.detail["not_measured"]
 
 
 def test_counterfactual_over_k_judges_the_largest_k_and_lists_every_k():
     n = 20
     flat = _cf({s: [1.0] * n for s in fm.FIGURE7}, k=10)  # no effect at k = 10
-    grown = _cf({"known-unshuffle": [1.0] * n, "known-shuffle": [0.0] * 12 + [1.0] * 8,
-                 "unknown-unshuffle": [1.0] * n, "unknown-shuffle": [1.0] * n}, k=32)  # 0.6 at k = 32
+    grown = _cf(
+        {
+            "known-unshuffle": [1.0] * n,
+            "known-shuffle": [0.0] * 12 + [1.0] * 8,
+            "unknown-unshuffle": [1.0] * n,
+            "unknown-shuffle": [1.0] * n,
+        },
+        k=32,
+    )  # 0.6 at k = 32
     f = fm.counterfactual_over_k("m", flat + grown, [10, 32], n_boot=300)
     assert f.detail["k"] == 32 and f.value == pytest.approx(0.6) and f.verdict == fm.HOLDS
-    assert [(e["k"], e["value"], e["verdict"]) for e in f.detail["per_k"]] == [(10, 0.0, fm.INCONCLUSIVE),
-                                                                              (32, pytest.approx(0.6), fm.HOLDS)]
+    assert [(e["k"], e["value"], e["verdict"]) for e in f.detail["per_k"]] == [
+        (10, 0.0, fm.INCONCLUSIVE),
+        (32, pytest.approx(0.6), fm.HOLDS),
+    ]
     assert f.detail["paper_k_not_run"] == [15, 20] and "verdict_note" not in f.detail
     small = fm.counterfactual_over_k("m", flat + grown, [10, 32], n_params=135e6, n_boot=300)
     assert "no effect at this scale" in small.detail["verdict_note"]
@@ -255,8 +289,10 @@ def test_counterfactual_over_k_judges_the_largest_k_and_lists_every_k():
 def _coh(r1_correct: list[bool], r2_correct: list[bool], r1_coherent: list[bool], r2_coherent: list[bool]) -> list[dict]:
     rows = []
     for rnd, correct, coherent in ((1, r1_correct, r1_coherent), (2, r2_correct, r2_coherent)):
-        rows += [{"fact_id": f"i{i}", "relation": "P1", "round": rnd, "first_correct": c, "coherent": h}
-                 for i, (c, h) in enumerate(zip(correct, coherent))]
+        rows += [
+            {"fact_id": f"i{i}", "relation": "P1", "round": rnd, "first_correct": c, "coherent": h}
+            for i, (c, h) in enumerate(zip(correct, coherent))
+        ]
     return rows
 
 
@@ -284,22 +320,28 @@ def test_c1_above_c2_by_hand():
 
 # ------------------------------------------------------------------ prompt fluctuation
 def _belief(per_template: dict[str, list[bool]], relations: tuple[str, ...] = ("R1",)) -> list[dict]:
-    return [{"relation": rel, "fact_id": f"{rel}-p{i}", "template_id": t, "correct": c}
-            for rel in relations for t, cs in per_template.items() for i, c in enumerate(cs)]
+    return [
+        {"relation": rel, "fact_id": f"{rel}-p{i}", "template_id": t, "correct": c}
+        for rel in relations
+        for t, cs in per_template.items()
+        for i, c in enumerate(cs)
+    ]
 
 
 def test_fluctuation_is_relative_to_the_accuracy():
     # one relation, templates with accuracy 0.9 and 0.1: every draw is one of them, range 0.8, mean near 0.5
-    wide = fm.prompt_fluctuation("m", _belief({"a": [True] * 36 + [False] * 4, "b": [True] * 4 + [False] * 36}),
-                                 n_draws=200, n_boot=200)
+    wide = fm.prompt_fluctuation(
+        "m", _belief({"a": [True] * 36 + [False] * 4, "b": [True] * 4 + [False] * 36}), n_draws=200, n_boot=200
+    )
     mean = wide.detail["draw_mean_acc"]
     assert wide.detail["acc_range"] == pytest.approx(0.8) and 0.4 < mean < 0.6
     assert wide.value == pytest.approx(0.8 / mean) and wide.verdict == fm.HOLDS and wide.n == 40
     same = fm.prompt_fluctuation("m", _belief({"a": [True, False] * 20, "b": [True, False] * 20}), n_draws=200, n_boot=200)
     assert same.value == 0.0 and same.verdict == fm.NOT_HOLDS  # 20 correct answers per draw, none moves
     # accuracy 0.33 / 0.27 on 400 pairs: an absolute range of 0.06 (below the old 0.10), 20% of the accuracy
-    rel = fm.prompt_fluctuation("m", _belief({"a": [True] * 132 + [False] * 268, "b": [True] * 108 + [False] * 292}),
-                                n_draws=200, n_boot=300)
+    rel = fm.prompt_fluctuation(
+        "m", _belief({"a": [True] * 132 + [False] * 268, "b": [True] * 108 + [False] * 292}), n_draws=200, n_boot=300
+    )
     assert rel.detail["acc_range"] == pytest.approx(0.06) and rel.value == pytest.approx(0.06 / 0.3, rel=0.05)
     assert rel.verdict == fm.HOLDS and rel.ci[0] > fm.FLUCTUATION_THRESHOLD
 
@@ -308,8 +350,9 @@ def test_a_model_at_the_floor_is_inconclusive_not_does_not_hold():
     nothing = fm.prompt_fluctuation("m", _belief({"a": [False] * 140, "b": [False] * 140}), n_draws=100, n_boot=100)
     assert nothing.verdict == fm.INCONCLUSIVE and "floor" in nothing.detail["not_measured"]
     # 0.9% accuracy on 140 pairs (the README's SmolLM2): about 1.3 correct answers per draw
-    rare = fm.prompt_fluctuation("m", _belief({"a": [True] + [False] * 139, "b": [True] * 2 + [False] * 138},
-                                              relations=("R1",)), n_draws=100, n_boot=100)
+    rare = fm.prompt_fluctuation(
+        "m", _belief({"a": [True] + [False] * 139, "b": [True] * 2 + [False] * 138}, relations=("R1",)), n_draws=100, n_boot=100
+    )
     assert rare.verdict == fm.INCONCLUSIVE and rare.detail["correct_per_draw"] < fm.FLUCTUATION_MIN_CORRECT
 
 

@@ -1,4 +1,5 @@
 """The before/after fine-tuning table (factprobe.metrics.finetune_compare) against hand computations."""
+
 import math
 
 import pandas as pd
@@ -31,7 +32,8 @@ def test_rows_match_the_per_fact_results_by_hand():
     # known: facts in another order, and one fact (f9) the base never answered (left out of the pairing)
     known = VariantResults(
         _qa(["f4", "f3", "f2", "f1", "f9"], [1, 0, 1, 1, 0], [1.0, 0.5, 1.0, 1.0, 0.0], [1, 1, 1, 1, 0]),
-        _mc(["f2", "f1", "f3", "f4"], [True, True, True, True]))
+        _mc(["f2", "f1", "f3", "f4"], [True, True, True, True]),
+    )
     # unknown: every F1 a quarter below the base's; EM and Contains unchanged
     unknown = VariantResults(_qa(IDS, [1, 0, 0, 1], [0.75, 0.25, -0.25, 0.75], [1, 1, 0, 1]), None)
     t = comparison_table({"unknown": unknown, "base": BASE, "known": known}, n_boot=2000, seed=0)
@@ -80,10 +82,17 @@ def test_refusals_name_the_setting():
 
 
 def test_qa_per_fact_keeps_the_zero_shot_eval_answers():
-    rows = pd.DataFrame({
-        "fact_id": ["a", "a", "b", "c"], "relation": "P36", "split": ["eval", "eval", "eval", "train"],
-        "shots_asked": [0, 10, 0, 0], "em": [1.0, 0.0, 0.0, 1.0], "f1": [1.0, 0.0, 0.5, 1.0],
-        "contains": [1.0, 0.0, 1.0, 1.0]})
+    rows = pd.DataFrame(
+        {
+            "fact_id": ["a", "a", "b", "c"],
+            "relation": "P36",
+            "split": ["eval", "eval", "eval", "train"],
+            "shots_asked": [0, 10, 0, 0],
+            "em": [1.0, 0.0, 0.0, 1.0],
+            "f1": [1.0, 0.0, 0.5, 1.0],
+            "contains": [1.0, 0.0, 1.0, 1.0],
+        }
+    )
     t = qa_per_fact(rows)
     assert t["fact_id"].tolist() == ["a", "b"] and t["correct"].tolist() == [True, False]
     with pytest.raises(DataError, match="no 5-shot answers"):

@@ -1,4 +1,5 @@
 """json_safe: strict JSON (no NaN / inf) with a reason next to every undefined value."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,16 @@ def _strict(obj) -> str:
 
 def test_nested_nan_and_inf_become_null_with_reasons():
     raw = {
-        "accuracy": float("nan"), "n": 0,
+        "accuracy": float("nan"),
+        "n": 0,
         "ci": (np.float64("nan"), 0.5),
         "ratio": float("inf"),
         "per_relation": {"P1": {"accuracy": np.float32("nan"), "n": np.int64(3)}},
         "rows": [{"x": float("-inf")}, 1.0, [float("nan")]],
-        "ok": np.float64(0.25), "count": np.int64(7), "flag": np.bool_(True), "arr": np.array([1.0, np.nan]),
+        "ok": np.float64(0.25),
+        "count": np.int64(7),
+        "flag": np.bool_(True),
+        "arr": np.array([1.0, np.nan]),
     }
     with pytest.raises(ValueError):
         _strict(raw)
@@ -42,10 +47,11 @@ def test_nested_nan_and_inf_become_null_with_reasons():
 
 
 def test_default_reason_and_existing_reason_kept():
-    safe = json_safe({"r": float("nan"), "s": float("nan"), "s_reason": "fewer than two relations"},
-                     default_reason="undefined: model a knows no fact")
-    assert safe == {"r": None, "r_reason": "undefined: model a knows no fact",
-                    "s": None, "s_reason": "fewer than two relations"}
+    safe = json_safe(
+        {"r": float("nan"), "s": float("nan"), "s_reason": "fewer than two relations"},
+        default_reason="undefined: model a knows no fact",
+    )
+    assert safe == {"r": None, "r_reason": "undefined: model a knows no fact", "s": None, "s_reason": "fewer than two relations"}
     assert json_safe([float("nan"), 1]) == [None, 1]
     assert json_safe(float("inf")) is None and json_safe("text") == "text"
 
@@ -58,14 +64,25 @@ def test_summarize_on_no_items_serialises_strictly():
     _strict(safe)
     assert safe["accuracy"] is None and safe["accuracy_reason"] == NO_ITEMS_REASON
     assert safe["accuracy_ci"] == [None, None]
-    assert safe["accuracy_at_k"]["0.5"] == {"accuracy": None, "accuracy_reason": NO_ITEMS_REASON, "n": 0,
-                                              "coverage": None, "coverage_reason": NO_ITEMS_REASON}
+    assert safe["accuracy_at_k"]["0.5"] == {
+        "accuracy": None,
+        "accuracy_reason": NO_ITEMS_REASON,
+        "n": 0,
+        "coverage": None,
+        "coverage_reason": NO_ITEMS_REASON,
+    }
 
 
 def test_summarize_thresholds_without_items_on_a_normal_run():
     # a weak model: no item reaches confidence 0.5, so Accuracy@0.5 and above are NaN in a normal run
-    df = pd.DataFrame({"relation": ["P1", "P1", "P2"], "correct": [True, False, True],
-                       "gold_prob": [0.3, 0.1, 0.2], "confidence": [0.3, 0.4, 0.2]})
+    df = pd.DataFrame(
+        {
+            "relation": ["P1", "P1", "P2"],
+            "correct": [True, False, True],
+            "gold_prob": [0.3, 0.1, 0.2],
+            "confidence": [0.3, 0.4, 0.2],
+        }
+    )
     safe = json_safe(summarize(df, n_boot=20))
     _strict(safe)
     assert safe["accuracy_at_k"]["0.3"] == {"accuracy": 0.5, "n": 2, "coverage": pytest.approx(2 / 3)}

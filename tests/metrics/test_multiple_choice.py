@@ -4,6 +4,7 @@ Eq. 3: pred = argmax_y P(y | sigma); Eq. 4: accuracy = share of items with pred 
 Appendix C: option probabilities are normalised across the choices (softmax of log-probs).
 Appendix D: Accuracy@K = accuracy over D_K = {items whose confidence >= K}.
 """
+
 import json
 import math
 
@@ -205,7 +206,10 @@ def test_template_summary_hand_case():
     df = pd.DataFrame(rows, columns=["relation", "template", "correct"]).sample(frac=1.0, random_state=0)
     out = template_summary(df)
     assert out["per_template"]["P36"] == {
-        "t1": {"accuracy": 0.5, "n": 4}, "t2": {"accuracy": 0.25, "n": 4}, "t3": {"accuracy": 0.75, "n": 4}}
+        "t1": {"accuracy": 0.5, "n": 4},
+        "t2": {"accuracy": 0.25, "n": 4},
+        "t3": {"accuracy": 0.75, "n": 4},
+    }
     assert out["per_relation"]["P36"]["mean"] == pytest.approx(0.5)
     assert out["per_relation"]["P36"]["stdev"] == pytest.approx(math.sqrt(0.125 / 3))
     assert out["per_relation"]["P37"] == {"mean": 0.5, "stdev": 0.0, "n_templates": 2}

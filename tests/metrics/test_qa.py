@@ -1,5 +1,6 @@
 """QA metrics (FACT-Bench, Yuan et al. 2024): SQuAD normalisation, EM, F1, Contains, dates,
 numbers, empty predictions, popularity buckets and the summary; every expected value by hand."""
+
 from __future__ import annotations
 
 import math
@@ -23,15 +24,18 @@ from factprobe.metrics.qa import (
 
 
 # ------------------------------------------------------------------ SQuAD normalisation
-@pytest.mark.parametrize("text, expected", [
-    ("The Eiffel  Tower!", "eiffel tower"),
-    ("An apple a day", "apple day"),
-    ("theater", "theater"),  # articles only as whole words
-    ("U.S.A.", "usa"),
-    ("  Royal\tNavy\n", "royal navy"),
-    ("Apple Inc.", "apple inc"),
-    ("Jean-Pierre", "jeanpierre"),  # SQuAD drops punctuation without a space
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Eiffel  Tower!", "eiffel tower"),
+        ("An apple a day", "apple day"),
+        ("theater", "theater"),  # articles only as whole words
+        ("U.S.A.", "usa"),
+        ("  Royal\tNavy\n", "royal navy"),
+        ("Apple Inc.", "apple inc"),
+        ("Jean-Pierre", "jeanpierre"),  # SQuAD drops punctuation without a space
+    ],
+)
 def test_normalize_answer_is_squad(text, expected):
     assert normalize_answer(text) == expected
 
@@ -95,31 +99,34 @@ def test_bad_arguments():
 
 
 # ------------------------------------------------------------------ dates
-@pytest.mark.parametrize("text, expected", [
-    ("1964-03-10", "March 10, 1964"),
-    ("1964/03/10", "March 10, 1964"),
-    ("10 March 1964", "March 10, 1964"),
-    ("10th of March, 1964", "March 10, 1964"),
-    ("March 10, 1964", "March 10, 1964"),
-    ("march 10 1964", "March 10, 1964"),
-    ("Mar 10 1964", "March 10, 1964"),
-    ("Mar. 10th, 1964.", "March 10, 1964"),
-    ("Sept 3 2001", "September 3, 2001"),
-    ("1964-3-1", "March 1, 1964"),
-    ("March 1964", "March 1964"),  # month-year keeps its precision
-    ("Mar 1964", "March 1964"),
-    ("1964-03", "March 1964"),
-    ("1964-03-00", "March 1964"),
-    ("1964", "1964"),  # a year stays a year
-    ("1943-00-00", "1943"),  # Nobel CSV: year known, day unknown
-    ("1964-02-29", "February 29, 1964"),  # leap year
-    ("10/03/1964", None),  # ambiguous d/m order: not a date
-    ("03.10.1964", None),
-    ("1963-02-29", None),  # impossible dates
-    ("1964-13-01", None),
-    ("1964/03", None),
-    ("yesterday", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1964-03-10", "March 10, 1964"),
+        ("1964/03/10", "March 10, 1964"),
+        ("10 March 1964", "March 10, 1964"),
+        ("10th of March, 1964", "March 10, 1964"),
+        ("March 10, 1964", "March 10, 1964"),
+        ("march 10 1964", "March 10, 1964"),
+        ("Mar 10 1964", "March 10, 1964"),
+        ("Mar. 10th, 1964.", "March 10, 1964"),
+        ("Sept 3 2001", "September 3, 2001"),
+        ("1964-3-1", "March 1, 1964"),
+        ("March 1964", "March 1964"),  # month-year keeps its precision
+        ("Mar 1964", "March 1964"),
+        ("1964-03", "March 1964"),
+        ("1964-03-00", "March 1964"),
+        ("1964", "1964"),  # a year stays a year
+        ("1943-00-00", "1943"),  # Nobel CSV: year known, day unknown
+        ("1964-02-29", "February 29, 1964"),  # leap year
+        ("10/03/1964", None),  # ambiguous d/m order: not a date
+        ("03.10.1964", None),
+        ("1963-02-29", None),  # impossible dates
+        ("1964-13-01", None),
+        ("1964/03", None),
+        ("yesterday", None),
+    ],
+)
 def test_normalize_date(text, expected):
     assert normalize_date(text) == expected
 
@@ -177,7 +184,13 @@ def test_numbers_units_and_thousands_separators():
 def test_popularity_bucket_by_quartiles():
     # known values 1..4: q1 = 1.75, q3 = 3.25 (linear interpolation)
     assert popularity_bucket([1, 2, 3, 4, None, float("nan")]) == [
-        "bottom-25%", "middle", "middle", "top-25%", "unknown", "unknown"]
+        "bottom-25%",
+        "middle",
+        "middle",
+        "top-25%",
+        "unknown",
+        "unknown",
+    ]
     # 1..8: q1 = 2.75, q3 = 6.25
     assert popularity_bucket(range(1, 9)) == ["bottom-25%"] * 2 + ["middle"] * 4 + ["top-25%"] * 2
     assert popularity_bucket([5.0, 5.0, 5.0]) == ["middle"] * 3  # all tied: neither end
@@ -187,15 +200,17 @@ def test_popularity_bucket_by_quartiles():
 
 # ------------------------------------------------------------------ summary
 def _rows() -> pd.DataFrame:
-    return pd.DataFrame({
-        "relation": ["P36", "P36", "P36", "P19", "birth_year"],
-        "answer_type": ["entity", "entity", "entity", "entity", "number"],
-        "popularity_bucket": ["top-25%", "bottom-25%", "top-25%", None, "unknown"],
-        "em": [1.0, 0.0, 0.0, 1.0, 0.0],
-        "f1": [1.0, 0.5, 0.0, 1.0, 0.0],
-        "contains": [1.0, 1.0, 0.0, 1.0, 0.0],
-        "empty": [False, False, True, False, True],
-    })
+    return pd.DataFrame(
+        {
+            "relation": ["P36", "P36", "P36", "P19", "birth_year"],
+            "answer_type": ["entity", "entity", "entity", "entity", "number"],
+            "popularity_bucket": ["top-25%", "bottom-25%", "top-25%", None, "unknown"],
+            "em": [1.0, 0.0, 0.0, 1.0, 0.0],
+            "f1": [1.0, 0.5, 0.0, 1.0, 0.0],
+            "contains": [1.0, 1.0, 0.0, 1.0, 0.0],
+            "empty": [False, False, True, False, True],
+        }
+    )
 
 
 def test_summarize_qa_by_hand():
@@ -207,15 +222,13 @@ def test_summarize_qa_by_hand():
     # per relation: P36 em 1/3, f1 0.5, contains 2/3; P19 1, 1, 1; birth_year 0, 0, 0
     assert s["per_relation"] == {
         "P19": {"n": 1, "n_empty": 0, "em": 1.0, "f1": 1.0, "contains": 1.0},
-        "P36": {"n": 3, "n_empty": 1, "em": pytest.approx(1 / 3), "f1": pytest.approx(0.5),
-                "contains": pytest.approx(2 / 3)},
+        "P36": {"n": 3, "n_empty": 1, "em": pytest.approx(1 / 3), "f1": pytest.approx(0.5), "contains": pytest.approx(2 / 3)},
         "birth_year": {"n": 1, "n_empty": 1, "em": 0.0, "f1": 0.0, "contains": 0.0},
     }
     assert s["macro_em"] == pytest.approx((1 / 3 + 1 + 0) / 3)
     assert s["macro_f1"] == pytest.approx((0.5 + 1 + 0) / 3)
     assert s["macro_contains"] == pytest.approx((2 / 3 + 1 + 0) / 3)
-    assert s["per_answer_type"]["entity"] == {"n": 4, "n_empty": 1, "em": 0.5, "f1": pytest.approx(2.5 / 4),
-                                              "contains": 0.75}
+    assert s["per_answer_type"]["entity"] == {"n": 4, "n_empty": 1, "em": 0.5, "f1": pytest.approx(2.5 / 4), "contains": 0.75}
     assert s["per_answer_type"]["number"]["n"] == 1
     assert set(s["per_popularity"]) == {"top-25%", "bottom-25%", "unknown"}
     assert s["per_popularity"]["top-25%"] == {"n": 2, "n_empty": 1, "em": 0.5, "f1": 0.5, "contains": 0.5}

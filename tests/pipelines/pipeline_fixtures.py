@@ -15,6 +15,7 @@ Test modules import what they use (`from tests.pipelines.pipeline_fixtures impor
 - `kfp_api`: `FakeKfpApi`, a loopback HTTP server speaking enough of KFP's v2beta1 REST API for
   `kfp.Client(host=...)` to submit runs and recurring runs; it records every request.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,7 +36,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-
 
 
 #: compiled with every FACTPROBE_* knob set: one pipeline per way of placing GPU steps
@@ -87,7 +87,7 @@ class CompiledPipeline:
 
     def step_names(self) -> set[str]:
         """Container components of this pipeline (`probe-model`, `report`, ...), not DAGs."""
-        return {k[len("comp-"):] for k, c in self.spec["components"].items() if "executorLabel" in c}
+        return {k[len("comp-") :] for k, c in self.spec["components"].items() if "executorLabel" in c}
 
     def tasks(self) -> dict[str, tuple[str, dict]]:
         """Every task in every DAG: {task name: (owning DAG, task spec)}; the root DAG is 'root'."""
@@ -112,7 +112,7 @@ def split_documents(text: str) -> tuple[dict, dict]:
     """
     start = text.find("\ncomponents:\n")
     assert start >= 0, "compiled pipeline has no top-level `components:` key"
-    docs = [d for d in yaml.safe_load_all(text[start + 1:]) if d is not None]
+    docs = [d for d in yaml.safe_load_all(text[start + 1 :]) if d is not None]
     assert 1 <= len(docs) <= 2, f"expected a pipeline spec and at most one platform spec, got {len(docs)} documents"
     platform = docs[1]["platforms"]["kubernetes"] if len(docs) == 2 else {}
     return docs[0], platform
@@ -131,8 +131,14 @@ class _CompileJob:
     def __init__(self, out: Path, names: tuple[str, ...], env: dict[str, str]):
         self.out = out
         self.names = names
-        self.proc = subprocess.Popen([sys.executable, "-c", _COMPILE, str(out), *names], cwd=REPO, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _COMPILE, str(out), *names],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def result(self) -> dict[str, CompiledPipeline]:
         """{name: compiled pipeline} of every file written (no names given: every pipeline)."""
@@ -301,8 +307,12 @@ def kfp_api(monkeypatch, tmp_path):
     # Loopback only: no proxy, no user kube/KFP context, no KFP env overrides.
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for var in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
-                "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME"):
+    for var in (
+        "KF_PIPELINES_ENDPOINT",
+        "KF_PIPELINES_UI_ENDPOINT",
+        "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
+        "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME",
+    ):
         monkeypatch.delenv(var, raising=False)
     import kfp
 
@@ -323,8 +333,15 @@ def run_local_pipeline(name: str, params: list[str], cwd: Path) -> tuple[subproc
 
     env = {**os.environ, "FACTPROBE_WORK": str(cwd / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", name, *params],
-                       check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", "pipeline", "run", name, *params],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     c = MlflowClient(f"sqlite:///{cwd / 'mlruns.db'}")
     runs = c.search_runs([c.get_experiment_by_name(f"factprobe/{name}").experiment_id])

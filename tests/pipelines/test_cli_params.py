@@ -3,6 +3,7 @@
 Every user mistake is a `ConfigError` (or `ValueError` for the compile-time environment) whose
 one-line message names the culprit and the valid choices.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -49,15 +50,18 @@ def test_parameter_without_equals_sign(cli):
         cli.parse_params(cli.get_pipeline("probe"), ["models"], "probe")
 
 
-@pytest.mark.parametrize("pipeline, pair, name, typ", [
-    ("probe", "max_facts_per_relation=abc", "max_facts_per_relation", "int"),  # a str parameter ("" = not set)
-    ("probe", "token_budget=1.5", "token_budget", "int"),
-    ("probe", "examples=1.5", "examples", "int"),
-    ("probe", "skip_small_relations=maybe", "skip_small_relations", "bool"),
-    ("regression", "max_drop=x", "max_drop", "float"),
-    ("regression", "alpha=", "alpha", "float"),
-    ("probe", 'models={"a": 1}', "models", "list"),
-])
+@pytest.mark.parametrize(
+    "pipeline, pair, name, typ",
+    [
+        ("probe", "max_facts_per_relation=abc", "max_facts_per_relation", "int"),  # a str parameter ("" = not set)
+        ("probe", "token_budget=1.5", "token_budget", "int"),
+        ("probe", "examples=1.5", "examples", "int"),
+        ("probe", "skip_small_relations=maybe", "skip_small_relations", "bool"),
+        ("regression", "max_drop=x", "max_drop", "float"),
+        ("regression", "alpha=", "alpha", "float"),
+        ("probe", 'models={"a": 1}', "models", "list"),
+    ],
+)
 def test_wrong_type_names_the_parameter_and_the_expected_type(cli, pipeline, pair, name, typ):
     with pytest.raises(ConfigError) as err:
         cli.parse_params(cli.get_pipeline(pipeline), [pair], pipeline)
@@ -66,8 +70,11 @@ def test_wrong_type_names_the_parameter_and_the_expected_type(cli, pipeline, pai
 
 
 def test_values_are_typed(cli):
-    got = cli.parse_params(cli.get_pipeline("regression"),
-                           ["max-drop=0.05", "seed=3", "candidate=/mnt/models/x", "alpha=1e-2", "trigger=ci"], "regression")
+    got = cli.parse_params(
+        cli.get_pipeline("regression"),
+        ["max-drop=0.05", "seed=3", "candidate=/mnt/models/x", "alpha=1e-2", "trigger=ci"],
+        "regression",
+    )
     assert got == {"max_drop": 0.05, "seed": 3, "candidate": "/mnt/models/x", "alpha": 0.01, "trigger": "ci"}
     assert type(got["seed"]) is int and type(got["max_drop"]) is float
 
@@ -91,8 +98,11 @@ def test_any_config_field_still_works_as_a_param_through_options(cli):
     """`--param X=Y` for a config field that is not a parameter of the pipeline lands in `options`."""
     import json
 
-    got = cli.parse_params(cli.get_pipeline("probe"), ['probes=["eic-lke"]', "token_budget=64", "tuple_separator= ",
-                                                      "max_facts_per_relation=", "skip-small-relations=true"], "probe")
+    got = cli.parse_params(
+        cli.get_pipeline("probe"),
+        ['probes=["eic-lke"]', "token_budget=64", "tuple_separator= ", "max_facts_per_relation=", "skip-small-relations=true"],
+        "probe",
+    )
     assert json.loads(got.pop("options")) == {"token_budget": "64", "tuple_separator": " "}
     assert got == {"probes": ["eic-lke"], "max_facts_per_relation": "", "skip_small_relations": True}
     # explicit options and --param options merge; the same name twice is refused
@@ -102,20 +112,27 @@ def test_any_config_field_still_works_as_a_param_through_options(cli):
         cli.parse_params(cli.get_pipeline("probe"), ['options={"token_budget": 8}', "token_budget=64"], "probe")
 
 
-@pytest.mark.parametrize("pipeline, pairs, message", [
-    ("probe", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke, which this run does not run"),
-    ("probe", ["eic_interleave=2"], "'eic_interleave' is an option of probe eic-lke"),
-    ("probe", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
-    ("probe", ['probes=["eic-lke"]', 'options={"eic_interleave": "x"}'], "eic_interleave: expected int"),
-    ("probe", ['options={"choices": 5}'], "options: choices is set by a parameter"),
-    ("probe", ['options={"model": "x"}'], "options: model is set by a parameter"),
-    ("probe", ["options=[1]"], "options: expected a JSON object"),
-    ("probe", ["options={nope"], "options: not JSON"),
-    ("coherency", ['options={"examples": 3}'], "'examples' is an option of probe ic-lke, eic-lke"),
-    ("finetune_known_unknown", ['options={"lora_dropout": 0.1, "lora_r": 0}'], "options: lora_r is set by a parameter"),
-    ("belief", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
-    ("belief", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke"),
-])
+@pytest.mark.parametrize(
+    "pipeline, pairs, message",
+    [
+        (
+            "probe",
+            ['options={"eic_interleave": 2}'],
+            "'eic_interleave' is an option of probe eic-lke, which this run does not run",
+        ),
+        ("probe", ["eic_interleave=2"], "'eic_interleave' is an option of probe eic-lke"),
+        ("probe", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
+        ("probe", ['probes=["eic-lke"]', 'options={"eic_interleave": "x"}'], "eic_interleave: expected int"),
+        ("probe", ['options={"choices": 5}'], "options: choices is set by a parameter"),
+        ("probe", ['options={"model": "x"}'], "options: model is set by a parameter"),
+        ("probe", ["options=[1]"], "options: expected a JSON object"),
+        ("probe", ["options={nope"], "options: not JSON"),
+        ("coherency", ['options={"examples": 3}'], "'examples' is an option of probe ic-lke, eic-lke"),
+        ("finetune_known_unknown", ['options={"lora_dropout": 0.1, "lora_r": 0}'], "options: lora_r is set by a parameter"),
+        ("belief", ['options={"no_such_option": 1}'], "options: unknown option 'no_such_option'"),
+        ("belief", ['options={"eic_interleave": 2}'], "'eic_interleave' is an option of probe eic-lke"),
+    ],
+)
 @pytest.mark.slow
 def test_options_are_checked_against_the_probes_run(cli, pipeline, pairs, message):
     with pytest.raises(ConfigError) as err:
@@ -128,22 +145,25 @@ def test_options_reach_the_probe_config_and_the_finetune_config(cli):
     from factprobe_ops.components.steps._common import run_config
     from factprobe_ops.components.steps.finetune import finetune_config
 
-    cfg = run_config({"source": "countryinfo", "options": '{"eic_interleave": 3, "token_budget": 64}'}, probe="eic-lke",
-                     model="m")
+    cfg = run_config(
+        {"source": "countryinfo", "options": '{"eic_interleave": 3, "token_budget": 64}'}, probe="eic-lke", model="m"
+    )
     assert cfg.params.eic_interleave == 3 and cfg.base.token_budget == 64
-    got = cli.parse_params(cli.get_pipeline("finetune_known_unknown"), ["save_steps=1", "choices=5"],
-                           "finetune_known_unknown")
+    got = cli.parse_params(cli.get_pipeline("finetune_known_unknown"), ["save_steps=1", "choices=5"], "finetune_known_unknown")
     ft = {"max_steps": 2, "options": got["options"]}
     assert finetune_config(ft, "m", "regular", None, "-").save_steps == 1  # choices is ic-lke's, not the trainer's
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('["smollm2-135m-instruct", "gemma-3-270m"]', ["smollm2-135m-instruct", "gemma-3-270m"]),
-    ("smollm2-135m-instruct,gemma-3-270m", ["smollm2-135m-instruct", "gemma-3-270m"]),
-    ("smollm2-135m-instruct, gemma-3-270m ,", ["smollm2-135m-instruct", "gemma-3-270m"]),
-    ("gemma-3-270m", ["gemma-3-270m"]),
-    ("[]", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('["smollm2-135m-instruct", "gemma-3-270m"]', ["smollm2-135m-instruct", "gemma-3-270m"]),
+        ("smollm2-135m-instruct,gemma-3-270m", ["smollm2-135m-instruct", "gemma-3-270m"]),
+        ("smollm2-135m-instruct, gemma-3-270m ,", ["smollm2-135m-instruct", "gemma-3-270m"]),
+        ("gemma-3-270m", ["gemma-3-270m"]),
+        ("[]", []),
+    ],
+)
 def test_lists_as_json_or_comma_separated(cli, text, expected):
     # the coercion alone: parse_params also refuses an empty models list (issue 18 item 13)
     assert cli.coerce("models", text, list) == expected
@@ -162,8 +182,18 @@ def test_value_may_contain_equals_signs(cli):
 def test_cli_reports_a_bad_param_as_one_error_line(capsys):
     from factprobe.cli import main
 
-    code = main(["pipeline", "submit", "probe", "--host", "http://127.0.0.1:9", "--allow-default-image",
-                 "--param", "max_facts_per_relation=abc"])
+    code = main(
+        [
+            "pipeline",
+            "submit",
+            "probe",
+            "--host",
+            "http://127.0.0.1:9",
+            "--allow-default-image",
+            "--param",
+            "max_facts_per_relation=abc",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "max_facts_per_relation" in err[0]
 
@@ -265,8 +295,9 @@ def test_cluster_config_defaults(cluster_config):
     assert cfg.gpu_count == 1
 
 
-@pytest.mark.parametrize("value", ["nvidia.com/gpu", "nvidia.com/gpu:NoSchedule", "nvidia.com/gpu=present:Never",
-                                   "nvidia.com/gpu=present:"])
+@pytest.mark.parametrize(
+    "value", ["nvidia.com/gpu", "nvidia.com/gpu:NoSchedule", "nvidia.com/gpu=present:Never", "nvidia.com/gpu=present:"]
+)
 def test_malformed_gpu_toleration_names_the_variable(cluster_config, monkeypatch, value):
     monkeypatch.setenv("FACTPROBE_GPU_TOLERATION", value)
     with pytest.raises(ValueError, match="FACTPROBE_GPU_TOLERATION"):

@@ -8,6 +8,7 @@ a snapshot of the whole spec.
 Regenerate the snapshots after an intended change:
     UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_compiled_specs.py
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,37 +37,126 @@ REPO = Path(__file__).resolve().parents[2]
 start_compile_jobs()
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
-GPU_STEPS = {"probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-             "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "probe-belief",
-             "run-study", "run-study-2", "run-study-3"}
+GPU_STEPS = {
+    "probe-model",
+    "probe-known-unknown",
+    "probe-with-known-unknown",
+    "finetune-base-table",
+    "finetune-evaluate-base",
+    "finetune-evaluate-adapter",
+    "finetune-train",
+    "probe-belief",
+    "run-study",
+    "run-study-2",
+    "run-study-3",
+}
 #: GPU steps in the training image (FACTPROBE_IMAGE_TRAIN); tests/pipelines/test_finetune_pipeline.py checks them
 TRAIN_STEPS = {"finetune-train"}
-CPU_STEPS = {"data-build", "report", "start-run", "finalize-run", "plan-matrix", "read-models", "nightly-compare",
-             "regression-gate-step", "fail-run", "counterfactual-report", "finetune-sets", "finetune-report",
-             "finetune-trainjob", "belief-plan", "belief-report", "plan-study", "plan-units", "unit-resources",
-             "merge-results"}
+CPU_STEPS = {
+    "data-build",
+    "report",
+    "start-run",
+    "finalize-run",
+    "plan-matrix",
+    "read-models",
+    "nightly-compare",
+    "regression-gate-step",
+    "fail-run",
+    "counterfactual-report",
+    "finetune-sets",
+    "finetune-report",
+    "finetune-trainjob",
+    "belief-plan",
+    "belief-report",
+    "plan-study",
+    "plan-units",
+    "unit-resources",
+    "merge-results",
+}
 # read facts from s3://; MLflow artifacts are proxied by the server
-S3_STEPS = {"data-build", "probe-model", "probe-known-unknown", "probe-with-known-unknown", "finetune-base-table",
-            "finetune-evaluate-base", "finetune-evaluate-adapter", "finetune-train", "finetune-trainjob", "probe-belief",
-            "run-study", "run-study-2", "run-study-3"}
+S3_STEPS = {
+    "data-build",
+    "probe-model",
+    "probe-known-unknown",
+    "probe-with-known-unknown",
+    "finetune-base-table",
+    "finetune-evaluate-base",
+    "finetune-evaluate-adapter",
+    "finetune-train",
+    "finetune-trainjob",
+    "probe-belief",
+    "run-study",
+    "run-study-2",
+    "run-study-3",
+}
 STEPS_OF = {
-    "probe": {"start-run", "plan-units", "data-build", "unit-resources", "probe-model", "merge-results", "report",
-              "finalize-run"},
-    "nightly_sweep": {"read-models", "start-run", "plan-units", "data-build", "unit-resources", "probe-model",
-                      "merge-results", "report",
-                      "nightly-compare", "finalize-run"},
-    "regression": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "regression-gate-step",
-                   "fail-run", "finalize-run"},
-    "counterfactual_icl": {"start-run", "plan-matrix", "data-build", "probe-known-unknown", "probe-with-known-unknown",
-                           "counterfactual-report", "finalize-run"},
+    "probe": {
+        "start-run",
+        "plan-units",
+        "data-build",
+        "unit-resources",
+        "probe-model",
+        "merge-results",
+        "report",
+        "finalize-run",
+    },
+    "nightly_sweep": {
+        "read-models",
+        "start-run",
+        "plan-units",
+        "data-build",
+        "unit-resources",
+        "probe-model",
+        "merge-results",
+        "report",
+        "nightly-compare",
+        "finalize-run",
+    },
+    "regression": {
+        "start-run",
+        "plan-matrix",
+        "data-build",
+        "probe-model",
+        "report",
+        "regression-gate-step",
+        "fail-run",
+        "finalize-run",
+    },
+    "counterfactual_icl": {
+        "start-run",
+        "plan-matrix",
+        "data-build",
+        "probe-known-unknown",
+        "probe-with-known-unknown",
+        "counterfactual-report",
+        "finalize-run",
+    },
     "coherency": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
-    "finetune_known_unknown": {"start-run", "data-build", "finetune-base-table", "finetune-evaluate-base", "finetune-sets",
-                               "finetune-train", "finetune-trainjob", "finetune-evaluate-adapter", "finetune-report",
-                               "finalize-run"},
+    "finetune_known_unknown": {
+        "start-run",
+        "data-build",
+        "finetune-base-table",
+        "finetune-evaluate-base",
+        "finetune-sets",
+        "finetune-train",
+        "finetune-trainjob",
+        "finetune-evaluate-adapter",
+        "finetune-report",
+        "finalize-run",
+    },
     "belief": {"start-run", "belief-plan", "data-build", "probe-belief", "belief-report", "finalize-run"},
     # the study steps (issue 20): one component per task, `run-study`, `run-study-2`, ...
-    "design_space": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run",
-                     "run-study", "run-study-2", "run-study-3"},
+    "design_space": {
+        "start-run",
+        "plan-matrix",
+        "data-build",
+        "probe-model",
+        "report",
+        "finalize-run",
+        "run-study",
+        "run-study-2",
+        "run-study-3",
+    },
     "findings": {"start-run", "run-study", "finalize-run"},
     # the generic study pipeline (issue 31 item 2): any registered study, one loop cell per model
     "study": {"start-run", "plan-study", "run-study", "finalize-run"},
@@ -120,8 +210,13 @@ def _header_bug(name: str):
     newline makes the file unparseable (by the KFP client, by the UI's upload). Known for
     nightly_sweep's `models_yaml`; the mark goes away by itself once the default is one line."""
     bad = multiline_string_defaults(name)
-    return pytest.mark.xfail(bool(bad), strict=True, raises=yaml.YAMLError, reason=f"multi-line string default(s) {bad} in factprobe_ops/pipelines/{name}.py "
-                             "break kfp's YAML comment header (see the report: use a one-line default)")
+    return pytest.mark.xfail(
+        bool(bad),
+        strict=True,
+        raises=yaml.YAMLError,
+        reason=f"multi-line string default(s) {bad} in factprobe_ops/pipelines/{name}.py "
+        "break kfp's YAML comment header (see the report: use a one-line default)",
+    )
 
 
 def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
@@ -130,8 +225,9 @@ def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
         # only the Hugging Face token is optional (pods start without it; factprobe_ops/pipelines/platform.py with_hf_token)
-        assert entry.get("optional") is (entry["secretName"] == "hf-token"), \
+        assert entry.get("optional") is (entry["secretName"] == "hf-token"), (
             f"{executor}: secret {entry['secretName']} optional={entry.get('optional')}"
+        )
     return out
 
 
@@ -190,14 +286,15 @@ def test_probe_step_requests_one_gpu_on_the_gpu_pool(compiled, name):
         ex = c.executor_of(step)
         resources = c.executors[ex]["container"]["resources"]
         accel = resources["accelerator"]
-        want = ((UNIT_RESOURCE % "gpus", UNIT_RESOURCE % "cpu", UNIT_RESOURCE % "memory") if name in SWEEPS
-                else ("1", "4", "32G"))
+        want = (UNIT_RESOURCE % "gpus", UNIT_RESOURCE % "cpu", UNIT_RESOURCE % "memory") if name in SWEEPS else ("1", "4", "32G")
         assert accel["resourceType"] == "nvidia.com/gpu" and accel["resourceCount"] == want[0], step
         assert accel.get("type", "nvidia.com/gpu") == "nvidia.com/gpu" and accel.get("count", "1") == "1", step
         assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == want[1:], step
         k8s = c.k8s_executors[ex]
         assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}, step
-        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"], step
+        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"], (
+            step
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -223,11 +320,15 @@ def test_every_step_gets_mlflow_credentials_and_only_s3_steps_get_s3_credentials
     c = compiled[name]
     for step in c.step_names():
         secrets = secrets_of(c, c.executor_of(step))
-        assert secrets.get("mlflow-credentials") == {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
-                                                     "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}, step
+        assert secrets.get("mlflow-credentials") == {
+            "MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
+            "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD",
+        }, step
         if step in S3_STEPS:
-            assert secrets.get("s3-credentials") == {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
-                                                     "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}, step
+            assert secrets.get("s3-credentials") == {
+                "AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY",
+            }, step
         else:
             assert "s3-credentials" not in secrets, f"{step} does not touch S3 but gets its credentials"
 
@@ -265,8 +366,7 @@ def test_every_step_runs_as_the_image_user_not_root(compiled, name):
     c = compiled[name]
     for step in c.step_names():
         ex = c.executor_of(step)
-        assert c.k8s_executors[ex]["securityContext"] == {"runAsUser": "1000", "runAsGroup": "1000",
-                                                          "runAsNonRoot": True}, step
+        assert c.k8s_executors[ex]["securityContext"] == {"runAsUser": "1000", "runAsGroup": "1000", "runAsNonRoot": True}, step
         assert c.k8s_executors[ex]["podMetadata"]["labels"]["factprobe.io/role"] == "pipeline-step", step
         env = {e["name"]: e.get("value") for e in c.executors[ex]["container"].get("env", [])}
         # No FACTPROBE_S3_ENDPOINT at compile time: boto3 talks to AWS S3 itself.
@@ -285,8 +385,12 @@ def test_gpu_probe_is_retried_and_nothing_else(compiled, name):
     c = compiled[name]
     tasks = c.tasks()
     for step in gpu_steps(c):  # task names are the component names here
-        assert tasks[step][1]["retryPolicy"] == {"maxRetryCount": 2, "backoffDuration": "60s",
-                                                 "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}, step
+        assert tasks[step][1]["retryPolicy"] == {
+            "maxRetryCount": 2,
+            "backoffDuration": "60s",
+            "backoffFactor": 2.0,
+            "backoffMaxDuration": "3600s",
+        }, step
     assert sorted(t for t, (_, spec) in tasks.items() if "retryPolicy" in spec) == gpu_steps(c)
 
 
@@ -323,8 +427,9 @@ def test_no_list_or_struct_parameter_is_placed_inside_a_constant(compiled, name)
             constant = value.get("runtimeValue", {}).get("constant")
             for text in strings(constant):
                 for ref in placeholder.findall(text):
-                    kind = declared.get(ref, {}).get("parameterType") or \
-                        task["inputs"]["parameters"].get(ref, {}).get("parameterType")
+                    kind = declared.get(ref, {}).get("parameterType") or task["inputs"]["parameters"].get(ref, {}).get(
+                        "parameterType"
+                    )
                     upstream = task["inputs"]["parameters"].get(ref, {})
                     if kind is None and "componentInputParameter" in upstream:
                         kind = declared.get(upstream["componentInputParameter"], {}).get("parameterType")
@@ -350,7 +455,10 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert final["inputs"]["parameters"]["status"] == {"taskFinalStatus": {"producerTask": "exit-handler-1"}}
     assert final["inputs"]["parameters"]["kfp_run_id"] == {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
     assert final["inputs"]["parameters"]["pipeline"] == {"runtimeValue": {"constant": name}}
-    assert c.spec["components"]["comp-finalize-run"]["inputDefinitions"]["parameters"]["status"]["parameterType"] == "TASK_FINAL_STATUS"
+    assert (
+        c.spec["components"]["comp-finalize-run"]["inputDefinitions"]["parameters"]["status"]["parameterType"]
+        == "TASK_FINAL_STATUS"
+    )
     inside = c.spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
     assert "start-run" in inside and inside["start-run"]["taskInfo"]["name"] == "start-mlflow-run"
     # The finalizer finds the parent run by the KFP run id start-run tagged it with.
@@ -394,28 +502,37 @@ def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
     loop_name, loop = loop_task(c)
     assert loop["taskInfo"]["name"] == "models-x-probes"
     items = loop["parameterIterator"]["items"]["inputParameter"]
-    assert loop["inputs"]["parameters"][items] == {"taskOutputParameter": {"outputParameterKey": "Output",
-                                                                            "producerTask": "plan-matrix"}}
+    assert loop["inputs"]["parameters"][items] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "plan-matrix"}
+    }
     assert tasks["probe-model"][0] == loop["componentRef"]["name"], "the probe runs inside the loop"
     probe_inputs = tasks["probe-model"][1]["inputs"]
     item = loop["parameterIterator"]["itemInput"]
     for field in ("model", "probe", "context"):
-        assert probe_inputs["parameters"][field] == {"componentInputParameter": item,
-                                                     "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
+        assert probe_inputs["parameters"][field] == {
+            "componentInputParameter": item,
+            "parameterExpressionSelector": f'parseJson(string_value)["{field}"]',
+        }
     assert probe_inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
     assert loop["inputs"]["artifacts"]["pipelinechannel--data-build-items"]["taskOutputArtifact"] == {
-        "outputArtifactKey": "items", "producerTask": "data-build"}
+        "outputArtifactKey": "items",
+        "producerTask": "data-build",
+    }
     # Collected: the loop DAG outputs the list of all probe results, and consumers take a list.
     loop_comp = c.spec["components"][loop["componentRef"]["name"]]
     out = loop_comp["dag"]["outputs"]["artifacts"]["pipelinechannel--probe-model-results"]
     assert out == {"artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": "probe-model"}]}
     assert loop_comp["outputDefinitions"]["artifacts"]["pipelinechannel--probe-model-results"]["isArtifactList"] is True
-    consumers = {"probe": {"report": "results"}, "nightly_sweep": {"report": "results", "nightly-compare": "results"},
-                 "regression": {"report": "results", "regression-gate-step": "candidate"},
-                 "coherency": {"report": "results"}}[name]
+    consumers = {
+        "probe": {"report": "results"},
+        "nightly_sweep": {"report": "results", "nightly-compare": "results"},
+        "regression": {"report": "results", "regression-gate-step": "candidate"},
+        "coherency": {"report": "results"},
+    }[name]
     for step, arg in consumers.items():
-        assert tasks[step][1]["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {
-            "outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}}
+        assert tasks[step][1]["inputs"]["artifacts"][arg] == {
+            "taskOutputArtifact": {"outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}
+        }
         assert c.spec["components"][f"comp-{step}"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
 
 
@@ -426,10 +543,12 @@ def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
     handler = c.spec["root"]["dag"]["tasks"]["exit-handler-1"]
     assert handler["dependentTasks"] == ["read-models"]
     assert handler["inputs"]["parameters"]["pipelinechannel--read-models-Output"] == {
-        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "read-models"}}
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "read-models"}
+    }
     for step in ("plan-units", "start-run"):  # the units and the run's params use the list read
         assert tasks[step][1]["inputs"]["parameters"]["models"] == {
-            "componentInputParameter": "pipelinechannel--read-models-Output"}
+            "componentInputParameter": "pipelinechannel--read-models-Output"
+        }
     assert "report" in tasks["nightly-compare"][1]["dependentTasks"]
 
 
@@ -440,11 +559,17 @@ def test_regression_fails_the_run_when_the_gate_says_fail(compiled):
     assert len(conditions) == 1
     _, cond = conditions[0]
     assert cond["taskInfo"]["name"] == "gate-failed"
-    assert cond["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--regression-gate-step-Output'] == 'FAIL'"
+    assert (
+        cond["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--regression-gate-step-Output'] == 'FAIL'"
+    )
     assert cond["inputs"]["parameters"]["pipelinechannel--regression-gate-step-Output"] == {
-        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "regression-gate-step"}}
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "regression-gate-step"}
+    }
     assert tasks["fail-run"][0] == cond["componentRef"]["name"], "fail-run only runs inside the If"
-    assert c.spec["components"]["comp-regression-gate-step"]["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRING"
+    assert (
+        c.spec["components"]["comp-regression-gate-step"]["outputDefinitions"]["parameters"]["Output"]["parameterType"]
+        == "STRING"
+    )
     # One candidate x one probe: one-element lists around the scalar parameters, resolved by the
     # KFP driver from placeholders.
     plan = tasks["plan-matrix"][1]["inputs"]["parameters"]
@@ -462,8 +587,9 @@ def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compile
     loop_name, loop = loop_task(c)
     assert loop["taskInfo"]["name"] == "models"
     items = loop["parameterIterator"]["items"]["inputParameter"]
-    assert loop["inputs"]["parameters"][items] == {"taskOutputParameter": {"outputParameterKey": "Output",
-                                                                            "producerTask": "plan-matrix"}}
+    assert loop["inputs"]["parameters"][items] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "plan-matrix"}
+    }
     item = loop["parameterIterator"]["itemInput"]
     # one loop cell per model: the plan expands the models with the counterfactual probe only
     plan = tasks["plan-matrix"][1]["inputs"]["parameters"]
@@ -478,23 +604,28 @@ def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compile
     for _, task in (qa, cf):
         inputs = task["inputs"]
         for field in ("model", "context"):
-            assert inputs["parameters"][field] == {"componentInputParameter": item,
-                                                   "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
+            assert inputs["parameters"][field] == {
+                "componentInputParameter": item,
+                "parameterExpressionSelector": f'parseJson(string_value)["{field}"]',
+            }
         assert inputs["artifacts"]["items"] == {"componentInputArtifact": "pipelinechannel--data-build-items"}
     assert qa[1]["inputs"]["parameters"]["probe"] == {"runtimeValue": {"constant": "qa"}}
     assert cf[1]["inputs"]["parameters"]["probe"] == {"runtimeValue": {"constant": "counterfactual"}}
     # QA: every split, zero-shot first (its eval EM is the zero-shot line), then the regular
     # known_shots-shot block whose answers make the table (the pipeline's known_shots, resolved by the driver)
-    assert qa[1]["inputs"]["parameters"]["overrides"] == {"runtimeValue": {"constant": {
-        "split": "all", "shots": [0, "{{$.inputs.parameters['pipelinechannel--known_shots']}}"]}}}
+    assert qa[1]["inputs"]["parameters"]["overrides"] == {
+        "runtimeValue": {"constant": {"split": "all", "shots": [0, "{{$.inputs.parameters['pipelinechannel--known_shots']}}"]}}
+    }
     assert loop["inputs"]["parameters"]["pipelinechannel--known_shots"] == {
-        "componentInputParameter": "pipelinechannel--known_shots"}  # the handler's input, from the pipeline's known_shots
+        "componentInputParameter": "pipelinechannel--known_shots"
+    }  # the handler's input, from the pipeline's known_shots
     handler = c.spec["root"]["dag"]["tasks"]["exit-handler-1"]
     assert handler["inputs"]["parameters"]["pipelinechannel--known_shots"] == {"componentInputParameter": "known_shots"}
     # counterfactual: the pipeline's shots (Figure 7's k) and the table of the same iteration
     assert cf[1]["inputs"]["parameters"]["overrides"] == {"runtimeValue": {"constant": {}}}
-    assert cf[1]["inputs"]["artifacts"]["table"] == {"taskOutputArtifact": {"outputArtifactKey": "table",
-                                                                            "producerTask": "probe-known-unknown"}}
+    assert cf[1]["inputs"]["artifacts"]["table"] == {
+        "taskOutputArtifact": {"outputArtifactKey": "table", "producerTask": "probe-known-unknown"}
+    }
     assert cf[1]["dependentTasks"] == ["probe-known-unknown"]
     # Collected: both results lists leave the loop and reach the report
     loop_comp = c.spec["components"][loop["componentRef"]["name"]]
@@ -502,12 +633,14 @@ def test_counterfactual_icl_chains_qa_table_and_counterfactual_per_model(compile
     for step, arg in (("probe-known-unknown", "qa_results"), ("probe-with-known-unknown", "counterfactual_results")):
         key = f"pipelinechannel--{step}-results"
         assert loop_comp["dag"]["outputs"]["artifacts"][key] == {
-            "artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": step}]}
+            "artifactSelectors": [{"outputArtifactKey": "results", "producerSubtask": step}]
+        }
         assert loop_comp["outputDefinitions"]["artifacts"][key]["isArtifactList"] is True
         assert rep["inputs"]["artifacts"][arg] == {"taskOutputArtifact": {"outputArtifactKey": key, "producerTask": loop_name}}
         assert c.spec["components"]["comp-counterfactual-report"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
-    assert rep["inputs"]["parameters"]["context"] == {"taskOutputParameter": {"outputParameterKey": "Output",
-                                                                              "producerTask": "start-run"}}
+    assert rep["inputs"]["parameters"]["context"] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "start-run"}
+    }
     start = tasks["start-run"][1]["inputs"]["parameters"]
     assert start["probes"] == {"runtimeValue": {"constant": ["qa", "counterfactual"]}}
 
@@ -536,8 +669,9 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
     c = compiled_overridden_all[name]
     for step in c.step_names():
         image = c.executors[c.executor_of(step)]["container"]["image"]
-        assert image == ("registry.example.com/team/fp-gpu:test-1" if step in GPU_STEPS
-                         else "registry.example.com/team/fp-cpu:test-1"), step
+        assert image == (
+            "registry.example.com/team/fp-gpu:test-1" if step in GPU_STEPS else "registry.example.com/team/fp-cpu:test-1"
+        ), step
         secrets = secrets_of(c, c.executor_of(step))
         assert "team-mlflow" in secrets and "mlflow-credentials" not in secrets, step
         assert ("team-s3" in secrets) == (step in S3_STEPS) and "s3-credentials" not in secrets, step
@@ -546,13 +680,16 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
     for step in gpu_steps(c):
         ex = c.executor_of(step)
         accel = c.executors[ex]["container"]["resources"]["accelerator"]
-        assert (accel["resourceType"], accel["resourceCount"]) == ("nvidia.com/mig-1g.10gb", UNIT_RESOURCE % "gpus" if name in SWEEPS
-                                                                   else "2"), step
+        assert (accel["resourceType"], accel["resourceCount"]) == (
+            "nvidia.com/mig-1g.10gb",
+            UNIT_RESOURCE % "gpus" if name in SWEEPS else "2",
+        ), step
         if name in SWEEPS:  # FACTPROBE_GPU_COUNT is the units' default
             assert c.tasks()["plan-units"][1]["inputs"]["parameters"]["defaults"]["runtimeValue"]["constant"]["gpus"] == 2
         assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}, step
-        assert c.k8s_executors[ex]["tolerations"] == [{"key": "gpu-team", "operator": "Equal", "value": "reserved",
-                                                       "effect": "NoExecute"}], step
+        assert c.k8s_executors[ex]["tolerations"] == [
+            {"key": "gpu-team", "operator": "Equal", "value": "reserved", "effect": "NoExecute"}
+        ], step
     # compile always builds the cluster graph, retries included
     assert sorted(t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec) == gpu_steps(c)
 
@@ -583,10 +720,12 @@ def test_local_builds_have_no_retries(name, tmp_path, monkeypatch):
 def test_cluster_settings_are_read_when_building_not_at_import():
     """A malformed FACTPROBE_* knob does not break importing the pipeline modules (the CLI, the
     tests); building a pipeline names the variable."""
-    code = ("import factprobe_ops.pipelines.probe, factprobe_ops.pipelines.nightly_sweep, factprobe_ops.pipelines.regression, factprobe_ops.pipelines.counterfactual_icl, "
-            "factprobe_ops.pipelines.coherency, factprobe_ops.pipelines.platform, factprobe_ops.components.config\n"
-            "from factprobe_ops.pipelines.catalogue import get_pipeline\n"
-            "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n")
+    code = (
+        "import factprobe_ops.pipelines.probe, factprobe_ops.pipelines.nightly_sweep, factprobe_ops.pipelines.regression, factprobe_ops.pipelines.counterfactual_icl, "
+        "factprobe_ops.pipelines.coherency, factprobe_ops.pipelines.platform, factprobe_ops.components.config\n"
+        "from factprobe_ops.pipelines.catalogue import get_pipeline\n"
+        "try:\n    get_pipeline('probe')\nexcept ValueError as e:\n    print('build refused:', e)\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACTPROBE_")}
     env["FACTPROBE_GPU_COUNT"] = "two"
     p = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -607,18 +746,37 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
         assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
         assert spec.get("description") == documented[p], p
     assert params["options"]["defaultValue"] == "" and params["options"]["parameterType"] == "STRING"
-    assert "trigger" in params and params["trigger"]["defaultValue"] == {"probe": "ui", "nightly_sweep": "nightly",
-                                                                         "regression": "ci", "counterfactual_icl": "ui",
-                                                                         "coherency": "ui",
-                                                                         "finetune_known_unknown": "ui", "belief": "ui",
-                                                                         "design_space": "ui", "findings": "ui",
-                                                                         "study": "ui"}[name]
+    assert (
+        "trigger" in params
+        and params["trigger"]["defaultValue"]
+        == {
+            "probe": "ui",
+            "nightly_sweep": "nightly",
+            "regression": "ci",
+            "counterfactual_icl": "ui",
+            "coherency": "ui",
+            "finetune_known_unknown": "ui",
+            "belief": "ui",
+            "design_space": "ui",
+            "findings": "ui",
+            "study": "ui",
+        }[name]
+    )
 
 
 #: parameters per compiled pipeline (issue 19 item 2: 50-79 before, every config field of every probe)
-PARAM_COUNTS = {"probe": 21, "nightly_sweep": 24, "regression": 22, "counterfactual_icl": 18, "coherency": 15,
-                "finetune_known_unknown": 24, "belief": 20, "design_space": 23, "findings": 14,
-                "study": 6}
+PARAM_COUNTS = {
+    "probe": 21,
+    "nightly_sweep": 24,
+    "regression": 22,
+    "counterfactual_icl": 18,
+    "coherency": 15,
+    "finetune_known_unknown": 24,
+    "belief": 20,
+    "design_space": 23,
+    "findings": 15,
+    "study": 6,
+}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -631,14 +789,24 @@ def test_no_pipeline_shows_more_than_25_parameters(compiled, name):
     assert len(params) == PARAM_COUNTS[name], sorted(params)
 
 
-@pytest.mark.parametrize("name, own, not_own", [
-    ("coherency", {"max_candidates", "coherency_templates", "relations"}, {"eic_interleave", "belief_qa_templates",
-                                                                            "samples", "tuple_separator", "vocab_file"}),
-    ("counterfactual_icl", {"known_shots", "shots", "train_data"}, {"split", "known_unknown", "choices"}),
-    ("belief", {"samples", "max_templates"}, {"setting", "instruction", "choices"}),
-    ("probe", {"examples", "choices", "probes"}, {"templates", "samples", "device", "token_budget"}),
-    ("finetune_known_unknown", {"known_unknown", "known_shots", "max_steps", "lora_r"}, {"save_steps", "choices", "zero_stage"}),
-])
+@pytest.mark.parametrize(
+    "name, own, not_own",
+    [
+        (
+            "coherency",
+            {"max_candidates", "coherency_templates", "relations"},
+            {"eic_interleave", "belief_qa_templates", "samples", "tuple_separator", "vocab_file"},
+        ),
+        ("counterfactual_icl", {"known_shots", "shots", "train_data"}, {"split", "known_unknown", "choices"}),
+        ("belief", {"samples", "max_templates"}, {"setting", "instruction", "choices"}),
+        ("probe", {"examples", "choices", "probes"}, {"templates", "samples", "device", "token_budget"}),
+        (
+            "finetune_known_unknown",
+            {"known_unknown", "known_shots", "max_steps", "lora_r"},
+            {"save_steps", "choices", "zero_stage"},
+        ),
+    ],
+)
 def test_parameters_are_the_options_of_the_probes_run(compiled, name, own, not_own):
     params = set(compiled[name].spec["root"]["inputDefinitions"]["parameters"])
     assert own <= params and not (not_own & params), (own - params, not_own & params)
@@ -654,16 +822,19 @@ def test_make_pipeline_refuses_more_than_25_parameters():
 
 # --- snapshot -----------------------------------------------------------------------------------
 
-SNAPSHOT_HEADER = ("# Normalised `factprobe pipeline compile {name}` (pipeline spec, then platform spec; sdkVersion\n"
-                   "# dropped, keys sorted). Regenerate after an intended change:\n"
-                   "#   UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_compiled_specs.py\n")
+SNAPSHOT_HEADER = (
+    "# Normalised `factprobe pipeline compile {name}` (pipeline spec, then platform spec; sdkVersion\n"
+    "# dropped, keys sorted). Regenerate after an intended change:\n"
+    "#   UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/pipelines/test_compiled_specs.py\n"
+)
 
 
 def normalised(c) -> str:
     spec = copy.deepcopy(c.spec)
     spec.pop("sdkVersion", None)
-    text = yaml.safe_dump_all([spec, {"platforms": {"kubernetes": c.platform}}], sort_keys=True, width=100,
-                              default_flow_style=False, allow_unicode=True)
+    text = yaml.safe_dump_all(
+        [spec, {"platforms": {"kubernetes": c.platform}}], sort_keys=True, width=100, default_flow_style=False, allow_unicode=True
+    )
     return SNAPSHOT_HEADER.format(name=c.name) + text.replace(str(REPO), "<repo>")
 
 
@@ -678,6 +849,9 @@ def test_snapshot(compiled, name):
     assert path.exists(), f"no snapshot {path}; create it with UPDATE_SNAPSHOTS=1"
     expected = path.read_text()
     if actual != expected:
-        diff = "".join(list(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
-                                                 f"snapshots/{name}.yaml", "compiled"))[:120])
+        diff = "".join(
+            list(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), f"snapshots/{name}.yaml", "compiled"))[
+                :120
+            ]
+        )
         pytest.fail(f"compiled {name} differs from its snapshot (UPDATE_SNAPSHOTS=1 if intended):\n{diff}")

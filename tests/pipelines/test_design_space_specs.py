@@ -4,12 +4,14 @@ studies' options among their parameters, and bad study options refused up front.
 compiled pipeline gets (steps, platform spec, GPU placement, secrets, parameter counts, snapshots) run
 on them in tests/pipelines/test_compiled_specs.py.
 """
+
 from __future__ import annotations
 
 import pytest
 
 from tests.pipelines import test_compiled_specs as specs
 from tests.pipelines.pipeline_fixtures import compiled  # noqa: F401 (fixture)
+
 
 def study_tasks(c) -> dict[str, dict]:
     """{task name: task spec} of the study steps."""
@@ -28,15 +30,23 @@ def test_design_space_runs_the_probe_and_three_studies_per_model_and_reports_acr
     item = loop["parameterIterator"]["itemInput"]
     studies = study_tasks(c)
     assert sorted((constant(t, "study"), constant(t, "params").get("kind")) for t in studies.values()) == [
-        ("icl-examples", None), ("icl-sequence", "incorrect"), ("icl-sequence", "unknown")]
-    assert sorted(t["taskInfo"]["name"] for t in studies.values()) == ["icl-examples", "icl-sequence-incorrect",
-                                                                      "icl-sequence-unknown"]
+        ("icl-examples", None),
+        ("icl-sequence", "incorrect"),
+        ("icl-sequence", "unknown"),
+    ]
+    assert sorted(t["taskInfo"]["name"] for t in studies.values()) == [
+        "icl-examples",
+        "icl-sequence-incorrect",
+        "icl-sequence-unknown",
+    ]
     for name in [*studies, "probe-model"]:
         owner, task = tasks[name]
         assert owner == loop["componentRef"]["name"], f"{name} runs once per model, inside the loop"
         for field in ("model", "context"):
-            assert task["inputs"]["parameters"][field] == {"componentInputParameter": item,
-                                                           "parameterExpressionSelector": f'parseJson(string_value)["{field}"]'}
+            assert task["inputs"]["parameters"][field] == {
+                "componentInputParameter": item,
+                "parameterExpressionSelector": f'parseJson(string_value)["{field}"]',
+            }
     # the sequence is drawn from every fact of a relation: the steps unset the probe's fact cap; the training
     # data is kept, as a second source of truth for what is "incorrect" or "fictitious"
     for t in studies.values():
@@ -46,7 +56,9 @@ def test_design_space_runs_the_probe_and_three_studies_per_model_and_reports_acr
     assert owner != loop["componentRef"]["name"] and rep["taskInfo"]["name"] == "cross-model-report"
     # the report collects every model's IC-LKE run (dsl.Collected over the loop)
     assert rep["inputs"]["artifacts"]["results"]["taskOutputArtifact"] == {
-        "outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}
+        "outputArtifactKey": "pipelinechannel--probe-model-results",
+        "producerTask": loop_name,
+    }
 
 
 def test_findings_is_one_study_step_over_the_models_list(compiled):  # noqa: F811
@@ -58,11 +70,16 @@ def test_findings_is_one_study_step_over_the_models_list(compiled):  # noqa: F81
     assert task["inputs"]["parameters"]["models"] == {"componentInputParameter": "pipelinechannel--models"}
 
 
-@pytest.mark.parametrize("name, own", [
-    ("design_space", {"models", "relations", "source", "choices", "examples", "n", "draws", "length", "replace",
-                      "placement"}),
-    ("findings", {"models", "relations", "budget", "max_facts_per_relation", "seed"}),
-])
+@pytest.mark.parametrize(
+    "name, own",
+    [
+        (
+            "design_space",
+            {"models", "relations", "source", "choices", "examples", "n", "draws", "length", "replace", "placement"},
+        ),
+        ("findings", {"models", "relations", "budget", "max_facts_per_relation", "seed"}),
+    ],
+)
 def test_parameters_are_at_most_25_documented_and_include_the_studies_options(compiled, name, own):  # noqa: F811
     from factprobe_ops.pipelines.params import MAX_PARAMS
 

@@ -3,6 +3,7 @@ with the pipeline's run context, into a stable work folder, logged as a child of
 the study's metrics, figures and tables; a new pipeline run reusing the finished folder computes
 nothing and still gets its child run; the step's own params win over the pipeline's config. Uses
 the tiny curve study of tests/tracking/test_study_tracking.py (no model)."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from factprobe_ops.components.steps.study import run_study_step, study_step_config
 from factprobe.errors import ConfigError
-from tests.tracking.test_study_tracking import CurveStudy, curve  # noqa: F401 (fixture)
+from factprobe_ops.components.steps.study import run_study_step, study_step_config
 from factprobe_ops.tracking.context import RunContext
 from factprobe_ops.tracking.run import TrackedRun
+from tests.tracking.test_study_tracking import CurveStudy, curve  # noqa: F401 (fixture)
 
 
 def parent_context(uri: str, kfp_run_id: str) -> RunContext:

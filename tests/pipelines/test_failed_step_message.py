@@ -1,5 +1,6 @@
 """A failed local pipeline run ends with one plain line: the failed step, the first line of its
 error and the path of its own log (factprobe_ops/pipelines/local_run.py `run_local`)."""
+
 from __future__ import annotations
 
 import os
@@ -44,22 +45,50 @@ def test_step_logs_split_the_run_by_task():
     assert not any(ANSI.search(line) for _, _, lines in steps for line in lines)
 
 
-@pytest.mark.parametrize("lines, expected", [
-    (TRACEBACK, "ConfigError: unknown relation(s) P999 in countryinfo; known: P30, P36"),
-    (["loading", "error: data/x.csv: not UTF-8 text: byte 0xff at offset 3 (line 1)", "Traceback (most recent call last):",
-      "SystemExit: 2"], "data/x.csv: not UTF-8 text: byte 0xff at offset 3 (line 1)"),
-    (["Traceback (most recent call last):", '  File "x.py", line 1', "KeyError: 'models'", "",
-      "During handling of the above exception, another exception occurred:", "",
-      "Traceback (most recent call last):", '  File "y.py", line 2', "ValueError: models.yaml does not parse"],
-     "ValueError: models.yaml does not parse"),
-    (["[KFP Executor 2026 INFO]: Got executor_input:", "regression gate failed: acc dropped 0.05 > 0.02"],
-     "regression gate failed: acc dropped 0.05 > 0.02"),
-    ([], "no output"),
-    # a step that ran beside another (a ParallelFor's iterations run at once locally): deeper indent
-    (["        [KFP Executor 2026 INFO]: Got executor_input:", "        Traceback (most recent call last):",
-      '          File "/work/main/factprobe/lm/hub.py", line 138, in _resolve_hub',
-      "        factprobe.errors.ModelError: unknown model 'no-such-model'"], "ModelError: unknown model 'no-such-model'"),
-])
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        (TRACEBACK, "ConfigError: unknown relation(s) P999 in countryinfo; known: P30, P36"),
+        (
+            [
+                "loading",
+                "error: data/x.csv: not UTF-8 text: byte 0xff at offset 3 (line 1)",
+                "Traceback (most recent call last):",
+                "SystemExit: 2",
+            ],
+            "data/x.csv: not UTF-8 text: byte 0xff at offset 3 (line 1)",
+        ),
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "x.py", line 1',
+                "KeyError: 'models'",
+                "",
+                "During handling of the above exception, another exception occurred:",
+                "",
+                "Traceback (most recent call last):",
+                '  File "y.py", line 2',
+                "ValueError: models.yaml does not parse",
+            ],
+            "ValueError: models.yaml does not parse",
+        ),
+        (
+            ["[KFP Executor 2026 INFO]: Got executor_input:", "regression gate failed: acc dropped 0.05 > 0.02"],
+            "regression gate failed: acc dropped 0.05 > 0.02",
+        ),
+        ([], "no output"),
+        # a step that ran beside another (a ParallelFor's iterations run at once locally): deeper indent
+        (
+            [
+                "        [KFP Executor 2026 INFO]: Got executor_input:",
+                "        Traceback (most recent call last):",
+                '          File "/work/main/factprobe/lm/hub.py", line 138, in _resolve_hub',
+                "        factprobe.errors.ModelError: unknown model 'no-such-model'",
+            ],
+            "ModelError: unknown model 'no-such-model'",
+        ),
+    ],
+)
 def test_first_error_line(lines, expected):
     assert first_error_line(lines) == expected
 
@@ -67,14 +96,23 @@ def test_first_error_line(lines, expected):
 def test_failure_report_names_the_first_failed_step_and_writes_its_log(tmp_path):
     log = tmp_path / "logs" / "probe-1.log"
     log.parent.mkdir()
-    log.write_text(_kfp_log(("start-run", "SUCCESS", ["ok"]), ("plan-matrix", "FAILURE", TRACEBACK),
-                            ("data-build", "FAILURE", ["Traceback (most recent call last):", "ImportError: boom"])))
-    error = RuntimeError(f"Pipeline 'p' finished with status {RED}FAILURE{RESET}. Inner task failed: "
-                         f"{CYAN}'plan-matrix'{RESET} inside {CYAN}'exit-handler-1'{RESET}.")
+    log.write_text(
+        _kfp_log(
+            ("start-run", "SUCCESS", ["ok"]),
+            ("plan-matrix", "FAILURE", TRACEBACK),
+            ("data-build", "FAILURE", ["Traceback (most recent call last):", "ImportError: boom"]),
+        )
+    )
+    error = RuntimeError(
+        f"Pipeline 'p' finished with status {RED}FAILURE{RESET}. Inner task failed: "
+        f"{CYAN}'plan-matrix'{RESET} inside {CYAN}'exit-handler-1'{RESET}."
+    )
     line = failure_report(log, error)
     step_log = tmp_path / "logs" / "probe-1.plan-matrix.log"
-    assert line == (f"step 'plan-matrix' failed: ConfigError: unknown relation(s) P999 in countryinfo; known: P30, P36 "
-                    f"(also failed: data-build); full log: {step_log}")
+    assert line == (
+        f"step 'plan-matrix' failed: ConfigError: unknown relation(s) P999 in countryinfo; known: P30, P36 "
+        f"(also failed: data-build); full log: {step_log}"
+    )
     assert step_log.read_text().splitlines()[-1].startswith("factprobe.errors.ConfigError")
     # without a usable log: the task kfp names, ANSI codes stripped
     empty = tmp_path / "logs" / "none.log"
@@ -91,14 +129,34 @@ def test_failed_local_run_ends_with_the_step_and_its_error(tmp_path):
 
     env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe",
-                        "--param", 'models=["smollm2-135m-instruct"]', "--param", "relations=P999"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "pipeline",
+            "run",
+            "probe",
+            "--param",
+            'models=["smollm2-135m-instruct"]',
+            "--param",
+            "relations=P999",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     last = p.stderr.strip().splitlines()[-1]
     assert not ANSI.search(last), last
-    m = re.fullmatch(r"error: step 'data-build' failed: ConfigError: unknown relation\(s\) P999 in \S+; known: .*P36.*; "
-                     r"full log: (?P<log>\S+\.data-build\.log)", last)
+    m = re.fullmatch(
+        r"error: step 'data-build' failed: ConfigError: unknown relation\(s\) P999 in \S+; known: .*P36.*; "
+        r"full log: (?P<log>\S+\.data-build\.log)",
+        last,
+    )
     assert m, last
     step_log = Path(m["log"])
     assert step_log.is_file() and step_log.is_relative_to(tmp_path / "build" / "kfp-local" / "logs")
@@ -119,18 +177,25 @@ def test_compact_run_log_prints_one_line_per_step_start_and_end(tmp_path):
 
     from factprobe_ops.pipelines.local_run import _RunLog
 
-    text = _kfp_log(("start-run", "SUCCESS", ["[KFP Executor 2026] INFO: " + "x" * 300]),
-                    ("probe-model", "SUCCESS", ['{"executor": "json"}', "headline: qa smollm2: em 0.533 over 15 items"]),
-                    ("report", "FAILURE", TRACEBACK))
+    text = _kfp_log(
+        ("start-run", "SUCCESS", ["[KFP Executor 2026] INFO: " + "x" * 300]),
+        ("probe-model", "SUCCESS", ['{"executor": "json"}', "headline: qa smollm2: em 0.533 over 15 items"]),
+        ("report", "FAILURE", TRACEBACK),
+    )
     terminal = io.StringIO()
     log = _RunLog(terminal, tmp_path / "logs" / "run.log", verbose=False)
     for i in range(0, len(text), 37):  # kfp writes in arbitrary pieces
-        log.write(text[i:i + 37])
+        log.write(text[i : i + 37])
     log.close_log()
     lines = terminal.getvalue().splitlines()
-    assert [line.split()[:2] for line in lines] == [["start-run", "started"], ["start-run", "SUCCESS"],
-                                                   ["probe-model", "started"], ["probe-model", "SUCCESS"],
-                                                   ["report", "started"], ["report", "FAILURE"]]
+    assert [line.split()[:2] for line in lines] == [
+        ["start-run", "started"],
+        ["start-run", "SUCCESS"],
+        ["probe-model", "started"],
+        ["probe-model", "SUCCESS"],
+        ["report", "started"],
+        ["report", "FAILURE"],
+    ]
     assert re.fullmatch(r"\s+probe-model\s+SUCCESS\s+\d+\.\d s  qa smollm2: em 0\.533 over 15 items", lines[3])
     assert not ANSI.search(terminal.getvalue())
     assert log.path.read_text() == text  # the file has every byte

@@ -1,6 +1,7 @@
 """One real local KFP run of the `findings` pipeline (factprobe_ops/pipelines/findings.py) on a tiny RANDOM llama
 with the `tiny` budget (plumbing: the list parameter `models` reaching the study step, the study's
 probes and studies, the findings table logged to MLflow; its numbers are no result)."""
+
 import json
 
 import pytest
@@ -15,8 +16,21 @@ def test_findings_runs_locally_and_logs_the_table(tmp_path, tiny_model_path):
 
     model = widen_tiny_llama(tiny_model_path("llama"), tmp_path / "wide")  # a window for the tiny budget's sequences
     p, c, (parent, *children) = run_local_pipeline(
-        "findings", ["--param", f'models=["{model}"]', "--param", "relations=P36", "--param", "budget=tiny",
-                     "--param", "max_facts_per_relation=3", "--param", "device=cpu"], tmp_path)
+        "findings",
+        [
+            "--param",
+            f'models=["{model}"]',
+            "--param",
+            "relations=P36",
+            "--param",
+            "budget=tiny",
+            "--param",
+            "max_facts_per_relation=3",
+            "--param",
+            "device=cpu",
+        ],
+        tmp_path,
+    )
     (child,) = children
     assert child.info.status == "FINISHED" and child.data.tags["factprobe.study"] == "findings"
     cfg = json.loads(child.data.params["config_json"])

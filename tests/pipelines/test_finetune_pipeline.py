@@ -5,6 +5,7 @@ The compiled spec comes from the shared fresh-Python compile (tests/pipelines/pi
 other settings are compiled here in a fresh Python too. The real local run is documented in the
 pipeline's docstring and README (it takes minutes: not a test).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,17 @@ NAME = "finetune_known_unknown"
 TRAIN_IMAGE = "ghcr.io/factprobe/factprobe-train:0.1.0"
 #: steps that load a model or resume without a GPU (the GPU steps all do)
 CPU_MODEL_STEPS = {"finetune-trainjob"}
-PVC = {"constant": "factprobe-cache", "mountPath": "/mnt/factprobe",
-       "pvcNameParameter": {"runtimeValue": {"constant": "factprobe-cache"}}}
-STORAGE_ENV = {"FACTPROBE_CACHE": "/mnt/factprobe/cache", "FACTPROBE_WORK": "/mnt/factprobe/work",
-               "HF_HOME": "/mnt/factprobe/hf", "TORCH_EXTENSIONS_DIR": "/mnt/factprobe/torch_extensions"}
+PVC = {
+    "constant": "factprobe-cache",
+    "mountPath": "/mnt/factprobe",
+    "pvcNameParameter": {"runtimeValue": {"constant": "factprobe-cache"}},
+}
+STORAGE_ENV = {
+    "FACTPROBE_CACHE": "/mnt/factprobe/cache",
+    "FACTPROBE_WORK": "/mnt/factprobe/work",
+    "HF_HOME": "/mnt/factprobe/hf",
+    "TORCH_EXTENSIONS_DIR": "/mnt/factprobe/torch_extensions",
+}
 
 
 def _env(c, step: str) -> dict[str, str]:
@@ -94,13 +102,15 @@ def test_dag_table_sets_loop_over_settings_evaluate_and_report(compiled):
     loop_name, loop = loops[0]
     assert loop["taskInfo"]["name"] == "settings"
     items = loop["parameterIterator"]["items"]["inputParameter"]
-    assert loop["inputs"]["parameters"][items] == {"taskOutputParameter": {"outputParameterKey": "Output",
-                                                                            "producerTask": "finetune-sets"}}
+    assert loop["inputs"]["parameters"][items] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "finetune-sets"}
+    }
     # base table and base evaluation both read the data build, in parallel
     for step in ("finetune-base-table", "finetune-evaluate-base"):
         assert tasks[step][1]["dependentTasks"] == ["data-build", "start-run"], step
     assert tasks["finetune-sets"][1]["inputs"]["artifacts"]["table"] == {
-        "taskOutputArtifact": {"outputArtifactKey": "table", "producerTask": "finetune-base-table"}}
+        "taskOutputArtifact": {"outputArtifactKey": "table", "producerTask": "finetune-base-table"}
+    }
     # one node: the training step; several: the TrainJob step (If / Else on num_nodes)
     conds = {t["taskInfo"]["name"]: t for _, (_, t) in tasks.items() if "condition" in t.get("triggerPolicy", {})}
     assert set(conds) == {"multi-node", "one-node"}
@@ -153,8 +163,14 @@ def _compile(tmp_path: Path, **env: str):
 
 @pytest.mark.slow
 def test_settings_reach_the_spec_and_an_empty_pvc_name_mounts_nothing(tmp_path):
-    c = _compile(tmp_path / "a", FACTPROBE_IMAGE_TRAIN="registry.example.com/team/fp-train:t1", FACTPROBE_PVC="team-cache",
-                 FACTPROBE_PVC_MOUNT="/data/fp", FACTPROBE_SHM_SIZE="32Gi", FACTPROBE_HF_SECRET="team-hf")
+    c = _compile(
+        tmp_path / "a",
+        FACTPROBE_IMAGE_TRAIN="registry.example.com/team/fp-train:t1",
+        FACTPROBE_PVC="team-cache",
+        FACTPROBE_PVC_MOUNT="/data/fp",
+        FACTPROBE_SHM_SIZE="32Gi",
+        FACTPROBE_HF_SECRET="team-hf",
+    )
     ex = c.executor_of("finetune-train")
     assert c.executors[ex]["container"]["image"] == "registry.example.com/team/fp-train:t1"
     assert c.k8s_executors[ex]["pvcMount"][0]["constant"] == "team-cache"
@@ -189,7 +205,8 @@ def test_local_build_mounts_nothing_and_points_nowhere():
     assert "finetune-trainjob" not in c.step_names()
     assert not [t for _, (_, t) in tasks.items() if "condition" in t.get("triggerPolicy", {})]
     assert tasks["finetune-evaluate-adapter"][1]["inputs"]["artifacts"]["adapter"] == {
-        "taskOutputArtifact": {"outputArtifactKey": "adapter", "producerTask": "finetune-train"}}
+        "taskOutputArtifact": {"outputArtifactKey": "adapter", "producerTask": "finetune-train"}
+    }
 
 
 # --- smoke test verdict -------------------------------------------------------------------------
@@ -213,22 +230,34 @@ def _manifest(**ft):
     from factprobe_ops.components.config import cluster_config
     from factprobe_ops.components.steps.trainjob_manifest import trainjob_manifest
 
-    cfg = {"model": "smollm2-135m-instruct", "train_set": "known", "known_unknown": "/mnt/factprobe/work/t.parquet",
-           "out": "/mnt/factprobe/work/finetune/run/known", **ft}
+    cfg = {
+        "model": "smollm2-135m-instruct",
+        "train_set": "known",
+        "known_unknown": "/mnt/factprobe/work/t.parquet",
+        "out": "/mnt/factprobe/work/finetune/run/known",
+        **ft,
+    }
     return trainjob_manifest("ft-known-abc123", cfg, cluster_config(), num_nodes=4, gpus_per_node=8)
 
 
 def test_trainjob_args_are_real_finetune_options():
     """The TrainJob's command line parses as `factprobe finetune` options into the same config."""
     from factprobe.cli import build_parser
-    from factprobe.finetune import FinetuneConfig
     from factprobe.config import namespace_to_dict
+    from factprobe.finetune import FinetuneConfig
 
     m = _manifest(max_steps=7, zero_stage=3, offload_param=True, packing=True, relations=["P36", "P19"])
     ns = build_parser().parse_args(["finetune", *m["spec"]["trainer"]["args"]])
     cfg = FinetuneConfig.from_dict(namespace_to_dict(ns, (FinetuneConfig,)))
     assert (cfg.train_set, cfg.max_steps, cfg.zero_stage, cfg.offload_param, cfg.packing, cfg.relations, cfg.out) == (
-        "known", 7, 3, True, True, ["P36", "P19"], "/mnt/factprobe/work/finetune/run/known")
+        "known",
+        7,
+        3,
+        True,
+        True,
+        ["P36", "P19"],
+        "/mnt/factprobe/work/finetune/run/known",
+    )
 
 
 def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
@@ -240,8 +269,11 @@ def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
     validate_trainjob(m)
     assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
     spec = m["spec"]
-    assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                  "name": "torch-distributed"}
+    assert spec["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+        "name": "torch-distributed",
+    }
     trainer = spec["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"], trainer["image"]) == (4, 8, TRAIN_IMAGE)
     assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
@@ -262,22 +294,36 @@ def test_trainjob_manifest_validates_and_places_every_node(monkeypatch):
     env = {e["name"]: e for e in container["env"]}
     assert env["FACTPROBE_WORK"]["value"] == "/mnt/factprobe/work"
     assert env["MLFLOW_TRACKING_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "key": "MLFLOW_TRACKING_PASSWORD", "name": "mlflow-credentials", "optional": False}
+        "key": "MLFLOW_TRACKING_PASSWORD",
+        "name": "mlflow-credentials",
+        "optional": False,
+    }
     assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda m: m["spec"]["trainer"].__setitem__("numNodez", 2), "does not know: spec.trainer.numNodez"),
-    (lambda m: m["spec"]["trainer"].__setitem__("numNodes", "two"), "valid integer"),
-    (lambda m: m["metadata"].__setitem__("name", "FT_known"), "DNS-1035"),
-    (lambda m: m["spec"]["trainer"].__setitem__("numNodes", 0), "numNodes=0"),
-    (lambda m: m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-     ["template"]["spec"]["template"]["spec"]["volumes"].pop(), "mounts volume 'factprobe-cache'"),
-    (lambda m: m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-     ["template"]["spec"]["template"]["spec"]["tolerations"][0].__setitem__("operator", "Sometimes"), "operator"),
-    (lambda m: m["spec"]["trainer"]["resourcesPerNode"]["limits"].__setitem__("cpu", "lots"), "not a Kubernetes quantity"),
-    (lambda m: m.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m["spec"]["trainer"].__setitem__("numNodez", 2), "does not know: spec.trainer.numNodez"),
+        (lambda m: m["spec"]["trainer"].__setitem__("numNodes", "two"), "valid integer"),
+        (lambda m: m["metadata"].__setitem__("name", "FT_known"), "DNS-1035"),
+        (lambda m: m["spec"]["trainer"].__setitem__("numNodes", 0), "numNodes=0"),
+        (
+            lambda m: m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+                "spec"
+            ]["template"]["spec"]["volumes"].pop(),
+            "mounts volume 'factprobe-cache'",
+        ),
+        (
+            lambda m: m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+                "spec"
+            ]["template"]["spec"]["tolerations"][0].__setitem__("operator", "Sometimes"),
+            "operator",
+        ),
+        (lambda m: m["spec"]["trainer"]["resourcesPerNode"]["limits"].__setitem__("cpu", "lots"), "not a Kubernetes quantity"),
+        (lambda m: m.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
+    ],
+)
 def test_bad_trainjob_manifests_are_refused(edit, message):
     from factprobe_ops.components.steps.trainjob_manifest import validate_trainjob
 
@@ -289,23 +335,36 @@ def test_bad_trainjob_manifests_are_refused(edit, message):
 
 def test_trainjob_step_writes_the_manifest_without_submitting(tmp_path):
     from factprobe_ops.components.steps.finetune_trainjob import run_trainjob_step
-    from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.components.steps.trainjob_manifest import validate_trainjob
+    from factprobe_ops.tracking.context import RunContext
 
     table = tmp_path / "table.parquet"
     table.write_bytes(b"")  # regular needs no table
-    info = run_trainjob_step(str(table), str(tmp_path / "manifest.yaml"), str(tmp_path / "adapter"),
-                             "smollm2-135m-instruct", "regular", {"max_steps": 3, "source": "countryinfo"}, 2, False,
-                             "kubeflow", RunContext(tracking_uri="http://mlflow.factprobe.svc.cluster.local:5000",
-                                                    kfp_run_id="2f6c-run", trigger="ui"), str(tmp_path / "work"))
+    info = run_trainjob_step(
+        str(table),
+        str(tmp_path / "manifest.yaml"),
+        str(tmp_path / "adapter"),
+        "smollm2-135m-instruct",
+        "regular",
+        {"max_steps": 3, "source": "countryinfo"},
+        2,
+        False,
+        "kubeflow",
+        RunContext(tracking_uri="http://mlflow.factprobe.svc.cluster.local:5000", kfp_run_id="2f6c-run", trigger="ui"),
+        str(tmp_path / "work"),
+    )
     assert info == {"name": "ft-regular-2f6crun", "submitted": False, "out": info["out"]}
     m = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
     validate_trainjob(m)
     args = m["spec"]["trainer"]["args"]
     assert args[args.index("--out") + 1] == info["out"] and info["out"].startswith(str(tmp_path / "work" / "finetune"))
     assert "--known-unknown" not in args
-    env = {e["name"]: e.get("value") for e in m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
-           ["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value")
+        for e in m["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+            "spec"
+        ]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.factprobe.svc.cluster.local:5000"
     assert (tmp_path / "adapter" / "NOT_TRAINED.txt").is_file()
 
@@ -327,21 +386,37 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
     from factprobe_ops.tracking.context import RunContext
 
     def qa(fid, em, f1, split="eval", shots=0):
-        return {"fact_id": fid, "relation": "P36", "split": split, "shots_asked": shots, "em": em, "f1": f1,
-                "contains": em}
+        return {"fact_id": fid, "relation": "P36", "split": split, "shots_asked": shots, "em": em, "f1": f1, "contains": em}
 
     def mc(fid, ok):
         return {"fact_id": fid, "relation": "P36", "correct": ok}
 
     # base: EM 1/4 on the zero-shot eval rows (a 10-shot row and a train row are not evaluation rows)
-    base = _eval_dir(tmp_path, "base", [qa("a", 1, 1.0), qa("b", 0, 0.5), qa("c", 0, 0.0), qa("d", 0, 0.0),
-                                        qa("a", 0, 0.0, shots=10), qa("t", 1, 1.0, split="train")],
-                     [mc("a", True), mc("b", False)])
-    known = _eval_dir(tmp_path, "known", [qa("a", 1, 1.0), qa("b", 1, 1.0), qa("c", 1, 1.0), qa("d", 0, 0.5)],
-                      [mc("a", True), mc("b", True)])
+    base = _eval_dir(
+        tmp_path,
+        "base",
+        [
+            qa("a", 1, 1.0),
+            qa("b", 0, 0.5),
+            qa("c", 0, 0.0),
+            qa("d", 0, 0.0),
+            qa("a", 0, 0.0, shots=10),
+            qa("t", 1, 1.0, split="train"),
+        ],
+        [mc("a", True), mc("b", False)],
+    )
+    known = _eval_dir(
+        tmp_path, "known", [qa("a", 1, 1.0), qa("b", 1, 1.0), qa("c", 1, 1.0), qa("d", 0, 0.5)], [mc("a", True), mc("b", True)]
+    )
     Path(known[0], "finetune_loss_history.json").write_text(json.dumps([{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]))
-    table = run_finetune_report([base[0], known[0]], [base[1], known[1]], str(tmp_path / "r.html"), str(tmp_path / "r.md"),
-                                {"max_steps": 2}, RunContext(tracking_uri="none", trigger="local"))
+    table = run_finetune_report(
+        [base[0], known[0]],
+        [base[1], known[1]],
+        str(tmp_path / "r.html"),
+        str(tmp_path / "r.md"),
+        {"max_steps": 2},
+        RunContext(tracking_uri="none", trigger="local"),
+    )
     assert table["setting"].tolist() == ["base", "known"]
     b, k = table.iloc[0], table.iloc[1]
     assert (b["em"], b["f1"], b["iclke_acc"], b["qa_n"]) == (0.25, 0.375, 0.5, 4)
@@ -357,13 +432,19 @@ def test_report_table_matches_the_per_fact_results(tmp_path):
 
 
 def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings(tmp_path):
+    from factprobe.errors import ConfigError
+    from factprobe.finetune.sets import TrainSet, build_train_set
     from factprobe_ops.components.steps.finetune_sets import run_sets_step
     from factprobe_ops.tracking.context import RunContext
-    from factprobe.finetune.sets import TrainSet, build_train_set
-    from factprobe.errors import ConfigError
 
-    ft = {"source": "countryinfo", "relations": "P30,P37", "qa_train_per_relation": "20", "train_size": "6", "seed": 0,
-          "max_steps": 2}
+    ft = {
+        "source": "countryinfo",
+        "relations": "P30,P37",
+        "qa_train_per_relation": "20",
+        "train_size": "6",
+        "seed": 0,
+        "max_steps": 2,
+    }
     empty = tmp_path / "table.parquet"
     empty.write_bytes(b"")
     off = RunContext(tracking_uri="none")
@@ -371,8 +452,9 @@ def test_sets_step_saves_each_set_for_the_training_step_and_refuses_bad_settings
     assert cells == [{"setting": "regular", "context": off.to_json()}, {"setting": "counterfactual", "context": off.to_json()}]
     for kind in ("regular", "counterfactual"):
         saved = TrainSet.load(tmp_path / "sets" / kind)  # checks the digest against the examples
-        again = build_train_set(kind, model="smollm2-135m-instruct", source="countryinfo", relations=["P30", "P37"],
-                                qa_train_per_relation=20, size=6)
+        again = build_train_set(
+            kind, model="smollm2-135m-instruct", source="countryinfo", relations=["P30", "P37"], qa_train_per_relation=20, size=6
+        )
         assert (saved.kind, len(saved), saved.digest) == (kind, 6, again.digest)
     sets = json.loads((tmp_path / "sets" / "sets.json").read_text())
     assert sets["regular"]["digest"] == TrainSet.load(tmp_path / "sets" / "regular").digest

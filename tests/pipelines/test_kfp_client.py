@@ -16,6 +16,7 @@ request. The tests assert on what a real Kubeflow Pipelines API server would rec
 
 The pipeline spec travels inline in the run body (no separate pipeline upload).
 """
+
 from __future__ import annotations
 
 import socket
@@ -47,8 +48,11 @@ def _nightly_header_bug() -> list[str]:
     see test_compiled_specs.test_compiled_file_loads_like_the_kfp_client)."""
     from factprobe_ops.pipelines.catalogue import get_pipeline, pipeline_parameters
 
-    return [n for n, (_, default) in pipeline_parameters(get_pipeline("nightly_sweep")).items()
-            if isinstance(default, str) and "\n" in default]
+    return [
+        n
+        for n, (_, default) in pipeline_parameters(get_pipeline("nightly_sweep")).items()
+        if isinstance(default, str) and "\n" in default
+    ]
 
 
 def closed_port_url() -> str:
@@ -70,10 +74,18 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     from factprobe_ops.pipelines import remote
 
     # max_facts_per_relation is optional (an int or not set), so a str pipeline parameter ("" = all)
-    result = remote.submit("probe", kfp_api.host, {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
-                                                 "max_facts_per_relation": "5", "prompt_format": "official"})
+    result = remote.submit(
+        "probe",
+        kfp_api.host,
+        {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": "5", "prompt_format": "official"},
+    )
     assert [(r.method, r.path) for r in kfp_api.requests] == [
-        ("GET", HEALTHZ), ("GET", HEALTHZ), ("GET", EXPERIMENTS), ("POST", EXPERIMENTS), ("POST", RUNS)]
+        ("GET", HEALTHZ),
+        ("GET", HEALTHZ),
+        ("GET", EXPERIMENTS),
+        ("POST", EXPERIMENTS),
+        ("POST", RUNS),
+    ]
 
     lookup = kfp_api.only("GET", EXPERIMENTS)
     assert '"stringValue": "factprobe-probe"' in lookup.query["filter"][0]
@@ -84,15 +96,24 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert run["experiment_id"] == kfp_api.experiments["factprobe-probe"]["experiment_id"]
     assert run["display_name"].startswith("factprobe-probe ")  # kfp's default: pipeline name + timestamp
     assert run["runtime_config"]["parameters"] == {
-        "models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": "5",
-        "prompt_format": "official", "trigger": "ui"}
+        "models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
+        "max_facts_per_relation": "5",
+        "prompt_format": "official",
+        "trigger": "ui",
+    }
     assert "pipeline_root" not in run["runtime_config"]  # the cluster's default root
 
     # The pipeline spec and the Kubernetes platform spec travel inline, as compiled.
     spec, platform = run["pipeline_spec"]["pipeline_spec"], run["pipeline_spec"]["platform_spec"]
     assert spec["pipelineInfo"]["name"] == "factprobe-probe"
-    assert {"comp-start-run", "comp-plan-matrix", "comp-data-build", "comp-probe-model", "comp-report",
-            "comp-finalize-run"} <= set(spec["components"])
+    assert {
+        "comp-start-run",
+        "comp-plan-matrix",
+        "comp-data-build",
+        "comp-probe-model",
+        "comp-report",
+        "comp-finalize-run",
+    } <= set(spec["components"])
     images = step_images(spec)  # the images of FACTPROBE_IMAGE_GPU / _CPU (fixture `built_images`)
     assert images.pop("exec-probe-model") == "registry.example.com/factprobe-gpu:0.1.0-abc1234"
     assert set(images.values()) == {"registry.example.com/factprobe-cpu:0.1.0-abc1234"}
@@ -107,8 +128,13 @@ def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_
     from factprobe_ops.pipelines import remote
 
     kfp_api.experiments["factprobe-ci"] = {"experiment_id": "exp-existing", "display_name": "factprobe-ci"}
-    remote.submit("regression", kfp_api.host, {"candidate": "gemma-3-270m", "max_drop": 0.05, "trigger": "ci"},
-               experiment="factprobe-ci", run_name="gate gemma")
+    remote.submit(
+        "regression",
+        kfp_api.host,
+        {"candidate": "gemma-3-270m", "max_drop": 0.05, "trigger": "ci"},
+        experiment="factprobe-ci",
+        run_name="gate gemma",
+    )
     assert not kfp_api.calls("POST", EXPERIMENTS)
     run = kfp_api.only("POST", RUNS).body
     assert run["experiment_id"] == "exp-existing" and run["display_name"] == "gate gemma"
@@ -119,17 +145,27 @@ def test_submit_keeps_an_explicit_trigger_and_reuses_an_existing_experiment(kfp_
 # --- schedule -----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(bool(_nightly_header_bug()), strict=True, raises=yaml.YAMLError,
-                   reason=f"nightly_sweep default(s) {_nightly_header_bug()} contain a newline: the compiled YAML "
-                          "does not parse, so kfp.Client cannot read it back (see the report)")
+@pytest.mark.xfail(
+    bool(_nightly_header_bug()),
+    strict=True,
+    raises=yaml.YAMLError,
+    reason=f"nightly_sweep default(s) {_nightly_header_bug()} contain a newline: the compiled YAML "
+    "does not parse, so kfp.Client cannot read it back (see the report)",
+)
 @pytest.mark.slow
 def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
     from factprobe_ops.pipelines import remote
 
-    job = remote.schedule("nightly_sweep", kfp_api.host, "0 0 2 * * *",
-                       {"models_yaml": "/mnt/config/models.yaml", "probes": ["ic-lke", "hgp"]})
+    job = remote.schedule(
+        "nightly_sweep", kfp_api.host, "0 0 2 * * *", {"models_yaml": "/mnt/config/models.yaml", "probes": ["ic-lke", "hgp"]}
+    )
     assert [(r.method, r.path) for r in kfp_api.requests] == [
-        ("GET", HEALTHZ), ("GET", HEALTHZ), ("GET", EXPERIMENTS), ("POST", EXPERIMENTS), ("POST", RECURRING)]
+        ("GET", HEALTHZ),
+        ("GET", HEALTHZ),
+        ("GET", EXPERIMENTS),
+        ("POST", EXPERIMENTS),
+        ("POST", RECURRING),
+    ]
     assert kfp_api.only("POST", EXPERIMENTS).body["display_name"] == "factprobe-nightly_sweep"
     body = kfp_api.only("POST", RECURRING).body
     assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
@@ -139,7 +175,10 @@ def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
     assert body["display_name"] == "factprobe-nightly_sweep-scheduled"
     assert body["experiment_id"] == kfp_api.experiments["factprobe-nightly_sweep"]["experiment_id"]
     assert body["runtime_config"]["parameters"] == {
-        "models_yaml": "/mnt/config/models.yaml", "probes": ["ic-lke", "hgp"], "trigger": "nightly"}
+        "models_yaml": "/mnt/config/models.yaml",
+        "probes": ["ic-lke", "hgp"],
+        "trigger": "nightly",
+    }
     spec = body["pipeline_spec"]["pipeline_spec"]
     assert spec["pipelineInfo"]["name"] == "factprobe-nightly-sweep"
     assert {"comp-read-models", "comp-nightly-compare", "comp-probe-model"} <= set(spec["components"])
@@ -151,9 +190,26 @@ def test_schedule_nightly_sweep_creates_a_recurring_run(kfp_api):
 def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys):
     from factprobe.cli import main
 
-    code = main(["schedule", "probe", "--host", kfp_api.host, "--cron", "0 30 1 * * 1-5", "--max-concurrency", "2",
-                 "--job-name", "weekday-probe", "--experiment", "factprobe-nightly",
-                 "--param", "models=smollm2-135m-instruct,gemma-3-270m", "--param", "max_facts_per_relation=50"])
+    code = main(
+        [
+            "schedule",
+            "probe",
+            "--host",
+            kfp_api.host,
+            "--cron",
+            "0 30 1 * * 1-5",
+            "--max-concurrency",
+            "2",
+            "--job-name",
+            "weekday-probe",
+            "--experiment",
+            "factprobe-nightly",
+            "--param",
+            "models=smollm2-135m-instruct,gemma-3-270m",
+            "--param",
+            "max_facts_per_relation=50",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     body = kfp_api.only("POST", RECURRING).body
@@ -162,7 +218,10 @@ def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys
     assert body["display_name"] == "weekday-probe" and body["mode"] == "ENABLE"
     assert kfp_api.only("POST", EXPERIMENTS).body["display_name"] == "factprobe-nightly"
     assert body["runtime_config"]["parameters"] == {
-        "models": ["smollm2-135m-instruct", "gemma-3-270m"], "max_facts_per_relation": "50", "trigger": "nightly"}
+        "models": ["smollm2-135m-instruct", "gemma-3-270m"],
+        "max_facts_per_relation": "50",
+        "trigger": "nightly",
+    }
     assert kfp_api.only("POST", RECURRING).response["recurring_run_id"] in out
     assert "scheduled probe" in out and "0 30 1 * * 1-5" in out and "UTC" in out
     assert body["no_catchup"] is True
@@ -176,12 +235,15 @@ def test_schedule_cli_catchup_opts_out_of_no_catchup(kfp_api, capsys):
     assert kfp_api.only("POST", RECURRING).body.get("no_catchup") in (False, None)
 
 
-@pytest.mark.parametrize("argv", [
-    ["pipeline", "submit", "coherency", "--list-params"],
-    ["pipeline", "submit", "coherency", "--host", "http://unused.invalid", "--list-params"],
-    ["pipeline", "run", "coherency", "--list-params"],
-    ["schedule", "coherency", "--list-params"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pipeline", "submit", "coherency", "--list-params"],
+        ["pipeline", "submit", "coherency", "--host", "http://unused.invalid", "--list-params"],
+        ["pipeline", "run", "coherency", "--list-params"],
+        ["schedule", "coherency", "--list-params"],
+    ],
+)
 @pytest.mark.slow
 def test_list_params_lists_and_exits_without_contacting_a_host(argv, kfp_api, capsys):
     from factprobe.cli import main
@@ -205,7 +267,9 @@ def test_list_params_lists_exactly_the_compiled_parameters_with_descriptions(cap
     for name in ("coherency", "finetune_known_unknown"):
         assert main(["pipeline", "submit", name, "--list-params"]) == 0
         rows = [line for line in capsys.readouterr().out.splitlines()[1:] if not line.startswith("Any other")]
-        spec = next(yaml.safe_load_all(compile_all(str(tmp_path), [name])[0].read_text()))["root"]["inputDefinitions"]["parameters"]
+        spec = next(yaml.safe_load_all(compile_all(str(tmp_path), [name])[0].read_text()))["root"]["inputDefinitions"][
+            "parameters"
+        ]
         assert sorted(r.split()[0] for r in rows) == sorted(spec)  # exactly the compiled parameters
         for row in rows:
             assert spec[row.split()[0]]["description"] in row
@@ -224,12 +288,22 @@ def test_submit_without_host_names_the_flag(capsys):
 def test_submit_cli_prints_the_run_id(kfp_api, capsys):
     from factprobe.cli import main
 
-    code = main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--param", 'models=["gemma-3-270m"]',
-                 "--param", "probes=ic-lke,eic-lke"])
+    code = main(
+        [
+            "pipeline",
+            "submit",
+            "probe",
+            "--host",
+            kfp_api.host,
+            "--param",
+            'models=["gemma-3-270m"]',
+            "--param",
+            "probes=ic-lke,eic-lke",
+        ]
+    )
     assert code == 0
     run = kfp_api.only("POST", RUNS).body
-    assert run["runtime_config"]["parameters"] == {"models": ["gemma-3-270m"], "probes": ["ic-lke", "eic-lke"],
-                                                   "trigger": "ui"}
+    assert run["runtime_config"]["parameters"] == {"models": ["gemma-3-270m"], "probes": ["ic-lke", "eic-lke"], "trigger": "ui"}
     assert f"submitted run {kfp_api.only('POST', RUNS).response['run_id']}" in capsys.readouterr().out
 
 
@@ -289,10 +363,13 @@ def test_cli_schedule_with_a_five_field_cron_exits_2(capsys, kfp_api):
     assert kfp_api.requests == []
 
 
-@pytest.mark.parametrize("argv", [
-    ["pipeline", "submit", "probe", "--host", "{host}"],
-    ["schedule", "nightly_sweep", "--host", "{host}", "--cron", "0 0 2 * * *"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pipeline", "submit", "probe", "--host", "{host}"],
+        ["schedule", "nightly_sweep", "--host", "{host}", "--cron", "0 0 2 * * *"],
+    ],
+)
 @pytest.mark.slow
 def test_cli_unreachable_host_exits_2_with_one_line(capsys, argv):
     from factprobe.cli import main
@@ -313,8 +390,24 @@ def test_submit_sends_token_and_cookie_from_the_environment_and_the_namespace(kf
 
     kfp_api.required_headers = {"Authorization": "Bearer s3cr3t", "Cookie": "authservice_session=abc"}
     monkeypatch.setenv("FACTPROBE_KFP_TOKEN", "s3cr3t")
-    assert main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--cookie", "authservice_session=abc",
-                 "--namespace", "team-a", "--experiment", "nightly"]) == 0
+    assert (
+        main(
+            [
+                "pipeline",
+                "submit",
+                "probe",
+                "--host",
+                kfp_api.host,
+                "--cookie",
+                "authservice_session=abc",
+                "--namespace",
+                "team-a",
+                "--experiment",
+                "nightly",
+            ]
+        )
+        == 0
+    )
     assert all(r.status == 200 for r in kfp_api.requests), [(r.path, r.status) for r in kfp_api.requests]
     assert all(r.headers.get("Authorization") == "Bearer s3cr3t" for r in kfp_api.requests)
     assert kfp_api.only("POST", EXPERIMENTS).body["namespace"] == "team-a"
@@ -345,8 +438,7 @@ def test_schedule_creates_the_experiment_in_the_namespace(kfp_api, monkeypatch):
     assert kfp_api.only("POST", EXPERIMENTS).body["namespace"] == "team-b"
 
 
-@pytest.mark.parametrize("states, rc", [(["PENDING", "RUNNING", "SUCCEEDED"], 0), (["RUNNING", "FAILED"], 1),
-                                        (["CANCELED"], 1)])
+@pytest.mark.parametrize("states, rc", [(["PENDING", "RUNNING", "SUCCEEDED"], 0), (["RUNNING", "FAILED"], 1), (["CANCELED"], 1)])
 @pytest.mark.slow
 def test_wait_follows_the_run_and_exits_nonzero_unless_it_succeeded(kfp_api, capsys, monkeypatch, states, rc):
     from factprobe.cli import main

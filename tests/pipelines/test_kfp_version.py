@@ -1,11 +1,18 @@
 """The Kubeflow Pipelines backend version: the fields a compiled pipeline needs, `--compat`, and the
 check at submit/schedule time against the version the fake API server reports on healthz."""
+
 from __future__ import annotations
 
 import pytest
 
 from factprobe.errors import ConfigError
-from factprobe_ops.pipelines.kfp_compat import compat_platform_spec, load_compiled, minimum_backend, parse_version, required_features
+from factprobe_ops.pipelines.kfp_compat import (
+    compat_platform_spec,
+    load_compiled,
+    minimum_backend,
+    parse_version,
+    required_features,
+)
 
 # ruff: noqa: F811 - the shared fixture is imported by name and requested as a test parameter
 from tests.pipelines.pipeline_fixtures import kfp_api  # noqa: F401 (fixture)
@@ -56,8 +63,15 @@ def test_parse_version():
 def test_the_compiled_pipeline_needs_2_17_and_compat_needs_2_1(compiled_pair):
     (spec, platform, _), (cspec, cplatform, _) = compiled_pair
     names = {f.name for f in required_features(spec, platform)}
-    assert {"secretAsEnv.secretNameParameter", "secretAsEnv.optional", "securityContext", "tolerations",
-            "nodeSelector", "podMetadata (pod labels)", "retryPolicy"} <= names
+    assert {
+        "secretAsEnv.secretNameParameter",
+        "secretAsEnv.optional",
+        "securityContext",
+        "tolerations",
+        "nodeSelector",
+        "podMetadata (pod labels)",
+        "retryPolicy",
+    } <= names
     assert minimum_backend(spec, platform) == (2, 17, 0)
     assert minimum_backend(cspec, cplatform) == (2, 1, 0)
 
@@ -169,11 +183,36 @@ def test_schedule_checks_the_version_too(kfp_api):
 def test_compat_leaves_out_optional_secrets_and_says_so():
     from factprobe_ops.pipelines.kfp_compat import compat_notes
 
-    platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"exec-probe-model": {"secretAsEnv": [
-        {"secretName": "mlflow-credentials", "optional": False, "keyToEnv": [{"envVar": "A", "secretKey": "A"}],
-         "secretNameParameter": {"runtimeValue": {"constant": "mlflow-credentials"}}},
-        {"secretName": "hf-token", "optional": True, "keyToEnv": [{"envVar": "HF_TOKEN", "secretKey": "HF_TOKEN"}]}]}}}}}}
+    platform = {
+        "platforms": {
+            "kubernetes": {
+                "deploymentSpec": {
+                    "executors": {
+                        "exec-probe-model": {
+                            "secretAsEnv": [
+                                {
+                                    "secretName": "mlflow-credentials",
+                                    "optional": False,
+                                    "keyToEnv": [{"envVar": "A", "secretKey": "A"}],
+                                    "secretNameParameter": {"runtimeValue": {"constant": "mlflow-credentials"}},
+                                },
+                                {
+                                    "secretName": "hf-token",
+                                    "optional": True,
+                                    "keyToEnv": [{"envVar": "HF_TOKEN", "secretKey": "HF_TOKEN"}],
+                                },
+                            ]
+                        }
+                    }
+                }
+            }
+        }
+    }
     out = _k8s(compat_platform_spec(platform))["exec-probe-model"]["secretAsEnv"]
     assert out == [{"secretName": "mlflow-credentials", "keyToEnv": [{"envVar": "A", "secretKey": "A"}]}]
-    assert compat_notes(platform) == [("--compat leaves out the optional secret hf-token (HF_TOKEN): older backends "
-                                      "cannot mark a secret optional (a gated hub model then fails to download)")]
+    assert compat_notes(platform) == [
+        (
+            "--compat leaves out the optional secret hf-token (HF_TOKEN): older backends "
+            "cannot mark a secret optional (a gated hub model then fails to download)"
+        )
+    ]

@@ -1,4 +1,5 @@
 """Real pipeline runs with the KFP local SubprocessRunner, a real model and embedded MLflow."""
+
 import json
 import os
 import subprocess
@@ -10,15 +11,21 @@ from mlflow.tracking import MlflowClient
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.real_model]
 
-SMALL = ["--param", "relations=P36", "--param", "max_facts_per_relation=2", "--param", "choices=10",
-         "--param", "examples=10"]
+SMALL = ["--param", "relations=P36", "--param", "max_facts_per_relation=2", "--param", "choices=10", "--param", "examples=10"]
 
 
 def pipeline(tmp_path, *args):
     env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", *args], check=False, cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", "pipeline", "run", *args],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return p.returncode, p.stdout + p.stderr
 
 
@@ -115,12 +122,17 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
         return pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
 
     def parents() -> list:
-        return sorted((r for r in runs(c, "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
-                      key=lambda r: r.info.start_time)
+        return sorted(
+            (r for r in runs(c, "factprobe/nightly_sweep") if r.data.tags.get("factprobe.role") == "parent"),
+            key=lambda r: r.info.start_time,
+        )
 
     def probe_children(parent) -> dict:
-        return {r.data.tags.get("factprobe.model"): r for r in runs(c, "factprobe/nightly_sweep")
-                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id and r.data.tags.get("factprobe.step") == "probe"}
+        return {
+            r.data.tags.get("factprobe.model"): r
+            for r in runs(c, "factprobe/nightly_sweep")
+            if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id and r.data.tags.get("factprobe.step") == "probe"
+        }
 
     c = client(tmp_path)
     rc, log = night(str(good))
@@ -166,10 +178,14 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
 
 def test_regression_pipeline_passes_model_against_its_own_run(probe_run):
     c = client(probe_run)
-    (child,) = [r for r in runs(c, "factprobe/probe") if r.data.tags.get("factprobe.probe") == "ic-lke"
-                and r.data.tags.get("factprobe.step") == "probe"]
-    rc, log = pipeline(probe_run, "regression", "--param", "candidate=smollm2-135m-instruct",
-                       "--param", f"baseline={child.info.run_id}", *SMALL)
+    (child,) = [
+        r
+        for r in runs(c, "factprobe/probe")
+        if r.data.tags.get("factprobe.probe") == "ic-lke" and r.data.tags.get("factprobe.step") == "probe"
+    ]
+    rc, log = pipeline(
+        probe_run, "regression", "--param", "candidate=smollm2-135m-instruct", "--param", f"baseline={child.info.run_id}", *SMALL
+    )
     assert rc == 0, log[-3000:]
     (parent,) = [r for r in runs(c, "factprobe/regression") if r.data.tags.get("factprobe.role") == "parent"]
     assert parent.data.tags["factprobe.gate"] == "PASS" and parent.info.status == "FINISHED"
@@ -180,9 +196,22 @@ def test_regression_pipeline_passes_model_against_its_own_run(probe_run):
 MODEL = "smollm2-135m-instruct"
 # QA over LAMA T-REx with LPAQA training facts: 2 relations x 3 eval facts, 6 train facts each;
 # Figure 7's k = 1, 2 and a 2-shot regular block (a few seconds of generation per step on 2 cores).
-CF_SMALL = ["--param", f"models=[\"{MODEL}\"]", "--param", "source=lama", "--param", "relations=P36,P19",
-            "--param", "max_facts_per_relation=3", "--param", "shots=1,2", "--param", "known_shots=2",
-            "--param", "qa_train_per_relation=6"]
+CF_SMALL = [
+    "--param",
+    f'models=["{MODEL}"]',
+    "--param",
+    "source=lama",
+    "--param",
+    "relations=P36,P19",
+    "--param",
+    "max_facts_per_relation=3",
+    "--param",
+    "shots=1,2",
+    "--param",
+    "known_shots=2",
+    "--param",
+    "qa_train_per_relation=6",
+]
 
 
 def children_of(all_runs, parent) -> dict[str, list]:
@@ -256,18 +285,31 @@ def test_counterfactual_icl_report_draws_figure7_across_models(counterfactual_ru
     # zero-shot EM: the QA run's top-level EM (its k = 0 answers over the eval split), in the table
     (qa,) = children["qa"]
     assert m[f"em/qa/{MODEL}"] == qa.data.metrics["em"]
-    table = json.loads(Path(c.download_artifacts(parent.info.run_id, "tables/counterfactual_icl.json", str(tmp_path))).read_text())
+    table = json.loads(
+        Path(c.download_artifacts(parent.info.run_id, "tables/counterfactual_icl.json", str(tmp_path))).read_text()
+    )
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     (zero,) = [r for r in rows if r["setting"] == "zero-shot"]
     assert zero["model"] == MODEL and zero["n"] == qa.data.metrics["n"]
     assert zero["em"] == pytest.approx(qa.data.metrics["em"], abs=1e-9)
-    assert {(r["setting"], r["shots"]) for r in rows} >= {("regular", 2), ("counterfactual", 2), ("known-shuffle", 1),
-                                                          ("unknown-unshuffle", 2)}
+    assert {(r["setting"], r["shots"]) for r in rows} >= {
+        ("regular", 2),
+        ("counterfactual", 2),
+        ("known-shuffle", 1),
+        ("unknown-unshuffle", 2),
+    }
 
 
 def test_counterfactual_icl_unknown_model_fails_with_one_line_naming_the_step(tmp_path, real_model_path, real_data_root):
-    rc, log = pipeline(tmp_path, "counterfactual_icl", *CF_SMALL, "--param", 'models=["no-such-model-xyz"]',
-                       "--param", f"train_data={real_data_root / 'lpaqa' / 'trex_train'}")
+    rc, log = pipeline(
+        tmp_path,
+        "counterfactual_icl",
+        *CF_SMALL,
+        "--param",
+        'models=["no-such-model-xyz"]',
+        "--param",
+        f"train_data={real_data_root / 'lpaqa' / 'trex_train'}",
+    )
     assert rc == 1
     errors = [line for line in log.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, errors
@@ -280,8 +322,20 @@ def test_counterfactual_icl_unknown_model_fails_with_one_line_naming_the_step(tm
 
 def test_coherency_pipeline_logs_both_rounds_and_reports(tmp_path, real_model_path):
     real_model_path(MODEL)
-    rc, log = pipeline(tmp_path, "coherency", "--param", f"models=[\"{MODEL}\"]", "--param", "source=lama",
-                       "--param", "relations=P36,P19", "--param", "max_facts_per_relation=3", "--param", "max_candidates=20")
+    rc, log = pipeline(
+        tmp_path,
+        "coherency",
+        "--param",
+        f'models=["{MODEL}"]',
+        "--param",
+        "source=lama",
+        "--param",
+        "relations=P36,P19",
+        "--param",
+        "max_facts_per_relation=3",
+        "--param",
+        "max_candidates=20",
+    )
     assert rc == 0, log[-3000:]
     c = client(tmp_path)
     all_runs = runs(c, "factprobe/coherency")

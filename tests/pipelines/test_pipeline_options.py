@@ -5,6 +5,7 @@ runner's placeholder substitution of a JSON string inside the config dict; and t
 (start-run's output) reaches the data-build and probe steps, whose runs nest under the parent.
 
 A tiny RANDOM model (plumbing only: its numbers are no result)."""
+
 import json
 import os
 import subprocess
@@ -20,11 +21,38 @@ def test_options_reach_every_step_of_a_local_run(tmp_path, tiny_model_path):
     model = tiny_model_path("gpt2")
     env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe",
-                        "--param", f'models=["{model}"]', "--param", 'probes=["ic-lke"]', "--param", "relations=P36",
-                        "--param", "max_facts_per_relation=2", "--param", "choices=10", "--param", "examples=10",
-                        "--param", "token_budget=64", "--param", 'options={"device": "cpu"}'],
-                       check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "pipeline",
+            "run",
+            "probe",
+            "--param",
+            f'models=["{model}"]',
+            "--param",
+            'probes=["ic-lke"]',
+            "--param",
+            "relations=P36",
+            "--param",
+            "max_facts_per_relation=2",
+            "--param",
+            "choices=10",
+            "--param",
+            "examples=10",
+            "--param",
+            "token_budget=64",
+            "--param",
+            'options={"device": "cpu"}',
+        ],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = c.get_experiment_by_name("factprobe/probe")

@@ -1,6 +1,7 @@
 """Issue 30, Bad input of the sweeps (`probe`, `nightly_sweep`): a models file with an unknown key, a
 negative GPU count or `endpoint` with `device_map`, and `shards` larger than the facts, refused in one
 line before anything runs or is sent (factprobe_ops/pipelines/checks.py `check_sweep_values`)."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,17 @@ def test_a_bad_model_is_refused_before_a_run_starts(entry, message, nothing_runs
 def test_submit_refuses_a_bad_model_before_anything_is_sent(nothing_runs, capsys):
     from factprobe.cli import main
 
-    rc = main(["pipeline", "submit", "nightly_sweep", "--host", "http://127.0.0.1:9", "--param",
-               "models_yaml=models: [{name: m, gpus: -2}]"])
+    rc = main(
+        [
+            "pipeline",
+            "submit",
+            "nightly_sweep",
+            "--host",
+            "http://127.0.0.1:9",
+            "--param",
+            "models_yaml=models: [{name: m, gpus: -2}]",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "model 'm': gpus=-2 is negative" in err[0], err
 
@@ -75,8 +85,15 @@ def test_shards_above_the_facts_the_parameters_allow_are_refused():
 
 @pytest.mark.slow  # builds two pipelines: ~4 s
 def test_sweep_values_a_step_accepts_pass(nothing_runs):
-    check_run_values("probe", {"models": ["a", {"name": "b", "gpus": 0, "endpoint": "http://vllm:8000/v1"}], "shards": 4,
-                               "relations": "P36", "max_facts_per_relation": "4"})
+    check_run_values(
+        "probe",
+        {
+            "models": ["a", {"name": "b", "gpus": 0, "endpoint": "http://vllm:8000/v1"}],
+            "shards": 4,
+            "relations": "P36",
+            "max_facts_per_relation": "4",
+        },
+    )
     check_run_values("nightly_sweep", {"models_yaml": "/mnt/factprobe/models.yaml"})  # on the cluster's volume only
     with pytest.raises(ConfigError, match="pipeline probe: shards=5 is more than the 4 facts"):
         check_run_values("probe", {"shards": 5, "relations": "P36", "max_facts_per_relation": "4"})

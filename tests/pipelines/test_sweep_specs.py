@@ -5,6 +5,7 @@ report, and shards / one_load are pipeline parameters.
 
 Compiled here, in this Python, for the two pipelines only (tests/pipelines/test_compiled_specs.py
 checks every pipeline's platform settings and snapshots)."""
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,7 @@ def sweeps(tmp_path_factory):
 
 
 def _loop(c):
-    (name, task), = [(k, t) for k, (_, t) in c.tasks().items() if "parameterIterator" in t]
+    ((name, task),) = [(k, t) for k, (_, t) in c.tasks().items() if "parameterIterator" in t]
     return name, task
 
 
@@ -65,7 +66,8 @@ def test_each_unit_requests_its_models_resources(sweeps, name):
     probe_task = tasks["probe-model"][1]
     for field in ("gpus", "cpu", "memory"):
         assert probe_task["inputs"]["parameters"][f"pipelinechannel--unit-resources-{field}"] == {
-            "taskOutputParameter": {"outputParameterKey": field, "producerTask": "unit-resources"}}
+            "taskOutputParameter": {"outputParameterKey": field, "producerTask": "unit-resources"}
+        }
     assert "unit-resources" in probe_task["dependentTasks"]  # the local runner waits for it too
     # the defaults of a model that names no resources: one GPU (FACTPROBE_GPU_COUNT), gpu_step's CPU and memory
     plan = tasks["plan-units"][1]["inputs"]["parameters"]
@@ -73,7 +75,8 @@ def test_each_unit_requests_its_models_resources(sweeps, name):
     assert plan["shards"] == {"componentInputParameter": "pipelinechannel--shards"}
     assert plan["one_load"] == {"componentInputParameter": "pipelinechannel--one_load"}
     assert loop["inputs"]["parameters"][loop["parameterIterator"]["items"]["inputParameter"]] == {
-        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "plan-units"}}
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "plan-units"}
+    }
 
 
 @pytest.mark.slow
@@ -83,13 +86,15 @@ def test_units_are_merged_before_the_report(sweeps, name):
     tasks = c.tasks()
     loop_name, _ = _loop(c)
     merge = tasks["merge-results"][1]["inputs"]["artifacts"]
-    assert merge["units"] == {"taskOutputArtifact": {"outputArtifactKey": "pipelinechannel--probe-model-results",
-                                                     "producerTask": loop_name}}
+    assert merge["units"] == {
+        "taskOutputArtifact": {"outputArtifactKey": "pipelinechannel--probe-model-results", "producerTask": loop_name}
+    }
     assert merge["items"] == {"taskOutputArtifact": {"outputArtifactKey": "items", "producerTask": "data-build"}}
     readers = ["report", "nightly-compare"] if name == "nightly_sweep" else ["report"]
     for step in readers:
         assert tasks[step][1]["inputs"]["artifacts"]["results"] == {
-            "taskOutputArtifact": {"outputArtifactKey": "results", "producerTask": "merge-results"}}
+            "taskOutputArtifact": {"outputArtifactKey": "results", "producerTask": "merge-results"}
+        }
 
 
 @pytest.mark.slow
@@ -99,7 +104,8 @@ def test_the_fan_out_has_a_parallelism_cap(sweeps, tmp_path, monkeypatch):
     for name in SWEEPS:
         assert _loop(sweeps[name])[1]["iteratorPolicy"] == {"parallelismLimit": DEFAULT_PARALLELISM}
     assert _loop(_compile("probe", tmp_path, monkeypatch, FACTPROBE_PARALLELISM="3"))[1]["iteratorPolicy"] == {
-        "parallelismLimit": 3}
+        "parallelismLimit": 3
+    }
     # a local build keeps kfp's local runner cap (which the thread policy counts on)
     assert "iteratorPolicy" not in _loop(_compile("probe", tmp_path, monkeypatch, local=True))[1]
     with pytest.raises(ConfigError, match="FACTPROBE_PARALLELISM='many'"):

@@ -1,6 +1,7 @@
 """Issue 28 item 7, the pipeline cases: what a later step would refuse is refused before anything
 runs or is sent (`pipeline run`, `submit`, `schedule`), in one line; and `submit --wait` prints
 what the server said, not a state it never reported."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,12 +51,16 @@ def test_other_device_names_are_refused_in_one_line(value):
 
 PIPELINE_CASES = [
     (["device=tpu"], "device='tpu': unknown device; use auto, cpu, cuda or cuda:N"),
-    (["options={\"device\": \"tpu\"}"], "device='tpu': unknown device; use auto, cpu, cuda or cuda:N"),
+    (['options={"device": "tpu"}'], "device='tpu': unknown device; use auto, cpu, cuda or cuda:N"),
     ([f"probes={MC}"], "pipeline probe, probe mc-items: data=None: mc-items needs --param data=FILE"),
-    ([f"probes={MC}", "data=/somewhere/items.jsonl", "examples=50"],
-     "pipeline probe, probe mc-items: examples=50: in-context examples need --param train_data=FILE"),
-    ([f"probes={MC}", "data=/somewhere/items.jsonl"],  # the pipeline's examples default (50, ic-lke's) applies too
-     "pipeline probe, probe mc-items: examples=50: in-context examples need --param train_data=FILE"),
+    (
+        [f"probes={MC}", "data=/somewhere/items.jsonl", "examples=50"],
+        "pipeline probe, probe mc-items: examples=50: in-context examples need --param train_data=FILE",
+    ),
+    (
+        [f"probes={MC}", "data=/somewhere/items.jsonl"],  # the pipeline's examples default (50, ic-lke's) applies too
+        "pipeline probe, probe mc-items: examples=50: in-context examples need --param train_data=FILE",
+    ),
     (['probes=["ic-lke","mc-items"]', "examples=3"], "probe mc-items: data=None"),
 ]
 
@@ -92,17 +97,27 @@ def test_the_api_entry_points_check_too(nothing_runs):
     from factprobe_ops.pipelines.local_run import run_local
 
     params = {"probes": ["mc-items"], "data": "items.jsonl", "examples": 2}
-    for call in (lambda: remote.submit("probe", "http://127.0.0.1:9", params),
-                 lambda: remote.schedule("probe", "http://127.0.0.1:9", "0 0 2 * * *", params),
-                 lambda: run_local("probe", params)):
+    for call in (
+        lambda: remote.submit("probe", "http://127.0.0.1:9", params),
+        lambda: remote.schedule("probe", "http://127.0.0.1:9", "0 0 2 * * *", params),
+        lambda: run_local("probe", params),
+    ):
         with pytest.raises(ConfigError, match="examples=2: in-context examples need --param train_data=FILE"):
             call()
 
 
 @pytest.mark.slow  # builds two pipelines: ~4 s
 def test_values_a_step_accepts_pass(nothing_runs):
-    check_run_values("probe", {"probes": ["mc-items"], "data": "items.jsonl", "train_data": "train.jsonl",
-                               "examples": 5, "options": '{"device": "cuda:1"}'})
+    check_run_values(
+        "probe",
+        {
+            "probes": ["mc-items"],
+            "data": "items.jsonl",
+            "train_data": "train.jsonl",
+            "examples": 5,
+            "options": '{"device": "cuda:1"}',
+        },
+    )
     check_run_values("probe", {"probes": ["mc-items"], "data": "items.jsonl", "examples": 0})  # no training items needed
     check_run_values("probe", {})  # ic-lke, every default
     check_run_values("regression", {"probe_name": "ic-lke", "options": '{"device": "cpu"}'})
@@ -130,8 +145,11 @@ def test_wait_says_the_state_is_unknown_when_the_server_reports_none(none):
     lines: list[str] = []
     state = remote.wait_for_run(_Client([none, "running", "SUCCEEDED"]), "r1", 60, poll_s=0, log=lines.append)
     assert state == "SUCCEEDED"
-    assert [x.split(" after ")[0] for x in lines] == ["run r1: state unknown (the server reported none)", "run r1: RUNNING",
-                                                      "run r1: SUCCEEDED"]
+    assert [x.split(" after ")[0] for x in lines] == [
+        "run r1: state unknown (the server reported none)",
+        "run r1: RUNNING",
+        "run r1: SUCCEEDED",
+    ]
     assert not any("PENDING" in x for x in lines)
 
 

@@ -7,6 +7,7 @@ False: a rise of the miss rate is the drop `regress` and the nightly test flag. 
 `FACTPROBE_PROBE_MODULES=tests.probes.miss_rate_probe`; tests/reliability/test_verdict_contract.py
 registers it in-process.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,17 +47,31 @@ class MissRate(Probe):
 
         p = session.cfg.params.miss_prefix
         scores = session.scorer.score_choices([ChoiceRequest(f.subject, [p + f.object, p + f.object[::-1]]) for f in batch])
-        return [{"key": f.fact_id, "fact_id": f.fact_id, "relation": f.relation, "subject": f.subject, "gold": f.object,
-                 "miss": bool(s[0] < s[1])} for f, s in zip(batch, scores)]
+        return [
+            {
+                "key": f.fact_id,
+                "fact_id": f.fact_id,
+                "relation": f.relation,
+                "subject": f.subject,
+                "gold": f.object,
+                "miss": bool(s[0] < s[1]),
+            }
+            for f, s in zip(batch, scores)
+        ]
 
     def metrics(self, rows, prepared, cfg):
         def rate(rs):
             return sum(r["miss"] for r in rs) / len(rs) if rs else None
 
         rels = sorted({r["relation"] for r in rows})
-        return {"n": len(rows), "miss_rate": rate(rows),
-                "per_relation": {rel: {"miss_rate": rate([r for r in rows if r["relation"] == rel]),
-                                       "n": sum(r["relation"] == rel for r in rows)} for rel in rels}}
+        return {
+            "n": len(rows),
+            "miss_rate": rate(rows),
+            "per_relation": {
+                rel: {"miss_rate": rate([r for r in rows if r["relation"] == rel]), "n": sum(r["relation"] == rel for r in rows)}
+                for rel in rels
+            },
+        }
 
 
 PROBE = register(MissRate())

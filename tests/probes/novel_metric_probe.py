@@ -6,14 +6,15 @@ columns, per-relation metric, per-fact verdict) and nothing outside it names it:
 `FACTPROBE_PROBE_MODULES=tests.probes.novel_metric_probe`, it runs through `factprobe probe`,
 the `probe` pipeline, the report step and `factprobe compare`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from factprobe.config import ConfigBase, option
 from factprobe.datasets.mc_dataset import load_test_and_train
 from factprobe.datasets.prepared import Prepared
 from factprobe.probes.base import Probe
-from factprobe.config import ConfigBase, option
 from factprobe.probes.registry import register
 from factprobe.probes.reporting import Headline
 
@@ -45,17 +46,31 @@ class HitRate(Probe):
 
         p = session.cfg.params.hit_prefix
         scores = session.scorer.score_choices([ChoiceRequest(f.subject, [p + f.object, p + f.object[::-1]]) for f in batch])
-        return [{"key": f.fact_id, "fact_id": f.fact_id, "relation": f.relation, "subject": f.subject, "gold": f.object,
-                 "hit": bool(s[0] > s[1])} for f, s in zip(batch, scores)]
+        return [
+            {
+                "key": f.fact_id,
+                "fact_id": f.fact_id,
+                "relation": f.relation,
+                "subject": f.subject,
+                "gold": f.object,
+                "hit": bool(s[0] > s[1]),
+            }
+            for f, s in zip(batch, scores)
+        ]
 
     def metrics(self, rows, prepared, cfg):
         def rate(rs):
             return sum(r["hit"] for r in rs) / len(rs) if rs else None
 
         rels = sorted({r["relation"] for r in rows})
-        return {"n": len(rows), "hit_rate": rate(rows),
-                "per_relation": {rel: {"hit_rate": rate([r for r in rows if r["relation"] == rel]),
-                                       "n": sum(r["relation"] == rel for r in rows)} for rel in rels}}
+        return {
+            "n": len(rows),
+            "hit_rate": rate(rows),
+            "per_relation": {
+                rel: {"hit_rate": rate([r for r in rows if r["relation"] == rel]), "n": sum(r["relation"] == rel for r in rows)}
+                for rel in rels
+            },
+        }
 
 
 PROBE = register(HitRate())

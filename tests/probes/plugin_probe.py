@@ -4,14 +4,15 @@
 Enabled with `FACTPROBE_PROBE_MODULES=tests.probes.plugin_probe`; the CLI, the components and the
 pipelines then offer it without any change to factprobe.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from factprobe.config import ConfigBase, option
 from factprobe.datasets.mc_dataset import load_test_and_train
 from factprobe.datasets.prepared import Prepared
 from factprobe.probes.base import Probe
-from factprobe.config import ConfigBase, option
 from factprobe.probes.registry import register
 
 
@@ -38,8 +39,10 @@ class ObjectLogprob(Probe):
 
         p = session.cfg.params.object_prefix
         scores = session.scorer.score_choices([ChoiceRequest(f.subject, [p + f.object]) for f in batch])
-        return [{"key": f.fact_id, "fact_id": f.fact_id, "relation": f.relation, "logprob": float(s[0])}
-                for f, s in zip(batch, scores)]
+        return [
+            {"key": f.fact_id, "fact_id": f.fact_id, "relation": f.relation, "logprob": float(s[0])}
+            for f, s in zip(batch, scores)
+        ]
 
     def metrics(self, rows, prepared, cfg):
         return {"n": len(rows), "mean_logprob": sum(r["logprob"] for r in rows) / len(rows) if rows else None}

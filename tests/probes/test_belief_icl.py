@@ -7,6 +7,7 @@ and metrics in range. Its answers are gibberish and its numbers mean nothing. Sc
 (`Generator.greedy` replaced) check matching, empty answers and the one-word rate. One test runs the
 real SmolLM2-135M-Instruct and Gemma-3-270M on two LAMA relations (`real_model`).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ from factprobe.probes.config import BaseConfig, RunConfig
 from factprobe.probes.runner import run_probe
 from tests.probes.test_qa import widened_tiny_llama
 
-CAPITALS = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"),
-            ("Japan", "Tokyo"), ("Canada", "Ottawa"), ("Peru", "Lima")]
+CAPITALS = [
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("Canada", "Ottawa"),
+    ("Peru", "Lima"),
+]
 MP_LINE = "Predict the [MASK] in each sentence in one word."
 QA_LINE = "Answer each question in one word."
 
@@ -44,18 +52,34 @@ def jsonl(recs) -> str:
 def toy_root(tmp_path, monkeypatch) -> Path:
     """P36: 7 pairs, templates LAMA + 2 ParaRel (one with [Y] inside) + 2 questions; P99: 2 pairs, 1 template."""
     root = tmp_path / "data"
-    write(root / "lama" / "relations.jsonl", jsonl([
-        {"relation": "P36", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "1-1"},
-        {"relation": "P99", "template": "[X] was born in [Y] .", "label": "born", "type": "N-1"},
-    ]))
-    write(root / "lama" / "trex" / "P36.jsonl", jsonl(
-        [{"sub_uri": f"Q{i}", "obj_uri": f"Q{100 + i}", "sub_label": s, "obj_label": o}
-         for i, (s, o) in enumerate(CAPITALS)]))
-    write(root / "lama" / "trex" / "P99.jsonl", jsonl([
-        {"sub_uri": "Q50", "obj_uri": "Q60", "sub_label": "Albert Einstein", "obj_label": "Ulm"},
-        {"sub_uri": "Q51", "obj_uri": "Q61", "sub_label": "Marie Curie", "obj_label": "Warsaw"}]))
-    write(root / "pararel" / "patterns" / "P36.jsonl", jsonl([
-        {"pattern": "[X]'s capital is [Y]."}, {"pattern": "[Y] is the capital of [X] ."}]))
+    write(
+        root / "lama" / "relations.jsonl",
+        jsonl(
+            [
+                {"relation": "P36", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "1-1"},
+                {"relation": "P99", "template": "[X] was born in [Y] .", "label": "born", "type": "N-1"},
+            ]
+        ),
+    )
+    write(
+        root / "lama" / "trex" / "P36.jsonl",
+        jsonl(
+            [{"sub_uri": f"Q{i}", "obj_uri": f"Q{100 + i}", "sub_label": s, "obj_label": o} for i, (s, o) in enumerate(CAPITALS)]
+        ),
+    )
+    write(
+        root / "lama" / "trex" / "P99.jsonl",
+        jsonl(
+            [
+                {"sub_uri": "Q50", "obj_uri": "Q60", "sub_label": "Albert Einstein", "obj_label": "Ulm"},
+                {"sub_uri": "Q51", "obj_uri": "Q61", "sub_label": "Marie Curie", "obj_label": "Warsaw"},
+            ]
+        ),
+    )
+    write(
+        root / "pararel" / "patterns" / "P36.jsonl",
+        jsonl([{"pattern": "[X]'s capital is [Y]."}, {"pattern": "[Y] is the capital of [X] ."}]),
+    )
     monkeypatch.setenv("FACTPROBE_DATA", str(root))
     return root
 
@@ -71,11 +95,26 @@ def config(root: Path, tmp_path: Path, model, **params) -> RunConfig:
     params.setdefault("draws", 200)
     params.setdefault("template_sources", "lama,pararel,belief-qa")  # the toy root has no lpaqa/ (issue 18 item 10)
     params.setdefault("samples", 0)
-    params.setdefault("belief_qa_templates", str(write(
-        tmp_path / "qa.tsv", "relation\ttemplate\nP36\tWhat is the capital of [X]? [Y]\n"
-                             "P36\tWhich city is the capital of [X]? [Y]\n")))
-    return RunConfig.from_dict({"probe": "belief-icl", "model": str(model), "source": "lama", "data": str(root / "lama"),
-                                "device": "cpu", "dtype": "float32", **params})
+    params.setdefault(
+        "belief_qa_templates",
+        str(
+            write(
+                tmp_path / "qa.tsv",
+                "relation\ttemplate\nP36\tWhat is the capital of [X]? [Y]\nP36\tWhich city is the capital of [X]? [Y]\n",
+            )
+        ),
+    )
+    return RunConfig.from_dict(
+        {
+            "probe": "belief-icl",
+            "model": str(model),
+            "source": "lama",
+            "data": str(root / "lama"),
+            "device": "cpu",
+            "dtype": "float32",
+            **params,
+        }
+    )
 
 
 def run(cfg: RunConfig, out: Path, loaded=None):
@@ -92,8 +131,14 @@ def test_config_validates():
     assert (c.setting, c.instruction, c.samples, c.draws, c.shots) == ("4-template", "mp", 100, 10_000, 4)
     assert BeliefICLConfig(setting="zero-shot").shots == 0
     assert INSTRUCTIONS == {"mp": MP_LINE, "qa": QA_LINE}
-    for bad in ({"setting": "8-shot"}, {"instruction": "chat"}, {"samples": -1}, {"draws": 0},
-                {"max_answer_tokens": 0}, {"template_sources": "lama,nope"}):
+    for bad in (
+        {"setting": "8-shot"},
+        {"instruction": "chat"},
+        {"samples": -1},
+        {"draws": 0},
+        {"max_answer_tokens": 0},
+        {"template_sources": "lama,nope"},
+    ):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             BeliefICLConfig(**bad)
 
@@ -105,8 +150,9 @@ def test_demo_pool_never_draws_the_probed_pair():
 
     facts = [Fact("P1", f"s{i}", f"o{i}", f"S{i}", f"O{i}") for i in range(5)]
     facts.append(Fact("P1", "s0", "other object of s0", "S0", "O99"))  # a second fact of the same pair
-    templates = {"P1": [{"template_id": "P1:a:1", "template": "[X] has [Y]."},
-                        {"template_id": "P1:b:2", "template": "[X] owns [Y]."}]}
+    templates = {
+        "P1": [{"template_id": "P1:a:1", "template": "[X] has [Y]."}, {"template_id": "P1:b:2", "template": "[X] owns [Y]."}]
+    }
     pairs: dict = {}
     for f in facts:
         if all(g.subject_key != f.subject_key for g in pairs.get("P1", [])):
@@ -171,8 +217,7 @@ def test_prompts_per_setting(setting, toy_root, tmp_path, tiny):
 
 
 def test_qa_instruction_asks_questions_only(toy_root, tmp_path, tiny):
-    out = run(config(toy_root, tmp_path, tiny.path, instruction="qa", setting="4-relation"), tmp_path / "run",
-              loaded=tiny)
+    out = run(config(toy_root, tmp_path, tiny.path, instruction="qa", setting="4-relation"), tmp_path / "run", loaded=tiny)
     rows = out.results.to_dict("records")
     assert {r["relation"] for r in rows} == {"P36"} and len(rows) == 7 * 2  # P99 has no question template
     assert "P99" in out.metrics["relations_without_templates"]
@@ -198,8 +243,7 @@ def test_sampling_shares_the_prompt_kv_and_is_deterministic(toy_root, tmp_path, 
         return outs
 
     monkeypatch.setattr(Generator, "sample", counting)
-    cfg = config(toy_root, tmp_path, tiny.path, setting="4-template", samples=6, relations="P36",
-                 max_facts_per_relation=3)
+    cfg = config(toy_root, tmp_path, tiny.path, setting="4-template", samples=6, relations="P36", max_facts_per_relation=3)
     a = run(cfg, tmp_path / "a", loaded=tiny)
     rows = a.results.to_dict("records")
     assert len(rows) == 3 * 5 and len(calls) == len(rows)  # one sample call per prompt, never one per sample
@@ -208,19 +252,29 @@ def test_sampling_shares_the_prompt_kv_and_is_deterministic(toy_root, tmp_path, 
         assert r["n_samples"] == 6 and r["confidence"] == r["n_samples_matching"] / 6
     assert len({r["confidence"] for r in rows}) > 1
     # the confidence of a row is reproduced by sampling its prompt again with its seed
-    from factprobe.seeding import stable_seed
     from factprobe.metrics.belief_match import consistency_match
+    from factprobe.seeding import stable_seed
 
     gen = Generator(tiny.model, tiny.tokenizer, token_budget=100_000)
     r = rows[0]
-    again = real_sample(gen, r["prompt"], 6, max_new_tokens=10, temperature=1.0, top_p=1.0, top_k=0,
-                        seed=stable_seed(0, "belief-icl-samples", r["fact_id"], r["template_id"]), stop=("\n", "Q:"))
+    again = real_sample(
+        gen,
+        r["prompt"],
+        6,
+        max_new_tokens=10,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        seed=stable_seed(0, "belief-icl-samples", r["fact_id"], r["template_id"]),
+        stop=("\n", "Q:"),
+    )
     assert sum(consistency_match(r["answer"], s.text.strip()) for s in again) == r["n_samples_matching"]
     # same config and seed: identical rows and metrics; another seed: other demonstrations
     b = run(cfg, tmp_path / "b", loaded=tiny)
     assert b.results.equals(a.results)
-    assert {k: v for k, v in b.metrics.items() if "token" not in k and k != "notes"} == \
-           {k: v for k, v in a.metrics.items() if "token" not in k and k != "notes"}
+    assert {k: v for k, v in b.metrics.items() if "token" not in k and k != "notes"} == {
+        k: v for k, v in a.metrics.items() if "token" not in k and k != "notes"
+    }
     c = run(cfg.replace(seed=7), tmp_path / "c", loaded=tiny)
     assert [r["demonstrations"] for r in c.results.to_dict("records")] != [r["demonstrations"] for r in rows]
     m = a.metrics
@@ -235,12 +289,14 @@ def test_sampling_shares_the_prompt_kv_and_is_deterministic(toy_root, tmp_path, 
 
 def test_scripted_answers_matching_empty_and_one_word(toy_root, tmp_path, tiny, monkeypatch):
     """Answers chosen per template: matching with lemmas and articles, empty answers, one-word rate."""
-    answers = {"The capital of [X] is [Y].": " the {gold}.",      # article + period: correct, 2 chunks
-               "[X]'s capital is [Y].": " {gold}",                 # correct, one word
-               "[Y] is the capital of [X].": "   ",               # whitespace only: empty, wrong
-               "What is the capital of [X]? [Y].": " Atlantis",    # wrong, one word
-               "Which city is the capital of [X]? [Y].": " City of {gold}",  # contains the gold: correct
-               "[X] was born in [Y].": ""}                         # empty
+    answers = {
+        "The capital of [X] is [Y].": " the {gold}.",  # article + period: correct, 2 chunks
+        "[X]'s capital is [Y].": " {gold}",  # correct, one word
+        "[Y] is the capital of [X].": "   ",  # whitespace only: empty, wrong
+        "What is the capital of [X]? [Y].": " Atlantis",  # wrong, one word
+        "Which city is the capital of [X]? [Y].": " City of {gold}",  # contains the gold: correct
+        "[X] was born in [Y].": "",
+    }  # empty
 
     def greedy(self, prompts, max_new_tokens=16, stop=(), shared_prefix=None):
         outs = []
@@ -267,9 +323,13 @@ def test_scripted_answers_matching_empty_and_one_word(toy_root, tmp_path, tiny, 
     for r in rows:
         by_template.setdefault(r["template"], set()).add((r["correct"], r["empty"], r["one_word"]))
     assert by_template == {
-        "The capital of [X] is [Y].": {(True, False, False)}, "[X]'s capital is [Y].": {(True, False, True)},
-        "[Y] is the capital of [X].": {(False, True, False)}, "What is the capital of [X]? [Y].": {(False, False, True)},
-        "Which city is the capital of [X]? [Y].": {(True, False, False)}, "[X] was born in [Y].": {(False, True, False)}}
+        "The capital of [X] is [Y].": {(True, False, False)},
+        "[X]'s capital is [Y].": {(True, False, True)},
+        "[Y] is the capital of [X].": {(False, True, False)},
+        "What is the capital of [X]? [Y].": {(False, False, True)},
+        "Which city is the capital of [X]? [Y].": {(True, False, False)},
+        "[X] was born in [Y].": {(False, True, False)},
+    }
     m = out.metrics
     assert m["n_empty"] == 7 + 2 and m["empty_rate"] == pytest.approx(9 / 37)
     assert m["one_word_rate"] == pytest.approx(14 / 37)
@@ -288,10 +348,13 @@ def test_real_models_on_lama(alias, real_data_root, real_model_path, tmp_path):
     """Two LAMA relations with >= 5 templates each, 2 pairs, 5 templates, 3 samples: metrics in range,
     seeds deterministic (the second run is compared on one relation)."""
     loaded = load_model(str(real_model_path(alias)), device="cpu", dtype="float32")
-    cfg = RunConfig("belief-icl", BaseConfig(model=str(loaded.path), source="lama", relations="P36,P103",
-                                             max_facts_per_relation=2, device="cpu", dtype="float32"),
-                    BeliefICLConfig(setting="4-template", instruction="mp", samples=3, max_templates=5, draws=1000,
-                                    max_answer_tokens=6))
+    cfg = RunConfig(
+        "belief-icl",
+        BaseConfig(
+            model=str(loaded.path), source="lama", relations="P36,P103", max_facts_per_relation=2, device="cpu", dtype="float32"
+        ),
+        BeliefICLConfig(setting="4-template", instruction="mp", samples=3, max_templates=5, draws=1000, max_answer_tokens=6),
+    )
     a = run(cfg, tmp_path / "a", loaded=loaded)
     rows = a.results.to_dict("records")
     assert len(rows) == 2 * 2 * 5 and a.metrics["templates_per_relation"] == {"P36": 5, "P103": 5}
@@ -301,9 +364,15 @@ def test_real_models_on_lama(alias, real_data_root, real_model_path, tmp_path):
     assert -1 <= m["overconf"] <= 1 and 0 <= m["acc_range"] <= 1
     assert m["coverage_avg"] <= m["coverage_max"] <= m["coverage_oracle"]
     assert all(r["n_samples"] == 3 and r["prompt"].startswith(MP_LINE) for r in rows)
-    print(f"{alias}: " + ", ".join(f"{k} {m[k]:.3f}" for k in ("acc", "acc_range", "acc_stdev", "consist", "overconf",
-                                                                  "one_word_rate", "coverage_oracle")))
+    print(
+        f"{alias}: "
+        + ", ".join(
+            f"{k} {m[k]:.3f}"
+            for k in ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate", "coverage_oracle")
+        )
+    )
     b = run(cfg.replace(relations="P36"), tmp_path / "b", loaded=loaded)
     first = [r for r in rows if r["relation"] == "P36"]
-    assert [(r["prompt"], r["answer"], r["confidence"]) for r in b.results.to_dict("records")] == \
-           [(r["prompt"], r["answer"], r["confidence"]) for r in first]
+    assert [(r["prompt"], r["answer"], r["confidence"]) for r in b.results.to_dict("records")] == [
+        (r["prompt"], r["answer"], r["confidence"]) for r in first
+    ]

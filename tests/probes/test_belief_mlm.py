@@ -2,6 +2,7 @@
 nothing; the mechanics (prompts, ranks against a naive forward, vocabulary filter, skipped pairs,
 content-free rows, metrics, determinism, errors) are what is tested. No real masked LM can be
 installed offline here, so there is no real-model test."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,16 @@ from factprobe.probes.config import BaseConfig, RunConfig
 from factprobe.probes.registry import get_probe
 from factprobe.probes.runner import run_probe
 
-CAPITALS = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"),
-            ("Japan", "Tokyo"), ("Canada", "Ottawa"), ("Peru", "Lima"), ("Narnia", "Xanadu")]
+CAPITALS = [
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("Canada", "Ottawa"),
+    ("Peru", "Lima"),
+    ("Narnia", "Xanadu"),
+]
 
 
 def write(path: Path, text: str) -> Path:
@@ -36,18 +45,34 @@ def jsonl(recs) -> str:
 def toy_root(tmp_path, monkeypatch) -> Path:
     """P36 with 4 templates (LAMA, two ParaRel, one question); P99 with one template (LAMA)."""
     root = tmp_path / "data"
-    write(root / "lama" / "relations.jsonl", jsonl([
-        {"relation": "P36", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "1-1"},
-        {"relation": "P99", "template": "[X] was born in [Y] .", "label": "born", "type": "N-1"},
-    ]))
-    write(root / "lama" / "trex" / "P36.jsonl", jsonl(
-        [{"sub_uri": f"Q{i}", "obj_uri": f"Q{100 + i}", "sub_label": s, "obj_label": o}
-         for i, (s, o) in enumerate(CAPITALS)]))
-    write(root / "lama" / "trex" / "P99.jsonl", jsonl([
-        {"sub_uri": "Q50", "obj_uri": "Q60", "sub_label": "Albert Einstein", "obj_label": "Ulm"},
-        {"sub_uri": "Q51", "obj_uri": "Q61", "sub_label": "Marie Curie", "obj_label": "Warsaw"}]))
-    write(root / "pararel" / "patterns" / "P36.jsonl", jsonl([
-        {"pattern": "[X]'s capital is [Y]."}, {"pattern": "[Y] is the capital of [X] ."}]))
+    write(
+        root / "lama" / "relations.jsonl",
+        jsonl(
+            [
+                {"relation": "P36", "template": "The capital of [X] is [Y] .", "label": "capital", "type": "1-1"},
+                {"relation": "P99", "template": "[X] was born in [Y] .", "label": "born", "type": "N-1"},
+            ]
+        ),
+    )
+    write(
+        root / "lama" / "trex" / "P36.jsonl",
+        jsonl(
+            [{"sub_uri": f"Q{i}", "obj_uri": f"Q{100 + i}", "sub_label": s, "obj_label": o} for i, (s, o) in enumerate(CAPITALS)]
+        ),
+    )
+    write(
+        root / "lama" / "trex" / "P99.jsonl",
+        jsonl(
+            [
+                {"sub_uri": "Q50", "obj_uri": "Q60", "sub_label": "Albert Einstein", "obj_label": "Ulm"},
+                {"sub_uri": "Q51", "obj_uri": "Q61", "sub_label": "Marie Curie", "obj_label": "Warsaw"},
+            ]
+        ),
+    )
+    write(
+        root / "pararel" / "patterns" / "P36.jsonl",
+        jsonl([{"pattern": "[X]'s capital is [Y]."}, {"pattern": "[Y] is the capital of [X] ."}]),
+    )
     # common vocabulary without Lima (Peru is filtered out); Xanadu is in it but many tokens for the tiny BERT
     words = ["Paris", "Berlin", "Rome", "Madrid", "Tokyo", "Ottawa", "Xanadu", "Ulm", "Warsaw", "the", "of"]
     write(root / "lama" / "common_vocab_cased.txt", "".join(f"{w}\n" for w in words))
@@ -63,15 +88,16 @@ def config(root: Path, tmp_path: Path, model: Path, **params) -> RunConfig:
     params.setdefault("draws", 300)
     params.setdefault("template_sources", "lama,pararel,belief-qa")  # the toy root has no lpaqa/ (issue 18 item 10)
     params.setdefault("belief_qa_templates", str(qa_tsv(tmp_path)))
-    return RunConfig("belief-mlm", BaseConfig(model=str(model), source="lama", data=str(root / "lama"), device="cpu",
-                                              dtype="float32"),
-                     BeliefMLMConfig(**params))
+    return RunConfig(
+        "belief-mlm",
+        BaseConfig(model=str(model), source="lama", data=str(root / "lama"), device="cpu", dtype="float32"),
+        BeliefMLMConfig(**params),
+    )
 
 
 def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
     bert = tiny_model_path("bert")
-    out = run_probe(config(toy_root, tmp_path, bert, vocab="common"), tmp_path / "run", progress=False,
-                    log=lambda m: None)
+    out = run_probe(config(toy_root, tmp_path, bert, vocab="common"), tmp_path / "run", progress=False, log=lambda m: None)
     rows = out.results.to_dict("records")
     facts = [r for r in rows if r["row_type"] == "fact"]
     free = [r for r in rows if r["row_type"] == "content_free"]
@@ -79,8 +105,12 @@ def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
     assert len(facts) == 7 * 4 + 2 and len(free) == 4 + 1
     assert out.metrics["vocab_filter"]["P36"] == {"kept": 7, "not_in_common_vocab": 1}
     prompts = {r["prompt"] for r in facts if r["subject"] == "France"}
-    assert prompts == {"The capital of France is [MASK].", "France's capital is [MASK].",
-                       "[MASK] is the capital of France.", "What is the capital of France? [MASK]."}
+    assert prompts == {
+        "The capital of France is [MASK].",
+        "France's capital is [MASK].",
+        "[MASK] is the capital of France.",
+        "What is the capital of France? [MASK].",
+    }
     narnia = [r for r in facts if r["subject"] == "Narnia"]
     assert len(narnia) == 4 and all(r["skipped"] and r["correct"] is None for r in narnia)
     scored = [r for r in facts if not r["skipped"]]
@@ -89,8 +119,19 @@ def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
         assert 0 <= r["confidence"] <= r["confidence@10"] <= 1 and len(r["top10"]) == 10
         assert r["prediction"] == r["top10"][0] == r["answer"]
     m = out.metrics
-    for k in ("acc@1", "acc@10", "mrr", "overconf@1", "overconf@10", "consist", "coverage_avg", "coverage_max",
-              "coverage_oracle", "bias_single", "bias_multi"):
+    for k in (
+        "acc@1",
+        "acc@10",
+        "mrr",
+        "overconf@1",
+        "overconf@10",
+        "consist",
+        "coverage_avg",
+        "coverage_max",
+        "coverage_oracle",
+        "bias_single",
+        "bias_multi",
+    ):
         assert m[k] is not None and -1 <= m[k] <= 1, k
     assert m["acc@1"] <= m["acc@10"] and m["coverage_avg"] <= m["coverage_max"] <= m["coverage_oracle"]
     assert m["acc@1_range"] >= 0 and m["acc@1_stdev"] >= 0 and m["n_draws"] == 300
@@ -104,8 +145,9 @@ def test_run_rows_and_metrics(toy_root, tmp_path, tiny_model_path) -> None:
 
 def test_ranks_match_a_naive_forward(toy_root, tmp_path, tiny_model_path) -> None:
     bert = tiny_model_path("bert")
-    out = run_probe(config(toy_root, tmp_path, bert, bias=False, vocab="common"), tmp_path / "run", progress=False,
-                    log=lambda m: None)
+    out = run_probe(
+        config(toy_root, tmp_path, bert, bias=False, vocab="common"), tmp_path / "run", progress=False, log=lambda m: None
+    )
     lm = load_model(str(bert), device="cpu", dtype="float32")
     tok = lm.tokenizer
     words = (toy_root / "lama" / "common_vocab_cased.txt").read_text().split()
@@ -134,14 +176,17 @@ def test_deterministic_and_model_vocab(toy_root, tmp_path, tiny_model_path) -> N
     peru = a.results[(a.results["subject"] == "Peru") & (a.results["row_type"] == "fact")]
     assert len(peru) == 4 and peru["skipped"].isna().all()
     assert a.metrics["vocab_filter"] is None
-    other = run_probe(config(toy_root, tmp_path, bert, vocab="model", draws=300).replace(seed=5), tmp_path / "c",
-                      progress=False, log=lambda m: None)
+    other = run_probe(
+        config(toy_root, tmp_path, bert, vocab="model", draws=300).replace(seed=5),
+        tmp_path / "c",
+        progress=False,
+        log=lambda m: None,
+    )
     assert other.metrics["draw_seed"] == 5
 
 
 def test_max_templates_and_sources(toy_root, tmp_path, tiny_model_path) -> None:
-    cfg = config(toy_root, tmp_path, tiny_model_path("bert"), max_templates=2, template_sources="lama,pararel",
-                 bias=False)
+    cfg = config(toy_root, tmp_path, tiny_model_path("bert"), max_templates=2, template_sources="lama,pararel", bias=False)
     probe = get_probe("belief-mlm")
     prepared = probe.prepare(cfg)
     probe.validate(cfg, prepared)

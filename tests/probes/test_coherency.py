@@ -3,6 +3,7 @@
 Hand-worked toy tables use a scripted scorer (no model) so that the outcome of every step is known:
 the exclusion rule and partial match decide them. The runner tests use a tiny RANDOM llama (its
 numbers mean nothing; only the mechanics are tested) and one test uses the real SmolLM2."""
+
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,10 +20,29 @@ from factprobe.probes.registry import get_probe
 from factprobe.probes.runner import run_probe
 
 BORN = {"relation": "P19", "template_obj": "[X] was born in [Y]", "template_sub": "[Y] is the birth place of [X]"}
-ROW_FIELDS = {"key", "fact_id", "relation", "cardinality", "subject", "gold", "round", "first_prediction",
-              "second_prediction", "first_correct", "coherent", "context", "second_context", "excluded",
-              "first_score", "first_gold_score", "first_gold_rank", "first_candidates", "second_score",
-              "second_candidates", "second_gold_rank"}
+ROW_FIELDS = {
+    "key",
+    "fact_id",
+    "relation",
+    "cardinality",
+    "subject",
+    "gold",
+    "round",
+    "first_prediction",
+    "second_prediction",
+    "first_correct",
+    "coherent",
+    "context",
+    "second_context",
+    "excluded",
+    "first_score",
+    "first_gold_score",
+    "first_gold_rank",
+    "first_candidates",
+    "second_score",
+    "second_candidates",
+    "second_gold_rank",
+}
 
 
 def write_jsonl(path: Path, recs) -> Path:
@@ -55,11 +75,15 @@ def run_toy(tmp_path, test, scores, train=None, templates=(BORN,), **params):
     train_dir = None
     if train:
         train_dir = tmp_path / "train"
-        write_jsonl(train_dir / "P19.jsonl", [{"sub_label": s, "obj_label": o, "sub_uri": si, "obj_uri": oi}
-                                             for s, o, si, oi in train])
+        write_jsonl(
+            train_dir / "P19.jsonl", [{"sub_label": s, "obj_label": o, "sub_uri": si, "obj_uri": oi} for s, o, si, oi in train]
+        )
     tfile = write_jsonl(tmp_path / "templates.jsonl", list(templates))
-    cfg = RunConfig("coherency", BaseConfig(source="triples", data=str(data), train_data=train_dir and str(train_dir)),
-                    CoherencyConfig(coherency_templates=str(tfile), **params))
+    cfg = RunConfig(
+        "coherency",
+        BaseConfig(source="triples", data=str(data), train_data=train_dir and str(train_dir)),
+        CoherencyConfig(coherency_templates=str(tfile), **params),
+    )
     probe = get_probe("coherency")
     prepared = probe.prepare(cfg)
     probe.validate(cfg, prepared)
@@ -73,9 +97,11 @@ def run_toy(tmp_path, test, scores, train=None, templates=(BORN,), **params):
 
 # ------------------------------------------------------------------ hand-worked toys
 SHARED_PARIS = {
-    ("Alice was born in", "Paris"): -1.0, ("Alice was born in", "Rome"): -3.0,
+    ("Alice was born in", "Paris"): -1.0,
+    ("Alice was born in", "Rome"): -3.0,
     # step 2 of round 1 prefers Bob, who is ALSO born in Paris: without the exclusion S' = Bob
-    ("Paris is the birth place of", "Bob"): -1.0, ("Paris is the birth place of", "Alice"): -2.0,
+    ("Paris is the birth place of", "Bob"): -1.0,
+    ("Paris is the birth place of", "Alice"): -2.0,
     ("Paris is the birth place of", "Carol"): -3.0,
 }
 
@@ -115,9 +141,14 @@ def test_exclusion_decides_round_2_for_n_m(tmp_path):
     subject Alice, her other correct object Lyon is excluded, so Paris is predicted: coherent. Step 1
     excludes nothing: in round 1 Lyon is predicted and counts as correct."""
     test = [fact("Alice", "Paris", "Q1", "Q90"), fact("Alice", "Lyon", "Q1", "Q456"), fact("Carol", "Rome", "Q3", "Q60")]
-    scores = {("Paris is the birth place of", "Alice"): -1.0, ("Paris is the birth place of", "Carol"): -2.0,
-              ("Alice was born in", "Lyon"): -1.0, ("Alice was born in", "Paris"): -2.0,
-              ("Alice was born in", "Rome"): -3.0, ("Lyon is the birth place of", "Alice"): -1.0}
+    scores = {
+        ("Paris is the birth place of", "Alice"): -1.0,
+        ("Paris is the birth place of", "Carol"): -2.0,
+        ("Alice was born in", "Lyon"): -1.0,
+        ("Alice was born in", "Paris"): -2.0,
+        ("Alice was born in", "Rome"): -3.0,
+        ("Lyon is the birth place of", "Alice"): -1.0,
+    }
     rows, scorer = run_toy(tmp_path, test, scores)
     assert set(rows) == {"P19|Q1|Q90#r1", "P19|Q1|Q90#r2", "P19|Q3|Q60#r1", "P19|Q3|Q60#r2"}  # one item per subject
     r2 = rows["P19|Q1|Q90#r2"]
@@ -129,18 +160,29 @@ def test_exclusion_decides_round_2_for_n_m(tmp_path):
     assert (r1["second_prediction"], r1["coherent"]) == ("Alice", True)
     assert r1["gold_objects"] == ["Paris", "Lyon"] and r1["gold"] == "Paris"
     # every step-1 query of the batch went in one call, every step-2 query in a second one
-    assert [r.context for r in scorer.requests[:4]] == ["Alice was born in", "Paris is the birth place of",
-                                                       "Carol was born in", "Rome is the birth place of"]
+    assert [r.context for r in scorer.requests[:4]] == [
+        "Alice was born in",
+        "Paris is the birth place of",
+        "Carol was born in",
+        "Rome is the birth place of",
+    ]
 
 
 def test_partial_match_decides(tmp_path):
     """Predicting "Alice" back for the subject "Alice Smith" is coherent (containment); a first
     prediction "Rome, Italy" (another entity) for the gold "Rome" is counted correct."""
-    test = [fact("Alice Smith", "Paris", "Q1", "Q90"), fact("Alice", "Rome", "Q5", "Q60"),
-            fact("Zed", "Rome, Italy", "Q7", "Q61")]
-    scores = {("Alice Smith was born in", "Paris"): -1.0,
-              ("Paris is the birth place of", "Alice"): -1.0, ("Paris is the birth place of", "Alice Smith"): -2.0,
-              ("Alice was born in", "Rome, Italy"): -1.0, ("Alice was born in", "Rome"): -2.0}
+    test = [
+        fact("Alice Smith", "Paris", "Q1", "Q90"),
+        fact("Alice", "Rome", "Q5", "Q60"),
+        fact("Zed", "Rome, Italy", "Q7", "Q61"),
+    ]
+    scores = {
+        ("Alice Smith was born in", "Paris"): -1.0,
+        ("Paris is the birth place of", "Alice"): -1.0,
+        ("Paris is the birth place of", "Alice Smith"): -2.0,
+        ("Alice was born in", "Rome, Italy"): -1.0,
+        ("Alice was born in", "Rome"): -2.0,
+    }
     rows, _ = run_toy(tmp_path, test, scores)
     r = rows["P19|Q1|Q90#r1"]
     assert (r["second_prediction"], r["start"], r["coherent"]) == ("Alice", "Alice Smith", True)
@@ -167,7 +209,7 @@ def test_max_candidates_caps_only_when_asked_and_keeps_the_answer(tmp_path):
     full, _ = run_toy(tmp_path / "a", test, {})
     assert {r["first_candidates"] for r in full.values()} == {30}
     capped, scorer = run_toy(tmp_path / "b", test, {}, max_candidates=5)
-    for key, r in capped.items():
+    for _key, r in capped.items():
         assert r["first_candidates"] in (5, 6) and r["second_candidates"] in (5, 6)
     for req in scorer.requests:
         assert len(req.options) in (5, 6)
@@ -214,8 +256,18 @@ TOY_TEMPLATES = [
 def toy_cfg(tiny, tmp_path, **kw) -> RunConfig:
     data = write_jsonl(tmp_path / "data" / "toy.jsonl", TOY)
     templates = write_jsonl(tmp_path / "data" / "templates.jsonl", TOY_TEMPLATES)
-    return RunConfig.from_dict({"probe": "coherency", "model": str(tiny.path), "source": "triples", "data": str(data),
-                                "coherency_templates": str(templates), "device": "cpu", "dtype": "float32", **kw})
+    return RunConfig.from_dict(
+        {
+            "probe": "coherency",
+            "model": str(tiny.path),
+            "source": "triples",
+            "data": str(data),
+            "coherency_templates": str(templates),
+            "device": "cpu",
+            "dtype": "float32",
+            **kw,
+        }
+    )
 
 
 def results(out: Path) -> list[dict]:
@@ -226,8 +278,9 @@ def test_runner_end_to_end_rows_metrics_and_dropped_relation(tiny, tmp_path):
     out = tmp_path / "out"
     outcome = run_probe(toy_cfg(tiny, tmp_path), out, loaded=tiny, progress=False, log=lambda m: None)
     rows = results(out)
-    assert [r["key"] for r in rows] == [f"{f}#r{n}" for f in ("P36|Q142|Q90", "P36|Q38|Q220", "P36|Q183|Q64",
-                                                               "P1376|Q90|Q142", "P1376|Q220|Q38") for n in (1, 2)]
+    assert [r["key"] for r in rows] == [
+        f"{f}#r{n}" for f in ("P36|Q142|Q90", "P36|Q38|Q220", "P36|Q183|Q64", "P1376|Q90|Q142", "P1376|Q220|Q38") for n in (1, 2)
+    ]
     for r in rows:
         assert ROW_FIELDS <= set(r) and r["cardinality"] == "1-1"
         assert isinstance(r["first_correct"], bool) and isinstance(r["coherent"], bool)
@@ -245,8 +298,9 @@ def test_runner_end_to_end_rows_metrics_and_dropped_relation(tiny, tmp_path):
     assert m["per_cardinality"]["N-M"]["coherency"] is None
     assert m["dropped_relations"] == {"P19": "P19: no inverse template (template_sub) in templates.jsonl:3"}
     assert any("P19: no inverse template" in n for n in outcome.notes)
-    assert m["coherency"] == pytest.approx(np.mean([np.mean([r["coherent"] for r in rows if r["relation"] == rel])
-                                                    for rel in ("P36", "P1376")]))
+    assert m["coherency"] == pytest.approx(
+        np.mean([np.mean([r["coherent"] for r in rows if r["relation"] == rel]) for rel in ("P36", "P1376")])
+    )
     assert m["items_with_context"] == 1 and m["n"] == 10 and m["tokens_forwarded"] > 0
 
 
@@ -264,8 +318,11 @@ def test_runner_resumes_and_refuses_another_config(tiny, tmp_path):
     assert again.n_resumed == 3 and again.n_scored_now == 7
     assert [r["key"] for r in rows] == [r["key"] for r in full]
     for a, b in zip(full, rows):
-        assert (a["first_prediction"], a["second_prediction"], a["coherent"]) == \
-               (b["first_prediction"], b["second_prediction"], b["coherent"])
+        assert (a["first_prediction"], a["second_prediction"], a["coherent"]) == (
+            b["first_prediction"],
+            b["second_prediction"],
+            b["coherent"],
+        )
         assert a["first_score"] == pytest.approx(b["first_score"], abs=1e-5)
     assert run_probe(cfg, out, loaded=tiny, progress=False, log=lambda m: None).n_scored_now == 0
     with pytest.raises(ConfigError, match="different configuration"):
@@ -279,8 +336,20 @@ def test_cli_option_overrides_the_templates_file(tmp_path, monkeypatch):
     data = write_jsonl(tmp_path / "toy.jsonl", TOY)
     templates = write_jsonl(tmp_path / "mine.jsonl", TOY_TEMPLATES[:1])
     parser = build_parser()
-    args = parser.parse_args(["probe", "coherency", "--source", "triples", "--data", str(data),
-                              "--coherency-templates", str(templates), "--max-candidates", "10"])
+    args = parser.parse_args(
+        [
+            "probe",
+            "coherency",
+            "--source",
+            "triples",
+            "--data",
+            str(data),
+            "--coherency-templates",
+            str(templates),
+            "--max-candidates",
+            "10",
+        ]
+    )
     probe = get_probe(args.probe)
     cfg = RunConfig.from_dict({"probe": "coherency", **namespace_to_dict(args, (BaseConfig, probe.config_class))})
     assert cfg.params.coherency_templates == str(templates) and cfg.params.max_candidates == 10
@@ -292,8 +361,14 @@ def test_cli_option_overrides_the_templates_file(tmp_path, monkeypatch):
     write_jsonl(tmp_path / "root" / "coherency" / "relations_autoregressive.jsonl", TOY_TEMPLATES[1:2])
     p = probe.prepare(RunConfig.from_dict({"probe": "coherency", "source": "triples", "data": str(data)}))
     assert list(p.items) == ["P1376"]
-    help_text = " ".join(parser._subparsers._group_actions[0].choices["probe"]._subparsers._group_actions[0].choices[
-        "coherency"].format_help().split())
+    help_text = " ".join(
+        parser._subparsers._group_actions[0]
+        .choices["probe"]
+        ._subparsers._group_actions[0]
+        .choices["coherency"]
+        .format_help()
+        .split()
+    )
     assert "--coherency-templates" in help_text and "coherency/relations_autoregressive.jsonl under the data root" in help_text
 
 
@@ -311,7 +386,8 @@ def test_step_scores_equal_naive_full_forwards(tiny, tmp_path):
     for r in rows:
         assert r["first_score"] == pytest.approx(naive_logprob(model, tok, r["context"], " " + r["first_prediction"]), abs=1e-4)
         assert r["second_score"] == pytest.approx(
-            naive_logprob(model, tok, r["second_context"], " " + r["second_prediction"]), abs=1e-4)
+            naive_logprob(model, tok, r["second_context"], " " + r["second_prediction"]), abs=1e-4
+        )
     gold = rows[0]["first_gold_score"]
     assert gold == pytest.approx(naive_logprob(model, tok, rows[0]["context"], " Paris"), abs=1e-4)
     # a template whose predicted slot is not last: candidate + rest of the sentence, exact too
@@ -330,8 +406,10 @@ def test_mean_score_divides_by_the_scored_tokens(tiny, tmp_path):
     session = Session(cfg, tiny, prepared, lambda m: None)
     counts = continuation_token_counts(session.scorer, "The capital of France is", [" Paris", " Rome Rome Rome"])
     enc = tiny.tokenizer
-    assert counts == [len(enc(" Paris", add_special_tokens=False)["input_ids"]),
-                      len(enc(" Rome Rome Rome", add_special_tokens=False)["input_ids"])]
+    assert counts == [
+        len(enc(" Paris", add_special_tokens=False)["input_ids"]),
+        len(enc(" Rome Rome Rome", add_special_tokens=False)["input_ids"]),
+    ]
     summed = probe.score_batch(session, probe.open_relation(session, "P36"), prepared.items["P36"][:1])
     mcfg = toy_cfg(tiny, tmp_path, candidate_score="mean")
     msession = Session(mcfg, tiny, prepared, lambda m: None)
@@ -350,8 +428,18 @@ def test_real_smollm2_two_relations(real_model_path, real_data_root, tmp_path):
 
     path = real_model_path("smollm2-135m-instruct")
     loaded = load_model(str(path), device="cpu", dtype="float32")
-    cfg = RunConfig.from_dict({"probe": "coherency", "model": str(path), "source": "lama", "relations": "P36,P1376",
-                               "max_facts_per_relation": 3, "max_candidates": 40, "device": "cpu", "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "coherency",
+            "model": str(path),
+            "source": "lama",
+            "relations": "P36,P1376",
+            "max_facts_per_relation": 3,
+            "max_candidates": 40,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     outcome = run_probe(cfg, tmp_path / "out", loaded=loaded, progress=False, log=lambda m: None)
     rows = outcome.results.to_dict("records")
     assert len(rows) == 12 and {r["relation"] for r in rows} == {"P36", "P1376"}
@@ -364,7 +452,8 @@ def test_real_smollm2_two_relations(real_model_path, real_data_root, tmp_path):
         assert 0.0 <= m[k] <= 1.0
     r = rows[0]
     assert r["first_score"] == pytest.approx(
-        naive_logprob(loaded.model, loaded.tokenizer, r["context"], " " + r["first_prediction"]), abs=1e-4)
+        naive_logprob(loaded.model, loaded.tokenizer, r["context"], " " + r["first_prediction"]), abs=1e-4
+    )
 
 
 # ------------------------------------------------------------------ --candidate-score authors (paulyoussef/coherency)
@@ -383,14 +472,21 @@ def their_loop(model, tokenizer, query: str, candidates: list[str], batch_size: 
     ents = []
     previous_shape = None
     for start in range(0, len(candidates), batch_size):
-        batch = candidates[start:start + batch_size]
+        batch = candidates[start : start + batch_size]
         labels = tok(batch, return_tensors="pt", padding=True, truncation=True, add_special_tokens=False)
         if labels["input_ids"].shape != previous_shape:
             inputs = tok([query] * len(batch), return_tensors="pt", padding=True, truncation=True)
             with torch.no_grad():
-                out = model.generate(inputs["input_ids"], pad_token_id=tok.eos_token_id, return_dict_in_generate=True,
-                                     output_scores=True, min_new_tokens=labels["input_ids"].shape[1],
-                                     max_new_tokens=labels["input_ids"].shape[1], do_sample=False, num_beams=1)
+                out = model.generate(
+                    inputs["input_ids"],
+                    pad_token_id=tok.eos_token_id,
+                    return_dict_in_generate=True,
+                    output_scores=True,
+                    min_new_tokens=labels["input_ids"].shape[1],
+                    max_new_tokens=labels["input_ids"].shape[1],
+                    do_sample=False,
+                    num_beams=1,
+                )
             probas = torch.stack(list(out.scores), dim=1).log_softmax(-1)
         sel = torch.clone(probas).gather(dim=2, index=labels["input_ids"].unsqueeze(2)).squeeze(-1)
         sel = torch.where(sel == float("-inf"), torch.tensor(0.0), sel)
@@ -401,8 +497,18 @@ def their_loop(model, tokenizer, query: str, candidates: list[str], batch_size: 
     return sorted(ents, key=lambda e: e[1], reverse=True)
 
 
-AUTHORS_CANDIDATES = ["Paris", "Rome", "Berlin", "Ulm", "Warsaw", "Niels Bohr", "Marie Curie", "Ottawa, Canada",
-                      "Tokyo 1922", "Lima"]
+AUTHORS_CANDIDATES = [
+    "Paris",
+    "Rome",
+    "Berlin",
+    "Ulm",
+    "Warsaw",
+    "Niels Bohr",
+    "Marie Curie",
+    "Ottawa, Canada",
+    "Tokyo 1922",
+    "Lima",
+]
 
 
 @pytest.mark.slow  # model.generate per batch of candidates, as their loop does
@@ -457,7 +563,9 @@ def test_authors_mode_end_to_end_matches_their_pipeline(tiny, tmp_path):
     france = rows[0]
     assert france["context"] == "France is a country. Its capital is Paris. The capital of France is "
     assert rows[2]["context"] == "The capital of Italy is " and rows[3]["context"] == "Rome is the capital of "
-    assert france["second_context"] == f"France is a country. Its capital is Paris. {france['first_prediction']} is the capital of "
+    assert (
+        france["second_context"] == f"France is a country. Its capital is Paris. {france['first_prediction']} is the capital of "
+    )
 
 
 def test_authors_mode_needs_the_slot_last_and_turns_the_filters_on(tiny, tmp_path):
@@ -467,8 +575,11 @@ def test_authors_mode_needs_the_slot_last_and_turns_the_filters_on(tiny, tmp_pat
     cfg = toy_cfg(tiny, tmp_path, candidate_score="authors")
     prepared = probe.prepare(cfg)
     prepared.info["coherency_templates"]["P36"]["template_sub"] = "In [X] , [Y] is the capital ."
-    with pytest.raises(ConfigError, match=r"template_sub 'In \[X\] , \[Y\] is the capital \.' of P36 does not end "
-                                          r"with \[X\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"template_sub 'In \[X\] , \[Y\] is the capital \.' of P36 does not end "
+        r"with \[X\]",
+    ):
         probe.validate(cfg, prepared)
     plain = toy_cfg(tiny, tmp_path)
     probe.validate(plain, prepared)  # the other scores take any slot position

@@ -1,6 +1,7 @@
 """What the terminal says after a probe run (issue 22 item 3): QA names the k of its headline,
 counterfactual prints its Figure-7 table, and the multiple-choice table and the report call the
 gold option's probability mass `prob_mass`, as metrics.json and MLflow do."""
+
 from factprobe.probes.mc import format_relation_table
 from factprobe.probes.registry import get_probe
 from factprobe.report.html import accuracy_summary_html, accuracy_summary_markdown
@@ -15,9 +16,11 @@ def test_qa_headline_names_its_k():
 
 
 def _figure7_metrics() -> dict:
-    rows = [{"setting": s, "shots": k, "shots_used": min(k, 6), "em": em, "f1": em, "contains": em, "n": 5}
-            for s, base in (("known-unshuffle", 0.4), ("known-shuffle", 0.2), ("unknown-unshuffle", 0.1),
-                            ("unknown-shuffle", 0.0)) for k, em in ((0, base), (8, base + 0.2))]
+    rows = [
+        {"setting": s, "shots": k, "shots_used": min(k, 6), "em": em, "f1": em, "contains": em, "n": 5}
+        for s, base in (("known-unshuffle", 0.4), ("known-shuffle", 0.2), ("unknown-unshuffle", 0.1), ("unknown-shuffle", 0.0))
+        for k, em in ((0, base), (8, base + 0.2))
+    ]
     return {**QA, "figure7": rows, "regular": {"em": 0.2, "shots_used": 4}, "shots_note": "known-unshuffle@8: only 6"}
 
 
@@ -34,8 +37,14 @@ def test_counterfactual_prints_figure7_em_per_setting_and_k():
     assert probe.headline(_figure7_metrics()).endswith("over 30 items (regular exemplars, k=4)")
 
 
-MC = {"accuracy": 0.5, "accuracy_ci": [0.2, 0.8], "macro_accuracy": 0.5, "prob_mass": 0.31, "n": 4,
-      "per_relation": {"P36": {"accuracy": 0.5, "accuracy_ci": [0.2, 0.8], "prob_mass": 0.31, "n": 4}}}
+MC = {
+    "accuracy": 0.5,
+    "accuracy_ci": [0.2, 0.8],
+    "macro_accuracy": 0.5,
+    "prob_mass": 0.31,
+    "n": 4,
+    "per_relation": {"P36": {"accuracy": 0.5, "accuracy_ci": [0.2, 0.8], "prob_mass": 0.31, "n": 4}},
+}
 
 
 def test_screen_and_report_say_prob_mass():

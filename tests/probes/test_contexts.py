@@ -1,4 +1,5 @@
 """Prompt construction of IC-LKE (wu2024 eq. 1, Example 1), HGP/MMP templates and EIC-LKE layout."""
+
 import pytest
 
 from factprobe.errors import DataError
@@ -36,12 +37,15 @@ def test_ic_lke_prompt_formats():
     assert ctx + ic_lke.option_continuation("Paris", sep) == "A : a , B : b , C : c France :  : Paris"
 
 
-@pytest.mark.parametrize("template, ctx, cont", [
-    ("The capital of [X] is [Y] .", "The capital of France is", " Paris"),
-    ("The capital of [X] is [Y].", "The capital of France is", " Paris"),
-    ("[Y] is the capital of [X] .", "", "Paris is the capital of France"),
-    ("[X] , whose capital is [Y] , is big .", "France , whose capital is", " Paris , is big"),
-])
+@pytest.mark.parametrize(
+    "template, ctx, cont",
+    [
+        ("The capital of [X] is [Y] .", "The capital of France is", " Paris"),
+        ("The capital of [X] is [Y].", "The capital of France is", " Paris"),
+        ("[Y] is the capital of [X] .", "", "Paris is the capital of France"),
+        ("[X] , whose capital is [Y] , is big .", "France , whose capital is", " Paris , is big"),
+    ],
+)
 def test_fill_template(template, ctx, cont):
     assert prompt_lke.fill_template(template, "France", "Paris") == (ctx, cont)
 

@@ -6,6 +6,7 @@ is determined by the test; the model (a tiny RANDOM llama whose window is widene
 blocks fit) only tokenizes. One test runs the tiny model's real generation through every phase.
 Numbers from these models are never results.
 """
+
 from __future__ import annotations
 
 from itertools import pairwise
@@ -41,8 +42,13 @@ def tiny(tiny_model_path, tmp_path_factory):
 
 def cf_cfg(model, probe="counterfactual", **kw) -> RunConfig:
     """countryinfo P36, P1376 and P37 (N-M: official languages), 2 eval facts and 6 train facts each."""
-    d = {"probe": probe, "model": str(model.path), "relations": "P36,P1376,P37", "max_facts_per_relation": 2,
-         "qa_train_per_relation": 6}
+    d = {
+        "probe": probe,
+        "model": str(model.path),
+        "relations": "P36,P1376,P37",
+        "max_facts_per_relation": 2,
+        "qa_train_per_relation": 6,
+    }
     if probe == "counterfactual":
         d.update(shots=",".join(map(str, SHOTS)), known_shots=KNOWN_SHOTS)
     d.update(kw)
@@ -130,8 +136,9 @@ def test_rows_record_the_exemplars_they_were_prompted_with(cf_run):
     for r in read_rows(out):
         assert r["shots"] == len(r["exemplars"])
         assert all(EXEMPLAR_FIELDS <= set(e) for e in r["exemplars"])
-        lines = [INSTRUCTION_LINE] + [x for e in r["exemplars"]
-                                      for x in (f"Question: {e['question']}", f"Answer: {e['shown_answer']}")]
+        lines = [INSTRUCTION_LINE] + [
+            x for e in r["exemplars"] for x in (f"Question: {e['question']}", f"Answer: {e['shown_answer']}")
+        ]
         assert r["prompt"] == "\n".join(lines) + f"\nQuestion: {r['question']}\nAnswer:"
         assert r["fact_id"] not in {e["fact_id"] for e in r["exemplars"]}, r["key"]  # never its own answer
         assert e_shuffle_flags_agree(r["exemplars"])
@@ -162,16 +169,16 @@ def test_known_and_unknown_blocks_come_from_the_models_own_train_facts(cf_run, w
         for k in SHOTS:
             un = groups[(f"{kind}-unshuffle", k)][0]["exemplars"]
             sh = groups[(f"{kind}-shuffle", k)][0]["exemplars"]
-            assert [(e["fact_id"], e["question"], e["true_answer"]) for e in un] == \
-                [(e["fact_id"], e["question"], e["true_answer"]) for e in sh]
+            assert [(e["fact_id"], e["question"], e["true_answer"]) for e in un] == [
+                (e["fact_id"], e["question"], e["true_answer"]) for e in sh
+            ]
             assert all(not e["shuffled"] and e["shown_answer"] == e["true_answer"] for e in un)
             # every relation's pool has other answers: every exemplar of a shuffle block is shuffled
             assert sh and all(e["shuffled"] and e["shown_answer"] != e["true_answer"] for e in sh)
     # k = 8 > 6 known facts: capped, with a note naming the setting
     assert groups[("known-shuffle", 8)][0]["shots"] == len(known) == 6
     notes = outcome.metrics["notes"]
-    assert any(n.startswith("known-shuffle@8: the model has 6 known train facts for k=8") and "capped at 6" in n
-               for n in notes)
+    assert any(n.startswith("known-shuffle@8: the model has 6 known train facts for k=8") and "capped at 6" in n for n in notes)
     assert not any(n.startswith("unknown-") and "capped" in n for n in notes)
 
 
@@ -203,8 +210,7 @@ def test_counterfactual_answer_option_reaches_the_shuffle(tiny):
         cfg = cf_cfg(tiny, relations="P37", qa_train_per_relation=20, known_shots=6, counterfactual_answer=draw)
         prepared = probe.prepare(cfg)
         correct = correct_object_keys([*prepared.facts["test"], *prepared.facts["train"]])
-        want = shuffle_answers(regular_block(prepared, 6, 0), qa_train_items(prepared), 0, correct_objects=correct,
-                               draw=draw)
+        want = shuffle_answers(regular_block(prepared, 6, 0), qa_train_items(prepared), 0, correct_objects=correct, draw=draw)
         blocks[draw] = probe.open_relation(Session(cfg, tiny, prepared, lambda m: None), "counterfactual@6").exemplars
         assert blocks[draw] == want, draw
     assert [e.shown_answer for e in blocks["fact"]] != [e.shown_answer for e in blocks["label"]]
@@ -246,8 +252,9 @@ def test_known_unknown_table_and_metrics(cf_run, world, tiny):
     evals = world.evals
     known = world.known
     df = pd.read_parquet(out / FILE_NAME)
-    assert {"fact_id", "relation", "model", "model_revision", "answer", "em", "f1", "contains", "known",
-            "split"} <= set(df.columns)
+    assert {"fact_id", "relation", "model", "model_revision", "answer", "em", "f1", "contains", "known", "split"} <= set(
+        df.columns
+    )
     assert (df["known"] == (df["em"] == 1.0)).all()
     train = df[df["split"] == "train"]
     assert set(train.loc[train["known"], "fact_id"]) == known
@@ -347,8 +354,7 @@ def test_a_table_of_another_model_is_refused(tiny, qa_table, tmp_path):
     other = tmp_path / FILE_NAME
     df.to_parquet(other)
     with pytest.raises(ConfigError) as e:
-        run_probe(cf_cfg(tiny, known_unknown=str(other)), tmp_path / "out", loaded=None, progress=False,
-                  log=lambda m: None)
+        run_probe(cf_cfg(tiny, known_unknown=str(other)), tmp_path / "out", loaded=None, progress=False, log=lambda m: None)
     msg = str(e.value)
     assert f"is the known/unknown table of smollm2-135m-instruct, not of {tiny.path}" in msg
     assert "factprobe probe qa --split all" in msg and "counterfactual_icl" in msg
@@ -359,8 +365,11 @@ def test_a_table_of_other_weights_is_refused(tiny, world, qa_table, tmp_path, mo
     df["model_revision"] = "local-sha256:" + "0" * 64
     other = tmp_path / FILE_NAME
     df.to_parquet(other)
-    with pytest.raises(ConfigError, match=r"made with revision local-sha256:0+ of .*but the loaded weights are "
-                                          r"local-sha256:"):
+    with pytest.raises(
+        ConfigError,
+        match=r"made with revision local-sha256:0+ of .*but the loaded weights are "
+        r"local-sha256:",
+    ):
         run_scripted(monkeypatch, tiny, world, tmp_path / "out", cf_cfg(tiny, known_unknown=str(other)))
     assert not (tmp_path / "out" / RESULTS).exists()
     # refused before anything is written: the corrected rerun (the right table) into the same
@@ -373,8 +382,9 @@ def test_a_table_of_other_weights_is_refused(tiny, world, qa_table, tmp_path, mo
 def test_a_table_without_train_facts_is_refused(tiny, world, tmp_path, monkeypatch):
     run_scripted(monkeypatch, tiny, world, tmp_path / "qa", cf_cfg(tiny, probe="qa", shots=str(KNOWN_SHOTS)))
     with pytest.raises(ConfigError, match=r"covers none of this run's 18 train-split facts .*--split all"):
-        run_probe(cf_cfg(tiny, known_unknown=str(tmp_path / "qa")), tmp_path / "out", loaded=None, progress=False,
-                  log=lambda m: None)
+        run_probe(
+            cf_cfg(tiny, known_unknown=str(tmp_path / "qa")), tmp_path / "out", loaded=None, progress=False, log=lambda m: None
+        )
 
 
 # ------------------------------------------------------------------ the tiny model's own generation
@@ -382,8 +392,7 @@ def test_tiny_model_runs_every_phase(tiny_model_path, tmp_path):
     """No script: the tiny RANDOM llama (stock 256-token window) generates every answer. It knows
     nothing, so the known settings get no exemplars (capped at 0, noted)."""
     small = load_model(str(tiny_model_path("llama")))
-    cfg = cf_cfg(small, relations="P36,P1376", shots="1,2", known_shots=1, qa_train_per_relation=3,
-                 max_new_tokens=4)
+    cfg = cf_cfg(small, relations="P36,P1376", shots="1,2", known_shots=1, qa_train_per_relation=3, max_new_tokens=4)
     out = run_probe(cfg, tmp_path, loaded=small, progress=False, log=lambda m: None)
     rows = read_rows(tmp_path)
     groups = by_setting(rows)
@@ -393,8 +402,7 @@ def test_tiny_model_runs_every_phase(tiny_model_path, tmp_path):
     for (setting, k), rs in groups.items():
         if setting.startswith("known"):
             assert rs[0]["shots"] == min(k, len(known))
-        assert all(r["prompt"] == qa_prompt(exemplar_block([_Shown(e) for e in r["exemplars"]]), r["question"])
-                   for r in rs)
+        assert all(r["prompt"] == qa_prompt(exemplar_block([_Shown(e) for e in r["exemplars"]]), r["question"]) for r in rs)
     assert out.metrics["n_known_train"] + out.metrics["n_unknown_train"] == 6
     assert (tmp_path / FILE_NAME).is_file()
 
@@ -402,4 +410,3 @@ def test_tiny_model_runs_every_phase(tiny_model_path, tmp_path):
 class _Shown:
     def __init__(self, d: dict):
         self.question, self.shown_answer = d["question"], d["shown_answer"]
-

@@ -1,4 +1,5 @@
 """EIC-LKE (wu2024 appendix F / C.2) on a tiny RANDOM model: layout and exact span scores."""
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -32,7 +33,7 @@ def test_layout_and_exact_scores(scorer):
     prefix = scorer.prefix(prefix_ids)
     scores = score_eic_group(scorer, prefix, items, between)
     for j, seg in enumerate(segs):
-        per = naive_token_logprobs(scorer.model, prefix_ids + list(seg.token_ids))[len(prefix_ids):]
+        per = naive_token_logprobs(scorer.model, prefix_ids + list(seg.token_ids))[len(prefix_ids) :]
         for (i, jj), (a, b) in zip(owners[j], seg.spans):
             assert scores[i][jj] == pytest.approx(sum(per[a:b]), abs=1e-4)
 

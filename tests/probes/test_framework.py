@@ -1,4 +1,5 @@
 """The probe framework: registry, generic runner, configs, CLI options, and the four MC probes on it."""
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,33 @@ MC = ["ic-lke", "eic-lke", "hgp", "mmp"]
 def mc_config(probe: str, model: Path, **extra) -> RunConfig:
     """The configuration the snapshot in tests/fixtures/mc_snapshot/expected was captured with
     (pre-framework runner, commit 558fecf; tiny RANDOM gpt2, seed 0)."""
-    flat = {"probe": probe, "model": str(model), "source": "triples", "data": str(FX / "test.jsonl"),
-            "train_data": str(FX / "train"), "examples": 4, "choices": 5, "seed": 3, "eic_interleave": 2,
-            "eic_tests_per_sequence": 3, "tuple_separator": " ", "prompts_root": str(FX / "prompts"),
-            "device": "cpu", "dtype": "float32", **extra}
-    own = set(get_probe(probe).config_class.field_names()) | {"probe", "model", "source", "data", "train_data", "seed",
-                                                               "device", "dtype"}
+    flat = {
+        "probe": probe,
+        "model": str(model),
+        "source": "triples",
+        "data": str(FX / "test.jsonl"),
+        "train_data": str(FX / "train"),
+        "examples": 4,
+        "choices": 5,
+        "seed": 3,
+        "eic_interleave": 2,
+        "eic_tests_per_sequence": 3,
+        "tuple_separator": " ",
+        "prompts_root": str(FX / "prompts"),
+        "device": "cpu",
+        "dtype": "float32",
+        **extra,
+    }
+    own = set(get_probe(probe).config_class.field_names()) | {
+        "probe",
+        "model",
+        "source",
+        "data",
+        "train_data",
+        "seed",
+        "device",
+        "dtype",
+    }
     return RunConfig.from_dict({k: v for k, v in flat.items() if k in own})
 
 
@@ -38,11 +60,17 @@ def same_up_to_float_rounding(got: object, want: object, rel: float = 1e-6) -> b
     if isinstance(want, float) and isinstance(got, (float, int)) and not isinstance(got, bool):
         return abs(got - want) <= max(1e-6, rel * abs(want))
     if isinstance(want, dict):
-        return isinstance(got, dict) and got.keys() == want.keys() and all(
-            same_up_to_float_rounding(got[k], want[k], rel) for k in want)
+        return (
+            isinstance(got, dict)
+            and got.keys() == want.keys()
+            and all(same_up_to_float_rounding(got[k], want[k], rel) for k in want)
+        )
     if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(
-            same_up_to_float_rounding(g, w, rel) for g, w in zip(got, want))
+        return (
+            isinstance(got, list)
+            and len(got) == len(want)
+            and all(same_up_to_float_rounding(g, w, rel) for g, w in zip(got, want))
+        )
     return type(got) is type(want) and got == want
 
 
@@ -87,15 +115,18 @@ def test_registry_lists_the_four_mc_probes_first():
         get_probe("nope")
 
 
-@pytest.mark.parametrize("flat, needle", [
-    ({"probe": "ic-lke", "choices": 1}, "choices=1: must be at least 2"),
-    ({"probe": "ic-lke", "relations": " , "}, "relations=' , ': empty relation id"),
-    ({"probe": "ic-lke", "token_budget": 0}, "token_budget=0: must be >= 1"),
-    ({"probe": "ic-lke", "prompt_format": "weird"}, "prompt_format: unknown value 'weird'"),
-    ({"probe": "hgp", "templates": "many"}, "templates='many': must be 'paper' or a count"),
-    ({"probe": "ic-lke", "eic_interleave": 3}, "unknown option(s) eic_interleave"),
-    ({"probe": "ic-lke", "examples": "ten"}, "examples: expected int, got 'ten'"),
-])
+@pytest.mark.parametrize(
+    "flat, needle",
+    [
+        ({"probe": "ic-lke", "choices": 1}, "choices=1: must be at least 2"),
+        ({"probe": "ic-lke", "relations": " , "}, "relations=' , ': empty relation id"),
+        ({"probe": "ic-lke", "token_budget": 0}, "token_budget=0: must be >= 1"),
+        ({"probe": "ic-lke", "prompt_format": "weird"}, "prompt_format: unknown value 'weird'"),
+        ({"probe": "hgp", "templates": "many"}, "templates='many': must be 'paper' or a count"),
+        ({"probe": "ic-lke", "eic_interleave": 3}, "unknown option(s) eic_interleave"),
+        ({"probe": "ic-lke", "examples": "ten"}, "examples: expected int, got 'ten'"),
+    ],
+)
 def test_config_errors_name_the_field_and_the_value(flat, needle):
     with pytest.raises(ConfigError) as e:
         RunConfig.from_dict(flat)
@@ -103,8 +134,16 @@ def test_config_errors_name_the_field_and_the_value(flat, needle):
 
 
 def test_to_dict_from_dict_round_trip_and_kubeflow_strings():
-    cfg = RunConfig.from_dict({"probe": "eic-lke", "relations": "P36,P19", "max_facts_per_relation": "20.0",
-                               "skip_small_relations": "true", "token_budget": "", "eic_interleave": 3.0})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "eic-lke",
+            "relations": "P36,P19",
+            "max_facts_per_relation": "20.0",
+            "skip_small_relations": "true",
+            "token_budget": "",
+            "eic_interleave": 3.0,
+        }
+    )
     assert cfg.base.relations == ["P36", "P19"] and cfg.base.max_facts_per_relation == 20
     assert cfg.params.skip_small_relations is True and cfg.base.token_budget is None and cfg.params.eic_interleave == 3
     again = RunConfig.from_dict(json.loads(cfg.to_json()))
@@ -128,8 +167,12 @@ def test_cli_options_and_help_come_from_field_metadata(capsys):
 
 
 def _plugin_env(tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "FACTPROBE_PROBE_MODULES": "tests.probes.plugin_probe", "FACTPROBE_WORK": str(tmp_path / "work"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "FACTPROBE_PROBE_MODULES": "tests.probes.plugin_probe",
+        "FACTPROBE_WORK": str(tmp_path / "work"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 
@@ -137,10 +180,31 @@ def _plugin_env(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_an_extra_probe_module_runs_through_the_cli(tmp_path, tiny_model_path):
     env = _plugin_env(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "object-logprob", "--model", str(tiny_model_path("gpt2")),
-                        "--source", "triples", "--data", str(FX / "test.jsonl"), "--object-prefix", " ",
-                        "--out", str(tmp_path / "o"), "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "probe",
+            "object-logprob",
+            "--model",
+            str(tiny_model_path("gpt2")),
+            "--source",
+            "triples",
+            "--data",
+            str(FX / "test.jsonl"),
+            "--object-prefix",
+            " ",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
     rows = (tmp_path / "o" / "results.jsonl").read_text().splitlines()
@@ -153,11 +217,35 @@ def test_an_extra_probe_module_runs_through_the_cli(tmp_path, tiny_model_path):
 @pytest.mark.pipeline
 def test_an_extra_probe_module_runs_through_the_local_pipeline(tmp_path, tiny_model_path):
     env = _plugin_env(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe",
-                        "--param", f'models=["{tiny_model_path("gpt2")}"]', "--param", 'probes=["object-logprob","ic-lke"]',
-                        "--param", "source=triples", "--param", f"data={FX / 'test.jsonl'}", "--param", "choices=5",
-                        "--param", "examples=4", "--param", "object_prefix= "],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "pipeline",
+            "run",
+            "probe",
+            "--param",
+            f'models=["{tiny_model_path("gpt2")}"]',
+            "--param",
+            'probes=["object-logprob","ic-lke"]',
+            "--param",
+            "source=triples",
+            "--param",
+            f"data={FX / 'test.jsonl'}",
+            "--param",
+            "choices=5",
+            "--param",
+            "examples=4",
+            "--param",
+            "object_prefix= ",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     from mlflow.tracking import MlflowClient
 
@@ -172,16 +260,23 @@ def test_an_extra_probe_module_runs_through_the_local_pipeline(tmp_path, tiny_mo
 
 def test_headline_shows_the_main_numbers_of_any_probe():
     qa = get_probe("qa")
-    assert qa.headline({"em": 0.5, "f1": 0.625, "contains": 0.75, "n": 8, "macro_em": 0.1}) == \
-        "em 0.500, f1 0.625, contains 0.750 over 8 items"
+    assert (
+        qa.headline({"em": 0.5, "f1": 0.625, "contains": 0.75, "n": 8, "macro_em": 0.1})
+        == "em 0.500, f1 0.625, contains 0.750 over 8 items"
+    )
     assert get_probe("ic-lke").headline({"accuracy": 0.25, "n": 4}) == "accuracy 0.250 over 4 items"
     assert get_probe("coherency").headline({"coherency": 0.5, "n_items": 2, "flag": True}) == "coherency 0.500 over 2 items"
     assert qa.headline({"n": 0, "em": None}) == ""
 
 
 def test_help_states_each_default_once():
-    out = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "qa", "--help"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", "probe", "qa", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
     assert "(default: all) (default" not in out and "Figure 7) (default" not in out
     assert "(default: 16)" in out  # --max-new-tokens: a plain default is still stated
 

@@ -1,6 +1,7 @@
 """mc-items on tiny RANDOM models: option log-probs equal a naive full forward per option (slot at
 the end, in the middle, at the start; with and without in-context examples), sum/mean, the CLI,
 compare and regress of two runs. Random weights: the numbers are never results."""
+
 import json
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def subset(tmp_path_factory) -> Path:
 
 
 def config(model, data: Path = DATA, **params) -> RunConfig:
-    return RunConfig.from_dict({"probe": "mc-items", "model": str(model), "data": str(data), "device": "cpu",
-                                "dtype": "float32", **params})
+    return RunConfig.from_dict(
+        {"probe": "mc-items", "model": str(model), "data": str(data), "device": "cpu", "dtype": "float32", **params}
+    )
 
 
 def run(cfg: RunConfig, out: Path):
@@ -67,7 +69,7 @@ def test_logprobs_equal_a_naive_forward_per_option_at_every_slot_position(tiny, 
         for opt, lp, n in zip(r["options"], r["logprobs"], r["option_tokens"]):
             assert lp == pytest.approx(naive_logprob(model, tok, r["context"], opt + after), abs=1e-4), (r["key"], opt)
             ctx = r["context"].rstrip()
-            whole = tok(ctx + r["context"][len(ctx):] + opt + after)["input_ids"]
+            whole = tok(ctx + r["context"][len(ctx) :] + opt + after)["input_ids"]
             assert n == len(whole) - len(tok(ctx)["input_ids"])
         before = r["subject"].split("[Y]")[0]
         if examples:
@@ -79,8 +81,9 @@ def test_logprobs_equal_a_naive_forward_per_option_at_every_slot_position(tiny, 
     assert seen == {"end", "middle", "start"}
     if examples:  # the examples are filled training items, one cached prefix per relation
         train = [json.loads(line) for line in TRAIN.read_text().splitlines()]
-        filled = {t["prompt"].replace("[Y]", t["options"][t["answer"]] if isinstance(t["answer"], int) else t["answer"])
-                  for t in train}
+        filled = {
+            t["prompt"].replace("[Y]", t["options"][t["answer"]] if isinstance(t["answer"], int) else t["answer"]) for t in train
+        }
         for r in rows:
             shown = r["context"].split("\n")[:-1]
             assert len(shown) == 2 and set(shown) <= filled
@@ -104,8 +107,9 @@ def test_mean_divides_each_sum_by_its_scored_tokens(tiny_model_path, tmp_path):
         assert m["logprobs"] == pytest.approx([v / n for v, n in zip(s["logprobs"], s["option_tokens"])], abs=1e-9)
         assert m["prediction"] == m["options"][max(range(4), key=lambda i: m["logprobs"][i])]
     # lengths differ in the fixture, so the two rules disagree somewhere (the option does something)
-    assert any(s["prediction"] != m["prediction"] for s, m in zip(total.results.to_dict("records"),
-                                                                    mean.results.to_dict("records")))
+    assert any(
+        s["prediction"] != m["prediction"] for s, m in zip(total.results.to_dict("records"), mean.results.to_dict("records"))
+    )
 
 
 def test_examples_need_train_data(tiny_model_path, tmp_path):
@@ -129,7 +133,9 @@ def test_other_formats_give_the_same_rows(tiny_model_path, tmp_path, ext):
     recs = [json.loads(line) for line in DATA.read_text().splitlines()][6:9]
     path = tmp_path / f"items{ext}"
     if ext == ".csv":
-        pd.DataFrame([{**r, "options": json.dumps(r["options"]), "answer": str(r["answer"])} for r in recs]).to_csv(path, index=False)
+        pd.DataFrame([{**r, "options": json.dumps(r["options"]), "answer": str(r["answer"])} for r in recs]).to_csv(
+            path, index=False
+        )
     elif ext == ".parquet":
         pd.DataFrame([{**r, "answer": str(r["answer"])} for r in recs]).to_parquet(path, index=False)
     else:
@@ -139,8 +145,9 @@ def test_other_formats_give_the_same_rows(tiny_model_path, tmp_path, ext):
     model = tiny_model_path("gpt2")
     a = run(config(model, data=str(jsonl)), tmp_path / "a").results
     b = run(config(model, data=str(path)), tmp_path / "b").results
-    assert a[["fact_id", "logprobs", "prediction", "correct"]].to_dict("records") == \
-        b[["fact_id", "logprobs", "prediction", "correct"]].to_dict("records")
+    assert a[["fact_id", "logprobs", "prediction", "correct"]].to_dict("records") == b[
+        ["fact_id", "logprobs", "prediction", "correct"]
+    ].to_dict("records")
 
 
 @pytest.mark.slow
@@ -149,16 +156,50 @@ def test_cli_compare_and_regress_two_runs(tiny_model_path, subset, tmp_path, cap
     `regress` reruns the baseline's mc-items configuration on a candidate model."""
     a, b = tmp_path / "a", tmp_path / "b"
     for model, out in ((tiny_model_path("gpt2"), a), (tiny_model_path("llama"), b)):
-        assert main(["probe", "mc-items", "--model", str(model), "--data", str(subset), "--device", "cpu",
-                     "--dtype", "float32", "--slot", "[Y]", "--option-score", "mean", "--out", str(out),
-                     "--no-track", "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "probe",
+                    "mc-items",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(subset),
+                    "--device",
+                    "cpu",
+                    "--dtype",
+                    "float32",
+                    "--slot",
+                    "[Y]",
+                    "--option-score",
+                    "mean",
+                    "--out",
+                    str(out),
+                    "--no-track",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     printed = capsys.readouterr().out
     assert "mc-items" in printed and "capital" in printed  # the per-relation table
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert f"facts joined: {len(SUBSET)} (only in A: 0, only in B: 0)" in out, out
-    rc = main(["regress", "--candidate", str(tiny_model_path("llama")), "--baseline", str(a), "--no-track",
-               "--out", str(tmp_path / "cand"), "--max-drop", "0.99"])
+    rc = main(
+        [
+            "regress",
+            "--candidate",
+            str(tiny_model_path("llama")),
+            "--baseline",
+            str(a),
+            "--no-track",
+            "--out",
+            str(tmp_path / "cand"),
+            "--max-drop",
+            "0.99",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "PASS" in out, out
     cand = [json.loads(line) for line in (tmp_path / "cand" / "candidate" / "results.jsonl").read_text().splitlines()]
@@ -175,8 +216,11 @@ def test_packed_items_with_a_token_merged_across_the_slot_stay_exact(tiny):
 
     _, model, tok = tiny
     scorer = Scorer(model, tok, device="cpu", token_budget=48)
-    items = [("Water boils at 1[Y] degrees.", ["00", "50"]), ("th[Y] sat down.", ["e cat", "is dog"]),
-             ("The capital of France is [Y]", ["Paris", "Lyon"])]
+    items = [
+        ("Water boils at 1[Y] degrees.", ["00", "50"]),
+        ("th[Y] sat down.", ["e cat", "is dog"]),
+        ("The capital of France is [Y]", ["Paris", "Lyon"]),
+    ]
     requests = [item_request(p, opts, "[Y]") for p, opts in items]
     scores = score_packed(scorer, requests)
     assert scorer.stats.fallbacks >= 2

@@ -1,4 +1,5 @@
 """mc-items data (no model): the four file formats, --fields, and one clear line per bad item."""
+
 import json
 from pathlib import Path
 
@@ -14,10 +15,14 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "examples" / "mc_items" / "cloze.jsonl"
 
 ITEMS = [
-    {"id": "a", "relation": "capital", "prompt": "The capital of France is [Y]", "options": ["Paris", "Lyon", "Nice"],
-     "answer": "Paris"},
-    {"id": "b", "relation": "capital", "prompt": "[Y] is the capital of Spain.", "options": ["Seville", "Madrid"],
-     "answer": 1},
+    {
+        "id": "a",
+        "relation": "capital",
+        "prompt": "The capital of France is [Y]",
+        "options": ["Paris", "Lyon", "Nice"],
+        "answer": "Paris",
+    },
+    {"id": "b", "relation": "capital", "prompt": "[Y] is the capital of Spain.", "options": ["Seville", "Madrid"], "answer": 1},
     {"id": "c", "group": "years", "prompt": "Water boils at [Y] degrees.", "options": ["50", "100", "2"], "answer": "2"},
 ]
 
@@ -29,8 +34,9 @@ def write(path: Path, records: list[dict], csv_lists: bool = True) -> Path:
     elif path.suffix == ".jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
     elif path.suffix == ".csv":
-        df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, list) and csv_lists else v) for k, v in r.items()}
-                           for r in records])
+        df = pd.DataFrame(
+            [{k: (json.dumps(v) if isinstance(v, list) and csv_lists else v) for k, v in r.items()} for r in records]
+        )
         df.to_csv(path, index=False)
     else:
         pd.DataFrame([{**r, "answer": str(r["answer"])} for r in records]).to_parquet(path, index=False)
@@ -41,9 +47,11 @@ def summary(items):
     return [(it.relation, it.subject, it.options, it.gold_index, it.subject_id) for it in items]
 
 
-EXPECTED = [("capital", ITEMS[0]["prompt"], ("Paris", "Lyon", "Nice"), 0, "a"),
-            ("capital", ITEMS[1]["prompt"], ("Seville", "Madrid"), 1, "b"),
-            ("years", ITEMS[2]["prompt"], ("50", "100", "2"), 2, "c")]
+EXPECTED = [
+    ("capital", ITEMS[0]["prompt"], ("Paris", "Lyon", "Nice"), 0, "a"),
+    ("capital", ITEMS[1]["prompt"], ("Seville", "Madrid"), 1, "b"),
+    ("years", ITEMS[2]["prompt"], ("50", "100", "2"), 2, "c"),
+]
 
 
 @pytest.mark.parametrize("ext", [".json", ".jsonl", ".csv", ".parquet"])
@@ -62,8 +70,16 @@ def test_a_string_answer_that_is_no_option_is_an_index(tmp_path):
 
 
 def test_fields_map_other_column_names(tmp_path):
-    renamed = [{"text": r["prompt"], "choices": r["options"], "label": r["answer"], "qid": r["id"],
-                "topic": r.get("relation", r.get("group"))} for r in ITEMS]
+    renamed = [
+        {
+            "text": r["prompt"],
+            "choices": r["options"],
+            "label": r["answer"],
+            "qid": r["id"],
+            "topic": r.get("relation", r.get("group")),
+        }
+        for r in ITEMS
+    ]
     path = write(tmp_path / "renamed.csv", renamed)
     fields = parse_fields("prompt=text,options=choices,answer=label,id=qid,relation=topic")
     assert summary(load_items(path, fields=fields)) == EXPECTED
@@ -76,15 +92,18 @@ def test_fields_map_other_column_names(tmp_path):
 def test_the_fixture_is_a_4_option_cloze_set_with_slots_at_end_middle_and_start():
     items = load_items(FIXTURE)
     assert len(items) == 20 and all(len(it.options) == 4 for it in items)
-    where = {("end" if it.subject.endswith("[Y]") else "start" if it.subject.startswith("[Y]") else "middle")
-             for it in items}
+    where = {("end" if it.subject.endswith("[Y]") else "start" if it.subject.startswith("[Y]") else "middle") for it in items}
     assert where == {"end", "middle", "start"}
 
 
 def test_parse_fields_errors():
     assert parse_fields("") == {} and parse_fields("prompt = text , answer=label") == {"prompt": "text", "answer": "label"}
-    for bad, why in (("prompt", "not field=column"), ("question=text", "unknown field 'question'"),
-                     ("prompt=a,prompt=b", "mapped twice"), ("prompt=a,answer=a", "column 'a' is mapped to two fields")):
+    for bad, why in (
+        ("prompt", "not field=column"),
+        ("question=text", "unknown field 'question'"),
+        ("prompt=a,prompt=b", "mapped twice"),
+        ("prompt=a,answer=a", "column 'a' is mapped to two fields"),
+    ):
         with pytest.raises(ConfigError, match=why):
             parse_fields(bad)
     with pytest.raises(ConfigError, match="fields="):
@@ -122,11 +141,10 @@ def test_bad_item_is_one_line_naming_file_and_record(tmp_path, ext, change, why)
 
 def test_missing_field_and_bad_csv_list_name_the_csv_line(tmp_path):
     path = tmp_path / "items.csv"
-    path.write_text('id,prompt,options,answer\nq1,A [Y],"[""x"", ""y""]",x\nq2,B [Y],"[""x"", ""y""",x\n'
-                    'q3,C [Y],,x\n')
+    path.write_text('id,prompt,options,answer\nq1,A [Y],"[""x"", ""y""]",x\nq2,B [Y],"[""x"", ""y""",x\nq3,C [Y],,x\n')
     with pytest.raises(DataError, match=rf"^{path}:3 \(id q2\): options .* is not a JSON list"):
         load_items(path)
-    path.write_text('id,prompt,options,answer\nq3,C [Y],,x\n')
+    path.write_text("id,prompt,options,answer\nq3,C [Y],,x\n")
     with pytest.raises(DataError, match=rf"^{path}:2 \(id q3\): missing field options$"):
         load_items(path)
     pq = write(tmp_path / "items.parquet", [dict(GOOD, id="q1"), dict(GOOD, id="q2", answer="5")])

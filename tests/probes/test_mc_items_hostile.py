@@ -1,6 +1,7 @@
 """Issue 28 item 7, mc-items data: hostile answers (`Infinity`, `"²"`, an answer that is an index in JSONL and
 a text in CSV), `--fields` naming a column the file lacks, a CSV with an unterminated quote: each one clear
 DataError line naming the file and the record (no traceback), nothing silently ignored."""
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,7 @@ def test_infinity_option_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("answer", ["²", "٣", "-1", "1.5"])
 def test_digit_like_answers_are_one_line(tmp_path, answer):
-    """"²".isdigit() is True but int("²") a ValueError traceback; other non-ASCII digits alike."""
+    """ "²".isdigit() is True but int("²") a ValueError traceback; other non-ASCII digits alike."""
     path = jsonl(tmp_path / "i.jsonl", [{**GOOD, "answer": answer}])
     with pytest.raises(DataError) as e:
         load_items(path)
@@ -78,13 +79,19 @@ def test_an_answer_that_is_an_index_and_another_options_text_is_refused_in_every
 
 
 def test_answers_that_agree_or_have_one_reading_are_read_alike_in_jsonl_and_csv(tmp_path):
-    recs = [{**AMBIGUOUS, "answer": 1},  # index 1 is the option "1": one option either way
-            {**AMBIGUOUS, "id": "n2", "answer": "4"},  # "4" is an option, index 4 is out of range: the text
-            {**GOOD, "id": "n3", "answer": 1}]  # no option "1": the index
+    recs = [
+        {**AMBIGUOUS, "answer": 1},  # index 1 is the option "1": one option either way
+        {**AMBIGUOUS, "id": "n2", "answer": "4"},  # "4" is an option, index 4 is out of range: the text
+        {**GOOD, "id": "n3", "answer": 1},
+    ]  # no option "1": the index
     a = load_items(jsonl(tmp_path / "i.jsonl", recs))
     csv = tmp_path / "i.csv"
-    csv.write_text("id,prompt,options,answer\n" + "".join(
-        f'{r["id"]},{r["prompt"]},"{json.dumps(r["options"]).replace(chr(34), chr(34) * 2)}",{r["answer"]}\n' for r in recs))
+    csv.write_text(
+        "id,prompt,options,answer\n"
+        + "".join(
+            f'{r["id"]},{r["prompt"]},"{json.dumps(r["options"]).replace(chr(34), chr(34) * 2)}",{r["answer"]}\n' for r in recs
+        )
+    )
     b = load_items(csv)
     assert [it.gold for it in a] == [it.gold for it in b] == ["1", "4", "Lyon"]
 
@@ -108,19 +115,36 @@ def test_fields_naming_a_missing_column_is_refused(tmp_path, fmt):
         path = jsonl(tmp_path / "i.jsonl", [{**GOOD, "relation": "capital"}])
     else:
         path = tmp_path / "i.csv"
-        path.write_text('id,prompt,options,answer,relation\nq1,The capital of France is [Y],"[""Paris"", ""Lyon""]",Paris,capital\n')
+        path.write_text(
+            'id,prompt,options,answer,relation\nq1,The capital of France is [Y],"[""Paris"", ""Lyon""]",Paris,capital\n'
+        )
     for mapping, named in (("relation=topic", "relation=topic"), ("id=qid,group=kind", "id=qid, group=kind")):
         with pytest.raises(DataError) as e:
             load_items(path, fields=parse_fields(mapping))
-        assert one_line(e) == (f"{path}: --fields {named}: no such column in the file; its columns: "
-                               "id, prompt, options, answer, relation")
+        assert one_line(e) == (
+            f"{path}: --fields {named}: no such column in the file; its columns: id, prompt, options, answer, relation"
+        )
     assert load_items(path, fields=parse_fields("relation=relation"))[0].relation == "capital"
 
 
 def test_fields_missing_column_on_the_command_line(tmp_path, capsys):
     path = jsonl(tmp_path / "i.jsonl", [GOOD])
-    rc = main(["probe", "mc-items", "--data", str(path), "--fields", "relation=topic", "--no-track", "--no-progress",
-               "--out", str(tmp_path / "out"), "--model", "unused-model"])
+    rc = main(
+        [
+            "probe",
+            "mc-items",
+            "--data",
+            str(path),
+            "--fields",
+            "relation=topic",
+            "--no-track",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "out"),
+            "--model",
+            "unused-model",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     expected = f"error: {path}: --fields relation=topic: no such column in the file; its columns: id, prompt, options, answer"
     assert rc == 2 and err == [expected]
@@ -130,11 +154,13 @@ def test_fields_missing_column_on_the_command_line(tmp_path, capsys):
 def test_csv_with_an_unterminated_quote_is_refused_naming_the_line(tmp_path):
     """A lenient csv reader took the rest of the file as one value: 2 items instead of 4, no error."""
     path = tmp_path / "items.csv"
-    path.write_text('id,prompt,options,answer\n'
-                    'q1,A [Y],"[""x"", ""y""]",x\n'
-                    'q2,"B [Y],"[""x"", ""y""]",x\n'  # the quote before B is never closed
-                    'q3,C [Y],"[""x"", ""y""]",x\n'
-                    'q4,D [Y],"[""x"", ""y""]",x\n')
+    path.write_text(
+        "id,prompt,options,answer\n"
+        'q1,A [Y],"[""x"", ""y""]",x\n'
+        'q2,"B [Y],"[""x"", ""y""]",x\n'  # the quote before B is never closed
+        'q3,C [Y],"[""x"", ""y""]",x\n'
+        'q4,D [Y],"[""x"", ""y""]",x\n'
+    )
     with pytest.raises(DataError) as e:
         load_items(path)
     assert one_line(e).startswith(f"{path}:3: malformed CSV (")

@@ -2,6 +2,7 @@
 or whose prompt filled with its answer, equals a test item's (prompt or answered prompt) once
 whitespace and case are ignored is never an example; the number left out is noted on screen and
 recorded in metrics.json. Tiny RANDOM model: only the contexts are checked, never the numbers."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,13 @@ def leaking_train(test: list[dict]) -> list[dict]:
         # case only
         {**b, "id": "leak-case", "prompt": b["prompt"].upper().replace("[Y]", "[Y]")},
         # another slot, but the same answered sentence: filled, it IS test item c answered
-        {"id": "leak-filled", "relation": c["relation"], "prompt": answered(c).replace(answered(c).split()[0], "[Y]", 1),
-         "options": [answered(c).split()[0], "Zzz"], "answer": 0},
+        {
+            "id": "leak-filled",
+            "relation": c["relation"],
+            "prompt": answered(c).replace(answered(c).split()[0], "[Y]", 1),
+            "options": [answered(c).split()[0], "Zzz"],
+            "answer": 0,
+        },
         # a training item of ANOTHER relation that is test item d (all training items are the pool of
         # a relation without any of its own, so leaks across relations count too)
         {**d, "id": "leak-other-relation", "relation": "unseen-relation", "prompt": " " + d["prompt"]},
@@ -62,10 +68,12 @@ def test_choose_examples_never_draws_a_test_item():
     from factprobe.probes.mc_items import choose_examples
 
     test = [Fact("capital", "The capital of France is [Y]", "Paris"), Fact("capital", "[Y] is the capital of Spain.", "Madrid")]
-    train = [Fact("capital", "The capital of  France is [Y] ", "Paris"),  # whitespace variant of a test prompt
-             Fact("capital", "[Y] IS THE CAPITAL OF SPAIN.", "Madrid"),  # case variant
-             Fact("capital", "The capital of [Y] is Paris", "France"),  # filled, a test item's answered prompt
-             Fact("capital", "The capital of Italy is [Y]", "Rome")]
+    train = [
+        Fact("capital", "The capital of  France is [Y] ", "Paris"),  # whitespace variant of a test prompt
+        Fact("capital", "[Y] IS THE CAPITAL OF SPAIN.", "Madrid"),  # case variant
+        Fact("capital", "The capital of [Y] is Paris", "France"),  # filled, a test item's answered prompt
+        Fact("capital", "The capital of Italy is [Y]", "Rome"),
+    ]
     keys = leak_keys(test)
     assert [leaks(f, keys) for f in train] == [True, True, True, False]
     for seed in range(20):
@@ -85,8 +93,17 @@ def test_no_test_item_sees_a_test_item_answered(tiny_model_path, leaky_train, tm
     holds any test item's answered prompt (whitespace and case ignored), the count is in metrics.json and
     each relation that lost some says so on screen."""
     notes: list[str] = []
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": str(tiny_model_path("gpt2")), "data": str(DATA),
-                               "train_data": str(leaky_train), "examples": 50, "device": "cpu", "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "mc-items",
+            "model": str(tiny_model_path("gpt2")),
+            "data": str(DATA),
+            "train_data": str(leaky_train),
+            "examples": 50,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     outcome = run_probe(cfg, tmp_path / "run", progress=False, log=notes.append)
     test = records(DATA)
     secrets = {leak_key(answered(r)) for r in test}
@@ -94,8 +111,11 @@ def test_no_test_item_sees_a_test_item_answered(tiny_model_path, leaky_train, tm
         context = leak_key(row.context)
         assert not [s for s in secrets if s in context], row.fact_id
     # the non-leaking training items are still used: the guard removes only the leaks
-    assert all(leak_key(answered(r)) in leak_key(outcome.results.iloc[0].context) for r in records(TRAIN)
-               if r["relation"] == outcome.results.iloc[0].relation)
+    assert all(
+        leak_key(answered(r)) in leak_key(outcome.results.iloc[0].context)
+        for r in records(TRAIN)
+        if r["relation"] == outcome.results.iloc[0].relation
+    )
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["examples_excluded_as_test"] == 4
     # on screen, per relation: the capital pool lost its three leaks (the fourth is in no test relation's pool)
@@ -105,8 +125,17 @@ def test_no_test_item_sees_a_test_item_answered(tiny_model_path, leaky_train, tm
 
 
 def test_without_examples_nothing_is_excluded(tiny_model_path, leaky_train, tmp_path):
-    cfg = RunConfig.from_dict({"probe": "mc-items", "model": str(tiny_model_path("gpt2")), "data": str(DATA),
-                               "train_data": str(leaky_train), "examples": 0, "device": "cpu", "dtype": "float32",
-                               "max_facts_per_relation": 1})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "mc-items",
+            "model": str(tiny_model_path("gpt2")),
+            "data": str(DATA),
+            "train_data": str(leaky_train),
+            "examples": 0,
+            "device": "cpu",
+            "dtype": "float32",
+            "max_facts_per_relation": 1,
+        }
+    )
     outcome = run_probe(cfg, tmp_path / "run", progress=False, log=lambda m: None)
     assert outcome.metrics["examples_excluded_as_test"] == 0

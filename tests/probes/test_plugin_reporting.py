@@ -8,6 +8,7 @@ parent metrics, KFP headline scalars) and the `probe` pipeline. Before the probe
 reporting, a report over such runs failed (`TypeError: Invalid shape (0,) for image data`: the
 accuracy heatmap of no multiple-choice run).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,25 @@ MODULE = "tests.probes.novel_metric_probe"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "FACTPROBE_PROBE_MODULES": MODULE, "FACTPROBE_WORK": str(tmp_path / "work"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "FACTPROBE_PROBE_MODULES": MODULE,
+        "FACTPROBE_WORK": str(tmp_path / "work"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 
 
 def _cli(tmp_path: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "factprobe.cli", *args], cwd=tmp_path, env=_env(tmp_path),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +54,20 @@ def cli_runs(tmp_path_factory, tiny_model_path):
     model = tiny_model_path("gpt2")
     outs = []
     for name in ("a", "b"):
-        p = _cli(tmp, "probe", "hit-rate", "--model", str(model), "--source", "triples", "--data", str(FX / "test.jsonl"),
-                 "--out", str(tmp / name), "--no-progress")
+        p = _cli(
+            tmp,
+            "probe",
+            "hit-rate",
+            "--model",
+            str(model),
+            "--source",
+            "triples",
+            "--data",
+            str(FX / "test.jsonl"),
+            "--out",
+            str(tmp / name),
+            "--no-progress",
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         outs.append(p.stdout)
     return tmp, model, outs
@@ -118,8 +141,9 @@ def test_report_step_shows_the_novel_metric(cli_runs, registered, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     c = MlflowClient(uri)
     parent = c.create_run(c.create_experiment("factprobe/probe")).info.run_id
-    by_run = run_report([str(src / "a")], str(tmp_path / "r.html"), str(tmp_path / "r.md"),
-                        RunContext(tracking_uri=uri, parent_run_id=parent))
+    by_run = run_report(
+        [str(src / "a")], str(tmp_path / "r.html"), str(tmp_path / "r.md"), RunContext(tracking_uri=uri, parent_run_id=parent)
+    )
     hit = by_run[f"hit-rate:{model}"]["hit_rate"]
     md, page = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
     assert "## hit-rate" in md and "| model | relation | hit_rate | n |" in md and "| P36 |" in md
@@ -138,9 +162,27 @@ def test_the_probe_pipeline_runs_and_reports_the_novel_metric(tmp_path, tiny_mod
     from mlflow.tracking import MlflowClient
 
     model = tiny_model_path("gpt2")
-    p = _cli(tmp_path, "pipeline", "run", "probe", "--param", f'models=["{model}"]',
-             "--param", 'probes=["hit-rate","ic-lke"]', "--param", "source=triples", "--param", f"data={FX / 'test.jsonl'}",
-             "--param", "relations=P36", "--param", "choices=5", "--param", "examples=4", timeout=900)
+    p = _cli(
+        tmp_path,
+        "pipeline",
+        "run",
+        "probe",
+        "--param",
+        f'models=["{model}"]',
+        "--param",
+        'probes=["hit-rate","ic-lke"]',
+        "--param",
+        "source=triples",
+        "--param",
+        f"data={FX / 'test.jsonl'}",
+        "--param",
+        "relations=P36",
+        "--param",
+        "choices=5",
+        "--param",
+        "examples=4",
+        timeout=900,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     c = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp = c.get_experiment_by_name("factprobe/probe")

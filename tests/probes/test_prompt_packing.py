@@ -5,6 +5,7 @@ forwards each (the context, then the options); `Scorer.score_choices(..., pack_c
 packs whole rows into forwards of at most `token_budget` tokens. The log-probs must not change:
 packed = one row at a time = a naive full forward per option, within 1e-4 (fp32), on tiny RANDOM
 models and on the real SmolLM2."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ TOL = 1e-4
 
 # an object last, an object first (the context is the stand-in BOS), an object in the middle
 TEMPLATES = ["The capital of [X] is [Y] .", "[Y] is the capital city of [X] .", "[X] 's capital , [Y] , is a city"]
-FACTS = [("France", ["Paris", "Lyon", "Bordeaux am Rhein"]), ("Côte d'Ivoire", ["Yamoussoukro", "東京都"]),
-         ("Peru", ["Lima", "Cusco"])]
+FACTS = [
+    ("France", ["Paris", "Lyon", "Bordeaux am Rhein"]),
+    ("Côte d'Ivoire", ["Yamoussoukro", "東京都"]),
+    ("Peru", ["Lima", "Cusco"]),
+]
 
 
 def _requests() -> list[ChoiceRequest]:
@@ -81,8 +85,16 @@ def test_hgp_packs_a_batch_and_keeps_each_rows_numbers(tiny_model_path, tmp_path
     """The probe end to end: 3 facts x 2 templates = 6 rows in one forward (they took 12), each
     row's log-probs equal to the naive full forward of its filled template."""
     loaded = load_model(str(tiny_model_path("llama")))
-    cfg = RunConfig.from_dict({"probe": "hgp", "model": str(loaded.path), "relations": ["P36"], "max_facts_per_relation": 3,
-                               "choices": 8, "templates": "2"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "hgp",
+            "model": str(loaded.path),
+            "relations": ["P36"],
+            "max_facts_per_relation": 3,
+            "choices": 8,
+            "templates": "2",
+        }
+    )
     out = run_probe(cfg, tmp_path, loaded=loaded, progress=False)
     assert out.metrics["n"] == 6 and out.metrics["forwards"] == 1, out.metrics["forwards"]
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
@@ -99,8 +111,16 @@ def test_hgp_on_a_served_model_sends_whole_requests(tiny_model_path, tmp_path, r
 
     server = FakeServer(str(tiny_model_path("llama")))
     try:
-        cfg = RunConfig.from_dict({"probe": "hgp", "model": server.spec(), "relations": ["P36"], "max_facts_per_relation": 2,
-                                   "choices": 4, "templates": "2"})
+        cfg = RunConfig.from_dict(
+            {
+                "probe": "hgp",
+                "model": server.spec(),
+                "relations": ["P36"],
+                "max_facts_per_relation": 2,
+                "choices": 4,
+                "templates": "2",
+            }
+        )
         out = run_probe(cfg, tmp_path, progress=False, log=lambda s: None)
     finally:
         server.close()

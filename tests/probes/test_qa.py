@@ -6,6 +6,7 @@ replace `Generator.greedy` by a scripted answerer (`scripted`), so the outcome o
 known. One test runs the real SmolLM2-135M-Instruct (and Gemma-3-270M) and checks its answers
 against Hugging Face `model.generate`.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,33 @@ from factprobe.probes.qa import BATCH, INSTRUCTION, STOP, QAProbeConfig, exempla
 from factprobe.probes.registry import get_probe
 from factprobe.probes.runner import run_probe
 
-INSTRUCTION_LINE = ("Instruction: answer the following question. Don't include explanation. "
-                    "Keep the answer as concise as possible.")
-ROW_FIELDS = {"key", "fact_id", "relation", "subject", "question", "prompt", "answer", "gold", "em", "f1", "contains",
-              "empty", "split", "setting", "shots", "shots_asked", "exemplars", "answer_token_ids", "finish_reason",
-              "answer_type", "prediction", "correct"}
+INSTRUCTION_LINE = (
+    "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."
+)
+ROW_FIELDS = {
+    "key",
+    "fact_id",
+    "relation",
+    "subject",
+    "question",
+    "prompt",
+    "answer",
+    "gold",
+    "em",
+    "f1",
+    "contains",
+    "empty",
+    "split",
+    "setting",
+    "shots",
+    "shots_asked",
+    "exemplars",
+    "answer_token_ids",
+    "finish_reason",
+    "answer_type",
+    "prediction",
+    "correct",
+}
 EXEMPLAR_FIELDS = {"fact_id", "question", "shown_answer", "true_answer", "shuffled"}
 NEWLINE_GAIN = 4.0
 
@@ -56,8 +79,14 @@ def tiny(tiny_model_path, tmp_path_factory):
 
 def qa_cfg(model, **kw) -> RunConfig:
     """countryinfo P36 + P1376 (+ P38, which has no question template), 3 eval facts each."""
-    d = {"probe": "qa", "model": str(model.path), "relations": "P36,P1376,P38", "max_facts_per_relation": 3,
-         "shots": "2", "qa_train_per_relation": 3}
+    d = {
+        "probe": "qa",
+        "model": str(model.path),
+        "relations": "P36,P1376,P38",
+        "max_facts_per_relation": 3,
+        "shots": "2",
+        "qa_train_per_relation": 3,
+    }
     d.update(kw)
     return RunConfig.from_dict(d)
 
@@ -74,9 +103,9 @@ def read_metrics(out: Path) -> dict:
 
 
 def question_of(prompt: str, block: str) -> str:
-    tail = prompt[len(block):]
+    tail = prompt[len(block) :]
     assert tail.startswith("Question: ") and tail.endswith("\nAnswer:"), tail
-    return tail[len("Question: "):-len("\nAnswer:")]
+    return tail[len("Question: ") : -len("\nAnswer:")]
 
 
 def scripted(monkeypatch, answer):
@@ -84,8 +113,9 @@ def scripted(monkeypatch, answer):
     calls: list[dict] = []
 
     def greedy(self, prompts, max_new_tokens=16, stop=(), shared_prefix=None):
-        calls.append({"prompts": list(prompts), "max_new_tokens": max_new_tokens, "stop": tuple(stop),
-                      "shared_prefix": shared_prefix})
+        calls.append(
+            {"prompts": list(prompts), "max_new_tokens": max_new_tokens, "stop": tuple(stop), "shared_prefix": shared_prefix}
+        )
         return [Generation(answer(question_of(p, shared_prefix)), [], [], "stop") for p in prompts]
 
     monkeypatch.setattr(Generator, "greedy", greedy)
@@ -96,9 +126,10 @@ def hf_answer(model, tok, prompt: str, max_new_tokens: int, eos_ids) -> tuple[li
     """`model.generate(do_sample=False)` on the prompt alone, cut by the probe's rule: at EOS, or
     at the first token whose decoded text holds a stop string (text cut before it)."""
     enc = tok(prompt, return_tensors="pt")
-    out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=sorted(eos_ids),
-                         pad_token_id=min(eos_ids))
-    new = out[0, enc["input_ids"].shape[1]:].tolist()
+    out = model.generate(
+        **enc, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=sorted(eos_ids), pad_token_id=min(eos_ids)
+    )
+    new = out[0, enc["input_ids"].shape[1] :].tolist()
     for i, t in enumerate(new):
         if t in eos_ids:
             return new[: i + 1], tok.decode(new[:i], skip_special_tokens=True)
@@ -250,8 +281,9 @@ def test_known_unknown_table(qa_run, tiny):
     cfg, out, _ = qa_run
     df = pd.read_parquet(out / "known_unknown.parquet")
     assert list(df.columns) == list(KU_COLUMNS)
-    assert {"fact_id", "relation", "model", "model_revision", "answer", "em", "f1", "contains", "known",
-            "split"} <= set(df.columns)
+    assert {"fact_id", "relation", "model", "model_revision", "answer", "em", "f1", "contains", "known", "split"} <= set(
+        df.columns
+    )
     rows = {(r["fact_id"], r["split"]): r for r in read_rows(out) if r["shots_asked"] == 2}  # the regular k-shot
     assert len(df) == len(rows) == 12 and set(df["split"]) == {"train", "eval"}
     assert (df["known"] == (df["em"] == 1.0)).all()
@@ -332,15 +364,30 @@ def test_generation_settings_reach_the_generator(tiny, tmp_path, monkeypatch):
 
 
 def test_popularity_buckets_where_the_data_has_popularity(tiny, tmp_path, monkeypatch):
-    caps = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Peru", "Lima"),
-            ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Chile", "Santiago"), ("Egypt", "Cairo"), ("Cuba", "Havana"),
-            ("Norway", "Oslo"), ("Greece", "Athens")]
+    caps = [
+        ("France", "Paris"),
+        ("Germany", "Berlin"),
+        ("Italy", "Rome"),
+        ("Spain", "Madrid"),
+        ("Peru", "Lima"),
+        ("Japan", "Tokyo"),
+        ("Kenya", "Nairobi"),
+        ("Chile", "Santiago"),
+        ("Egypt", "Cairo"),
+        ("Cuba", "Havana"),
+        ("Norway", "Oslo"),
+        ("Greece", "Athens"),
+    ]
     data = tmp_path / "facts.jsonl"
-    data.write_text("".join(json.dumps({"subject": s, "relation": "P36", "object": o, "popularity": 100 * (i + 1)}) + "\n"
-                            for i, (s, o) in enumerate(caps)), encoding="utf-8")
+    data.write_text(
+        "".join(
+            json.dumps({"subject": s, "relation": "P36", "object": o, "popularity": 100 * (i + 1)}) + "\n"
+            for i, (s, o) in enumerate(caps)
+        ),
+        encoding="utf-8",
+    )
     scripted(monkeypatch, lambda q: " Paris")
-    cfg = RunConfig.from_dict({"probe": "qa", "model": str(tiny.path), "source": "triples", "data": str(data),
-                               "shots": "1"})
+    cfg = RunConfig.from_dict({"probe": "qa", "model": str(tiny.path), "source": "triples", "data": str(data), "shots": "1"})
     run_probe(cfg, tmp_path / "out", loaded=tiny, progress=False, log=lambda m: None)
     m = read_metrics(tmp_path / "out")
     assert m["qa_popularity"] is True
@@ -370,8 +417,9 @@ def test_interrupted_run_resumes_to_the_same_results(tiny, tmp_path):
     mf, mc = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "cut")
     for k in ("em", "f1", "contains", "n", "n_empty", "per_relation", "per_answer_type"):
         assert mf[k] == mc[k]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "full" / "known_unknown.parquet"),
-                                  pd.read_parquet(tmp_path / "cut" / "known_unknown.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "full" / "known_unknown.parquet"), pd.read_parquet(tmp_path / "cut" / "known_unknown.parquet")
+    )
     # a complete rerun scores nothing
     assert run_probe(cfg, tmp_path / "cut", loaded=tiny, progress=False, log=lambda m: None).n_scored_now == 0
 
@@ -385,18 +433,23 @@ def test_a_second_run_into_the_same_out_is_refused(tiny, tmp_path):
 
 
 # ------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("template, message", [
-    ("What is the capital?", "has no [X] slot"),
-    ("Is [Y] the capital of [X]?", "has a [Y] slot; a question must not contain the object"),
-])
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        ("What is the capital?", "has no [X] slot"),
+        ("Is [Y] the capital of [X]?", "has a [Y] slot; a question must not contain the object"),
+    ],
+)
 def test_bad_question_templates_are_refused_naming_file_and_line(tiny, tmp_path, template, message):
     tsv = tmp_path / "templates.tsv"
-    tsv.write_text("relation\tanswer_type\ttemplates\n"
-                   "P1376\tentity\tOf which country is [X] the capital?\n"
-                   f"P36\tentity\tWhat is the capital of [X]? || {template}\n", encoding="utf-8")
+    tsv.write_text(
+        "relation\tanswer_type\ttemplates\n"
+        "P1376\tentity\tOf which country is [X] the capital?\n"
+        f"P36\tentity\tWhat is the capital of [X]? || {template}\n",
+        encoding="utf-8",
+    )
     with pytest.raises(DataError) as e:
-        run_probe(qa_cfg(tiny, qa_templates=str(tsv)), tmp_path / "out", loaded=tiny, progress=False,
-                  log=lambda m: None)
+        run_probe(qa_cfg(tiny, qa_templates=str(tsv)), tmp_path / "out", loaded=tiny, progress=False, log=lambda m: None)
     assert f"{tsv}:3" in str(e.value) and message in str(e.value)
     assert not (tmp_path / "out" / "run_config.json").exists()  # a corrected rerun is not refused
 
@@ -405,8 +458,9 @@ def test_questions_that_give_the_answer_away_are_skipped_and_counted(tiny, tmp_p
     """A template that names an object ("Is Paris ...") still asks every other subject; France
     (capital Paris) is skipped, and counted in metrics.json, instead of being asked its answer."""
     tsv = tmp_path / "templates.tsv"
-    tsv.write_text("relation\tanswer_type\ttemplates\nP36\tentity\tIs Paris the capital of [X]? If not, which city is?\n",
-                   encoding="utf-8")
+    tsv.write_text(
+        "relation\tanswer_type\ttemplates\nP36\tentity\tIs Paris the capital of [X]? If not, which city is?\n", encoding="utf-8"
+    )
     reason = "every template's question contains the object"
     kw = {"relations": "P36", "max_facts_per_relation": None, "qa_train_per_relation": None}
     plain = get_probe("qa").prepare(qa_cfg(tiny, **kw))
@@ -449,11 +503,36 @@ def test_cli_run_writes_the_files(tiny_model_path, tmp_path):
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "factprobe.cli"]
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd + ["probe", "qa", "--model", str(tiny_model_path("llama")), "--relations", "P36,P1376",
-                                 "--max-facts-per-relation", "2", "--qa-train-per-relation", "2", "--shots", "0,1",
-                                 "--split", "all", "--max-new-tokens", "4", "--out", str(out), "--no-track",
-                                 "--no-progress"],
-                          check=False, capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        cmd
+        + [
+            "probe",
+            "qa",
+            "--model",
+            str(tiny_model_path("llama")),
+            "--relations",
+            "P36,P1376",
+            "--max-facts-per-relation",
+            "2",
+            "--qa-train-per-relation",
+            "2",
+            "--shots",
+            "0,1",
+            "--split",
+            "all",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(out),
+            "--no-track",
+            "--no-progress",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("results.jsonl", "metrics.json", "run_config.json", "known_unknown.parquet"):
         assert (out / name).is_file(), name
@@ -473,9 +552,19 @@ def test_real_model_answers_equal_hf_generate(real_model_path, real_data_root, t
     prompt with max_new_tokens=16, cut by the same stop rule."""
     path = real_model_path(alias)
     loaded = load_model(str(path), device="cpu", dtype="float32")
-    cfg = RunConfig.from_dict({"probe": "qa", "model": str(path), "source": "lama", "relations": relations,
-                               "max_facts_per_relation": n, "shots": "4", "qa_train_per_relation": 5,
-                               "device": "cpu", "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "qa",
+            "model": str(path),
+            "source": "lama",
+            "relations": relations,
+            "max_facts_per_relation": n,
+            "shots": "4",
+            "qa_train_per_relation": 5,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     outcome = run_probe(cfg, tmp_path / "out", loaded=loaded, progress=False, log=lambda m: None)
     rows = read_rows(tmp_path / "out")
     assert len(rows) == n * len(relations.split(","))

@@ -1,6 +1,7 @@
 """Runs that cannot go wrong silently (issue 9): examples independent of what is scored, the
 official prompt format, one writer per output folder, no run_config.json before validation,
 one-line errors, SIGTERM marks the MLflow run KILLED, and input that must be refused."""
+
 from __future__ import annotations
 
 import json
@@ -45,18 +46,33 @@ def test_both_formats_on_our_own_example():
     paper = ic_lke.fact_context(ic_lke.relation_prefix(ex, " "), "France", " ") + ic_lke.option_continuation("Paris", " ")
     assert paper == "Italy Rome Spain Madrid France Paris"
     off = ic_lke.relation_prefix(ex, " ", "official")
-    assert ic_lke.fact_context(off, "France", " ", "official") + ic_lke.option_continuation("Paris", " ") == \
-        "Italy Rome , Spain Madrid France  Paris"
+    assert (
+        ic_lke.fact_context(off, "France", " ", "official") + ic_lke.option_continuation("Paris", " ")
+        == "Italy Rome , Spain Madrid France  Paris"
+    )
     assert ic_lke.fact_context(ic_lke.relation_prefix([], " ", "official"), "France", " ", "official") == "France "
 
 
 def test_official_format_scores_the_exact_string(tiny_model_path, tmp_path):
     """The scored context is the format's string, and the log-probs equal the scorer on that string."""
     fx = REPO / "tests" / "fixtures" / "mc_snapshot"
-    cfg = RunConfig.from_dict({"probe": "ic-lke", "model": str(tiny_model_path("llama")), "source": "triples",
-                               "data": str(fx / "test.jsonl"), "train_data": str(fx / "train"), "examples": 3,
-                               "choices": 5, "separator": " : ", "prompt_format": "official", "relations": "P36",
-                               "max_facts_per_relation": 2, "device": "cpu", "dtype": "float32"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "ic-lke",
+            "model": str(tiny_model_path("llama")),
+            "source": "triples",
+            "data": str(fx / "test.jsonl"),
+            "train_data": str(fx / "train"),
+            "examples": 3,
+            "choices": 5,
+            "separator": " : ",
+            "prompt_format": "official",
+            "relations": "P36",
+            "max_facts_per_relation": 2,
+            "device": "cpu",
+            "dtype": "float32",
+        }
+    )
     out = run_probe(cfg, tmp_path / "o", progress=False, log=lambda m: None)
     row = out.results.iloc[0]
     assert row["context"].endswith(f"{row['subject']} : ") and row["context"].count(" , ") == 2
@@ -72,10 +88,24 @@ def test_official_format_scores_the_exact_string(tiny_model_path, tmp_path):
 @pytest.mark.slow
 @needs_data
 def test_a_fact_sees_the_same_context_in_small_large_and_resumed_runs(tiny_model_path, tmp_path):
-    base = {"probe": "ic-lke", "model": str(tiny_model_path("gpt2")), "source": "lama", "data": str(LAMA),
-            "train_data": str(LPAQA), "relations": "P530", "choices": 10, "examples": 8, "device": "cpu", "dtype": "float32"}
-    small = run_probe(RunConfig.from_dict({**base, "max_facts_per_relation": 10}), tmp_path / "s", progress=False, log=lambda m: None)
-    large = run_probe(RunConfig.from_dict({**base, "max_facts_per_relation": 40}), tmp_path / "l", progress=False, log=lambda m: None)
+    base = {
+        "probe": "ic-lke",
+        "model": str(tiny_model_path("gpt2")),
+        "source": "lama",
+        "data": str(LAMA),
+        "train_data": str(LPAQA),
+        "relations": "P530",
+        "choices": 10,
+        "examples": 8,
+        "device": "cpu",
+        "dtype": "float32",
+    }
+    small = run_probe(
+        RunConfig.from_dict({**base, "max_facts_per_relation": 10}), tmp_path / "s", progress=False, log=lambda m: None
+    )
+    large = run_probe(
+        RunConfig.from_dict({**base, "max_facts_per_relation": 40}), tmp_path / "l", progress=False, log=lambda m: None
+    )
     ctx_small = dict(zip(small.results.fact_id, small.results.context))
     ctx_large = dict(zip(large.results.fact_id, large.results.context))
     shared = set(ctx_small) & set(ctx_large)
@@ -94,15 +124,41 @@ def test_a_fact_sees_the_same_context_in_small_large_and_resumed_runs(tiny_model
 # ------------------------------------------------------------------ item 8: one writer per --out
 def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, tiny_model_path, capsys):
     out = tmp_path / "busy"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from factprobe.probes.checkpoint import RunFolder\n"
-        f"f = RunFolder({str(out)!r}, 'k', {{}}).__enter__(); print('locked', flush=True); time.sleep(60)")],
-        stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from factprobe.probes.checkpoint import RunFolder\n"
+                f"f = RunFolder({str(out)!r}, 'k', {{}}).__enter__(); print('locked', flush=True); time.sleep(60)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         start = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")),
-                            "--out", str(out), "--no-track", "--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "factprobe.cli",
+                "probe",
+                "ic-lke",
+                "--model",
+                str(tiny_model_path("gpt2")),
+                "--out",
+                str(out),
+                "--no-track",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert time.monotonic() - start < 30
         assert p.returncode == 2
         assert f"output folder {out} is in use by host" in p.stderr and f"pid {holder.pid}" in p.stderr
@@ -111,16 +167,49 @@ def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, tiny_model
         holder.kill()
         holder.wait()
     # the holder died (SIGKILL): its stale lock is taken over
-    rc, _, err = cli(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--out", str(out), "--no-track",
-                     "--no-progress", "--max-facts-per-relation", "2", "--choices", "5", "--examples", "3", "--device", "cpu")
+    rc, _, err = cli(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--out",
+        str(out),
+        "--no-track",
+        "--no-progress",
+        "--max-facts-per-relation",
+        "2",
+        "--choices",
+        "5",
+        "--examples",
+        "3",
+        "--device",
+        "cpu",
+    )
     assert rc == 0, err
 
 
 # ------------------------------------------------------------------ item 9: run_config after validation
 def test_a_failed_run_leaves_no_config_that_refuses_the_corrected_rerun(tmp_path, tiny_model_path, capsys):
     out = tmp_path / "o"
-    common = ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--out", str(out), "--no-track", "--no-progress",
-              "--choices", "5", "--examples", "3", "--max-facts-per-relation", "2", "--device", "cpu"]
+    common = [
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--out",
+        str(out),
+        "--no-track",
+        "--no-progress",
+        "--choices",
+        "5",
+        "--examples",
+        "3",
+        "--max-facts-per-relation",
+        "2",
+        "--device",
+        "cpu",
+    ]
     rc, _, err = cli(capsys, *common, "--relations", "P999")
     assert rc == 2 and "unknown relation(s) P999" in err
     assert not (out / "run_config.json").exists()
@@ -130,12 +219,15 @@ def test_a_failed_run_leaves_no_config_that_refuses_the_corrected_rerun(tmp_path
 
 
 # ------------------------------------------------------------------ items 11 and 14: one line each
-@pytest.mark.parametrize("argv, code, needle", [
-    (["--relations", " , "], 2, "relations=' , ': empty relation id"),
-    (["--token-budget", "0"], 2, "token_budget=0: must be >= 1"),
-    (["--token-budget", "-5"], 2, "token_budget=-5: must be >= 1"),
-    (["--out", "/dev/null/sub"], 2, "/dev/null/sub"),
-])
+@pytest.mark.parametrize(
+    "argv, code, needle",
+    [
+        (["--relations", " , "], 2, "relations=' , ': empty relation id"),
+        (["--token-budget", "0"], 2, "token_budget=0: must be >= 1"),
+        (["--token-budget", "-5"], 2, "token_budget=-5: must be >= 1"),
+        (["--out", "/dev/null/sub"], 2, "/dev/null/sub"),
+    ],
+)
 def test_bad_input_and_os_errors_are_one_line(capsys, argv, code, needle, tiny_model_path):
     rc, _, err = cli(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--no-track", *argv)
     lines = err.strip().splitlines()
@@ -143,15 +235,46 @@ def test_bad_input_and_os_errors_are_one_line(capsys, argv, code, needle, tiny_m
 
 
 def test_a_dropped_relation_reason_is_not_prefixed_twice(capsys, tiny_model_path, tmp_path):
-    rc, _, err = cli(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--no-track", "--out", str(tmp_path / "o"),
-                     "--relations", "P30", "--choices", "100")
+    rc, _, err = cli(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--no-track",
+        "--out",
+        str(tmp_path / "o"),
+        "--relations",
+        "P30",
+        "--choices",
+        "100",
+    )
     assert rc == 2 and "P30: P30" not in err and "largest supported is" in err, err
 
 
 def test_skip_small_relations_probes_the_rest(capsys, tiny_model_path, tmp_path):
-    rc, out, err = cli(capsys, "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--no-track", "--no-progress",
-                       "--out", str(tmp_path / "o"), "--relations", "P30,P36", "--choices", "100", "--skip-small-relations",
-                       "--examples", "3", "--max-facts-per-relation", "2", "--device", "cpu")
+    rc, out, err = cli(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--no-track",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "o"),
+        "--relations",
+        "P30,P36",
+        "--choices",
+        "100",
+        "--skip-small-relations",
+        "--examples",
+        "3",
+        "--max-facts-per-relation",
+        "2",
+        "--device",
+        "cpu",
+    )
     assert rc == 0, err
     m = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert list(m["per_relation"]) == ["P36"] and "P30" in m["dropped_relations"]
@@ -171,9 +294,32 @@ def test_sigterm_keeps_the_checkpoint_and_marks_the_mlflow_run_killed(tmp_path, 
     out = tmp_path / "o"
     env = {**os.environ}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "factprobe.cli", "probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--source", "lama",
-           "--data", str(LAMA), "--relations", "P19,P20,P27,P101", "--choices", "50", "--examples", "20", "--out", str(out),
-           "--tracking-uri", f"sqlite:///{tmp_path / 'mlruns.db'}", "--no-progress", "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "factprobe.cli",
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--source",
+        "lama",
+        "--data",
+        str(LAMA),
+        "--relations",
+        "P19,P20,P27,P101",
+        "--choices",
+        "50",
+        "--examples",
+        "20",
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlruns.db'}",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while not (out / "checkpoint.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:

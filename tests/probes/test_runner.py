@@ -1,6 +1,7 @@
 """run_probe end to end on a tiny RANDOM model (numbers are not results; only the mechanics are
 tested): output files and fields, resume without duplicates, torn checkpoints, refused config
 mix-ups, context-window truncation, and the prompt baselines."""
+
 import json
 
 import pytest
@@ -16,8 +17,19 @@ from factprobe.probes.mc import relation_examples
 from factprobe.probes.registry import get_probe
 from factprobe.probes.runner import run_probe
 
-FIELDS = {"relation", "subject", "gold", "correct_objects", "options", "logprobs", "prediction", "correct",
-          "gold_prob", "context", "fact_id"}
+FIELDS = {
+    "relation",
+    "subject",
+    "gold",
+    "correct_objects",
+    "options",
+    "logprobs",
+    "prediction",
+    "correct",
+    "gold_prob",
+    "context",
+    "fact_id",
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +63,7 @@ def test_outputs_have_every_field(tiny, tmp_path):
         assert r["gold"] in r["options"] and r["gold"] in r["correct_objects"]
         assert r["context"].endswith(r["subject"])
         assert r["correct"] == (r["prediction"] == r["gold"])
+
     def no_nan(c):
         raise AssertionError(f"metrics.json holds a bare {c}")
 
@@ -89,14 +102,19 @@ def test_other_config_in_same_folder_is_refused(tiny, tmp_path):
 
 def test_long_context_is_truncated_from_the_left_or_refused(tiny, tmp_path):
     # the tiny model's window is 256 tokens: 60 examples do not fit
-    out = run_probe(cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1), tmp_path / "t", loaded=tiny,
-                    progress=False)
+    out = run_probe(
+        cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1), tmp_path / "t", loaded=tiny, progress=False
+    )
     assert any("kept the last" in n for n in out.notes)
     ctx = rows(tmp_path / "t")[0]["context"]
     assert len(tiny.tokenizer(ctx)["input_ids"]) <= tiny.max_length
     with pytest.raises(ContextTooLongError, match="context window"):
-        run_probe(cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1, on_too_long="refuse"),
-                  tmp_path / "r", loaded=tiny, progress=False)
+        run_probe(
+            cfg(tiny, examples=60, relations=["P36"], max_facts_per_relation=1, on_too_long="refuse"),
+            tmp_path / "r",
+            loaded=tiny,
+            progress=False,
+        )
 
 
 def test_examples_never_come_from_test_facts(tiny):
@@ -121,8 +139,9 @@ def test_relation_examples_exclude_every_test_subject_of_the_relation(tiny):
     assert len(examples) == len(train_subjects) and notes and "only" in notes[0]
     # which items are left to score never changes the examples
     fewer = Prepared(p.kind, {"P36": p.items["P36"][:1]}, leaky.facts)
-    assert relation_examples(Session(c, None, fewer, notes.append), "P36", 5) == \
-        relation_examples(Session(c, None, leaky, notes.append), "P36", 5)
+    assert relation_examples(Session(c, None, fewer, notes.append), "P36", 5) == relation_examples(
+        Session(c, None, leaky, notes.append), "P36", 5
+    )
 
 
 def test_distractor_pool_comes_from_test_and_training_facts(tiny):
@@ -180,7 +199,10 @@ def test_model_revision_survives_a_full_resume_and_other_weights_are_refused(tin
     (tmp_path / RESULTS).unlink()
     (tmp_path / CHECKPOINT).write_text("".join(json.dumps(r) + "\n" for r in full[:2]))
     retrained = dataclasses.replace(tiny, revision="local-sha256:" + "0" * 64)
-    with pytest.raises(ConfigError, match=r"holds results of other weights \(model revision local-sha256:\w+ then, local-sha256:0+ now\); use another --out"):
+    with pytest.raises(
+        ConfigError,
+        match=r"holds results of other weights \(model revision local-sha256:\w+ then, local-sha256:0+ now\); use another --out",
+    ):
         run_probe(c, tmp_path, loaded=retrained, progress=False)
     assert len((tmp_path / CHECKPOINT).read_text().splitlines()) == 2  # nothing lost
 

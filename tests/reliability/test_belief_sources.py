@@ -2,6 +2,7 @@
 `--draws` bounds.
 
 Data roots are built in tmp_path from SYMLINKS to folders of the real data (never copies)."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,11 @@ def test_missing_template_source_is_an_error_naming_the_path(tmp_path, real_data
     names the missing path and the --template-sources value that leaves it out."""
     root = linked_root(tmp_path, real_data_root, ("lama", "lpaqa", "coherency"))
     monkeypatch.setenv("FACTPROBE_DATA", str(root))
-    with pytest.raises(DataError, match=r"pararel.*not found.*--template-sources lama,lpaqa-manual,lpaqa-paraphrase,"
-                                        r"belief-qa") as e:
+    with pytest.raises(
+        DataError,
+        match=r"pararel.*not found.*--template-sources lama,lpaqa-manual,lpaqa-paraphrase,"
+        r"belief-qa",
+    ) as e:
         prepare_multiprompt(base(root / "lama"))
     assert str(root / "pararel" / "patterns") in str(e.value)
     # leaving it out on purpose works, and says which sources gave the templates
@@ -65,10 +69,31 @@ def test_missing_source_cli_is_one_line(tmp_path, real_data_root, tiny_model_pat
     """issue 18 item 10: the CLI prints one `error:` line naming the path (no traceback), before any model."""
     root = linked_root(tmp_path, real_data_root, ("lama", "lpaqa"))
     env = {**os.environ, "FACTPROBE_DATA": str(root)}
-    r = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "belief-mlm",
-                        "--model", str(tiny_model_path("bert")), "--source", "lama", "--data", str(root / "lama"), "--relations", "P36",
-                        "--out", str(tmp_path / "out"), "--no-progress"],
-                       capture_output=True, text=True, timeout=180, cwd=REPO, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "probe",
+            "belief-mlm",
+            "--model",
+            str(tiny_model_path("bert")),
+            "--source",
+            "lama",
+            "--data",
+            str(root / "lama"),
+            "--relations",
+            "P36",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env=env,
+    )
     assert r.returncode != 0
     err = [line for line in r.stderr.splitlines() if line.strip()]
     assert "Traceback" not in r.stderr and err[-1].startswith("error: ")
@@ -81,8 +106,7 @@ def test_metrics_list_sources_used_with_counts(tmp_path, real_data_root, monkeyp
     root = linked_root(tmp_path, real_data_root, ("lama", "lpaqa", "coherency"))
     monkeypatch.setenv("FACTPROBE_DATA", str(root))
     params = BeliefMLMConfig(draws=50, vocab="model", bias=False, template_sources="lama,lpaqa-manual")
-    cfg = RunConfig("belief-mlm", base(root / "lama", max_facts_per_relation=2, model=str(tiny_model_path("bert"))),
-                    params)
+    cfg = RunConfig("belief-mlm", base(root / "lama", max_facts_per_relation=2, model=str(tiny_model_path("bert"))), params)
     out = run_probe(cfg, tmp_path / "run", progress=False, log=lambda m: None)
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     used = out.metrics["templates_per_relation"]["P36"]
@@ -96,10 +120,14 @@ def test_templates_come_from_the_facts_data_root(tmp_path, real_data_root, monke
     """issue 18 item 11: with --data in one data root and FACTPROBE_DATA at another, the templates come
     from the facts' root (not silently from FACTPROBE_DATA)."""
     toy = tmp_path / "toy"
-    write(toy / "lama" / "relations.jsonl", json.dumps(
-        {"relation": "P36", "template": "[X] toy-capital [Y] .", "label": "capital", "type": "1-1"}) + "\n")
-    write(toy / "lama" / "trex" / "P36.jsonl", json.dumps(
-        {"sub_uri": "Q1", "obj_uri": "Q2", "sub_label": "France", "obj_label": "Paris"}) + "\n")
+    write(
+        toy / "lama" / "relations.jsonl",
+        json.dumps({"relation": "P36", "template": "[X] toy-capital [Y] .", "label": "capital", "type": "1-1"}) + "\n",
+    )
+    write(
+        toy / "lama" / "trex" / "P36.jsonl",
+        json.dumps({"sub_uri": "Q1", "obj_uri": "Q2", "sub_label": "France", "obj_label": "Paris"}) + "\n",
+    )
     monkeypatch.setenv("FACTPROBE_DATA", str(real_data_root))
     prepared = prepare_multiprompt(base(toy / "lama"), ["lama"])
     assert [t["template"] for t in prepared.info["multiprompt_templates"]] == ["[X] toy-capital [Y]."]
@@ -110,8 +138,9 @@ def test_templates_from_elsewhere_are_noted(tmp_path, real_data_root, monkeypatc
     """issue 18 item 11: facts outside any data root (a lone triples file) or an explicit
     --templates-root elsewhere: the templates' root is named in a note."""
     monkeypatch.setenv("FACTPROBE_DATA", str(real_data_root))
-    triples = write(tmp_path / "facts" / "t.jsonl", json.dumps(
-        {"subject": "France", "relation": "P36", "object": "Paris"}) + "\n")
+    triples = write(
+        tmp_path / "facts" / "t.jsonl", json.dumps({"subject": "France", "relation": "P36", "object": "Paris"}) + "\n"
+    )
     prepared = prepare_multiprompt(base(triples, source="triples"), ["lama"])
     note = prepared.info["templates_note"]
     assert note and str(real_data_root) in note and str(triples) in note
@@ -136,8 +165,7 @@ def test_huge_draws_refused_by_the_metrics() -> None:
     """issue 18 item 18b: the metric function refuses too (no MemoryError)."""
     import pandas as pd
 
-    df = pd.DataFrame({"fact_id": ["a", "a"], "relation": ["P1", "P1"], "template_id": ["t1", "t2"],
-                       "correct": [True, False]})
+    df = pd.DataFrame({"fact_id": ["a", "a"], "relation": ["P1", "P1"], "template_id": ["t1", "t2"], "correct": [True, False]})
     with pytest.raises(DataError, match="n_draws"):
         mb.belief_accuracies(df, n_draws=10_000_000_000_000)
     assert mb.belief_accuracies(df, n_draws=100)["acc@1"]["n_draws"] == 100
@@ -145,9 +173,26 @@ def test_huge_draws_refused_by_the_metrics() -> None:
 
 def test_huge_draws_cli_one_line(tmp_path) -> None:
     """issue 18 item 18b: the CLI says so in one line, with no traceback and no model load."""
-    r = subprocess.run([sys.executable, "-m", "factprobe.cli", "probe", "belief-mlm", "--model", "no/such-model",
-                        "--draws", "10000000000000", "--out", str(tmp_path / "out"), "--no-progress"],
-                       capture_output=True, text=True, timeout=180, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "probe",
+            "belief-mlm",
+            "--model",
+            "no/such-model",
+            "--draws",
+            "10000000000000",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
     assert r.returncode != 0 and "Traceback" not in r.stderr
     err = [line for line in r.stderr.splitlines() if line.strip()]
     assert err[-1].startswith("error: ") and "draws" in err[-1]

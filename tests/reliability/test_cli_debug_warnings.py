@@ -1,5 +1,6 @@
 """Issue 18 items 19 and 20: `--debug` anywhere on the command line; an unreachable tracking
 server is one `warning: ...` line on stderr, not a Python UserWarning with its source line."""
+
 import subprocess
 import sys
 import warnings
@@ -12,15 +13,18 @@ from factprobe.errors import ConfigError
 SECRET = "s3cr3t-token"
 
 
-@pytest.mark.parametrize("argv", [
-    ["--debug", "regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
-    ["regress", "--debug", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
-    ["regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan", "--debug"],
-    ["probe", "ic-lke", "--debug", "--relations", "P999", "--no-track", "--no-progress"],
-    ["probe", "qa", "--relations", "P999", "--no-track", "--no-progress", "--debug"],
-    ["pipeline", "run", "--debug", "no-such-pipeline"],
-    ["pipeline", "--debug", "run", "no-such-pipeline"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--debug", "regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
+        ["regress", "--debug", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
+        ["regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan", "--debug"],
+        ["probe", "ic-lke", "--debug", "--relations", "P999", "--no-track", "--no-progress"],
+        ["probe", "qa", "--relations", "P999", "--no-track", "--no-progress", "--debug"],
+        ["pipeline", "run", "--debug", "no-such-pipeline"],
+        ["pipeline", "--debug", "run", "no-such-pipeline"],
+    ],
+)
 def test_debug_after_the_subcommand_shows_the_traceback(argv, tmp_path, monkeypatch):
     """issue 18 item 19: `--debug` before or after the subcommand re-raises the error (traceback)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -32,8 +36,10 @@ def test_debug_after_the_subcommand_shows_the_traceback(argv, tmp_path, monkeypa
 def test_without_debug_the_same_errors_are_one_line(tmp_path, monkeypatch, capsys):
     """issue 18 item 19: the counterpart: without `--debug`, one `error:` line and exit 2."""
     monkeypatch.chdir(tmp_path)
-    for argv in (["regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
-                 ["pipeline", "run", "no-such-pipeline"]):
+    for argv in (
+        ["regress", "--candidate", "m", "--baseline", "b", "--max-drop", "nan"],
+        ["pipeline", "run", "no-such-pipeline"],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), err
@@ -71,10 +77,33 @@ def test_cli_probe_with_unreachable_server_prints_one_warning_line(tmp_path, tin
     warning line (no `UserWarning`, no `warnings.warn(...)` source line) and still writes results."""
     model = str(tiny_model_path("gpt2"))
     proc = subprocess.run(
-        [sys.executable, "-m", "factprobe.cli", "probe", "ic-lke", "--model", model, "--relations", "P36",
-         "--max-facts-per-relation", "1", "--choices", "5", "--examples", "3", "--no-progress",
-         "--tracking-uri", "http://127.0.0.1:9", "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "probe",
+            "ic-lke",
+            "--model",
+            model,
+            "--relations",
+            "P36",
+            "--max-facts-per-relation",
+            "1",
+            "--choices",
+            "5",
+            "--examples",
+            "3",
+            "--no-progress",
+            "--tracking-uri",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "UserWarning" not in proc.stderr and "warn(" not in proc.stderr, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if "127.0.0.1:9" in ln]

@@ -2,6 +2,7 @@
 
 Tiny RANDOM llama on CPU under DeepSpeed (the fixtures and `tiny_cfg` of tests/finetune): every
 run is 1-3 optimizer steps."""
+
 from __future__ import annotations
 
 import errno
@@ -49,9 +50,36 @@ def test_diverged_training_fails_and_leaves_no_result(tiny, tmp_path, capsys):
     from factprobe.cli import main
 
     out = tmp_path / "ft"
-    rc = main(["finetune", "--model", str(tiny), "--train-set", "regular", "--train-size", "16", "--batch-size", "8",
-               "--grad-accum", "2", "--max-steps", "3", "--learning-rate", "1e30", "--lr-scheduler", "constant",
-               "--lora-r", "4", "--save-steps", "1", "--device", "cpu", "--no-progress", "--out", str(out)])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(tiny),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "3",
+            "--learning-rate",
+            "1e30",
+            "--lr-scheduler",
+            "constant",
+            "--lora-r",
+            "4",
+            "--save-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
     assert rc != 0 and "Traceback" not in err
@@ -66,8 +94,12 @@ def test_loss_history_never_shows_nan_as_a_number():
     """issue 18 item 4: a non-finite logged value is null in loss_history/metrics, never 0 or NaN."""
     from factprobe.finetune.loss_history import loss_history
 
-    h = loss_history([{"step": 1, "loss": 2.0, "learning_rate": 1e-3, "grad_norm": 1.0},
-                      {"step": 2, "loss": float("nan"), "learning_rate": 1e-3, "grad_norm": float("inf")}])
+    h = loss_history(
+        [
+            {"step": 1, "loss": 2.0, "learning_rate": 1e-3, "grad_norm": 1.0},
+            {"step": 2, "loss": float("nan"), "learning_rate": 1e-3, "grad_norm": float("inf")},
+        ]
+    )
     assert h[1]["loss"] is None and h[1]["grad_norm"] is None
     json.dumps(h, allow_nan=False)
 
@@ -150,8 +182,9 @@ def test_full_disk_while_saving_the_adapter_is_one_line(tiny, tmp_path, monkeypa
         if output_dir and "adapter" in Path(output_dir).name:  # adapter/ or where it is written first
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             (Path(output_dir) / "adapter_model.safetensors").write_bytes(b"torn")
-            raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
-                               'message: "No space left on device" })')
+            raise RuntimeError(
+                'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+            )
         return real(self, output_dir, _internal_call)
 
     monkeypatch.setattr(Trainer, "save_model", full_disk)
@@ -164,23 +197,31 @@ def test_full_disk_while_saving_the_adapter_is_one_line(tiny, tmp_path, monkeypa
 
 
 # ------------------------------------------------------------------ item 9
-@pytest.mark.parametrize("kw,match", [
-    ({"full": True, "lora_r": 8}, r"^full=True: .*--lora-r"),
-    ({"lora_r": 0, "lora_alpha": 8}, r"^lora_alpha=8: .*LoRA"),
-    ({"full": True, "lora_target_modules": "q_proj"}, r"^lora_target_modules=.*LoRA"),
-    ({"device": "gpu"}, r"^device: unknown value 'gpu'"),
-    ({"device": "cuda:1"}, r"^device: unknown value 'cuda:1'"),
-    ({"known_unknown": "ku.parquet"}, r"^known_unknown='ku.parquet': .*regular"),
-    ({"train_set": "counterfactual", "known_unknown": "ku.parquet"}, r"^known_unknown=.*counterfactual"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"full": True, "lora_r": 8}, r"^full=True: .*--lora-r"),
+        ({"lora_r": 0, "lora_alpha": 8}, r"^lora_alpha=8: .*LoRA"),
+        ({"full": True, "lora_target_modules": "q_proj"}, r"^lora_target_modules=.*LoRA"),
+        ({"device": "gpu"}, r"^device: unknown value 'gpu'"),
+        ({"device": "cuda:1"}, r"^device: unknown value 'cuda:1'"),
+        ({"known_unknown": "ku.parquet"}, r"^known_unknown='ku.parquet': .*regular"),
+        ({"train_set": "counterfactual", "known_unknown": "ku.parquet"}, r"^known_unknown=.*counterfactual"),
+    ],
+)
 def test_conflicting_or_unused_options_are_refused(kw, match):
     """issue 18 item 9: conflicting or unused options are refused, naming the field."""
     with pytest.raises(ConfigError, match=match):
         FinetuneConfig.from_dict(kw)
 
 
-@pytest.mark.parametrize("flags,words", [(["--full", "--lora-r", "16"], ("--full", "--lora-r")),
-                                          (["--lora-r", "0", "--lora-dropout", "0.1"], ("lora_dropout", "--lora-r 0"))])
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--full", "--lora-r", "16"], ("--full", "--lora-r")),
+        (["--lora-r", "0", "--lora-dropout", "0.1"], ("lora_dropout", "--lora-r 0")),
+    ],
+)
 def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
     """issue 18 item 9: `--full --lora-r 16` (the default rank, given explicitly) and a LoRA option
     without LoRA are refused too."""
@@ -200,26 +241,43 @@ def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_p
 
     from mlflow.tracking import MlflowClient
 
-    from factprobe_ops.components.steps.finetune_train import run_train_step
     from factprobe.errors import TrainingDivergedError
+    from factprobe_ops.components.steps.finetune_train import run_train_step
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     model = str(tiny_model_path("llama"))
-    ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 2, "zero_stage": 0, "lora_r": 4,
-          "max_seq_len": 256, "device": "cpu", "learning_rate": 1e30, "save_steps": 1}
+    ft = {
+        "train_size": 16,
+        "batch_size": 8,
+        "grad_accum": 2,
+        "max_steps": 2,
+        "zero_stage": 0,
+        "lora_r": 4,
+        "max_seq_len": 256,
+        "device": "cpu",
+        "learning_rate": 1e30,
+        "save_steps": 1,
+    }
     with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
         pass
     adapter = tmp_path / "adapter"
     with pytest.raises(TrainingDivergedError, match="step"):
-        run_train_step("", str(adapter), model, "regular", ft,
-                       RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local",
-                                  parent_run_id=parent.run_id), work_root=str(tmp_path / "work"))
+        run_train_step(
+            "",
+            str(adapter),
+            model,
+            "regular",
+            ft,
+            RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local", parent_run_id=parent.run_id),
+            work_root=str(tmp_path / "work"),
+        )
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     children = [r for r in runs if r.info.run_id != parent.run_id]
     assert children and all(r.info.status == "FAILED" for r in children), [r.info.status for r in children]
     assert not any(adapter.rglob("adapter_model*")), list(adapter.rglob("*"))
     assert not list((tmp_path / "work").rglob("metrics.json")) or all(
-        "train_loss" not in _json.loads(p.read_text()) for p in (tmp_path / "work").rglob("metrics.json"))
+        "train_loss" not in _json.loads(p.read_text()) for p in (tmp_path / "work").rglob("metrics.json")
+    )

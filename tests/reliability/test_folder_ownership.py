@@ -2,6 +2,7 @@
 command that writes an output folder; a refused run leaves no MLflow run; `--out` naming a file
 is one sentence. Real processes (`python -m factprobe.cli ...`) and real signals; tiny RANDOM
 models (never a result)."""
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,46 @@ import pytest
 from factprobe.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-FT_ARGS = ["--train-set", "regular", "--train-size", "16", "--batch-size", "8", "--grad-accum", "2", "--max-steps", "1",
-           "--zero-stage", "0", "--lora-r", "4", "--max-seq-len", "256", "--device", "cpu", "--no-progress"]
+FT_ARGS = [
+    "--train-set",
+    "regular",
+    "--train-size",
+    "16",
+    "--batch-size",
+    "8",
+    "--grad-accum",
+    "2",
+    "--max-steps",
+    "1",
+    "--zero-stage",
+    "0",
+    "--lora-r",
+    "4",
+    "--max-seq-len",
+    "256",
+    "--device",
+    "cpu",
+    "--no-progress",
+]
 
 
 def probe_args(model: Path, out: Path, *extra: str) -> list[str]:
-    return ["probe", "qa", "--model", str(model), "--relations", "P36", "--max-facts-per-relation", "2", "--device", "cpu",
-            "--no-progress", "--out", str(out), *extra]
+    return [
+        "probe",
+        "qa",
+        "--model",
+        str(model),
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -33,8 +67,14 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def spawn(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "factprobe.cli", *argv], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "factprobe.cli", *argv],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def finished_finetune_folder(out: Path) -> Path:
@@ -70,8 +110,13 @@ def test_item1_probe_into_a_finished_finetune_folder_is_refused(tmp_path, tiny_m
     what the folder holds; its metrics.json is untouched (it used to be overwritten, exit 0)."""
     ft = finished_finetune_folder(tmp_path / "ft")
     before = (ft / "metrics.json").read_text()
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", *probe_args(tiny_model_path("gpt2"), ft, "--no-track")],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", *probe_args(tiny_model_path("gpt2"), ft, "--no-track")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = error_line(p.stderr)
     assert p.returncode == 2, p.stderr
     assert f"{ft} holds a fine-tuning run (finetune_config.json" in line and "a probe run cannot write into it" in line
@@ -88,9 +133,25 @@ def test_item1_finetune_into_a_probe_folder_is_called_a_probe_run(tmp_path, tiny
     before = (out / "metrics.json").read_text()
     # --train-size 1 made the old code fail later, for another reason (one effective batch); the
     # refusal must come first, before the training set or the model
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "finetune", "--model", str(tiny_model_path("llama")),
-                        "--out", str(out), *FT_ARGS, "--train-size", "1"], cwd=REPO, capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "finetune",
+            "--model",
+            str(tiny_model_path("llama")),
+            "--out",
+            str(out),
+            *FT_ARGS,
+            "--train-size",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = error_line(p.stderr)
     assert p.returncode == 2
     assert f"{out} holds a probe run (qa); finetune cannot write into it; use another --out" in line, line
@@ -102,8 +163,10 @@ def test_item1_a_probe_and_a_finetune_started_at_once_exactly_one_writes(tmp_pat
     """issue 18 item 1 ("the same holds when the two run at once"): a probe and a finetune started
     together into one empty folder: exactly one proceeds, the other is refused in one line."""
     out = tmp_path / "both"
-    procs = {"probe": spawn(*probe_args(tiny_model_path("gpt2"), out, "--no-track")),
-             "finetune": spawn("finetune", "--model", str(tiny_model_path("llama")), "--out", str(out), *FT_ARGS)}
+    procs = {
+        "probe": spawn(*probe_args(tiny_model_path("gpt2"), out, "--no-track")),
+        "finetune": spawn("finetune", "--model", str(tiny_model_path("llama")), "--out", str(out), *FT_ARGS),
+    }
     try:
         refused: dict[str, str] = {}
         deadline = time.monotonic() + 240
@@ -115,7 +178,7 @@ def test_item1_a_probe_and_a_finetune_started_at_once_exactly_one_writes(tmp_pat
                 break
             time.sleep(0.2)
         assert len(refused) == 1, {k: (p.poll(), p.stderr.read() if p.poll() is not None else "") for k, p in procs.items()}
-        (loser, err), = refused.items()
+        ((loser, err),) = refused.items()
         winner = "finetune" if loser == "probe" else "probe"
         line = error_line(err)
         holds = {"probe": "holds a probe run", "finetune": "holds a fine-tuning run"}[winner]
@@ -139,22 +202,55 @@ def test_item1_a_killed_probe_is_taken_over_at_once_and_its_kind_stays(tmp_path,
     this host is taken over at once (no wait for the stale timeout); its folder stays a probe
     folder for a later finetune. The lock names the holder's host and pid."""
     out = tmp_path / "k"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from factprobe.run_folder import claim\n"
-        f"c = claim({str(out)!r}, 'probe', 'qa'); c.__enter__(); print('locked', flush=True); time.sleep(120)")],
-        stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import time; from factprobe.run_folder import claim\n"
+                f"c = claim({str(out)!r}, 'probe', 'qa'); c.__enter__(); print('locked', flush=True); time.sleep(120)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        p = subprocess.run([sys.executable, "-m", "factprobe.cli", "finetune", "--model", str(tiny_model_path("llama")),
-                            "--out", str(out), *FT_ARGS], cwd=REPO, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "factprobe.cli",
+                "finetune",
+                "--model",
+                str(tiny_model_path("llama")),
+                "--out",
+                str(out),
+                *FT_ARGS,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         line = error_line(p.stderr)
-        assert p.returncode == 2 and f"{out} holds a probe run (qa, in progress, host " in line and \
-            f"pid {holder.pid})" in line and "finetune cannot write into it" in line, line
+        assert (
+            p.returncode == 2
+            and f"{out} holds a probe run (qa, in progress, host " in line
+            and f"pid {holder.pid})" in line
+            and "finetune cannot write into it" in line
+        ), line
     finally:
         holder.kill()
         holder.wait()
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", *probe_args(tiny_model_path("gpt2"), out, "--no-track")],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", *probe_args(tiny_model_path("gpt2"), out, "--no-track")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
 
 
@@ -176,10 +272,19 @@ def test_item2_a_refused_probe_leaves_no_mlflow_run(tmp_path, tiny_model_path, c
     assert mlflow_runs(uri, db) == []
 
     busy = tmp_path / "busy"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from factprobe.run_folder import claim\n"
-        f"c = claim({str(busy)!r}, 'probe', 'qa'); c.__enter__(); print('locked', flush=True); time.sleep(120)")],
-        stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import time; from factprobe.run_folder import claim\n"
+                f"c = claim({str(busy)!r}, 'probe', 'qa'); c.__enter__(); print('locked', flush=True); time.sleep(120)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         rc, _, err = cli(capsys, *probe_args(model, busy, *track))
@@ -213,11 +318,11 @@ def test_item21b_out_that_is_a_file_is_one_sentence(tmp_path, tiny_model_path, c
 def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_model_path):
     """issue 18 item 2, pipeline path (factprobe_ops/components/steps/probe.py): a probe step whose work folder
     holds another kind of run is refused before its child MLflow run exists."""
-    from factprobe_ops.components.steps._common import run_config
-    from factprobe_ops.components.steps.probe import run_probe_step, work_dir, work_key
     from factprobe.errors import ConfigError
     from factprobe.probes.registry import get_probe
     from factprobe.probes.runner import run_identity
+    from factprobe_ops.components.steps._common import run_config
+    from factprobe_ops.components.steps.probe import run_probe_step, work_dir, work_key
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun
 
@@ -233,9 +338,15 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     with TrackedRun(pipeline="probe", tracking_uri=uri, required=True) as parent:
         pass
     with pytest.raises(ConfigError, match="holds a fine-tuning run"):
-        run_probe_step(str(tmp_path / "items"), str(tmp_path / "res"), model, "qa", config,
-                       RunContext(tracking_uri=uri, trigger="local", parent_run_id=parent.run_id),
-                       work_root=str(tmp_path / "work"))
+        run_probe_step(
+            str(tmp_path / "items"),
+            str(tmp_path / "res"),
+            model,
+            "qa",
+            config,
+            RunContext(tracking_uri=uri, trigger="local", parent_run_id=parent.run_id),
+            work_root=str(tmp_path / "work"),
+        )
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
 
 
@@ -243,28 +354,43 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
 def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
     """issue 18 item 2, pipeline path (factprobe_ops/components/steps/finetune_train.py): a training step whose work
     folder holds a probe's results is refused before its child MLflow run exists."""
+    from factprobe.errors import ConfigError
     from factprobe_ops.components.steps.finetune import finetune_config, train_out_dir
     from factprobe_ops.components.steps.finetune_train import run_train_step
-    from factprobe.errors import ConfigError
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun
 
     db = tmp_path / "mlruns.db"
     uri = f"sqlite:///{db}"
     model = str(tiny_model_path("llama"))
-    ft = {"train_size": 16, "batch_size": 8, "grad_accum": 2, "max_steps": 1, "zero_stage": 0, "lora_r": 4,
-          "max_seq_len": 256, "device": "cpu"}
-    work = train_out_dir(str(tmp_path / "work"), "", model, "regular",
-                         finetune_config(ft, model, "regular", None, "-").fingerprint_digest())
+    ft = {
+        "train_size": 16,
+        "batch_size": 8,
+        "grad_accum": 2,
+        "max_steps": 1,
+        "zero_stage": 0,
+        "lora_r": 4,
+        "max_seq_len": 256,
+        "device": "cpu",
+    }
+    work = train_out_dir(
+        str(tmp_path / "work"), "", model, "regular", finetune_config(ft, model, "regular", None, "-").fingerprint_digest()
+    )
     work.mkdir(parents=True)
     (work / "run_config.json").write_text(json.dumps({"results_key": "k", "config": {"probe": "qa"}}))
     (work / "results.jsonl").write_text("")
     with TrackedRun(pipeline="finetune_known_unknown", tracking_uri=uri, required=True) as parent:
         pass
     with pytest.raises(ConfigError, match=r"holds a probe run \(qa\); finetune cannot write into it"):
-        run_train_step("", str(tmp_path / "adapter"), model, "regular", ft,
-                       RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local",
-                                  parent_run_id=parent.run_id), work_root=str(tmp_path / "work"))
+        run_train_step(
+            "",
+            str(tmp_path / "adapter"),
+            model,
+            "regular",
+            ft,
+            RunContext(tracking_uri=uri, pipeline="finetune_known_unknown", trigger="local", parent_run_id=parent.run_id),
+            work_root=str(tmp_path / "work"),
+        )
     assert [r.info.run_id for r in mlflow_runs(uri, db)] == [parent.run_id]
 
 
@@ -273,13 +399,41 @@ def test_item2_a_refused_regress_candidate_leaves_no_mlflow_run(tmp_path, tiny_m
     fine-tuning run) creates no MLflow run (it used to leave a FAILED `regress-candidate-*` run)."""
     model = tiny_model_path("gpt2")
     base = tmp_path / "base"
-    rc, _, err = cli(capsys, "probe", "ic-lke", "--model", str(model), "--relations", "P36", "--max-facts-per-relation",
-                     "4", "--choices", "3", "--examples", "2", "--device", "cpu", "--no-progress", "--no-track",
-                     "--out", str(base))
+    rc, _, err = cli(
+        capsys,
+        "probe",
+        "ic-lke",
+        "--model",
+        str(model),
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "4",
+        "--choices",
+        "3",
+        "--examples",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--no-track",
+        "--out",
+        str(base),
+    )
     assert rc == 0, err
     db = tmp_path / "mlruns.db"
     uri = f"sqlite:///{db}"
-    rc, _, err = cli(capsys, "regress", "--candidate", str(model), "--baseline", str(base), "--tracking-uri", uri,
-                     "--out", str(finished_finetune_folder(tmp_path / "ft")))
+    rc, _, err = cli(
+        capsys,
+        "regress",
+        "--candidate",
+        str(model),
+        "--baseline",
+        str(base),
+        "--tracking-uri",
+        uri,
+        "--out",
+        str(finished_finetune_folder(tmp_path / "ft")),
+    )
     assert rc == 2 and "holds a fine-tuning run" in error_line(err)
     assert mlflow_runs(uri, db) == []

@@ -6,6 +6,7 @@ refuses every other run in one line naming what `regress` needs, and `regress` r
 baseline, and a bad `--max-drop` / `--alpha`, before it probes the candidate.
 Runs are hand-made: results folders and MLflow runs in a sqlite store under tmp_path.
 """
+
 import json
 import math
 import re
@@ -31,26 +32,54 @@ def no_verdict(probe: str) -> str:
 
 
 def mc_rows(n=6):
-    return [{"fact_id": f"P36|Q{i}|Q{i + 100}", "relation": "P36", "subject": f"S{i}", "gold": f"O{i}",
-             "prediction": f"O{i}", "correct": i % 2 == 0} for i in range(n)]
+    return [
+        {
+            "fact_id": f"P36|Q{i}|Q{i + 100}",
+            "relation": "P36",
+            "subject": f"S{i}",
+            "gold": f"O{i}",
+            "prediction": f"O{i}",
+            "correct": i % 2 == 0,
+        }
+        for i in range(n)
+    ]
 
 
 def qa_rows(n=6):
-    return [{"fact_id": f"P36|Q{i}|Q{i + 100}", "relation": "P36", "question": "q?", "answer": "a", "gold": ["a"],
-             "em": 1.0, "f1": 1.0, "contains": 1.0, "correct": True, "setting": "closed-book", "shots": 5}
-            for i in range(n)]
+    return [
+        {
+            "fact_id": f"P36|Q{i}|Q{i + 100}",
+            "relation": "P36",
+            "question": "q?",
+            "answer": "a",
+            "gold": ["a"],
+            "em": 1.0,
+            "f1": 1.0,
+            "contains": 1.0,
+            "correct": True,
+            "setting": "closed-book",
+            "shots": 5,
+        }
+        for i in range(n)
+    ]
 
 
 #: the measurement identity a probe run records (factprobe.identity): the gate compares only like with like
-IDENTITY = {"model_revision": "local-sha256:0", "data_digest": "sha256:0", "config_key": "k",
-            "numerics": {"dtype": "float32", "device": "cpu", "transformers": "5.0.0"}, "inputs": []}
+IDENTITY = {
+    "model_revision": "local-sha256:0",
+    "data_digest": "sha256:0",
+    "config_key": "k",
+    "numerics": {"dtype": "float32", "device": "cpu", "transformers": "5.0.0"},
+    "inputs": [],
+}
 
 
 def folder(path, probe, rows):
     path.mkdir(parents=True)
     (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (path / "run_config.json").write_text(json.dumps({"config": {"probe": probe, "model": "m"}, "results_key": "k",
-                                                      "identity": IDENTITY}))
+    (path / "run_config.json").write_text(
+        json.dumps({"config": {"probe": probe, "model": "m"}, "results_key": "k", "identity": IDENTITY})
+    )
     return path
 
 
@@ -62,8 +91,14 @@ def store(tmp_path, monkeypatch):
     exp = client.create_experiment("factprobe/probe", artifact_location=(tmp_path / "artifacts").as_uri())
 
     def run(probe, metrics, rows=None):
-        r = client.create_run(exp, tags={"factprobe.probe": probe, "factprobe.data_digest": IDENTITY["data_digest"],
-                                         "factprobe.numerics": json.dumps(IDENTITY["numerics"])})
+        r = client.create_run(
+            exp,
+            tags={
+                "factprobe.probe": probe,
+                "factprobe.data_digest": IDENTITY["data_digest"],
+                "factprobe.numerics": json.dumps(IDENTITY["numerics"]),
+            },
+        )
         for k, v in metrics.items():
             client.log_metric(r.info.run_id, k, v)
         if rows is not None:
@@ -143,11 +178,22 @@ def test_regress_refuses_an_ungateable_baseline_before_probing(store, tmp_path, 
     assert probed == []
 
 
-@pytest.mark.parametrize("option, value", [
-    ("--max-drop", "nan"), ("--max-drop", "inf"), ("--max-drop", "-0.01"), ("--max-drop", "1"),
-    ("--alpha", "nan"), ("--alpha", "0"), ("--alpha", "1"), ("--alpha", "1.5"), ("--alpha=", "-inf"),
-    ("--max-drop", "abc"), ("--alpha", ""),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--max-drop", "nan"),
+        ("--max-drop", "inf"),
+        ("--max-drop", "-0.01"),
+        ("--max-drop", "1"),
+        ("--alpha", "nan"),
+        ("--alpha", "0"),
+        ("--alpha", "1"),
+        ("--alpha", "1.5"),
+        ("--alpha=", "-inf"),
+        ("--max-drop", "abc"),
+        ("--alpha", ""),
+    ],
+)
 def test_regress_validates_max_drop_and_alpha(tmp_path, capsys, probed, option, value):
     """issue 18 items 16 and 18c: --max-drop must be finite in [0, 1), --alpha finite in (0, 1);
     otherwise one line (no traceback), before the candidate is probed."""
@@ -183,4 +229,6 @@ def test_pipeline_gate_step_refuses_what_it_cannot_gate(tmp_path):
         run_gate(str(mc), str(qa), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
     with pytest.raises(ConfigError, match=r"^max_drop must be a number in \[0, 1\), got nan$"):
         run_gate(str(mc), str(mc), math.nan, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
-    assert run_gate(str(mc), str(mc), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))["decision"] == "PASS"
+    assert (
+        run_gate(str(mc), str(mc), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))["decision"] == "PASS"
+    )

@@ -2,6 +2,7 @@
 carries the run or recurring-run id). Anything else (an SSO login page, a 200 without an id, a
 redirect) is an error naming the host and what came back: status, content type, first bytes,
 credentials masked. It used to print `submitted run None` and exit 0."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ from tests.pipelines.pipeline_fixtures import FakeKfpApi, Request
 pytestmark = pytest.mark.filterwarnings("ignore:This client only works with Kubeflow Pipeline:FutureWarning")
 
 SECRET = "hunter2-very-secret"
-LOGIN_PAGE = (f"<!DOCTYPE html><html><head><title>Sign in</title></head><body><form action="
-              f"'https://alice:{SECRET}@sso.example.com/login?access_token={SECRET}'>Dex login</form></body></html>")
+LOGIN_PAGE = (
+    f"<!DOCTYPE html><html><head><title>Sign in</title></head><body><form action="
+    f"'https://alice:{SECRET}@sso.example.com/login?access_token={SECRET}'>Dex login</form></body></html>"
+)
 
 
 class Host:
@@ -78,8 +81,12 @@ def host(monkeypatch, tmp_path):
     thread.start()
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for var in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
-                "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME"):
+    for var in (
+        "KF_PIPELINES_ENDPOINT",
+        "KF_PIPELINES_UI_ENDPOINT",
+        "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
+        "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("FACTPROBE_IMAGE_CPU", "registry.example.com/factprobe-cpu:0.1.0-abc1234")
     monkeypatch.setenv("FACTPROBE_IMAGE_GPU", "registry.example.com/factprobe-gpu:0.1.0-abc1234")

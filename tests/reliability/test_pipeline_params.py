@@ -1,6 +1,7 @@
 """Issue 18 item 13: pipeline parameter values are validated before anything runs or is sent
 (`pipeline run`, `submit`, `schedule`), with the validation of the step that would use them;
 item 18d: a malformed FACTPROBE_GPU_COUNT on `pipeline compile` is one line, not a traceback."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,7 +39,7 @@ def no_local_run(monkeypatch, tmp_path):
 def _one_error_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err
-    return err[0][len("error: "):]
+    return err[0][len("error: ") :]
 
 
 def _step_message(fn) -> str:
@@ -79,8 +80,7 @@ def test_item13_unknown_probe_is_refused_before_the_local_run(no_local_run, caps
     assert rc == 2 and "probes" in line and "no-such-probe" in line and "ic-lke" in line  # the known ones are listed
 
 
-@pytest.mark.parametrize("pair, name", [("max_facts_per_relation=-3", "max_facts_per_relation"),
-                                        ('probes=["nope"]', "probes")])
+@pytest.mark.parametrize("pair, name", [("max_facts_per_relation=-3", "max_facts_per_relation"), ('probes=["nope"]', "probes")])
 def test_item13_submit_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair, name):
     """issue 18 item 13: `submit` refuses before it contacts the host."""
     rc = main(["pipeline", "submit", "probe", "--host", kfp_api.host, "--param", pair])
@@ -99,8 +99,9 @@ def test_item13_submit_function_refuses_lora_r_minus_one(kfp_api):
     assert kfp_api.requests == []
 
 
-@pytest.mark.parametrize("pair, name", [("max_facts_per_relation=-1", "max_facts_per_relation"),
-                                        ('probes=["ic-lke","bogus"]', "probes")])
+@pytest.mark.parametrize(
+    "pair, name", [("max_facts_per_relation=-1", "max_facts_per_relation"), ('probes=["ic-lke","bogus"]', "probes")]
+)
 @pytest.mark.slow
 def test_item13_schedule_sends_nothing_for_an_invalid_value(kfp_api, capsys, pair, name):
     """issue 18 item 13: `schedule` refuses before it contacts the host."""
@@ -118,8 +119,15 @@ def test_item13_regression_probe_name_is_checked(no_local_run, capsys):
     assert rc == 2 and "probe_name" in line and "nope" in line
 
 
-@pytest.mark.parametrize("pair, name", [("probe_name=qa", "probe_name"), ("probe_name=belief-icl", "probe_name"),
-                                        ("max_drop=nan", "max_drop"), ("alpha=1.5", "alpha")])
+@pytest.mark.parametrize(
+    "pair, name",
+    [
+        ("probe_name=qa", "probe_name"),
+        ("probe_name=belief-icl", "probe_name"),
+        ("max_drop=nan", "max_drop"),
+        ("alpha=1.5", "alpha"),
+    ],
+)
 @pytest.mark.slow
 def test_item13_15_regression_refuses_what_its_gate_cannot_gate(no_local_run, capsys, pair, name):
     """issue 18 items 13 and 15: `pipeline run regression` refuses a probe its gate step cannot gate
@@ -133,8 +141,19 @@ def test_item13_15_regression_refuses_what_its_gate_cannot_gate(no_local_run, ca
 @pytest.mark.slow
 def test_item13_valid_values_still_pass(kfp_api, capsys):
     """issue 18 item 13: valid values go through (the run is submitted)."""
-    rc = main(["pipeline", "submit", "finetune_known_unknown", "--host", kfp_api.host, "--param", "lora_r=0",
-               "--param", "max_facts_per_relation=5"])
+    rc = main(
+        [
+            "pipeline",
+            "submit",
+            "finetune_known_unknown",
+            "--host",
+            kfp_api.host,
+            "--param",
+            "lora_r=0",
+            "--param",
+            "max_facts_per_relation=5",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
 
 

@@ -4,6 +4,7 @@ One real local run of the probe pipeline on a tiny random gpt2 per store mode (t
 tracking server, and `FACTPROBE_SERVE_LOCAL_STORE=0` where every step opens the sqlite file):
 SIGTERM while a step runs, then exit code 143 and one line saying what was stopped, no process of
 the run left, and no MLflow run RUNNING: the parent and the runs that were running are KILLED."""
+
 from __future__ import annotations
 
 import os
@@ -62,18 +63,42 @@ def test_item12_sigterm_stops_the_steps_and_marks_every_run_killed(tmp_path, tin
     """issue 18 item 12: SIGTERM on `pipeline run` -> steps stopped as process groups, parent and
     step runs KILLED (never RUNNING), the loopback server stopped last, exit 143 with one line."""
     model = tiny_model_path("gpt2")
-    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work"), "FACTPROBE_SERVE_LOCAL_STORE": serve,
-           "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "FACTPROBE_WORK": str(tmp_path / "work"), "FACTPROBE_SERVE_LOCAL_STORE": serve, "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "factprobe.cli", "pipeline", "run", "probe", "--param", f'models=["{model}"]',
-         "--param", 'probes=["ic-lke"]', "--param", "source=triples", "--param", f"data={FX / 'test.jsonl'}",
-         "--param", "choices=5", "--param", "examples=4"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "pipeline",
+            "run",
+            "probe",
+            "--param",
+            f'models=["{model}"]',
+            "--param",
+            'probes=["ic-lke"]',
+            "--param",
+            "source=triples",
+            "--param",
+            f"data={FX / 'test.jsonl'}",
+            "--param",
+            "choices=5",
+            "--param",
+            "examples=4",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     out: list[str] = []
     err: list[str] = []
-    readers = [threading.Thread(target=lambda s=s, b=b: b.extend(iter(s.readline, "")), daemon=True)
-               for s, b in ((proc.stdout, out), (proc.stderr, err))]
+    readers = [
+        threading.Thread(target=lambda s=s, b=b: b.extend(iter(s.readline, "")), daemon=True)
+        for s, b in ((proc.stdout, out), (proc.stderr, err))
+    ]
     for r in readers:
         r.start()
     db = tmp_path / "mlruns.db"
@@ -88,8 +113,9 @@ def test_item12_sigterm_stops_the_steps_and_marks_every_run_killed(tmp_path, tin
         assert any(re.match(r"\s+probe-model\s+started", line) for line in out), "".join(out + err)[-3000:]
         step_deadline = time.monotonic() + 120
         while time.monotonic() < step_deadline:
-            running = {rid for rid, (status, tags) in _runs(db).items()
-                       if status == "RUNNING" and tags.get("factprobe.step") == "probe"}
+            running = {
+                rid for rid, (status, tags) in _runs(db).items() if status == "RUNNING" and tags.get("factprobe.step") == "probe"
+            }
             if running:
                 break
             time.sleep(0.2)

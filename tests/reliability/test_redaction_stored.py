@@ -2,6 +2,7 @@
 stored (MLflow params, `config_json`, `run_config.json`, `finetune_config.json`), not only on the
 terminal; the run itself uses the real value, and the results key is the real config's (a rerun
 still matches)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,12 @@ def test_item17_redact_values_masks_every_string_of_a_nested_config():
     """issue 18 item 17: the helper masks URL credentials in every string, at any depth."""
     from factprobe.redact import redact_values
 
-    cfg = {"data": f"s3://AKIAKEY:{SECRET}@bucket/lama", "n": 3, "flags": [f"http://u:{SECRET}@h/x", None, True],
-           "nested": {"uri": f"https://tok:{SECRET}@example.org/f.csv?token={SECRET}"}}
+    cfg = {
+        "data": f"s3://AKIAKEY:{SECRET}@bucket/lama",
+        "n": 3,
+        "flags": [f"http://u:{SECRET}@h/x", None, True],
+        "nested": {"uri": f"https://tok:{SECRET}@example.org/f.csv?token={SECRET}"},
+    }
     out = redact_values(cfg)
     assert SECRET not in json.dumps(out)
     assert out["data"] == "s3://***@bucket/lama" and out["n"] == 3 and out["flags"][1:] == [None, True]
@@ -47,18 +52,46 @@ def test_item17_probe_stores_no_credentials(tmp_path, tiny_model_path, capsys):
     data = creds_folder(tmp_path)
     db = tmp_path / "mlruns.db"
     out = tmp_path / "o"
-    argv = ["probe", "ic-lke", "--model", str(tiny_model_path("llama")), "--source", "triples",
-            "--data", f"{data}/test.jsonl", "--train-data", f"{data}/train", "--examples", "3", "--choices", "5",
-            "--relations", "P36", "--max-facts-per-relation", "2", "--device", "cpu", "--no-progress", "--out", str(out),
-            "--tracking-uri", f"sqlite:///{db}"]
+    argv = [
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("llama")),
+        "--source",
+        "triples",
+        "--data",
+        f"{data}/test.jsonl",
+        "--train-data",
+        f"{data}/train",
+        "--examples",
+        "3",
+        "--choices",
+        "5",
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{db}",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     assert "(2 scored now, 0 resumed)" in capsys.readouterr().out
 
     stored = (out / "run_config.json").read_text()
     assert SECRET not in stored and "http://***@host" in stored
-    cfg = RunConfig.from_dict({"probe": "ic-lke", **{k: v for k, v in json.loads(stored)["config"].items()
-                                                     if k != "probe"}, "data": f"{data}/test.jsonl",
-                               "train_data": f"{data}/train"})
+    cfg = RunConfig.from_dict(
+        {
+            "probe": "ic-lke",
+            **{k: v for k, v in json.loads(stored)["config"].items() if k != "probe"},
+            "data": f"{data}/test.jsonl",
+            "train_data": f"{data}/train",
+        }
+    )
     assert json.loads(stored)["results_key"] == cfg.results_key()  # computed from the real config
 
     from mlflow.tracking import MlflowClient
@@ -99,9 +132,20 @@ def test_item17_finetune_config_stores_no_credentials(tmp_path, tiny_model_path)
     d = tmp_path / "http:" / f"user:{SECRET}@host"
     d.mkdir(parents=True)
     shutil.copy(REPO / "factprobe" / "datasets" / "data" / "qa_templates.tsv", d / "qa_templates.tsv")
-    cfg = FinetuneConfig(model=str(tiny_model_path("llama")), train_set="regular", train_size=16, batch_size=8,
-                         grad_accum=2, max_steps=1, zero_stage=0, lora_r=4, max_seq_len=256, device="cpu",
-                         qa_templates=f"{tmp_path}/http://user:{SECRET}@host/qa_templates.tsv", out=str(tmp_path / "ft"))
+    cfg = FinetuneConfig(
+        model=str(tiny_model_path("llama")),
+        train_set="regular",
+        train_size=16,
+        batch_size=8,
+        grad_accum=2,
+        max_steps=1,
+        zero_stage=0,
+        lora_r=4,
+        max_seq_len=256,
+        device="cpu",
+        qa_templates=f"{tmp_path}/http://user:{SECRET}@host/qa_templates.tsv",
+        out=str(tmp_path / "ft"),
+    )
     first = run_finetune(cfg, progress=False)
     stored = (tmp_path / "ft" / "finetune_config.json").read_text()
     assert SECRET not in stored and "http://***@host" in stored

@@ -1,5 +1,6 @@
 """Issue 18 items 21a and 21c: a capped `--shots` is labelled with the k used; `compare` on runs that
 are not multiple-choice facts says what it compares, in one line."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ def tiny(tiny_model_path, tmp_path_factory):
 
 
 def qa_cfg(model, **kw) -> RunConfig:
-    d = {"probe": "qa", "model": str(model.path), "relations": "P36,P1376", "max_facts_per_relation": 2,
-         "qa_train_per_relation": 1, "max_new_tokens": 3}  # a train split of 2 items
+    d = {
+        "probe": "qa",
+        "model": str(model.path),
+        "relations": "P36,P1376",
+        "max_facts_per_relation": 2,
+        "qa_train_per_relation": 1,
+        "max_new_tokens": 3,
+    }  # a train split of 2 items
     d.update(kw)
     return RunConfig.from_dict(d)
 
@@ -54,8 +61,9 @@ def test_capped_shots_are_labelled_with_the_k_used(qa_runs) -> None:
 
 
 def _compare(a: Path, b: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "factprobe.cli", "compare", str(a), str(b)],
-                          capture_output=True, text=True, timeout=180, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "factprobe.cli", "compare", str(a), str(b)], capture_output=True, text=True, timeout=180, cwd=REPO
+    )
 
 
 def test_compare_on_qa_runs_says_what_it_compares(qa_runs) -> None:
@@ -74,10 +82,28 @@ def test_compare_on_belief_rows_says_what_it_compares(tmp_path) -> None:
     """issue 18 item 21c: a BELIEF folder (per (pair, template) rows, skipped pairs without a verdict) is
     refused in one line naming what it is (it was a ValueError traceback); a folder without
     run_config.json is judged by its rows."""
-    rows = [{"key": "f1#t1", "row_type": "fact", "fact_id": "f1", "relation": "P36", "template_id": "t1",
-             "template": "[X] [Y].", "correct": True, "skipped": None},
-            {"key": "f2#t1", "row_type": "fact", "fact_id": "f2", "relation": "P36", "template_id": "t1",
-             "template": "[X] [Y].", "correct": None, "skipped": "multi-token"}]
+    rows = [
+        {
+            "key": "f1#t1",
+            "row_type": "fact",
+            "fact_id": "f1",
+            "relation": "P36",
+            "template_id": "t1",
+            "template": "[X] [Y].",
+            "correct": True,
+            "skipped": None,
+        },
+        {
+            "key": "f2#t1",
+            "row_type": "fact",
+            "fact_id": "f2",
+            "relation": "P36",
+            "template_id": "t1",
+            "template": "[X] [Y].",
+            "correct": None,
+            "skipped": "multi-token",
+        },
+    ]
     run = tmp_path / "belief"
     run.mkdir()
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -97,14 +123,36 @@ def test_unmarked_slow_tests_are_named_at_the_end_of_the_run(tmp_path) -> None:
     """Issue 19 item 5: an unmarked test slower than the threshold is listed in the terminal summary
     (tests/conftest.py), a `slow` one and a quick one are not; so `make test-fast` cannot quietly grow."""
     (tmp_path / "conftest.py").write_text(
-        "from tests.conftest import pytest_runtest_logreport, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n")
+        "from tests.conftest import pytest_runtest_logreport, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n"
+    )
     (tmp_path / "test_sleepers.py").write_text(
         "import time\nimport pytest\n\n\ndef test_unmarked_sleeper():\n    time.sleep(0.5)\n\n\n"
-        "@pytest.mark.slow\ndef test_marked_sleeper():\n    time.sleep(0.5)\n\n\ndef test_quick():\n    pass\n")
+        "@pytest.mark.slow\ndef test_marked_sleeper():\n    time.sleep(0.5)\n\n\ndef test_quick():\n    pass\n"
+    )
     env = {**os.environ, "FACTPROBE_TEST_SLOW_S": "0.3", "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                        "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(tmp_path), str(tmp_path)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-W",
+            "ignore::pytest.PytestUnknownMarkWarning",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     summary = p.stdout.split("unmarked tests slower than 0.3 s (mark them slow or make them faster)", 1)
     assert len(summary) == 2, p.stdout[-3000:]

@@ -15,6 +15,7 @@ metrics.json with a measurement identity) and MLflow runs in a sqlite store unde
 exact p ~ 2e-6) and passes a swing the other way; read the wrong way round (the verdict taken as
 "right" whatever the direction), the miss-rate cases flip: a rise of the miss rate would pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ from factprobe.cli import main
 from factprobe.errors import ConfigError
 
 FACTS = [(f"R{1 + i // 20}|f{i}", f"R{1 + i // 20}") for i in range(40)]
-IDENTITY = {"model_revision": "local-sha256:0", "data_digest": "sha256:" + "0" * 64, "config_key": "k",
-            "numerics": {"dtype": "float32", "device": "cpu", "transformers": "5.0.0"}, "inputs": []}
+IDENTITY = {
+    "model_revision": "local-sha256:0",
+    "data_digest": "sha256:" + "0" * 64,
+    "config_key": "k",
+    "numerics": {"dtype": "float32", "device": "cpu", "transformers": "5.0.0"},
+    "inputs": [],
+}
 #: probe -> (verdict column, headline metric)
 PLUGINS = {"hit-rate": ("hit", "hit_rate"), "miss-rate": ("miss", "miss_rate")}
 
@@ -48,16 +54,24 @@ def metrics(probe: str, values: list[bool], model: str) -> dict:
     """metrics.json as the plug-in writes it, with the data digest and identity a probe run records."""
     metric = PLUGINS[probe][1]
     per = {rel: {metric: sum(v for (_, r), v in zip(FACTS, values) if r == rel) / 20, "n": 20} for rel in ("R1", "R2")}
-    return {"probe": probe, "model": model, "n": 40, metric: sum(values) / 40, "per_relation": per,
-            "data_digest": IDENTITY["data_digest"], "identity": IDENTITY}
+    return {
+        "probe": probe,
+        "model": model,
+        "n": 40,
+        metric: sum(values) / 40,
+        "per_relation": per,
+        "data_digest": IDENTITY["data_digest"],
+        "identity": IDENTITY,
+    }
 
 
 def folder(path, probe: str, values: list[bool], model: str = "org/m", key: str = "k"):
     """A finished run folder of `probe` as `factprobe probe` leaves it."""
     path.mkdir(parents=True)
     (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(probe, values)))
-    (path / "run_config.json").write_text(json.dumps({"config": {"probe": probe, "model": model}, "results_key": key,
-                                                      "identity": IDENTITY}))
+    (path / "run_config.json").write_text(
+        json.dumps({"config": {"probe": probe, "model": model}, "results_key": key, "identity": IDENTITY})
+    )
     (path / "metrics.json").write_text(json.dumps(metrics(probe, values, model)))
     return path
 
@@ -83,14 +97,22 @@ def store(tmp_path, monkeypatch):
     return MlflowClient(uri), uri
 
 
-def log_probe_run(client, experiment: str, probe: str, values: list[bool], logged: dict, tags: dict | None = None,
-                  tmp=None) -> str:
+def log_probe_run(
+    client, experiment: str, probe: str, values: list[bool], logged: dict, tags: dict | None = None, tmp=None
+) -> str:
     """A FINISHED MLflow probe run of `probe`: identity tags, the metrics `logged`, tables/per_fact.parquet
     and results/metrics.json, as a probe step logs them."""
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location=(tmp / "art").as_uri())
-    r = client.create_run(exp_id, tags={"factprobe.probe": probe, "factprobe.data_digest": IDENTITY["data_digest"],
-                                        "factprobe.numerics": json.dumps(IDENTITY["numerics"]), **(tags or {})})
+    r = client.create_run(
+        exp_id,
+        tags={
+            "factprobe.probe": probe,
+            "factprobe.data_digest": IDENTITY["data_digest"],
+            "factprobe.numerics": json.dumps(IDENTITY["numerics"]),
+            **(tags or {}),
+        },
+    )
     rid = r.info.run_id
     for k, v in logged.items():
         client.log_metric(rid, k, v)
@@ -116,8 +138,8 @@ def test_compare_reads_each_plugins_verdict_in_its_direction(plugins, tmp_path, 
     assert (res["metric"], res["hit_rate_a"], res["hit_rate_b"], res["diff"]) == ("hit_rate", 0.75, 0.25, -0.5)
     assert "verdict_note" not in res
 
-    a = folder(tmp_path / "miss-a", "miss-rate", flags(5))    # miss rate .25
-    b = folder(tmp_path / "miss-b", "miss-rate", flags(15))   # miss rate .75: worse
+    a = folder(tmp_path / "miss-a", "miss-rate", flags(5))  # miss rate .25
+    b = folder(tmp_path / "miss-b", "miss-rate", flags(15))  # miss rate .75: worse
     assert main(["compare", str(a), str(b), "--json", "--n-boot", "200"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert (res["metric"], res["not_miss_a"], res["not_miss_b"], res["diff"]) == ("not_miss", 0.75, 0.25, -0.5)
@@ -125,8 +147,10 @@ def test_compare_reads_each_plugins_verdict_in_its_direction(plugins, tmp_path, 
     assert res["subsumption_b_given_a"] == 1.0  # what B gets right (10 facts), A gets right too
     assert main(["compare", str(a), str(b), "--n-boot", "200"]) == 0
     out = capsys.readouterr().out
-    assert "compared: not_miss, the share of facts without `miss` (a lower miss_rate is better, so a rise of it is a " \
-           "drop here)" in out
+    assert (
+        "compared: not_miss, the share of facts without `miss` (a lower miss_rate is better, so a rise of it is a "
+        "drop here)" in out
+    )
     assert "not_miss A 0.7500   B 0.2500   B - A = -0.5000" in out
 
 
@@ -136,15 +160,20 @@ def test_compare_refuses_an_unregistered_plugin_in_one_line(tmp_path, capsys):
     (a / "run_config.json").write_text(json.dumps({"config": {"probe": "not-loaded", "model": "m"}, "results_key": "k"}))
     assert main(["compare", str(a), str(a)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "is a not-loaded run, a probe not registered here (load its module with " \
-                               "FACTPROBE_PROBE_MODULES" in err[0], err
+    assert (
+        len(err) == 1
+        and "is a not-loaded run, a probe not registered here (load its module with FACTPROBE_PROBE_MODULES" in err[0]
+    ), err
 
 
 # ------------------------------------------------------------------ regress
-@pytest.mark.parametrize("probe, baseline, worse, better", [
-    ("hit-rate", flags(15), flags(5), flags(20)),      # hit rate .75 -> .25 (worse), -> 1.0 (better)
-    ("miss-rate", flags(5), flags(15), flags(0)),      # miss rate .25 -> .75 (worse), -> 0 (better)
-])
+@pytest.mark.parametrize(
+    "probe, baseline, worse, better",
+    [
+        ("hit-rate", flags(15), flags(5), flags(20)),  # hit rate .75 -> .25 (worse), -> 1.0 (better)
+        ("miss-rate", flags(5), flags(15), flags(0)),  # miss rate .25 -> .75 (worse), -> 0 (better)
+    ],
+)
 def test_regress_gates_a_plugin_in_its_headlines_direction(plugins, tmp_path, capsys, probe, baseline, worse, better):
     base = folder(tmp_path / "base", probe, baseline)
     for name, values, rc, verdict in (("worse", worse, 1, "FAIL"), ("better", better, 0, "PASS"), ("same", baseline, 0, "PASS")):
@@ -157,7 +186,11 @@ def test_regress_gates_a_plugin_in_its_headlines_direction(plugins, tmp_path, ca
         column, metric = PLUGINS[probe]
         higher = probe == "hit-rate"
         assert decision["decision"] == verdict and decision["verdict"] == {
-            "column": column, "metric": metric, "higher_is_better": higher, "compared": metric if higher else f"not_{column}"}
+            "column": column,
+            "metric": metric,
+            "higher_is_better": higher,
+            "compared": metric if higher else f"not_{column}",
+        }
         assert ("compared: not_miss" in text) is (not higher)
     assert json.loads((tmp_path / "gate-worse" / "gate.json").read_text())["diff"] == -0.5
 
@@ -173,7 +206,10 @@ def test_the_pipeline_gate_step_gates_a_lower_is_better_plugin(plugins, tmp_path
     assert out["decision"] == "FAIL" and out["diff"] == -0.5
     assert "compared: not_miss" in (tmp_path / "gate.md").read_text()
     better = folder(tmp_path / "better", "miss-rate", flags(0))
-    assert run_gate(str(better), str(base), 0.02, 0.05, str(tmp_path / "g2.md"), RunContext(tracking_uri="none"))["decision"] == "PASS"
+    assert (
+        run_gate(str(better), str(base), 0.02, 0.05, str(tmp_path / "g2.md"), RunContext(tracking_uri="none"))["decision"]
+        == "PASS"
+    )
 
 
 # ------------------------------------------------------------------ baseline promote (and regress against it)
@@ -184,8 +220,9 @@ def test_promote_a_plugin_run_and_gate_against_it(plugins, store, tmp_path, caps
     from factprobe_ops.tracking.baseline import BASELINE_TAG, promote
 
     client, _ = store
-    hit = log_probe_run(client, "factprobe/probe", "hit-rate", flags(15), {"hit_rate": 0.75, "headline/hit_rate": 0.75},
-                        tmp=tmp_path)
+    hit = log_probe_run(
+        client, "factprobe/probe", "hit-rate", flags(15), {"hit_rate": 0.75, "headline/hit_rate": 0.75}, tmp=tmp_path
+    )
     assert main(["baseline", "promote", hit]) == 0 and client.get_run(hit).data.tags[BASELINE_TAG] == "true"
     worse = folder(tmp_path / "worse", "hit-rate", flags(5))
     assert main(["regress", "--candidate", str(worse), "--baseline", f"{BASELINE_TAG}=true", "--no-track"]) == 1
@@ -203,12 +240,15 @@ def test_promote_a_plugin_run_and_gate_against_it(plugins, store, tmp_path, caps
 
 
 # ------------------------------------------------------------------ the nightly paired test
-@pytest.mark.parametrize("probe, last, tonight, drop", [
-    ("hit-rate", flags(15), flags(5), True),
-    ("hit-rate", flags(5), flags(15), False),
-    ("miss-rate", flags(5), flags(15), True),     # the miss rate rose: a drop
-    ("miss-rate", flags(15), flags(5), False),    # the miss rate fell: an improvement
-])
+@pytest.mark.parametrize(
+    "probe, last, tonight, drop",
+    [
+        ("hit-rate", flags(15), flags(5), True),
+        ("hit-rate", flags(5), flags(15), False),
+        ("miss-rate", flags(5), flags(15), True),  # the miss rate rose: a drop
+        ("miss-rate", flags(15), flags(5), False),  # the miss rate fell: an improvement
+    ],
+)
 def test_nightly_paired_test_reads_the_verdict_in_its_direction(plugins, probe, last, tonight, drop):
     from factprobe_ops.components.steps.nightly_compare import paired_change
 
@@ -238,13 +278,21 @@ def test_the_nightly_step_flags_a_plugins_drop(plugins, store, tmp_path):
     last_sweep = client.create_run(exp).info.run_id
     for probe, values in (("hit-rate", flags(15)), ("miss-rate", flags(5))):
         metric = PLUGINS[probe][1]
-        log_probe_run(client, "factprobe/nightly_sweep", probe, values, {metric: sum(values) / 40},
-                      tags={"mlflow.parentRunId": last_sweep, "factprobe.config_key": f"k-{probe}",
-                            "factprobe.step": "probe"}, tmp=tmp_path)
+        log_probe_run(
+            client,
+            "factprobe/nightly_sweep",
+            probe,
+            values,
+            {metric: sum(values) / 40},
+            tags={"mlflow.parentRunId": last_sweep, "factprobe.config_key": f"k-{probe}", "factprobe.step": "probe"},
+            tmp=tmp_path,
+        )
     client.set_terminated(last_sweep)
     tonight = client.create_run(exp).info.run_id
-    dirs = [str(folder(tmp_path / "hit", "hit-rate", flags(15), key="k-hit-rate")),
-            str(folder(tmp_path / "miss", "miss-rate", flags(15), key="k-miss-rate"))]
+    dirs = [
+        str(folder(tmp_path / "hit", "hit-rate", flags(15), key="k-hit-rate")),
+        str(folder(tmp_path / "miss", "miss-rate", flags(15), key="k-miss-rate")),
+    ]
     md = tmp_path / "nightly.md"
     with pytest.raises(SystemExit, match=r"nightly alert \(significant_drop\): miss-rate:org/m: -0\.500"):
         run_nightly_compare(dirs, str(md), RunContext(tracking_uri=uri, parent_run_id=tonight))
@@ -270,7 +318,7 @@ def test_cross_model_maps_read_the_verdict_in_its_direction(plugins, tmp_path, c
         right = {m: n / 20 if probe == "hit-rate" else 1 - n / 20 for m, n in share.items()}
         named = metric if probe == "hit-rate" else f"not_{column}"
         assert res["metric"] == named and {m["model"]: m["accuracy"] for m in res["models"]} == right
-        part, = cross_model_parts(load_runs(dirs))
+        (part,) = cross_model_parts(load_runs(dirs))
         table = {r["model"]: r for r in part.tables[f"cross_model_{probe}"]}
         assert {m: table[m][named] for m in share} == right and {m: table[m]["R1"] for m in share} == right
         assert [stem for stem, _ in part.figures.values()] == [f"cross_model_heatmap_{probe}", f"cross_model_pearson_{probe}"]
@@ -282,10 +330,11 @@ def test_cross_model_maps_note_a_table_without_the_verdict(plugins, tmp_path):
 
     dirs = [folder(tmp_path / n, "hit-rate", flags(5), model=f"org/{n}") for n in ("a", "b")]
     lines = (dirs[1] / "results.jsonl").read_text().splitlines()
-    (dirs[1] / "results.jsonl").write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "hit"}) + "\n"
-                                                   for x in lines))
-    notes, = cross_model_parts(load_runs([str(d) for d in dirs]))
-    note, = notes.tables["cross_model_notes"]
+    (dirs[1] / "results.jsonl").write_text(
+        "".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "hit"}) + "\n" for x in lines)
+    )
+    (notes,) = cross_model_parts(load_runs([str(d) for d in dirs]))
+    (note,) = notes.tables["cross_model_notes"]
     assert note["probe"] == "hit-rate" and "has no 'hit' column in its per-fact table" in note["note"]
 
 

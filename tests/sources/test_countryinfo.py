@@ -1,4 +1,5 @@
 """The built-in countryinfo fact set."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,10 @@ def test_relations_and_templates(ci):
     assert ci.relations["P36"].template == "The capital of [X] is [Y] ."
     assert all("[X]" in r.template and "[Y]" in r.template for r in ci.relations.values())
     assert {rid: r.cardinality for rid, r in ci.relations.items() if rid in ("P37", "P38", "P47")} == {
-        "P37": "N-M", "P38": "N-M", "P47": "N-M"}
+        "P37": "N-M",
+        "P38": "N-M",
+        "P47": "N-M",
+    }
     assert ci.source.startswith("countryinfo:")
 
 
@@ -34,7 +38,16 @@ def test_known_facts(ci):
     assert facts_of(ci, "P30", "Jamaica") == ["North America"]
     assert facts_of(ci, "P37", "France") == ["French"]
     assert facts_of(ci, "P38", "Japan") == ["Yen"]
-    assert facts_of(ci, "P47", "France") == ["Andorra", "Belgium", "Germany", "Italy", "Luxembourg", "Monaco", "Spain", "Switzerland"]
+    assert facts_of(ci, "P47", "France") == [
+        "Andorra",
+        "Belgium",
+        "Germany",
+        "Italy",
+        "Luxembourg",
+        "Monaco",
+        "Spain",
+        "Switzerland",
+    ]
     assert facts_of(ci, "P37", "Serbia") == ["Serbian"]  # countryinfo's "rs" means "sr"
     assert facts_of(ci, "P38", "United States") == ["US Dollar"]  # fund codes USN/USS dropped
 

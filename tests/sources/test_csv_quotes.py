@@ -2,6 +2,7 @@
 the quote to the end of the file as one value, so the file silently lost its later rows. Every CSV a
 user hands over (mc-items item files, triples, the Nobel CSV, `--model-meta`) is read strictly: one
 DataError line naming the file and the line the quote opens on."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,8 +36,10 @@ def test_open_table_names_the_line_of_any_malformed_quote(tmp_path):
 
 def test_nobel_csv(tmp_path):
     path = tmp_path / "n.csv"
-    path.write_text('id,laureate_type,full_name,birth_date\n1,Individual,"Doe, Jane,1950-01-01\n'
-                    '2,Individual,John Roe,1940-01-01\n3,Individual,Max Poe,1930-01-01\n')
+    path.write_text(
+        'id,laureate_type,full_name,birth_date\n1,Individual,"Doe, Jane,1950-01-01\n'
+        "2,Individual,John Roe,1940-01-01\n3,Individual,Max Poe,1930-01-01\n"
+    )
     with pytest.raises(DataError) as e:
         read_nobel(path)
     assert str(e.value) == f"{path}:2: {NEVER_CLOSED}"

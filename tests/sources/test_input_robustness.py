@@ -1,5 +1,6 @@
 """Readers facing imperfect files: bytes that are not UTF-8, unknown columns, empty relation
 files, implausible Nobel years. Each problem ends in one clear line naming the file."""
+
 from __future__ import annotations
 
 import json
@@ -142,8 +143,10 @@ def test_known_columns_and_aliases_do_not_warn(tmp_path, caplog):
 
 def test_unknown_nobel_columns_are_named_once(tmp_path, caplog):
     path = tmp_path / "nobel.csv"
-    path.write_text("id,laureate_type,full_name,birth_date,year,shoe_size\n"
-                    "1,Individual,Marie Curie,1867-11-07,1903,37\n2,Individual,Pierre Curie,1859-05-15,1903,43\n")
+    path.write_text(
+        "id,laureate_type,full_name,birth_date,year,shoe_size\n"
+        "1,Individual,Marie Curie,1867-11-07,1903,37\n2,Individual,Pierre Curie,1859-05-15,1903,43\n"
+    )
     with caplog.at_level(logging.WARNING, logger="factprobe.sources"):
         fs, _ = read_nobel(path)
     assert len(fs) == 2
@@ -176,7 +179,8 @@ def test_empty_lama_relation_file_among_all_is_skipped_with_a_warning(tmp_path, 
         fs = load_lama(root)
     assert set(fs.relations) == {"P36"}
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
-        f"{root / 'P19.jsonl'}: relation P19 has no facts (empty file); skipped"]
+        f"{root / 'P19.jsonl'}: relation P19 has no facts (empty file); skipped"
+    ]
 
 
 def test_empty_lpaqa_training_file_is_named(tmp_path):
@@ -193,18 +197,22 @@ def test_empty_lpaqa_training_file_is_named(tmp_path):
 
 def test_implausible_nobel_years_are_skipped_and_named(tmp_path, caplog):
     path = tmp_path / "nobel.csv"
-    path.write_text("id,laureate_type,full_name,birth_date\n"
-                    "1,Individual,Marie Curie,1867-11-07\n"
-                    "2,Individual,Nobody Zero,0000-00-00\n"
-                    "3,Individual,Future Person,2999-01-01\n"
-                    "4,Individual,Medieval Scholar,0999\n"
-                    "5,Individual,Early Modern,1700-01-01\n")
+    path.write_text(
+        "id,laureate_type,full_name,birth_date\n"
+        "1,Individual,Marie Curie,1867-11-07\n"
+        "2,Individual,Nobody Zero,0000-00-00\n"
+        "3,Individual,Future Person,2999-01-01\n"
+        "4,Individual,Medieval Scholar,0999\n"
+        "5,Individual,Early Modern,1700-01-01\n"
+    )
     with caplog.at_level(logging.WARNING, logger="factprobe.sources"):
         fs, stats = read_nobel(path)
     assert [f.object for f in fs] == ["1867", "1700"]  # 1700 is a real year: the MC build decides on ranges
     assert stats.implausible_birth_year == 3
-    assert stats.rows == stats.facts + stats.organisations + stats.missing_birth_date + stats.repeated_laureates \
-        + stats.implausible_birth_year
+    assert (
+        stats.rows
+        == stats.facts + stats.organisations + stats.missing_birth_date + stats.repeated_laureates + stats.implausible_birth_year
+    )
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warning.startswith(f"{path}: skipped 3 laureate(s) whose birth year is not a plausible year (1000-")
     assert warning.endswith("line 3 (0000), 4 (2999), 5 (0999)")

@@ -1,4 +1,5 @@
 """LAMA / T-REx reader on the real files, plus small broken fixtures for the error paths."""
+
 from __future__ import annotations
 
 import json

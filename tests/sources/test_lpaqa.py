@@ -1,4 +1,5 @@
 """LPAQA training facts and HGP/MMP prompt readers on the real files, plus error fixtures."""
+
 from __future__ import annotations
 
 import json
@@ -70,13 +71,16 @@ def test_unknown_relation(lpaqa_dir):
         load_lpaqa_train(lpaqa_dir / "trex_train", relations=["P0"])
 
 
-@pytest.mark.parametrize("raw, norm", [
-    ("The capital of [X] is [Y] .", "The capital of [X] is [Y]"),
-    ("The capital of [X] is [Y].", "The capital of [X] is [Y]"),
-    ("  [X]   city  [Y] .  ", "[X] city [Y]"),
-    ("[X] is [Y] citizen .", "[X] is [Y]"),
-    ("[Y] is the capital of [X] .", "[Y] is the capital of [X]."),
-])
+@pytest.mark.parametrize(
+    "raw, norm",
+    [
+        ("The capital of [X] is [Y] .", "The capital of [X] is [Y]"),
+        ("The capital of [X] is [Y].", "The capital of [X] is [Y]"),
+        ("  [X]   city  [Y] .  ", "[X] city [Y]"),
+        ("[X] is [Y] citizen .", "[X] is [Y]"),
+        ("[Y] is the capital of [X] .", "[Y] is the capital of [X]."),
+    ],
+)
 def test_normalize_template(raw, norm):
     assert normalize_template(raw) == norm
 
@@ -139,8 +143,10 @@ def test_hgp_falls_back_to_paraphrase(tmp_path):
     (tmp_path / "manual_paraphrase" / "P1.txt").write_text("[X] is in [Y] .\n\n[X] is in [Y].\n")
     (tmp_path / "paraphrase").mkdir()
     (tmp_path / "paraphrase" / "P1.jsonl").write_text(
-        json.dumps({"template": "[X] lies in [Y] .", "weight": 0.2}) + "\n"
-        + json.dumps({"template": "[X] sits in [Y] .", "weight": 0.7}) + "\n"
+        json.dumps({"template": "[X] lies in [Y] .", "weight": 0.2})
+        + "\n"
+        + json.dumps({"template": "[X] sits in [Y] .", "weight": 0.7})
+        + "\n"
     )
     got = hgp_templates(tmp_path, "P1", k=3)
     assert got[0] == "[X] is in [Y]" and sorted(got[1:]) == ["[X] lies in [Y]", "[X] sits in [Y]"]
@@ -151,12 +157,15 @@ def test_hgp_falls_back_to_paraphrase(tmp_path):
 # --- backwards templates -------------------------------------------------------------------------
 
 BACKWARDS = {  # every template dropped over the 41 LAMA relations (all HGP, from manual_paraphrase)
-    "P36": ["[X] is the capital of [Y]", "[X] is the capital city of [Y]", "[X] is the Capital of [Y]",
-            "[X] is capital of [Y]"],
+    "P36": ["[X] is the capital of [Y]", "[X] is the capital city of [Y]", "[X] is the Capital of [Y]", "[X] is capital of [Y]"],
     "P37": ["[X] is the official language of [Y]"],
     "P39": ["[X] is the position of [Y]", "[X] is the status of [Y]"],
-    "P103": ["[X] is the native language of [Y]", "[X] is the mother language of [Y]",
-             "[X] is a native language of [Y]", "[X] is the mother tongue of [Y]"],
+    "P103": [
+        "[X] is the native language of [Y]",
+        "[X] is the mother language of [Y]",
+        "[X] is a native language of [Y]",
+        "[X] is the mother tongue of [Y]",
+    ],
     "P364": ["[X] is the original language of [Y]", "[X] is the source language of [Y]"],
 }
 
@@ -182,19 +191,22 @@ def test_backwards_templates_are_never_sampled(prompts):
     assert "[X] is the capital of [Y]" in manual[:4]
 
 
-@pytest.mark.parametrize("template, references, backwards", [
-    ("[X] is the capital of [Y]", ["The capital of [X] is [Y] .", "[Y] is the capital of [X]."], True),  # rule 1
-    ("[X] is the mother tongue of [Y]", ["The mother tongue of [X] is [Y]."], True),  # rule 2, "is N of"
-    ("[X] is the official language spoken in [Y]", ["[Y] is the official language of [X]."], True),  # rule 2, "in"
-    ("[X] is the position of [Y]", ["[X]'s position is [Y]."], True),  # rule 2, possessive
-    ("The capital of [X] is [Y]", ["The capital of [X] is [Y] ."], False),  # a reference itself
-    ("The Capital of the [X] was [Y]", ["The capital of [X] is [Y] ."], False),  # canonically equal
-    ("[X] is the capital of [Y]", ["[X] is the capital of [Y] .", "The capital of [Y] is [X]."], False),  # P1376
-    ("[X] capital of [Y]", ["[Y], the capital of [X]."], False),  # bare apposition: "the French capital of Paris"
-    ("[X] shares border with [Y]", ["[X] shares border with [Y].", "[Y] shares border with [X]."], False),  # symmetric
-    ("[X] is a twin city of [Y]", ["[X] is a twin city of [Y].", "[Y] is a twin city of [X]."], False),
-    ("[X] developed [Y]", ["[X] is developed by [Y] ."], False),  # no reference says otherwise: kept
-])
+@pytest.mark.parametrize(
+    "template, references, backwards",
+    [
+        ("[X] is the capital of [Y]", ["The capital of [X] is [Y] .", "[Y] is the capital of [X]."], True),  # rule 1
+        ("[X] is the mother tongue of [Y]", ["The mother tongue of [X] is [Y]."], True),  # rule 2, "is N of"
+        ("[X] is the official language spoken in [Y]", ["[Y] is the official language of [X]."], True),  # rule 2, "in"
+        ("[X] is the position of [Y]", ["[X]'s position is [Y]."], True),  # rule 2, possessive
+        ("The capital of [X] is [Y]", ["The capital of [X] is [Y] ."], False),  # a reference itself
+        ("The Capital of the [X] was [Y]", ["The capital of [X] is [Y] ."], False),  # canonically equal
+        ("[X] is the capital of [Y]", ["[X] is the capital of [Y] .", "The capital of [Y] is [X]."], False),  # P1376
+        ("[X] capital of [Y]", ["[Y], the capital of [X]."], False),  # bare apposition: "the French capital of Paris"
+        ("[X] shares border with [Y]", ["[X] shares border with [Y].", "[Y] shares border with [X]."], False),  # symmetric
+        ("[X] is a twin city of [Y]", ["[X] is a twin city of [Y].", "[Y] is a twin city of [X]."], False),
+        ("[X] developed [Y]", ["[X] is developed by [Y] ."], False),  # no reference says otherwise: kept
+    ],
+)
 def test_is_backwards_rules(template, references, backwards):
     assert is_backwards(template, references) is backwards
 
@@ -225,8 +237,9 @@ def _table5_rows_from_paper(text: str) -> list[tuple[str, str, str | None]]:
             continue
         rest = m.group(2)
         second = rest.find("{subject}", rest.find("{subject}") + 1)
-        rows.append((m.group(1), rest[:second].strip() if second > 0 else rest.strip(),
-                     rest[second:].strip() if second > 0 else None))
+        rows.append(
+            (m.group(1), rest[:second].strip() if second > 0 else rest.strip(), rest[second:].strip() if second > 0 else None)
+        )
     return rows
 
 
@@ -236,8 +249,9 @@ def test_paper_table_is_an_exact_transcription(real_data_root):
         pytest.skip(f"paper text not found at {paper}")
     printed = _table5_rows_from_paper(paper.read_text(encoding="utf-8"))
     assert len(printed) == 36
-    lines = [line.split("\t") for line in PAPER_TABLE.read_text(encoding="utf-8").splitlines()
-             if line and not line.startswith("#")][1:]
+    lines = [
+        line.split("\t") for line in PAPER_TABLE.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")
+    ][1:]
     assert "Wu et al. 2024, appendix G, Table 5" in PAPER_TABLE.read_text(encoding="utf-8")
     hgp = [(r[3], r[4]) for r in lines if r[2] == "hgp"]
     mmp = [(r[3], r[4]) for r in lines if r[2] == "mmp"]
@@ -247,9 +261,10 @@ def test_paper_table_is_an_exact_transcription(real_data_root):
 
 
 def test_paper_table_backwards_column_follows_the_rule(real_data_root):
-    lines = [line.split("\t") for line in PAPER_TABLE.read_text(encoding="utf-8").splitlines()
-             if line and not line.startswith("#")][1:]
-    for rel, _, kind, _, _, template, flag in lines:
+    lines = [
+        line.split("\t") for line in PAPER_TABLE.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")
+    ][1:]
+    for rel, _, _kind, _, _, template, flag in lines:
         assert (flag == "yes") == is_backwards(template, reference_patterns(rel, real_data_root)), (rel, template)
     assert [(r[0], r[2], r[5]) for r in lines if r[6] == "yes"] == [
         ("P103", "hgp", "[X] is a native language of [Y]"),
@@ -260,9 +275,16 @@ def test_paper_table_backwards_column_follows_the_rule(real_data_root):
 
 def test_paper_templates():
     assert paper_relations() == ["P31", "P136", "P413", "P364", "P36", "P103", "P138", "P37", "P178", "P449", "P264", "P176"]
-    assert paper_templates("hgp", "P36") == ["The capital of [X] is [Y]", "The capital city of [X] is [Y]", "Its capital [X] is [Y]"]
+    assert paper_templates("hgp", "P36") == [
+        "The capital of [X] is [Y]",
+        "The capital city of [X] is [Y]",
+        "Its capital [X] is [Y]",
+    ]
     assert paper_templates("mmp", "P36") == [
-        "[X] united states embassy in [Y]", "[X] representative legislature [Y]", "[X] rock band from [Y]"]
+        "[X] united states embassy in [Y]",
+        "[X] representative legislature [Y]",
+        "[X] rock band from [Y]",
+    ]
     assert paper_templates("hgp", "P103") == ["The mother tongue of [X] is [Y]", "[X] means [Y]"]
     assert paper_templates("hgp", "P103", keep_backwards=True)[0] == "[X] is a native language of [Y]"
     assert paper_templates("mmp", "P37") == ["[X] professor of [Y]"]

@@ -1,4 +1,5 @@
 """Nobel birth-year reader on the real CSV, plus error fixtures."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """ParaRel pattern reader (factprobe.sources.pararel) on the real files, plus error fixtures."""
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,16 @@ def test_check_template_slots() -> None:
         check_template_slots("[X] [Y] [Y]", "f:3")
 
 
-@pytest.mark.parametrize("recs, message", [
-    ([{"pattern": "[X] is in [Y]."}, {"pattern": "[X] is [X] in [Y]."}], r"P1.jsonl:2: template .* has 2 of the slot \[X\]"),
-    ([{"pattern": "[Y] only"}], r"P1.jsonl:1: template '\[Y\] only' lacks the slot \[X\]"),
-    ([{"pattern": 3}], "P1.jsonl:1: pattern must be text"),
-    ([{"lemma": "x"}], "P1.jsonl:1: missing field"),
-    (["{not json"], "P1.jsonl:1: malformed JSON"),
-])
+@pytest.mark.parametrize(
+    "recs, message",
+    [
+        ([{"pattern": "[X] is in [Y]."}, {"pattern": "[X] is [X] in [Y]."}], r"P1.jsonl:2: template .* has 2 of the slot \[X\]"),
+        ([{"pattern": "[Y] only"}], r"P1.jsonl:1: template '\[Y\] only' lacks the slot \[X\]"),
+        ([{"pattern": 3}], "P1.jsonl:1: pattern must be text"),
+        ([{"lemma": "x"}], "P1.jsonl:1: missing field"),
+        (["{not json"], "P1.jsonl:1: malformed JSON"),
+    ],
+)
 def test_bad_patterns_name_file_and_line(tmp_path, recs, message) -> None:
     write(tmp_path / "patterns" / "P1.jsonl", recs)
     with pytest.raises(DataError, match=message):

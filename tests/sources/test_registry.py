@@ -1,4 +1,5 @@
 """`load_facts`: source names, defaults and errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,9 @@ from factprobe.sources import SOURCES, default_path, load_facts
 
 
 def test_unknown_source_lists_known():
-    with pytest.raises(ConfigError, match="unknown fact source 'wikidata'; known: countryinfo, lama, lpaqa-train, nobel, triples, s3"):
+    with pytest.raises(
+        ConfigError, match="unknown fact source 'wikidata'; known: countryinfo, lama, lpaqa-train, nobel, triples, s3"
+    ):
         load_facts("wikidata")
 
 

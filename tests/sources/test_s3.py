@@ -1,4 +1,5 @@
 """S3 source against a real moto S3 server on loopback (fixture `moto_s3_endpoint`)."""
+
 from __future__ import annotations
 
 import uuid
@@ -35,7 +36,9 @@ def bucket(s3_env, lama_dir) -> str:
         s3.upload_file(str(lama_dir / "trex" / f"{rel}.jsonl"), name, f"lama/trex/{rel}.jsonl")
     s3.put_object(Bucket=name, Key="lama2/P9.jsonl", Body=b'{"sub_label": "x", "obj_label": "y"}\n')
     s3.put_object(Bucket=name, Key="triples/a.csv", Body=b"subject,relation,object\nFrance,capital,Paris\n")
-    s3.put_object(Bucket=name, Key="triples/sub/b.jsonl", Body=b'{"subject": "Spain", "relation": "capital", "object": "Madrid"}\n')
+    s3.put_object(
+        Bucket=name, Key="triples/sub/b.jsonl", Body=b'{"subject": "Spain", "relation": "capital", "object": "Madrid"}\n'
+    )
     s3.put_object(Bucket=name, Key="triples/README.md", Body=b"not data")
     s3.put_object(Bucket=name, Key="broken/t.csv", Body=b"subject,relation,object\nFrance,capital,\n")
     s3.put_object(Bucket=name, Key="docs/readme.txt", Body=b"hello")

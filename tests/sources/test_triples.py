@@ -1,4 +1,5 @@
 """Generic triples reader: jsonl / csv / parquet, aliases, and one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def test_formats_give_equal_facts(tmp_path, ext):
 
 
 def test_lama_aliases_and_optional_ids(tmp_path):
-    rows = [{"sub_label": "France", "relation": "P36", "obj_label": "Paris", "sub_uri": "Q142", "obj_uri": "Q90"},
-            {"subject": "Spain", "relation": "P36", "object": "Madrid"}]
+    rows = [
+        {"sub_label": "France", "relation": "P36", "obj_label": "Paris", "sub_uri": "Q142", "obj_uri": "Q90"},
+        {"subject": "Spain", "relation": "P36", "object": "Madrid"},
+    ]
     fs = load_triples(write(tmp_path / "t.jsonl", rows))
     assert (fs.facts[0].subject_id, fs.facts[0].object_id) == ("Q142", "Q90")
     assert fs.facts[1].subject_id is None and fs.facts[1].subject_key == "Spain"

@@ -6,6 +6,7 @@ Enabled with `FACTPROBE_STUDY_MODULES=tests.studies.plugin_study` (or a `factpro
 `factprobe study prefix-gain`, MLflow tracking and the generic `study` pipeline then offer it without any
 change to factprobe.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -48,14 +49,25 @@ class PrefixGain(Study):
         loaded = load_model(base.model, device=base.device, dtype=base.dtype)
         scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device, max_length=loaded.max_length)
         bare = scorer.score_choices([ChoiceRequest(f.subject, [" " + f.object]) for f in facts])
-        with_prefix = scorer.score_choices([ChoiceRequest(f"{ctx.cfg.prefix} {f.subject}", [" " + f.object])
-                                            for f in facts])
-        rows = [{"fact_id": f.fact_id, "relation": f.relation, "logprob": float(a[0]), "logprob_prefixed": float(b[0]),
-                 "gain": float(b[0] - a[0])} for f, a, b in zip(facts, bare, with_prefix)]
+        with_prefix = scorer.score_choices([ChoiceRequest(f"{ctx.cfg.prefix} {f.subject}", [" " + f.object]) for f in facts])
+        rows = [
+            {
+                "fact_id": f.fact_id,
+                "relation": f.relation,
+                "logprob": float(a[0]),
+                "logprob_prefixed": float(b[0]),
+                "gain": float(b[0] - a[0]),
+            }
+            for f, a, b in zip(facts, bare, with_prefix)
+        ]
         atomic_write_jsonl(ctx.out / "per_fact.jsonl", rows)
         n = len(rows)
-        return {"n": n, "model": base.model, "mean_logprob": sum(r["logprob"] for r in rows) / n if n else None,
-                "mean_gain": sum(r["gain"] for r in rows) / n if n else None}
+        return {
+            "n": n,
+            "model": base.model,
+            "mean_logprob": sum(r["logprob"] for r in rows) / n if n else None,
+            "mean_gain": sum(r["gain"] for r in rows) / n if n else None,
+        }
 
     def summary(self, metrics: Mapping[str, Any]) -> list[str]:
         return [f"prefix-gain: mean gain {metrics['mean_gain']:+.3f} over {metrics['n']} facts"]

@@ -1,6 +1,7 @@
 """`factprobe study findings` end to end on a tiny RANDOM model (never a result) and the real LAMA
 files: the folders of every step, the metrics.json structure, verdicts recomputed from the steps'
 own files, a rerun that computes nothing, a study that is not installed, and bad options."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,30 @@ from factprobe.studies import findings as fs
 from factprobe.studies import registry
 from factprobe.studies.cli import run_study, study_config
 
-STEPS = ("ic-lke", "hgp", "mmp", "counterfactual", "coherency", "belief-icl", "icl-examples", "icl-sequence-unknown",
-         "icl-sequence-incorrect", "icl-sequence-unknown-block", "icl-sequence-incorrect-block")
+STEPS = (
+    "ic-lke",
+    "hgp",
+    "mmp",
+    "counterfactual",
+    "coherency",
+    "belief-icl",
+    "icl-examples",
+    "icl-sequence-unknown",
+    "icl-sequence-incorrect",
+    "icl-sequence-unknown-block",
+    "icl-sequence-incorrect-block",
+)
 
 
 def _given(model: Path) -> dict:
-    return {"models": [str(model)], "relations": "P36,P1376", "max_facts_per_relation": 3, "budget": "tiny",
-            "device": "cpu", "dtype": "float32"}
+    return {
+        "models": [str(model)],
+        "relations": "P36,P1376",
+        "max_facts_per_relation": 3,
+        "budget": "tiny",
+        "device": "cpu",
+        "dtype": "float32",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +98,23 @@ def test_verdicts_come_from_the_steps_own_files(finished, wide_model):
         fm.mc_vs_baseline(model, "mmp", icl, _rows(d / "mmp" / "results.jsonl"), **boot),
         fm.saturation(model, json.loads((d / "icl-examples" / "metrics.json").read_text())["curve"], **boot),
         fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown"], pos["icl-sequence-incorrect"], **boot),
-        fm.incorrect_vs_unknown(model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"],
-                                placement="block", **boot),
+        fm.incorrect_vs_unknown(
+            model, pos["icl-sequence-unknown-block"], pos["icl-sequence-incorrect-block"], placement="block", **boot
+        ),
         fm.block_vs_random(model, pos["icl-sequence-incorrect-block"], pos["icl-sequence-incorrect"], **boot),
-        fm.counterfactual_over_k(model, _rows(d / "counterfactual" / "results.jsonl"), b["shots"],
-                                 shots_used=fs.shots_used(cf_metrics), n_params=fs.model_params(model), **boot),
+        fm.counterfactual_over_k(
+            model,
+            _rows(d / "counterfactual" / "results.jsonl"),
+            b["shots"],
+            shots_used=fs.shots_used(cf_metrics),
+            n_params=fs.model_params(model),
+            **boot,
+        ),
         fm.coherency_poor(model, _rows(d / "coherency" / "results.jsonl"), **boot),
         fm.c1_above_c2(model, _rows(d / "coherency" / "results.jsonl"), **boot),
-        fm.prompt_fluctuation(model, _rows(d / "belief-icl" / "results.jsonl"), n_draws=b["fluctuation_draws"],
-                              n_boot=b["n_boot"], seed=0),
+        fm.prompt_fluctuation(
+            model, _rows(d / "belief-icl" / "results.jsonl"), n_draws=b["fluctuation_draws"], n_boot=b["n_boot"], seed=0
+        ),
     ]
     for e in expected:
         got = by_claim[e.claim]
@@ -149,12 +175,15 @@ def test_summary_and_flat_metrics():
     assert all(re.fullmatch(r"[a-z0-9_/.]+", k) for k in flat)
 
 
-@pytest.mark.parametrize("given,match", [
-    ({"models": "a/m,b/m"}, "two models share a folder name"),
-    ({"relations": " , "}, "empty relation id"),
-    ({"max_facts_per_relation": 0}, "must be >= 1"),
-    ({"budget": "huge"}, "unknown value 'huge'"),
-])
+@pytest.mark.parametrize(
+    "given,match",
+    [
+        ({"models": "a/m,b/m"}, "two models share a folder name"),
+        ({"relations": " , "}, "empty relation id"),
+        ({"max_facts_per_relation": 0}, "must be >= 1"),
+        ({"budget": "huge"}, "unknown value 'huge'"),
+    ],
+)
 def test_bad_options_are_one_line_errors(given, match):
     with pytest.raises(ConfigError, match=match):
         study_config(fs.STUDY, given)
@@ -165,8 +194,12 @@ def test_the_sequence_steps_cover_both_placements_and_see_the_training_facts(tmp
     cfg = fs.FindingsConfig.from_dict(study_config(fs.STUDY, given)["params"])
     givens = fs.study_givens(cfg, str(tmp_path / "m"))
     seq = {step: (g["kind"], g["placement"]) for step, g in givens.items() if step.startswith("icl-sequence")}
-    assert seq == {"icl-sequence-unknown": ("unknown", "random"), "icl-sequence-incorrect": ("incorrect", "random"),
-                   "icl-sequence-unknown-block": ("unknown", "block"), "icl-sequence-incorrect-block": ("incorrect", "block")}
+    assert seq == {
+        "icl-sequence-unknown": ("unknown", "random"),
+        "icl-sequence-incorrect": ("incorrect", "random"),
+        "icl-sequence-unknown-block": ("unknown", "block"),
+        "icl-sequence-incorrect-block": ("incorrect", "block"),
+    }
     # issue 29 item 6: an incorrect example must be wrong against the training facts too
     assert all(givens[s]["train_data"] == str(tmp_path / "train") for s in seq)
     assert fs.probe_configs(cfg, str(tmp_path / "m"))["counterfactual"].params.shots == fs.BUDGETS["tiny"]["shots"]
@@ -186,3 +219,7 @@ def test_choices_overrides_the_budgets_options_per_item():
     assert fs.study_givens(ten, "m")["icl-examples"]["draws"] == 5
     with pytest.raises(ConfigError, match="choices"):
         fs.FindingsConfig(budget="paper", relations=["P36"], choices=1)
+    assert configs["coherency"].params.max_candidates is None  # the paper's: every candidate
+    capped = fs.FindingsConfig(budget="paper", relations=["P36"], choices=10, max_candidates=20)
+    assert fs.probe_configs(capped, "m")["coherency"].params.max_candidates == 20
+    assert fs.probe_configs(capped, "m")["ic-lke"].to_dict() == configs["ic-lke"].to_dict()  # other steps unchanged

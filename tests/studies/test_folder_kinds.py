@@ -2,6 +2,7 @@
 (probe, finetune, study, `compare --out`, `regress --out`); a folder of another kind is refused in
 one line naming its real kind. A finished study folder is recognised (by its marker, and without
 one by `study_config.json`), so a probe into it no longer overwrites its metrics.json."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,13 @@ FILES = {
     "compare": {"cross_model.json": "{}", "heatmap.png": "png"},
     "regress": {"gate_report.txt": "PASS"},
 }
-WHAT = {"probe": "qa", "finetune": "finetune_config.json", "study": "echo", "compare": "cross_model.json",
-        "regress": "gate_report.txt"}
+WHAT = {
+    "probe": "qa",
+    "finetune": "finetune_config.json",
+    "study": "echo",
+    "compare": "cross_model.json",
+    "regress": "gate_report.txt",
+}
 
 
 def finished(out: Path, kind: str, marker: bool = True) -> Path:
@@ -73,15 +79,35 @@ def test_an_unknown_kind_is_a_programming_error(tmp_path):
 
 
 @pytest.mark.slow  # the probe command in this Python, a tiny RANDOM model: ~20 s CPU
-def test_a_probe_into_a_finished_study_folder_is_refused_and_leaves_it_as_it_was(echo, tmp_path, tiny_model_path,  # noqa: F811
-                                                                                  capsys):
+def test_a_probe_into_a_finished_study_folder_is_refused_and_leaves_it_as_it_was(
+    echo,  # noqa: F811 (the fixture, imported above for pytest)
+    tmp_path,
+    tiny_model_path,
+    capsys,
+):
     """The hostile case of issue 28: `factprobe probe` into a finished study's folder used to
     overwrite the study's metrics.json (exit 0). Now: one line, exit 2, the folder untouched."""
     out = tmp_path / "study"
     run_study(echo, study_config(echo, {"times": 2}), out, progress=False)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    rc = main(["probe", "qa", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation",
-               "2", "--device", "cpu", "--no-progress", "--no-track", "--out", str(out)])
+    rc = main(
+        [
+            "probe",
+            "qa",
+            "--model",
+            str(tiny_model_path("gpt2")),
+            "--relations",
+            "P36",
+            "--max-facts-per-relation",
+            "2",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--no-track",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
     lines = [x for x in err.splitlines() if x.startswith("error: ")]
@@ -93,8 +119,24 @@ def test_a_finetune_into_a_finished_study_folder_is_refused(echo, tmp_path, tiny
     out = tmp_path / "study"
     run_study(echo, study_config(echo, {"times": 2}), out, progress=False)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    rc = main(["finetune", "--model", str(tiny_model_path("llama")), "--out", str(out), "--train-set", "regular",
-               "--train-size", "16", "--max-steps", "1", "--device", "cpu", "--no-progress"])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(tiny_model_path("llama")),
+            "--out",
+            str(out),
+            "--train-set",
+            "regular",
+            "--train-size",
+            "16",
+            "--max-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
     assert f"{out} holds a study (echo); finetune cannot write into it" in err

@@ -4,6 +4,7 @@ Tiny RANDOM models on the multiple-choice fixture (tests/fixtures/mc_snapshot): 
 nothing; the tests check the contract: n = 0 is zero-context scoring, the examples for n are a
 prefix of those for larger n, the reused prefix gives the probe's numbers, capped n are noted, the
 metrics' shape, and one clear line per bad --n. One small real-model run checks the CLI end to end."""
+
 from __future__ import annotations
 
 import itertools
@@ -39,8 +40,15 @@ SEED = 3
 
 
 def _base(model) -> dict:
-    return {"model": str(model), "source": "triples", "data": str(FX / "test.jsonl"), "train_data": str(FX / "train"),
-            "seed": SEED, "device": "cpu", "dtype": "float32"}
+    return {
+        "model": str(model),
+        "source": "triples",
+        "data": str(FX / "test.jsonl"),
+        "train_data": str(FX / "train"),
+        "seed": SEED,
+        "device": "cpu",
+        "dtype": "float32",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +64,23 @@ def tiny(tiny_model_path):
 
 
 def _plans(scorer, prepared, cfg, notes=None):
-    note = (notes.append if notes is not None else lambda m: None)
-    return {rel: plan_relation(scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel],
-                               cfg, SEED, note)
-            for rel, items in prepared.items.items()}
+    note = notes.append if notes is not None else lambda m: None
+    return {
+        rel: plan_relation(scorer, rel, items, prepared.train, [f for f in prepared.test if f.relation == rel], cfg, SEED, note)
+        for rel, items in prepared.items.items()
+    }
 
 
 def _probe_rows(tiny, tmp_path, examples: int) -> dict[str, dict]:
     flat, loaded = tiny[0], tiny[1]
     out = tmp_path / f"ic-lke-{examples}"
-    run_probe(RunConfig.from_dict({"probe": "ic-lke", **flat, "choices": 5, "examples": examples}), out, loaded=loaded,
-              progress=False, log=lambda m: None)
+    run_probe(
+        RunConfig.from_dict({"probe": "ic-lke", **flat, "choices": 5, "examples": examples}),
+        out,
+        loaded=loaded,
+        progress=False,
+        log=lambda m: None,
+    )
     return {r["fact_id"]: r for _, r in read_jsonl(out / "results.jsonl")}
 
 
@@ -134,9 +148,12 @@ def test_reused_prefix_gives_the_ic_lke_probes_numbers(tiny, curve, tmp_path):
 def test_metrics_shape_files_and_summary(tiny, tmp_path):
     flat, _, _, _ = tiny
     out = tmp_path / "study"
-    metrics, _, finished = run_study(STUDY, study_config(STUDY, {**flat, "choices": 5, "n": "0,1,3", "draws": 2,
-                                                                        "max_facts_per_relation": 3}), out,
-                                     progress=False)
+    metrics, _, finished = run_study(
+        STUDY,
+        study_config(STUDY, {**flat, "choices": 5, "n": "0,1,3", "draws": 2, "max_facts_per_relation": 3}),
+        out,
+        progress=False,
+    )
     assert not finished
     on_disk = json.loads((out / "metrics.json").read_text())
     assert on_disk["curve"] == json.loads(json.dumps(metrics["curve"]))
@@ -176,8 +193,10 @@ def test_n_beyond_the_training_split_is_capped_with_one_note(tiny):
     notes: list[str] = []
     cfg = ICLExamplesConfig(n=[0, 30, 50], draws=2, choices=5)
     plans = _plans(scorer, prepared, cfg, notes)
-    assert notes == [f"{rel}: n=30,50 capped at 12: the training examples available (one per subject, test subjects "
-                     "excluded)" for rel in ("P36", "P103")]
+    assert notes == [
+        f"{rel}: n=30,50 capped at 12: the training examples available (one per subject, test subjects excluded)"
+        for rel in ("P36", "P103")
+    ]
     p36 = {"P36": plans["P36"]}
     scores = score_curve(scorer, p36, cfg)
     assert set(scores.rows) == {("P36", 0, None), ("P36", 12, 0), ("P36", 12, 1)}  # nothing scored twice
@@ -190,23 +209,35 @@ def test_n_beyond_the_window_is_capped_or_refused(tiny):
     notes: list[str] = []
     items = prepared.items["P36"]
     test = [f for f in prepared.test if f.relation == "P36"]
-    plan = plan_relation(small, "P36", items, prepared.train, test, ICLExamplesConfig(n=[0, 1, 10], choices=5), SEED,
-                         notes.append)
+    plan = plan_relation(
+        small, "P36", items, prepared.train, test, ICLExamplesConfig(n=[0, 1, 10], choices=5), SEED, notes.append
+    )
     assert 1 <= plan.cap < 10 and all(len(d) == plan.cap for d in plan.draws)
     assert notes == [f"P36: n=10 capped at {plan.cap}: the model's window (60 tokens) holds no more examples"]
     with pytest.raises(ContextTooLongError, match=r"P36: n=10 examples exceed the model's context window of 60"):
-        plan_relation(small, "P36", items, prepared.train, test,
-                      ICLExamplesConfig(n=[0, 1, 10], choices=5, on_too_long="refuse"), SEED, notes.append)
+        plan_relation(
+            small,
+            "P36",
+            items,
+            prepared.train,
+            test,
+            ICLExamplesConfig(n=[0, 1, 10], choices=5, on_too_long="refuse"),
+            SEED,
+            notes.append,
+        )
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("0,5,2", "n='0,5,2': give each n once, in increasing order"),
-    ("0,1,1", "n='0,1,1': give each n once, in increasing order"),
-    ("0,-1", "n='0,-1': give each n once|n='0,-1': numbers of examples must be >= 0"),
-    ("0,two", "n='0,two': 'two' is not a whole number"),
-    ("1.5", "n='1.5': '1.5' is not a whole number"),
-    ("", "n='': give at least one number"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("0,5,2", "n='0,5,2': give each n once, in increasing order"),
+        ("0,1,1", "n='0,1,1': give each n once, in increasing order"),
+        ("0,-1", "n='0,-1': give each n once|n='0,-1': numbers of examples must be >= 0"),
+        ("0,two", "n='0,two': 'two' is not a whole number"),
+        ("1.5", "n='1.5': '1.5' is not a whole number"),
+        ("", "n='': give at least one number"),
+    ],
+)
 def test_bad_n_values_are_one_line_errors(value, needle):
     with pytest.raises(ConfigError, match=needle):
         ICLExamplesConfig(n=value)
@@ -229,10 +260,34 @@ def test_bad_n_and_draws_on_the_command_line(tmp_path, capsys):
 @pytest.mark.real_model
 def test_real_model_cli_end_to_end(real_model_path, real_data_root, tmp_path, capsys):
     out = tmp_path / "curve"
-    argv = ["study", "icl-examples", "--model", str(real_model_path("smollm2-135m-instruct")), "--source", "lama",
-            "--data", str(real_data_root / "lama"),  # examples from a split of the LAMA facts (no LPAQA load)
-            "--relations", "P36", "--max-facts-per-relation", "3", "--choices", "5", "--n", "0,1,2", "--draws", "2",
-            "--device", "cpu", "--dtype", "float32", "--out", str(out), "--no-progress", "--no-track"]
+    argv = [
+        "study",
+        "icl-examples",
+        "--model",
+        str(real_model_path("smollm2-135m-instruct")),
+        "--source",
+        "lama",
+        "--data",
+        str(real_data_root / "lama"),  # examples from a split of the LAMA facts (no LPAQA load)
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "3",
+        "--choices",
+        "5",
+        "--n",
+        "0,1,2",
+        "--draws",
+        "2",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-track",
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "IC-LKE accuracy by number of in-context examples (2 draw(s), 3 items" in text and "n95 = " in text

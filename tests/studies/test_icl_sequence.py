@@ -2,6 +2,7 @@
 equals a plain forward of every position's prefix + object; the replaced positions are exactly the
 requested ones; bad input gives one line. Tiny RANDOM models (numbers are never results), plus one
 small real-model run."""
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,46 @@ from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_sequence import STUDY, ICLSequenceConfig, score_sequence
 from factprobe.studies.sequence_data import build_sequence, replaced_positions, sequence_texts
 
-COUNTRIES = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-             ("Canada", "Ottawa"), ("Peru", "Lima"), ("Chile", "Santiago"), ("Kenya", "Nairobi"), ("Egypt", "Cairo"),
-             ("Norway", "Oslo"), ("Sweden", "Stockholm"), ("Poland", "Warsaw"), ("Greece", "Athens"),
-             ("Austria", "Vienna"), ("Cuba", "Havana"), ("Iran", "Tehran"), ("Iraq", "Baghdad"), ("Mali", "Bamako"),
-             ("Nepal", "Kathmandu"), ("Qatar", "Doha"), ("Laos", "Vientiane"), ("Fiji", "Suva"), ("Chad", "N'Djamena")]
-PEOPLE = [("Albert Einstein", "1879"), ("Marie Curie", "1867"), ("Niels Bohr", "1885"), ("Max Planck", "1858"),
-          ("Enrico Fermi", "1901"), ("Paul Dirac", "1902"), ("Lise Meitner", "1878"), ("Otto Hahn", "1879"),
-          ("Werner Heisenberg", "1901"), ("Erwin Schrodinger", "1887"), ("Richard Feynman", "1918"),
-          ("Linus Pauling", "1901")]
+COUNTRIES = [
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("Canada", "Ottawa"),
+    ("Peru", "Lima"),
+    ("Chile", "Santiago"),
+    ("Kenya", "Nairobi"),
+    ("Egypt", "Cairo"),
+    ("Norway", "Oslo"),
+    ("Sweden", "Stockholm"),
+    ("Poland", "Warsaw"),
+    ("Greece", "Athens"),
+    ("Austria", "Vienna"),
+    ("Cuba", "Havana"),
+    ("Iran", "Tehran"),
+    ("Iraq", "Baghdad"),
+    ("Mali", "Bamako"),
+    ("Nepal", "Kathmandu"),
+    ("Qatar", "Doha"),
+    ("Laos", "Vientiane"),
+    ("Fiji", "Suva"),
+    ("Chad", "N'Djamena"),
+]
+PEOPLE = [
+    ("Albert Einstein", "1879"),
+    ("Marie Curie", "1867"),
+    ("Niels Bohr", "1885"),
+    ("Max Planck", "1858"),
+    ("Enrico Fermi", "1901"),
+    ("Paul Dirac", "1902"),
+    ("Lise Meitner", "1878"),
+    ("Otto Hahn", "1879"),
+    ("Werner Heisenberg", "1901"),
+    ("Erwin Schrodinger", "1887"),
+    ("Richard Feynman", "1918"),
+    ("Linus Pauling", "1901"),
+]
 
 
 def _facts() -> list[Fact]:
@@ -39,8 +71,9 @@ def _facts() -> list[Fact]:
 @pytest.fixture(scope="module")
 def triples(tmp_path_factory):
     path = tmp_path_factory.mktemp("seq-data") / "facts.jsonl"
-    path.write_text("".join(json.dumps({"subject": f.subject, "relation": f.relation, "object": f.object}) + "\n"
-                            for f in _facts()))
+    path.write_text(
+        "".join(json.dumps({"subject": f.subject, "relation": f.relation, "object": f.object}) + "\n" for f in _facts())
+    )
     return path
 
 
@@ -51,20 +84,17 @@ def wide_llama(tiny_model_path, tmp_path_factory):
 
 
 def _run(tmp_path, model, triples, **params):
-    given = {"model": str(model), "source": "triples", "data": str(triples), "device": "cpu", "dtype": "float32",
-             **params}
+    given = {"model": str(model), "source": "triples", "data": str(triples), "device": "cpu", "dtype": "float32", **params}
     metrics, _, _ = run_study(STUDY, study_config(STUDY, given), tmp_path / "out", progress=False)
     rows = [json.loads(line) for line in (tmp_path / "out" / "positions.jsonl").read_text().splitlines()]
     return metrics, rows
 
 
 # ------------------------------------------------------------------ one forward == per-position prefix forwards
-@pytest.mark.parametrize("kind,placement,relations", [("none", "random", "capital"),
-                                                       ("incorrect", "block", "capital,born")])
+@pytest.mark.parametrize("kind,placement,relations", [("none", "random", "capital"), ("incorrect", "block", "capital,born")])
 def test_every_position_equals_a_plain_forward_of_its_prefix(kind, placement, relations, tmp_path, wide_llama, triples):
     """(The unknown kind builds other texts, scored by the same code: tests below.)"""
-    metrics, rows = _run(tmp_path, wide_llama, triples, relations=relations, length=8, replace=3, kind=kind,
-                         placement=placement)
+    metrics, rows = _run(tmp_path, wide_llama, triples, relations=relations, length=8, replace=3, kind=kind, placement=placement)
     loaded = load_model(str(wide_llama), device="cpu", dtype="float32")
     n_rel = len(relations.split(","))
     assert len(rows) == 8 * n_rel and metrics["forwards"] == n_rel * (1 if kind == "none" else 2)  # one per sequence
@@ -131,8 +161,9 @@ def test_incorrect_examples_keep_the_subject_and_never_use_a_true_object(placeme
                 assert (e.original_subject, e.original_object) == (c.subject, c.object)
             else:
                 assert (e.subject, e.object, e.kind) == (c.subject, c.object, None)
-    assert build_sequence(facts, "capital", 20, 8, "incorrect", placement, 3) == \
-        build_sequence(facts, "capital", 20, 8, "incorrect", placement, 3)
+    assert build_sequence(facts, "capital", 20, 8, "incorrect", placement, 3) == build_sequence(
+        facts, "capital", 20, 8, "incorrect", placement, 3
+    )
 
 
 @pytest.mark.parametrize("relation", ["capital", "born"])
@@ -154,20 +185,22 @@ def test_unknown_subjects_are_fictitious_and_marked(relation):
 
 def test_kind_none_ignores_replace():
     facts = _facts()
-    assert build_sequence(facts, "capital", 12, 5, "none", "block", 0) == build_sequence(facts, "capital", 12, 0, "none",
-                                                                                           "block", 0)
+    assert build_sequence(facts, "capital", 12, 5, "none", "block", 0) == build_sequence(
+        facts, "capital", 12, 0, "none", "block", 0
+    )
     assert ICLSequenceConfig(kind="none", replace=500, length=10).replaced == 0
 
 
 # ------------------------------------------------------------------ metrics and groups
 def test_groups_and_metrics_follow_the_rows(tmp_path, wide_llama, triples):
-    metrics, rows = _run(tmp_path, wide_llama, triples, relations="capital", length=12, replace=4, kind="incorrect",
-                         placement="block")
+    metrics, rows = _run(
+        tmp_path, wide_llama, triples, relations="capital", length=12, replace=4, kind="incorrect", placement="block"
+    )
     rep = [r["position"] for r in rows if r["replaced"]]
     assert rep == list(range(rep[0], rep[0] + 4))
     after = [r["position"] for r in rows if r["group"] == "after_replaced"]
     assert after == ([rep[-1] + 1] if rep[-1] < 11 else [])
-    mean = lambda g: sum(r["prob"] for r in rows if r["group"] == g) / sum(r["group"] == g for r in rows)  # noqa: E731
+    mean = lambda g: sum(r["prob"] for r in rows if r["group"] == g) / sum(r["group"] == g for r in rows)
     assert metrics["mean_prob_replaced"] == pytest.approx(mean("replaced"))
     assert metrics["mean_prob_correct"] == pytest.approx(mean("correct"))
     assert metrics["n_replaced"] == 4 and len(metrics["curve"]) == 12
@@ -177,8 +210,11 @@ def test_groups_and_metrics_follow_the_rows(tmp_path, wide_llama, triples):
 
 # ------------------------------------------------------------------ bad input: one line each
 def test_fewer_facts_than_length_names_relation_available_and_requested(tmp_path, wide_llama, triples):
-    with pytest.raises(DataError, match=r"^relation born: 12 facts with distinct subjects available, 20 requested "
-                                        r"\(--length 12 or fewer\)$"):
+    with pytest.raises(
+        DataError,
+        match=r"^relation born: 12 facts with distinct subjects available, 20 requested "
+        r"\(--length 12 or fewer\)$",
+    ):
         _run(tmp_path, wide_llama, triples, relations="born", length=20, replace=5, kind="unknown")
 
 
@@ -198,8 +234,10 @@ def test_a_sequence_longer_than_the_context_window_names_the_lengths(wide_llama)
     assert 0 < fits < 10
     with pytest.raises(ConfigError) as err:
         score_sequence(scorer, texts, [e.object for e in seq], "capital")
-    assert str(err.value) == (f"relation capital: the sequence of 10 examples is {ends[-1]} tokens, over the model's "
-                              f"context window of 40 tokens; use --length {fits} or fewer")
+    assert str(err.value) == (
+        f"relation capital: the sequence of 10 examples is {ends[-1]} tokens, over the model's "
+        f"context window of 40 tokens; use --length {fits} or fewer"
+    )
     assert scorer.stats.forwards == 0
 
 
@@ -215,9 +253,37 @@ def test_command_line_on_smollm2(tmp_path, real_data_root, real_model_path, caps
 
     model = real_model_path("smollm2-135m-instruct")
     out = tmp_path / "seq"
-    assert main(["study", "icl-sequence", "--model", str(model), "--source", "lama", "--relations", "P36",
-                 "--device", "cpu", "--dtype", "float32", "--length", "30", "--replace", "6", "--kind", "incorrect",
-                 "--placement", "block", "--out", str(out), "--no-progress", "--no-track"]) == 0
+    assert (
+        main(
+            [
+                "study",
+                "icl-sequence",
+                "--model",
+                str(model),
+                "--source",
+                "lama",
+                "--relations",
+                "P36",
+                "--device",
+                "cpu",
+                "--dtype",
+                "float32",
+                "--length",
+                "30",
+                "--replace",
+                "6",
+                "--kind",
+                "incorrect",
+                "--placement",
+                "block",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-track",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "icl-sequence incorrect/block: 1 relation(s) x 30 positions, 6 replaced" in text
     rows = [json.loads(line) for line in (out / "positions.jsonl").read_text().splitlines()]
@@ -225,14 +291,22 @@ def test_command_line_on_smollm2(tmp_path, real_data_root, real_model_path, caps
     assert len(rows) == 30 and sum(r["replaced"] for r in rows) == 6 and metrics["forwards"] == 2
     loaded = load_model(str(model), device="cpu", dtype="float32")
     for r in (rows[0], rows[17], rows[-1]):  # anyone can recompute a position with a plain forward
-        assert r["logprob"] == pytest.approx(naive_logprob(loaded.model, loaded.tokenizer, r["prefix"], r["object"]),
-                                             abs=1e-4)
+        assert r["logprob"] == pytest.approx(naive_logprob(loaded.model, loaded.tokenizer, r["prefix"], r["object"]), abs=1e-4)
     # on a real model, the correct examples late in the clean part are far likelier than the replaced ones
     assert metrics["mean_prob_correct"] > metrics["mean_prob_replaced"]
 
 
 def test_flat_metrics_are_mlflow_names():
-    flat = STUDY.flat_metrics({"mean_prob_correct": 0.5, "length": 200, "kind": "none",
-                               "per_relation": {"P36": {"mean_prob_correct": 0.1}, "Birth Year": {"drop_not_replaced": 0.2}}})
-    assert flat == {"mean_prob_correct": 0.5, "per_relation/p36/mean_prob_correct": 0.1,
-                    "per_relation/birth_year/drop_not_replaced": 0.2}
+    flat = STUDY.flat_metrics(
+        {
+            "mean_prob_correct": 0.5,
+            "length": 200,
+            "kind": "none",
+            "per_relation": {"P36": {"mean_prob_correct": 0.1}, "Birth Year": {"drop_not_replaced": 0.2}},
+        }
+    )
+    assert flat == {
+        "mean_prob_correct": 0.5,
+        "per_relation/p36/mean_prob_correct": 0.1,
+        "per_relation/birth_year/drop_not_replaced": 0.2,
+    }

@@ -1,6 +1,7 @@
 """`factprobe study icl-sequence --train-data`: the training facts are a loaded source, so what they
 hold true is never an "incorrect" example and their subjects are never "fictitious" ones (issue 29
 item 6). Tiny RANDOM model: only which examples are built is checked, never a probability."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ from factprobe.studies.sequence_data import _splice
 
 pytestmark = pytest.mark.slow
 
-CAPITALS = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-            ("Canada", "Ottawa")]
+CAPITALS = [
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("Canada", "Ottawa"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +35,28 @@ def _write(tmp_path, train: list[tuple[str, str]]):
     test.write_text("".join(json.dumps({"subject": s, "relation": "P36", "object": o}) + "\n" for s, o in CAPITALS))
     folder = tmp_path / "train"
     folder.mkdir()
-    (folder / "P36.jsonl").write_text("".join(json.dumps({"sub_uri": f"Qs{i}", "obj_uri": f"Qo{o}", "sub_label": s,
-                                                           "obj_label": o}) + "\n" for i, (s, o) in enumerate(train)))
+    (folder / "P36.jsonl").write_text(
+        "".join(
+            json.dumps({"sub_uri": f"Qs{i}", "obj_uri": f"Qo{o}", "sub_label": s, "obj_label": o}) + "\n"
+            for i, (s, o) in enumerate(train)
+        )
+    )
     return test, folder
 
 
 def _run(tmp_path, model, test, train, kind: str) -> list[dict]:
-    given = {"model": str(model), "source": "triples", "data": str(test), "train_data": str(train), "device": "cpu",
-             "dtype": "float32", "relations": "P36", "length": 6, "replace": 6, "kind": kind}
+    given = {
+        "model": str(model),
+        "source": "triples",
+        "data": str(test),
+        "train_data": str(train),
+        "device": "cpu",
+        "dtype": "float32",
+        "relations": "P36",
+        "length": 6,
+        "replace": 6,
+        "kind": kind,
+    }
     run_study(STUDY, study_config(STUDY, given), tmp_path / kind, progress=False)
     return [json.loads(line) for line in (tmp_path / kind / "positions.jsonl").read_text().splitlines()]
 

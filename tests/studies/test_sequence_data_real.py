@@ -2,6 +2,7 @@
 some loaded source is never an "incorrect" example, and no "fictitious" subject is a real subject of
 any loaded source. Today's data has such cases (P530 lists one object per country in LAMA and more in
 LPAQA; "Papan" is a P36 subject in LPAQA): the test first shows they exist without `known_facts`."""
+
 from __future__ import annotations
 
 import pytest

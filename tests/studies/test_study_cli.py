@@ -1,6 +1,7 @@
 """The study framework (factprobe/studies/cli.py): claimed folder, atomic metrics, finished reruns,
 refused reconfiguration, notes, and the `factprobe study` command line. Uses a tiny study defined
 here (no model), registered by monkeypatching the registry."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from factprobe.cli import main
-from factprobe.errors import ConfigError
 from factprobe.config import ConfigBase, option
+from factprobe.errors import ConfigError
 from factprobe.studies import registry
 from factprobe.studies.base import Study
 from factprobe.studies.cli import get_study, run_study, study_config

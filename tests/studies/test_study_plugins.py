@@ -6,6 +6,7 @@ direction), and the generic `study` pipeline (its options checked up front, comp
 local KFP run). A study that loads no model names none: not in its configuration, its identity, its folder
 name or its MLflow tags.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,13 @@ MODULE = "tests.studies.plugin_study"
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, registry.PLUGIN_ENV: MODULE, "FACTPROBE_WORK": str(tmp_path / "work"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **extra}
+    env = {
+        **os.environ,
+        registry.PLUGIN_ENV: MODULE,
+        "FACTPROBE_WORK": str(tmp_path / "work"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        **extra,
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 
@@ -119,8 +125,9 @@ def test_unknown_study_lists_the_registered_ones(plugin):
 
 
 def test_the_built_in_studies_declare_their_headline_and_direction(plugin):
-    assert registry.get_study("icl-examples").headline_metric == StudyHeadline("n95", False, registry.get_study(
-        "icl-examples").headline_metric.label)
+    assert registry.get_study("icl-examples").headline_metric == StudyHeadline(
+        "n95", False, registry.get_study("icl-examples").headline_metric.label
+    )
     assert registry.get_study("icl-sequence").headline_metric.metric == "mean_prob_correct"
     assert registry.get_study("icl-sequence").headline_metric.higher_is_better
     assert registry.get_study("findings").headline_metric is None  # a table of verdicts has no one number
@@ -135,7 +142,12 @@ def test_headline_row_reads_the_flat_metrics_and_skips_a_missing_or_nan_value():
         headline_metric = StudyHeadline("steps", higher_is_better=False)
 
     assert study_headline(S(), {"steps": 3, "other": 1.0}) == {
-        "name": "headline/s", "metric": "steps", "value": 3.0, "higher_is_better": False, "label": "steps"}
+        "name": "headline/s",
+        "metric": "steps",
+        "value": 3.0,
+        "higher_is_better": False,
+        "label": "steps",
+    }
     assert study_headline(S(), {"steps": float("nan")}) is None and study_headline(S(), {}) is None
     assert study_headline(Study(), {"steps": 3}) is None
 
@@ -214,8 +226,13 @@ def test_mlflow_tags_a_headline_with_its_direction_and_no_model_for_a_study_that
     assert exp.tags["mlflow.experiment.primaryMetric.greaterIsBetter"] == "false"  # the study's direction
     (run,) = c.search_runs([exp.experiment_id])
     head = json.loads(run.data.tags["factprobe.headline"])
-    assert head == {"name": "headline/relation-count", "metric": "relations", "value": run.data.metrics["relations"],
-                    "higher_is_better": False, "label": "relations"}
+    assert head == {
+        "name": "headline/relation-count",
+        "metric": "relations",
+        "value": run.data.metrics["relations"],
+        "higher_is_better": False,
+        "label": "relations",
+    }
     assert run.data.metrics["headline/relation-count"] == run.data.metrics["relations"] > 0
     assert "factprobe.model" not in run.data.tags and "factprobe.model_revision" not in run.data.tags
     identity = json.loads((tmp_path / "a" / "metrics.json").read_text())["identity"]
@@ -231,10 +248,34 @@ def test_mlflow_tags_a_headline_with_its_direction_and_no_model_for_a_study_that
 @pytest.mark.slow
 def test_a_plugin_study_runs_through_the_cli_and_mlflow(tmp_path, tiny_model_path):
     model = tiny_model_path("gpt2")
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "study", "prefix-gain", "--model", str(model),
-                        "--source", "triples", "--data", str(FX / "test.jsonl"), "--prefix", "Fact:",
-                        "--out", str(tmp_path / "o"), "--no-progress", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"],
-                       cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "study",
+            "prefix-gain",
+            "--model",
+            str(model),
+            "--source",
+            "triples",
+            "--data",
+            str(FX / "test.jsonl"),
+            "--prefix",
+            "Fact:",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'm.db'}",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
     rows = (tmp_path / "o" / "per_fact.jsonl").read_text().splitlines()
@@ -260,9 +301,11 @@ def test_the_plan_checks_the_study_and_its_options_before_anything_runs(plugin):
     cells = run_study_plan("prefix-gain", ["a", "b"], {"options": json.dumps(data)}, "CTX")
     assert cells == [{"model": "a", "context": "CTX"}, {"model": "b", "context": "CTX"}]  # one per model
     assert run_study_plan("findings", ["a", "b"], {"options": ""}, "CTX") == [{"model": "", "context": "CTX"}]
-    for options, message in (({"prefx": "x"}, "options: unknown option 'prefx' for study prefix-gain; its options: "),
-                             ({"prefix": " "}, "prefix=' ': give a non-empty prefix"),
-                             ({"model": "x"}, "'model' is set by the pipeline's `models` parameter")):
+    for options, message in (
+        ({"prefx": "x"}, "options: unknown option 'prefx' for study prefix-gain; its options: "),
+        ({"prefix": " "}, "prefix=' ': give a non-empty prefix"),
+        ({"model": "x"}, "'model' is set by the pipeline's `models` parameter"),
+    ):
         with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
             run_study_plan("prefix-gain", ["a"], {"options": json.dumps(options)}, "")
     with pytest.raises(ConfigError, match="parameter study: unknown study 'nope'; registered: .*prefix-gain"):
@@ -298,10 +341,32 @@ def test_the_generic_pipeline_takes_the_plugins_options_and_shows_them_in_the_fo
 @pytest.mark.pipeline
 def test_a_plugin_study_runs_through_the_local_generic_pipeline(tmp_path, tiny_model_path):
     model = tiny_model_path("gpt2")
-    p = subprocess.run([sys.executable, "-m", "factprobe.cli", "pipeline", "run", "study", "--param", "study=prefix-gain",
-                        "--param", f'models=["{model}"]', "--param", "source=triples",
-                        "--param", f"data={FX / 'test.jsonl'}", "--param", "prefix=Fact:"],
-                       cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "factprobe.cli",
+            "pipeline",
+            "run",
+            "study",
+            "--param",
+            "study=prefix-gain",
+            "--param",
+            f'models=["{model}"]',
+            "--param",
+            "source=triples",
+            "--param",
+            f"data={FX / 'test.jsonl'}",
+            "--param",
+            "prefix=Fact:",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     from mlflow.tracking import MlflowClient
 

@@ -1,6 +1,7 @@
 """Issue 28 item 7, the study cases: a study refused on its data leaves no MLflow run and no files
 (its data is read by `Study.prepare` before the run opens, as a probe's is), and an interrupted
 study says what is true of its folder (it used to say "finished items are kept" and kept nothing)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
-from factprobe.errors import DataError
 from factprobe.config import ConfigBase, option
+from factprobe.errors import DataError
 from factprobe.run_folder import claim, holds
 from factprobe.signals import Terminated
 from factprobe.studies import registry
@@ -101,8 +102,21 @@ def test_icl_examples_refused_on_its_data_leaves_no_failed_run(tmp_path, capsys)
     """Before: the MLflow run opened before the items were read, and ended FAILED."""
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     out = tmp_path / "s"
-    rc = main(["study", "icl-examples", "--model", str(tmp_path / "no-model"), "--relations", "P999", "--out", str(out),
-               "--no-progress", "--tracking-uri", uri])
+    rc = main(
+        [
+            "study",
+            "icl-examples",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--relations",
+            "P999",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--tracking-uri",
+            uri,
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "unknown relation(s) P999" in err, err
     assert not (tmp_path / "mlruns.db").exists() or all_runs(uri) == []
@@ -112,8 +126,23 @@ def test_icl_examples_refused_on_its_data_leaves_no_failed_run(tmp_path, capsys)
 @pytest.mark.slow  # the real icl-sequence study through the command line (no model is loaded): ~5 s
 def test_icl_sequence_refused_on_its_data_leaves_no_failed_run(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    rc = main(["study", "icl-sequence", "--model", str(tmp_path / "no-model"), "--relations", "P36", "--length", "100000",
-               "--out", str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri])
+    rc = main(
+        [
+            "study",
+            "icl-sequence",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--relations",
+            "P36",
+            "--length",
+            "100000",
+            "--out",
+            str(tmp_path / "s"),
+            "--no-progress",
+            "--tracking-uri",
+            uri,
+        ]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "relation P36" in err and "100000 requested" in err, err
     assert not (tmp_path / "mlruns.db").exists() or all_runs(uri) == []
@@ -125,8 +154,12 @@ def test_an_interrupted_study_without_step_folders_says_nothing_is_kept(steps, t
     rc = main(["study", "steps", "--stop", "int", "--out", str(out), "--no-progress", "--no-track"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 130
-    assert err == [(f"interrupted; the study did not finish and nothing of it is kept for a rerun: rerunning it into {out} "
-                    "computes it all again")], err
+    assert err == [
+        (
+            f"interrupted; the study did not finish and nothing of it is kept for a rerun: rerunning it into {out} "
+            "computes it all again"
+        )
+    ], err
     assert not (out / "metrics.json").exists()
 
 
@@ -135,15 +168,16 @@ def test_an_interrupted_study_with_step_folders_says_they_are_kept_and_a_rerun_r
     rc = main(["study", "steps", "--steps", "2", "--stop", "term", "--out", str(out), "--no-progress", "--no-track"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 143 and len(err) == 1 and OLD_LIE not in err[0], err
-    assert err[0] == (f"interrupted; the study did not finish; its 2 step folder(s) under {out} (e.g. "
-                      f"{Path('model') / 'probe0'}) are kept, and rerunning it into {out} resumes them")
+    assert err[0] == (
+        f"interrupted; the study did not finish; its 2 step folder(s) under {out} (e.g. "
+        f"{Path('model') / 'probe0'}) are kept, and rerunning it into {out} resumes them"
+    )
     assert all(holds(out / "model" / f"probe{i}")[0] == "probe" for i in range(2))
 
 
 @pytest.mark.slow  # an MLflow sqlite store: ~9 s
 def test_an_interrupted_study_ends_its_mlflow_run_killed(steps, tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    assert main(["study", "steps", "--stop", "int", "--out", str(tmp_path / "s"), "--no-progress",
-                 "--tracking-uri", uri]) == 130
+    assert main(["study", "steps", "--stop", "int", "--out", str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri]) == 130
     (run,) = all_runs(uri)
     assert run.info.status == "KILLED"

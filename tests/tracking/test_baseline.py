@@ -1,4 +1,5 @@
 """`factprobe baseline promote RUN_ID` (issue 13, item 6): one baseline per experiment and probe."""
+
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient

@@ -1,6 +1,7 @@
 """`factprobe compare` pairs runs of different probes over the same facts (issue 9, item 7):
 the fact id is the same across probes; a prompt baseline's per-template rows are reduced to one
 verdict per fact (majority by default) or paired per template when both runs have templates."""
+
 import json
 
 import pandas as pd
@@ -80,8 +81,8 @@ def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, m
     import json as _json
 
     from factprobe.probes import runner
-    from factprobe_ops.tracking.regress import _probe_candidate
     from factprobe_ops.tracking.probe_logging import CONFIG_PARAM
+    from factprobe_ops.tracking.regress import _probe_candidate
 
     seen = []
 

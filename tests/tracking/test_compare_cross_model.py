@@ -17,6 +17,7 @@ small (100M) and large (1B) are family A, other (500M) family B.
   r(small, large) = 9 / sqrt(6 * 18) = sqrt(3)/2; r(small, other) = -21 / sqrt(6 * 78);
   r(large, other) = -36 / sqrt(18 * 78). Within family A: sqrt(3)/2; across: the mean of the other two.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,34 @@ import pytest
 from factprobe.cli import main
 from factprobe.errors import ConfigError
 
-FACTS = [("f1", "R1"), ("f2", "R1"), ("f3", "R1"), ("f4", "R1"), ("f5", "R2"), ("f6", "R2"), ("f7", "R2"),
-         ("f8", "R2"), ("f9", "R3"), ("f10", "R3")]
+FACTS = [
+    ("f1", "R1"),
+    ("f2", "R1"),
+    ("f3", "R1"),
+    ("f4", "R1"),
+    ("f5", "R2"),
+    ("f6", "R2"),
+    ("f7", "R2"),
+    ("f8", "R2"),
+    ("f9", "R3"),
+    ("f10", "R3"),
+]
 KNOWN = {
     "org/small": {"f1", "f2", "f5", "f9"},
     "org/large": {"f1", "f3", "f4", "f5", "f6", "f9", "f10"},
     "org/other": {"f1", "f5", "f6", "f7", "f8"},
 }
-CONFIG = {"probe": "ic-lke", "source": "lama", "data": None, "train_data": None, "relations": None,
-          "max_facts_per_relation": None, "seed": 0, "choices": 100, "skip_small_relations": False}
+CONFIG = {
+    "probe": "ic-lke",
+    "source": "lama",
+    "data": None,
+    "train_data": None,
+    "relations": None,
+    "max_facts_per_relation": None,
+    "seed": 0,
+    "choices": 100,
+    "skip_small_relations": False,
+}
 R_SL = 9 / math.sqrt(6 * 18)
 R_SO = -21 / math.sqrt(6 * 78)
 R_LO = -36 / math.sqrt(18 * 78)
@@ -49,8 +69,17 @@ META_YAML = """
 
 def _rows(model, facts=FACTS, known=None):
     known = KNOWN[model] if known is None else known
-    return [{"fact_id": f"{rel}|{f}", "relation": rel, "subject": f, "correct": f in known,
-             "gold_prob": 0.9 if f in known else 0.1, "confidence": 0.9 if f in known else 0.4} for f, rel in facts]
+    return [
+        {
+            "fact_id": f"{rel}|{f}",
+            "relation": rel,
+            "subject": f,
+            "correct": f in known,
+            "gold_prob": 0.9 if f in known else 0.1,
+            "confidence": 0.9 if f in known else 0.4,
+        }
+        for f, rel in facts
+    ]
 
 
 def _run(folder, model, digest="d1", facts=FACTS, known=None, config=None, metrics=None):
@@ -58,19 +87,33 @@ def _run(folder, model, digest="d1", facts=FACTS, known=None, config=None, metri
     folder.mkdir(parents=True)
     rows = _rows(model, facts, known)
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "run_config.json").write_text(json.dumps({"results_key": "k", "config": {**CONFIG, **(config or {}),
-                                                                                        "model": model}}))
-    (folder / "metrics.json").write_text(json.dumps({"data_digest": digest, "model": model, **(metrics or {}),
-                                                     "identity": identity(model, digest)}))
+    (folder / "run_config.json").write_text(
+        json.dumps({"results_key": "k", "config": {**CONFIG, **(config or {}), "model": model}})
+    )
+    (folder / "metrics.json").write_text(
+        json.dumps({"data_digest": digest, "model": model, **(metrics or {}), "identity": identity(model, digest)})
+    )
     return folder
 
 
 def identity(model, digest, dtype="float32", device="cpu", transformers="5.0.0", inputs=()):
     """The measurement identity a probe run records (factprobe.identity), made by hand."""
-    return {"model_revision": f"local-sha256:{abs(hash(model)):x}", "data_digest": digest, "config_key": "k",
-            "numerics": {"dtype": dtype, "device": device, "device_name": device, "attn_implementation": "sdpa",
-                         "torch": "2.13.0", "transformers": transformers, "peft": None, "factprobe": "0.1.0"},
-            "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs]}
+    return {
+        "model_revision": f"local-sha256:{abs(hash(model)):x}",
+        "data_digest": digest,
+        "config_key": "k",
+        "numerics": {
+            "dtype": dtype,
+            "device": device,
+            "device_name": device,
+            "attn_implementation": "sdpa",
+            "torch": "2.13.0",
+            "transformers": transformers,
+            "peft": None,
+            "factprobe": "0.1.0",
+        },
+        "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs],
+    }
 
 
 @pytest.fixture
@@ -139,7 +182,9 @@ def test_two_runs_keep_the_fact_by_fact_comparison_unless_asked(three, capsys):
     two.write_text("\n".join(META_YAML.strip().splitlines()[:2]))
     assert main(["compare", runs[0], runs[1], "--cross-model", "--model-meta", str(two)]) == 0
     out = capsys.readouterr().out
-    assert "cross-model maps of 2 runs over 10 facts" in out and "org/small vs org/large: eta 0.833 (pooled over facts 0.750" in out
+    assert (
+        "cross-model maps of 2 runs over 10 facts" in out and "org/small vs org/large: eta 0.833 (pooled over facts 0.750" in out
+    )
 
 
 def test_runs_on_different_fact_sets_are_refused_naming_their_digests(three, capsys):
@@ -181,12 +226,15 @@ def test_metadata_naming_models_not_in_the_runs_is_one_error(three, capsys):
     assert err[0].startswith(f"error: --model-meta {meta} names model(s) that are in none of the runs: org/ghost, org/phantom")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("model,family,size\norg/small,A,lots\n", r"meta.csv:2: size of 'org/small': 'lots' is not a parameter count"),
-    ("family,size\nA,1B\n", "the CSV header has no 'model' column"),
-    ("model,family,size\norg/small,A,1B\norg/small,A,2B\n", r"meta.csv:3: model 'org/small' is given twice"),
-    ("model,family,size,colour\norg/small,A,1B,red\n", r"unknown field\(s\) colour"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model,family,size\norg/small,A,lots\n", r"meta.csv:2: size of 'org/small': 'lots' is not a parameter count"),
+        ("family,size\nA,1B\n", "the CSV header has no 'model' column"),
+        ("model,family,size\norg/small,A,1B\norg/small,A,2B\n", r"meta.csv:3: model 'org/small' is given twice"),
+        ("model,family,size,colour\norg/small,A,1B,red\n", r"unknown field\(s\) colour"),
+    ],
+)
 def test_bad_metadata_records_are_named(tmp_path, text, message):
     from factprobe.report.model_meta import read_model_meta
 
@@ -259,8 +307,8 @@ def test_the_report_step_draws_the_maps_of_two_models(tmp_path):
     """Two models' ic-lke runs in a pipeline report: heatmap and Pearson figures, the heatmap, Pearson
     and eta tables in the Markdown report, the family/size of each from its config (none here: the
     models are names without folders, so no size pair and no eta table)."""
-    from factprobe_ops.components.steps.report import cross_model_parts, load_runs, run_report
     from factprobe.metrics.multiple_choice import summarize
+    from factprobe_ops.components.steps.report import cross_model_parts, load_runs, run_report
     from factprobe_ops.tracking.context import RunContext
 
     dirs = []
@@ -271,9 +319,11 @@ def test_the_report_step_draws_the_maps_of_two_models(tmp_path):
     html, md = tmp_path / "r.html", tmp_path / "r.md"
     run_report(dirs, str(html), str(md), RunContext())
     text = md.read_text()
-    assert ("## cross_model_ic-lke\n\n| model | family | size | base | accuracy | R1 | R2 | R3 |\n|---|---|---|---|---|---|---|---|\n"
-            "| org/large | — | — | — | 0.700 | 0.750 | 0.500 | 1.000 |\n"  # no family: by accuracy, best first
-            "| org/small | — | — | — | 0.400 | 0.500 | 0.250 | 0.500 |") in text
+    assert (
+        "## cross_model_ic-lke\n\n| model | family | size | base | accuracy | R1 | R2 | R3 |\n|---|---|---|---|---|---|---|---|\n"
+        "| org/large | — | — | — | 0.700 | 0.750 | 0.500 | 1.000 |\n"  # no family: by accuracy, best first
+        "| org/small | — | — | — | 0.400 | 0.500 | 0.250 | 0.500 |"
+    ) in text
     assert f"| org/large | 1.000 | {R_SL:.3f} |" in text  # cross_model_pearson_ic-lke (Figure 5 order)
     assert "| within a family | — | 0 |" in text and "cross_model_eta_ic-lke" not in text
     page = html.read_text()
@@ -300,8 +350,8 @@ def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
     import numpy as np
     from safetensors.numpy import save_file
 
-    from factprobe_ops.components.steps.report import cross_model_parts, load_runs
     from factprobe.metrics.multiple_choice import summarize
+    from factprobe_ops.components.steps.report import cross_model_parts, load_runs
 
     dirs = []
     for n, width in (("small", 2), ("large", 8)):
@@ -311,7 +361,7 @@ def test_the_report_step_eta_and_family_means_with_model_folders(tmp_path):
         save_file({"w": np.zeros((width, 4), dtype=np.float32)}, str(folder / "model.safetensors"))
         metrics = summarize(pd.DataFrame(_rows(f"org/{n}")), n_boot=20)
         dirs.append(str(_run(tmp_path / f"run-{n}", str(folder), known=KNOWN[f"org/{n}"], metrics=metrics)))
-    part, = cross_model_parts(load_runs(dirs))
+    (part,) = cross_model_parts(load_runs(dirs))
     eta = {r["pair"]: r for r in part.tables["cross_model_eta_ic-lke"]}
     assert eta["small vs large"]["eta_pooled"] == pytest.approx(3 / 4)
     assert eta["small vs large"]["eta_relation_mean"] == pytest.approx(5 / 6)
@@ -329,8 +379,8 @@ def test_the_report_step_logs_the_maps_to_the_parent_run(tmp_path):
     from mlflow.tracking import MlflowClient
     from safetensors.numpy import save_file
 
-    from factprobe_ops.components.steps.report import run_report
     from factprobe.metrics.multiple_choice import summarize
+    from factprobe_ops.components.steps.report import run_report
     from factprobe_ops.tracking.context import RunContext
 
     dirs = []
@@ -346,9 +396,13 @@ def test_the_report_step_logs_the_maps_to_the_parent_run(tmp_path):
     parent = c.create_run(c.create_experiment("factprobe/probe")).info.run_id
     run_report(dirs, str(tmp_path / "r.html"), str(tmp_path / "r.md"), RunContext(tracking_uri=uri, parent_run_id=parent))
     arts = {a.path for d in ("tables", "figures") for a in c.list_artifacts(parent, d)}
-    assert {"figures/cross_model_heatmap_ic-lke.png", "figures/cross_model_pearson_ic-lke.png",
-            "tables/cross_model_ic-lke.json", "tables/cross_model_pearson_ic-lke.json",
-            "tables/cross_model_eta_ic-lke.json"} <= arts
+    assert {
+        "figures/cross_model_heatmap_ic-lke.png",
+        "figures/cross_model_pearson_ic-lke.png",
+        "tables/cross_model_ic-lke.json",
+        "tables/cross_model_pearson_ic-lke.json",
+        "tables/cross_model_eta_ic-lke.json",
+    } <= arts
     m = c.get_run(parent).data.metrics
     assert m["eta/ic-lke/small vs large"] == pytest.approx(3 / 4)
     assert m["pearson_within/ic-lke"] == pytest.approx(R_SL)

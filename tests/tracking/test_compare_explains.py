@@ -1,6 +1,7 @@
 """`factprobe compare` says why two runs do not join, and refuses runs built from different data
 (issue 22 item 1): their configurations (run_config.json, MLflow `config_json`) and test-data
 digests are compared before the facts are joined."""
+
 import json
 
 import pytest
@@ -10,8 +11,18 @@ from factprobe.errors import DataError
 from factprobe.metrics.comparison import check_same_data, data_differences
 
 ROWS = [{"fact_id": f"P36|Q{i}|Q{10 * i}", "relation": "P36", "correct": i % 2 == 0} for i in range(1, 5)]
-BASE = {"probe": "ic-lke", "model": "m", "source": "lama", "data": None, "train_data": "trex_train",
-        "relations": ["P36"], "max_facts_per_relation": 10, "seed": 0, "choices": 100, "skip_small_relations": False}
+BASE = {
+    "probe": "ic-lke",
+    "model": "m",
+    "source": "lama",
+    "data": None,
+    "train_data": "trex_train",
+    "relations": ["P36"],
+    "max_facts_per_relation": 10,
+    "seed": 0,
+    "choices": 100,
+    "skip_small_relations": False,
+}
 
 
 def _folder(path, rows, config=None, digest=None):
@@ -74,8 +85,24 @@ def test_compare_refuses_real_runs_with_and_without_train_data(tmp_path, capsys,
     """Two real (tiny RANDOM model) IC-LKE runs on LAMA P36, one with the tour's --train-data, one
     without: compare fails naming --train-data (results are plumbing, not numbers)."""
     model = str(tiny_model_path("gpt2"))
-    common = ["probe", "ic-lke", "--model", model, "--source", "lama", "--relations", "P36",
-              "--max-facts-per-relation", "6", "--choices", "5", "--examples", "2", "--no-track", "--no-progress"]
+    common = [
+        "probe",
+        "ic-lke",
+        "--model",
+        model,
+        "--source",
+        "lama",
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "6",
+        "--choices",
+        "5",
+        "--examples",
+        "2",
+        "--no-track",
+        "--no-progress",
+    ]
     train = str(real_data_root / "lpaqa" / "trex_train")
     assert main([*common, "--train-data", train, "--out", str(tmp_path / "with")]) == 0
     assert main([*common, "--out", str(tmp_path / "without")]) == 0
@@ -88,8 +115,12 @@ def test_compare_refuses_real_runs_with_and_without_train_data(tmp_path, capsys,
 def test_mlflow_runs_are_read_from_config_json_and_the_digest_tag(tmp_path):
     from factprobe_ops.tracking.compare import run_provenance
 
-    desc = {"ref": "abc", "run_id": "abc", "params": {"config_json": json.dumps(BASE), "seed": "0"},
-            "tags": {"factprobe.dataset_digest": "d1"}}
+    desc = {
+        "ref": "abc",
+        "run_id": "abc",
+        "params": {"config_json": json.dumps(BASE), "seed": "0"},
+        "tags": {"factprobe.dataset_digest": "d1"},
+    }
     assert run_provenance(desc) == (BASE, "d1")
     assert run_provenance({"ref": "abc", "run_id": "abc", "params": {}, "tags": {}}) == (None, None)
     folder = _folder(tmp_path / "f", ROWS, BASE, "d2")

@@ -1,6 +1,7 @@
 """Issue 21: what the MLflow UI shows first. Experiments open on the runs table with the pipeline's
 headline metric as primary metric; probe runs carry one headline metric name per probe family; the
 parent run's description is the summary table; a server that refuses experiment tags still logs."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,11 @@ from mlflow.tracking import MlflowClient
 
 from factprobe_ops.tracking.run import TrackedRun
 
-KIND, PRIMARY, GREATER = ("mlflow.experimentKind", "mlflow.experiment.primaryMetric.name",
-                          "mlflow.experiment.primaryMetric.greaterIsBetter")
+KIND, PRIMARY, GREATER = (
+    "mlflow.experimentKind",
+    "mlflow.experiment.primaryMetric.name",
+    "mlflow.experiment.primaryMetric.greaterIsBetter",
+)
 
 
 @pytest.fixture
@@ -19,10 +23,17 @@ def uri(tmp_path):
     return f"sqlite:///{tmp_path / 'mlruns.db'}"
 
 
-@pytest.mark.parametrize("pipeline,probes,metric", [
-    ("probe", ["ic-lke", "qa"], "headline/accuracy"), ("counterfactual_icl", ["qa", "counterfactual"], "headline/em"),
-    ("coherency", ["coherency"], "headline/coherency"), ("belief", ["belief-icl"], "headline/belief_accuracy"),
-    ("nightly_sweep", ["no-such-probe", "ic-lke"], "headline/accuracy"), ("finetune_known_unknown", ["qa", "ic-lke"], "headline/em")])
+@pytest.mark.parametrize(
+    "pipeline,probes,metric",
+    [
+        ("probe", ["ic-lke", "qa"], "headline/accuracy"),
+        ("counterfactual_icl", ["qa", "counterfactual"], "headline/em"),
+        ("coherency", ["coherency"], "headline/coherency"),
+        ("belief", ["belief-icl"], "headline/belief_accuracy"),
+        ("nightly_sweep", ["no-such-probe", "ic-lke"], "headline/accuracy"),
+        ("finetune_known_unknown", ["qa", "ic-lke"], "headline/em"),
+    ],
+)
 def test_experiment_opens_on_runs_with_the_headline_as_primary_metric(uri, pipeline, probes, metric):
     """issue 21 item 1; issue 19: the family is that of the first of the pipeline's probes that
     declares a headline (the start step's `probes`), no pipeline -> family table"""
@@ -92,14 +103,19 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.probe_logging import record_headline
 
-    pid = RunContext.from_json(run_start("probe", "kfp-1", "local", uri,
-                                         json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))).parent_run_id
+    pid = RunContext.from_json(
+        run_start("probe", "kfp-1", "local", uri, json.dumps({"models": ["m-a", "/x/tiny-b"], "probes": ["ic-lke"]}))
+    ).parent_run_id
     for model, acc in (("m-a", 0.5), ("/x/tiny-b", 0.25)):
-        with TrackedRun(pipeline="probe", run_name=model, tracking_uri=uri, parent_run_id=pid,
-                        tags={"factprobe.model": model, "factprobe.probe": "ic-lke"}) as run:
+        with TrackedRun(
+            pipeline="probe",
+            run_name=model,
+            tracking_uri=uri,
+            parent_run_id=pid,
+            tags={"factprobe.model": model, "factprobe.probe": "ic-lke"},
+        ) as run:
             record_headline(run, "ic-lke", {"accuracy": acc, "accuracy_ci": [acc - 0.1, acc + 0.1], "n": 20})
-            run.log_input(pd.DataFrame({"fact_id": ["a"]}), name="lama-mc10", source="lama", digest="d1",
-                          also_parent=True)
+            run.log_input(pd.DataFrame({"fact_id": ["a"]}), name="lama-mc10", source="lama", digest="d1", also_parent=True)
     assert run_finalize("probe", "kfp-1", uri, "SUCCEEDED") == "FINISHED"
     c = MlflowClient(uri)
     parent = c.get_run(pid)
@@ -120,25 +136,58 @@ def test_built_in_probes_keep_their_metric_and_figure_names():
     from factprobe.probes.registry import get_probe
     from factprobe_ops.tracking.probe_logging import metric_dict
 
-    mc = {"probe": "ic-lke", "accuracy": 0.5, "accuracy_ci": [0.4, 0.6], "macro_accuracy": 0.5, "n": 4,
-          "per_relation": {"P36": {"accuracy": 0.5, "prob_mass": 0.3, "n": 4, "accuracy_ci": [0.1, 0.9]}},
-          "accuracy_at_k": {"5": {"accuracy": 0.75}}}
-    assert set(metric_dict(mc)) == {"accuracy", "macro_accuracy", "n", "accuracy_ci_low", "accuracy_ci_high", "accuracy/P36", "prob_mass/P36",
-                                    "n/P36", "accuracy_at_k/5"}
+    mc = {
+        "probe": "ic-lke",
+        "accuracy": 0.5,
+        "accuracy_ci": [0.4, 0.6],
+        "macro_accuracy": 0.5,
+        "n": 4,
+        "per_relation": {"P36": {"accuracy": 0.5, "prob_mass": 0.3, "n": 4, "accuracy_ci": [0.1, 0.9]}},
+        "accuracy_at_k": {"5": {"accuracy": 0.75}},
+    }
+    assert set(metric_dict(mc)) == {
+        "accuracy",
+        "macro_accuracy",
+        "n",
+        "accuracy_ci_low",
+        "accuracy_ci_high",
+        "accuracy/P36",
+        "prob_mass/P36",
+        "n/P36",
+        "accuracy_at_k/5",
+    }
     qa = {"probe": "qa", "em": 0.5, "n": 2, "per_relation": {"P36": {"em": 0.5, "n": 2}}, "per_shots": {"0": {"em": 0.5}}}
     assert set(metric_dict(qa)) == {"em", "n", "em/P36", "n/P36", "em/shots/0"}
-    cf = {"probe": "counterfactual", "em": 0.2, "n": 2, "per_relation": {"P36": {"em": 0.2}},
-          "settings": {"known-shuffle@10": {"em": 0.1, "f1": 0.2}},
-          "figure7": [{"setting": "known-shuffle", "shots": 10, "em": 0.1}]}
+    cf = {
+        "probe": "counterfactual",
+        "em": 0.2,
+        "n": 2,
+        "per_relation": {"P36": {"em": 0.2}},
+        "settings": {"known-shuffle@10": {"em": 0.1, "f1": 0.2}},
+        "figure7": [{"setting": "known-shuffle", "shots": 10, "em": 0.1}],
+    }
     assert {"em/known-shuffle/k10", "f1/known-shuffle/k10", "em/P36"} <= set(metric_dict(cf))
     assert get_probe("counterfactual").stepped_metrics(cf) == {10: {"em_by_k/known-shuffle": 0.1}}
     assert "acc_1" in metric_dict({"probe": "belief-mlm", "acc@1": 0.3})
-    coh = {"probe": "coherency", "coherency": 0.5, "coherency_round1": 0.5, "coherency_round2": 0.5,
-           "per_relation": {"P36": {"coherency_round1": 0.5, "coherency_round2": 0.5}}, "per_cardinality": {}}
-    figures = {name: list(get_probe(name).run_figures(m, "/tmp/m")) for name, m in
-               (("ic-lke", mc), ("qa", qa), ("counterfactual", cf), ("coherency", coh), ("belief-mlm", {"acc@1": 0.3}))}
-    assert figures == {"ic-lke": ["per_relation_accuracy", "accuracy_at_k"], "qa": ["per_relation_em"], "counterfactual": ["figure7_em_vs_k"],
-                       "coherency": ["coherency"], "belief-mlm": []}
+    coh = {
+        "probe": "coherency",
+        "coherency": 0.5,
+        "coherency_round1": 0.5,
+        "coherency_round2": 0.5,
+        "per_relation": {"P36": {"coherency_round1": 0.5, "coherency_round2": 0.5}},
+        "per_cardinality": {},
+    }
+    figures = {
+        name: list(get_probe(name).run_figures(m, "/tmp/m"))
+        for name, m in (("ic-lke", mc), ("qa", qa), ("counterfactual", cf), ("coherency", coh), ("belief-mlm", {"acc@1": 0.3}))
+    }
+    assert figures == {
+        "ic-lke": ["per_relation_accuracy", "accuracy_at_k"],
+        "qa": ["per_relation_em"],
+        "counterfactual": ["figure7_em_vs_k"],
+        "coherency": ["coherency"],
+        "belief-mlm": [],
+    }
     import matplotlib.pyplot as plt
 
     plt.close("all")

@@ -6,6 +6,7 @@ refuse, or say in one line, what differs: data (digest and input locations), num
 device type, transformers major version), a missing identity. Result folders are written here by
 hand as `factprobe probe` leaves them; the replayed candidate probe is a stand-in (`fake_run_probe`)
 that scores every prepared item right, so what is tested is what `regress` asks it to run."""
+
 from __future__ import annotations
 
 import json
@@ -16,22 +17,54 @@ import pytest
 
 from factprobe.cli import main
 
-CONFIG = {"probe": "ic-lke", "model": "m", "base_model": None, "source": "lama", "data": None, "train_data": None,
-          "relations": None, "max_facts_per_relation": None, "seed": 0, "device": "auto", "dtype": "auto",
-          "choices": 100, "skip_small_relations": False, "examples": 50}
+CONFIG = {
+    "probe": "ic-lke",
+    "model": "m",
+    "base_model": None,
+    "source": "lama",
+    "data": None,
+    "train_data": None,
+    "relations": None,
+    "max_facts_per_relation": None,
+    "seed": 0,
+    "device": "auto",
+    "dtype": "auto",
+    "choices": 100,
+    "skip_small_relations": False,
+    "examples": 50,
+}
 
 
 def identity(digest="sha256:" + "d1" * 32, dtype="float32", device="cpu", transformers="5.0.0", inputs=(), model="m"):
     """A measurement identity as factprobe.identity records it."""
-    return {"model_revision": f"local-sha256:{model}", "data_digest": digest, "config_key": "k",
-            "numerics": {"dtype": dtype, "device": device, "device_name": device, "attn_implementation": "sdpa",
-                         "torch": "2.13.0", "transformers": transformers, "peft": None, "factprobe": "0.1.0"},
-            "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs]}
+    return {
+        "model_revision": f"local-sha256:{model}",
+        "data_digest": digest,
+        "config_key": "k",
+        "numerics": {
+            "dtype": dtype,
+            "device": device,
+            "device_name": device,
+            "attn_implementation": "sdpa",
+            "torch": "2.13.0",
+            "transformers": transformers,
+            "peft": None,
+            "factprobe": "0.1.0",
+        },
+        "inputs": [{"name": n, "location": loc, "digest": digest} for n, loc in inputs],
+    }
 
 
 def rows(n=20, right=lambda i: i % 2 == 0, relations=("P36", "P19")):
-    return [{"key": f"k{i}", "fact_id": f"{relations[i % len(relations)]}|Q{i}|Q{100 + i}",
-             "relation": relations[i % len(relations)], "correct": bool(right(i))} for i in range(n)]
+    return [
+        {
+            "key": f"k{i}",
+            "fact_id": f"{relations[i % len(relations)]}|Q{i}|Q{100 + i}",
+            "relation": relations[i % len(relations)],
+            "correct": bool(right(i)),
+        }
+        for i in range(n)
+    ]
 
 
 def folder(path: Path, rs: list[dict], ident: dict | None = None, config: dict | None = None) -> str:
@@ -111,8 +144,17 @@ def test_headers_stay_apart_and_keys_name_the_metric(tmp_path, capsys):
 def test_mc_items_against_ic_lke_advises_what_is_possible(tmp_path, capsys):
     """They prepare different items: 'run b again with --source countryinfo --data items.jsonl' (an
     ic-lke run on an items file) was impossible advice."""
-    mc_cfg = {"probe": "mc-items", "model": "m", "source": "countryinfo", "data": "/x/items.jsonl", "train_data": None,
-              "relations": None, "max_facts_per_relation": None, "seed": 0, "examples": 0}
+    mc_cfg = {
+        "probe": "mc-items",
+        "model": "m",
+        "source": "countryinfo",
+        "data": "/x/items.jsonl",
+        "train_data": None,
+        "relations": None,
+        "max_facts_per_relation": None,
+        "seed": 0,
+        "examples": 0,
+    }
     mc = folder(tmp_path / "mc", rows(), identity(), mc_cfg)
     ic = folder(tmp_path / "ic", rows(), identity("sha256:" + "e" * 64))
     for x, y in ((mc, ic), (ic, mc)):
@@ -163,9 +205,13 @@ def test_compare_says_in_one_line_that_numerics_differ(tmp_path, capsys):
     rc, out, err = cli(capsys, "compare", a, b, "--n-boot", "20")
     assert rc == 0 and "facts joined: 20" in out
     lines = [line for line in err.splitlines() if "numerics" in line]
-    assert lines == [("note: runs a and b ran with different numerics (dtype bfloat16 (a) vs float32 (b); device cuda (a) "
-                      "vs cpu (b); transformers 5.x (a) vs 4.x (b)): part of any difference may come from the numerics, "
-                      "not the models")]
+    assert lines == [
+        (
+            "note: runs a and b ran with different numerics (dtype bfloat16 (a) vs float32 (b); device cuda (a) "
+            "vs cpu (b); transformers 5.x (a) vs 4.x (b)): part of any difference may come from the numerics, "
+            "not the models"
+        )
+    ]
 
 
 def test_compare_warns_once_about_runs_without_identity_and_goes_on(tmp_path, capsys):
@@ -173,17 +219,23 @@ def test_compare_warns_once_about_runs_without_identity_and_goes_on(tmp_path, ca
     b = folder(tmp_path / "b", rows(), identity())
     rc, out, err = cli(capsys, "compare", a, b, "--n-boot", "20")
     assert rc == 0 and "facts joined: 20" in out
-    assert err.splitlines() == [(f"warning: run a ({a}) records no measurement identity (it was made before factprobe "
-                                 "recorded model, data and numerics): data and numerics are not checked")]
+    assert err.splitlines() == [
+        (
+            f"warning: run a ({a}) records no measurement identity (it was made before factprobe "
+            "recorded model, data and numerics): data and numerics are not checked"
+        )
+    ]
 
 
 def test_cross_model_maps_name_the_inputs_that_differ_and_the_numerics(tmp_path, capsys):
     cfg = {**CONFIG}
     a = folder(tmp_path / "a", rows(), identity(inputs=[("data", "/d/one")], model="a"), {**cfg, "model": "org/a"})
-    b = folder(tmp_path / "b", rows(), identity(inputs=[("data", "/d/one")], model="b", dtype="bfloat16"),
-               {**cfg, "model": "org/b"})
-    c = folder(tmp_path / "c", rows(), identity("sha256:" + "9" * 64, inputs=[("data", "/d/two")], model="c"),
-               {**cfg, "model": "org/c"})
+    b = folder(
+        tmp_path / "b", rows(), identity(inputs=[("data", "/d/one")], model="b", dtype="bfloat16"), {**cfg, "model": "org/b"}
+    )
+    c = folder(
+        tmp_path / "c", rows(), identity("sha256:" + "9" * 64, inputs=[("data", "/d/two")], model="c"), {**cfg, "model": "org/c"}
+    )
     rc, _, err = cli(capsys, "compare", a, b, c)
     assert rc == 2
     assert "note: runs 1 and 2 ran with different numerics (dtype float32 (1) vs bfloat16 (2))" in err
@@ -201,8 +253,9 @@ def test_regress_never_gates_on_a_subset(tmp_path, capsys):
     cand = folder(tmp_path / "cand", rows(12), identity())
     rc, out, err = _gate(capsys, tmp_path, base, cand)
     assert rc == 2 and "PASS" not in out
-    assert "error: the candidate lacks 8 of the baseline's 20 facts (e.g. P19|Q13|Q113); regress gates on every " \
-           "baseline fact" in err
+    assert (
+        "error: the candidate lacks 8 of the baseline's 20 facts (e.g. P19|Q13|Q113); regress gates on every baseline fact" in err
+    )
 
 
 def test_regress_refuses_a_candidate_on_other_data(tmp_path, capsys):
@@ -219,8 +272,10 @@ def test_regress_refuses_other_numerics_unless_allowed(tmp_path, capsys):
     cand = folder(tmp_path / "cand", rows(), identity())
     rc, out, err = _gate(capsys, tmp_path, base, cand)
     assert rc == 2 and "PASS" not in out
-    assert ("the candidate's numerics differ from the baseline's: dtype bfloat16 (baseline) vs float32 (candidate); "
-            "device cuda (baseline) vs cpu (candidate)") in err and "--allow-numerics-change" in err
+    assert (
+        "the candidate's numerics differ from the baseline's: dtype bfloat16 (baseline) vs float32 (candidate); "
+        "device cuda (baseline) vs cpu (candidate)"
+    ) in err and "--allow-numerics-change" in err
     rc, out, err = _gate(capsys, tmp_path, base, cand, "--allow-numerics-change")
     assert rc == 0 and "PASS" in out
     assert "note: numerics differ (allowed by --allow-numerics-change): dtype bfloat16 (baseline) vs float32" in out
@@ -248,12 +303,37 @@ def test_regress_out_writes_the_report_and_the_decision(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ regress replays the baseline's data
-ITEMS = [{"id": f"q{i}", "relation": "capital", "prompt": f"The capital of land {i} is [Y]",
-          "options": [f"City{i}", f"Town{i}", f"Village{i}"], "answer": f"City{i}"} for i in range(6)]
-MC_CONFIG = {"probe": "mc-items", "model": "m", "base_model": None, "source": "countryinfo", "data": "items.jsonl",
-             "train_data": None, "relations": None, "max_facts_per_relation": None, "seed": 0, "device": "auto",
-             "dtype": "auto", "token_budget": None, "out": None, "slot": "[Y]", "fields": "", "option_score": "sum",
-             "examples": 0, "example_separator": "\n", "on_too_long": "truncate"}
+ITEMS = [
+    {
+        "id": f"q{i}",
+        "relation": "capital",
+        "prompt": f"The capital of land {i} is [Y]",
+        "options": [f"City{i}", f"Town{i}", f"Village{i}"],
+        "answer": f"City{i}",
+    }
+    for i in range(6)
+]
+MC_CONFIG = {
+    "probe": "mc-items",
+    "model": "m",
+    "base_model": None,
+    "source": "countryinfo",
+    "data": "items.jsonl",
+    "train_data": None,
+    "relations": None,
+    "max_facts_per_relation": None,
+    "seed": 0,
+    "device": "auto",
+    "dtype": "auto",
+    "token_budget": None,
+    "out": None,
+    "slot": "[Y]",
+    "fields": "",
+    "option_score": "sum",
+    "examples": 0,
+    "example_separator": "\n",
+    "on_too_long": "truncate",
+}
 
 
 def _write_items(path: Path, items: list[dict]) -> Path:
@@ -281,9 +361,12 @@ def fake_run_probe(monkeypatch):
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         items = [it for its in prepared.items.values() for it in its]
-        (out / "results.jsonl").write_text("".join(
-            json.dumps({"key": it.fact_id, "fact_id": it.fact_id, "relation": it.relation, "correct": True}) + "\n"
-            for it in items))
+        (out / "results.jsonl").write_text(
+            "".join(
+                json.dumps({"key": it.fact_id, "fact_id": it.fact_id, "relation": it.relation, "correct": True}) + "\n"
+                for it in items
+            )
+        )
         (out / "run_config.json").write_text(json.dumps({"results_key": "k", "config": cfg.to_dict()}))
 
     monkeypatch.setattr(runner, "run_probe", fake)
@@ -300,8 +383,10 @@ def mc_baseline(tmp_path, monkeypatch):
     _write_items(tmp_path / "elsewhere" / "items.jsonl", [dict(i, id=f"x{n}") for n, i in enumerate(ITEMS)])
     ident = identity(data_digest(_prepared(items)), inputs=[("data", str(items))])
     prepared = _prepared(items)
-    base_rows = [{"key": it.fact_id, "fact_id": it.fact_id, "relation": it.relation, "correct": n % 2 == 0}
-                 for n, it in enumerate(it for its in prepared.items.values() for it in its)]
+    base_rows = [
+        {"key": it.fact_id, "fact_id": it.fact_id, "relation": it.relation, "correct": n % 2 == 0}
+        for n, it in enumerate(it for its in prepared.items.values() for it in its)
+    ]
     base = folder(tmp_path / "base", base_rows, ident, MC_CONFIG)
     (tmp_path / "model").mkdir()  # the candidate's model folder (the stand-in probe never loads it)
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -311,8 +396,19 @@ def mc_baseline(tmp_path, monkeypatch):
 def test_regress_replays_the_baseline_inputs_by_location_and_pins_numerics(tmp_path, capsys, fake_run_probe, mc_baseline):
     """Run from another working folder, the baseline's relative --data used to name another file."""
     base, items = mc_baseline
-    rc, _, err = cli(capsys, "regress", "--candidate", tmp_path / "model", "--baseline", base, "--no-track",
-                       "--out", tmp_path / "gate", "--max-drop", "0.99")
+    rc, _, err = cli(
+        capsys,
+        "regress",
+        "--candidate",
+        tmp_path / "model",
+        "--baseline",
+        base,
+        "--no-track",
+        "--out",
+        tmp_path / "gate",
+        "--max-drop",
+        "0.99",
+    )
     assert rc == 0, err
     ((cfg, _),) = fake_run_probe
     assert cfg.base.data == str(items) and cfg.base.dtype == "float32" and cfg.base.device == "cpu"
@@ -325,8 +421,9 @@ def test_regress_refuses_before_scoring_when_the_baseline_data_changed(tmp_path,
     """After the options changed, the identical model used to show a 'significant' change and pass."""
     base, items = mc_baseline
     _write_items(items, [dict(i, options=[*i["options"][:2], "Hamlet"]) for i in ITEMS])
-    rc, out, err = cli(capsys, "regress", "--candidate", tmp_path / "model", "--baseline", base, "--no-track",
-                       "--out", tmp_path / "gate")
+    rc, out, err = cli(
+        capsys, "regress", "--candidate", tmp_path / "model", "--baseline", base, "--no-track", "--out", tmp_path / "gate"
+    )
     assert rc == 2 and fake_run_probe == [] and "PASS" not in out
     assert err.startswith("error: the baseline's data changed since it was probed: data digest sha256:")
     assert f"(re-read now from data {items})" in err
@@ -345,10 +442,20 @@ def test_regress_refuses_a_baseline_device_this_machine_lacks(tmp_path, capsys, 
     rc, _, err = cli(capsys, "regress", "--candidate", tmp_path / "model", "--baseline", base, "--no-track")
     assert rc == 2 and fake_run_probe == []
     assert "the baseline ran on cuda (NVIDIA H100 80GB HBM3) and this machine has no cuda device" in err
-    rc, _, err = cli(capsys, "regress", "--candidate", tmp_path / "model", "--baseline", base, "--no-track",
-                       "--allow-numerics-change", "--max-drop", "0.99")
+    rc, _, err = cli(
+        capsys,
+        "regress",
+        "--candidate",
+        tmp_path / "model",
+        "--baseline",
+        base,
+        "--no-track",
+        "--allow-numerics-change",
+        "--max-drop",
+        "0.99",
+    )
     assert rc == 0, err
-    (cfg, _), = fake_run_probe
+    ((cfg, _),) = fake_run_probe
     assert cfg.base.dtype == "bfloat16" and cfg.base.device == "auto"  # the dtype stays pinned
     assert "note: numerics differ (allowed by --allow-numerics-change): device cuda (baseline) vs cpu" in err
 
@@ -390,8 +497,9 @@ def test_a_baseline_filter_matching_two_runs_is_refused_naming_them(store, tmp_p
     ic = run("ic-lke", {"factprobe.baseline": "true"}, identity())
     hgp = run("hgp", {"factprobe.baseline": "true"}, identity())
     cand = folder(tmp_path / "cand", rows(), identity())
-    rc, out, err = cli(capsys, "regress", "--candidate", cand, "--baseline", "factprobe.baseline=true", "--no-track",
-                       "--tracking-uri", uri)
+    rc, out, err = cli(
+        capsys, "regress", "--candidate", cand, "--baseline", "factprobe.baseline=true", "--no-track", "--tracking-uri", uri
+    )
     assert rc == 2 and "PASS" not in out
     assert "factprobe.baseline=true matches 2 finished probe runs" in err
     assert f"{ic} (ic-lke)" in err and f"{hgp} (hgp)" in err and "give the run id" in err
@@ -423,10 +531,12 @@ def test_promote_refuses_a_run_without_identity(store, capsys):
     newer = run(ident=identity("sha256:" + "4" * 64, dtype="bfloat16"))
     rc, out, err = cli(capsys, "baseline", "promote", newer, "--tracking-uri", uri)
     assert rc == 0 and f"run {newer} is now the baseline" in out
-    assert err.splitlines() == [f"note: the baseline changes what candidates are gated on: data digest sha256:d1d1d1d1d1d1 "
-                                f"(previous baseline {new}) vs sha256:444444444444 (new) (no input file recorded: the "
-                                f"source's own data or the options differ); dtype float32 (previous baseline {new}) vs "
-                                "bfloat16 (new)"]
+    assert err.splitlines() == [
+        f"note: the baseline changes what candidates are gated on: data digest sha256:d1d1d1d1d1d1 "
+        f"(previous baseline {new}) vs sha256:444444444444 (new) (no input file recorded: the "
+        f"source's own data or the options differ); dtype float32 (previous baseline {new}) vs "
+        "bfloat16 (new)"
+    ]
 
 
 def test_compare_refuses_other_relations_unless_intersect(tmp_path, capsys):
@@ -434,16 +544,20 @@ def test_compare_refuses_other_relations_unless_intersect(tmp_path, capsys):
     a = folder(tmp_path / "a", rows(relations=("P36",)), config={**CONFIG, "relations": ["P36"]})
     b = folder(tmp_path / "b", rows(), config={**CONFIG, "relations": ["P36", "P19"]})
     rc, _, err = cli(capsys, "compare", a, b, "--n-boot", "20")
-    assert rc == 2 and "error: the runs asked for different relations (--relations P36 (a) vs P36,P19 (b)); pass " \
-                       "--intersect to compare the relations both ran" in err
+    assert (
+        rc == 2
+        and "error: the runs asked for different relations (--relations P36 (a) vs P36,P19 (b)); pass "
+        "--intersect to compare the relations both ran"
+        in err
+    )
     rc, out, err = cli(capsys, "compare", a, b, "--intersect", "--n-boot", "20")
     assert rc == 0 and "only the relations both ran are compared" in err and "P19" not in out.split("relation ")[-1]
 
 
 # ------------------------------------------------------------------ the regression pipeline's gate step
 def test_the_pipeline_gate_step_checks_like_with_like(tmp_path):
-    from factprobe_ops.components.steps.regression_gate import run_gate
     from factprobe.errors import ConfigError, DataError
+    from factprobe_ops.components.steps.regression_gate import run_gate
     from factprobe_ops.tracking.context import RunContext
 
     ctx, md = RunContext(tracking_uri="none"), str(tmp_path / "gate.md")

@@ -2,6 +2,7 @@
 item 10: importing mlflow and opening the store cost 4-6 s before the first forward), and the run
 still ends FINISHED, FAILED or KILLED as it did when it was opened first; `--require-tracking` still
 opens it before anything is scored (factprobe_ops/tracking/cli.py, `ProbeTracking`)."""
+
 from __future__ import annotations
 
 import threading
@@ -40,9 +41,26 @@ def gate(monkeypatch):
 
 
 def _argv(tiny_model_path, tmp_path, *extra):
-    return ["probe", "ic-lke", "--model", str(tiny_model_path("gpt2")), "--relations", "P36", "--max-facts-per-relation", "2",
-            "--choices", "5", "--examples", "2", "--no-progress", "--out", str(tmp_path / "o"),
-            "--tracking-uri", f"sqlite:///{tmp_path / 'mlruns.db'}", *extra]
+    return [
+        "probe",
+        "ic-lke",
+        "--model",
+        str(tiny_model_path("gpt2")),
+        "--relations",
+        "P36",
+        "--max-facts-per-relation",
+        "2",
+        "--choices",
+        "5",
+        "--examples",
+        "2",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "o"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlruns.db'}",
+        *extra,
+    ]
 
 
 def _runs(tmp_path):

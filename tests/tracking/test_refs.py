@@ -1,5 +1,6 @@
 """`runs:/<run id>` references: a known/unknown table read back from the MLflow run that logged it
 (issue 10: "later steps ... read it by run id or by path")."""
+
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
@@ -9,10 +10,32 @@ from factprobe.errors import ConfigError
 from factprobe.refs import resolve_ref
 from factprobe_ops.tracking.clients import TrackingError
 
-ROWS = [{"fact_id": "P36|Q1|Q2", "relation": "P36", "subject": "France", "question": "What is the capital of France?",
-         "split": "train", "shots": 10, "answer": " Paris", "em": 1.0, "f1": 1.0, "contains": 1.0},
-        {"fact_id": "P36|Q3|Q4", "relation": "P36", "subject": "Chad", "question": "What is the capital of Chad?",
-         "split": "train", "shots": 10, "answer": " Lagos", "em": 0.0, "f1": 0.0, "contains": 0.0}]
+ROWS = [
+    {
+        "fact_id": "P36|Q1|Q2",
+        "relation": "P36",
+        "subject": "France",
+        "question": "What is the capital of France?",
+        "split": "train",
+        "shots": 10,
+        "answer": " Paris",
+        "em": 1.0,
+        "f1": 1.0,
+        "contains": 1.0,
+    },
+    {
+        "fact_id": "P36|Q3|Q4",
+        "relation": "P36",
+        "subject": "Chad",
+        "question": "What is the capital of Chad?",
+        "split": "train",
+        "shots": 10,
+        "answer": " Lagos",
+        "em": 0.0,
+        "f1": 0.0,
+        "contains": 0.0,
+    },
+]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 a tiny study defined here (no model) logged into a sqlite MLflow store: parameters, metrics, figures,
 files and tables; FAILED when the study raises; KILLED on SIGTERM (a subprocess); an unreachable
 server is one warning line and the results stay on disk; a finished-folder rerun logs no second run."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from factprobe.cli import main
-from factprobe.io import atomic_write_text
 from factprobe.config import ConfigBase, option
+from factprobe.io import atomic_write_text
 from factprobe.studies import registry
 from factprobe.studies.base import Study
 
@@ -54,8 +55,7 @@ class CurveStudy(Study):
         import matplotlib.pyplot as plt
 
         curve = [{"n": n, "mean": n / 10, "draws": [n / 10, n / 10]} for n in range(ctx.cfg.points)]
-        atomic_write_text(ctx.out / "positions.jsonl", "".join(json.dumps({"position": i, "prob": 0.5}) + "\n"
-                                                              for i in range(4)))
+        atomic_write_text(ctx.out / "positions.jsonl", "".join(json.dumps({"position": i, "prob": 0.5}) + "\n" for i in range(4)))
         fig, ax = plt.subplots()
         ax.plot([r["n"] for r in curve], [r["mean"] for r in curve])
         fig.savefig(ctx.out / "curve.png")
@@ -103,8 +103,16 @@ def test_a_study_run_logs_params_metrics_figures_files_and_tables(curve, tmp_pat
     assert run.data.metrics["top"] == 0.3 and run.data.metrics["acc_1"] == 0.25  # names made safe for MLflow
     c = MlflowClient(uri)
     arts = {a.path for d in ("figures", "results", "tables") for a in c.list_artifacts(run.info.run_id, d)}
-    assert {"figures/curve.png", "results/metrics.json", "results/study_config.json", "results/positions.jsonl",
-            "tables/curve.json", "tables/curve.parquet", "tables/positions.json", "tables/positions.parquet"} <= arts
+    assert {
+        "figures/curve.png",
+        "results/metrics.json",
+        "results/study_config.json",
+        "results/positions.jsonl",
+        "tables/curve.json",
+        "tables/curve.parquet",
+        "tables/positions.json",
+        "tables/positions.parquet",
+    } <= arts
     # the curve as an MLflow table (listed for the UI) with the numbers underneath
     listed = json.loads(run.data.tags["mlflow.loggedArtifacts"])
     assert {"path": "tables/curve.json", "type": "table"} in listed
@@ -118,8 +126,10 @@ def test_a_study_run_logs_params_metrics_figures_files_and_tables(curve, tmp_pat
 
 def test_experiment_flag_names_the_experiment(curve, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    assert main(["study", "curve", "--out", str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri,
-                 "--experiment", "mine"]) == 0
+    assert (
+        main(["study", "curve", "--out", str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri, "--experiment", "mine"])
+        == 0
+    )
     c = MlflowClient(uri)
     (run,) = c.search_runs([c.get_experiment_by_name("factprobe/mine").experiment_id])
     assert run.data.tags["factprobe.study"] == "curve" and not runs_of(uri)
@@ -152,9 +162,27 @@ def test_unreachable_server_is_one_warning_line_and_results_stay(curve, tmp_path
 def test_sigterm_ends_the_run_killed(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", STUDY_MODULE, "study", "curve", "--sleep", "60", "--out",
-                             str(tmp_path / "s"), "--no-progress", "--tracking-uri", uri],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STUDY_MODULE,
+            "study",
+            "curve",
+            "--sleep",
+            "60",
+            "--out",
+            str(tmp_path / "s"),
+            "--no-progress",
+            "--tracking-uri",
+            uri,
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith("identity: ")  # the study's identity line comes first
         assert proc.stdout.readline().strip() == "sleeping"  # inside study.run, its MLflow run open

@@ -87,11 +87,25 @@ def _run_content(c: MlflowClient, run_id: str) -> dict:
     files = sorted(f.path for d in ("tables", "figures", "notes") for f in c.list_artifacts(run_id, d))
     table = json.loads(Path(c.download_artifacts(run_id, "tables/per_fact.json")).read_text())
     parquet = pd.read_parquet(c.download_artifacts(run_id, "tables/per_fact.parquet")).to_dict("list")
-    return {"status": r.info.status, "tags": tags, "params": r.data.params, "metrics": r.data.metrics,
-            "dataset": (ds.dataset.name, ds.dataset.digest, ds.dataset.source_type, ds.dataset.source,
-                        ds.dataset.schema, ds.dataset.profile, [(t.key, t.value) for t in ds.tags]),
-            "files": files, "table": table, "parquet": parquet,
-            "text": Path(c.download_artifacts(run_id, "notes/n.txt")).read_text(encoding="utf-8")}
+    return {
+        "status": r.info.status,
+        "tags": tags,
+        "params": r.data.params,
+        "metrics": r.data.metrics,
+        "dataset": (
+            ds.dataset.name,
+            ds.dataset.digest,
+            ds.dataset.source_type,
+            ds.dataset.source,
+            ds.dataset.schema,
+            ds.dataset.profile,
+            [(t.key, t.value) for t in ds.tags],
+        ),
+        "files": files,
+        "table": table,
+        "parquet": parquet,
+        "text": Path(c.download_artifacts(run_id, "notes/n.txt")).read_text(encoding="utf-8"),
+    }
 
 
 def _log_everything(uri: str) -> str:
@@ -100,8 +114,15 @@ def _log_everything(uri: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.DataFrame({"fact_id": ["P36|Q1|Q2", "P36|Q3|Q4"], "relation": ["P36"] * 2, "n": [1, 2],
-                       "gold_prob": [0.25, 0.5], "correct": [True, False]})
+    df = pd.DataFrame(
+        {
+            "fact_id": ["P36|Q1|Q2", "P36|Q3|Q4"],
+            "relation": ["P36"] * 2,
+            "n": [1, 2],
+            "gold_prob": [0.25, 0.5],
+            "correct": [True, False],
+        }
+    )
     fig, ax = plt.subplots()
     ax.plot([0, 1])
     with TrackedRun(pipeline="equiv", run_name="r", tracking_uri=uri, tags={"factprobe.model": "m"}) as run:
@@ -131,11 +152,20 @@ def test_rest_and_library_clients_write_the_same_run(tmp_path, served_store):
     assert lib == rest
     assert len(lib["metrics"]) == 1200 and len(lib["params"]["long"]) == 6000
     assert json.loads(lib["tags"]["mlflow.loggedArtifacts"]) == [
-        {"path": "tables/per_fact.json", "type": "table"}, {"path": "tables/per_relation.json", "type": "table"}]
-    assert lib["dataset"][4] == json.dumps({"mlflow_colspec": [
-        {"type": "string", "name": "fact_id", "required": True}, {"type": "string", "name": "relation", "required": True},
-        {"type": "long", "name": "n", "required": True}, {"type": "double", "name": "gold_prob", "required": True},
-        {"type": "boolean", "name": "correct", "required": True}]})
+        {"path": "tables/per_fact.json", "type": "table"},
+        {"path": "tables/per_relation.json", "type": "table"},
+    ]
+    assert lib["dataset"][4] == json.dumps(
+        {
+            "mlflow_colspec": [
+                {"type": "string", "name": "fact_id", "required": True},
+                {"type": "string", "name": "relation", "required": True},
+                {"type": "long", "name": "n", "required": True},
+                {"type": "double", "name": "gold_prob", "required": True},
+                {"type": "boolean", "name": "correct", "required": True},
+            ]
+        }
+    )
 
 
 def test_dataset_record_matches_mlflow_from_pandas():
@@ -146,8 +176,14 @@ def test_dataset_record_matches_mlflow_from_pandas():
     df = pd.DataFrame({"fact_id": ["a", "b"], "n": [1, 2], "p": [0.5, 0.25], "ok": [True, False]})
     for source in ("countryinfo", "/data/lama", "s3://bucket/prefix"):
         e = mlflow.data.from_pandas(df, source=source, name="x", digest="d")._to_mlflow_entity()
-        assert dataset_record(df, "x", source, "d") == {"name": e.name, "digest": e.digest, "source_type": e.source_type,
-                                                         "source": e.source, "schema": e.schema, "profile": e.profile}
+        assert dataset_record(df, "x", source, "d") == {
+            "name": e.name,
+            "digest": e.digest,
+            "source_type": e.source_type,
+            "source": e.source,
+            "schema": e.schema,
+            "profile": e.profile,
+        }
 
 
 def test_a_step_logging_over_rest_never_imports_mlflow(served_store):
@@ -171,8 +207,10 @@ def test_rest_errors_name_the_call_and_the_server_answer(served_store):
 
     with pytest.raises(RestError, match=r"POST runs/update: HTTP 404 RESOURCE_DOES_NOT_EXIST: .*nope"):
         RestTrackingClient(served_store).set_terminated("nope", "FAILED")
-    with TrackedRun(tracking_uri=served_store, run_id="nope", required=True) as run, \
-            pytest.raises(TrackingError, match="setting tags failed.*nope"):
+    with (
+        TrackedRun(tracking_uri=served_store, run_id="nope", required=True) as run,
+        pytest.raises(TrackingError, match="setting tags failed.*nope"),
+    ):
         run.set_tags({"a": "b"})
 
 
@@ -180,8 +218,10 @@ def test_rest_errors_name_the_call_and_the_server_answer(served_store):
 def test_local_server_that_cannot_start_says_why(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(LocalServerError, match=r"local MLflow server for sqlite:///.*did not start: .+") as e, \
-            LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")):
+    with (
+        pytest.raises(LocalServerError, match=r"local MLflow server for sqlite:///.*did not start: .+") as e,
+        LocalTrackingServer(f"sqlite:///{blocker}/mlruns.db", artifact_root=str(tmp_path / "art")),
+    ):
         pass
     assert "\n" not in str(e.value)
 
@@ -193,8 +233,12 @@ def test_rest_client_uploads_to_an_s3_artifact_store(moto_s3_endpoint, monkeypat
 
     from factprobe_ops.tracking.rest_client import RestTrackingClient
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                 "MLFLOW_S3_ENDPOINT_URL": moto_s3_endpoint}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "MLFLOW_S3_ENDPOINT_URL": moto_s3_endpoint,
+    }.items():
         monkeypatch.setenv(k, v)
     s3 = boto3.client("s3", endpoint_url=moto_s3_endpoint)
     s3.create_bucket(Bucket="artifacts-rest")
@@ -249,8 +293,9 @@ def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
         pass
     tags = c.get_run(run.run_id).data.tags
     assert tags["mlflow.user"] == getpass.getuser()
-    sha = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert tags["mlflow.source.git.commit"] == sha
 
 
@@ -261,8 +306,15 @@ def test_run_context_crosses_a_step_boundary_as_one_json_string():
     from factprobe.errors import ConfigError
     from factprobe_ops.tracking.context import RunContext
 
-    ctx = RunContext(tracking_uri="http://mlflow:5000", pipeline="probe", trigger="ui", parent_run_id="p1",
-                     kfp_run_id="k1", user="ana", git_commit="abc")
+    ctx = RunContext(
+        tracking_uri="http://mlflow:5000",
+        pipeline="probe",
+        trigger="ui",
+        parent_run_id="p1",
+        kfp_run_id="k1",
+        user="ana",
+        git_commit="abc",
+    )
     text = ctx.to_json()
     assert isinstance(text, str) and RunContext.from_json(text) == ctx and RunContext.from_json(json.loads(text)) == ctx
     assert ctx.with_parent("p2").parent_run_id == "p2" and ctx.parent_run_id == "p1"
@@ -291,8 +343,7 @@ def test_run_context_resolves_the_tracking_uri(monkeypatch, tmp_path):
 def test_tracked_run_from_context_tags_and_nests_the_run(uri):
     from factprobe_ops.tracking.context import RunContext
 
-    ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="nightly", kfp_run_id="kfp-1", user="ana",
-                     git_commit="1" * 40)
+    ctx = RunContext(tracking_uri=uri, pipeline="ctx", trigger="nightly", kfp_run_id="kfp-1", user="ana", git_commit="1" * 40)
     with TrackedRun.from_context(ctx, run_name="parent", child=False, required=True) as parent:
         pass
     with TrackedRun.from_context(ctx.with_parent(parent.run_id), run_name="child", tags={"x": "y"}) as child:

@@ -7,6 +7,7 @@ MLflow library, and REST through the token-guarded loopback server of local pipe
 - two processes creating the same fresh mlruns.db at once;
 - the loopback server answers only requests carrying its run token.
 """
+
 from __future__ import annotations
 
 import os
@@ -132,8 +133,9 @@ def test_stale_runs_with_awkward_step_keys_are_failed(uri, key):
     with TrackedRun(pipeline=pipeline, tracking_uri=uri, warn=msgs.append) as parent:
         other = TrackedRun(pipeline=pipeline, tracking_uri=uri, step_key=lookalike, warn=msgs.append).__enter__()
         stale = TrackedRun(pipeline=pipeline, tracking_uri=uri, step_key=key, warn=msgs.append).__enter__()
-        with TrackedRun(pipeline=pipeline, tracking_uri=uri, parent_run_id=parent.run_id, step_key=key,
-                        warn=msgs.append) as retry:
+        with TrackedRun(
+            pipeline=pipeline, tracking_uri=uri, parent_run_id=parent.run_id, step_key=key, warn=msgs.append
+        ) as retry:
             assert retry.active
     assert msgs == []
     c = MlflowClient(uri)
@@ -155,7 +157,7 @@ def test_find_tagged_runs_matches_exactly(uri):
 def test_tag_filter_forms():
     assert tag_filter({"a.b": "x y"}, "RUNNING") == "tags.`a.b` = 'x y' and attributes.status = 'RUNNING'"
     assert tag_filter({"k": "it's"}) == 'tags.`k` = "it\'s"'
-    assert tag_filter({"k": "it's \"x\""}) == "tags.`k` LIKE 'it_s _x_'"
+    assert tag_filter({"k": 'it\'s "x"'}) == "tags.`k` LIKE 'it_s _x_'"
     with pytest.raises(FactprobeError, match="backtick"):
         tag_filter({"a`b": "x"})
 
@@ -166,7 +168,7 @@ def test_compare_resolves_tag_references_with_awkward_values(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     table = pd.DataFrame({"fact_id": ["P36|a|b"], "relation": ["P36"], "correct": [True]})
-    value = "l'équipe \"A\""
+    value = 'l\'équipe "A"'
     # probe runs (compare resolves only runs of a probe with a per-fact verdict, de118a2)
     with TrackedRun(pipeline="probe", tracking_uri=uri, tags={"baseline": value, "factprobe.probe": "ic-lke"}) as run:
         run.log_metrics({"acc": 1.0})
@@ -201,10 +203,14 @@ def test_two_processes_create_the_same_fresh_store(tmp_path):
     for attempt in range(3):
         uri = f"sqlite:///{tmp_path / f'race{attempt}' / 'mlruns.db'}"
         start = time.time() + 8
-        procs = [subprocess.Popen([sys.executable, "-c", code, uri, str(start)], cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, uri, str(start)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
         outs = [p.communicate(timeout=300) for p in procs]
-        for p, (out, err) in zip(procs, outs):
+        for p, (_out, err) in zip(procs, outs):
             assert p.returncode == 0, err[-2000:]
         run_ids = [out.strip() for out, _ in outs]
         c = MlflowClient(uri)
@@ -251,6 +257,13 @@ def test_loopback_server_needs_its_run_token(tmp_path):
 
 def test_server_process_refuses_to_run_without_a_token(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FACTPROBE_LOCAL_SERVER_TOKEN"}
-    p = subprocess.run([sys.executable, "-m", "factprobe_ops.tracking.local_server", f"sqlite:///{tmp_path / 'x.db'}", str(tmp_path)],
-                       check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "factprobe_ops.tracking.local_server", f"sqlite:///{tmp_path / 'x.db'}", str(tmp_path)],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode != 0 and "refuses to run without a token" in p.stderr

@@ -4,7 +4,6 @@ import json
 import os
 from typing import Any
 
-
 #: set by a local run (factprobe_ops/pipelines/local_steps.py): the file where start-run records the parent run,
 #: so that a run stopped by Ctrl-C or SIGTERM can mark it KILLED
 RUN_RECORD_ENV = "FACTPROBE_RUN_RECORD"
@@ -33,10 +32,11 @@ def parse_options(text: Any) -> dict:
     try:
         value = json.loads(str(text))
     except json.JSONDecodeError as e:
-        raise ConfigError(f"options: not JSON ({e.msg} at column {e.colno}); give an object such as "
-                          '{"eic_interleave": 2}') from None
+        raise ConfigError(
+            f'options: not JSON ({e.msg} at column {e.colno}); give an object such as {{"eic_interleave": 2}}'
+        ) from None
     if not isinstance(value, dict):
-        raise ConfigError(f"options: expected a JSON object such as {{\"eic_interleave\": 2}}, got {text!r}")
+        raise ConfigError(f'options: expected a JSON object such as {{"eic_interleave": 2}}, got {text!r}')
     return value
 
 
@@ -50,8 +50,10 @@ def expand_options(config: dict) -> dict:
     options = parse_options(config.get(OPTIONS))
     taken = sorted(set(options) & (set(rest) | set(NOT_OPTIONS)))
     if taken:
-        raise ConfigError(f"options: {', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by a parameter of this "
-                          "pipeline or by its steps; set the parameter instead of the option")
+        raise ConfigError(
+            f"options: {', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by a parameter of this "
+            "pipeline or by its steps; set the parameter instead of the option"
+        )
     return {**rest, **options}
 
 
@@ -61,8 +63,8 @@ def check_options(config: dict, probes: list, extra: tuple = ()) -> None:
     another probe's option). Values are checked where the configs are built (`run_config`)."""
     from dataclasses import fields as dc_fields
 
-    from factprobe.errors import ConfigError
     from factprobe.config import PIPELINE
+    from factprobe.errors import ConfigError
     from factprobe.probes.config import BaseConfig
     from factprobe.probes.registry import get_probe, load_probes
 
@@ -75,10 +77,13 @@ def check_options(config: dict, probes: list, extra: tuple = ()) -> None:
             continue
         owners = [name for name, spec in load_probes().items() if key in spec.config_class.field_names()]
         if owners:
-            raise ConfigError(f"options: {key!r} is an option of probe {', '.join(owners)}, which this run does not run "
-                              f"(probes: {', '.join(map(str, probes))})")
-        raise ConfigError(f"options: unknown option {key!r}; known for probes {', '.join(map(str, probes))}: "
-                          f"{', '.join(sorted(known))}")
+            raise ConfigError(
+                f"options: {key!r} is an option of probe {', '.join(owners)}, which this run does not run "
+                f"(probes: {', '.join(map(str, probes))})"
+            )
+        raise ConfigError(
+            f"options: unknown option {key!r}; known for probes {', '.join(map(str, probes))}: {', '.join(sorted(known))}"
+        )
 
 
 def run_config(config: dict, **fields):

@@ -7,6 +7,7 @@ tables `belief_summary`, `belief_per_relation`, `belief_per_template`, `belief_s
 `<metric>/<model>/<setting>/<instruction>`); `run_belief_report` only keeps the belief pipeline's
 artifact name (`report/belief_report.html`) and returns the summary rows.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -37,13 +38,23 @@ def run_belief_plan(models: list, settings: list, instructions: list, probe: str
     return cells
 
 
-def run_probe_belief(items_dir: str, out_dir: str, model: str, probe: str, setting: str, instruction: str, config: dict,
-                     context: RunContext | str, work_root: str = "") -> dict:
+def run_probe_belief(
+    items_dir: str,
+    out_dir: str,
+    model: str,
+    probe: str,
+    setting: str,
+    instruction: str,
+    config: dict,
+    context: RunContext | str,
+    work_root: str = "",
+) -> dict:
     """One cell's run of `probe` (the generic probe step with this cell's setting and instruction)."""
     from .probe import run_probe_step
 
-    return run_probe_step(items_dir, out_dir, model, probe, config, context, work_root,
-                          overrides={"setting": setting, "instruction": instruction})
+    return run_probe_step(
+        items_dir, out_dir, model, probe, config, context, work_root, overrides={"setting": setting, "instruction": instruction}
+    )
 
 
 def run_belief_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str) -> list[dict]:

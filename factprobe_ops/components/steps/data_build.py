@@ -1,4 +1,5 @@
 """Step: build each probe dataset once for every model of a pipeline run."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -19,8 +20,8 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
 
     from factprobe.identity import data_digest
     from factprobe.probes.registry import get_probe
-    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.run import TrackedRun
 
     from ._common import expand_options, run_config
@@ -32,8 +33,9 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
     n_items = n_relations = 0
     digest = ""
     dropped: dict[str, str] = {}
-    with TrackedRun.from_context(ctx, run_name="data-build", required=True,
-                                 tags={tag("step"): "data-build", tag("source"): str(config.get("source", ""))}) as run:
+    with TrackedRun.from_context(
+        ctx, run_name="data-build", required=True, tags={tag("step"): "data-build", tag("source"): str(config.get("source", ""))}
+    ) as run:
         for kind, probe_name in by_kind.items():
             cfg = run_config(config, probe=probe_name, model="-")
             prepared = get_probe(probe_name).prepare(cfg)
@@ -42,7 +44,9 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
             n_items += prepared.n_items
             n_relations = max(n_relations, len(prepared.items))
             dropped.update(prepared.dropped)
-            items = pd.DataFrame([{"fact_id": it.fact_id, "relation": it.relation} for its in prepared.items.values() for it in its])
+            items = pd.DataFrame(
+                [{"fact_id": it.fact_id, "relation": it.relation} for its in prepared.items.values() for it in its]
+            )
             run.log_input(items, name=f"{cfg.base.source}-{kind}", source=str(cfg.base.data or cfg.base.source), digest=digest)
             if prepared.dropped:
                 run.log_text("\n".join(prepared.dropped.values()), f"{kind}/dropped_relations.txt")

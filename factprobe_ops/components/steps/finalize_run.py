@@ -1,5 +1,6 @@
 """Exit-handler step: end the parent run FINISHED or FAILED, fail any child left RUNNING, and write
 the summary table as the parent run's description."""
+
 import json
 
 
@@ -11,9 +12,8 @@ def run_finalize(pipeline: str, kfp_run_id: str, tracking_uri: str, state: str, 
     Returns the status set ('' when tracking is off or no parent exists)."""
     from factprobe_ops.tracking.clients import find_tagged_runs
     from factprobe_ops.tracking.connect import open_client
-    from factprobe_ops.tracking.conventions import experiment_name, tag
-
     from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.conventions import experiment_name, tag
 
     # the exit task runs even when start-run failed, so it cannot take start-run's context: it
     # gets the tracking URI as a pipeline parameter (factprobe_ops/tracking/context.py's rule: '' = default, 'none' = off)

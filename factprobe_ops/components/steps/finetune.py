@@ -14,6 +14,7 @@ The steps, one module each (their KFP components are in `factprobe_ops/component
 Every step logs a child MLflow run of the pipeline's parent run and tags it
 `factprobe.smoke_test` (see `smoke_reasons`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,8 +36,11 @@ def smoke_reasons(ft: dict, trigger: str = "") -> list[str]:
     if steps < PAPER_MAX_STEPS:
         reasons.append(f"max_steps={steps} < {PAPER_MAX_STEPS}")
     accum = ft.get("grad_accum")
-    per_step = int(float(ft.get("batch_size") or 1)) * int(float(accum)) if accum not in (None, "") else \
-        int(float(ft.get("effective_batch") or PAPER_EFFECTIVE_BATCH))
+    per_step = (
+        int(float(ft.get("batch_size") or 1)) * int(float(accum))
+        if accum not in (None, "")
+        else int(float(ft.get("effective_batch") or PAPER_EFFECTIVE_BATCH))
+    )
     if per_step < PAPER_EFFECTIVE_BATCH:
         reasons.append(f"effective batch {per_step} < {PAPER_EFFECTIVE_BATCH} (per device)")
     if trigger == "local":
@@ -56,8 +60,11 @@ def smoke_banner(ft: dict, trigger: str) -> str:
     reasons = smoke_reasons(ft, trigger)
     if not reasons:
         return "fine-tuning at the paper's budget (yuan2024 appendix B.2)"
-    return ("SMOKE TEST, not a reproduction of yuan2024 Tables 2-4: " + "; ".join(reasons)
-            + " (the numbers show that the pipeline works, not what fine-tuning does)")
+    return (
+        "SMOKE TEST, not a reproduction of yuan2024 Tables 2-4: "
+        + "; ".join(reasons)
+        + " (the numbers show that the pipeline works, not what fine-tuning does)"
+    )
 
 
 def ft_options(ft: dict) -> dict:
@@ -76,8 +83,15 @@ def finetune_config(ft: dict, model: str, setting: str, table: str | None, out: 
     the base model's table (only the sets that need one) and the output folder."""
     from factprobe.finetune import NEEDS_TABLE, FinetuneConfig
 
-    return FinetuneConfig.from_dict({**ft_options(ft), "model": model, "train_set": setting,
-                                     "known_unknown": table if setting in NEEDS_TABLE else None, "out": out})
+    return FinetuneConfig.from_dict(
+        {
+            **ft_options(ft),
+            "model": model,
+            "train_set": setting,
+            "known_unknown": table if setting in NEEDS_TABLE else None,
+            "out": out,
+        }
+    )
 
 
 def table_or_none(table_path: str) -> str | None:

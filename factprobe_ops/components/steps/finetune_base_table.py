@@ -4,6 +4,7 @@ The one given (path or `runs:/<id>`, checked to be the base model's) or made by 
 train split (regular `known_shots`-shot answers); `factprobe_ops.components.steps.finetune` holds what the
 pipeline's steps share.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,17 @@ if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
 
-def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model: str, config: dict, settings: list,
-                        known_unknown: str, context: RunContext | str, work_root: str = "") -> dict:
+def run_base_table_step(
+    items_dir: str,
+    results_dir: str,
+    table_path: str,
+    model: str,
+    config: dict,
+    settings: list,
+    known_unknown: str,
+    context: RunContext | str,
+    work_root: str = "",
+) -> dict:
     """Write the base model's known/unknown table to `table_path`.
 
     `known_unknown` given: it is resolved (`runs:/<id>` downloads it), checked to be `model`'s and
@@ -38,8 +48,9 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
         df.to_parquet(table_path, index=False)
         how = f"given: {known_unknown.strip()}"
     elif any(str(s) in NEEDS_TABLE for s in settings):
-        run_known_unknown_step(items_dir, results_dir, table_path, model, "qa", config,
-                               {"split": "train", "shots": [shots]}, context, work_root)
+        run_known_unknown_step(
+            items_dir, results_dir, table_path, model, "qa", config, {"split": "train", "shots": [shots]}, context, work_root
+        )
         df = read_known_unknown(table_path, model, shots=shots)
         how = f"qa probe, {shots}-shot, train split"
     else:
@@ -51,6 +62,5 @@ def run_base_table_step(items_dir: str, results_dir: str, table_path: str, model
     if wanted:  # a reused table may cover more relations than this run trains on
         pool = pool[pool["relation"].astype(str).isin(wanted)]
     out = {"how": how, "n_known": int(pool["known"].sum()), "n_unknown": int((~pool["known"].astype(bool)).sum())}
-    print(f"headline: known/unknown {model}: {out['n_known']} known, {out['n_unknown']} unknown train facts "
-          f"({how})", flush=True)
+    print(f"headline: known/unknown {model}: {out['n_known']} known, {out['n_unknown']} unknown train facts ({how})", flush=True)
     return out

@@ -1,6 +1,7 @@
 """Step 4 of the `finetune_known_unknown` pipeline: zero-shot QA on the evaluation facts and IC-LKE on the
 same relations for one model, the base alias or an adapter folder (GPU step).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,17 @@ def model_link(adapter_dir: str, work_root: str, kfp_run_id: str, model: str, se
     return str(link)
 
 
-def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, setting: str, config: dict,
-                      context: RunContext | str, work_root: str = "", training_dir: str = "") -> dict:
+def run_evaluate_step(
+    items_dir: str,
+    qa_dir: str,
+    mc_dir: str,
+    model: str,
+    setting: str,
+    config: dict,
+    context: RunContext | str,
+    work_root: str = "",
+    training_dir: str = "",
+) -> dict:
     """Zero-shot QA over the evaluation split (`QA_EVAL`) into `qa_dir` and IC-LKE over the same
     relations into `mc_dir`, for `model` (alias, or an adapter folder), each a child run
     (`factprobe_ops.components.steps.probe.run_probe_step`); `finetune_setting.json` in both folders names the
@@ -52,8 +62,10 @@ def run_evaluate_step(items_dir: str, qa_dir: str, mc_dir: str, model: str, sett
         for p in Path(training_dir).glob("finetune_*.json"):
             if p.name != SETTING_FILE:
                 shutil.copy2(p, Path(qa_dir) / p.name)
-    s = {**{f"qa_{k}": v for k, v in qa["scalars"].items() if k in ("em", "f1", "contains")},
-         **{"iclke_acc": v for k, v in mc["scalars"].items() if k == "accuracy"}}  # the fine-tuning table's column
+    s = {
+        **{f"qa_{k}": v for k, v in qa["scalars"].items() if k in ("em", "f1", "contains")},
+        **({"iclke_acc": mc["scalars"]["accuracy"]} if "accuracy" in mc["scalars"] else {}),
+    }  # the fine-tuning table's column
     return {"setting": setting, "scalars": s, "qa_run_id": qa["run_id"], "mc_run_id": mc["run_id"]}
 
 

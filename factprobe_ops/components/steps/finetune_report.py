@@ -9,6 +9,7 @@ and `.parquet`), the metrics `<metric>/<setting>` and `<metric>_diff/<setting>`,
 `figures/finetune_before_after.png` (bars with intervals) and `figures/finetune_loss.png` (loss
 curves), the report, and the tag `factprobe.smoke_test` (true for a run below the paper's budget).
 """
+
 from __future__ import annotations
 
 import json
@@ -87,8 +88,15 @@ def before_after_figure(table: pd.DataFrame, title: str):
     ax.set_xticks(x, [METRIC_LABELS[m] for m in metrics])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score")
-    ax.text(0.99, 0.98, "error bars: 95% paired bootstrap interval of the change vs base", transform=ax.transAxes,
-            ha="right", va="top", fontsize=7)
+    ax.text(
+        0.99,
+        0.98,
+        "error bars: 95% paired bootstrap interval of the change vs base",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7,
+    )
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -113,8 +121,9 @@ def loss_figure(losses: dict[str, list[tuple[int, float]]], title: str):
     return fig
 
 
-def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, md_path: str,
-                        ft: dict, context: RunContext | str) -> pd.DataFrame:
+def run_finetune_report(
+    qa_dirs: list[str], mc_dirs: list[str], html_path: str, md_path: str, ft: dict, context: RunContext | str
+) -> pd.DataFrame:
     """Write the reports and log everything to the parent run of `context` (the pipeline run's
     `RunContext` or its JSON; module docstring); returns the table."""
     import html
@@ -138,10 +147,12 @@ def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, 
     lfig = loss_figure(losses, "fine-tuning loss per setting")
     md = f"**{banner}**\n\n" + markdown_table(table)
     atomic_write_text(md_path, md)
-    imgs = "".join(f'<img src="data:image/png;base64,{__import__("base64").b64encode(figure_png(f)).decode()}"/>'
-                   for f in (fig, lfig))
-    atomic_write_text(html_path, f"<html><body><p><b>{html.escape(banner)}</b></p><pre>{html.escape(md)}</pre>"
-                                 f"{imgs}</body></html>")
+    imgs = "".join(
+        f'<img src="data:image/png;base64,{__import__("base64").b64encode(figure_png(f)).decode()}"/>' for f in (fig, lfig)
+    )
+    atomic_write_text(
+        html_path, f"<html><body><p><b>{html.escape(banner)}</b></p><pre>{html.escape(md)}</pre>{imgs}</body></html>"
+    )
     print(banner, flush=True)
     print(markdown_table(table), flush=True)
     if ctx.tracked:
@@ -159,6 +170,9 @@ def run_finetune_report(qa_dirs: list[str], mc_dirs: list[str], html_path: str, 
     best = table.iloc[1:].sort_values("em", ascending=False).head(1)
     if len(best):
         b = best.iloc[0]
-        print(f"headline: finetune report: base EM {table.iloc[0]['em']:.3f}; best {b['setting']} EM {b['em']:.3f} "
-              f"({b['em_diff']:+.3f} [{b['em_ci_low']:+.3f}, {b['em_ci_high']:+.3f}])", flush=True)
+        print(
+            f"headline: finetune report: base EM {table.iloc[0]['em']:.3f}; best {b['setting']} EM {b['em']:.3f} "
+            f"({b['em_diff']:+.3f} [{b['em_ci_low']:+.3f}, {b['em_ci_high']:+.3f}])",
+            flush=True,
+        )
     return table

@@ -4,6 +4,7 @@ Built once here with the trainer's own builder and seed (so its digest is the tr
 training step, logged to MLflow as datasets with their digests; overlap with the evaluation facts is
 refused. Returns the loop cells.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,7 @@ if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
 
-def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict,
-                  context: RunContext | str) -> list[dict]:
+def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft: dict, context: RunContext | str) -> list[dict]:
     """Build every setting's training set (`factprobe.datasets.finetune_sets.build_train_set`, the trainer's
     own builder: same data options and seed, so the same digest), save it to `out_dir/<setting>/`
     (`TrainSet.save`: the training step trains on exactly that set), log it as an MLflow dataset (context
@@ -48,22 +48,35 @@ def run_sets_step(out_dir: str, table_path: str, model: str, settings: list, ft:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext.from_json(context)
-    tags = {tag("step"): "training-sets", tag("model"): model, tag("kfp_run_id"): ctx.kfp_run_id,
-            **smoke_tags(ft, ctx.trigger)}
+    tags = {tag("step"): "training-sets", tag("model"): model, tag("kfp_run_id"): ctx.kfp_run_id, **smoke_tags(ft, ctx.trigger)}
     print(smoke_banner(ft, ctx.trigger), flush=True)
     summary = {}
     with TrackedRun.from_context(ctx, run_name="training-sets", required=True, tags=tags) as run:
         for s in names:
             cfg = finetune_config(ft, model, s, table, str(out / s))
-            built = build_train_set(cfg.train_set, model=cfg.model, source=cfg.source, data=cfg.data,
-                                    train_data=cfg.train_data, relations=cfg.relations, seed=cfg.seed,
-                                    qa_train_per_relation=cfg.qa_train_per_relation, qa_templates=cfg.qa_templates,
-                                    size=cfg.train_size, known_unknown=cfg.known_unknown)
+            built = build_train_set(
+                cfg.train_set,
+                model=cfg.model,
+                source=cfg.source,
+                data=cfg.data,
+                train_data=cfg.train_data,
+                relations=cfg.relations,
+                seed=cfg.seed,
+                qa_train_per_relation=cfg.qa_train_per_relation,
+                qa_templates=cfg.qa_templates,
+                size=cfg.train_size,
+                known_unknown=cfg.known_unknown,
+            )
             rows = [e.to_dict() for e in built.examples]
             built.save(out / s)  # the training step trains on exactly this set (FinetuneConfig.train_set_dir)
             summary[s] = {"digest": built.digest, "n": len(rows)}
-            run.log_input(pd.DataFrame(rows), name=f"train-{s}-{safe_name(model)}", source=str(out / s / "train_set.jsonl"),
-                          digest=built.digest[:DIGEST_CHARS], context="training")
+            run.log_input(
+                pd.DataFrame(rows),
+                name=f"train-{s}-{safe_name(model)}",
+                source=str(out / s / "train_set.jsonl"),
+                digest=built.digest[:DIGEST_CHARS],
+                context="training",
+            )
             run.log_metrics({f"n_examples/{s}": len(rows)})
             run.set_tags({tag(f"train_set_digest/{s}"): built.digest})
         run.log_text(json.dumps(summary, indent=1), "training_sets.json")

@@ -4,6 +4,7 @@
 checkpoint); the adapter, its config, the training set's digest and the loss curve go to MLflow as a
 model artifact with the loss figure. Several nodes: `finetune_trainjob`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,16 @@ if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
 
-def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, ft: dict, context: RunContext | str,
-                   work_root: str = "", sets_dir: str = "") -> dict:
+def run_train_step(
+    table_path: str,
+    adapter_dir: str,
+    model: str,
+    setting: str,
+    ft: dict,
+    context: RunContext | str,
+    work_root: str = "",
+    sets_dir: str = "",
+) -> dict:
     """Fine-tune `model` on `setting`'s training set (`run_finetune`, resuming from the last
     checkpoint of a killed pod), copy the adapter and its files to `adapter_dir`, and log a child
     run: parameters, the loss and the gradient norm per step, `train_loss`, `tokens_per_second`,
@@ -64,10 +73,22 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
     out = train_out_dir(work_root, kfp_run_id, model, setting, probe_cfg.fingerprint_digest())
     cfg = finetune_config(ft, model, setting, table, str(out))
     print(smoke_banner(ft, trigger), flush=True)
-    tags = {tag("step"): "finetune", tag("model"): model, tag("train_set"): setting, tag("kfp_run_id"): kfp_run_id,
-            tag("trigger"): trigger, tag("config_key"): cfg.fingerprint_digest(), **smoke_tags(ft, trigger)}
-    run = TrackedRun.from_context(ctx, run_name=f"finetune-{setting}-{safe_name(model)}", required=True, tags=tags,
-                                  step_key=f"{ctx.pipeline}/{kfp_run_id}/finetune/{setting}")
+    tags = {
+        tag("step"): "finetune",
+        tag("model"): model,
+        tag("train_set"): setting,
+        tag("kfp_run_id"): kfp_run_id,
+        tag("trigger"): trigger,
+        tag("config_key"): cfg.fingerprint_digest(),
+        **smoke_tags(ft, trigger),
+    }
+    run = TrackedRun.from_context(
+        ctx,
+        run_name=f"finetune-{setting}-{safe_name(model)}",
+        required=True,
+        tags=tags,
+        step_key=f"{ctx.pipeline}/{kfp_run_id}/finetune/{setting}",
+    )
     with sigterm_as_interrupt(), ExitStack() as stack:
         started: list[bool] = []
 
@@ -103,15 +124,27 @@ def run_train_step(table_path: str, adapter_dir: str, model: str, setting: str, 
         shutil.rmtree(dest)
     weights = out / "adapter" if (out / "adapter").is_dir() else out / "model"
     shutil.copytree(weights, dest)
-    for name in ("finetune_config.json", "train_set.json", "metrics.json", "trainer_state.json", "loss_history.json",
-                 "loss.png"):
+    for name in ("finetune_config.json", "train_set.json", "metrics.json", "trainer_state.json", "loss_history.json", "loss.png"):
         if (out / name).is_file():
             shutil.copy2(out / name, dest / f"finetune_{name}" if not name.startswith("finetune_") else dest / name)
-    (dest / SETTING_FILE).write_text(json.dumps({"setting": setting, "base_model": model, "train_set_digest": digest,
-                                                 "mlflow_run_id": run.run_id or "", "out": str(out)}))
+    (dest / SETTING_FILE).write_text(
+        json.dumps(
+            {
+                "setting": setting,
+                "base_model": model,
+                "train_set_digest": digest,
+                "mlflow_run_id": run.run_id or "",
+                "out": str(out),
+            }
+        )
+    )
     loss = metrics.get("train_loss")
-    print(f"headline: finetune {setting} {model}: train_loss {loss:.4f}" if isinstance(loss, (int, float))
-          else f"headline: finetune {setting} {model}: done", flush=True)
+    print(
+        f"headline: finetune {setting} {model}: train_loss {loss:.4f}"
+        if isinstance(loss, (int, float))
+        else f"headline: finetune {setting} {model}: done",
+        flush=True,
+    )
     return {**metrics, "run_id": run.run_id or "", "train_set_digest": digest}
 
 
@@ -147,8 +180,11 @@ def _grad_norms(out: Path) -> list[tuple[int, float]]:
 
     p = out / "loss_history.json"
     entries = json.loads(p.read_text()) if p.is_file() else []
-    return [(int(e["step"]), float(e["grad_norm"])) for e in entries if isinstance(e, dict) and "step" in e
-            and isinstance(e.get("grad_norm"), (int, float))]
+    return [
+        (int(e["step"]), float(e["grad_norm"]))
+        for e in entries
+        if isinstance(e, dict) and "step" in e and isinstance(e.get("grad_norm"), (int, float))
+    ]
 
 
 def _log_train_set(run, out: Path, setting: str, model: str, digest: str) -> None:
@@ -156,8 +192,13 @@ def _log_train_set(run, out: Path, setting: str, model: str, digest: str) -> Non
 
     p = out / "train_set.jsonl"
     if p.is_file():
-        run.log_input(pd.read_json(p, lines=True), name=f"train-{setting}-{safe_name(model)}", source=str(p),
-                      digest=digest[:DIGEST_CHARS] or None, context="training")
+        run.log_input(
+            pd.read_json(p, lines=True),
+            name=f"train-{setting}-{safe_name(model)}",
+            source=str(p),
+            digest=digest[:DIGEST_CHARS] or None,
+            context="training",
+        )
 
 
 def _log_model(run, out: Path) -> None:
@@ -165,8 +206,7 @@ def _log_model(run, out: Path) -> None:
     weights = out / "adapter" if (out / "adapter").is_dir() else out / "model"
     if weights.is_dir():
         run.log_artifacts(weights, f"model/{weights.name}")
-    for name in ("finetune_config.json", "train_set.json", "trainer_state.json", "loss_history.json", "metrics.json",
-                 "loss.png"):
+    for name in ("finetune_config.json", "train_set.json", "trainer_state.json", "loss_history.json", "metrics.json", "loss.png"):
         if (out / name).is_file():
             run.log_artifact(out / name, "model")
     if (out / "loss.png").is_file():

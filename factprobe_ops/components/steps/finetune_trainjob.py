@@ -6,6 +6,7 @@ reviewer) gets the exact object to `kubectl apply -f`. With `submit`, it creates
 `namespace` (the step's service account needs `create`/`get` on `trainjobs.trainer.kubeflow.org`),
 waits until it succeeds or fails, and copies the adapter the job wrote to the PVC into its output
 (the same folder layout as the single-node step: `train_out_dir`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,9 +27,19 @@ def trainjob_name(kfp_run_id: str, setting: str) -> str:
     return f"ft-{setting}-{run}"[:63].rstrip("-")
 
 
-def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, model: str, setting: str, ft: dict,
-                      num_nodes: int, submit: bool, namespace: str, context: RunContext | str,
-                      work_root: str = "") -> dict:
+def run_trainjob_step(
+    table_path: str,
+    manifest_path: str,
+    adapter_dir: str,
+    model: str,
+    setting: str,
+    ft: dict,
+    num_nodes: int,
+    submit: bool,
+    namespace: str,
+    context: RunContext | str,
+    work_root: str = "",
+) -> dict:
     """Build, validate and write the TrainJob of `setting` (`num_nodes` nodes); with `submit`,
     create it, wait and copy its adapter to `adapter_dir`. `context` (the pipeline run's
     `RunContext` or its JSON) names the KFP run (job name, folders), the trigger and the tracking
@@ -39,9 +50,9 @@ def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, mod
 
     from factprobe_ops.components.config import cluster_config
     from factprobe_ops.tracking.context import RunContext
-    from .trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
 
     from .finetune import finetune_config, smoke_banner, table_or_none, train_out_dir
+    from .trainjob_manifest import submit_trainjob, trainjob_manifest, validate_trainjob
 
     ctx = RunContext.from_json(context)
     kfp_run_id, trigger, tracking_uri = ctx.kfp_run_id, ctx.trigger, ctx.tracking_uri
@@ -56,9 +67,14 @@ def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, mod
     out = train_out_dir(work_root, kfp_run_id, model, setting, fingerprint)
     cfg = finetune_config(ft, model, setting, table, str(out))
     name = trainjob_name(kfp_run_id, setting)
-    manifest = trainjob_manifest(name, cfg.to_dict(), cluster_config(), num_nodes=int(num_nodes),
-                                 tracking_uri=tracking_uri if "://" in tracking_uri else "",
-                                 labels={"factprobe.io/setting": setting})
+    manifest = trainjob_manifest(
+        name,
+        cfg.to_dict(),
+        cluster_config(),
+        num_nodes=int(num_nodes),
+        tracking_uri=tracking_uri if "://" in tracking_uri else "",
+        labels={"factprobe.io/setting": setting},
+    )
     validate_trainjob(manifest)
     Path(manifest_path).parent.mkdir(parents=True, exist_ok=True)
     Path(manifest_path).write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -67,7 +83,8 @@ def run_trainjob_step(table_path: str, manifest_path: str, adapter_dir: str, mod
     Path(adapter_dir).mkdir(parents=True, exist_ok=True)
     if not submit:
         (Path(adapter_dir) / "NOT_TRAINED.txt").write_text(
-            f"submit=false: the TrainJob {name} was written, not created; kubectl apply -f the manifest\n")
+            f"submit=false: the TrainJob {name} was written, not created; kubectl apply -f the manifest\n"
+        )
         return {"name": name, "submitted": False, "out": str(out)}
     submit_trainjob(manifest, namespace)
     _wait(name, namespace)
@@ -87,8 +104,7 @@ def _wait(name: str, namespace: str, poll_s: float = 30.0) -> None:
     api = client.CustomObjectsApi()
     start = time.monotonic()
     while time.monotonic() - start < WAIT_S:
-        job = api.get_namespaced_custom_object(constants.GROUP, constants.VERSION, namespace, constants.TRAINJOB_PLURAL,
-                                               name)
+        job = api.get_namespaced_custom_object(constants.GROUP, constants.VERSION, namespace, constants.TRAINJOB_PLURAL, name)
         conditions = {c["type"]: c for c in (job.get("status") or {}).get("conditions", []) if c.get("status") == "True"}
         if "Failed" in conditions:
             raise RuntimeError(f"TrainJob {namespace}/{name} failed: {conditions['Failed'].get('message', '')}")

@@ -13,6 +13,7 @@ A merged run is logged as the (model, probe)'s child probe run of the pipeline r
 `probe`, what the nightly comparison looks for); the shards' own child runs are tagged `probe-shard`.
 A run of one shard was logged by its probe step already.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,9 +23,18 @@ if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
 #: metrics.json counters that add up over shards (`factprobe.probes.base.Session.token_stats`, resume counts)
-COST_SUMS = ("tokens_forwarded", "forwards", "tokenization_fallbacks", "naive_tokens", "generated_tokens",
-             "generation_tokens_forwarded", "generation_prefix_tokens", "generation_naive_prompt_tokens",
-             "generation_forwards", "n_resumed")
+COST_SUMS = (
+    "tokens_forwarded",
+    "forwards",
+    "tokenization_fallbacks",
+    "naive_tokens",
+    "generated_tokens",
+    "generation_tokens_forwarded",
+    "generation_prefix_tokens",
+    "generation_naive_prompt_tokens",
+    "generation_forwards",
+    "n_resumed",
+)
 
 
 def unit_folders(unit_dirs: list[str]) -> dict[tuple[str, str], list[tuple[int, int, Path]]]:
@@ -66,15 +76,21 @@ def run_merge(unit_dirs: list[str], out_dir: str, items_dir: str, context: RunCo
     for i, ((model, probe), parts) in enumerate(unit_folders(unit_dirs).items(), start=1):
         dest = out / f"{i:03d}"
         shards = parts[0][1]
-        failed = [(s, json.loads((d / FAILED_FILE).read_text(encoding="utf-8"))) for s, _, d in parts if (d / FAILED_FILE).exists()]
+        failed = [
+            (s, json.loads((d / FAILED_FILE).read_text(encoding="utf-8"))) for s, _, d in parts if (d / FAILED_FILE).exists()
+        ]
         if failed:
             dest.mkdir(parents=True, exist_ok=True)
             shard, record = failed[0]
             where = f"shard {shard + 1}/{shards}: " if shards > 1 else ""
-            (dest / FAILED_FILE).write_text(json.dumps({**record, "error": where + str(record.get("error", ""))}), encoding="utf-8")
+            (dest / FAILED_FILE).write_text(
+                json.dumps({**record, "error": where + str(record.get("error", ""))}), encoding="utf-8"
+            )
         elif [s for s, _, _ in parts] != list(range(shards)):
-            raise DataError(f"run {probe} of {model}: shards {[s + 1 for s, _, _ in parts]} of {shards} came back; "
-                            "rerun the pipeline (finished shards are reused)")
+            raise DataError(
+                f"run {probe} of {model}: shards {[s + 1 for s, _, _ in parts]} of {shards} came back; "
+                "rerun the pipeline (finished shards are reused)"
+            )
         elif shards == 1:
             shutil.copytree(parts[0][2], dest, ignore=shutil.ignore_patterns(SHARD_FILE))
         else:
@@ -110,16 +126,19 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
     idents = [RunIdentity.from_dict(c.get("identity") or {}) for c in configs]
     same = {(i.model_revision, i.config_key, json.dumps(i.numerics, sort_keys=True)) for i in idents}
     if len(same) > 1 or len({json.dumps(c["config"], sort_keys=True) for c in configs}) > 1:
-        raise DataError(f"the shards in {', '.join(map(str, shard_dirs))} ran on different weights, numerics or "
-                        "configs; rerun the pipeline")
+        raise DataError(
+            f"the shards in {', '.join(map(str, shard_dirs))} ran on different weights, numerics or configs; rerun the pipeline"
+        )
     cfg = RunConfig.from_dict(configs[0]["config"])
     probe = get_probe(cfg.probe)
     prepared = Prepared.load(Path(items_dir) / (probe.dataset or cfg.probe))
     probe.validate(cfg, prepared)  # as `run_probe` does before its groups (a probe may complete `prepared.info` here)
     full = data_digest(prepared)  # the whole data's, as the unsharded run has it (its inputs carry it too)
-    ident = dataclasses.replace(idents[0], data_digest=full,
-                                inputs=[{**i, "digest": full} if i.get("digest") == idents[0].data_digest else i
-                                        for i in idents[0].inputs])
+    ident = dataclasses.replace(
+        idents[0],
+        data_digest=full,
+        inputs=[{**i, "digest": full} if i.get("digest") == idents[0].data_digest else i for i in idents[0].inputs],
+    )
     rows = {r["key"]: r for d in shard_dirs for _, r in read_jsonl(d / RESULTS)}
     order = [k for its in probe.groups(cfg, prepared).values() for it in its for k in probe.item_keys(cfg, prepared, it)]
     ordered = [rows[k] for k in order if k in rows]
@@ -130,9 +149,16 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
     resumed = costs.pop("n_resumed", 0)
     metrics.update(costs)
     notes = list(dict.fromkeys(n for m in metrics_of for n in m.get("notes", [])))
-    metrics.update(model_revision=ident.model_revision, n_resumed=resumed, notes=notes, probe=cfg.probe,
-                   model=cfg.base.model, data_digest=ident.data_digest, identity=redact_values(ident.to_dict()),
-                   threads=metrics_of[0].get("threads"))
+    metrics.update(
+        model_revision=ident.model_revision,
+        n_resumed=resumed,
+        notes=notes,
+        probe=cfg.probe,
+        model=cfg.base.model,
+        data_digest=ident.data_digest,
+        identity=redact_values(ident.to_dict()),
+        threads=metrics_of[0].get("threads"),
+    )
     metrics = json_safe(metrics)
     dest.mkdir(parents=True, exist_ok=True)
     for name, content in probe.artifacts(ordered, prepared, cfg, metrics).items():
@@ -161,10 +187,21 @@ def log_merged(outcome, cfg, context: RunContext | str, shards: int) -> None:
 
     ctx = RunContext.from_json(context)
     ident = RunIdentity.from_dict(outcome.metrics.get("identity") or {})
-    with probe_run(cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{cfg.probe}-{cfg.base.model}",
-                   extra_tags={tag("step"): "probe", tag("kfp_run_id"): ctx.kfp_run_id, tag("shards"): str(shards),
-                               tag("dataset_digest"): ident.data_digest, tag("identity_key"): ident.key()},
-                   step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/merge/{cfg.results_key()}-{ident.key()}") as run:
+    with probe_run(
+        cfg,
+        ctx,
+        enabled=ctx.tracked,
+        required=True,
+        run_name=f"{cfg.probe}-{cfg.base.model}",
+        extra_tags={
+            tag("step"): "probe",
+            tag("kfp_run_id"): ctx.kfp_run_id,
+            tag("shards"): str(shards),
+            tag("dataset_digest"): ident.data_digest,
+            tag("identity_key"): ident.key(),
+        },
+        step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/merge/{cfg.results_key()}-{ident.key()}",
+    ) as run:
         log_probe_outcome(run, outcome, cfg)
 
 

@@ -20,6 +20,7 @@ a changes table to the parent run and tags it:
 
 With `fail_on_alert` the step then exits non-zero (after logging), so the KFP run turns red.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -51,19 +52,28 @@ def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[
         cur, prev = current.get(name), previous.get(name)
         overall, per_relation = compared_metrics(name)
         if cur is None or prev is None:
-            rows.append({"run": name, "relation": "*", "previous": prev and prev.get(overall),
-                         "current": cur and cur.get(overall), "delta": None})
+            rows.append(
+                {
+                    "run": name,
+                    "relation": "*",
+                    "previous": prev and prev.get(overall),
+                    "current": cur and cur.get(overall),
+                    "delta": None,
+                }
+            )
             continue
         a, b = prev.get(overall), cur.get(overall)
-        rows.append({"run": name, "relation": "*", "previous": a, "current": b,
-                     "delta": None if a is None or b is None else b - a})
+        rows.append(
+            {"run": name, "relation": "*", "previous": a, "current": b, "delta": None if a is None or b is None else b - a}
+        )
         if per_relation is None:
             continue
         for rel in sorted(set(cur.get("per_relation", {})) | set(prev.get("per_relation", {}))):
             a = prev.get("per_relation", {}).get(rel, {}).get(per_relation)
             b = cur.get("per_relation", {}).get(rel, {}).get(per_relation)
-            rows.append({"run": name, "relation": rel, "previous": a, "current": b,
-                         "delta": None if a is None or b is None else b - a})
+            rows.append(
+                {"run": name, "relation": rel, "previous": a, "current": b, "delta": None if a is None or b is None else b - a}
+            )
     return rows
 
 
@@ -86,8 +96,14 @@ def like_with_like(tonight: dict | None, previous: dict | None) -> tuple[str, st
     return "", (f"numerics changed ({num}): part of the change may come from the numerics" if num else "")
 
 
-def paired_change(tonight, last_night, max_drop: float, alpha: float,
-                  identities: tuple[dict | None, dict | None] | None = None, probe: str | None = None) -> dict:
+def paired_change(
+    tonight,
+    last_night,
+    max_drop: float,
+    alpha: float,
+    identities: tuple[dict | None, dict | None] | None = None,
+    probe: str | None = None,
+) -> dict:
     """The paired comparison of two per-fact tables of the same `probe` and model, on the probe's
     per-fact verdict in its headline's direction (`factprobe.probes.verdict`; `probe` None: tables
     with the multiple-choice `correct`): {"n", "diff" (of the share of right facts), "diff_ci",
@@ -115,8 +131,7 @@ def paired_change(tonight, last_night, max_drop: float, alpha: float,
     except (ValueError, KeyError) as e:
         return {"error": str(e).splitlines()[0][:300]}
     note = "; ".join(n for n in (note, verdict.note()) if n)
-    out = {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed,
-           "reason": d.reason}
+    out = {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed, "reason": d.reason}
     return {**out, "note": note} if note else out
 
 
@@ -127,17 +142,22 @@ def _previous_probe_run(client, experiment_ids: list[str], key: str, parent_run_
     from factprobe_ops.tracking.conventions import tag
 
     wanted = {tag("config_key"): key, tag("step"): "probe"}
-    found = client.search_runs(experiment_ids, filter_string=tag_filter(wanted, "FINISHED"),
-                               order_by=["attributes.start_time DESC"], max_results=20)
+    found = client.search_runs(
+        experiment_ids, filter_string=tag_filter(wanted, "FINISHED"), order_by=["attributes.start_time DESC"], max_results=20
+    )
     for r in found:
-        if (tags_match(r.data.tags, wanted) and r.data.tags.get("mlflow.parentRunId") != parent_run_id
-                and r.info.start_time <= before_ms):
+        if (
+            tags_match(r.data.tags, wanted)
+            and r.data.tags.get("mlflow.parentRunId") != parent_run_id
+            and r.info.start_time <= before_ms
+        ):
             return r
     return None
 
 
-def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str, str], failures: list[dict],
-              alerts: list[str]) -> str:
+def _markdown(
+    rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str, str], failures: list[dict], alerts: list[str]
+) -> str:
     fmt = lambda v: "—" if v is None else f"{v:.3f}"
     lines = ["# Nightly comparison", ""]
     if alerts:
@@ -148,18 +168,22 @@ def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str,
         lines.append("")
     if not previous_runs:
         lines += ["No previous nightly run of these models and options: this run is the new reference.", ""]
-    lines += ["| run | previous run | facts | previous | tonight | change | 95% CI | McNemar p | significant drop |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| run | previous run | facts | previous | tonight | change | 95% CI | McNemar p | significant drop |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["relation"] != "*":
             continue
         pr = pairs.get(r["run"], {})
         ci = pr.get("diff_ci")
-        lines.append(f"| {r['run']} | {previous_runs.get(r['run'], '—')} | {pr.get('n', '—')} | {fmt(r['previous'])} | "
-                     f"{fmt(r['current'])} | {'—' if r['delta'] is None else format(r['delta'], '+.3f')} | "
-                     f"{'—' if not ci else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'} | "
-                     f"{'—' if 'p_value' not in pr else format(pr['p_value'], '.3g')} | "
-                     f"{'YES' if pr.get('drop') else ('—' if 'p_value' not in pr else 'no')} |")
+        lines.append(
+            f"| {r['run']} | {previous_runs.get(r['run'], '—')} | {pr.get('n', '—')} | {fmt(r['previous'])} | "
+            f"{fmt(r['current'])} | {'—' if r['delta'] is None else format(r['delta'], '+.3f')} | "
+            f"{'—' if not ci else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'} | "
+            f"{'—' if 'p_value' not in pr else format(pr['p_value'], '.3g')} | "
+            f"{'YES' if pr.get('drop') else ('—' if 'p_value' not in pr else 'no')} |"
+        )
     told = [(name, p.get("note") or p.get("error")) for name, p in sorted(pairs.items()) if p.get("note") or p.get("error")]
     if told:
         lines += ["", *[f"- {name}: {text}" for name, text in told]]
@@ -170,8 +194,14 @@ def _markdown(rows: list[dict], pairs: dict[str, dict], previous_runs: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContext | str,
-                        max_drop: float = 0.02, alpha: float = 0.05, fail_on_alert: bool = True) -> list[dict]:
+def run_nightly_compare(
+    result_dirs: list[str],
+    md_path: str,
+    context: RunContext | str,
+    max_drop: float = 0.02,
+    alpha: float = 0.05,
+    fail_on_alert: bool = True,
+) -> list[dict]:
     """Compare every (probe, model) result of tonight with its previous nightly run (module doc),
     log metrics, the changes table and the alert tags to the parent run of `context` (the sweep's
     `RunContext` or its JSON), write a Markdown summary;
@@ -186,12 +216,12 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
     from factprobe.errors import DataError
     from factprobe.identity import identity_of
     from factprobe.io import atomic_write_text
-    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.identity_check import identity_from_tracking
     from factprobe_ops.tracking.library_client import open_mlflow_client
     from factprobe_ops.tracking.run import TrackedRun
+    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity
 
     from .report import load_failures, load_results
 
@@ -199,12 +229,13 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
     uri, parent_run_id = ctx.uri, ctx.parent_run_id
     current = load_results(result_dirs)
     failures = load_failures(result_dirs)
-    folders = {name: d for d in result_dirs if not (Path(d) / "failed.json").exists()
-               for name in load_results([d])}
+    folders = {name: d for d in result_dirs if not (Path(d) / "failed.json").exists() for name in load_results([d])}
     alerts = [ALERT_FAILED] if failures else []
     if not ctx.tracked:
-        atomic_write_text(md_path, _markdown(diff_summaries(current, {}), {}, {}, failures, alerts)
-                          + "\nTracking is off: nothing to compare with.\n")
+        atomic_write_text(
+            md_path,
+            _markdown(diff_summaries(current, {}), {}, {}, failures, alerts) + "\nTracking is off: nothing to compare with.\n",
+        )
         _maybe_fail(alerts, failures, {}, fail_on_alert)
         return []
     client = open_mlflow_client(uri)
@@ -220,7 +251,9 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
         previous_runs[name] = prev.info.run_id
         with tempfile.TemporaryDirectory() as d:
             try:
-                prev_metrics = json.loads(Path(client.download_artifacts(prev.info.run_id, "results/metrics.json", d)).read_text())
+                prev_metrics = json.loads(
+                    Path(client.download_artifacts(prev.info.run_id, "results/metrics.json", d)).read_text()
+                )
                 last_night = pd.read_parquet(client.download_artifacts(prev.info.run_id, "tables/per_fact.parquet", d))
             except Exception as e:  # noqa: BLE001 - an old run without these artifacts is not comparable
                 pairs[name] = {"error": f"previous run {prev.info.run_id}: {str(e).splitlines()[0][:200]}"}
@@ -232,24 +265,32 @@ def run_nightly_compare(result_dirs: list[str], md_path: str, context: RunContex
         except DataError as e:  # a truncated or empty results.jsonl: named, not a traceback
             pairs[name] = {"error": str(e)}
             continue
-        pairs[name] = paired_change(tonight, last_night, max_drop, alpha,
-                                    identities=(folder_identity(folder), prev_identity), probe=name.split(":", 1)[0])
+        pairs[name] = paired_change(
+            tonight, last_night, max_drop, alpha, identities=(folder_identity(folder), prev_identity), probe=name.split(":", 1)[0]
+        )
     rows = diff_summaries(current, previous)
     drops = {n: p for n, p in pairs.items() if p.get("drop")}
     if drops:
         alerts.insert(0, ALERT_DROP)
     with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
-        tags = {tag("previous_run"): ",".join(sorted(set(previous_runs.values()))) or "none",
-                tag("previous_sweep"): ",".join(sorted({client.get_run(r).data.tags.get("mlflow.parentRunId", "")
-                                                        for r in previous_runs.values()} - {""})) or "none"}
+        tags = {
+            tag("previous_run"): ",".join(sorted(set(previous_runs.values()))) or "none",
+            tag("previous_sweep"): ",".join(
+                sorted({client.get_run(r).data.tags.get("mlflow.parentRunId", "") for r in previous_runs.values()} - {""})
+            )
+            or "none",
+        }
         if alerts:
             tags[tag("alert")] = ",".join(alerts)
             tags[tag("alert_detail")] = _detail(drops, failures)[:5000]
         run.set_tags(tags)
         from .report import metric_safe
 
-        metrics = {f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{r['relation']}"): r["delta"]
-                   for r in rows if r["delta"] is not None}
+        metrics = {
+            f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{r['relation']}"): r["delta"]
+            for r in rows
+            if r["delta"] is not None
+        }
         for name, p in pairs.items():
             if "p_value" in p:
                 metrics[f"nightly_p/{metric_safe(name)}"] = p["p_value"]

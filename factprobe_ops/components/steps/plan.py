@@ -115,8 +115,10 @@ def model_entry(raw, where: str, index: int) -> dict:
                 raise ConfigError(f"{said} endpoint={value!r} is not an http(s) URL such as http://vllm.factprobe.svc:8000/v1")
         out[key] = value
     if "endpoint" in out and "device_map" in out:
-        raise ConfigError(f"{said} endpoint and device_map together: a served model is placed by its server; "
-                          "drop device_map (or endpoint to load the weights in the pod)")
+        raise ConfigError(
+            f"{said} endpoint and device_map together: a served model is placed by its server; "
+            "drop device_map (or endpoint to load the weights in the pod)"
+        )
     return out
 
 
@@ -139,8 +141,15 @@ def model_overrides(entry: dict) -> dict:
     return {k: entry[k] for k in ("dtype", "device_map") if k in entry}
 
 
-def run_plan_units(models: list, probes: list, context: str = "", config: dict | None = None, shards: int = 1,
-                   one_load: bool = False, defaults: dict | None = None) -> list:
+def run_plan_units(
+    models: list,
+    probes: list,
+    context: str = "",
+    config: dict | None = None,
+    shards: int = 1,
+    one_load: bool = False,
+    defaults: dict | None = None,
+) -> list:
     """The units of work of a sweep (`probe`, `nightly_sweep`), each one pod: a model (a name or a models-file
     mapping, `model_entry`), the probes it runs (one with `one_load=False`; all of them, loaded once,
     with `one_load=True`), its fact shard (`shard` of `shards`) and its pod's resources (`gpus`, `cpu`,
@@ -171,9 +180,17 @@ def run_plan_units(models: list, probes: list, context: str = "", config: dict |
         groups = [[str(p) for p in probes]] if one_load else [[str(p)] for p in probes]
         for group in groups:
             for shard in range(n):
-                units.append({"model": model_spec(e), "probes": group, "shard": shard, "shards": n,
-                              "overrides": model_overrides(e), "context": context,
-                              **{k: str(e.get(k, base[k])) for k in ("gpus", "cpu", "memory")}})
+                units.append(
+                    {
+                        "model": model_spec(e),
+                        "probes": group,
+                        "shard": shard,
+                        "shards": n,
+                        "overrides": model_overrides(e),
+                        "context": context,
+                        **{k: str(e.get(k, base[k])) for k in ("gpus", "cpu", "memory")},
+                    }
+                )
     return units
 
 

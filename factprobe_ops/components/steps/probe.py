@@ -1,4 +1,5 @@
 """Step: run one registered probe for one model. GPU step."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -69,13 +70,17 @@ def shard_prepared(cfg, prepared, shard: int, shards: int):
     spec = get_probe(cfg.probe)
     items = [(rel, it) for rel, its in prepared.items.items() for it in its]
     if shards > len(items):
-        raise ConfigError(f"shards={shards} is more than the {len(items)} facts of probe {cfg.probe}'s data; "
-                          f"use shards={max(len(items), 1)} or fewer")
+        raise ConfigError(
+            f"shards={shards} is more than the {len(items)} facts of probe {cfg.probe}'s data; "
+            f"use shards={max(len(items), 1)} or fewer"
+        )
     if shards <= 1:
         return prepared
     # the fact id where the item has one (every built-in probe's), else its first result key
-    digest = [hashlib.sha256(str(getattr(it, "fact_id", None) or spec.item_keys(cfg, prepared, it)[0]).encode("utf-8")).hexdigest()
-              for _, it in items]
+    digest = [
+        hashlib.sha256(str(getattr(it, "fact_id", None) or spec.item_keys(cfg, prepared, it)[0]).encode("utf-8")).hexdigest()
+        for _, it in items
+    ]
     rank = {i: r for r, i in enumerate(sorted(range(len(items)), key=lambda i: (digest[i], i)))}
     mine: dict[str, list] = {}
     for i, (rel, it) in enumerate(items):
@@ -88,9 +93,19 @@ def shard_prepared(cfg, prepared, shard: int, shards: int):
 SHARD_FILE = "shard.json"
 
 
-def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
-                   work_root: str = "", overrides: dict | None = None, shard: int = 0, shards: int = 1,
-                   loader=None) -> dict:
+def run_probe_step(
+    items_dir: str,
+    out_dir: str,
+    model: str,
+    probe: str,
+    config: dict,
+    context: RunContext | str,
+    work_root: str = "",
+    overrides: dict | None = None,
+    shard: int = 0,
+    shards: int = 1,
+    loader=None,
+) -> dict:
     """Probe `model` on the prepared items in `items_dir/<dataset kind>`; results go to a stable work
     folder (resumable, locked against a second writer) and every file the run wrote there
     (results.jsonl, metrics.json, run_config.json, model_revision.txt and the probe's extra files
@@ -137,20 +152,42 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
     with sigterm_as_interrupt(), ExitStack() as stack:
 
         def start() -> None:  # the child run begins once the folder is claimed and the run validated
-            runs.append(stack.enter_context(probe_run(
-                cfg, ctx, enabled=ctx.tracked, required=True, run_name=f"{probe}-{model}{part}",
-                # a shard's run is no probe run of its own (the nightly comparison finds probe runs by step):
-                # the merge step logs the merged run as the probe run (factprobe_ops/components/steps/merge.py)
-                extra_tags={tag("step"): "probe-shard" if part else "probe", tag("kfp_run_id"): ctx.kfp_run_id,
+            runs.append(
+                stack.enter_context(
+                    probe_run(
+                        cfg,
+                        ctx,
+                        enabled=ctx.tracked,
+                        required=True,
+                        run_name=f"{probe}-{model}{part}",
+                        # a shard's run is no probe run of its own (the nightly comparison finds probe runs by step):
+                        # the merge step logs the merged run as the probe run (factprobe_ops/components/steps/merge.py)
+                        extra_tags={
+                            tag("step"): "probe-shard" if part else "probe",
+                            tag("kfp_run_id"): ctx.kfp_run_id,
                             tag("dataset_digest"): ident.data_digest,
-                            tag("identity_key"): ident.key(), **({tag("shard"): f"{shard + 1}/{shards}"} if part else {})},
-                step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}")))
+                            tag("identity_key"): ident.key(),
+                            **({tag("shard"): f"{shard + 1}/{shards}"} if part else {}),
+                        },
+                        step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/probe/{key}",
+                    )
+                )
+            )
 
         # progress=False: no tqdm bar in a pod log; one progress line every 30 s instead
         # two pipelines of the same identity on one PVC share this folder: the second waits for the
         # first and then reuses its rows instead of failing as "busy"
-        outcome = when_free(lambda: run_probe(cfg, work, loaded=loaded, prepared=prepared, progress=False,
-                                              on_batch=ProgressLog(f"{probe} {model}{part}"), on_start=start))
+        outcome = when_free(
+            lambda: run_probe(
+                cfg,
+                work,
+                loaded=loaded,
+                prepared=prepared,
+                progress=False,
+                on_batch=ProgressLog(f"{probe} {model}{part}"),
+                on_start=start,
+            )
+        )
         run = runs[0]
         log_probe_outcome(run, outcome, cfg)
     out = Path(out_dir)
@@ -161,17 +198,27 @@ def run_probe_step(items_dir: str, out_dir: str, model: str, probe: str, config:
         copied.append(path.name)
     scalars = {k: v for k, v in metric_dict(outcome.metrics).items() if "/" not in k}
     head = spec.headline(outcome.metrics)
-    if head and not part:  # one line for `factprobe pipeline run`'s step summary (factprobe_ops/pipelines/cli.py: HEADLINE_PREFIX)
+    if (
+        head and not part
+    ):  # one line for `factprobe pipeline run`'s step summary (factprobe_ops/pipelines/cli.py: HEADLINE_PREFIX)
         print(f"headline: {probe} {model}: {head}", flush=True)
-    return {"scalars": scalars, "model": model, "probe": probe, "run_id": run.run_id or "",
-            "scored_now": outcome.n_scored_now, "resumed": outcome.n_resumed, "files": copied}
+    return {
+        "scalars": scalars,
+        "model": model,
+        "probe": probe,
+        "run_id": run.run_id or "",
+        "scored_now": outcome.n_scored_now,
+        "resumed": outcome.n_resumed,
+        "files": copied,
+    }
 
 
 FAILED_FILE = "failed.json"  # a tolerant probe step's record of its failure (load_results skips the folder)
 
 
-def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str,
-                            **kwargs) -> dict:
+def run_probe_step_tolerant(
+    items_dir: str, out_dir: str, model: str, probe: str, config: dict, context: RunContext | str, **kwargs
+) -> dict:
     """`run_probe_step` that never fails the pipeline: for a sweep where one broken model must not
     cost the report of the others. On an error it writes `<out_dir>/failed.json` ({"model", "probe",
     "error": one line}) and returns {"failed": that line, ...}; the child MLflow run is already
@@ -193,8 +240,9 @@ def run_probe_step_tolerant(items_dir: str, out_dir: str, model: str, probe: str
         return {"scalars": {}, "model": model, "probe": probe, "run_id": "", "failed": line, "files": [FAILED_FILE]}
 
 
-def run_unit_step(items_dir: str, out_dir: str, unit: dict, config: dict, context: RunContext | str,
-                  work_root: str = "", tolerant: bool = False) -> dict:
+def run_unit_step(
+    items_dir: str, out_dir: str, unit: dict, config: dict, context: RunContext | str, work_root: str = "", tolerant: bool = False
+) -> dict:
     """Run one unit of a sweep (factprobe_ops/components/steps/plan.py `run_plan_units`): each of its
     probes on its model, one after the other, over its fact shard, into `<out_dir>/<probe>/` (the
     files of `run_probe_step` plus `SHARD_FILE`). A unit of several probes loads the model once, at
@@ -223,10 +271,21 @@ def run_unit_step(items_dir: str, out_dir: str, unit: dict, config: dict, contex
     infos = {}
     for probe in probes:
         sub = Path(out_dir) / probe
-        infos[probe] = step(items_dir, str(sub), str(unit["model"]), probe, config, context, work_root=work_root,
-                            overrides=dict(unit.get("overrides") or {}), shard=shard, shards=shards,
-                            loader=loader if len(probes) > 1 else None)
+        infos[probe] = step(
+            items_dir,
+            str(sub),
+            str(unit["model"]),
+            probe,
+            config,
+            context,
+            work_root=work_root,
+            overrides=dict(unit.get("overrides") or {}),
+            shard=shard,
+            shards=shards,
+            loader=loader if len(probes) > 1 else None,
+        )
         sub.mkdir(parents=True, exist_ok=True)
-        (sub / SHARD_FILE).write_text(json.dumps({"model": str(unit["model"]), "probe": probe, "shard": shard,
-                                                  "shards": shards}), encoding="utf-8")
+        (sub / SHARD_FILE).write_text(
+            json.dumps({"model": str(unit["model"]), "probe": probe, "shard": shard, "shards": shards}), encoding="utf-8"
+        )
     return {"probes": infos}

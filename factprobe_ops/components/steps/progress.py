@@ -8,6 +8,7 @@ prints one line at most every `every_s` seconds, and always the last one:
 
 `factprobe pipeline run` shows these lines under the step's name (factprobe_ops/pipelines/cli.py, PROGRESS_PREFIX).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,9 @@ PROGRESS_PREFIX = "progress: "
 class ProgressLog:
     """Callable `(done, total) -> None`; `done` counts rows finished so far including resumed ones."""
 
-    def __init__(self, label: str, every_s: float = 30.0, stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, label: str, every_s: float = 30.0, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.label = label
         self.every_s = every_s
         self.stream = stream or sys.stdout

@@ -1,4 +1,5 @@
 """Step: the CI regression gate: candidate results against a baseline run, on the same facts."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -7,8 +8,15 @@ if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
 
-def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, md_path: str,
-             context: RunContext | str, allow_numerics_change: bool = False) -> dict:
+def run_gate(
+    candidate_dir: str,
+    baseline: str,
+    max_drop: float,
+    alpha: float,
+    md_path: str,
+    context: RunContext | str,
+    allow_numerics_change: bool = False,
+) -> dict:
     """Gate decision (factprobe.metrics.comparison.regression_gate) of the candidate's results
     against `baseline` (run id, results folder, or tag filter matching exactly one run, looked up on
     the tracking URI of `context`, the pipeline run's `RunContext` or its JSON). Logs the decision to
@@ -18,16 +26,16 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     for a baseline or candidate without a measurement identity, for other numerics (unless
     `allow_numerics_change`), and DataError for other data or a candidate lacking baseline facts, as
     `factprobe regress` does (factprobe_ops/tracking/regress.py)."""
+    from pathlib import Path
+
     from factprobe.io import atomic_write_text
     from factprobe.metrics.comparison import align_templates, regression_gate
     from factprobe_ops.tracking.baseline import check_gate_settings, gate_table
-    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity, resolve_run
-    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.regress import check_every_baseline_fact, check_gate_identities, require_identity
     from factprobe_ops.tracking.run import TrackedRun
-
-    from pathlib import Path
+    from factprobe_ops.tracking.run_tables import _from_results_file, folder_identity, resolve_run
 
     max_drop, alpha = check_gate_settings(max_drop, alpha, ("max_drop", "alpha"))
     ctx = RunContext.from_json(context)
@@ -44,8 +52,9 @@ def run_gate(candidate_dir: str, baseline: str, max_drop: float, alpha: float, m
     d = regression_gate(cand_df, base_df, max_drop=float(max_drop), alpha=float(alpha))
     decision = "PASS" if d.passed else "FAIL"
     notes = [n for n in (note, verdict.note()) if n]
-    atomic_write_text(md_path, f"# Regression gate: {decision}\n\n" + "".join(f"{n}\n\n" for n in notes)
-                      + f"```\n{d.report()}\n```\n")
+    atomic_write_text(
+        md_path, f"# Regression gate: {decision}\n\n" + "".join(f"{n}\n\n" for n in notes) + f"```\n{d.report()}\n```\n"
+    )
     if ctx.tracked:
         with TrackedRun.parent_of(ctx) as run:  # the parent run: logged into, not ended (the finalize step ends it)
             run.set_tags({tag("gate"): decision, tag("baseline"): baseline})

@@ -17,6 +17,7 @@ Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): built in the
 or more models, read in the headline's direction (`factprobe.probes.verdict`); this step lays them out
 and logs them like every other part.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,8 +58,17 @@ def load_runs(dirs: list[str], unique: bool = True) -> list:
         seen[name] = seen.get(name, 0) + 1
         if unique and seen[name] > 1:
             name = f"{name}#{seen[name]}"
-        runs.append(ReportRun(name=name, probe=cfg["probe"], model=cfg["model"], label=model_label(str(cfg["model"])),
-                              metrics=json.loads((Path(d) / "metrics.json").read_text()), config=cfg, dir=Path(d)))
+        runs.append(
+            ReportRun(
+                name=name,
+                probe=cfg["probe"],
+                model=cfg["model"],
+                label=model_label(str(cfg["model"])),
+                metrics=json.loads((Path(d) / "metrics.json").read_text()),
+                config=cfg,
+                dir=Path(d),
+            )
+        )
     return runs
 
 
@@ -112,16 +122,18 @@ def headline_scalars(by_run: dict[str, dict]) -> dict[str, float]:
     return out
 
 
-def run_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str,
-               html_artifact: str = "report/report.html") -> dict[str, dict]:
+def run_report(
+    result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str, html_artifact: str = "report/report.html"
+) -> dict[str, dict]:
     """Write the HTML and Markdown reports; log figures, tables and metrics to the parent run of
     `context` (the pipeline run's `RunContext` or its JSON; see the module docstring). Returns the
     metrics by run name (`<probe>:<model>`, unique)."""
     return write_report(result_dirs, html_path, md_path, context, html_artifact)[0]
 
 
-def write_report(result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str,
-                 html_artifact: str = "report/report.html") -> tuple[dict[str, dict], list]:
+def write_report(
+    result_dirs: list[str], html_path: str, md_path: str, context: RunContext | str, html_artifact: str = "report/report.html"
+) -> tuple[dict[str, dict], list]:
     """`run_report`, returning also the report parts (`ReportPart`, one per report group)."""
     import json
 
@@ -143,8 +155,11 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, context: 
     tables = {name: rows for p in parts for name, rows in p.tables.items()}
     if failures:
         tables["failed"] = failures
-    shown = {name: (rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows) for name, rows in tables.items()
-             if not any(name in p.mlflow_only for p in parts)}
+    shown = {
+        name: (rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows)
+        for name, rows in tables.items()
+        if not any(name in p.mlflow_only for p in parts)
+    }
     title = f"factprobe {ctx.pipeline}: {len(runs)} run(s)"
     summaries_html = [p.summary_html for p in parts if p.summary_html]
     summaries_md = [p.summary_markdown for p in parts if p.summary_markdown]
@@ -160,7 +175,9 @@ def write_report(result_dirs: list[str], html_path: str, md_path: str, context: 
                 if any(name in p.parquet for p in parts):
                     run.log_parquet(df, f"tables/{name}.parquet")
             if failures:
-                run.set_tags({"factprobe.failed_models": ", ".join(sorted({f"{f['probe']}:{f['model']}" for f in failures}))[:5000]})
+                run.set_tags(
+                    {"factprobe.failed_models": ", ".join(sorted({f"{f['probe']}:{f['model']}" for f in failures}))[:5000]}
+                )
             run.log_text(json.dumps(everything, indent=1, default=float), "summary/summary.json")
             run.log_text(Path(html_path).read_text(), html_artifact)  # .html: the MLflow UI renders it
             # names made safe for MLflow (`acc@1/belief-mlm/<model>` -> `acc_1/...`; unsafe names used to fail the step)

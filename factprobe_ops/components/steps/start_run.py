@@ -1,5 +1,7 @@
 """Step: open the MLflow parent run of a pipeline run and return the run context of its steps."""
+
 import json
+from datetime import UTC
 
 
 def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, params_json: str) -> str:
@@ -14,8 +16,8 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     Ctrl-C / SIGTERM (`_common.record_parent_run`)."""
     import hashlib
 
-    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.run import TrackedRun
 
     from ._common import expand_options, record_parent_run
@@ -29,13 +31,25 @@ def run_start(pipeline: str, kfp_run_id: str, trigger: str, tracking_uri: str, p
     key = hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "models"}, sort_keys=True).encode()).hexdigest()[:16]
     probes = params.get("probes") if isinstance(params.get("probes"), list) else []
     run = TrackedRun.from_context(
-        ctx, run_name=f"{pipeline}-{kfp_run_id}", required=True, child=False, headline_family=headline_family(probes),
+        ctx,
+        run_name=f"{pipeline}-{kfp_run_id}",
+        required=True,
+        child=False,
+        headline_family=headline_family(probes),
         headline_greater=headline_greater(probes),
-        tags={tag("trigger"): trigger, tag("kfp_run_id"): kfp_run_id, tag("pipeline"): pipeline,
-              tag("config_key"): key, tag("role"): "parent",
-              "mlflow.source.name": f"factprobe/pipelines/{pipeline}", "mlflow.source.type": "JOB",
-              tag("model"): ",".join(map(model_name, params.get("models", []))) if isinstance(params.get("models"), list)
-              else str(params.get("models", ""))})
+        tags={
+            tag("trigger"): trigger,
+            tag("kfp_run_id"): kfp_run_id,
+            tag("pipeline"): pipeline,
+            tag("config_key"): key,
+            tag("role"): "parent",
+            "mlflow.source.name": f"factprobe/pipelines/{pipeline}",
+            "mlflow.source.type": "JOB",
+            tag("model"): ",".join(map(model_name, params.get("models", [])))
+            if isinstance(params.get("models"), list)
+            else str(params.get("models", "")),
+        },
+    )
     run.open()  # stays RUNNING; the exit handler (finalize step) ends it
     record_parent_run(run.run_id or "", kfp_run_id, pipeline)  # a stopped local run marks it KILLED
     run.log_params(params)
@@ -85,10 +99,12 @@ def model_name(model) -> str:
 def model_history(run_id: str, models: list) -> list[dict]:
     """`mlflow.log-model.history` entries naming each model (what the runs table's Models column
     lists: `artifact_path` and flavors); no model is stored, the names say what was probed."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from factprobe_ops.tracking.probe_logging import model_label
 
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return [{"run_id": run_id, "artifact_path": model_label(model_name(m)), "utc_time_created": now,
-             "flavors": {"transformers": {}}} for m in models]
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return [
+        {"run_id": run_id, "artifact_path": model_label(model_name(m)), "utc_time_created": now, "flavors": {"transformers": {}}}
+        for m in models
+    ]

@@ -1,6 +1,7 @@
 """Step: run one registered study (`factprobe study NAME`'s study, factprobe/studies) for one model
 in a pipeline run, logged as a child of the pipeline's MLflow parent run (factprobe_ops/tracking/study_run.py:
 the same logging as a CLI study run)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,9 @@ def study_step_config(name: str, model: str, config: dict, params: dict | None =
     return study_config(get_study(name), given)
 
 
-def run_study_step(out_dir: str, name: str, model: str, config: dict, params: dict | None, context: RunContext | str,
-                   work_root: str = "") -> dict[str, Any]:
+def run_study_step(
+    out_dir: str, name: str, model: str, config: dict, params: dict | None, context: RunContext | str, work_root: str = ""
+) -> dict[str, Any]:
     """Run study `name` for `model` into a stable work folder (claimed; a finished folder of the
     same configuration is reused and computes nothing) and copy every file it wrote to `out_dir`.
     Logs a child run of the pipeline run (`context`, the start step's `RunContext` JSON) with the
@@ -58,17 +60,28 @@ def run_study_step(out_dir: str, name: str, model: str, config: dict, params: di
     key = f"{study_key(cfg)}-{study_identity(cfg, study_key(cfg)).key()}"
     ctx = RunContext.from_json(context)
     work = study_work_dir(work_root, name, key)
-    hook = StepStudyTracking(ctx, step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/study/{name}-{key}",
-                             extra_tags={tag("step"): "study", tag("kfp_run_id"): ctx.kfp_run_id})
+    hook = StepStudyTracking(
+        ctx,
+        step_key=f"{ctx.pipeline}/{ctx.kfp_run_id}/study/{name}-{key}",
+        extra_tags={tag("step"): "study", tag("kfp_run_id"): ctx.kfp_run_id},
+    )
     from .progress import PROGRESS_PREFIX, ProgressLog
 
     label = f"{name} {Path(model).name}" if model else name
     from .probe import when_free
 
     # another pipeline of the same identity on the same volume: wait for it, then reuse its work
-    metrics, _, finished = when_free(lambda: run_study(
-        study, cfg, work, progress=False, hooks=[hook], step=lambda msg: print(f"{PROGRESS_PREFIX}{label}: {msg}", flush=True),
-        batch_progress=lambda what: ProgressLog(what)))
+    metrics, _, finished = when_free(
+        lambda: run_study(
+            study,
+            cfg,
+            work,
+            progress=False,
+            hooks=[hook],
+            step=lambda msg: print(f"{PROGRESS_PREFIX}{label}: {msg}", flush=True),
+            batch_progress=lambda what: ProgressLog(what),
+        )
+    )
     if finished:
         hook.log_finished(study, cfg, work, metrics)
     out = Path(out_dir)

@@ -27,6 +27,7 @@ fields fail: the manifest must survive a parse and re-serialisation unchanged) a
 parts (volumes, tolerations, env, mounts, resources) with `kubernetes-validate` as a Pod of the
 oldest supported Kubernetes version.
 """
+
 from __future__ import annotations
 
 import copy
@@ -66,9 +67,17 @@ def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> dic
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": optional}}}
 
 
-def trainjob_manifest(name: str, ft: dict[str, Any], cluster: ClusterConfig, num_nodes: int = 2,
-                      gpus_per_node: int | None = None, cpu: str = "8", memory: str = "64G",
-                      tracking_uri: str = "", labels: dict[str, str] | None = None) -> dict:
+def trainjob_manifest(
+    name: str,
+    ft: dict[str, Any],
+    cluster: ClusterConfig,
+    num_nodes: int = 2,
+    gpus_per_node: int | None = None,
+    cpu: str = "8",
+    memory: str = "64G",
+    tracking_uri: str = "",
+    labels: dict[str, str] | None = None,
+) -> dict:
     """The TrainJob (a plain dict, as `kubectl apply` and the Kubernetes API take it) that trains
     `ft` (a FinetuneConfig dict; its `out` should be on the PVC) on `num_nodes` nodes of the GPU
     pool with `gpus_per_node` GPUs each (default: the cluster setting's GPU count). Built with the
@@ -79,26 +88,34 @@ def trainjob_manifest(name: str, ft: dict[str, Any], cluster: ClusterConfig, num
         raise ValueError(f"num_nodes={num_nodes}: must be >= 1")
     gpus = int(gpus_per_node or cluster.gpu_count)
     mount = cluster.pvc_mount
-    env = [m.IoK8sApiCoreV1EnvVar(name="FACTPROBE_CACHE", value=f"{mount}/cache"),
-           m.IoK8sApiCoreV1EnvVar(name="FACTPROBE_WORK", value=f"{mount}/work"),
-           m.IoK8sApiCoreV1EnvVar(name="HF_HOME", value=f"{mount}/hf"),
-           m.IoK8sApiCoreV1EnvVar(name="TORCH_EXTENSIONS_DIR", value=f"{mount}/torch_extensions")]
+    env = [
+        m.IoK8sApiCoreV1EnvVar(name="FACTPROBE_CACHE", value=f"{mount}/cache"),
+        m.IoK8sApiCoreV1EnvVar(name="FACTPROBE_WORK", value=f"{mount}/work"),
+        m.IoK8sApiCoreV1EnvVar(name="HF_HOME", value=f"{mount}/hf"),
+        m.IoK8sApiCoreV1EnvVar(name="TORCH_EXTENSIONS_DIR", value=f"{mount}/torch_extensions"),
+    ]
     if tracking_uri:
         env.append(m.IoK8sApiCoreV1EnvVar(name="MLFLOW_TRACKING_URI", value=tracking_uri))
     if cluster.s3_endpoint:
         env.append(m.IoK8sApiCoreV1EnvVar(name="AWS_ENDPOINT_URL", value=cluster.s3_endpoint))
-    secret_env = [_secret_env("MLFLOW_TRACKING_USERNAME", cluster.mlflow_secret, "MLFLOW_TRACKING_USERNAME"),
-                  _secret_env("MLFLOW_TRACKING_PASSWORD", cluster.mlflow_secret, "MLFLOW_TRACKING_PASSWORD"),
-                  _secret_env("AWS_ACCESS_KEY_ID", cluster.s3_secret, "AWS_ACCESS_KEY_ID"),
-                  _secret_env("AWS_SECRET_ACCESS_KEY", cluster.s3_secret, "AWS_SECRET_ACCESS_KEY"),
-                  _secret_env("HF_TOKEN", cluster.hf_secret, "HF_TOKEN", optional=True)]
+    secret_env = [
+        _secret_env("MLFLOW_TRACKING_USERNAME", cluster.mlflow_secret, "MLFLOW_TRACKING_USERNAME"),
+        _secret_env("MLFLOW_TRACKING_PASSWORD", cluster.mlflow_secret, "MLFLOW_TRACKING_PASSWORD"),
+        _secret_env("AWS_ACCESS_KEY_ID", cluster.s3_secret, "AWS_ACCESS_KEY_ID"),
+        _secret_env("AWS_SECRET_ACCESS_KEY", cluster.s3_secret, "AWS_SECRET_ACCESS_KEY"),
+        _secret_env("HF_TOKEN", cluster.hf_secret, "HF_TOKEN", optional=True),
+    ]
     env += [m.IoK8sApiCoreV1EnvVar.from_dict(e) for e in secret_env]
-    volumes = [m.IoK8sApiCoreV1Volume.from_dict({"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                                              "sizeLimit": cluster.shm_size}})]
+    volumes = [
+        m.IoK8sApiCoreV1Volume.from_dict({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": cluster.shm_size}})
+    ]
     mounts = [m.IoK8sApiCoreV1VolumeMount(name="dshm", mountPath="/dev/shm")]
     if cluster.pvc_name:
-        volumes.append(m.IoK8sApiCoreV1Volume.from_dict({"name": "factprobe-cache",
-                                                         "persistentVolumeClaim": {"claimName": cluster.pvc_name}}))
+        volumes.append(
+            m.IoK8sApiCoreV1Volume.from_dict(
+                {"name": "factprobe-cache", "persistentVolumeClaim": {"claimName": cluster.pvc_name}}
+            )
+        )
         mounts.append(m.IoK8sApiCoreV1VolumeMount(name="factprobe-cache", mountPath=mount))
     key, value = cluster.gpu_node_label
     tkey, tvalue, effect = cluster.gpu_toleration
@@ -112,24 +129,51 @@ def trainjob_manifest(name: str, ft: dict[str, Any], cluster: ClusterConfig, num
     patch = m.TrainerV1alpha1RuntimePatch(
         manager=MANAGER,
         trainingRuntimeSpec=m.TrainerV1alpha1TrainingRuntimeSpecPatch(
-            template=m.TrainerV1alpha1JobSetTemplatePatch(spec=m.TrainerV1alpha1JobSetSpecPatch(replicatedJobs=[
-                m.TrainerV1alpha1ReplicatedJobPatch(name=NODE, template=m.TrainerV1alpha1JobTemplatePatch(
-                    spec=m.TrainerV1alpha1JobSpecPatch(template=m.TrainerV1alpha1PodTemplatePatch(
-                        metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(labels={"factprobe.io/role": "pipeline-step"}),
-                        spec=pod))))]))))
+            template=m.TrainerV1alpha1JobSetTemplatePatch(
+                spec=m.TrainerV1alpha1JobSetSpecPatch(
+                    replicatedJobs=[
+                        m.TrainerV1alpha1ReplicatedJobPatch(
+                            name=NODE,
+                            template=m.TrainerV1alpha1JobTemplatePatch(
+                                spec=m.TrainerV1alpha1JobSpecPatch(
+                                    template=m.TrainerV1alpha1PodTemplatePatch(
+                                        metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
+                                            labels={"factprobe.io/role": "pipeline-step"}
+                                        ),
+                                        spec=pod,
+                                    )
+                                )
+                            ),
+                        )
+                    ]
+                )
+            )
+        ),
+    )
     per_node = {cluster.accelerator: str(gpus), "cpu": cpu, "memory": memory}
     resources = m.IoK8sApiCoreV1ResourceRequirements.from_dict({"limits": per_node, "requests": dict(per_node)})
     trainer = m.TrainerV1alpha1Trainer(
-        image=cluster.train_image, numNodes=num_nodes, numProcPerNode=gpus, resourcesPerNode=resources,
-        command=["torchrun", "-m", "factprobe.cli", "finetune"], args=finetune_args(ft))
+        image=cluster.train_image,
+        numNodes=num_nodes,
+        numProcPerNode=gpus,
+        resourcesPerNode=resources,
+        command=["torchrun", "-m", "factprobe.cli", "finetune"],
+        args=finetune_args(ft),
+    )
     job = m.TrainerV1alpha1TrainJob(
-        apiVersion=API_VERSION, kind=KIND,
+        apiVersion=API_VERSION,
+        kind=KIND,
         metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
-            name=name, labels={"app.kubernetes.io/part-of": "factprobe", **(labels or {})}),
-        spec=m.TrainerV1alpha1TrainJobSpec(runtimeRef=m.TrainerV1alpha1RuntimeRef(name=TRAINER_RUNTIME,
-                                                                                     kind="ClusterTrainingRuntime",
-                                                                                     apiGroup="trainer.kubeflow.org"),
-                                           trainer=trainer, runtimePatches=[patch]))
+            name=name, labels={"app.kubernetes.io/part-of": "factprobe", **(labels or {})}
+        ),
+        spec=m.TrainerV1alpha1TrainJobSpec(
+            runtimeRef=m.TrainerV1alpha1RuntimeRef(
+                name=TRAINER_RUNTIME, kind="ClusterTrainingRuntime", apiGroup="trainer.kubeflow.org"
+            ),
+            trainer=trainer,
+            runtimePatches=[patch],
+        ),
+    )
     return job.to_dict()
 
 
@@ -152,8 +196,10 @@ def validate_trainjob(manifest: dict) -> None:
         raise ValueError(f"TrainJob has fields the Trainer API does not know: {_first_difference(manifest, again)}")
     name = manifest["metadata"].get("name", "")
     if not name or len(name) > 63 or not name.replace("-", "a").isalnum() or not name[0].isalpha() or name != name.lower():
-        raise ValueError(f"TrainJob name {name!r}: must be a DNS-1035 label (lower-case letters, digits, '-', "
-                         f"starting with a letter, at most 63 characters)")
+        raise ValueError(
+            f"TrainJob name {name!r}: must be a DNS-1035 label (lower-case letters, digits, '-', "
+            f"starting with a letter, at most 63 characters)"
+        )
     trainer = manifest["spec"].get("trainer", {})
     if trainer.get("numNodes", 1) < 1:
         raise ValueError(f"trainer.numNodes={trainer.get('numNodes')}: must be >= 1")
@@ -164,8 +210,10 @@ def validate_trainjob(manifest: dict) -> None:
             try:
                 parse_quantity(quantity)
             except ValueError:
-                raise ValueError(f"trainer.resourcesPerNode.{kind}.{resource}={quantity!r}: not a Kubernetes "
-                                 "quantity (e.g. 8, 500m, 64G, 16Gi)") from None
+                raise ValueError(
+                    f"trainer.resourcesPerNode.{kind}.{resource}={quantity!r}: not a Kubernetes "
+                    "quantity (e.g. 8, 500m, 64G, 16Gi)"
+                ) from None
     for patch in manifest["spec"].get("runtimePatches", []):
         for rj in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
             pod_patch = rj["template"]["spec"]["template"]
@@ -175,14 +223,27 @@ def validate_trainjob(manifest: dict) -> None:
             volumes = {v["name"] for v in spec.get("volumes", [])}
             for mount in container.get("volumeMounts", []):
                 if mount["name"] not in volumes:
-                    raise ValueError(f"TrainJob pod of {rj['name']}: container {NODE} mounts volume {mount['name']!r}, "
-                                     f"which the patch does not define ({', '.join(sorted(volumes)) or 'none'})")
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": f"{name}-check", "labels": pod_patch.get("metadata", {}).get("labels", {})},
-                   "spec": {**spec, "containers": [{**container, "image": trainer.get("image", "x"),
-                                                    "command": trainer.get("command", []),
-                                                    "args": trainer.get("args", []),
-                                                    "resources": trainer.get("resourcesPerNode", {})}]}}
+                    raise ValueError(
+                        f"TrainJob pod of {rj['name']}: container {NODE} mounts volume {mount['name']!r}, "
+                        f"which the patch does not define ({', '.join(sorted(volumes)) or 'none'})"
+                    )
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-check", "labels": pod_patch.get("metadata", {}).get("labels", {})},
+                "spec": {
+                    **spec,
+                    "containers": [
+                        {
+                            **container,
+                            "image": trainer.get("image", "x"),
+                            "command": trainer.get("command", []),
+                            "args": trainer.get("args", []),
+                            "resources": trainer.get("resourcesPerNode", {}),
+                        }
+                    ],
+                },
+            }
             try:
                 kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
             except kubernetes_validate.ValidationError as e:
@@ -221,5 +282,6 @@ def submit_trainjob(manifest: dict, namespace: str) -> str:
     except config.ConfigException:
         config.load_kube_config()
     client.CustomObjectsApi().create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, constants.TRAINJOB_PLURAL, manifest)
+        constants.GROUP, constants.VERSION, namespace, constants.TRAINJOB_PLURAL, manifest
+    )
     return manifest["metadata"]["name"]

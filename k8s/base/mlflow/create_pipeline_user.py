@@ -57,7 +57,7 @@ def wait_until_healthy() -> None:
                     return
         except (urllib.error.URLError, OSError) as err:
             if time.monotonic() > deadline:
-                raise SystemExit(f"MLflow at {MLFLOW_URL} not healthy after {WAIT_SECONDS} s: {err}")
+                raise SystemExit(f"MLflow at {MLFLOW_URL} not healthy after {WAIT_SECONDS} s: {err}") from err
         print(f"waiting for {MLFLOW_URL}/health", flush=True)
         time.sleep(5)
 
@@ -81,7 +81,7 @@ def main() -> int:
     except urllib.error.HTTPError as err:
         detail = err.read().decode(errors="replace")
         if "RESOURCE_ALREADY_EXISTS" not in detail and "already exists" not in detail:
-            raise SystemExit(f"creating MLflow user {username} failed: HTTP {err.code} {detail}")
+            raise SystemExit(f"creating MLflow user {username} failed: HTTP {err.code} {detail}") from err
         request(
             "PATCH",
             "/api/2.0/mlflow/users/update-password",

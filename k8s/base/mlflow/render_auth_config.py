@@ -73,8 +73,7 @@ def render(
     admin_password = read_secret(admin_dir, "MLFLOW_AUTH_ADMIN_PASSWORD")
     if len(admin_password) < MIN_MLFLOW_PASSWORD_LENGTH:
         raise ValueError(
-            f"MLFLOW_AUTH_ADMIN_PASSWORD must have at least {MIN_MLFLOW_PASSWORD_LENGTH} characters "
-            "(MLflow's password policy)"
+            f"MLFLOW_AUTH_ADMIN_PASSWORD must have at least {MIN_MLFLOW_PASSWORD_LENGTH} characters (MLflow's password policy)"
         )
     values = {
         "database_uri": f"postgresql+psycopg2://{user}:{password}@{postgres_host}:{postgres_port}/{database}",
