@@ -108,8 +108,6 @@ def _probe_hooks() -> list[Any]:
 def default_out(cfg) -> Path:
     """runs/<probe>-<model>-<source> (the model's folder name for paths; a served model `openai:MODEL@URL` by
     `served-MODEL-HOST_PORT`, characters other than letters, digits, `.`, `_` and `-` as `_`)."""
-    import re
-
     model = cfg.base.model
     if model.startswith("openai:") and "@" in model:
         from urllib.parse import urlsplit
