@@ -97,3 +97,38 @@ def load_entry_points(group: str) -> list[Any]:
             if missing_extra(err) is None:
                 raise
     return loaded
+
+
+def plugin_modules(env: str, group: str) -> list[str]:
+    """The plug-in modules of one kind: `$env` (comma-separated module names) first, then the module part of
+    each entry point of `group`, each once. Unreadable package metadata leaves the entry points out (the
+    built-ins must still load)."""
+    import os
+
+    mods = [m.strip() for m in os.environ.get(env, "").split(",") if m.strip()]
+    try:
+        mods += [ep.value.split(":")[0].strip() for ep in metadata.entry_points(group=group)]
+    except Exception:  # noqa: BLE001 - broken metadata must not stop the built-ins
+        pass
+    return list(dict.fromkeys(mods))
+
+
+def import_registered(kind: str, builtins: tuple[str, ...], env: str, group: str, registry: dict[str, Any]) -> None:
+    """Import the built-in modules, then the plug-in modules (`plugin_modules`), each of which registers its
+    objects into `registry` on import; then order `registry` by module (built-ins first, in their order),
+    whatever order the modules were first imported in. A module that cannot be imported raises ConfigError
+    naming it and where it came from (`kind`: "probe", "study")."""
+    import importlib
+
+    from .errors import ConfigError
+
+    modules = builtins + tuple(m for m in plugin_modules(env, group) if m not in builtins)
+    for mod in modules:
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            raise ConfigError(f"cannot import {kind} module {mod!r} (from {env} or the {group} entry points): {e}") from None
+    rank = {m: i for i, m in enumerate(modules)}
+    ordered = sorted(registry.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))
+    registry.clear()
+    registry.update(ordered)

@@ -38,10 +38,7 @@ PACKAGES = ("factprobe", "factprobe_ops")
 #: lower layers, never a unit of its own layer or above. The science package ends at `factprobe.cli`;
 #: the operations packages sit above it. Renaming a package is a one-word change here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "factprobe.version",
-        "factprobe.plugins",
-    ),  # import nothing of factprobe (plugins: entry points, the extra of a missing module)
+    ("factprobe.version",),  # imports nothing of factprobe
     ("factprobe.redact",),
     ("factprobe.errors",),
     (
@@ -52,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "factprobe.signals",
         "factprobe.seeding",
         "factprobe.threads",
+        "factprobe.plugins",  # entry points, the extra of a missing module; the plug-in modules of the registries
     ),
     (
         "factprobe.identity",

@@ -11,9 +11,6 @@ through the environment variable `FACTPROBE_PROBE_MODULES` (comma-separated modu
 
 from __future__ import annotations
 
-import importlib
-import os
-
 from ..errors import ConfigError
 from .base import Probe
 
@@ -53,34 +50,13 @@ def register(probe: Probe) -> Probe:
     return probe
 
 
-def _plugin_modules() -> list[str]:
-    mods = [m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",") if m.strip()]
-    try:
-        from importlib.metadata import entry_points
-
-        mods += [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    except Exception:  # noqa: BLE001 - broken metadata must not stop the built-ins
-        pass
-    return mods
-
-
 def load_probes() -> dict[str, Probe]:
     """Import the built-in and plugin probe modules (once) and return {name: probe}."""
     global _loaded
     if not _loaded:
-        modules = BUILTIN_MODULES + tuple(_plugin_modules())
-        for mod in modules:
-            try:
-                importlib.import_module(mod)
-            except ImportError as e:
-                raise ConfigError(
-                    f"cannot import probe module {mod!r} (from {PLUGIN_ENV} or the {ENTRY_POINT_GROUP} entry points): {e}"
-                ) from None
-        # list order = module order (built-ins first), whatever order they were first imported in
-        rank = {m: i for i, m in enumerate(modules)}
-        ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))
-        _REGISTRY.clear()
-        _REGISTRY.update(ordered)
+        from ..plugins import import_registered
+
+        import_registered("probe", BUILTIN_MODULES, PLUGIN_ENV, ENTRY_POINT_GROUP, _REGISTRY)
         _loaded = True
     return dict(_REGISTRY)
 

@@ -14,9 +14,6 @@ on import. A module that cannot be imported is one ConfigError naming it and whe
 
 from __future__ import annotations
 
-import importlib
-import os
-
 from ..errors import ConfigError
 from .base import Study
 
@@ -51,16 +48,10 @@ def register(study: Study) -> Study:
 
 
 def plugin_modules() -> list[str]:
-    """The plug-in study modules: `FACTPROBE_STUDY_MODULES` (comma-separated), then the
-    `factprobe.studies` entry points (their module part), each once."""
-    mods = [m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",") if m.strip()]
-    try:
-        from importlib.metadata import entry_points
+    """The plug-in study modules: `FACTPROBE_STUDY_MODULES`, then the `factprobe.studies` entry points, each once."""
+    from ..plugins import plugin_modules as modules
 
-        mods += [ep.value.split(":")[0].strip() for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    except Exception:  # noqa: BLE001 - broken metadata must not stop the built-ins
-        pass
-    return list(dict.fromkeys(mods))
+    return modules(PLUGIN_ENV, ENTRY_POINT_GROUP)
 
 
 def load_studies() -> dict[str, Study]:
@@ -68,19 +59,9 @@ def load_studies() -> dict[str, Study]:
     first. A module that cannot be imported raises ConfigError naming it."""
     global _loaded
     if not _loaded:
-        modules = BUILTIN_MODULES + tuple(m for m in plugin_modules() if m not in BUILTIN_MODULES)
-        for mod in modules:
-            try:
-                importlib.import_module(mod)
-            except ImportError as e:
-                raise ConfigError(
-                    f"cannot import study module {mod!r} (from {PLUGIN_ENV} or the {ENTRY_POINT_GROUP} entry points): {e}"
-                ) from None
-        # list order = module order (built-ins first), whatever order they were first imported in
-        rank = {m: i for i, m in enumerate(modules)}
-        ordered = sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank)))
-        _REGISTRY.clear()
-        _REGISTRY.update(ordered)
+        from ..plugins import import_registered
+
+        import_registered("study", BUILTIN_MODULES, PLUGIN_ENV, ENTRY_POINT_GROUP, _REGISTRY)
         _loaded = True
     return dict(_REGISTRY)
 
