@@ -32,6 +32,7 @@ def probe_model(
             "probes": ",".join(info["probes"]),
             "shard": f"{int(unit['shard']) + 1}/{unit['shards']}",
             "failed": "; ".join(i["failed"] for i in info["probes"].values() if i.get("failed")),
+            "mlflow_run_ids": {probe: one["run_id"] for probe, one in info["probes"].items()},
         }
     )
     for probe, one in info["probes"].items():

@@ -174,6 +174,12 @@ def _study_option_names(name: str, values: dict[str, Any]) -> set[str] | None:
     return module.option_names(values) if hasattr(module, "option_names") else None
 
 
+def runs_studies(name: str) -> bool:
+    """Whether pipeline `name` runs studies (its module has `check_studies`): a study builds its steps' probe
+    configs from its own options, so the pipeline's values are checked as the study's, not as a probe's."""
+    return hasattr(importlib.import_module(f"factprobe_ops.pipelines.{pipeline_key(name)}"), "check_studies")
+
+
 def pipeline_probes(name: str, values: dict[str, Any]) -> list[str]:
     """The probes a run of pipeline `name` with parameter `values` runs: its `probes` parameter, the
     regression pipeline's `probe_name`, else the module's fixed `PROBES` / `PROBE`."""

@@ -46,7 +46,7 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     from factprobe.probes.registry import get_probe
     from factprobe_ops.components.steps._common import parse_options, run_config
 
-    from .catalogue import get_pipeline, pipeline_parameters, pipeline_probes
+    from .catalogue import get_pipeline, pipeline_parameters, pipeline_probes, runs_studies
 
     pipe = get_pipeline(name)
     values = {k: d for k, (_, d) in pipeline_parameters(pipe).items() if d is not inspect.Parameter.empty}
@@ -58,6 +58,8 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     if "device" in options:
         check_device(options["device"])  # `--param device=...` travels in options
     config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values}, OPTIONS: values.get(OPTIONS, "")}
+    if runs_studies(name):  # the study's own check (catalogue.validate_params) builds its steps' configs
+        return
     for probe in dict.fromkeys(map(str, pipeline_probes(name, values))):
         try:
             check = getattr(get_probe(probe), "check_inputs", None)  # a plug-in probe of an older contract has none

@@ -190,7 +190,7 @@ def test_runs_live_in_postgres(pipeline_run, servers):
 def test_results_on_disk_match_the_logged_run(pipeline_run):
     """The KFP output of the probe step is the same per-fact data the server holds."""
     _, _, children, root = pipeline_run
-    results = list(root.glob("*/for-loop-*/probe-model/results/results.jsonl"))
+    results = list(root.glob("*/for-loop-*/probe-model/results/*/results.jsonl"))  # one folder per probe of the unit
     assert len(results) == 1, results
     rows = read_jsonl(results[0])
     assert len(rows) == FACTS_PER_RELATION * len(RELATIONS)

@@ -108,7 +108,7 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert spec["pipelineInfo"]["name"] == "factprobe-probe"
     assert {
         "comp-start-run",
-        "comp-plan-matrix",
+        "comp-plan-units",
         "comp-data-build",
         "comp-probe-model",
         "comp-report",

@@ -92,8 +92,9 @@ def test_data_build_writes_a_folder_per_kind_and_probe_logs_every_scalar(probe_r
     logged = {}
     for out in root.glob("for-loop-*/probe-model/executor_output.json"):
         arts = json.loads(out.read_text())["artifacts"]
-        run_id = arts["results"]["artifacts"][0]["metadata"]["mlflow_run_id"]
-        logged[run_id] = arts["metrics"]["artifacts"][0]["metadata"]
+        ((probe, run_id),) = arts["results"]["artifacts"][0]["metadata"]["mlflow_run_ids"].items()  # one probe a unit
+        metrics = arts["metrics"]["artifacts"][0]["metadata"]
+        logged[run_id] = {k.split(".", 1)[1]: v for k, v in metrics.items() if k.startswith(f"{probe}.")}
     assert len(logged) == 2
     for run_id, kfp_metrics in logged.items():
         scalars = {k for k in c.get_run(run_id).data.metrics if "/" not in k}
