@@ -279,6 +279,22 @@ def test_a_missing_shard_is_refused_in_one_line(items, tmp_path, tiny_model_path
         run_merge(dirs, str(tmp_path / "m"), str(items_dir))
 
 
+@pytest.mark.slow  # probes a tiny model
+def test_a_shard_with_rows_missing_is_refused_not_merged_into_a_smaller_run(items, tmp_path, tiny_model_path):
+    """A shard folder that lost rows (a torn copy, a shard over other data) must not merge into a run of fewer
+    facts that still looks finished: the merge names the shards and the missing count."""
+    from factprobe.errors import DataError
+    from factprobe_ops.components.steps.merge import run_merge
+
+    items_dir, _ = items
+    model = str(tiny_model_path("llama"))
+    dirs = _run_units([_unit(model, ["ic-lke"], s, 2) for s in range(2)], items_dir, tmp_path)
+    results = Path(dirs[1]) / "ic-lke" / "results.jsonl"
+    results.write_text("".join(results.read_text().splitlines(keepends=True)[1:]))
+    with pytest.raises(DataError, match=r"1 missing"):
+        run_merge(dirs, str(tmp_path / "m"), str(items_dir))
+
+
 @pytest.mark.slow  # probes a tiny model, logs to a sqlite MLflow store
 def test_the_merged_run_is_the_probe_run_and_shards_are_not(items, tmp_path, tiny_model_path):
     """The nightly comparison finds last night's probe run by `step=probe`: a sharded run logs ONE such

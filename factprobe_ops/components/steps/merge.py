@@ -141,7 +141,13 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
     )
     rows = {r["key"]: r for d in shard_dirs for _, r in read_jsonl(d / RESULTS)}
     order = [k for its in probe.groups(cfg, prepared).values() for it in its for k in probe.item_keys(cfg, prepared, it)]
-    ordered = [rows[k] for k in order if k in rows]
+    missing = [k for k in order if k not in rows]
+    if missing or len(rows) != len(order):
+        raise DataError(
+            f"the shards in {', '.join(map(str, shard_dirs))} hold {len(rows)} rows for the {len(order)} items of the "
+            f"data ({len(missing)} missing, e.g. {missing[:1]}); a shard did not finish or ran on other data: rerun the pipeline"
+        )
+    ordered = [rows[k] for k in order]
     metrics = probe.metrics(ordered, prepared, cfg)
     costs = {k: sum(m[k] for m in metrics_of if k in m) for k in COST_SUMS if any(k in m for m in metrics_of)}
     if "naive_tokens" in costs:
