@@ -261,10 +261,12 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # before anything imports torch: OpenMP reads it once, when it loads (factprobe/threads.py)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     try:
+        # before anything imports torch: OpenMP reads it once, when it loads (factprobe/threads.py)
+        from .threads import set_wait_policy
+
+        set_wait_policy()
         # the commands that need no command tree are answered without building it (start-up: issue 31 item 10)
         if argv[:1] == ["--version"]:
             _top_parser().parse_args(argv[:1])  # prints the version and exits 0, as argparse does

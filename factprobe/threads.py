@@ -19,6 +19,11 @@ Contract:
   sets it before anything imports torch (`factprobe.cli.main`), the local runner in each step's
   environment. The count applied last is `current()`; runs record it (metrics.json `threads`,
   the MLflow param `threads`).
+- `POLICY_ENV=off` (`FACTPROBE_THREAD_POLICY`) turns the policy off, for an operator who sets
+  OpenMP/MKL threads themselves and for measuring the policy against none
+  (`benchmarks/bench_threads.py`): `apply(None)` then changes nothing and returns torch's own count
+  (recorded as the run's `threads`), `set_wait_policy` sets nothing and `step_environment` adds
+  nothing to a step's environment. An explicit count (`--threads`) is still applied.
 """
 
 from __future__ import annotations
@@ -38,16 +43,32 @@ PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 STEPS_AT_ONCE_ENV = "FACTPROBE_STEPS_AT_ONCE"
 #: the OpenMP wait policy set unless the environment names one
 WAIT_POLICY = "PASSIVE"
+#: `off` turns the thread policy off (module docstring); unset, empty or `on` keeps it
+POLICY_ENV = "FACTPROBE_THREAD_POLICY"
 #: v1 folder names that hold the `cpu` controller
 _V1_CPU_DIRS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 
 _current: int | None = None
 
 
+def policy_on(env: dict | None = None) -> bool:
+    """False when `POLICY_ENV` in `env` (default `os.environ`) is `off`; True when unset, empty or `on`.
+    ConfigError naming the variable for any other value."""
+    raw = (os.environ if env is None else env).get(POLICY_ENV, "").strip().lower()
+    if raw in ("", "on"):
+        return True
+    if raw == "off":
+        return False
+    raise ConfigError(f"{POLICY_ENV}={raw!r}: expected 'on' or 'off' (off: factprobe leaves threads to torch and OpenMP)")
+
+
 def set_wait_policy(env: dict | None = None) -> None:
-    """`OMP_WAIT_POLICY=PASSIVE` in `env` (default `os.environ`) unless it already names a policy.
-    Must run before torch is imported for this process to see it (OpenMP reads it once, at load)."""
-    (os.environ if env is None else env).setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+    """`OMP_WAIT_POLICY=PASSIVE` in `env` (default `os.environ`) unless it already names a policy or the
+    policy is off (`POLICY_ENV`). Must run before torch is imported for this process to see it (OpenMP
+    reads it once, at load)."""
+    target = os.environ if env is None else env
+    if policy_on(target):
+        target.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 
 
 def _cgroup_paths() -> dict[str, str]:
@@ -178,6 +199,11 @@ def apply(threads: int | str | None = None) -> int:
     """Resolve the thread count (`resolve`) and make it this process's (module docstring): the
     OpenMP/MKL environment, torch's intra-op threads when torch is loaded, `current()`. Returns it."""
     global _current
+    if threads is None and not policy_on():
+        import torch
+
+        _current = int(torch.get_num_threads())
+        return _current
     n = resolve(threads)
     set_wait_policy()
     os.environ["OMP_NUM_THREADS"] = str(n)
@@ -198,7 +224,10 @@ def step_environment(steps: int, threads: int | str | None = None) -> dict[str, 
     """Environment for a step that runs beside `steps - 1` others: `STEPS_AT_ONCE_ENV`, the OpenMP
     wait policy (unless this process's environment names one) and `OMP_NUM_THREADS`/`MKL_NUM_THREADS`
     for its share of this process's CPUs (`threads` when given), so even a step that never calls
-    `apply` computes with its share."""
+    `apply` computes with its share. Nothing (an empty dict) when the policy is off (`POLICY_ENV`) and
+    `threads` is unset."""
+    if threads is None and not policy_on():
+        return {}
     n = resolve(threads) if threads is not None else default_threads(available_cpus(), steps)
     return {
         STEPS_AT_ONCE_ENV: str(max(1, steps)),

@@ -128,6 +128,28 @@ def test_apply_sets_torch_threads_the_environment_and_passive_waiting(fake, monk
     assert threads.apply(2) == 2 and torch.get_num_threads() == 2 and os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
+def test_policy_off_leaves_threads_to_torch_and_openmp(fake, monkeypatch, torch_threads):
+    """FACTPROBE_THREAD_POLICY=off (what bench_threads.py measures the policy against): nothing is set, the
+    count recorded is torch's own; an explicit count is still applied; a bad value is a one-line error."""
+    write, _ = fake
+    write("cpu.max", "300000 100000")
+    for var in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(threads.POLICY_ENV, "off")
+    torch.set_num_threads(5)
+    assert threads.apply(None) == 5 and threads.current() == 5 and torch.get_num_threads() == 5
+    threads.set_wait_policy()
+    assert not {"OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS"} & set(os.environ)
+    assert threads.step_environment(2) == {}
+    assert threads.apply(2) == 2 and torch.get_num_threads() == 2  # --threads still wins
+    assert threads.step_environment(2, 1)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv(threads.POLICY_ENV, "ON")
+    assert threads.step_environment(2)["OMP_NUM_THREADS"] == "1"  # policy on: 3 CPUs // 2 steps
+    monkeypatch.setenv(threads.POLICY_ENV, "sometimes")
+    with pytest.raises(ConfigError, match="FACTPROBE_THREAD_POLICY='sometimes'"):
+        threads.apply(None)
+
+
 @pytest.mark.slow
 def test_cli_sets_passive_waiting_and_applies_threads(fake, monkeypatch, torch_threads):
     from factprobe.cli import main

@@ -150,8 +150,8 @@ def _folder_revision(folder: Path, prefix: str = "local") -> str:
 def model_revision(name_or_path: str | os.PathLike[str], base_model: str | os.PathLike[str] | None = None) -> str:
     """The content revision `load_model(name_or_path, base_model=base_model).revision` will have,
     without loading any weights (aliases are prepared, hub ids resolved, files hashed once)."""
-    if served.is_served(name_or_path):  # a server (`openai:MODEL@URL`): no files to hash
-        return served.parse_spec(name_or_path).revision
+    if served.is_served(name_or_path):  # a server (`openai:MODEL@URL`): no files to hash; it is asked
+        return served.served_revision(name_or_path)
     res = _resolve(os.fspath(name_or_path))
     if res.is_adapter:
         base_name = os.fspath(base_model) if base_model is not None else adapters.adapter_base_name(res.path)

@@ -20,6 +20,10 @@ Packed segments (`score_segments`), prefix extension (`extend`) and full next-to
 mc-items, coherency; belief-mlm needs a masked LM) is refused in one line before anything runs
 (`check_probe`).
 
+A served model's revision carries a fingerprint of its answers (`factprobe.lm.served_fingerprint`): a
+different model behind the same name and URL is another revision, so its results are never reused for,
+compared with or gated against the old one's.
+
 A server must prove its log-probs (`ServedModel.connect` -> `check_alignment`): the echo log-prob of a
 known text's last token must equal the log-prob the same server gives that token as the next token
 after the text before it. llama.cpp's server (llama-cpp-python 0.3.36) fails this for models without a
@@ -37,6 +41,7 @@ the transport is already in served_client, and ruff format's one-argument-per-li
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import urllib.error
 import urllib.parse
@@ -51,6 +56,7 @@ import numpy as np
 from factprobe.errors import ConfigError, ContextTooLongError, ModelError
 
 from .served_client import Client, ServedRequestError, _error_text, _logprobs_of, _Transient, completion, public_url  # noqa: F401
+from .served_fingerprint import FINGERPRINT_TEXTS, model_entry, models_listing, weights_fingerprint  # noqa: F401
 
 #: the prefix that marks a served model's name
 SCHEME = "openai:"
@@ -81,12 +87,17 @@ class ServedSpec:
 
     model: str
     url: str
+    #: `weights_fingerprint` of what the server answered when asked (empty before that)
+    fingerprint: str = ""
 
     @property
     def revision(self) -> str:
-        """What identifies the weights of a run: `served:MODEL@URL` (the URL without credentials or
-        query). A server does not prove which weights it holds; the docs say so."""
-        return f"served:{self.model}@{public_url(self.url)}"
+        """What identifies the weights of a run: `served:MODEL@URL#FINGERPRINT` (the URL without
+        credentials or query; the fingerprint of the server's answers, `weights_fingerprint`, once it
+        was asked). A server does not prove which weights it holds; the fingerprint makes a changed
+        model behind the same name and URL a different revision (docs/served-models.md says how far)."""
+        base = f"served:{self.model}@{public_url(self.url)}"
+        return f"{base}#{self.fingerprint}" if self.fingerprint else base
 
 
 def is_served(name: Any) -> bool:
@@ -154,6 +165,16 @@ def echo_span_logprob(client: Client, model: str, context: str, continuation: st
     if n == 0 and continuation:
         raise ModelError(f"server {client.where} echoed no token of the continuation {continuation!r}")
     return total, n
+
+
+# ------------------------------------------------------------------ the weights' fingerprint
+def served_revision(name: str, *, environ: dict | None = None, timeout: float = 120.0, retries: int = 4) -> str:
+    """The revision (`ServedSpec.revision`, fingerprint included) of the server `name` names, asked now
+    without the alignment check: what a run's identity is checked against before it connects."""
+    spec = parse_spec(name)
+    client = Client(spec.url, api_key(environ), timeout=timeout, retries=retries, concurrency=1)
+    entry = model_entry(client, spec.model)
+    return dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry)).revision
 
 
 # ------------------------------------------------------------------ the check
@@ -279,33 +300,13 @@ def connect(
     The tokenizer is MODEL's (`resolve_tokenizer`) unless one is passed."""
     spec = parse_spec(name)
     client = Client(spec.url, api_key(environ), timeout=timeout, retries=retries, concurrency=concurrency)
-    listing = _models_listing(client)
-    served = [str(m.get("id")) for m in listing if isinstance(m, dict)]
-    if spec.model not in served:
-        raise ModelError(
-            f"server {client.where} does not serve model {spec.model!r}; it serves: "
-            f"{', '.join(served) or 'nothing'} (write openai:<one of them>@{client.where})"
-        )
-    entry = next(m for m in listing if isinstance(m, dict) and str(m.get("id")) == spec.model)
+    entry = model_entry(client, spec.model)
+    spec = dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry))
     tok = tokenizer if tokenizer is not None else resolve_tokenizer(spec.model)
     model = ServedModel(name, spec, client, tok, served_max_length(entry, tok))
     if check:
         model.alignment = check_alignment(client, spec.model)
     return model
-
-
-def _models_listing(client: Client) -> list:
-    try:
-        listing = client.get("/models")
-    except ServedRequestError as err:
-        raise ModelError(
-            f"server {client.where} has no model list (GET /models: HTTP {err.status}); is the URL the "
-            "OpenAI-compatible API root (it ends in /v1)?"
-        ) from None
-    data = listing.get("data")
-    if not isinstance(data, list):
-        raise ModelError(f"server {client.where} answered GET /models without a model list; is it OpenAI-compatible?")
-    return data
 
 
 def served_max_length(entry: dict, tokenizer: Any) -> int:

@@ -76,8 +76,11 @@ def with_secrets(task: PipelineTask, s3: bool = True) -> PipelineTask:
     if CONFIG.s3_endpoint:
         task.set_env_variable("AWS_ENDPOINT_URL", CONFIG.s3_endpoint)
     # OpenMP threads wait passively (factprobe/threads.py): a spinning wait burns a pod's CPU quota; the thread
-    # count itself comes from the pod's cgroup quota at run time, not from the node's cores.
-    task.set_env_variable("OMP_WAIT_POLICY", "PASSIVE")
+    # count itself comes from the pod's cgroup quota at run time, not from the node's cores. The local runner
+    # gives each step the same through its environment (threads.step_environment, which FACTPROBE_THREAD_POLICY=off
+    # turns off), so a local build leaves it to that.
+    if not local_build():
+        task.set_env_variable("OMP_WAIT_POLICY", "PASSIVE")
     return task
 
 

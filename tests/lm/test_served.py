@@ -47,6 +47,7 @@ class FakeServer:
         self.retry_after: str | None = None
         self.die_after: int | None = None  # answer 503 to every completion after this many
         self.delay = 0.0
+        self.meta: dict | None = None  # llama.cpp's `meta` of the model list entry
         self.completions = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -124,7 +125,8 @@ class FakeServer:
                 fake.auth.append(self.headers.get("Authorization"))
                 if fake.html:
                     return self._send(200, "<html><body>Sign in</body></html>", "text/html")
-                self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
+                entry = {"id": fake.model, "object": "model", "created": time.time()}  # stamped per request
+                self._send(200, {"object": "list", "data": [{**entry, **({"meta": fake.meta} if fake.meta else {})}]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -187,8 +189,24 @@ def test_a_bad_spec_is_one_line(bad):
     assert "\n" not in str(e.value) and "openai:" in str(e.value)
 
 
-def test_model_revision_of_a_served_model_needs_no_files():
-    assert model_revision("openai:smollm2@http://127.0.0.1:9/v1") == "served:smollm2@http://127.0.0.1:9/v1"
+def test_a_served_models_revision_is_a_fingerprint_of_its_answers(fake, tok):
+    """No files to hash: the revision asks the server (list entry + greedy texts). The same server gives the
+    same revision, also when connected; another model behind the same name and URL gives another."""
+    first = model_revision(fake.spec())
+    assert first.startswith(f"served:{fake.model}@{fake.url}#") and len(first.split("#")[1]) == 16
+    assert model_revision(fake.spec()) == first == served.connect(fake.spec(), tokenizer=tok).revision
+    fake.answer = " Lyon"  # other weights: another continuation
+    assert model_revision(fake.spec()) != first
+    fake.answer, fake.meta = " Paris", {"n_params": 2}  # other weights: another size in the list entry
+    assert model_revision(fake.spec()) != first
+
+
+def test_a_served_models_revision_needs_the_server(fake):
+    with pytest.raises(ModelError, match="did not answer /models after 1 tries") as e:
+        served.served_revision(f"openai:smollm2@{free_url()}", retries=0)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ModelError, match="does not serve model 'other'"):
+        model_revision(fake.spec("other"))
 
 
 # ------------------------------------------------------------------ connecting: one line each
@@ -335,7 +353,8 @@ def test_a_run_that_loses_its_server_stops_with_one_line_and_resumes(fake, tmp_p
     from factprobe.probes.checkpoint import CHECKPOINT
     from factprobe.probes.runner import run_probe
 
-    fake.die_after = 4 + 6  # connect: /completions x 4 (2 alignment checks x 2), then the first group (6 answers)
+    # the revision: /completions x 2 (fingerprint); connect: x 6 (fingerprint 2, alignment checks 2 x 2); then the first group (6)
+    fake.die_after = 2 + 6 + 6
     out = tmp_path / "run"
     with pytest.raises(ModelError, match="did not answer /completions after .* rerun the same command to resume"):
         run_probe(qa_cfg(fake.spec()), out, progress=False, log=lambda s: None)
@@ -347,7 +366,7 @@ def test_a_run_that_loses_its_server_stops_with_one_line_and_resumes(fake, tmp_p
     assert again.n_resumed == len(partial) and again.n_scored_now + again.n_resumed == len(clean.results)
     cols = ["key", "answer", "em"]
     assert again.results[cols].to_dict("records") == clean.results[cols].to_dict("records")
-    assert again.metrics["model_revision"] == f"served:{fake.model}@{fake.url}"
+    assert again.metrics["model_revision"] == clean.metrics["model_revision"] == model_revision(fake.spec())
 
 
 def test_a_log_likelihood_run_on_a_misaligned_server_is_refused_before_anything_is_written(fake, tmp_path):
