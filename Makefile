@@ -16,7 +16,7 @@ MODELS := smollm2-135m-instruct gemma-3-270m
 TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 LATEST := .venv-latest
 
-.PHONY: setup constraints try-latest sysdeps models run run-all run-design-space run-findings run-findings-paper run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
+.PHONY: setup constraints try-latest sysdeps models run run-all run-design-space run-findings run-findings-paper gpu-inputs run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -148,6 +148,13 @@ run-findings: $(STAMP) models
 # table is this run; docs/findings.md has its time.
 FINDINGS_PAPER_RELATIONS ?= P31,P136,P413,P364,P36,P103,P138,P37,P178,P449,P264,P176
 FINDINGS_PAPER_OUT ?= runs/findings-paper
+
+# `make gpu-inputs`: what scripts/gpu_item6.py needs on a lent GPU machine (config and tokenizer of each model,
+# no weights) in build/gpu-models/, to carry in the device call (the script's docstring has the call).
+gpu-inputs: models
+	@for m in smollm2-135m-instruct gemma-3-270m; do src=$$($(VENV)/bin/factprobe models path $$m) || exit 1; \
+	  mkdir -p build/gpu-models/$$m && cp $$src/config.json $$src/generation_config.json $$src/tokenizer*.json build/gpu-models/$$m/ && \
+	  { cp $$src/chat_template.jinja build/gpu-models/$$m/ 2>/dev/null || true; }; done; du -sh build/gpu-models
 
 run-findings-paper: $(STAMP) models
 	$(VENV)/bin/factprobe study findings --models smollm2-135m-instruct,gemma-3-270m \
