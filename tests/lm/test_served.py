@@ -138,17 +138,19 @@ class FakeServer:
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
                     time.sleep(fake.delay)
-                    if n <= fake.fail_first:
-                        hdr = [("Retry-After", fake.retry_after)] if fake.retry_after else []
-                        return self._send(fake.fail_status, {"error": {"message": "busy"}}, headers=hdr)
-                    if fake.die_after is not None and n > fake.die_after:
-                        return self._send(503, {"error": {"message": "gone"}})
-                    if fake.html:
-                        return self._send(200, "<!DOCTYPE html><html>login</html>", "text/html")
-                    self._send(200, fake.complete(body))
                 finally:
+                    # out of flight BEFORE the answer goes: a client that sends its next request as soon as it
+                    # has read this answer must not be counted twice (a race that counted 4 of 3 under load)
                     with fake.lock:
                         fake.in_flight -= 1
+                if n <= fake.fail_first:
+                    hdr = [("Retry-After", fake.retry_after)] if fake.retry_after else []
+                    return self._send(fake.fail_status, {"error": {"message": "busy"}}, headers=hdr)
+                if fake.die_after is not None and n > fake.die_after:
+                    return self._send(503, {"error": {"message": "gone"}})
+                if fake.html:
+                    return self._send(200, "<!DOCTYPE html><html>login</html>", "text/html")
+                self._send(200, fake.complete(body))
 
         return Handler
 
