@@ -31,7 +31,6 @@ Ctrl-C, 143 on SIGTERM). `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Sequence
