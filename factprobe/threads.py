@@ -21,7 +21,7 @@ Contract:
   the MLflow param `threads`).
 - `POLICY_ENV=off` (`FACTPROBE_THREAD_POLICY`) turns the policy off, for an operator who sets
   OpenMP/MKL threads themselves and for measuring the policy against none
-  (`benchmarks/bench_threads.py`): `apply(None)` then changes nothing and returns torch's own count
+  (`benchmarks/bench_threads_tour.py`): `apply(None)` then changes nothing and returns torch's own count
   (recorded as the run's `threads`), `set_wait_policy` sets nothing and `step_environment` adds
   nothing to a step's environment. An explicit count (`--threads`) is still applied.
 """

@@ -24,6 +24,7 @@ FINGERPRINT_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta
 
 
 def models_listing(client: Client) -> list:
+    """The server's `GET /models` list (its `data`); ModelError (one line) when it has none."""
     try:
         listing = client.get("/models")
     except ServedRequestError as err:
