@@ -156,10 +156,18 @@ gpu-inputs: models
 	  mkdir -p build/gpu-models/$$m && cp $$src/config.json $$src/generation_config.json $$src/tokenizer*.json build/gpu-models/$$m/ && \
 	  { cp $$src/chat_template.jinja build/gpu-models/$$m/ 2>/dev/null || true; }; done; du -sh build/gpu-models
 
-run-findings-paper: $(STAMP) models
-	$(VENV)/bin/factprobe study findings --models smollm2-135m-instruct,gemma-3-270m \
-	  --relations $(FINDINGS_PAPER_RELATIONS) --max-facts-per-relation 20 --budget paper --choices 10 --max-candidates 20 \
+FINDINGS_PAPER_ARGS = --models smollm2-135m-instruct,gemma-3-270m --relations $(FINDINGS_PAPER_RELATIONS) \
+	  --max-facts-per-relation 20 --budget paper --choices 10 --max-candidates 20 \
 	  --train-data $(RUN_ALL_DATA)/lpaqa/trex_train --out $(FINDINGS_PAPER_OUT)
+# step workers run the steps FINDINGS_WORKERS at a time (scripts/findings_steps.py, each with its share of the CPUs),
+# then the study reads every finished step back and writes the table; FINDINGS_WORKERS=1: the study alone
+FINDINGS_WORKERS ?= 2
+
+run-findings-paper: $(STAMP) models
+	@if [ $(FINDINGS_WORKERS) -gt 1 ]; then pids=; for w in $$(seq $(FINDINGS_WORKERS)); do \
+	  FACTPROBE_STEPS_AT_ONCE=$(FINDINGS_WORKERS) $(PY) scripts/findings_steps.py $(FINDINGS_PAPER_ARGS) & pids="$$pids $$!"; \
+	  sleep 20; done; rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc; fi
+	$(VENV)/bin/factprobe study findings $(FINDINGS_PAPER_ARGS)
 
 # `make run-finetune`: a real smoke run (not a reproduction) of SmolLM2 LoRA (rank 8) fine-tuning on CPU
 # with DeepSpeed ZeRO-2 over gloo: 32 regular countryinfo QA facts, packed into 128-token sequences, 4 steps

@@ -268,46 +268,74 @@ def _substudy(ctx: StudyContext, name: str, given: dict[str, Any], out: Path) ->
     return metrics
 
 
+# ------------------------------------------------------------------ the steps of one model
+def step_names(cfg: FindingsConfig, model: str) -> list[str]:
+    """Every step folder of `model`, in the order `model_findings` runs them."""
+    return list(PROBES) + list(study_givens(cfg, model))
+
+
+class ModelSteps:
+    """Runs (or reads back) the steps of one model into `out/<step>/`. The model is loaded once,
+    for the first probe whose folder is not finished; the sub-studies load their own. `run(step)`
+    returns the probe's `ProbeOutcome` or the sub-study's metrics (None: not installed). A step
+    folder another live process writes raises `FolderBusyError` (`factprobe.run_folder`)."""
+
+    def __init__(self, ctx: StudyContext, model: str, out: Path) -> None:
+        self.ctx, self.model, self.out = ctx, model, out
+        cfg: FindingsConfig = ctx.cfg  # type: ignore[assignment]
+        self.probes = probe_configs(cfg, model)
+        self.givens = study_givens(cfg, model)
+        self.loaded: Any = None
+
+    def finished(self, step: str) -> bool:
+        """Whether the step's folder holds its finished run (its metrics.json, written last)."""
+        return (self.out / step / "metrics.json").exists()
+
+    def run(self, step: str) -> Any:
+        if step in self.givens:
+            given = self.givens[step]
+            return _substudy(self.ctx, "icl-sequence" if step in SEQUENCE_STEPS else step, given, self.out / step)
+        from ..probes.runner import load_for_probe, run_probe
+
+        rc = self.probes[step]
+        if self.loaded is None and not self.finished(step):
+            self.loaded = load_for_probe(rc)
+            if getattr(self.loaded, "is_random", False):
+                self.ctx.note(f"{self.model} has RANDOM weights: these findings are not a result")
+        return run_probe(
+            rc,
+            self.out / step,
+            loaded=self.loaded,
+            progress=self.ctx.progress,
+            log=lambda m: print(m) if self.ctx.progress else None,
+            on_batch=self.ctx.batch_progress(f"{step} {Path(self.model).name}"),
+        )
+
+
 # ------------------------------------------------------------------ the claims of one model
 def model_findings(
     ctx: StudyContext, model: str, out: Path, runs: dict[str, str], stage: Callable[[str], None] = lambda name: None
 ) -> list[fm.Finding]:
     """Run every step of `model` into `out` and judge its claims; `stage(step name)` is called as each step starts."""
-    from ..probes.runner import run_probe
-
     cfg: FindingsConfig = ctx.cfg  # type: ignore[assignment]
     b = BUDGETS[cfg.budget]
     boot = {"n_boot": b["n_boot"], "seed": cfg.seed}
     rows: dict[str, list[dict[str, Any]]] = {}
     probe_metrics: dict[str, dict[str, Any]] = {}
-    loaded = None
-    for probe, rc in probe_configs(cfg, model).items():
-        folder = out / probe
-        runs[f"{model}/{probe}"] = str(folder)
+    steps = ModelSteps(ctx, model, out)
+    for probe in PROBES:
+        runs[f"{model}/{probe}"] = str(out / probe)
         stage(probe)
-        if loaded is None and not (folder / "metrics.json").exists():
-            from ..probes.runner import load_for_probe
-
-            loaded = load_for_probe(rc)
-            if getattr(loaded, "is_random", False):
-                ctx.note(f"{model} has RANDOM weights: these findings are not a result")
-        outcome = run_probe(
-            rc,
-            folder,
-            loaded=loaded,
-            progress=ctx.progress,
-            log=lambda m: print(m) if ctx.progress else None,
-            on_batch=ctx.batch_progress(f"{probe} {Path(model).name}"),
-        )
+        outcome = steps.run(probe)
         for n in outcome.notes:
             ctx.note(f"{model} {probe}: {n}")
         rows[probe] = outcome.results.to_dict("records")
         probe_metrics[probe] = outcome.metrics
     subs: dict[str, dict[str, Any] | None] = {}
-    for step, given in study_givens(cfg, model).items():
+    for step in steps.givens:
         runs[f"{model}/{step}"] = str(out / step)
         stage(step)
-        subs[step] = _substudy(ctx, "icl-sequence" if step in SEQUENCE_STEPS else step, given, out / step)
+        subs[step] = steps.run(step)
 
     found = [fm.mc_vs_baseline(model, base, rows["ic-lke"], rows[base], **boot) for base in ("hgp", "mmp")]
     curve = subs["icl-examples"]

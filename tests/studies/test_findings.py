@@ -223,3 +223,64 @@ def test_choices_overrides_the_budgets_options_per_item():
     capped = fs.FindingsConfig(budget="paper", relations=["P36"], choices=10, max_candidates=20)
     assert fs.probe_configs(capped, "m")["coherency"].params.max_candidates == 20
     assert fs.probe_configs(capped, "m")["ic-lke"].to_dict() == configs["ic-lke"].to_dict()  # other steps unchanged
+
+
+def _worker_argv(model: Path, out: Path, order: str | None = None) -> list[str]:
+    argv = ["--models", str(model), "--relations", "P36,P1376", "--max-facts-per-relation", "3", "--budget", "tiny"]
+    argv += ["--device", "cpu", "--dtype", "float32", "--out", str(out)]
+    return argv + (["--order", order] if order else [])
+
+
+def _workers_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "findings_steps.py"
+    spec = importlib.util.spec_from_file_location("findings_steps", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_step_workers_fill_the_study_folders_and_the_study_reads_them_back(finished, wide_model, tmp_path, monkeypatch, capsys):
+    """scripts/findings_steps.py runs the study's own steps; the study then scores nothing and reports
+    what a study run alone reports."""
+    workers = _workers_script()
+    out = tmp_path / "run"
+    assert sorted(workers.SLOWEST_FIRST) == sorted(STEPS)
+    assert workers.main(_worker_argv(wide_model, out)) == 0
+    for step in STEPS:
+        assert (out / wide_model.name / step / "metrics.json").exists(), step
+
+    def no_model(*a, **k):
+        raise AssertionError("the study scored a step a worker had finished")
+
+    monkeypatch.setattr("factprobe.probes.runner.load_for_probe", no_model)
+    monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
+    metrics, _, done = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), out, progress=False)
+    assert not done
+    _, alone = finished
+    assert [f["verdict"] for f in metrics["findings"]] == [f["verdict"] for f in alone["findings"]]
+    assert [f["value"] for f in metrics["findings"]] == pytest.approx([f["value"] for f in alone["findings"]])
+
+
+@pytest.mark.slow
+def test_a_step_worker_leaves_a_step_another_live_process_writes(wide_model, tmp_path, capsys):
+    from factprobe.lm.file_lock import lock_file
+    from factprobe.run_folder import LOCK
+
+    workers = _workers_script()
+    out = tmp_path / "run"
+    busy = out / wide_model.name / "ic-lke"
+    busy.mkdir(parents=True)
+    with lock_file(busy / LOCK, timeout=0, label="probe ic-lke"):
+        assert workers.main(_worker_argv(wide_model, out, order="ic-lke,hgp")) == 0
+    said = capsys.readouterr().out
+    assert "ic-lke is another worker's" in said and "hgp finished" in said
+    assert not (busy / "metrics.json").exists() and (out / wide_model.name / "hgp" / "metrics.json").exists()
+
+
+def test_a_step_worker_refuses_an_unknown_step_in_one_line(wide_model, tmp_path, capsys):
+    assert _workers_script().main(_worker_argv(wide_model, tmp_path / "run", order="ic-lke,nope")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no step nope" in err[0] and "icl-examples" in err[0]
