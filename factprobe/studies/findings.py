@@ -442,9 +442,15 @@ def findings_figure(findings: list[Mapping[str, Any]]):
             ax.plot([a, b], [i, i], color=COLORS[f["verdict"]], lw=2)
         ax.plot([v], [i], "o", color=COLORS[f["verdict"]])
     ax.axvline(0, color="black", lw=0.8, ls="--")
+    # symlog: the sequence claims' differences (~0.01) and fluctuation's ratios (~1) both stay readable
+    ax.set_xscale("symlog", linthresh=0.01)
+    ax.relim()
+    ax.autoscale_view()
     ax.set_yticks(range(len(findings)), [f"{f['model']}: {f['claim']}" for f in findings], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("value - threshold in the claim's direction (> 0 supports it; saturation / n_max), 95% CI")
+    ax.set_xlabel(
+        "value - threshold in the claim's direction, 95% CI\n(> 0 supports it; saturation in units of n_max; linear within +-0.01)"
+    )
     ax.set_title("findings: green holds, red does not hold, gray inconclusive")
     fig.tight_layout()
     return fig
