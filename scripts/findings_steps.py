@@ -10,7 +10,8 @@ finished step back (nothing is scored twice) and writes the table:
     .venv/bin/factprobe study findings --models smollm2-135m-instruct,gemma-3-270m ... --out runs/findings-paper
 
 Each worker walks the steps in `--order` (default: the slowest first, as measured on the paper budget) and runs
-every step that is not finished and not being written by another live process: a step folder is claimed by its own
+every step that is not being written by another live process (a finished one is read back, which refuses a folder
+of another configuration in one line): a step folder is claimed by its own
 lock (`factprobe.run_folder`), so two workers never run the same step, and a killed worker's probe steps resume
 from their checkpoints. The configurations are the study's own (`factprobe.studies.findings.ModelSteps`), so the
 study recognises the folders as its steps. `FACTPROBE_STEPS_AT_ONCE=2` gives each of two workers half the CPUs
@@ -76,14 +77,15 @@ def _work(args: argparse.Namespace) -> int:
         ctx = StudyContext(base=None, cfg=cfg, out=Path(args.out), progress=True, note=lambda m: print(f"note: {m}"))
         steps = ModelSteps(ctx, model, Path(args.out) / Path(model).name)
         for step in order:
-            if steps.finished(step):
-                continue
+            name = f"findings_steps: {Path(model).name}: {step}"
+            # a finished step is still run: that reads it back and refuses a folder of another configuration
+            done = steps.finished(step)
             try:
-                print(f"findings_steps: {Path(model).name}: {step} starts", flush=True)
+                print(f"{name} {'is finished; checking it' if done else 'starts'}", flush=True)
                 steps.run(step)
-                print(f"findings_steps: {Path(model).name}: {step} finished", flush=True)
+                print(f"{name} {'is this configuration' if done else 'finished'}", flush=True)
             except FolderBusyError as e:
-                print(f"findings_steps: {Path(model).name}: {step} is another worker's ({e})", flush=True)
+                print(f"{name} is another worker's ({e})", flush=True)
     return 0
 
 

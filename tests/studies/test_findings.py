@@ -262,6 +262,11 @@ def test_step_workers_fill_the_study_folders_and_the_study_reads_them_back(finis
     _, alone = finished
     assert [f["verdict"] for f in metrics["findings"]] == [f["verdict"] for f in alone["findings"]]
     assert [f["value"] for f in metrics["findings"]] == pytest.approx([f["value"] for f in alone["findings"]])
+    # a worker of another configuration into the same folders is refused in one line, not passed as finished
+    capsys.readouterr()
+    assert workers.main([*_worker_argv(wide_model, out), "--max-facts-per-relation", "2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different configuration" in err[0], err
 
 
 @pytest.mark.slow
