@@ -15,7 +15,7 @@ of another configuration in one line): a step folder is claimed by its own
 lock (`factprobe.run_folder`), so two workers never run the same step, and a killed worker's probe steps resume
 from their checkpoints. The configurations are the study's own (`factprobe.studies.findings.ModelSteps`), so the
 study recognises the folders as its steps. `FACTPROBE_STEPS_AT_ONCE=2` gives each of two workers half the CPUs
-(`factprobe.threads`). Exit status: 0 when every step of this worker's list is finished or was left to a live
+(`factprobe.threads`, applied before torch loads, as the CLI applies it). Exit status: 0 when every step of this worker's list is finished or was left to a live
 worker, 1 on an error (one line).
 """
 
@@ -25,8 +25,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from factprobe import threads
 from factprobe.config import add_config_arguments, namespace_to_dict
-from factprobe.errors import ConfigError
+from factprobe.errors import ConfigError, FactprobeError
 from factprobe.run_folder import FolderBusyError
 from factprobe.signals import sigterm_as_interrupt
 from factprobe.studies.base import StudyContext
@@ -55,10 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", default=",".join(SLOWEST_FIRST), help="comma-separated steps, in the order to try them")
     args = parser.parse_args(argv)
     try:
+        # the thread policy before anything imports torch (none of the imports above does), as `factprobe.cli.main`
+        # applies it: OpenMP reads its wait policy once, when torch loads
+        threads.set_wait_policy()
+        threads.apply(None)
         with sigterm_as_interrupt():
             return _work(args)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (FactprobeError, OSError) as e:  # a bad option, model, relation or folder: one line
+        lines = str(e).strip().splitlines()
+        print(f"error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the probe steps keep their checkpoints
         print("findings_steps: interrupted; rerunning with the same --out resumes its probe steps", file=sys.stderr)

@@ -289,3 +289,10 @@ def test_a_step_worker_refuses_an_unknown_step_in_one_line(wide_model, tmp_path,
     assert _workers_script().main(_worker_argv(wide_model, tmp_path / "run", order="ic-lke,nope")) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no step nope" in err[0] and "icl-examples" in err[0]
+
+
+def test_a_step_worker_names_an_unknown_model_in_one_line(tmp_path, capsys):
+    argv = ["--models", str(tmp_path / "no-such-model"), "--relations", "P36", "--budget", "tiny", "--out", str(tmp_path / "run")]
+    assert _workers_script().main([*argv, "--order", "ic-lke"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-model" in err[0], err
