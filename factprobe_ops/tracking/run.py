@@ -343,4 +343,17 @@ class TrackedRun:
         record = dataset_record(df, name, redact(source), digest)
         self._call("logging the dataset", lambda: self._client.log_dataset(self.run_id, record, context))
         if also_parent and self.parent_run_id:
-            self._call("logging the dataset", lambda: self._client.log_dataset(self.parent_run_id, record, context))
+            self._call("logging the dataset", lambda: self._log_parent_dataset(record, context))
+
+    def _log_parent_dataset(self, record: Any, context: str) -> None:
+        """The dataset on the parent run. Sibling steps that read the same data log the same dataset there; when two
+        do it at the same moment, the server's check-then-insert lets both through and the second insert breaks the
+        inputs table's unique key (SQLite: "UNIQUE constraint failed: inputs...", PostgreSQL: "duplicate key ...
+        inputs_pk"). That input is then already logged: it is not an error of this step."""
+        try:
+            self._client.log_dataset(self.parent_run_id, record, context)
+        except Exception as exc:  # only the duplicate input is swallowed
+            text = str(exc)
+            if "UNIQUE constraint failed: inputs." in text or ("duplicate key" in text and "inputs_pk" in text):
+                return
+            raise
