@@ -10,13 +10,13 @@ finished step back (nothing is scored twice) and writes the table:
     .venv/bin/factprobe study findings --models smollm2-135m-instruct,gemma-3-270m ... --out runs/findings-paper
 
 Each worker walks the steps in `--order` (default: the slowest first, as measured on the paper budget) and runs
-every step that is not being written by another live process (a finished one is read back, which refuses a folder
-of another configuration in one line): a step folder is claimed by its own
-lock (`factprobe.run_folder`), so two workers never run the same step, and a killed worker's probe steps resume
-from their checkpoints. The configurations are the study's own (`factprobe.studies.findings.ModelSteps`), so the
-study recognises the folders as its steps. `FACTPROBE_STEPS_AT_ONCE=2` gives each of two workers half the CPUs
-(`factprobe.threads`, applied before torch loads, as the CLI applies it). Exit status: 0 when every step of this worker's list is finished or was left to a live
-worker, 1 on an error (one line).
+every step that no other live process is writing: a step folder is claimed by its own lock (`factprobe.run_folder`),
+so two workers never run the same step. A finished step is read back, which refuses a folder of another configuration
+in one line; a killed worker's probe steps resume from their checkpoints. The configurations are the study's own
+(`factprobe.studies.findings.ModelSteps`), so the study recognises the folders as its steps.
+`FACTPROBE_STEPS_AT_ONCE=2` gives each of two workers half the CPUs (`factprobe.threads`, applied before torch loads,
+as the CLI applies it). Exit status: 0 when every step of this worker's list is finished or was left to a live
+worker, 1 on an error (one line), 143 / 130 on SIGTERM / Ctrl-C.
 """
 
 from __future__ import annotations
