@@ -6,6 +6,9 @@
 - Without an extra, its hooks are left out (factprobe/plugins.py) and its commands say in one line which extra
   to install; BELIEF-ICL without spaCy names `factprobe[belief]`.
 - The DeepSpeed configs are package data.
+- The package states its license as setuptools wants it (an SPDX `license` string and `license-files`, the Apache-2.0
+  text in LICENSE) with trove classifiers, and its wheel builds without a setuptools deprecation warning (issue 42
+  item 5): `test_the_wheel_builds_without_warnings_and_carries_the_license`.
 - `test_wheel_installs_into_a_fresh_virtualenv` (slow: 224-252 s on 2 shared, busy cores on 2026-11-27, nearly all
   of it pip installing the base requirements, torch from the local wheel): the built wheel, installed with no extra into a new
   virtualenv, answers `--version`, runs a probe on a tiny random model, and `factprobe pipeline` names the extra.
@@ -226,6 +229,84 @@ def test_deepspeed_configs_are_package_data(monkeypatch, tmp_path):
         deepspeed_config.config_dir()
 
 
+# ------------------------------------------------------------------ license, classifiers, a clean build
+def test_the_license_is_an_spdx_expression_with_its_text_and_the_package_has_classifiers():
+    project = PYPROJECT["project"]
+    # a TOML table (`{ text = ... }`) is deprecated by setuptools >= 77, which wants the SPDX string and the files
+    assert project["license"] == "Apache-2.0", project["license"]
+    assert project["license-files"] == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    for part in ("Apache License", "Version 2.0, January 2004", "TERMS AND CONDITIONS FOR USE", "END OF TERMS AND CONDITIONS"):
+        assert part in text, f"LICENSE lacks {part!r}: not the Apache-2.0 text"
+    assert len(text.splitlines()) > 150, "LICENSE is not the whole license text"
+    requires = [Requirement(r) for r in PYPROJECT["build-system"]["requires"]]
+    setuptools_req = next(r for r in requires if r.name == "setuptools")
+    assert not setuptools_req.specifier.contains("76.9"), f"{setuptools_req}: the SPDX license needs setuptools>=77"
+    classifiers = project["classifiers"]
+    assert classifiers == sorted(set(classifiers)) and all(" :: " in c for c in classifiers), classifiers
+    # a license classifier beside an SPDX expression is refused by setuptools; the Python ones follow requires-python
+    assert not [c for c in classifiers if c.startswith("License ::")], classifiers
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert {"Intended Audience :: Science/Research", "Topic :: Scientific/Engineering :: Artificial Intelligence"} <= set(
+        classifiers
+    )
+
+
+def test_the_image_builds_copy_the_license_files_with_pyproject():
+    """An image installs the package from pyproject.toml: without its license files in the build context setuptools
+    warns (`Pattern 'LICENSE' did not match any files`, an error from 2027) and the wheel carries no license."""
+    allowed = (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    for name in PYPROJECT["project"]["license-files"]:
+        assert f"!{name}" in allowed, f".dockerignore keeps {name} out of the image build context"
+    for image in ("cpu", "gpu", "train"):
+        dockerfile = REPO / "containers" / f"Dockerfile.{image}"
+        copies = [line.split()[1:-1] for line in dockerfile.read_text(encoding="utf-8").splitlines() if line.startswith("COPY ")]
+        with_pyproject = [c for c in copies if "pyproject.toml" in c]
+        assert with_pyproject, f"{dockerfile.name} copies no pyproject.toml"
+        for files in with_pyproject:
+            assert set(PYPROJECT["project"]["license-files"]) <= set(files), f"{dockerfile.name}: COPY {' '.join(files)}"
+
+
+def _source_copy(dest: Path) -> Path:
+    """`dest` holding what the wheel is built from (the checkout gets no build/ or egg-info)."""
+    dest.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, dest / name)
+    for pkg in ("factprobe", "factprobe_ops"):
+        shutil.copytree(REPO / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
+@pytest.mark.slow  # a setuptools build: ~5 s
+def test_the_wheel_builds_without_warnings_and_carries_the_license(tmp_path):
+    src = _source_copy(tmp_path / "src")
+    # the backend itself (pip -q would hide its warnings); no network: classifiers are not checked against PyPI's list
+    build = "import sys, setuptools.build_meta as b; print(b.build_wheel(sys.argv[1]))"
+    env = {**os.environ, "VALIDATE_PYPROJECT_NO_NETWORK": "1", "PYTHONWARNINGS": "default"}
+    r = subprocess.run(
+        [sys.executable, "-c", build, str(tmp_path / "dist")],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    # Python warnings (`SetuptoolsDeprecationWarning: ...`, `UserWarning: ...`) and deprecation notices; distutils'
+    # "warning: build_py: byte-compiling is disabled" (PYTHONDONTWRITEBYTECODE) is neither
+    warnings = [line for line in (r.stdout + r.stderr).splitlines() if re.search(r"[A-Za-z]Warning:|[Dd]eprecat", line)]
+    assert warnings == [], "\n".join(warnings)
+    wheel = tmp_path / "dist" / r.stdout.strip().splitlines()[-1]
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        license_file = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
+        assert z.read(license_file).decode() == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "License-Expression: Apache-2.0" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
+    assert {f"Classifier: {c}" for c in PYPROJECT["project"]["classifiers"]} <= set(meta.splitlines())
+
+
 # ------------------------------------------------------------------ the wheel in a fresh virtualenv
 def _local_torch_wheels() -> list[str]:
     """Folders holding a torch wheel of the installed version: pip's find-links and its wheel cache."""
@@ -248,13 +329,7 @@ def _local_torch_wheels() -> list[str]:
 def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     from factprobe.lm.testing import make_tiny_random_model
 
-    # the wheel, built from a copy of the sources (the checkout gets no build/ or egg-info)
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, src / name)
-    for pkg in ("factprobe", "factprobe_ops"):
-        shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    src = _source_copy(tmp_path / "src")  # the wheel, built from a copy of the sources
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # no download when it can
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp_path / "dist"), str(src)],
