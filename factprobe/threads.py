@@ -8,11 +8,16 @@ Contract:
 - `steps_at_once()` is how many steps the local pipeline runner runs beside this one, itself
   included: the environment variable `STEPS_AT_ONCE_ENV` that `factprobe_ops/pipelines/local_steps.py` sets in
   each step's environment; 1 when unset (a command run by hand, a pod on a cluster).
-- `resolve(threads)` is `threads` when given (>= 1), else `available_cpus() // steps_at_once()`
-  (at least 1).
-- `apply(threads)` resolves the count and makes it the process's: `OMP_NUM_THREADS` and
-  `MKL_NUM_THREADS` in the environment (read by torch when it is imported later, and by child
-  processes) and `torch.set_num_threads` when torch is already imported. It also sets
+- `resolve(threads)` is `threads` when given (>= 1), else the user's own `OMP_NUM_THREADS` (or
+  `MKL_NUM_THREADS`) when the environment sets one that factprobe did not write, else
+  `available_cpus() // steps_at_once()` (at least 1). Never more than `available_cpus()`: a larger
+  count (`--threads 100000`, which made torch start 100000 OpenMP threads and crash) is capped to the
+  CPUs the process may use, and one `note:` line on stderr says so (once per count and process).
+- `apply(threads)` resolves the count and makes it the process's: torch's intra-op threads when
+  torch is already imported, and `OMP_NUM_THREADS` / `MKL_NUM_THREADS` in the environment (read by
+  torch when it is imported later, and by child processes): an explicit count (`--threads`) sets
+  both; otherwise a variable the user set is kept as it is (a value above the CPUs is lowered to the
+  cap) and only an unset one is set. It also sets
   `OMP_WAIT_POLICY=PASSIVE` unless the environment names a policy: OpenMP threads then sleep
   instead of spinning while they wait, which is what made two concurrent steps with every core's
   threads several times slower. OpenMP reads that variable once, when torch loads it: the CLI
@@ -47,8 +52,14 @@ WAIT_POLICY = "PASSIVE"
 POLICY_ENV = "FACTPROBE_THREAD_POLICY"
 #: v1 folder names that hold the `cpu` controller
 _V1_CPU_DIRS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+#: the variables that carry the count, in the order torch reads them
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 _current: int | None = None
+#: {variable: value} that `apply` wrote into this process's environment (so not the user's)
+_written: dict[str, str] = {}
+#: (asked, cap) pairs already said by `capped`
+_said: set[tuple[int, int]] = set()
 
 
 def policy_on(env: dict | None = None) -> bool:
@@ -180,14 +191,54 @@ def default_threads(cpus: int, steps: int = 1) -> int:
     return max(1, cpus // max(1, steps))
 
 
-def resolve(threads: int | str | None = None) -> int:
-    """`threads` when given (ConfigError unless it is a whole number >= 1; text such as "4" from a command
-    line is read as one), else the policy `default_threads(available_cpus(), steps_at_once())`."""
+def _user_value(var: str, env: dict | None = None) -> int | None:
+    """The count in variable `var` of `env` (default `os.environ`) when the user set it: a non-empty value
+    that `apply` did not write (OpenMP's nested form `4,2` counts its first level); None otherwise.
+    ConfigError naming the variable for a value that is not a whole number >= 1."""
+    raw = (os.environ if env is None else env).get(var, "").strip()
+    if not raw or _written.get(var) == raw:
+        return None
+    first = raw.split(",")[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        raise ConfigError(
+            f"{var}={raw!r}: expected a whole number >= 1 (threads), or leave it unset for the CPUs this process may use"
+        )
+    return int(first)
+
+
+def user_count(env: dict | None = None) -> tuple[str, int] | None:
+    """(variable, count) of the thread count the user set: `OMP_NUM_THREADS`, else `MKL_NUM_THREADS`
+    (`_user_value`: set, and not by `apply`); None when neither is. ConfigError for a malformed value."""
+    for var in THREAD_VARS:
+        n = _user_value(var, env)
+        if n is not None:
+            return var, n
+    return None
+
+
+def capped(n: int) -> int:
+    """`n`, or `available_cpus()` when `n` is larger; the first time a count is capped, one `note:` line
+    on stderr says so (torch starting more OpenMP threads than it may run crashed with 100000)."""
+    cap = available_cpus()
+    if n <= cap:
+        return n
+    if (n, cap) not in _said:
+        _said.add((n, cap))
+        sys.stderr.write(
+            f"note: {n} threads asked for, more than the {cap} CPUs this process may use "
+            f"(CPU affinity, cgroup quota); computing with {cap}\n"
+        )
+    return cap
+
+
+def _explicit(threads: int | str | None) -> int | None:
+    """An explicit count (text such as "4" from a command line read as one), None for none; ConfigError
+    unless it is a whole number >= 1."""
     if isinstance(threads, str):
         text = threads.strip()
         threads = int(text) if text.isdigit() else (None if not text else threads)  # type: ignore[assignment]
     if threads is None:
-        return default_threads(available_cpus(), steps_at_once())
+        return None
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(
             f"threads={threads!r}: must be a whole number >= 1 (or leave it unset for the CPUs this process may use)"
@@ -195,19 +246,38 @@ def resolve(threads: int | str | None = None) -> int:
     return threads
 
 
+def resolve(threads: int | str | None = None) -> int:
+    """The count (module docstring): `threads` when given (ConfigError unless it is a whole number >= 1),
+    else the user's `OMP_NUM_THREADS` / `MKL_NUM_THREADS` (`user_count`), else the policy
+    `default_threads(available_cpus(), steps_at_once())`; capped at `available_cpus()` (`capped`)."""
+    explicit = _explicit(threads)
+    if explicit is not None:
+        return capped(explicit)
+    user = user_count()
+    if user is not None:
+        return capped(user[1])
+    return default_threads(available_cpus(), steps_at_once())
+
+
 def apply(threads: int | str | None = None) -> int:
-    """Resolve the thread count (`resolve`) and make it this process's (module docstring): the
-    OpenMP/MKL environment, torch's intra-op threads when torch is loaded, `current()`. Returns it."""
+    """Resolve the thread count (`resolve`) and make it this process's (module docstring): torch's
+    intra-op threads when torch is loaded, the OpenMP/MKL variables (an explicit count overwrites them, a
+    user's value is kept), `current()`. Returns it."""
     global _current
-    if threads is None and not policy_on():
+    explicit = _explicit(threads)
+    if explicit is None and not policy_on():
         import torch
 
         _current = int(torch.get_num_threads())
         return _current
-    n = resolve(threads)
+    n = resolve(explicit)
     set_wait_policy()
-    os.environ["OMP_NUM_THREADS"] = str(n)
-    os.environ["MKL_NUM_THREADS"] = str(n)
+    for var in THREAD_VARS:
+        users = _user_value(var)
+        if explicit is not None or users is None:  # a flag wins; an unset variable is set
+            os.environ[var] = _written[var] = str(n)
+        elif users > available_cpus():  # a user's value above the CPUs: lowered to the cap (said by `resolve`)
+            os.environ[var] = _written[var] = str(capped(users))
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(n)
@@ -223,15 +293,21 @@ def current() -> int | None:
 def step_environment(steps: int, threads: int | str | None = None) -> dict[str, str]:
     """Environment for a step that runs beside `steps - 1` others: `STEPS_AT_ONCE_ENV`, the OpenMP
     wait policy (unless this process's environment names one) and `OMP_NUM_THREADS`/`MKL_NUM_THREADS`
-    for its share of this process's CPUs (`threads` when given), so even a step that never calls
-    `apply` computes with its share. Nothing (an empty dict) when the policy is off (`POLICY_ENV`) and
-    `threads` is unset."""
+    for its share of this process's CPUs (`threads` when given, capped), so even a step that never
+    calls `apply` computes with its share. A variable the user set (not `apply`) is left out, so the
+    step inherits the user's value (unless `threads` is given). Nothing (an empty dict) when the policy
+    is off (`POLICY_ENV`) and `threads` is unset."""
     if threads is None and not policy_on():
         return {}
     n = resolve(threads) if threads is not None else default_threads(available_cpus(), steps)
-    return {
+    env = {
         STEPS_AT_ONCE_ENV: str(max(1, steps)),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", WAIT_POLICY),
-        "OMP_NUM_THREADS": str(n),
-        "MKL_NUM_THREADS": str(n),
     }
+    for var in THREAD_VARS:
+        users = _user_value(var)
+        if threads is not None or users is None:
+            env[var] = str(n)
+        elif users > available_cpus():
+            env[var] = str(capped(users))
+    return env

@@ -19,9 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def saved_environment():
-    """`apply` writes OMP_NUM_THREADS and friends into os.environ: each test leaves it as it found it."""
+def saved_environment(monkeypatch):
+    """`apply` writes OMP_NUM_THREADS and friends into os.environ: each test leaves it as it found it (and
+    starts with no value taken for factprobe's own, no cap said yet)."""
     saved = dict(os.environ)
+    monkeypatch.setattr(threads, "_written", {}, raising=False)
+    monkeypatch.setattr(threads, "_said", set(), raising=False)
     yield
     os.environ.clear()
     os.environ.update(saved)
@@ -102,7 +105,8 @@ def test_default_is_divided_among_the_steps_run_at_once(fake, monkeypatch):
     assert threads.resolve(None) == 2
     monkeypatch.setenv(threads.STEPS_AT_ONCE_ENV, "8")
     assert threads.resolve(None) == 1  # never 0
-    assert threads.resolve(6) == 6  # an explicit count overrides the policy
+    assert threads.resolve(3) == 3  # an explicit count overrides the policy
+    assert threads.resolve(6) == 4  # ... up to the CPUs the process may use (issue 41 item 8)
 
 
 def test_bad_counts_are_one_line_errors(fake, monkeypatch):
@@ -199,6 +203,8 @@ def test_local_runner_tells_each_step_how_many_run_at_once(fake, capsys):
 
     write, _ = fake
     write("cpu.max", "400000 100000")
+    for var in threads.THREAD_VARS:  # a user's value would be inherited as it is (pytest-xdist's conftest sets one)
+        os.environ.pop(var, None)
     steps = LocalSteps()
     steps.pipeline_thread = threading.current_thread()
     cmd = [
@@ -257,3 +263,86 @@ def test_threads_is_a_pipeline_setting_checked_up_front():
     check_run_values("probe", {"options": '{"threads": 2}'})
     with pytest.raises(ConfigError, match="threads=0: must be >= 1"):
         check_run_values("probe", {"options": '{"threads": 0}'})
+
+
+# ------------------------------------------------------------------ issue 42 item 4, issue 41 item 8: the user's count
+@pytest.fixture
+def no_thread_vars(monkeypatch):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("var", ["OMP_NUM_THREADS", "MKL_NUM_THREADS"])
+def test_a_users_thread_variable_is_kept_and_is_the_count(fake, monkeypatch, torch_threads, no_thread_vars, var):
+    """docs/environment.md: the variables are set only when unset. A user's OMP_NUM_THREADS=1 (or
+    MKL_NUM_THREADS=1) stays 1, and is the count the process computes with."""
+    write, _ = fake
+    write("cpu.max", "300000 100000")
+    monkeypatch.setenv(var, "1")
+    assert threads.apply(None) == 1
+    assert os.environ[var] == "1" and torch.get_num_threads() == 1 and threads.current() == 1
+    other = "MKL_NUM_THREADS" if var == "OMP_NUM_THREADS" else "OMP_NUM_THREADS"
+    assert os.environ[other] == "1"  # the unset one is set, to the same count
+    assert threads.step_environment(2).get(var, "1") == "1"  # a step inherits the user's value
+
+
+def test_an_explicit_count_still_wins_over_the_users_variable(fake, monkeypatch, torch_threads, no_thread_vars):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads.apply(2) == 2 and os.environ["OMP_NUM_THREADS"] == "2"  # --threads: the flag wins
+
+
+def test_factprobes_own_value_is_not_taken_for_the_users(fake, monkeypatch, torch_threads, no_thread_vars):
+    """A count factprobe wrote itself (an earlier apply in the process) is replaced by the next policy."""
+    write, _ = fake
+    assert threads.apply(1) == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+    write("cpu.max", "300000 100000")
+    assert threads.apply(None) == 3 and os.environ["OMP_NUM_THREADS"] == "3"
+    assert threads.step_environment(1)["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_bad_users_variable_is_one_line(fake, monkeypatch, no_thread_vars):
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    with pytest.raises(ConfigError, match=r"^OMP_NUM_THREADS='lots': "):
+        threads.apply(None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # empty: unset
+    assert threads.resolve(None) == 8
+
+
+@pytest.mark.parametrize("source", ["argument", "text", "OMP_NUM_THREADS", "MKL_NUM_THREADS"])
+def test_a_count_above_the_cpus_is_capped_with_one_line(fake, monkeypatch, capsys, torch_threads, no_thread_vars, source):
+    """Issue 41 item 8: `--threads 100000` segfaulted (torch started 100000 OpenMP threads). Any count above
+    the CPUs the process may use is capped to them, and one note line says so."""
+    write, _ = fake
+    write("cpu.max", "200000 100000")
+    if source.endswith("_THREADS"):
+        monkeypatch.setenv(source, "100000")
+        asked = None
+    else:
+        asked = 100000 if source == "argument" else "100000"
+    assert threads.apply(asked) == 2
+    assert torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "2"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("note: ") and "100000" in err[0] and "2 CPUs" in err[0], err
+    threads.apply(asked)  # said once
+    assert capsys.readouterr().err == ""
+    assert threads.step_environment(1, 100000)["OMP_NUM_THREADS"] == "2"
+
+
+@pytest.mark.slow
+def test_cli_threads_100000_is_capped_not_a_crash(tmp_path):
+    """The command in a fresh process: exit as for any refused run (2, a bad value after the threads), no segfault."""
+    import subprocess
+
+    code = (
+        "import sys; from factprobe.cli import main\n"
+        "rc = main(['probe', 'ic-lke', '--threads', '100000', '--max-facts-per-relation', '0'])\n"
+        "import torch; x = torch.randn(300, 300); (x @ x).sum().item()\n"
+        "print('threads', torch.get_num_threads(), 'rc', rc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=240, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"threads {threads.available_cpus()} rc 2" in out.stdout
+    assert "Traceback" not in out.stderr and "note: 100000 threads" in out.stderr
