@@ -28,8 +28,10 @@ and a `--fields` mapping to a column the file lacks is refused naming the file's
 Training items for in-context examples (`--train-data`, the same format) become `Fact`s of the
 `train` fact set: subject = prompt, object = gold; the probe fills the prompt with the gold.
 A training item that is a test item is never an example (`leaks`): its prompt, or its prompt
-filled with its answer, equals a test item's prompt or answered prompt once whitespace is removed
-and case folded (`leak_key`).
+filled with its answer, equals a test item's prompt or answered prompt in a normal form (`leak_key`:
+Unicode NFKC, case folded, punctuation and whitespace removed), or it has a test item's (subject,
+answer) pair in that form (`pair_key`: its id and its answer; an item without an id has its prompt
+as its subject).
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import string
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -266,27 +271,76 @@ def load_items(
     return items
 
 
+#: what `leak_key` drops besides whitespace: every Unicode punctuation character (categories P*),
+#: modifier symbols (Sk: ` ^ ´ ¨), format and control characters (Cf, Cc: zero-width spaces, word
+#: joiners, a byte order mark) and the rest of ASCII's punctuation (`string.punctuation`: $ + < = > | ~)
+_DROPPED_CATEGORIES = ("Sk", "Cf", "Cc")
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+
 def leak_key(text: str) -> str:
-    """`text` with every whitespace character removed and its case folded: two texts that differ
-    only in whitespace or case (`"The capital of  France is [Y] "`, `"the capital of France is [y]"`)
-    have one key."""
-    return "".join(text.split()).casefold()
+    """The normal form two texts are compared in: Unicode NFKC (fullwidth letters, ligatures such as
+    "ﬁ", a non-breaking space, "ℌ" -> their plain forms), case folded (and NFKC again, as Unicode's
+    compatibility caseless matching does), every punctuation character (`_DROPPED_CATEGORIES`) and all
+    whitespace removed: `"The capital of  France is [Y]."`, `"ＴＨＥ CAPITAL OF FRANCE IS [Y]"` and
+    `"the capital of france is y"` have one key."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return "".join(
+        c
+        for c in folded
+        if not (
+            c.isspace()
+            or c in _ASCII_PUNCTUATION
+            or unicodedata.category(c).startswith("P")
+            or unicodedata.category(c) in _DROPPED_CATEGORIES
+        )
+    )
 
 
 def item_keys(prompt: str, answer: str, slot: str = DEFAULT_SLOT) -> set[str]:
-    """The leak keys of an item: of its prompt and of its prompt filled with its answer."""
+    """The text keys of an item: the `leak_key` of its prompt and of its prompt filled with its answer."""
     return {leak_key(prompt), leak_key(prompt.replace(slot, answer, 1))}
 
 
-def leaks(train: Fact, keys: set[str], slot: str = DEFAULT_SLOT) -> bool:
-    """Whether training item `train` (subject = prompt, object = answer) is a test item: its prompt,
-    or its prompt filled with its answer, has a key in `keys` (the test items' `leak_keys`)."""
-    return bool(item_keys(train.subject, train.object, slot) & keys)
+def pair_key(fact: Fact) -> tuple[str, str]:
+    """The (subject, answer) key of an item as a fact (subject = prompt, object = answer, subject_id =
+    id): the `leak_key` of its subject (`Fact.subject_key`: its id, else its prompt) and of its answer."""
+    return leak_key(fact.subject_key), leak_key(fact.object)
 
 
-def leak_keys(test: Iterable[Fact], slot: str = DEFAULT_SLOT) -> set[str]:
-    """The `item_keys` of every test item (facts: subject = prompt, object = answer)."""
-    return {k for f in test for k in item_keys(f.subject, f.object, slot)}
+#: why a training item is a test item (`LeakKeys.why`)
+BY_TEXT, BY_PAIR = "text", "subject and answer"
+
+
+@dataclass(frozen=True)
+class LeakKeys:
+    """What the test items are known by (`leak_keys`): the text keys of every test item (`item_keys`)
+    and their (subject, answer) pairs (`pair_key`)."""
+
+    texts: frozenset[str]
+    pairs: frozenset[tuple[str, str]]
+
+    def why(self, train: Fact, slot: str = DEFAULT_SLOT) -> str | None:
+        """Why training item `train` (subject = prompt, object = answer) is a test item: `BY_TEXT` when its
+        prompt or answered prompt has a test item's text key, else `BY_PAIR` when it has a test item's
+        (subject, answer) pair (a test item's id and answer, however it is worded); None when it is none."""
+        if item_keys(train.subject, train.object, slot) & self.texts:
+            return BY_TEXT
+        if pair_key(train) in self.pairs:
+            return BY_PAIR
+        return None
+
+
+def leak_keys(test: Iterable[Fact], slot: str = DEFAULT_SLOT) -> LeakKeys:
+    """The `LeakKeys` of the test items (facts: subject = prompt, object = answer, subject_id = id)."""
+    test = list(test)
+    texts = frozenset(k for f in test for k in item_keys(f.subject, f.object, slot))
+    return LeakKeys(texts, frozenset(pair_key(f) for f in test))
+
+
+def leaks(train: Fact, keys: LeakKeys, slot: str = DEFAULT_SLOT) -> bool:
+    """Whether training item `train` is a test item (`LeakKeys.why`; `keys`: the test items' `leak_keys`)."""
+    return keys.why(train, slot) is not None
 
 
 def as_facts(items: list[MCItem], source: str) -> FactSet:

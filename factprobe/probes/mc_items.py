@@ -31,9 +31,11 @@ per relation (a function of seed, relation and data only), each written as its p
 its answer, joined by `--example-separator` (a newline) and followed by it before the item. The
 examples' text is one cached prefix per relation. A training item that is a test item (any
 relation's) is never an example: its prompt, or its prompt filled with its answer, equals a test
-item's prompt or answered prompt once whitespace is removed and case folded
-(`factprobe.datasets.mc_items.leaks`). Each relation notes how many it left out, and metrics.json
-has the total, `examples_excluded_as_test`.
+item's prompt or answered prompt once Unicode form (NFKC), case, punctuation and whitespace are
+ignored, or it has a test item's id and answer (its (subject, answer) pair), however it is worded
+(`factprobe.datasets.mc_items.leaks`). Each relation that left some out says how many in one note
+(on screen and in metrics.json's `notes`), and metrics.json has the total,
+`examples_excluded_as_test`.
 """
 
 from __future__ import annotations
@@ -46,7 +48,16 @@ from typing import Any
 import numpy as np
 
 from ..config import ConfigBase, option
-from ..datasets.mc_items import ANSWER_RULES, DEFAULT_SLOT, leak_keys, leaks, parse_fields, prepare_mc_items
+from ..datasets.mc_items import (
+    ANSWER_RULES,
+    BY_PAIR,
+    DEFAULT_SLOT,
+    LeakKeys,
+    leak_keys,
+    leaks,
+    parse_fields,
+    prepare_mc_items,
+)
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact, MCItem
@@ -158,17 +169,37 @@ def score_packed(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[
     return out
 
 
-def example_pool(train: Sequence[Fact], keys: set[str], relation: str, slot: str = DEFAULT_SLOT) -> tuple[list[Fact], int]:
-    """(the training items `relation`'s examples are drawn from, how many were left out as test items):
-    the relation's training items (all of them when none has the relation), less those that `leaks`
-    into the test items whose `leak_keys` are `keys`."""
+def example_pool(
+    train: Sequence[Fact], keys: LeakKeys, relation: str, slot: str = DEFAULT_SLOT
+) -> tuple[list[Fact], dict[str, int]]:
+    """(the training items `relation`'s examples are drawn from, how many were left out as test items by
+    why: `LeakKeys.why`): the relation's training items (all of them when none has the relation), less
+    those that `leaks` into the test items whose `leak_keys` are `keys`."""
     pool = [f for f in train if f.relation == relation] or list(train)
-    kept = [f for f in pool if not leaks(f, keys, slot)]
-    return kept, len(pool) - len(kept)
+    kept, left_out = [], {}
+    for f in pool:
+        why = keys.why(f, slot)
+        if why is None:
+            kept.append(f)
+        else:
+            left_out[why] = left_out.get(why, 0) + 1
+    return kept, left_out
+
+
+def exclusion_note(relation: str, left_out: dict[str, int]) -> str:
+    """The one-line note of a relation whose pool lost `left_out` (by why) training items as test items."""
+    n = sum(left_out.values())
+    by_pair = left_out.get(BY_PAIR, 0)
+    pairs = f"; {by_pair} of them by a test item's id and answer" if by_pair else ""
+    return (
+        f"{relation}: {n} training item(s) left out of the examples: each is a test item (its prompt or "
+        f"answered prompt equals one ignoring Unicode form, case, punctuation and whitespace, or it has a "
+        f"test item's id and answer){pairs}"
+    )
 
 
 def choose_examples(
-    train: Sequence[Fact], keys: set[str], relation: str, n: int, seed: int, slot: str = DEFAULT_SLOT
+    train: Sequence[Fact], keys: LeakKeys, relation: str, n: int, seed: int, slot: str = DEFAULT_SLOT
 ) -> list[Fact]:
     """`n` training items for `relation` (see the module docstring), in drawn order; never one that
     is a test item (`keys`: the test items' `leak_keys`)."""
@@ -216,12 +247,9 @@ class MCItems(MCProbe):
         if not p.examples:
             return _RelationState("", None)
         keys = leak_keys(session.prepared.test, p.slot)
-        _, excluded = example_pool(session.prepared.train.facts, keys, relation, p.slot)
-        if excluded:
-            session.note(
-                f"{relation}: {excluded} training item(s) left out of the examples: each is a test item "
-                "(its prompt or answered prompt equals one, ignoring whitespace and case)"
-            )
+        _, left_out = example_pool(session.prepared.train.facts, keys, relation, p.slot)
+        if left_out:
+            session.note(exclusion_note(relation, left_out))
         examples = choose_examples(session.prepared.train.facts, keys, relation, p.examples, cfg.base.seed, p.slot)
         if len(examples) < p.examples:
             session.note(f"{relation}: only {len(examples)} training items for {p.examples} examples")
