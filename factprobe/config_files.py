@@ -16,7 +16,10 @@ identity and results key, is not an option and is left out) and a study's `study
 
 Refused in one line (`ConfigError`): a file that cannot be read, a YAML or JSON file that does not
 parse (naming its line), a file that is not a mapping, an option the command does not have (naming
-the options and the file), a file of another probe or study.
+the options and the file), a file of another probe or study, and YAML anchors (`&name`) and aliases
+(`*name`, also in a merge key `<<: *name`) anywhere in a file (naming its line): a few hundred bytes
+of nested aliases expand to billions of values (an "alias bomb" in `relations:` hung the command until
+it was killed), and a file of options has no need for them.
 """
 
 from __future__ import annotations
@@ -39,10 +42,30 @@ def add_config_option(parser: argparse.ArgumentParser, record: str = "run_config
     parser.add_argument("--config", metavar="FILE", default=None, help=CONFIG_HELP.format(record=record))
 
 
+ANCHORS_REFUSED = (
+    "YAML anchors (&name) and aliases (*name) are not accepted in a config file (nested aliases can expand "
+    "without bound); write the values out"
+)
+
+
+def _no_alias_loader(path: Path) -> type:
+    """A `yaml.SafeLoader` that raises ConfigError (naming `path` and the line) at the first anchor or alias."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise ConfigError(f"{path}:{event.start_mark.line + 1}: {ANCHORS_REFUSED}")
+            return super().compose_node(parent, index)
+
+    return Loader
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping of a YAML or JSON file (JSON for a `.json` name). ConfigError (one line naming the file,
     and the line for a parse error) for a missing or unreadable file, bad syntax, or a top level that is
-    not a mapping."""
+    not a mapping, or a YAML anchor or alias (`ANCHORS_REFUSED`)."""
     import yaml
 
     from .io import read_text
@@ -61,7 +84,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{p}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
     else:
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_no_alias_loader(p))  # a SafeLoader subclass
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
             where = f"{p}:{mark.line + 1}" if mark is not None else str(p)

@@ -251,3 +251,49 @@ def test_study_repeats_from_its_own_record_and_refuses_another(caught_study, cap
     y.write_text("models: [m]\nbudgte: 3\n")
     rc = main(["study", "findings", "--config", str(y), "--no-track"])
     assert rc == 2 and _error(capsys.readouterr().err).startswith(f"error: {y}: unknown option(s) budgte for study findings")
+
+
+# ------------------------------------------------------------------ issue 41 item 8: YAML anchors and aliases
+#: nine levels of nine aliases each: 9**9 (387 million) strings once expanded, a few hundred bytes of YAML
+_LEVELS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+BOMBS = {
+    "relations": 'l0: &l0 ["P36", "P19", "P20", "P27", "P30", "P31", "P36", "P37", "P39"]\n'
+    + _LEVELS
+    + "relations: [*l8, *l8]\n",
+    "inside relations": "relations:\n  - &a [P36, P19, P20, P27, P30, P31, P36, P37, P39]\n"
+    + "".join(f"  - &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
+    + "  - [*h, *h, *h]\n",
+    "a run record's config": "config:\n  model: m\n  seed: 1\n  relations: &r [P36, P19]\n  data: *r\n",
+    "a merge key": "base: &base {model: m, seed: 1}\nother:\n  <<: *base\n",
+    "an anchor alone": "model: &m smollm2-135m-instruct\nseed: 1\n",
+}
+
+
+@pytest.mark.parametrize("where", list(BOMBS))
+def test_yaml_anchors_and_aliases_are_refused_in_one_line(tmp_path, where):
+    """An alias bomb in `relations:` hung the command until killed (loading is lazy, the expansion came later):
+    a config file may use neither anchors nor aliases, anywhere in it; refused naming the file and line."""
+    from factprobe.config_files import read_config_file
+    from factprobe.errors import ConfigError
+
+    f = tmp_path / "c.yaml"
+    f.write_text(BOMBS[where])
+    with pytest.raises(ConfigError, match=rf"^{f}:\d+: YAML anchors \(&name\) and aliases \(\*name\) are not accepted"):
+        read_config_file(f)
+
+
+@pytest.mark.slow  # a fresh process: on a hang it is killed, not the suite
+def test_cli_alias_bomb_is_one_line_not_a_hang(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    f = tmp_path / "bomb.yaml"
+    f.write_text(BOMBS["inside relations"])
+    cmd = [sys.executable, "-m", "factprobe.cli", "probe", "ic-lke", "--config", str(f), "--no-track", "--no-progress"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        pytest.fail("the command hung on a YAML alias bomb")
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-1000:]
+    assert _error(done.stderr).startswith(f"error: {f}:2: YAML anchors (&name) and aliases (*name) are not accepted")
