@@ -9,8 +9,6 @@ the summary as the Markdown table that is also the parent run's description in t
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
@@ -94,7 +92,9 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="every factprobe pipeline experiment, not only factprobe/probe")
     ap.add_argument("--markdown", action="store_true", help="the summary as a Markdown table (the parent run's description)")
     args = ap.parse_args()
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+    from factprobe_ops.tracking.conventions import resolve_tracking_uri
+
+    uri = resolve_tracking_uri()
     client = MlflowClient(uri)
     names = (
         ["factprobe/probe"]

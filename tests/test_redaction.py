@@ -116,8 +116,8 @@ def test_pipeline_cli_summary_line_is_redacted(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "get_pipeline", lambda name, local=False: object())
     monkeypatch.setattr(cli, "parse_params", lambda pipe, pairs, name: {})
-    monkeypatch.setattr(cli, "run_local", lambda *a, **k: (False, 1.0, "/tmp/root"))
     uri = f"https://bob:{SECRET}@mlflow.example.com"
+    monkeypatch.setattr(cli, "run_local", lambda *a, **k: (False, 1.0, "/tmp/root", uri))  # `LocalRun`: the store used
     assert cli.pipeline_cli(["run", "probe", "--tracking-uri", uri]) == 1
     out = capsys.readouterr().out
     assert SECRET not in out and "MLflow: https://***@mlflow.example.com" in out

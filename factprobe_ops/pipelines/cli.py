@@ -3,7 +3,9 @@ front end. The work is done by the catalogue (parameters and their checks, factp
 the local runner (factprobe_ops/pipelines/local_run.py) and the remote client (factprobe_ops/pipelines/remote.py).
 
 - run: the real DAG with `kfp.local.SubprocessRunner(use_venv=False)` in this Python, logging to
-  the embedded sqlite MLflow (`sqlite:///<cwd>/mlruns.db`) unless `--tracking-uri` says otherwise.
+  the store `run_local` resolves (the `tracking_uri` parameter, else `--tracking-uri`, else
+  `MLFLOW_TRACKING_URI`, else the embedded sqlite `sqlite:///<cwd>/mlruns.db`); the last line names
+  the store that was used.
 - compile: the YAML to upload in the Kubeflow UI (default `build/pipelines/<name>.yaml`).
 - submit / schedule: `kfp.Client(host=...)`: `create_run_from_pipeline_func`, and
   `create_recurring_run` with a six-field cron (seconds first).
@@ -12,9 +14,7 @@ the local runner (factprobe_ops/pipelines/local_run.py) and the remote client (f
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from factprobe.cli import HelpSafeParser
 from factprobe.redact import redact
@@ -97,14 +97,14 @@ def pipeline_cli(argv: list[str]) -> int:
         from .local_steps import PipelineStopped
 
         try:
-            ok, seconds, root = run_local(args.name, params, args.tracking_uri, args.pipeline_root, verbose=args.verbose)
+            ok, seconds, root, uri = run_local(args.name, params, args.tracking_uri, args.pipeline_root, verbose=args.verbose)
         except PipelineStopped as stopped:
             print(str(stopped), file=sys.stderr, flush=True)
             return stopped.exit_code
-        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+        where = "off (tracking_uri=none)" if uri.strip().lower() == "none" else uri
         print(
             redact(
-                f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; MLflow: {uri}"
+                f"pipeline {args.name} {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; outputs under {root}; MLflow: {where}"
             )
         )
         return 0 if ok else 1

@@ -1,7 +1,9 @@
 """`factprobe pipeline run`: a pipeline run locally with the KFP SubprocessRunner, and its run log.
 
-- `run_local` runs the real DAG in this Python, logging to the embedded sqlite MLflow
-  (`sqlite:///<cwd>/mlruns.db`, served on loopback) unless a tracking URI says otherwise.
+- `run_local` runs the real DAG in this Python, logging to the MLflow store that
+  `factprobe_ops.tracking.conventions.resolve_tracking_uri` names (the `tracking_uri` parameter, else
+  `--tracking-uri`, else `MLFLOW_TRACKING_URI`, else the embedded `sqlite:///<cwd>/mlruns.db`; a
+  sqlite store is served on loopback), and returns that store with the outcome (`LocalRun`).
 - `_RunLog` tees what the run prints into a log file, one terminal line per step by default.
 - `step_logs`, `first_error_line` and `failure_report` turn a failed run's log into one line.
 """
@@ -15,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from factprobe.redact import redact
 
@@ -210,10 +212,22 @@ def _threads_setting(params: dict[str, Any]) -> int | None:
     return None if value is None or not str(value).strip() else int(float(value))
 
 
+class LocalRun(NamedTuple):
+    """What `run_local` did: whether every step succeeded, the seconds it took, the pipeline root,
+    and the MLflow store the steps logged to (an embedded sqlite store as an absolute `sqlite:////...`)."""
+
+    ok: bool
+    seconds: float
+    root: str
+    tracking_uri: str
+
+
 def run_local(
     name: str, params: dict[str, Any], tracking_uri: str | None = None, pipeline_root: str | None = None, verbose: bool = True
-):
-    """Run a pipeline with the KFP local SubprocessRunner; returns (success, seconds, pipeline root).
+) -> LocalRun:
+    """Run a pipeline with the KFP local SubprocessRunner; returns a `LocalRun`. The store is the
+    pipeline's `tracking_uri` parameter, else `tracking_uri`, else the default
+    (`factprobe_ops.tracking.conventions.resolve_tracking_uri`, the one place that rule is written).
 
     An embedded sqlite store is served on loopback for the run (factprobe_ops/tracking/local_server.py), so the
     step processes log over REST instead of each importing mlflow; the runs land in the same file.
@@ -228,19 +242,17 @@ def run_local(
     Ctrl-C or SIGTERM stops the run (factprobe_ops/pipelines/local_steps.py): the steps' process groups get
     SIGTERM and are waited for, the parent run and every step run still RUNNING are marked KILLED,
     the loopback server stops last, and `PipelineStopped` (exit code 130 or 143) says what was done."""
-    from factprobe_ops.tracking.local_server import LocalTrackingServer, is_local_store
+    from factprobe_ops.tracking.conventions import resolve_tracking_uri
+    from factprobe_ops.tracking.local_server import LocalTrackingServer, absolute_store, is_local_store
 
     from .checks import check_run_values
     from .local_steps import LocalSteps, PipelineStopped
 
     check_run_values(name, params)  # a bad device, a probe's missing input: refused before anything runs
     params = _absolute_paths(dict(params))
-    store = (
-        params.get("tracking_uri")
-        or tracking_uri
-        or os.environ.get("MLFLOW_TRACKING_URI")
-        or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
-    )
+    store = resolve_tracking_uri(params.get("tracking_uri"), tracking_uri)
+    if is_local_store(store):
+        store = absolute_store(store)  # what the loopback server (or each step, from another folder) opens
     serve = is_local_store(store) and os.environ.get("FACTPROBE_SERVE_LOCAL_STORE", "1") != "0"
     steps = LocalSteps()
     steps.threads = _threads_setting(params)  # the run's thread setting reaches every step's environment
@@ -303,7 +315,7 @@ def run_local(
             if error is not None:
                 sys.stdout.flush()
                 print(f"error: {failure_report(log.path, error)}", file=sys.stderr)
-            return error is None, time.perf_counter() - start, root
+            return LocalRun(error is None, time.perf_counter() - start, root, store)
         finally:
             if server is not None:  # last: the steps and the KILLED marks went through it
                 server.__exit__(None, None, None)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from factprobe.errors import ConfigError
 
 from .clients import TrackingError
-from .conventions import default_tracking_uri
+from .conventions import resolve_tracking_uri
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,7 +128,7 @@ def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | Non
     from .library_client import open_mlflow_client
     from .run import _describe
 
-    uri = tracking_uri or default_tracking_uri()
+    uri = resolve_tracking_uri(tracking_uri)
     client = open_mlflow_client(uri)
     try:
         run = client.get_run(run_id)

@@ -6,7 +6,10 @@
   or KILLED when it is interrupted (Ctrl-C, SIGTERM). The run is opened on a background thread
   while the probe scores (importing mlflow and opening a store took 4-6 s before the first
   forward); with `--require-tracking` it is opened before scoring, so that a store that cannot be
-  reached stops the run before any compute.
+  reached stops the run before any compute. A store that cannot be reached when the run opens is
+  one warning line (the results stay on disk, exit 0); a logging call that fails once the MLflow
+  run exists (a refused batch, a server gone) marks that run FAILED and the command exits 1
+  (`logging_failed`), never 0 over a half-logged run.
 - `register` (group `factprobe.commands`): `factprobe compare`, `factprobe regress` and
   `factprobe baseline promote`.
 """
@@ -121,6 +124,8 @@ class ProbeTracking:
             def after(outcome) -> list[str]:
                 run = held if eager else held.result()
                 log_probe_outcome(run, outcome, cfg)
+                if run.failure:  # a half-logged run is never reported as a success (exit 1)
+                    raise logging_failed(run, out)
                 return open_lines(run.uri, run.run_id) if run.active else []
 
             yield after
@@ -132,10 +137,10 @@ class ProbeTracking:
         answers True, so the run opens and fails or warns as any tracked run does."""
         if args.no_track:
             return False
-        from .conventions import default_tracking_uri
+        from .conventions import resolve_tracking_uri
 
         try:
-            return finished_run(args.tracking_uri or default_tracking_uri(), step_key(cfg, out)) is None
+            return finished_run(resolve_tracking_uri(args.tracking_uri), step_key(cfg, out)) is None
         except Exception:  # noqa: BLE001 - the tracked run reports an unreachable store itself
             return True
 
@@ -144,9 +149,9 @@ class ProbeTracking:
         the lines that open it, or one line saying none was found. [] with `--no-track`."""
         if args.no_track:
             return []
-        from .conventions import default_tracking_uri
+        from .conventions import resolve_tracking_uri
 
-        uri = args.tracking_uri or default_tracking_uri()
+        uri = resolve_tracking_uri(args.tracking_uri)
         try:
             found = finished_run(uri, step_key(cfg, out))
         except Exception:  # noqa: BLE001 - only a pointer: an unreachable store is not an error here
@@ -154,6 +159,16 @@ class ProbeTracking:
         if found is None:
             return [f"no finished MLflow run of this folder found at {redact(uri)}"]
         return open_lines(uri, found)
+
+
+def logging_failed(run, out: Path) -> Exception:
+    """The TrackingError (exit 1, one line) of a probe run whose MLflow logging failed after the run
+    began (`TrackedRun.failure`): what failed, and that the results are on disk, logged by a rerun."""
+    from .clients import TrackingError
+
+    return TrackingError(
+        f"{run.failure}; the results are in {out}: run the same command again to log them (nothing is scored again)"
+    )
 
 
 def step_key(cfg, out: Path) -> str:

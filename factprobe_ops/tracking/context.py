@@ -7,7 +7,7 @@ and handed down to the tracking calls (`TrackedRun.from_context`, `probe_run`) a
 step boundaries as one JSON string (`to_json` / `from_json`).
 
 `tracking_uri` is kept as given: "" means `MLFLOW_TRACKING_URI` or the embedded store
-(`conventions.default_tracking_uri`), "none" means tracking is off; `uri` resolves it.
+(`conventions.resolve_tracking_uri`), "none" means tracking is off; `uri` resolves it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from factprobe.errors import ConfigError
 
-from .conventions import default_tracking_uri, git_sha, run_user, tag
+from .conventions import git_sha, resolve_tracking_uri, run_user, tag
 
 #: the tracking URI value that switches tracking off
 TRACKING_OFF = "none"
@@ -53,7 +53,7 @@ class RunContext:
         """The tracking URI to log to: None when tracking is off, else the given URI or the default."""
         if self.tracking_uri.strip().lower() == TRACKING_OFF:
             return None
-        return self.tracking_uri.strip() or default_tracking_uri()
+        return resolve_tracking_uri(self.tracking_uri)
 
     @property
     def tracked(self) -> bool:

@@ -32,9 +32,15 @@ def experiment_name(pipeline: str) -> str:
     return f"factprobe/{pipeline}"
 
 
-def default_tracking_uri() -> str:
-    """`MLFLOW_TRACKING_URI` if set, else the embedded sqlite store in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
+def resolve_tracking_uri(*given: str | None) -> str:
+    """Where MLflow is: the first of `given` that is set (not None, not blank; a command's
+    `--tracking-uri`, a pipeline's `tracking_uri` parameter, in the caller's order of precedence),
+    else `MLFLOW_TRACKING_URI`, else the embedded sqlite store `sqlite:///<cwd>/mlruns.db`. The one
+    place this rule is written; "none" is returned as given (tracking off, `context.TRACKING_OFF`)."""
+    for uri in given:
+        if uri is not None and str(uri).strip():
+            return str(uri).strip()
+    return os.environ.get("MLFLOW_TRACKING_URI", "").strip() or f"sqlite:///{Path.cwd() / 'mlruns.db'}"
 
 
 def git_sha() -> str:

@@ -5,9 +5,14 @@ gate two results only when they measured the same thing. The identity (`metrics.
 `run_config.json` `identity`, or a run's MLflow tags) holds the data digest, the input locations
 and the numerics; this module turns two of them into one-line reasons:
 
-- `data_difference(a, b)`: "" when the data digests are equal, else the digests and which inputs'
-  locations differ (`data /abs/x (baseline) vs /abs/y (candidate)`), or that the inputs are at the
-  same locations and their content changed.
+- `data_difference(a, b, names, settings)`: "" when the data digests are equal, else the digests and
+  which inputs' locations differ (`data /abs/x (baseline) vs /abs/y (candidate)`), else the settings
+  that differ (`settings_difference`: `--seed 0 (baseline) vs 1 (candidate)`), else that the inputs
+  are at the same locations and their content changed.
+- `settings_difference(config_a, config_b, names)`: the run settings (flat `RunConfig.to_dict()`)
+  that decide the items (`factprobe.metrics.same_data.DATA_OPTIONS`, `relations`) and differ; when
+  none does, any other that differs except the model and the numerics and runtime ones
+  (`NOT_DATA_SETTINGS`).
 - `numerics_difference(a, b)`: "" when alike, else the differences that a gate counts
   (`factprobe.identity.numerics_changes`: dtype, device type, transformers major version).
 - `MISSING`: the sentence for a run whose result carries no identity (made before identities were
@@ -49,18 +54,49 @@ def input_differences(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequenc
     return out
 
 
-def data_difference(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[str] = ("a", "b")) -> str:
+#: settings that say which model runs and how, not which items: never named as a data difference
+NOT_DATA_SETTINGS = frozenset({"probe", "model", "base_model", "out", "device", "dtype", "threads", "token_budget"})
+
+
+def settings_difference(
+    config_a: Mapping[str, Any] | None, config_b: Mapping[str, Any] | None, names: Sequence[str] = ("a", "b")
+) -> str:
+    """ "" when the two flat run configurations agree on what decides the items (or either is None);
+    else `--seed 0 (a) vs 1 (b); --relations not set (a) vs P36 (b)`: the differing data options
+    (`DATA_OPTIONS`, `relations`), or when none differs, the other differing settings except
+    `NOT_DATA_SETTINGS` (a probe option that builds other items)."""
+    from factprobe.metrics.same_data import data_differences
+
+    if not isinstance(config_a, Mapping) or not isinstance(config_b, Mapping):
+        return ""
+    diffs = data_differences(dict(config_a), dict(config_b))
+    if not diffs:
+        keys = [k for k in config_a if k in config_b and k not in NOT_DATA_SETTINGS]
+        diffs = {k: (config_a[k], config_b[k]) for k in keys if config_a[k] != config_b[k]}
+
+    def shown(v: Any) -> str:
+        return "not set" if v is None else ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+    return "; ".join(
+        f"--{k.replace('_', '-')} {shown(va)} ({names[0]}) vs {shown(vb)} ({names[1]})" for k, (va, vb) in diffs.items()
+    )
+
+
+def data_difference(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[str] = ("a", "b"), settings: str = "") -> str:
     """ "" when identities `a` and `b` have the same data digest; else one clause naming the two
     digests and the inputs that differ, e.g. `data digest sha256:1a2b (a) vs sha256:3c4d (b); inputs
-    that differ: data /x (a) vs /y (b)`, or `...; the inputs are at the same locations (...), so their
-    content changed in between`."""
+    that differ: data /x (a) vs /y (b)`; else the `settings` that differ (`settings_difference`:
+    `...; settings that differ: --seed 0 (a) vs 1 (b)`); else `...; the inputs are at the same
+    locations (...), so their content changed in between`."""
     da, db = a.get("data_digest"), b.get("data_digest")
     if da == db:
         return ""
     head = f"data digest {short(str(da))} ({names[0]}) vs {short(str(db))} ({names[1]})"
     moved = input_differences(a, b, names)
     if moved:
-        return f"{head}; inputs that differ: {'; '.join(moved)}"
+        return f"{head}; inputs that differ: {'; '.join(moved)}" + (f"; settings that differ: {settings}" if settings else "")
+    if settings:
+        return f"{head}; settings that differ: {settings}"
     if _inputs(a):
         return (
             f"{head}; the inputs are at the same locations ({', '.join(f'{k} {v}' for k, v in _inputs(a).items())}), "
@@ -129,6 +165,7 @@ __all__ = [
     "identity_from_tracking",
     "input_differences",
     "numerics_difference",
+    "settings_difference",
     "short",
     "tracked_identity",
 ]

@@ -20,7 +20,13 @@ Metric names of the built-in probes, as in metrics.json: `accuracy`, `macro_accu
 (multiple choice; runs logged before 2026-11-26 used `acc` for `accuracy`);
 `<metric>/<relation>` and `<metric>/<group>/<key>` for the other probes' `per_<group>` tables
 (`em/P36`, `coherency/cardinality/N-1`, `em/shots/0`); counterfactual `em/<setting>/k<k>`.
-MLflow allows letters, digits and `_ - . / : space` only: `acc@1` is logged as `acc_1`.
+MLflow allows letters, digits and `_ - . / : space` only: `acc@1` is logged as `acc_1`. An id in a
+name (the key of a `per_<group>` table: a relation, a template) is one name segment: `/` and every
+character MLflow refuses become `_`, `%` becomes `pct`, an id starting with `..` gets a leading `_` (relation
+`a/b` -> `accuracy/a_b`, `../../etc` -> `accuracy/_.._.._etc`); two ids that come out alike are told
+apart by `-<8 hex of the SHA-256 of the id>` (`factprobe_ops.tracking.metric_keys`). Every id or name
+so changed is listed in the run's `tables/metric_keys.json` (kind, original, logged); metrics.json
+and the per-fact and per-relation tables keep the original ids.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from factprobe.probes.base import Probe
 from factprobe.probes.reporting import metric_key, model_label
 
 from .conventions import headline_metric_name, tag
+from .metric_keys import safe_ids
 from .run import TrackedRun
 
 CONFIG_PARAM = "config_json"
@@ -50,11 +57,28 @@ def probe_of(name: str | None) -> Probe:
     return known if known is not None else type("UnregisteredProbe", (Probe,), {"name": str(name or "")})()
 
 
-def metric_dict(metrics: dict, probe: Probe | None = None) -> dict[str, float]:
+def safe_table_ids(metrics: dict) -> tuple[dict, dict[str, str]]:
+    """`metrics` with the keys of every `per_<group>` table made single metric-name segments
+    (`metric_keys.safe_ids`), and {original id: logged id} of those changed (the module docstring)."""
+    out, renamed = dict(metrics), {}
+    for group, table in metrics.items():
+        if not (isinstance(group, str) and group.startswith("per_") and isinstance(table, dict)):
+            continue
+        names = safe_ids([str(k) for k in table])
+        out[group] = {names[str(k)]: v for k, v in table.items()}
+        renamed.update({k: v for k, v in names.items() if k != v})
+    return out, renamed
+
+
+def metric_dict(metrics: dict, probe: Probe | None = None, renamed: dict[str, str] | None = None) -> dict[str, float]:
     """The run's flat metrics as MLflow metric names: `probe.flat_metrics` (default: the probe named
-    by `metrics["probe"]`), names made safe (`metric_key`), None (no items) never logged."""
+    by `metrics["probe"]`) of `metrics` with safe table ids (`safe_table_ids`), names made safe
+    (`metric_key`), None (no items) never logged. The ids changed are added to `renamed` when given."""
     probe = probe or probe_of(metrics.get("probe"))
-    return {metric_key(k): v for k, v in probe.flat_metrics(metrics).items() if v is not None}
+    safe, changed = safe_table_ids(metrics)
+    if renamed is not None:
+        renamed.update(changed)
+    return {metric_key(k): v for k, v in probe.flat_metrics(safe).items() if v is not None}
 
 
 def headline(probe: str, metrics: dict) -> dict | None:
@@ -123,7 +147,9 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     probe = probe_of(cfg.probe)
     run.set_tags({tag("dataset_digest"): m.get("data_digest", ""), tag("model_revision"): m.get("model_revision", "")})
     log_identity(run, m)
-    run.log_metrics(metric_dict(m, probe))
+    renamed: dict[str, str] = {}
+    run.log_metrics(metric_dict(m, probe, renamed))
+    run.record_renamed_ids(renamed)
     record_headline(run, cfg.probe, m)
     table = per_fact_table(outcome.results, probe)
     run.log_parquet(table, "tables/per_fact.parquet")

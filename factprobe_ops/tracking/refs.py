@@ -16,7 +16,7 @@ from factprobe.paths import cache_root
 from factprobe.redact import redact
 
 from .clients import TrackingError
-from .conventions import default_tracking_uri
+from .conventions import resolve_tracking_uri
 
 SCHEME = "runs:/"
 DEFAULT_ARTIFACT = "results"
@@ -31,7 +31,7 @@ def resolve_run_ref(ref: str, tracking_uri: str | None = None) -> Path:
     if not run_id:
         raise ConfigError(f"{ref}: expected runs:/<run id>[/<artifact path>]")
     artifact = artifact or DEFAULT_ARTIFACT
-    uri = tracking_uri or default_tracking_uri()
+    uri = resolve_tracking_uri(tracking_uri)
     client = open_mlflow_client(uri)
     try:  # first: is there such a run (one clear line when not)
         client.get_run(run_id)

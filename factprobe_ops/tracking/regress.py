@@ -37,7 +37,7 @@ from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import GateDecision, align_templates, regression_gate
 from factprobe.probes.verdict import DEFAULT_VERDICT, FactVerdict
 
-from .run_tables import _from_results_file, folder_identity, resolve_run
+from .run_tables import _from_results_file, folder_identity, resolve_run, run_provenance
 
 REPORT_FILE = "gate_report.txt"
 DECISION_FILE = "gate.json"
@@ -64,15 +64,18 @@ def require_identity(desc: dict, role: str) -> dict:
     )
 
 
-def check_gate_identities(baseline: dict, candidate: dict, allow_numerics_change: bool) -> str:
+def check_gate_identities(
+    baseline: dict, candidate: dict, allow_numerics_change: bool, configs: tuple[dict | None, dict | None] = (None, None)
+) -> str:
     """Refuse a candidate whose identity says it measured something else than the baseline: DataError
-    (one line: the digests and the inputs that differ) for other data; ConfigError for other numerics
-    (dtype, device type, transformers major version) unless `allow_numerics_change`, where the
-    returned line says what differs ("" when nothing does)."""
-    from .identity_check import data_difference
+    (one line: the digests, the inputs and the settings that differ, from the two runs' flat
+    `configs` when known: `--seed 0 (baseline) vs 1 (candidate)`) for other data; ConfigError for other
+    numerics (dtype, device type, transformers major version) unless `allow_numerics_change`, where
+    the returned line says what differs ("" when nothing does)."""
+    from .identity_check import data_difference, settings_difference
 
     names = ("baseline", "candidate")
-    diff = data_difference(baseline, candidate, names)
+    diff = data_difference(baseline, candidate, names, settings_difference(*configs, names))
     if diff:
         raise DataError(
             f"the candidate was probed on other data than the baseline: {diff}; regress gates only on the "
@@ -286,7 +289,8 @@ def regress_cli(args) -> int:
     base_ident = require_identity(bdesc, "baseline")
     notes: list[str] = []
     if is_run:
-        note = check_gate_identities(base_ident, require_identity(cdesc, "candidate"), allow)
+        configs = (run_provenance(bdesc)[0], run_provenance(cdesc)[0])
+        note = check_gate_identities(base_ident, require_identity(cdesc, "candidate"), allow, configs)
         notes += [note] if note else []
     claim_out = nullcontext(None)
     if args.out:
@@ -300,7 +304,8 @@ def regress_cli(args) -> int:
             candidate, _ = gate_table(candidate, {"ref": str(cand_out)}, "candidate")  # the baseline's probe, its verdict
             cand_ident = folder_identity(str(cand_out))
             if cand_ident is not None:  # what the run itself recorded: the same data, and its loaded numerics
-                note = check_gate_identities(base_ident, cand_ident, allow)
+                configs = (run_provenance(bdesc)[0], run_provenance({"ref": str(cand_out)})[0])
+                note = check_gate_identities(base_ident, cand_ident, allow, configs)
                 notes += [note] if note else []
         candidate, baseline, note = align_templates(candidate, baseline, getattr(args, "templates", "majority"))
         check_every_baseline_fact(candidate, baseline)

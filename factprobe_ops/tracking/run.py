@@ -17,8 +17,13 @@ child run). Contract:
   marked FAILED before a new run starts.
 - On exit the run ends FINISHED, KILLED on Ctrl-C or SIGTERM, or FAILED if another exception escaped the block (a run opened
   with `run_id=` to log into an existing run, e.g. the parent, is left as it is).
-- A logging call that fails later (server gone) warns once and disables tracking, or raises
-  `TrackingError` when `required`.
+- A logging call that fails later (server gone) raises `TrackingError` when `required`; else it
+  warns once, marks the run FAILED (when the store still answers) and disables tracking, and
+  `failure` keeps the line: a caller must not report success (the CLI exits 1 on it).
+- Metric names are made safe for MLflow (`factprobe_ops.tracking.metric_keys`): a name MLflow would
+  refuse (and with it the whole batch), e.g. `accuracy/../../etc`, is logged under a sanitised name;
+  two originals never share one. Every changed name (and every id `record_renamed_ids` reports) is
+  listed in the run's `tables/metric_keys.json` (columns kind, original, logged).
 - Messages never show credentials (`factprobe.redact`), e.g. of `https://user:token@host` URIs.
 - Importing this module changes nothing in the environment: the fail-fast HTTP settings are
   given to each client when it is opened (`factprobe_ops.tracking.clients.http_settings`).
@@ -40,7 +45,8 @@ from factprobe.redact import redact
 from .clients import TrackingError, find_tagged_runs
 from .connect import open_client
 from .context import RunContext
-from .conventions import EXPERIMENT_KIND_TAG, default_tracking_uri, experiment_name, experiment_tags, git_sha, standard_tags, tag
+from .conventions import EXPERIMENT_KIND_TAG, experiment_name, experiment_tags, git_sha, resolve_tracking_uri, standard_tags, tag
+from .metric_keys import KEY_MAP_ARTIFACT, KeyMap
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 
@@ -118,7 +124,7 @@ class TrackedRun:
         headline_family: str = "",
         headline_greater: bool = True,
     ) -> None:
-        self.uri = tracking_uri or default_tracking_uri()
+        self.uri = resolve_tracking_uri(tracking_uri)
         self.pipeline = pipeline
         self.run_name = run_name
         self.tags = {
@@ -138,6 +144,11 @@ class TrackedRun:
         self.headline_family = headline_family
         self.headline_greater = headline_greater
         self._client = None
+        #: the line of a logging call that failed after the run was created (None: none failed)
+        self.failure: str | None = None
+        self.keys = KeyMap()
+        self._renamed_ids: dict[str, str] = {}
+        self._key_rows: list[dict] = []
 
     @classmethod
     def from_context(
@@ -207,6 +218,14 @@ class TrackedRun:
                     f"MLflow tracking server {self.uri} {'refused us' if '(HTTP 40' in why else 'unreachable'} "
                     f"({why}); the run is not logged"
                 )
+        if self.run_id and self._client is not None and not self._resume and what != "ending the run":
+            try:  # a half-logged run is not left RUNNING
+                self._client.set_terminated(self.run_id, "FAILED")
+                msg += f"; run {self.run_id} is marked FAILED"
+            except Exception:  # noqa: BLE001 - the store is gone: the line says what failed
+                pass
+        if self.run_id:
+            self.failure = msg
         self.warn(msg + "; results are kept on disk only")
         self.enabled = False
 
@@ -283,9 +302,32 @@ class TrackedRun:
         self._call("logging parameters", lambda: self._client.log_batch(self.run_id, ps, {}, 0, 0))
 
     def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
-        """Finite-or-infinite floats; None and NaN values are skipped."""
-        ms = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(float(v))}
+        """Finite-or-infinite floats; None and NaN values are skipped. Each name is logged under the
+        name `self.keys` gives it (unchanged when MLflow takes it; see the module docstring)."""
+        if not self.active:
+            return
+        kept = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(float(v))}
+        names = self.keys.names(list(kept))
+        ms = {names[k]: v for k, v in kept.items()}
         self._call("logging metrics", lambda: self._client.log_batch(self.run_id, {}, ms, step, int(time.time() * 1000)))
+        self._log_key_map()
+
+    def record_renamed_ids(self, renamed: dict[str, str]) -> None:
+        """Note ids (relations, templates) that were logged as other name segments ({original: logged}),
+        for `tables/metric_keys.json`."""
+        self._renamed_ids.update(renamed)
+        self._log_key_map()
+
+    def _log_key_map(self) -> None:
+        """(Re)write `tables/metric_keys.json` when a name or id was changed since it was last written."""
+        import pandas as pd
+
+        rows = [{"kind": "id", "original": k, "logged": v} for k, v in self._renamed_ids.items()]
+        rows += [{"kind": "metric", "original": k, "logged": v} for k, v in self.keys.renamed.items()]
+        if rows == self._key_rows or not self.active:
+            return
+        self._key_rows = rows
+        self.log_table(pd.DataFrame(rows, columns=["kind", "original", "logged"]), KEY_MAP_ARTIFACT)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._call("uploading an artifact", lambda: self._client.log_artifact(self.run_id, str(path), artifact_path))

@@ -26,7 +26,7 @@ from factprobe.redact import redact
 
 from .baseline import PROBE_TAG
 from .clients import TrackingError, tag_filter, tags_match
-from .conventions import default_tracking_uri, tag
+from .conventions import resolve_tracking_uri, tag
 from .identity_check import tracked_identity
 from .probe_logging import CONFIG_PARAM
 
@@ -34,7 +34,7 @@ from .probe_logging import CONFIG_PARAM
 def _client(uri: str | None):
     from .library_client import open_mlflow_client
 
-    uri = uri or default_tracking_uri()
+    uri = resolve_tracking_uri(uri)
     return open_mlflow_client(uri), uri
 
 

@@ -267,6 +267,23 @@ def test_regress_refuses_a_candidate_on_other_data(tmp_path, capsys):
     assert "data /d/items.jsonl (baseline) vs /e/items.jsonl (candidate)" in err
 
 
+def test_regress_names_the_setting_that_made_other_data(tmp_path, capsys):
+    """issue 41 item 8: a candidate whose only difference was `--seed` was refused with "the inputs are at the
+    same locations ..., so their content changed in between". The line names the setting and both values."""
+    inputs = [("data", "/d/items.jsonl")]
+    base = folder(tmp_path / "base", rows(), identity(inputs=inputs))
+    other = identity("sha256:" + "7" * 64, inputs=inputs)
+    cand = folder(tmp_path / "cand", rows(), other, config={**CONFIG, "seed": 1, "model": "m2"})
+    rc, out, err = _gate(capsys, tmp_path, base, cand)
+    assert rc == 2 and "PASS" not in out and err.count("\n") == 1
+    assert "settings that differ: --seed 0 (baseline) vs 1 (candidate)" in err, err
+    assert "content changed in between" not in err and "--model" not in err
+    cand2 = folder(tmp_path / "cand2", rows(), other, config={**CONFIG, "seed": 1, "choices": 10, "relations": ["P36"]})
+    rc, _, err = _gate(capsys, tmp_path, base, cand2)
+    assert rc == 2 and "--seed 0 (baseline) vs 1 (candidate); --choices 100 (baseline) vs 10 (candidate)" in err
+    assert "--relations not set (baseline) vs P36 (candidate)" in err
+
+
 def test_regress_refuses_other_numerics_unless_allowed(tmp_path, capsys):
     base = folder(tmp_path / "base", rows(), identity(dtype="bfloat16", device="cuda"))
     cand = folder(tmp_path / "cand", rows(), identity())
