@@ -4,13 +4,18 @@ A number is reused (a resumed folder, a pipeline work folder), compared or gated
 number of the same identity. `RunIdentity` has four parts, each computed before anything is scored:
 
 - **model** (`model_revision`): a content revision of the weights that are loaded, never of names and
-  sizes. Local folders: `local-sha256:<hex>` over the bytes of every file in the folder
-  (`folder_revision`); aliases: the sha256 of the GGUF file they are converted from
-  (`gguf-sha256:<hex>`); hub ids: the resolved commit (`hub:<id>@<commit>`, pinned with
-  `--model org/name@REV`); an adapter: `adapter-sha256:<hex>+<base revision>`.
+  sizes, and never of what a file in the folder says about it. Local folders: `local-sha256:<hex>`
+  over the bytes of every file in the folder (`folder_revision`); aliases: the sha256 of the GGUF
+  file they are converted from (`gguf-sha256:<hex>`), given to a folder only while its files are
+  exactly, byte for byte, the files that conversion wrote (`factprobe.lm.gguf_cache.converted_revision`);
+  hub ids: the resolved commit (`hub:<id>@<commit>`, pinned with `--model org/name@REV`); an
+  adapter: `adapter-sha256:<hex>+<base revision>`. A `factprobe_complete.json` (or any other file)
+  claiming a revision claims nothing: it is one more file whose bytes are hashed.
   Every file is hashed once: its sha256 is remembered (`file_sha256`) under its real path, size,
   mtime, ctime, inode and device, so a 140 GB checkpoint is read once per machine and an in-place
-  edit is seen even when the editor restores the mtime (the ctime cannot be set back).
+  edit is seen even when the editor restores the mtime (the ctime cannot be set back). Only a
+  file's hash is remembered, never a folder's: a folder's revision is recomputed from its files'
+  hashes each time, so an added, removed or edited file always gives another revision.
 - **data** (`data_digest`): `sha256:<hex>` over the content of every prepared item (prompt or
   context, options and answer included, `item.to_dict()`), every fact set (test, train, ...) and
   the relations' metadata (templates). Whatever input decides a result reaches one of these.
@@ -96,26 +101,40 @@ def file_sha256(path: str | Path) -> str:
     return value
 
 
-def _files(folder: Path, recursive: bool) -> list[Path]:
-    skip = lambda p: p.name.startswith(".")
+def folder_files(folder: str | Path, recursive: bool = False) -> list[Path]:
+    """The files a folder's revision covers: its top-level files (every file below it when
+    `recursive`), hidden names (a leading ".") left out, sorted by relative name."""
+    folder = Path(folder)
     if recursive:
         found = [
             p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
         ]
     else:
-        found = [p for p in folder.iterdir() if p.is_file() and not skip(p)]
+        found = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+
+
+def file_hashes(folder: str | Path, recursive: bool = False) -> dict[str, str]:
+    """{relative name: sha256 hex} of `folder_files(folder, recursive)`, each file's from `file_sha256`
+    (read once per machine)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): file_sha256(p) for p in folder_files(folder, recursive)}
+
+
+def hashes_revision(hashes: Mapping[str, str], prefix: str = "local") -> str:
+    """`<prefix>-sha256:<hex>` over the (relative name, sha256) pairs of `hashes`, by name."""
+    h = hashlib.sha256()
+    for name in sorted(hashes):
+        h.update(f"{name}\0{hashes[name]}\n".encode())
+    return f"{prefix}-sha256:{h.hexdigest()}"
 
 
 def folder_revision(folder: str | Path, prefix: str = "local", recursive: bool = False) -> str:
     """`<prefix>-sha256:<hex>` over (relative name, sha256 of the bytes) of every file of `folder`
-    (top-level files by default, as `from_pretrained` reads them; hidden files left out). Two folders
-    whose files have equal names and sizes but other bytes get other revisions."""
-    folder = Path(folder)
-    h = hashlib.sha256()
-    for p in _files(folder, recursive):
-        h.update(f"{p.relative_to(folder).as_posix()}\0{file_sha256(p)}\n".encode())
-    return f"{prefix}-sha256:{h.hexdigest()}"
+    (top-level files by default, as `from_pretrained` reads them; hidden files left out). A function
+    of the bytes only: two folders whose files have equal names and sizes but other bytes get other
+    revisions, and no file in the folder (a `factprobe_complete.json` naming a revision) can set it."""
+    return hashes_revision(file_hashes(folder, recursive), prefix)
 
 
 def path_digest(path: str | Path) -> str:
@@ -377,8 +396,11 @@ __all__ = [
     "attn_implementation",
     "data_digest",
     "device_name",
+    "file_hashes",
     "file_sha256",
+    "folder_files",
     "folder_revision",
+    "hashes_revision",
     "identity_of",
     "input_locations",
     "item_digest",

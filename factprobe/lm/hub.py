@@ -2,7 +2,10 @@
 
 Names are tried in this order:
 
-1. **Aliases** (`factprobe.lm.aliases`): prepared in the cache (`factprobe.lm.gguf_cache`).
+1. **Aliases** (`factprobe.lm.aliases`): prepared in the cache (`factprobe.lm.gguf_cache`), whose
+   folder is proven to hold byte for byte what the conversion wrote (else rebuilt) before it is
+   given the alias revision `gguf-sha256:<hex>`. A local folder's revision is computed from its
+   bytes by `factprobe.lm.loading` (`_Resolved.revision` None).
 2. **Local folders** holding a Hugging Face model (`config.json`) or a PEFT adapter
    (`adapter_config.json`; its base model is resolved by `factprobe.lm.adapters`).
 3. **Hub ids** (`org/name`, or `org/name@REV` pinned to a commit, branch or tag), tried only when the

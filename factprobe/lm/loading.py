@@ -24,7 +24,6 @@ from factprobe.identity import folder_revision
 from factprobe.lm import adapters, gguf_cache, served
 from factprobe.lm._util import first_line
 from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
-from factprobe.lm.gguf_cache import _read_marker
 from factprobe.lm.hub import _resolve, _Resolved
 
 if TYPE_CHECKING:  # heavy imports stay lazy so `factprobe --help` is fast
@@ -55,9 +54,11 @@ class LoadedModel:
       `tokenizer.model_max_length == max_length`. Padding side is left as the model ships it.
     - `name`: the name the caller gave (alias, hub id or path as written).
     - `path`: the folder it was loaded from (the adapter folder for an adapter).
-    - `revision`: identifies the weights: `gguf-sha256:<hex>` for aliases, `hub:<id>@<commit>`
-      for hub models, `local-sha256:<hex>` (sha256 over the bytes of the folder's files, each file
-      hashed once per machine: `factprobe.identity.file_sha256`) for local folders, and
+    - `revision`: identifies the weights by their bytes: `gguf-sha256:<hex>` for aliases (and for a
+      folder whose files are byte for byte the cached conversion's; the cached folder is rebuilt when
+      its bytes are not), `hub:<id>@<commit>` for hub models, `local-sha256:<hex>` (sha256 over the
+      bytes of the folder's files, each file hashed once per machine: `factprobe.identity.file_sha256`)
+      for local folders, whatever a `factprobe_complete.json` in them claims, and
       `adapter-sha256:<hex>+<base revision>` for an adapter on its base.
     - `max_length`: context window from the config, capped at `MAX_LENGTH_CAP`.
     - `source`: "alias", "local" or "hub" (how `name` resolved; for an adapter, how the adapter
@@ -140,10 +141,17 @@ def detect_kind(config: Any) -> ModelKind:
 def _folder_revision(folder: Path, prefix: str = "local") -> str:
     """Identify a folder by the bytes of its top-level files: `<prefix>-sha256:<hex>`
     (`factprobe.identity.folder_revision`: every file hashed once per machine, whatever its size).
-    A converted alias folder names the revision of the GGUF file it was converted from (its marker)."""
-    marker = _read_marker(folder)
-    if marker and isinstance(marker.get("revision"), str):
-        return marker["revision"]
+
+    A model folder (`prefix` "local") whose files, its marker left aside, are byte for byte those of
+    this machine's cached conversion of an alias is named by that alias's revision (`gguf-sha256:<hex>`,
+    `factprobe.lm.gguf_cache.converted_revision`), so a copy of a converted folder is the alias. A
+    `factprobe_complete.json` in `folder` is never believed: a marker that claims a revision, in a copy
+    with other weights saved into it or added to any folder, is one more file of the folder's bytes.
+    An adapter folder is always its bytes."""
+    if prefix == "local":
+        named = gguf_cache.converted_revision(folder)
+        if named is not None:
+            return named
     return folder_revision(folder, prefix)
 
 

@@ -394,6 +394,9 @@ def test_load_failure_of_cached_alias_triggers_one_rebuild(fake_alias, caplog) -
     folder = resolve_model_path(fake_alias.alias)
     cfg = folder / "config.json"
     cfg.write_bytes(_pad_to('{"model_type": "no_such_architecture"}', cfg.stat().st_size))
+    marker = json.loads((folder / MARKER_NAME).read_text())  # as if the conversion wrote it (issue 41):
+    marker["files"]["config.json"]["sha256"] = hashlib.sha256(cfg.read_bytes()).hexdigest()  # bytes as listed
+    (folder / MARKER_NAME).write_text(json.dumps(marker))
     assert check_cache(fake_alias.alias) is None  # valid JSON, right size: only loading fails
     caplog.set_level(logging.WARNING)
     lm = load_model(fake_alias.alias)
