@@ -8,7 +8,9 @@ Contract:
   old GPU without bf16), and float32 on the CPU. Strings `float32|fp32`, `bfloat16|bf16`,
   `float16|fp16|half` and `torch.dtype` values are accepted; anything else raises `ConfigError`.
 - A model split by accelerate (`load_model(device_map=...)`) takes its inputs on `input_device(model)`;
-  `check_fits` refuses, before loading, a model larger than `--max-memory` plus the offload disk.
+  `check_fits` refuses, before loading, a model larger than `--max-memory` plus the offload disk, and a
+  `--max-memory` that holds none of its layers (`cpu=1KiB`: accelerate would put the whole model on disk,
+  which it cannot run), naming the least memory that holds one.
 """
 
 from __future__ import annotations
@@ -125,12 +127,19 @@ def human_size(n: float) -> str:
 
 
 def check_fits(
-    name: str, auto_cls: type, config: object, dtype: torch.dtype, max_memory: dict | None, offload_folder: str
+    name: str,
+    auto_cls: type,
+    config: object,
+    dtype: torch.dtype,
+    max_memory: dict | None,
+    offload_folder: str,
+    device_map: str = "auto",
 ) -> None:
     """Raise `ConfigError` (one line, before any weight is read) when the model that `config` describes does not
     fit `max_memory` (accelerate's own estimate of this machine's memory when None) plus the free disk at
-    `offload_folder` (or `max_memory["disk"]` when it names one). Sizes come from accelerate's
-    `compute_module_sizes` on an empty (meta-device) model of `config` in `dtype`."""
+    `offload_folder` (or `max_memory["disk"]` when it names one), or when `max_memory` holds none of its
+    layers (`in_memory_or_refuse`). Sizes come from accelerate's `compute_module_sizes` on an empty
+    (meta-device) model of `config` in `dtype`; `device_map` is the strategy that will place it."""
     from accelerate import init_empty_weights
     from accelerate.utils import compute_module_sizes, get_max_memory
 
@@ -141,6 +150,7 @@ def check_fits(
         get_max_memory(None if max_memory is None else {k: size_bytes(v) for k, v in max_memory.items() if k != "disk"})
     )
     memory = sum(v for k, v in limits.items() if k != "disk")
+    shown = ",".join(f"{k}={v}" for k, v in (max_memory or {}).items() if k != "disk") or "this machine's memory"
     if max_memory is not None and "disk" in max_memory:
         disk, where = size_bytes(max_memory["disk"]), "disk=" + str(max_memory["disk"])
     else:
@@ -149,9 +159,43 @@ def check_fits(
             existing = os.path.dirname(existing)
         disk, where = shutil.disk_usage(existing or ".").free, f"free disk at {offload_folder}"
     if need > memory + disk:
-        shown = ",".join(f"{k}={v}" for k, v in (max_memory or {}).items() if k != "disk") or "this machine's memory"
         raise ConfigError(
             f"model {name} needs {human_size(need)} in {dtype_name(dtype)}, more than --max-memory {shown} "
             f"({human_size(memory)}) plus {where} ({human_size(disk)}); raise --max-memory, free disk space, "
             "or use a smaller dtype"
         )
+    in_memory_or_refuse(name, empty, limits, need, device_map, shown)
+
+
+def _places_in_memory(empty: torch.nn.Module, strategy: str, limits: dict) -> bool | None:
+    """Whether transformers' own placement (`from_pretrained(device_map=strategy, max_memory=limits)`) puts
+    any module of `empty` off disk; None where this transformers has no such function to ask."""
+    try:
+        from transformers.integrations.accelerate import _get_device_map
+    except ImportError:  # pragma: no cover - another transformers: the load itself decides
+        return None
+    placed = _get_device_map(empty, strategy, dict(limits), None)
+    return any(d != "disk" for d in placed.values())
+
+
+def in_memory_or_refuse(name: str, empty: torch.nn.Module, limits: dict, need: int, strategy: str, shown: str) -> None:
+    """Raise `ConfigError` (one line) when the memory `limits` (accelerate's form, bytes) holds none of the
+    modules of the empty model `empty` (`need` bytes in all) under `strategy`: the whole model would go to
+    disk, and accelerate runs an offloaded layer only from memory (it failed at the first forward with
+    "Cannot copy out of meta tensor"). The line names the least memory of the main device (the first GPU
+    named, else the CPU) that holds one, found by bisection on the placement itself."""
+    if _places_in_memory(empty, strategy, limits) is not False:
+        return
+    main = min((k for k in limits if isinstance(k, int)), default="cpu")
+    low, high = int(limits.get(main, 0)), max(need, 1) * 2
+    if _places_in_memory(empty, strategy, {**limits, main: high}) is not True:
+        high = 0  # not even the whole model's size does: no amount to name
+    while high and high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if _places_in_memory(empty, strategy, {**limits, main: mid}) else (mid, high)
+    least = f"; give {main} at least {high} bytes ({human_size(high)})" if high else ""
+    raise ConfigError(
+        f"model {name}: --max-memory {shown} ({human_size(sum(v for k, v in limits.items() if k != 'disk'))}) holds "
+        f"none of its layers: accelerate would put the whole model on disk, and it runs an offloaded layer only "
+        f"from memory{least}"
+    )
