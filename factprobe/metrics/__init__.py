@@ -4,7 +4,8 @@
   `summarize`.
 - `bootstrap`: percentile, stratified (macro) and paired bootstrap intervals.
 - `comparison`: two runs joined fact by fact: subsumption rate (pooled and averaged over
-  relations), McNemar, per-relation Pearson r, `compare_runs` and the `regression_gate`.
+  relations), McNemar, per-relation Pearson r, `compare_runs`.
+- `gate`: the `regression_gate` on two such runs, in the gated headline's terms (`GateDecision`).
 - `cross_model`: many runs: model x relation accuracy, model order, Pearson matrix and family means,
   subsumption eta for within-family and base/fine-tuned pairs (Figures 5-6, Tables 1 and 10).
 - `json_safe`: NaN / inf to `null` with a `<key>_reason`, for strict JSON.
@@ -12,12 +13,10 @@
 
 from .bootstrap import bootstrap_ci, paired_bootstrap_diff, stratified_bootstrap_ci
 from .comparison import (
-    GateDecision,
     compare_runs,
     join_runs,
     mcnemar,
     pearson_per_relation,
-    regression_gate,
     subsumption_by_relation,
     subsumption_rate,
 )
@@ -30,6 +29,7 @@ from .cross_model import (
     pearson_matrix,
     subsumption,
 )
+from .gate import GateDecision, regression_gate
 from .json_safe import json_safe
 from .multiple_choice import (
     DEFAULT_THRESHOLDS,

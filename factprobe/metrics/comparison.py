@@ -13,7 +13,7 @@ both runs answered.
 - McNemar's test on the discordant pairs: exact two-sided binomial test when there are fewer
   than 25 discordant facts, else the chi-square test with continuity correction.
 - Pearson correlation of per-relation accuracies (paper, Figure 6).
-- `regression_gate`: the pass/fail rule for CI and nightly runs (see its docstring).
+- `regression_gate` (`factprobe.metrics.gate`): the pass/fail rule for CI and nightly runs, on `compare_runs`.
 - `check_same_data` (`factprobe.metrics.same_data`): two runs built from different data are refused.
 - `align_templates`: prompt baselines (HGP/MMP) score every fact once per template. Two such runs
   are paired per (fact, template); a template run against a one-row-per-fact run (IC-LKE, ...)
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -310,143 +309,15 @@ def compare_runs(
     }
 
 
-@dataclass(frozen=True)
-class GateDecision:
-    """Outcome of `regression_gate`. `diff` is candidate minus baseline accuracy."""
-
-    passed: bool  # False means: block the candidate
-    reason: str  # one sentence a CI log can show as is
-    diff: float  # acc(candidate) - acc(baseline) on the shared facts
-    diff_ci: tuple[float, float]  # paired bootstrap (1 - alpha) interval of diff
-    p_value: float  # McNemar p (exact or chi2 with continuity correction)
-    n: int  # facts both runs answered
-    acc_candidate: float = float("nan")
-    acc_baseline: float = float("nan")
-    max_drop: float = float("nan")  # tolerated accuracy drop, absolute
-    alpha: float = float("nan")  # significance level of both tests
-    mcnemar_method: str = ""
-    b01: int = 0  # facts the baseline gets wrong and the candidate right
-    b10: int = 0  # facts the baseline gets right and the candidate wrong
-    n_only_candidate: int = 0
-    n_only_baseline: int = 0
-
-    def report(self) -> str:
-        """Multi-line, human-readable summary for CI logs and MLflow text artifacts."""
-        lo, hi = self.diff_ci
-        ci_pct = round(100 * (1 - self.alpha)) if not math.isnan(self.alpha) else 95
-        lines = [
-            f"regression gate: {'PASS' if self.passed else 'FAIL'}",
-            f"  shared facts      {self.n}"
-            + (
-                f"  (only candidate: {self.n_only_candidate}, only baseline: {self.n_only_baseline})"
-                if self.n_only_candidate or self.n_only_baseline
-                else ""
-            ),
-            f"  accuracy          candidate {self.acc_candidate:.4f}  baseline {self.acc_baseline:.4f}",
-            f"  diff (cand-base)  {self.diff:+.4f}  {ci_pct}% CI [{lo:+.4f}, {hi:+.4f}] (paired bootstrap)",
-            (
-                f"  McNemar           p = {self.p_value:.4g} ({self.mcnemar_method}; "
-                f"base wrong->cand right {self.b01}, base right->cand wrong {self.b10})"
-            ),
-            f"  rule              fail iff diff < -{self.max_drop:g} and p < {self.alpha:g} and CI upper < 0",
-            f"  reason            {self.reason}",
-        ]
-        return "\n".join(lines)
-
-
-def regression_gate(
-    df_candidate: pd.DataFrame,
-    df_baseline: pd.DataFrame,
-    max_drop: float = 0.02,
-    alpha: float = 0.05,
-    n_boot: int = 2000,
-    seed: int = 0,
-    key: str = "fact_id",
-) -> GateDecision:
-    """Decide whether a candidate run regressed against a baseline on the same facts.
-
-    Rule: FAIL iff all three hold, else PASS:
-
-    1. the drop is larger than the tolerance: diff = acc_cand - acc_base < -max_drop;
-    2. McNemar's test on the shared facts rejects equal accuracy: p < alpha;
-    3. the paired bootstrap (1 - alpha) interval of diff lies entirely below 0.
-
-    Why: (1) alone fails on noise (with 200 facts, a 2-point swing is a handful of flips);
-    (2)+(3) alone fail on drops too small to matter once there are many facts. Requiring
-    practical size AND significance blocks only real, material regressions. The two tests check
-    the same question by different routes (exact/asymptotic test on discordant pairs vs.
-    resampling the whole table); requiring both keeps the gate conservative, which suits a nightly
-    gate where a false alarm costs a human investigation. Because (1) already fixes the
-    direction, the two-sided p < alpha is in effect a one-sided test at alpha / 2.
-    The tolerance is tested on the point estimate, not on the CI (CI upper < -max_drop would need
-    several thousand facts before it could ever fire for drops just above the tolerance).
-
-    Raises DataError (a ValueError) when the runs share no fact or repeat a fact.
-    """
-    if not 0.0 <= max_drop < 1.0:
-        raise ValueError(f"max_drop must be in [0, 1), got {max_drop}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    cmp = compare_runs(df_baseline, df_candidate, key=key, n_boot=n_boot, seed=seed, alpha=alpha)
-    diff = cmp["diff"]
-    lo, hi = cmp["diff_ci"]
-    mc = cmp["mcnemar"]
-    p = mc["p_value"]
-
-    material = diff < -max_drop
-    significant = p < alpha
-    ci_below_zero = hi < 0.0
-    passed = not (material and significant and ci_below_zero)
-
-    if not material:
-        reason = (
-            f"accuracy changed by {diff:+.4f}, within the tolerated drop of {max_drop:g}"
-            if diff < 0
-            else f"no drop: accuracy changed by {diff:+.4f}"
-        )
-    elif passed:
-        why = []
-        if not significant:
-            why.append(f"McNemar p = {p:.3g} >= {alpha:g}")
-        if not ci_below_zero:
-            why.append(f"the CI upper bound {hi:+.4f} is not below 0")
-        reason = f"drop {diff:+.4f} exceeds the tolerance {max_drop:g} but is not significant ({'; '.join(why)})"
-    else:
-        reason = (
-            f"significant drop {diff:+.4f} beyond the tolerance {max_drop:g} "
-            f"(McNemar p = {p:.3g}, CI [{lo:+.4f}, {hi:+.4f}]) on {cmp['n_joined']} shared facts"
-        )
-
-    return GateDecision(
-        passed=passed,
-        reason=reason,
-        diff=diff,
-        diff_ci=(lo, hi),
-        p_value=p,
-        n=cmp["n_joined"],
-        acc_candidate=cmp["acc_b"],
-        acc_baseline=cmp["acc_a"],
-        max_drop=float(max_drop),
-        alpha=float(alpha),
-        mcnemar_method=mc["method"],
-        b01=mc["b01"],
-        b10=mc["b10"],
-        n_only_candidate=cmp["n_only_b"],
-        n_only_baseline=cmp["n_only_a"],
-    )
-
-
 __all__ = [
     "EXACT_MCNEMAR_BELOW",
     "TEMPLATE_RULES",
-    "GateDecision",
     "align_templates",
     "collapse_templates",
     "compare_runs",
     "join_runs",
     "mcnemar",
     "pearson_per_relation",
-    "regression_gate",
     "subsumption_by_relation",
     "subsumption_rate",
 ]

@@ -59,7 +59,7 @@ def check_gate_settings(
     max_drop: float | str, alpha: float | str, names: tuple[str, str] = ("--max-drop", "--alpha")
 ) -> tuple[float, float]:
     """(max_drop, alpha) as floats. Raises ConfigError (one line, naming the setting by `names`)
-    unless `max_drop` (tolerated accuracy drop, absolute) is a finite number in [0, 1) and `alpha`
+    unless `max_drop` (tolerated change for the worse of the headline, absolute) is a finite number in [0, 1) and `alpha`
     (significance level) one in (0, 1); a text that is no number (`abc`) is refused the same way."""
     import math
 

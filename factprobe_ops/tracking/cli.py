@@ -301,8 +301,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-drop",
         default=0.02,
         metavar="FRACTION",
-        help="tolerated drop of the share of right facts (accuracy for a multiple-choice probe), absolute, "
-        "in [0, 1) (default 0.02 = 2 points)",
+        help="tolerated change for the worse of the probe's headline metric (a drop of accuracy or win_rate, a "
+        "rise of a lower-is-better one), absolute, in [0, 1) (default 0.02 = 2 points)",
     )
     r.add_argument("--alpha", default=0.05, metavar="LEVEL", help="significance level of both tests, in (0, 1) (default 0.05)")
     r.add_argument("--tracking-uri")

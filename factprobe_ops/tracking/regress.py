@@ -18,8 +18,21 @@ read from each run's measurement identity (`factprobe.identity`):
   `--allow-numerics-change` (then the report says what differs);
 - the candidate must answer every baseline fact: the gate never decides on a subset.
 
+The report and gate.json speak the probe's headline metric in its direction (issue 42 item 2;
+`factprobe.metrics.gate.GateDecision`): a `win_rate` probe is reported as `win_rate`, a lower-is-better
+`miss_rate` as itself (a rise is the regression).
+
 `--out DIR` (claimed as a "regress" folder) holds the candidate's probe in DIR/candidate, the
-report in DIR/gate_report.txt and the decision in DIR/gate.json.
+report in DIR/gate_report.txt and the decision in DIR/gate.json (`gate_json`):
+
+- `decision` ("PASS" / "FAIL") and `passed`; `reason`, the one-sentence why;
+- `metric` (the gated headline, e.g. `accuracy`, `win_rate`) and `direction` ("higher is better" /
+  "lower is better"); `candidate_value` and `baseline_value`, the metric of each run on the shared facts;
+  `diff` (candidate_value - baseline_value) and `diff_ci` (its paired bootstrap interval, `1 - alpha`);
+- `p_value`, `mcnemar_method`, `b01` / `b10` (facts better / worse in the candidate), `n` (shared
+  facts), `n_only_candidate` / `n_only_baseline`; `max_drop` and `alpha`, the settings gated with;
+- `candidate` and `baseline` (the references given), `baseline_run_id`, `notes`, and `verdict` (the
+  per-fact column read, the headline it is the share of, and `higher_is_better`).
 """
 
 from __future__ import annotations
@@ -34,7 +47,8 @@ from pathlib import Path
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
-from factprobe.metrics.comparison import GateDecision, align_templates, regression_gate
+from factprobe.metrics.comparison import align_templates
+from factprobe.metrics.gate import GateDecision, regression_gate
 from factprobe.probes.verdict import DEFAULT_VERDICT, FactVerdict
 
 from .run_tables import _from_results_file, folder_identity, resolve_run, run_provenance
@@ -95,8 +109,8 @@ def check_gate_numerics(baseline: dict, candidate: dict, allow_numerics_change: 
         return ""
     if not allow_numerics_change:
         raise ConfigError(
-            f"the candidate's numerics differ from the baseline's: {num}; a difference in accuracy could "
-            "come from the numerics, not the model: run regress where the baseline ran, probe a new "
+            f"the candidate's numerics differ from the baseline's: {num}; a difference in the gated metric "
+            "could come from the numerics, not the model: run regress where the baseline ran, probe a new "
             "baseline here, or pass --allow-numerics-change to gate anyway"
         )
     return f"numerics differ (allowed by --allow-numerics-change): {num}"
@@ -167,10 +181,13 @@ def expected_numerics(device: str, dtype: str) -> dict:
     return resolved_numerics(device, dtype)
 
 
-def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identity: dict | None = None) -> pd.DataFrame:
+def _probe_candidate(
+    model: str, baseline_params: dict, out: Path, args, identity: dict | None = None, failures: list[str] | None = None
+) -> pd.DataFrame:
     """Probe `model` with the baseline run's configuration, so both see the same items: with the
     baseline's `identity`, on its inputs' recorded locations and its numerics (`replay_fields`), and
-    only when the prepared items' data digest equals the baseline's (DataError before scoring)."""
+    only when the prepared items' data digest equals the baseline's (DataError before scoring). A
+    failed MLflow logging of the candidate's run (`TrackedRun.failure`) is appended to `failures`."""
     from factprobe.identity import data_digest
     from factprobe.probes.config import RunConfig
     from factprobe.probes.registry import get_probe
@@ -222,6 +239,8 @@ def _probe_candidate(model: str, baseline_params: dict, out: Path, args, identit
         outcome = run_probe(cfg, out, on_start=start, prepared=prepared)
         for run in runs:
             log_probe_outcome(run, outcome, cfg)
+            if run.failure and failures is not None:
+                failures.append(run.failure)
     return _from_results_file(out)
 
 
@@ -255,9 +274,10 @@ def _is_run(cand_ref: str, tracking_uri: str | None) -> tuple[bool, pd.DataFrame
 
 
 def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str], verdict: FactVerdict = DEFAULT_VERDICT) -> dict:
-    """The decision as written to `--out`/gate.json: every field of `GateDecision`, "decision"
+    """The decision as written to `--out`/gate.json (fields: the module docstring): every field of
+    `GateDecision` (metric, direction, candidate_value, baseline_value, diff, ...), "decision"
     (PASS/FAIL), the two references, the baseline's run id (when it is an MLflow run), the notes, and
-    the verdict gated on ("verdict": its column, headline metric, direction and compared share)."""
+    the verdict gated on ("verdict": its column, headline metric and direction)."""
     from factprobe.metrics.json_safe import json_safe
 
     d = asdict(decision)
@@ -270,14 +290,15 @@ def gate_json(decision: GateDecision, args, bdesc: dict, notes: list[str], verdi
             "baseline": args.baseline,
             "baseline_run_id": bdesc.get("run_id"),
             "notes": notes,
-            "verdict": {**asdict(verdict), "compared": verdict.compared},
+            "verdict": asdict(verdict),
         }
     )
 
 
 def regress_cli(args) -> int:
     """`factprobe regress`: see the module docstring. Exit 0 on PASS, 1 on FAIL; refusals raise
-    ConfigError / DataError (exit 2, one line)."""
+    ConfigError / DataError (exit 2, one line); a failed MLflow logging of the candidate's run raises
+    TrackingError (exit 1, one line) after the report and gate.json are written."""
     from .baseline import gate_table
 
     allow = bool(getattr(args, "allow_numerics_change", False))
@@ -288,6 +309,7 @@ def regress_cli(args) -> int:
         candidate, _ = gate_table(candidate, cdesc, "candidate")
     base_ident = require_identity(bdesc, "baseline")
     notes: list[str] = []
+    failures: list[str] = []
     if is_run:
         configs = (run_provenance(bdesc)[0], run_provenance(cdesc)[0])
         note = check_gate_identities(base_ident, require_identity(cdesc, "candidate"), allow, configs)
@@ -300,7 +322,7 @@ def regress_cli(args) -> int:
     with claim_out as out:
         if not is_run:
             cand_out = Path(out) / CANDIDATE_DIR if out is not None else Path(tempfile.mkdtemp(prefix="factprobe-regress-"))
-            candidate = _probe_candidate(args.candidate, _baseline_params(args, bdesc), cand_out, args, base_ident)
+            candidate = _probe_candidate(args.candidate, _baseline_params(args, bdesc), cand_out, args, base_ident, failures)
             candidate, _ = gate_table(candidate, {"ref": str(cand_out)}, "candidate")  # the baseline's probe, its verdict
             cand_ident = folder_identity(str(cand_out))
             if cand_ident is not None:  # what the run itself recorded: the same data, and its loaded numerics
@@ -309,11 +331,17 @@ def regress_cli(args) -> int:
                 notes += [note] if note else []
         candidate, baseline, note = align_templates(candidate, baseline, getattr(args, "templates", "majority"))
         check_every_baseline_fact(candidate, baseline)
-        decision = regression_gate(candidate, baseline, max_drop=args.max_drop, alpha=args.alpha)
+        decision = regression_gate(
+            candidate,
+            baseline,
+            max_drop=args.max_drop,
+            alpha=args.alpha,
+            metric=verdict.metric,
+            higher_is_better=verdict.higher_is_better,
+        )
         report = (
             f"candidate: {args.candidate}\nbaseline:  {args.baseline}\n"
             + (f"templates: {note}\n" if note else "")
-            + (f"{verdict.note()}\n" if verdict.note() else "")
             + "".join(f"note: {n}\n" for n in dict.fromkeys(notes))
             + decision.report()
         )
@@ -325,4 +353,8 @@ def regress_cli(args) -> int:
 
             atomic_write_text(Path(out) / REPORT_FILE, report + "\n")
             atomic_write_json(Path(out) / DECISION_FILE, gate_json(decision, args, bdesc, list(dict.fromkeys(notes)), verdict))
+    if failures:  # never exit 0 over a half-logged candidate run
+        from .clients import TrackingError
+
+        raise TrackingError(f"{failures[0]}; the gate itself decided {'PASS' if decision.passed else 'FAIL'} (report above)")
     return 0 if decision.passed else 1

@@ -47,8 +47,8 @@ def test_tables_without_shared_facts_are_not_comparable():
 def test_a_model_that_disappeared_or_appeared_has_no_delta():
     rows = diff_summaries({"ic-lke:a": {"accuracy": 0.5}}, {"ic-lke:b": {"accuracy": 0.4}})
     assert rows == [
-        {"run": "ic-lke:a", "relation": "*", "previous": None, "current": 0.5, "delta": None},
-        {"run": "ic-lke:b", "relation": "*", "previous": 0.4, "current": None, "delta": None},
+        {"run": "ic-lke:a", "relation": "*", "metric": "accuracy", "previous": None, "current": 0.5, "delta": None},
+        {"run": "ic-lke:b", "relation": "*", "metric": "accuracy", "previous": 0.4, "current": None, "delta": None},
     ]
 
 
@@ -66,9 +66,16 @@ def test_each_probe_is_compared_on_its_own_declared_metrics():
         },
     )
     assert rows == [
-        {"run": "coherency:m", "relation": "*", "previous": 0.6, "current": 0.7, "delta": pytest.approx(0.1)},
-        {"run": "qa:m", "relation": "*", "previous": 0.25, "current": 0.5, "delta": 0.25},
-        {"run": "qa:m", "relation": "P36", "previous": 0.5, "current": 0.25, "delta": -0.25},
+        {
+            "run": "coherency:m",
+            "relation": "*",
+            "metric": "coherency",
+            "previous": 0.6,
+            "current": 0.7,
+            "delta": pytest.approx(0.1),
+        },
+        {"run": "qa:m", "relation": "*", "metric": "em", "previous": 0.25, "current": 0.5, "delta": 0.25},
+        {"run": "qa:m", "relation": "P36", "metric": "em", "previous": 0.5, "current": 0.25, "delta": -0.25},
     ]
 
 

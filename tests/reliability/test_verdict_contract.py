@@ -11,9 +11,10 @@ the cross-model maps (the `compare` command and the report step) without any gat
 Neither table has a `correct` column. Runs are hand-made folders (results.jsonl, run_config.json,
 metrics.json with a measurement identity) and MLflow runs in a sqlite store under tmp_path.
 
-40 facts, 20 in each of R1 and R2. The gate fails on a 20-fact one-way swing (diff -0.5, McNemar
-exact p ~ 2e-6) and passes a swing the other way; read the wrong way round (the verdict taken as
-"right" whatever the direction), the miss-rate cases flip: a rise of the miss rate would pass.
+40 facts, 20 in each of R1 and R2. The gate fails on a 20-fact one-way swing (McNemar exact p ~ 2e-6;
+the hit rate falls by 0.5, the miss rate rises by 0.5: every gate reports the headline itself, in its
+direction, issue 42 item 2) and passes a swing the other way; read the wrong way round (the verdict
+taken as "right" whatever the direction), the miss-rate cases flip: a rise of the miss rate would pass.
 """
 
 from __future__ import annotations
@@ -189,10 +190,11 @@ def test_regress_gates_a_plugin_in_its_headlines_direction(plugins, tmp_path, ca
             "column": column,
             "metric": metric,
             "higher_is_better": higher,
-            "compared": metric if higher else f"not_{column}",
         }
-        assert ("compared: not_miss" in text) is (not higher)
-    assert json.loads((tmp_path / "gate-worse" / "gate.json").read_text())["diff"] == -0.5
+        assert decision["metric"] == metric and decision["direction"] == ("higher" if higher else "lower") + " is better"
+        assert f"  {metric:<17} candidate " in text and "accuracy" not in text
+    worse = json.loads((tmp_path / "gate-worse" / "gate.json").read_text())
+    assert worse["diff"] == (-0.5 if probe == "hit-rate" else 0.5)  # the headline's own change
 
 
 def test_the_pipeline_gate_step_gates_a_lower_is_better_plugin(plugins, tmp_path):
@@ -203,8 +205,8 @@ def test_the_pipeline_gate_step_gates_a_lower_is_better_plugin(plugins, tmp_path
     base = folder(tmp_path / "base", "miss-rate", flags(5))
     worse = folder(tmp_path / "worse", "miss-rate", flags(15))
     out = run_gate(str(worse), str(base), 0.02, 0.05, str(tmp_path / "gate.md"), RunContext(tracking_uri="none"))
-    assert out["decision"] == "FAIL" and out["diff"] == -0.5
-    assert "compared: not_miss" in (tmp_path / "gate.md").read_text()
+    assert out["decision"] == "FAIL" and out["diff"] == 0.5 and out["metric"] == "miss_rate"  # the miss rate rose
+    assert "(lower is better)" in (tmp_path / "gate.md").read_text()
     better = folder(tmp_path / "better", "miss-rate", flags(0))
     assert (
         run_gate(str(better), str(base), 0.02, 0.05, str(tmp_path / "g2.md"), RunContext(tracking_uri="none"))["decision"]
@@ -233,7 +235,7 @@ def test_promote_a_plugin_run_and_gate_against_it(plugins, store, tmp_path, caps
     for values, rc in ((flags(15), 1), (flags(0), 0)):
         cand = folder(tmp_path / f"miss-{rc}", "miss-rate", values)
         assert main(["regress", "--candidate", str(cand), "--baseline", miss, "--no-track"]) == rc
-    assert "compared: not_miss" in capsys.readouterr().out
+    assert "  miss_rate         candidate " in capsys.readouterr().out
     no_headline = log_probe_run(client, "factprobe/probe", "miss-rate", flags(5), {"n": 40}, tmp=tmp_path)
     with pytest.raises(ConfigError, match=re.escape(f"run {no_headline} has no `miss_rate` metric (the miss-rate headline)")):
         promote(no_headline)
@@ -254,8 +256,9 @@ def test_nightly_paired_test_reads_the_verdict_in_its_direction(plugins, probe, 
 
     out = paired_change(pd.DataFrame(rows(probe, tonight)), pd.DataFrame(rows(probe, last)), 0.02, 0.05, probe=probe)
     assert "error" not in out, out
-    assert out["drop"] is drop and out["diff"] == (-0.5 if drop else 0.5) and out["n"] == 40
-    assert ("compared: not_miss" in out.get("note", "")) is (probe == "miss-rate")
+    higher = probe == "hit-rate"
+    assert out["drop"] is drop and out["diff"] == (-0.5 if drop == higher else 0.5) and out["n"] == 40  # the headline's change
+    assert out["metric"] == PLUGINS[probe][1] and out["direction"] == ("higher" if higher else "lower") + " is better"
 
 
 def test_nightly_does_not_pair_a_probe_without_a_verdict(plugins):
@@ -294,14 +297,14 @@ def test_the_nightly_step_flags_a_plugins_drop(plugins, store, tmp_path):
         str(folder(tmp_path / "miss", "miss-rate", flags(15), key="k-miss-rate")),
     ]
     md = tmp_path / "nightly.md"
-    with pytest.raises(SystemExit, match=r"nightly alert \(significant_drop\): miss-rate:org/m: -0\.500"):
+    with pytest.raises(SystemExit, match=r"nightly alert \(significant_drop\): miss-rate:org/m: miss_rate \+0\.500 \(lower"):
         run_nightly_compare(dirs, str(md), RunContext(tracking_uri=uri, parent_run_id=tonight))
     run = client.get_run(tonight).data
     assert run.tags["factprobe.alert"] == ALERT_DROP
     assert run.metrics["nightly_drop/miss-rate/org/m"] == 1.0 and run.metrics["nightly_drop/hit-rate/org/m"] == 0.0
     assert run.metrics["delta/miss-rate/org/m"] == 0.5  # the headline itself: the miss rate rose by 0.5
     text = md.read_text()
-    assert "| miss-rate:org/m |" in text and "| YES |" in text and "- miss-rate:org/m: compared: not_miss" in text
+    assert "| miss-rate:org/m | miss_rate (lower is better) |" in text and "| YES |" in text
 
 
 # ------------------------------------------------------------------ the cross-model maps

@@ -316,7 +316,8 @@ def test_regress_out_writes_the_report_and_the_decision(tmp_path, capsys):
     assert report.strip() == out.strip() and "regression gate: PASS" in report
     decision = json.loads((out_dir / "gate.json").read_text())
     assert decision["decision"] == "PASS" and decision["passed"] is True and decision["n"] == 20
-    assert decision["acc_candidate"] == 1.0 and decision["acc_baseline"] == 0.5 and decision["candidate"] == cand
+    assert decision["candidate_value"] == 1.0 and decision["baseline_value"] == 0.5 and decision["candidate"] == cand
+    assert decision["metric"] == "accuracy" and decision["direction"] == "higher is better"
 
 
 # ------------------------------------------------------------------ regress replays the baseline's data

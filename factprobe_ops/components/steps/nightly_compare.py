@@ -6,10 +6,10 @@ other model's comparison. For each result of tonight the step finds the latest F
 with the same key from an earlier sweep (experiment `factprobe/nightly_sweep`), joins the two fact by fact on the
 per-fact verdict the probe declares, read in its headline's direction (`factprobe.probes.verdict`: any
 probe with a verdict, a plug-in included; a probe without one is not paired, and the table says so), and
-applies the paired test of `factprobe compare` / `factprobe regress`
-(`factprobe.metrics.comparison.regression_gate` on the share of right facts: a drop larger than
-`max_drop`, McNemar p < alpha and a paired-bootstrap interval below 0; under a lower-is-better
-headline that drop is a rise of the headline). Like with like (`like_with_like`): a previous run made on
+applies the paired test of `factprobe regress` (`factprobe.metrics.gate.regression_gate`: a change for
+the worse larger than `max_drop`, McNemar p < alpha and a paired-bootstrap interval on the worse side
+of 0), in the probe's headline metric and its direction: the reason, the change, the alert and the
+table name that metric (`win_rate`, or a lower-is-better `miss_rate`, whose rise is the drop). Like with like (`like_with_like`): a previous run made on
 other data (its measurement identity's data digest) is not paired, and says why; other numerics, or
 a run without an identity, are paired with a note. It logs `delta/<probe>/<model>[/<relation>]` metrics and
 a changes table to the parent run and tags it:
@@ -43,10 +43,10 @@ def compared_metrics(run_name: str) -> tuple[str | None, str | None]:
 
 
 def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[dict]:
-    """Rows {run, relation ('*' = overall), previous, current, delta} for every shared run name
+    """Rows {run, relation ('*' = overall), metric, previous, current, delta} for every shared run name
     (`<probe>:<model>`), of the probe's headline metric overall and its relation metric per
-    relation (`compared_metrics`), plus rows for runs that appeared or disappeared (previous or
-    current is None)."""
+    relation (`compared_metrics`; `metric` names it), plus rows for runs that appeared or disappeared
+    (previous or current is None)."""
     rows = []
     for name in sorted(set(current) | set(previous)):
         cur, prev = current.get(name), previous.get(name)
@@ -56,6 +56,7 @@ def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[
                 {
                     "run": name,
                     "relation": "*",
+                    "metric": overall,
                     "previous": prev and prev.get(overall),
                     "current": cur and cur.get(overall),
                     "delta": None,
@@ -64,16 +65,22 @@ def diff_summaries(current: dict[str, dict], previous: dict[str, dict]) -> list[
             continue
         a, b = prev.get(overall), cur.get(overall)
         rows.append(
-            {"run": name, "relation": "*", "previous": a, "current": b, "delta": None if a is None or b is None else b - a}
+            {
+                "run": name,
+                "relation": "*",
+                "metric": overall,
+                "previous": a,
+                "current": b,
+                "delta": None if a is None or b is None else b - a,
+            }
         )
         if per_relation is None:
             continue
         for rel in sorted(set(cur.get("per_relation", {})) | set(prev.get("per_relation", {}))):
             a = prev.get("per_relation", {}).get(rel, {}).get(per_relation)
             b = cur.get("per_relation", {}).get(rel, {}).get(per_relation)
-            rows.append(
-                {"run": name, "relation": rel, "previous": a, "current": b, "delta": None if a is None or b is None else b - a}
-            )
+            delta = None if a is None or b is None else b - a
+            rows.append({"run": name, "relation": rel, "metric": per_relation, "previous": a, "current": b, "delta": delta})
     return rows
 
 
@@ -106,13 +113,15 @@ def paired_change(
 ) -> dict:
     """The paired comparison of two per-fact tables of the same `probe` and model, on the probe's
     per-fact verdict in its headline's direction (`factprobe.probes.verdict`; `probe` None: tables
-    with the multiple-choice `correct`): {"n", "diff" (of the share of right facts), "diff_ci",
-    "p_value", "drop": bool (the gate FAILed), "reason", "note"?}; {"note": ...} alone when the probe
+    with the multiple-choice `correct`): {"n", "metric" (the headline, e.g. `win_rate`), "direction"
+    ("higher is better" / "lower is better"), "diff" (tonight - last night, of that metric), "diff_ci",
+    "p_value", "drop": bool (the gate FAILed: the metric got worse), "reason", "note"?}; {"note": ...} alone when the probe
     declares no verdict (not paired); {"error": ...} when the tables cannot be joined (no shared fact,
     no verdict column, ...), or when `identities` (tonight's, the previous night's) say they measured
     other data (`like_with_like`; its note on numerics or a missing identity is kept as "note")."""
     from factprobe.errors import DataError
-    from factprobe.metrics.comparison import align_templates, regression_gate
+    from factprobe.metrics.comparison import align_templates
+    from factprobe.metrics.gate import regression_gate
     from factprobe.probes.verdict import verdict_of, verdict_table, why_no_verdict
 
     if verdict_of(probe) is None:
@@ -127,11 +136,21 @@ def paired_change(
         tonight, verdict = verdict_table(tonight, probe, "tonight's result", needs, error=DataError)
         last_night, _ = verdict_table(last_night, probe, "the previous run", needs, error=DataError)
         cand, base, _ = align_templates(tonight, last_night)
-        d = regression_gate(cand, base, max_drop=max_drop, alpha=alpha)
+        d = regression_gate(
+            cand, base, max_drop=max_drop, alpha=alpha, metric=verdict.metric, higher_is_better=verdict.higher_is_better
+        )
     except (ValueError, KeyError) as e:
         return {"error": str(e).splitlines()[0][:300]}
-    note = "; ".join(n for n in (note, verdict.note()) if n)
-    out = {"n": d.n, "diff": d.diff, "diff_ci": list(d.diff_ci), "p_value": d.p_value, "drop": not d.passed, "reason": d.reason}
+    out = {
+        "n": d.n,
+        "metric": d.metric,
+        "direction": d.direction,
+        "diff": d.diff,
+        "diff_ci": list(d.diff_ci),
+        "p_value": d.p_value,
+        "drop": not d.passed,
+        "reason": d.reason,
+    }
     return {**out, "note": note} if note else out
 
 
@@ -169,16 +188,19 @@ def _markdown(
     if not previous_runs:
         lines += ["No previous nightly run of these models and options: this run is the new reference.", ""]
     lines += [
-        "| run | previous run | facts | previous | tonight | change | 95% CI | McNemar p | significant drop |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | metric | previous run | facts | previous | tonight | change | 95% CI | McNemar p | significant drop |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["relation"] != "*":
             continue
         pr = pairs.get(r["run"], {})
         ci = pr.get("diff_ci")
+        metric = r.get("metric") or "—"
+        if pr.get("direction"):
+            metric += f" ({pr['direction']})"
         lines.append(
-            f"| {r['run']} | {previous_runs.get(r['run'], '—')} | {pr.get('n', '—')} | {fmt(r['previous'])} | "
+            f"| {r['run']} | {metric} | {previous_runs.get(r['run'], '—')} | {pr.get('n', '—')} | {fmt(r['previous'])} | "
             f"{fmt(r['current'])} | {'—' if r['delta'] is None else format(r['delta'], '+.3f')} | "
             f"{'—' if not ci else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'} | "
             f"{'—' if 'p_value' not in pr else format(pr['p_value'], '.3g')} | "
@@ -284,10 +306,13 @@ def run_nightly_compare(
             tags[tag("alert")] = ",".join(alerts)
             tags[tag("alert_detail")] = _detail(drops, failures)[:5000]
         run.set_tags(tags)
+        from factprobe_ops.tracking.metric_keys import safe_ids
+
         from .report import metric_safe
 
+        rel = safe_ids(sorted({r["relation"] for r in rows if r["relation"] != "*"}))  # each relation one name segment
         metrics = {
-            f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{r['relation']}"): r["delta"]
+            f"delta/{metric_safe(r['run'])}" + ("" if r["relation"] == "*" else f"/{rel[r['relation']]}"): r["delta"]
             for r in rows
             if r["delta"] is not None
         }
@@ -306,7 +331,12 @@ def run_nightly_compare(
 
 
 def _detail(drops: dict[str, dict], failures: list[dict]) -> str:
-    parts = [f"{n}: {p['diff']:+.3f} (p = {p['p_value']:.3g}, {p['n']} facts)" for n, p in sorted(drops.items())]
+    """One line: each drop as `<probe>:<model>: <metric> <change> (<direction>; p = ..., n facts)`, then each failure."""
+    parts = [
+        f"{n}: {p.get('metric', 'accuracy')} {p['diff']:+.3f} ({p.get('direction', 'higher is better')}; "
+        f"p = {p['p_value']:.3g}, {p['n']} facts)"
+        for n, p in sorted(drops.items())
+    ]
     parts += [f"{f['probe']}:{f['model']} failed: {f['error']}" for f in failures]
     return "; ".join(parts)
 
