@@ -22,10 +22,15 @@ examples x 4 choices = the examples forwarded 4 times per question; EleutherAI/l
   `do_sample=True`; requests HFLM would left-truncate (prompt + `max_gen_toks` over the window) or
   that cut at an integer `think_end_token` go to HFLM's own `generate_until`.
 
+The model must be what every probe accepts: a causal LM that behaves causally. A masked LM, or a
+bidirectional model saved under a causal-LM class (a RoBERTa as `RobertaForCausalLM` without
+`is_decoder`), is refused in one line (`factprobe.lm.causality.check_causal`, as `factprobe.lm.models.require_kind`).
+
 lm-eval 0.4.13 finds models only in its own registry (no entry-point group), and its CLI imports
-nothing else, so `python -m factprobe.lm_eval_model ...` (console script `factprobe-lm-eval`) imports
-this module, which registers the model, and then runs lm-eval's CLI with the same arguments. From
-Python: `import factprobe.lm_eval_model` before `lm_eval.simple_evaluate(model="factprobe", ...)`.
+nothing else, so the console script `factprobe-lm-eval` (`factprobe.lm_eval_cli`: the thread policy
+before torch loads, one line without the `lm-eval` extra) imports this module, which registers the
+model, and then runs lm-eval's CLI with the same arguments (`main`; also `python -m factprobe.lm_eval_model`).
+From Python: `import factprobe.lm_eval_model` before `lm_eval.simple_evaluate(model="factprobe", ...)`.
 lm_eval is imported by this module only (an optional dependency of factprobe).
 """
 
@@ -49,8 +54,10 @@ try:
     from lm_eval.api.registry import register_model
     from lm_eval.models.huggingface import HFLM
     from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
-except ImportError as err:  # pragma: no cover - depends on the environment
-    raise ImportError("factprobe.lm_eval_model needs lm-evaluation-harness: pip install 'lm-eval>=0.4.13'") from err
+except ModuleNotFoundError as err:  # pragma: no cover - depends on the environment
+    raise ModuleNotFoundError(
+        f"factprobe.lm_eval_model needs lm-evaluation-harness: pip install 'factprobe[lm-eval]' ({err})", name=err.name
+    ) from err
 
 #: the name lm-eval's `--model` takes
 MODEL_NAME = "factprobe"
@@ -246,9 +253,17 @@ class FactprobeLM(HFLM):
                     f"model itself (pretrained= takes an alias, folder, hub id or adapter folder)"
                 )
         kwargs.pop("backend", None)
+        from factprobe.lm.served import is_served
+
+        if is_served(pretrained):
+            raise ConfigError(
+                f"--model factprobe scores local weights, not the served model {pretrained}; "
+                "use lm-eval's own local-completions model for a server"
+            )
         loaded = load_model(
             pretrained, device=device or "auto", dtype=dtype or "auto", trust_remote_code=_flag(trust_remote_code)
         )
+        require_causal(loaded, pretrained)
         with _quiet_logger("lm_eval.models.huggingface"):  # "pretrained is not of type str": known, not news
             super().__init__(pretrained=loaded.model, tokenizer=loaded.tokenizer, backend="causal", **kwargs)
         self.loaded = loaded
@@ -357,6 +372,20 @@ class FactprobeLM(HFLM):
         }
 
 
+def require_causal(loaded: Any, name: str) -> None:
+    """ConfigError (one line) unless the `LoadedModel` is a causal LM that behaves causally: a masked LM is
+    named as one; a model whose logits at a position change with a later token (two-way attention under a
+    causal-LM class) is refused by `factprobe.lm.causality.check_causal`, as every probe refuses it."""
+    from factprobe.lm.causality import check_causal
+
+    if loaded.kind != "causal":
+        raise ConfigError(
+            f"model {name} is a {loaded.kind} LM; --model factprobe scores causal LMs only "
+            "(lm-eval's --model hf runs other model kinds)"
+        )
+    check_causal(loaded.model, name, loaded.tokenizer)
+
+
 def _flag(value: Any) -> bool:
     """A boolean model arg: lm-eval passes strings ("True"/"false") from the command line."""
     if isinstance(value, str):
@@ -373,13 +402,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     --model factprobe --model_args pretrained=... --tasks ...` (any lm-eval arguments).
 
     Differences from `lm_eval`: a run without `--device` gets `--device auto` (CUDA when available,
-    else the CPU; lm-eval's own default is cuda:0), and an error a user can cause in factprobe's
-    part (a model name, a device, a model arg) is one `error: ...` line and exit status 2."""
+    else the CPU; lm-eval's own default is cuda:0), the thread policy is applied (`factprobe.threads.apply`;
+    `--threads N` sets the count and is taken out of lm-eval's arguments), and an error a user can cause
+    in factprobe's part (a model name, a device, a model arg) is one `error: ...` line and exit status 2.
+    The console script (`factprobe.lm_eval_cli.main`) sets OpenMP's wait policy before torch loads and calls this."""
     from lm_eval.__main__ import cli_evaluate
 
     from factprobe.errors import FactprobeError
+    from factprobe.threads import apply as apply_threads
+    from factprobe.threads import take_option
 
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        threads, args = take_option(args)
+        apply_threads(threads)
+    except FactprobeError as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
     if "--model" in args and not any(a == "--device" or a.startswith("--device=") for a in args):
         args += ["--device", "auto"]
     sys.argv = [sys.argv[0], *args]

@@ -285,6 +285,27 @@ def apply(threads: int | str | None = None) -> int:
     return n
 
 
+def take_option(args: list[str]) -> tuple[str | None, list[str]]:
+    """(the value of a `--threads N` / `--threads=N` in `args` or None, `args` without it), for a command
+    line whose own parser has no such flag (`factprobe-lm-eval`). The last one wins; ConfigError for a
+    `--threads` without a value. Arguments after a `--` are left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    value, kept, i = None, [], 0
+    while i < end:
+        arg = args[i]
+        if arg == "--threads":
+            if i + 1 >= end:
+                raise ConfigError("--threads needs a value: a whole number >= 1")
+            value, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--threads="):
+            value = arg.split("=", 1)[1]
+        else:
+            kept.append(arg)
+        i += 1
+    return value, kept + args[end:]
+
+
 def current() -> int | None:
     """The count `apply` set last in this process; None before any."""
     return _current
