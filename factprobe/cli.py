@@ -111,8 +111,10 @@ def default_out(cfg) -> Path:
     if model.startswith("openai:") and "@" in model:
         from urllib.parse import urlsplit
 
-        name, _, url = model[len("openai:") :].rpartition("@")
-        slug = f"served-{name}-{urlsplit(url).netloc or url}"
+        body = model[len("openai:") :]
+        at = max(body.rfind("@http://"), body.rfind("@https://"))
+        name, url = (body[:at], body[at + 1 :]) if at > 0 else body.rpartition("@")[::2]
+        slug = f"served-{name}-{urlsplit(url).netloc.rpartition('@')[2] or url}"  # never user:password@
     else:
         slug = Path(model).name if Path(model).exists() else model
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", slug).strip("_.") or "model"

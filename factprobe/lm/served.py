@@ -55,13 +55,18 @@ import numpy as np
 
 from factprobe.errors import ConfigError, ContextTooLongError, ModelError
 
-from .served_client import Client, ServedRequestError, _error_text, _logprobs_of, _Transient, completion, public_url  # noqa: F401
+from .served_answers import BadAnswerError, echo_span_logprob, generated_logprobs, logprob  # noqa: F401
+from .served_client import Client, ServedRequestError, _error_text, _logprobs_of, _Transient, completion  # noqa: F401
 from .served_fingerprint import FINGERPRINT_TEXTS, model_entry, models_listing, weights_fingerprint  # noqa: F401
+from .served_http import BASIC_VARIABLE, DeadlineError, public_url, refuse_credentials  # noqa: F401
 
 #: the prefix that marks a served model's name
 SCHEME = "openai:"
 #: environment variables holding the API key, first found wins
 KEY_VARIABLES = ("FACTPROBE_OPENAI_API_KEY", "OPENAI_API_KEY")
+#: the environment variable holding the whole-request deadline in seconds (`DEFAULT_TIMEOUT` when unset)
+TIMEOUT_VARIABLE = "FACTPROBE_SERVED_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0
 #: the probes' needs a server cannot meet, by probe name (a probe not named here runs through the engines)
 UNSERVABLE = {
     "eic-lke": "packed token segments with their own attention masks (Scorer.score_segments)",
@@ -114,6 +119,7 @@ def parse_spec(name: str) -> ServedSpec:
             f"served model {name!r}: write openai:MODEL@URL, e.g. openai:smollm2-135m-instruct@http://127.0.0.1:8000/v1"
         )
     model, url = body[:at], body[at + 1 :].rstrip("/")
+    refuse_credentials(url)
     host = urllib.parse.urlsplit(url).netloc
     if not host:
         raise ConfigError(f"served model {name!r}: the URL {url!r} names no host")
@@ -129,6 +135,42 @@ def api_key(environ: dict | None = None) -> str | None:
     return None
 
 
+def basic_auth(environ: dict | None = None) -> str | None:
+    """`user:password` for HTTP basic auth from `BASIC_VARIABLE` (sent instead of the API key), None when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(BASIC_VARIABLE) or None
+
+
+def request_timeout(timeout: float | None = None, environ: dict | None = None) -> float:
+    """The whole-request deadline in seconds: `timeout` when given, else `TIMEOUT_VARIABLE`, else
+    `DEFAULT_TIMEOUT`; ConfigError (one line) for a value that is not a positive number of seconds."""
+    if timeout is not None:
+        return float(timeout)
+    env = os.environ if environ is None else environ
+    raw = env.get(TIMEOUT_VARIABLE)
+    if raw is None or raw == "":
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise ConfigError(f"{TIMEOUT_VARIABLE}={raw!r}: give the whole-request deadline as a positive number of seconds")
+    return value
+
+
+def make_client(spec: ServedSpec, *, environ: dict | None, timeout: float | None, retries: int, concurrency: int) -> Client:
+    """The `Client` for `spec`'s server, with the credentials and the deadline the environment gives."""
+    return Client(
+        spec.url,
+        api_key(environ),
+        basic=basic_auth(environ),
+        timeout=request_timeout(timeout, environ),
+        retries=retries,
+        concurrency=concurrency,
+    )
+
+
 def served_numerics() -> dict[str, Any]:
     """The numerics a run on a served model records, before and after connecting: dtype and attention
     "served" (the server's own; a server does not say), device "cpu" (where factprobe's side runs)."""
@@ -139,42 +181,17 @@ def served_numerics() -> dict[str, Any]:
     return numerics(torch.device("cpu"), "served", "served")
 
 
-def echo_span_logprob(client: Client, model: str, context: str, continuation: str) -> tuple[float, int]:
-    """(summed log-prob, token count) of the echoed prompt tokens of `context + continuation` that end
-    after `context` (a token merged across the boundary is scored whole, as in-process). Token ends are
-    the next token's text offset; the prompt's last token ends at `len(context + continuation)`."""
-    text = context + continuation
-    lp = _logprobs_of(client, completion(client, model, text, max_tokens=1, echo=True, logprobs=1))
-    offsets, values = lp.get("text_offset") or [], lp["token_logprobs"]
-    if len(offsets) != len(values):
-        raise ModelError(f"server {client.where} gave {len(values)} echo log-probs but {len(offsets)} text offsets")
-    total, n = 0.0, 0
-    for i, (start, value) in enumerate(zip(offsets, values)):
-        if start >= len(text):  # the generated token and after
-            break
-        end = offsets[i + 1] if i + 1 < len(offsets) and offsets[i + 1] <= len(text) else len(text)
-        if end <= len(context):
-            continue
-        if value is None:
-            raise ConfigError(
-                f"server {client.where} gives no log-prob for the first token of {text[:40]!r} "
-                "(nothing precedes it); put text before the continuation"
-            )
-        total += float(value)
-        n += 1
-    if n == 0 and continuation:
-        raise ModelError(f"server {client.where} echoed no token of the continuation {continuation!r}")
-    return total, n
-
-
 # ------------------------------------------------------------------ the weights' fingerprint
-def served_revision(name: str, *, environ: dict | None = None, timeout: float = 120.0, retries: int = 4) -> str:
+def served_revision(name: str, *, environ: dict | None = None, timeout: float | None = None, retries: int = 4) -> str:
     """The revision (`ServedSpec.revision`, fingerprint included) of the server `name` names, asked now
     without the alignment check: what a run's identity is checked against before it connects."""
     spec = parse_spec(name)
-    client = Client(spec.url, api_key(environ), timeout=timeout, retries=retries, concurrency=1)
-    entry = model_entry(client, spec.model)
-    return dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry)).revision
+    client = make_client(spec, environ=environ, timeout=timeout, retries=retries, concurrency=1)
+    try:
+        entry = model_entry(client, spec.model)
+        return dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry)).revision
+    finally:
+        client.close()
 
 
 # ------------------------------------------------------------------ the check
@@ -207,9 +224,9 @@ def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT
             _logprobs_of(client, {})  # raises the one line
         lp = _logprobs_of(client, choice)
         token = choice.get("text", "")
-        if not token or not lp["token_logprobs"] or lp["token_logprobs"][0] is None:
+        if not token or not lp["token_logprobs"]:
             continue  # the model ended the text at once (EOS): nothing to compare
-        nxt = float(lp["token_logprobs"][0])
+        nxt = logprob(lp["token_logprobs"][0], client.where, f"the next token {token!r} after {text!r}")
         echo, n = echo_span_logprob(client, model, text, token)
         if n != 1:
             continue  # the token merged with the text when re-encoded: not a one-token comparison
@@ -289,7 +306,7 @@ def connect(
     name: str,
     *,
     check: bool = True,
-    timeout: float = 120.0,
+    timeout: float | None = None,
     retries: int = 4,
     concurrency: int = 4,
     tokenizer: Any = None,
@@ -299,7 +316,7 @@ def connect(
     log-probs, and (with `check`) its echo log-probs are tested for alignment (`check_alignment`).
     The tokenizer is MODEL's (`resolve_tokenizer`) unless one is passed."""
     spec = parse_spec(name)
-    client = Client(spec.url, api_key(environ), timeout=timeout, retries=retries, concurrency=concurrency)
+    client = make_client(spec, environ=environ, timeout=timeout, retries=retries, concurrency=concurrency)
     entry = model_entry(client, spec.model)
     spec = dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry))
     tok = tokenizer if tokenizer is not None else resolve_tokenizer(spec.model)
@@ -485,8 +502,7 @@ class ServedGenerator(_Engine):
         from factprobe.lm.generate import Generation
 
         text = choice.get("text") or ""
-        lp = choice.get("logprobs") or {}
-        lps = [float(v) for v in (lp.get("token_logprobs") or []) if v is not None]
+        lps = generated_logprobs(choice, self.client.where)
         reason = choice.get("finish_reason")
         finish = "length" if reason == "length" else "stop" if stops else "eos"
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

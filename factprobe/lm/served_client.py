@@ -12,30 +12,27 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from factprobe.errors import ModelError
 
-
-def public_url(url: str) -> str:
-    """`url` without user info, query or fragment (safe to log and record)."""
-    p = urllib.parse.urlsplit(url)
-    netloc = p.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit((p.scheme, netloc, p.path.rstrip("/"), "", ""))
+from .served_http import Endpoint, Transport
+from .served_http import Transient as _Transient
 
 
 # ------------------------------------------------------------------ transport
 class Client:
     """JSON over HTTP to one OpenAI-compatible server, with retries, backoff, timeout and a concurrency cap.
 
-    `retries`: extra tries after a 429, a 5xx or a dropped/refused connection; the wait doubles from
-    `backoff` seconds (a `Retry-After` header wins, capped at 60 s). `timeout`: seconds per request.
-    `concurrency`: requests in flight at once across threads (`map`). `sleep` is injectable for tests.
+    `url` is the API root (without credentials); `basic` (`user:password`) is sent as HTTP basic auth instead of
+    `key` (a bearer token), and neither ever leaves the URL's origin (`factprobe.lm.served_http`). `retries`: extra tries after a 429, a
+    5xx, a dropped/refused connection or a server silent past the deadline; the wait doubles from `backoff` seconds
+    (a `Retry-After` header wins, capped at 60 s). `timeout`: the whole-request deadline in seconds (connect, send,
+    every byte of the answer; a server that starts answering and misses it is `DeadlineError`, not retried).
+    `concurrency`: requests in flight at once across threads (`map`), each over a kept-alive connection.
+    `sleep` is injectable for tests.
     """
 
     def __init__(
@@ -43,22 +40,32 @@ class Client:
         url: str,
         key: str | None = None,
         *,
+        basic: str | None = None,
         timeout: float = 120.0,
         retries: int = 4,
         backoff: float = 0.5,
         concurrency: int = 4,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.url = url.rstrip("/")
-        self.where = public_url(self.url)
-        self._key = key
+        self._endpoint = Endpoint.parse(url.rstrip("/"), key, basic)
+        self.url = self.where = self._endpoint.where  # the API root without credentials
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.concurrency = max(1, int(concurrency))
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._transport = Transport(self._endpoint, timeout=timeout, max_idle=self.concurrency)
         self.requests = 0  # requests sent, retries included
+
+    @property
+    def connections(self) -> int:
+        """Connections opened so far (kept-alive ones are reused)."""
+        return self._transport.connections
+
+    def close(self) -> None:
+        """Close the idle kept-alive connections (a later request opens a new one)."""
+        self._transport.close()
 
     def get(self, path: str) -> dict:
         """GET `path` under the API root; the decoded JSON object."""
@@ -96,27 +103,19 @@ class Client:
 
     def _send(self, method: str, path: str, payload: dict | None) -> tuple[int, Any, bytes]:
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
+        headers = {"Accept": "application/json"}
         if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self._key:
-            req.add_header("Authorization", f"Bearer {self._key}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.status, resp.headers, resp.read()
-        except urllib.error.HTTPError as err:
-            body = err.read() or b""
-            if err.code == 429 or err.code >= 500:
-                after = err.headers.get("Retry-After") if err.headers else None
-                raise _Transient(
-                    f"HTTP {err.code}: {_error_text(body)[:200]}",
-                    float(after) if after and after.replace(".", "", 1).isdigit() else None,
-                ) from None
-            return err.code, err.headers, body
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise _Transient(f"{type(reason).__name__}: {reason}".strip(), None) from None
+            headers["Content-Type"] = "application/json"
+        status, rheaders, body = self._transport.request(method, path, data, headers)
+        if status >= 500 and "logprob" in _error_text(body).lower():  # llama.cpp without logits_all: no retry helps
+            raise ServedRequestError(status, f"server {self.where} answered {path} with HTTP {status}: {_error_text(body)[:300]}")
+        if status == 429 or status >= 500:
+            after = rheaders.get("Retry-After") if rheaders else None
+            raise _Transient(
+                f"HTTP {status}: {_error_text(body)[:200]}",
+                float(after) if after and after.replace(".", "", 1).isdigit() else None,
+            )
+        return status, rheaders, body
 
     def _decode(self, status: int, headers: Any, body: bytes, path: str) -> dict:
         ctype = (headers.get("Content-Type") if headers else "") or ""
@@ -144,15 +143,6 @@ class Client:
         if not isinstance(out, dict):
             raise ModelError(f"server {self.where} answered {path} with JSON that is not an object")
         return out
-
-
-class _Transient(Exception):
-    """A failure worth retrying (429, 5xx, connection), with the server's Retry-After if it gave one."""
-
-    def __init__(self, reason: str, retry_after: float | None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 class ServedRequestError(ModelError):
@@ -217,6 +207,19 @@ def completion(
             f"server {client.where} answered /completions without choices; is it an OpenAI-compatible completions server?"
         )
     return choices[0]
+
+
+def logprob_completion(client: Client, model: str, prompt: str, **kw: Any) -> tuple[dict, dict]:
+    """`completion` with log-probs (`logprobs` 1 unless given): (choice, its `logprobs`); the one line of
+    `_logprobs_of` when the server gives none, also when it refuses them with an error (llama.cpp without logits_all)."""
+    kw.setdefault("logprobs", 1)
+    try:
+        choice = completion(client, model, prompt, **kw)
+    except ServedRequestError as err:
+        if "logprob" not in str(err).lower():
+            raise
+        choice = {}
+    return choice, _logprobs_of(client, choice)
 
 
 def _logprobs_of(client: Client, choice: dict) -> dict:

@@ -1,7 +1,8 @@
 """The fingerprint of a served model's weights: what identifies a model behind an OpenAI-compatible server.
 
 A server does not say which weights it holds. `weights_fingerprint` asks it: the weight-describing fields
-of its model list entry and its greedy continuations of fixed texts, hashed. `ServedSpec.revision`
+of its model list entry, its greedy continuations of fixed texts, their tokens, and the log-probs it gives them
+(summed per text, rounded to a step that batch-to-batch noise stays inside), hashed. `ServedSpec.revision`
 (`factprobe.lm.served`) carries it, so a run on another model behind the same `openai:MODEL@URL` has
 another revision and is never resumed, compared or gated as the old one (factprobe.identity).
 """
@@ -10,15 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from factprobe.errors import ModelError
 
-from .served_client import Client, ServedRequestError, completion
+from .served_answers import echo_parts, logprob
+from .served_client import Client, ServedRequestError, logprob_completion
 
 #: texts whose greedy continuations, with the model's list entry, fingerprint the served weights
 FINGERPRINT_TEXTS = ("The capital of France is", "Water boils at a temperature of")
 #: tokens generated per fingerprint text
 FINGERPRINT_TOKENS = 8
+#: the step (nats) each text's summed log-prob is rounded to before it is hashed: 3x the largest batch-to-batch
+#: noise published for vLLM on one token (0.067 nats, vllm#32480) and far above llama.cpp's measured noise
+#: (docs/served-models.md); a changed model moves a sum of ~14 tokens by a step or more
+FINGERPRINT_LOGPROB_STEP = 0.25
 #: fields of a `GET /models` entry that describe the weights (not `created`: servers stamp it per request)
 FINGERPRINT_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")
 
@@ -41,20 +48,40 @@ def models_listing(client: Client) -> list:
 def weights_fingerprint(client: Client, model: str, entry: dict) -> str:
     """16 hex digits of SHA-256 over what the server says and does: the weight-describing fields of its
     `GET /models` entry for `model` (`FINGERPRINT_FIELDS`; llama.cpp's `meta` holds the parameter count,
-    vocabulary and file size, vLLM's `root` the weights' path) and the greedy continuation text
-    (`FINGERPRINT_TOKENS` tokens, temperature 0) of each of `FINGERPRINT_TEXTS`.
+    vocabulary and file size, vLLM's `root` the weights' path) and, for each of `FINGERPRINT_TEXTS`, one echo
+    request at temperature 0 (`FINGERPRINT_TOKENS` new tokens, `logprobs` 1): its greedy continuation, the
+    echoed prompt tokens' texts, and the summed log-prob of the prompt's and the continuation's tokens rounded to
+    `FINGERPRINT_LOGPROB_STEP` nats (`rounded_nats`).
 
-    Contract: the same weights on the same server give the same fingerprint (greedy text is stable;
-    log-prob values are not hashed, they vary in the last digits between batches); other weights almost
-    always give another one (a fine-tuned or re-quantized model continues differently or reports another
-    size). Not a proof: weights that continue these texts identically behind identical metadata are not told apart."""
+    Contract: the same weights on the same server give the same fingerprint (greedy text is stable; the log-prob
+    sums move between batches far less than the step: docs/served-models.md has the measured and published
+    noise); other weights, another quantization or another tokenizer behind the same name give another one when
+    a continuation, a token or a sum changes by a step or more (a change of d < step nats in a sum changes the
+    rounding with probability about d / step). Not a proof: weights that answer these texts identically behind
+    identical metadata are not told apart. The answers are checked (`factprobe.lm.served_answers`): a server
+    that sends non-finite log-probs or an echo that is not whole is one line here too."""
     described = {k: entry.get(k) for k in FINGERPRINT_FIELDS if k in entry}
-    texts = []
+    answers = []
     for text in FINGERPRINT_TEXTS:
-        choice = completion(client, model, text, max_tokens=FINGERPRINT_TOKENS, logprobs=None, temperature=0.0)
-        texts.append(str(choice.get("text", "")))
-    blob = json.dumps({"entry": described, "greedy": texts}, sort_keys=True, default=str)
+        choice, lp = logprob_completion(client, model, text, max_tokens=FINGERPRINT_TOKENS, echo=True, temperature=0.0)
+        prompt, generated = echo_parts(lp, text, client.where)
+        values = [logprob(v, client.where, f"the token {t!r} of {text!r}") for _, _, t, v in prompt[1:]]
+        values += [logprob(v, client.where, f"the generated token {t!r} after {text!r}") for t, v in generated]
+        full = str(choice.get("text", ""))
+        answers.append(
+            {
+                "greedy": full[len(text) :] if full.startswith(text) else full,
+                "tokens": [t for _, _, t, _ in prompt],
+                "nats": rounded_nats(sum(values)),
+            }
+        )
+    blob = json.dumps({"entry": described, "answers": answers}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def rounded_nats(total: float, step: float = FINGERPRINT_LOGPROB_STEP) -> int:
+    """`total` (nats) in whole steps of `step`, rounded to the nearest (halves up): what the fingerprint hashes."""
+    return math.floor(total / step + 0.5)
 
 
 def model_entry(client: Client, model: str) -> dict:

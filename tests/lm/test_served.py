@@ -1,21 +1,15 @@
 """Served models (`factprobe.lm.served`) against a scripted OpenAI-compatible server on loopback.
 
-The scripted server (`FakeServer`) speaks the completions API the way a real one does: words are tokens
-(`\\s*\\S+`), a token's log-prob is a fixed function of its text, `echo` returns the prompt's tokens with
-`text_offset`s and a null first log-prob, and it can be told to misalign its echo log-probs (as
-llama.cpp's server does), answer HTML, drop log-probs, answer 429/503, or die after N requests. The
-tokenizer is a tiny random model's (only prompt lengths are read from it). tests/lm/test_served_llama.py
-runs the same paths against a real llama.cpp server.
+The scripted server (`tests.lm.served_fake.FakeServer`) speaks the completions API the way a real one does and
+can be told to misalign its echo log-probs (as llama.cpp's server does), answer HTML, drop log-probs, answer
+429/503, or die after N requests. The tokenizer is a tiny random model's (only prompt lengths are read from it).
+tests/lm/test_served_hostile.py has the hostile servers; tests/lm/test_served_llama.py runs the same paths
+against a real llama.cpp server.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,162 +18,23 @@ from factprobe.errors import ConfigError, ModelError
 from factprobe.lm import served
 from factprobe.lm.models import load_model, model_revision
 from factprobe.lm.scorer import ChoiceRequest
-
-TOKEN = re.compile(r"\s*\S+")
-
-
-def lp_of(token: str) -> float:
-    """The scripted model's log-prob of a token: a fixed function of its text."""
-    return -round(1 + (sum(map(ord, token.strip())) % 13) / 4, 3)
-
-
-class FakeServer:
-    """A scripted completions server; attributes steer it (see the module docstring)."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.answer = " Paris"
-        self.misaligned = False
-        self.html = False
-        self.no_logprobs = False
-        self.fail_first = 0  # answer this many requests with `fail_status` first
-        self.fail_status = 429
-        self.retry_after: str | None = None
-        self.die_after: int | None = None  # answer 503 to every completion after this many
-        self.delay = 0.0
-        self.meta: dict | None = None  # llama.cpp's `meta` of the model list entry
-        self.completions = 0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.auth: list[str | None] = []
-        self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def spec(self, model: str | None = None) -> str:
-        return f"openai:{model or self.model}@{self.url}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def complete(self, body: dict) -> dict:
-        prompt, echo = body["prompt"], body.get("echo", False)
-        toks = [m.group(0) for m in TOKEN.finditer(prompt)] if echo else []
-        gen_toks, cut = [], False
-        answer = " then" if echo else self.answer  # echo: what follows a prompt is not what followed its prefix
-        for m in TOKEN.finditer(answer):  # stop strings end the text before them (OpenAI semantics)
-            if len(gen_toks) == body["max_tokens"]:
-                break
-            hit = [s for s in body.get("stop") or [] if s in "".join(gen_toks) + m.group(0)]
-            if hit:
-                text = "".join(gen_toks) + m.group(0)
-                rest = text[: min(text.index(s) for s in hit)][len("".join(gen_toks)) :]
-                gen_toks += [rest] if rest else []
-                cut = True
-                break
-            gen_toks.append(m.group(0))
-        all_toks = toks + gen_toks
-        values = [lp_of(t) for t in all_toks]
-        if self.misaligned and echo:  # each prompt token scored with the distribution after it
-            values = values[1:] + [lp_of(" next")]  # (the last one: a token after the generated one)
-        offsets, pos = [], 0
-        for t in all_toks:
-            offsets.append(pos)
-            pos += len(t)
-        if echo and values:
-            values[0] = None
-        choice = {
-            "index": 0,
-            "text": (prompt if echo else "") + "".join(gen_toks),
-            "finish_reason": "length" if not cut and len(gen_toks) == body["max_tokens"] else "stop",
-        }
-        if body.get("logprobs") is not None and not self.no_logprobs:
-            choice["logprobs"] = {
-                "tokens": all_toks,
-                "token_logprobs": values,
-                "text_offset": offsets,
-                "top_logprobs": [None] * len(all_toks),
-            }
-        return {"object": "text_completion", "model": self.model, "choices": [choice]}
-
-    def _handler(self):
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # quiet
-                pass
-
-            def _send(self, status: int, obj, ctype="application/json", headers=()):
-                data = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                fake.auth.append(self.headers.get("Authorization"))
-                if fake.html:
-                    return self._send(200, "<html><body>Sign in</body></html>", "text/html")
-                entry = {"id": fake.model, "object": "model", "created": time.time()}  # stamped per request
-                self._send(200, {"object": "list", "data": [{**entry, **({"meta": fake.meta} if fake.meta else {})}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.auth.append(self.headers.get("Authorization"))
-                with fake.lock:
-                    fake.completions += 1
-                    n = fake.completions
-                    fake.in_flight += 1
-                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-                try:
-                    time.sleep(fake.delay)
-                finally:
-                    # out of flight BEFORE the answer goes: a client that sends its next request as soon as it
-                    # has read this answer must not be counted twice (a race that counted 4 of 3 under load)
-                    with fake.lock:
-                        fake.in_flight -= 1
-                if n <= fake.fail_first:
-                    hdr = [("Retry-After", fake.retry_after)] if fake.retry_after else []
-                    return self._send(fake.fail_status, {"error": {"message": "busy"}}, headers=hdr)
-                if fake.die_after is not None and n > fake.die_after:
-                    return self._send(503, {"error": {"message": "gone"}})
-                if fake.html:
-                    return self._send(200, "<!DOCTYPE html><html>login</html>", "text/html")
-                self._send(200, fake.complete(body))
-
-        return Handler
-
-
-@pytest.fixture
-def tok(tiny_model_path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_path("llama"))
+from tests.lm.served_fake import free_url, lp_of, serve, tiny_tokenizer
 
 
 @pytest.fixture
 def fake(tiny_model_path):
-    server = FakeServer(str(tiny_model_path("llama")))
-    yield server
-    server.close()
+    yield from serve(tiny_model_path)
 
 
-def free_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+@pytest.fixture
+def tok(tiny_model_path):
+    return tiny_tokenizer(tiny_model_path)
 
 
 # ------------------------------------------------------------------ names
-def test_spec_parses_model_and_url_and_hides_credentials():
-    spec = served.parse_spec("openai:org/model@x@https://user:pw@example.com/v1/?a=1")
-    assert spec.model == "org/model@x" and spec.url == "https://user:pw@example.com/v1/?a=1"
+def test_spec_parses_model_and_url_and_drops_the_query():
+    spec = served.parse_spec("openai:org/model@x@https://example.com/v1/?a=1")
+    assert spec.model == "org/model@x" and spec.url == "https://example.com/v1/?a=1"
     assert spec.revision == "served:org/model@x@https://example.com/v1"
     assert served.is_served("openai:m@http://h/v1") and not served.is_served("smollm2-135m-instruct")
 
