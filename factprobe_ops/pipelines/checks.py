@@ -10,7 +10,8 @@ refuse, made before anything runs or is sent (`factprobe pipeline run`, `submit`
 - a sweep's models (`probe`'s `models`, `nightly_sweep`'s `models_yaml` when it is inline YAML or a
   file here; a path only the cluster's volume holds is checked by the sweep's first step): an unknown
   key, a negative GPU count, `endpoint` with `device_map`, ... (`check_sweep_values`), and `shards`
-  below 1 or above the facts `relations` x `max_facts_per_relation` can give.
+  below 1, above `MAX_SHARDS` or above the facts of a probe's data, `relations` set or not
+  (factprobe_ops/components/steps/shards.py `check_shards`).
 
 `factprobe_ops.pipelines.catalogue.validate_params` checks the values the config classes check; these come after it.
 """
@@ -53,11 +54,11 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     values.update(params)
     if "device" in values:
         check_device(values["device"])
-    check_sweep_values(name, values)
+    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values}, OPTIONS: values.get(OPTIONS, "")}
+    check_sweep_values(name, values, config)
     options = parse_options(values.get(OPTIONS))
     if "device" in options:
         check_device(options["device"])  # `--param device=...` travels in options
-    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values}, OPTIONS: values.get(OPTIONS, "")}
     if runs_studies(name):  # the study's own check (catalogue.validate_params) builds its steps' configs
         return
     for probe in dict.fromkeys(map(str, pipeline_probes(name, values))):
@@ -74,12 +75,16 @@ def as_params(message: str) -> str:
     return re.sub(r"--([a-z][a-z0-9-]*) ([A-Z]+)\b", lambda m: f"--param {m[1].replace('-', '_')}={m[2]}", message)
 
 
-def check_sweep_values(name: str, values: dict[str, Any]) -> None:
+def check_sweep_values(name: str, values: dict[str, Any], config: dict | None = None) -> None:
     """The models and `shards` of a sweep run (module docstring); nothing for a pipeline without them.
+    `config`: the run config its steps build (the facts that bound `shards`; without it only the cap).
     ConfigError, one line naming the pipeline and the model file, model and key (or the value)."""
     from pathlib import Path
 
     from factprobe_ops.components.steps.plan import model_entries, run_read_models
+    from factprobe_ops.components.steps.shards import check_shards
+
+    from .catalogue import pipeline_probes
 
     try:
         if isinstance(values.get("models"), list) and "shards" in values:
@@ -93,24 +98,6 @@ def check_sweep_values(name: str, values: dict[str, Any]) -> None:
             if not elsewhere:
                 run_read_models(text)
         if "shards" in values:
-            check_shards(values["shards"], values.get("relations"), values.get("max_facts_per_relation"))
+            check_shards(values["shards"], config, pipeline_probes(name, values) if config is not None else ())
     except ConfigError as e:
         raise ConfigError(f"pipeline {name}: {e}") from None
-
-
-def check_shards(shards: Any, relations: Any, max_facts: Any) -> None:
-    """ConfigError unless `shards` is a whole number >= 1 and, when `relations` and
-    `max_facts_per_relation` bound the facts, at most that bound (a shard would have no facts)."""
-    try:
-        n = int(str(shards).strip())
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ConfigError(f"shards={shards!r}: give a whole number of pods per probe run, 1 or more")
-    rels = [r for r in str(relations or "").split(",") if r.strip()]
-    per = str(max_facts or "").strip()
-    if rels and per.isdigit() and n > len(rels) * int(per):
-        raise ConfigError(
-            f"shards={n} is more than the {len(rels) * int(per)} facts {len(rels)} relation(s) x "
-            f"max_facts_per_relation={per} can give; use shards={len(rels) * int(per)} or fewer"
-        )

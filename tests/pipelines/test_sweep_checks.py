@@ -9,8 +9,9 @@ import json
 import pytest
 
 from factprobe.errors import ConfigError
+from factprobe_ops.components.steps.shards import check_shards
 from factprobe_ops.pipelines import remote
-from factprobe_ops.pipelines.checks import check_run_values, check_shards
+from factprobe_ops.pipelines.checks import check_run_values
 
 pytestmark = pytest.mark.filterwarnings("ignore:This client only works with Kubeflow Pipeline:FutureWarning")
 
@@ -74,13 +75,16 @@ def test_submit_refuses_a_bad_model_before_anything_is_sent(nothing_runs, capsys
 
 
 def test_shards_above_the_facts_the_parameters_allow_are_refused():
-    with pytest.raises(ConfigError, match=r"shards=7 is more than the 6 facts 2 relation\(s\) x max_facts_per_relation=3"):
-        check_shards(7, "P36,P103", "3")
-    check_shards(6, "P36,P103", "3")
-    check_shards(500, "", "20")  # every relation: the bound is unknown here (the probe step checks it)
+    two = {"relations": "P36,P37", "max_facts_per_relation": 3}  # countryinfo, the default source
+    with pytest.raises(ConfigError, match=r"shards=7 is more than the 6 facts of probe ic-lke's data \(source countryinfo, "):
+        check_shards(7, two, ["ic-lke"])
+    check_shards(6, two, ["ic-lke"])
+    # every relation (issue 41 item 7: the bound is known without `relations`): countryinfo's 6 x 20
+    with pytest.raises(ConfigError, match=r"shards=500 is more than the 120 facts"):
+        check_shards(500, {"max_facts_per_relation": 20}, ["ic-lke"])
     for bad in (0, -1, "x"):
         with pytest.raises(ConfigError, match="shards="):
-            check_shards(bad, "", "")
+            check_shards(bad, {}, ["ic-lke"])
 
 
 @pytest.mark.slow  # builds two pipelines: ~4 s

@@ -9,6 +9,12 @@ from the merged rows. The engines' cost counters (`COST_SUMS`: tokens forwarded,
 work done, which splitting changes (each shard builds its own shared prefixes): they are the sums
 over the shards, and `token_savings` is recomputed from the summed counts.
 
+A merge proves what it merges before it stamps the whole data's digest on the rows (`proven_rows`):
+every row must be of an item of the data, with that item's `item_digest` (the content it was scored
+on), and two rows of one fact (in one shard or two) must be equal, then kept once. Anything else is
+one line (DataError) naming the shard(s), the fact and what differs: a forged or stale row is
+refused, never merged or silently replaced by a later one.
+
 A merged run is logged as the (model, probe)'s child probe run of the pipeline run (tag `step` =
 `probe`, what the nightly comparison looks for); the shards' own child runs are tagged `probe-shard`.
 A run of one shard was logged by its probe step already.
@@ -112,8 +118,8 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
 
     from factprobe.datasets.prepared import Prepared
     from factprobe.errors import DataError
-    from factprobe.identity import RunIdentity, data_digest
-    from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text, read_jsonl
+    from factprobe.identity import RunIdentity, data_digest, item_digest
+    from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
     from factprobe.metrics.json_safe import json_safe
     from factprobe.probes.checkpoint import METRICS, MODEL_REVISION, RESULTS, RUN_CONFIG
     from factprobe.probes.config import RunConfig
@@ -139,8 +145,11 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
         data_digest=full,
         inputs=[{**i, "digest": full} if i.get("digest") == idents[0].data_digest else i for i in idents[0].inputs],
     )
-    rows = {r["key"]: r for d in shard_dirs for _, r in read_jsonl(d / RESULTS)}
-    order = [k for its in probe.groups(cfg, prepared).values() for it in its for k in probe.item_keys(cfg, prepared, it)]
+    groups = probe.groups(cfg, prepared)
+    keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}
+    content = {k: item_digest(it) for its in groups.values() for it in its for k in keys[id(it)]}
+    rows = proven_rows([(shard_name(d), d / RESULTS) for d in shard_dirs], content)
+    order = [k for its in groups.values() for it in its for k in keys[id(it)]]
     missing = [k for k in order if k not in rows]
     if missing or len(rows) != len(order):
         raise DataError(
@@ -180,6 +189,55 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
     if (shard_dirs[0] / MODEL_REVISION).exists():
         atomic_write_text(dest / MODEL_REVISION, (shard_dirs[0] / MODEL_REVISION).read_text(encoding="utf-8"))
     return ProbeOutcome(dest, pd.DataFrame(ordered), metrics, prepared, 0, resumed, notes), cfg
+
+
+def shard_name(folder: Path) -> str:
+    """`shard 2/4 (<folder>)` from the folder's `shard.json` (the unit step's record); the folder alone without one."""
+    import json
+
+    from .probe import SHARD_FILE
+
+    try:
+        info = json.loads((folder / SHARD_FILE).read_text(encoding="utf-8"))
+        return f"shard {int(info['shard']) + 1}/{int(info['shards'])} ({folder})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(folder)
+
+
+def proven_rows(shards: list[tuple[str, Path]], content: dict[str, str]) -> dict[str, dict]:
+    """{key: row} over the result files of `shards` ([(shard name, results.jsonl)], in shard order),
+    each row proved to be of the data whose item digests by key are `content` (module docstring).
+    DataError, one line naming the shard(s) and the fact, for a row of a fact the data lacks, a row
+    whose `item_digest` is missing or not its item's, or two rows of one fact that differ (naming the
+    fields); two equal rows of one fact are kept once."""
+    from factprobe.errors import DataError
+    from factprobe.io import read_jsonl
+
+    rows: dict[str, dict] = {}
+    seen: dict[str, str] = {}
+    for name, path in shards:
+        for line, row in read_jsonl(path):
+            key = row.get("key")
+            if key not in content:
+                raise DataError(
+                    f"{name}: {path.name}:{line}: a row of fact {key!r}, which the data does not hold; "
+                    "the shard ran on other data: rerun the pipeline"
+                )
+            if row.get("item_digest") != content[key]:
+                raise DataError(
+                    f"{name}: fact {key}: item_digest {row.get('item_digest')!r} is not its item's "
+                    f"({content[key]}): the row was not scored on this data's item (stale or forged); rerun the pipeline"
+                )
+            if key in rows and rows[key] != row:
+                other = rows[key]
+                fields = sorted(k for k in set(other) | set(row) if other.get(k) != row.get(k))
+                where = f"{name} holds two rows" if seen[key] == name else f"{seen[key]} and {name} hold rows"
+                raise DataError(
+                    f"fact {key}: {where} of it that differ ({', '.join(fields)}); a fact has one row: rerun the pipeline"
+                )
+            rows[key] = row
+            seen.setdefault(key, name)
+    return rows
 
 
 def log_merged(outcome, cfg, context: RunContext | str, shards: int) -> None:

@@ -154,17 +154,15 @@ def run_plan_units(
     mapping, `model_entry`), the probes it runs (one with `one_load=False`; all of them, loaded once,
     with `one_load=True`), its fact shard (`shard` of `shards`) and its pod's resources (`gpus`, `cpu`,
     `memory`: the model's own, else `defaults`, else `DEFAULT_RESOURCES`), as text for Kubernetes.
-    Refuses what `run_plan` refuses, bad model entries and `shards` < 1, before any model loads.
+    Refuses what `run_plan` refuses, bad model entries and a `shards` value out of its bounds
+    (factprobe_ops/components/steps/shards.py: below 1, above `MAX_SHARDS`, above the facts of a
+    probe's data, or more than `MAX_UNITS` units in all), before a unit is planned or a model loads.
     Units are ordered by model, then probe, then shard."""
-    from factprobe.errors import ConfigError
+    from .shards import check_shards, check_units, parse_shards
 
+    n = parse_shards(shards)  # first: a huge value is refused before anything else is read
     entries = model_entries(list(models or []), "models parameter")
-    try:
-        n = int(shards)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1 or str(shards).strip() not in (str(n), f"{n}.0"):
-        raise ConfigError(f"shards={shards!r}: give a whole number of pods per probe run, 1 or more")
+    check_units(len(entries), 1 if one_load else len(list(probes or [])), n)
     base = {**DEFAULT_RESOURCES, **(defaults or {})}
     base["gpus"] = int(float(base["gpus"]))  # the pipeline's constant may arrive as 1.0 (JSON)
     run_plan([model_spec(e) for e in entries], probes, context, None)  # the probe names
@@ -175,6 +173,7 @@ def run_plan_units(
         for e in entries:
             for p in probes:
                 run_config({**config, **model_overrides(e)}, probe=str(p), model=model_spec(e))
+        check_shards(n, config, probes)
     units = []
     for e in entries:
         groups = [[str(p) for p in probes]] if one_load else [[str(p)] for p in probes]
