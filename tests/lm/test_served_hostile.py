@@ -133,6 +133,16 @@ def test_a_run_on_a_url_with_credentials_is_refused_and_records_them_nowhere(fak
     assert fake.requests == []
 
 
+def test_the_default_run_folder_never_holds_url_credentials():
+    """The CLI names the run folder before the run refuses the URL: the name must not carry user or password."""
+    from types import SimpleNamespace
+
+    from factprobe.cli import default_out
+
+    cfg = SimpleNamespace(probe="qa", base=SimpleNamespace(model="openai:m@http://bob:Zq9-pw@127.0.0.1:8000/v1", source="lama"))
+    assert str(default_out(cfg)) == "runs/qa-served-m-127.0.0.1_8000-lama"
+
+
 def test_basic_auth_comes_from_the_environment_instead_of_the_key(fake, tok, monkeypatch):
     monkeypatch.setenv("FACTPROBE_OPENAI_API_KEY", KEY)
     monkeypatch.setenv("FACTPROBE_OPENAI_BASIC_AUTH", "alice:p@ss: w0rd")
