@@ -26,6 +26,8 @@ largest per-item log-likelihood difference and both accuracies.
 Writes `benchmarks/results/lm_eval.json` atomically and prints a summary.
 Measured 2026-11-27 on this 2-core machine at load ~13-16: hf 364 s, factprobe 9.1 s per evaluation (39.9x; the
 `loglikelihood` calls alone 362 s vs 5.5 s, 65.7x), 22,039 vs 509 tokens forwarded, largest difference 3.3e-5.
+That is with the `first_n` sampler (one k-shot block shared by every question); with lm-eval's default sampler each
+question has its own examples and the gain is 2.9x (measured for issue 42).
 The end-to-end ratio is below the scoring ratio because factprobe's remaining seconds are mostly lm-eval's
 own work (building requests and few-shot contexts, metrics: ~4 s of the 9), the same for both models; and
 lm-eval's `hf` already forwards a question's one-token choices together (its `logits_cache`).
