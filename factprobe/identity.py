@@ -11,11 +11,19 @@ number of the same identity. `RunIdentity` has four parts, each computed before 
   hub ids: the resolved commit (`hub:<id>@<commit>`, pinned with `--model org/name@REV`); an
   adapter: `adapter-sha256:<hex>+<base revision>`. A `factprobe_complete.json` (or any other file)
   claiming a revision claims nothing: it is one more file whose bytes are hashed.
-  Every file is hashed once: its sha256 is remembered (`file_sha256`) under its real path, size,
-  mtime, ctime, inode and device, so a 140 GB checkpoint is read once per machine and an in-place
-  edit is seen even when the editor restores the mtime (the ctime cannot be set back). Only a
-  file's hash is remembered, never a folder's: a folder's revision is recomputed from its files'
-  hashes each time, so an added, removed or edited file always gives another revision.
+  Every file is hashed once per volume (`file_sha256`): its sha256 is remembered per machine under
+  its real path, size, mtime, ctime, inode and device, and, for a file of 32 MiB or more, on its
+  volume, in a hidden `.factprobe-hashes.json` of its folder under its name, size, mtime and ctime
+  (`factprobe.volume_hashes`), so a 140 GB checkpoint on the cluster's model-cache claim is read by
+  the first pod and by no later one, whatever node or mount point it has. An in-place edit is seen
+  even when the editor restores size and mtime (the ctime cannot be set back), and a copy elsewhere
+  has a new ctime: either is read again. Trust: an entry only says "the file with exactly this
+  size, mtime and ctime at this name had sha256 X"; whoever can write it can write the file beside
+  it, so it is within the trust boundary of the bytes themselves (a store others can write but not
+  the folder is ignored). A read-only volume is read, not written: its other files are hashed, with
+  the per-machine cache as before. Only a file's hash is remembered, never a folder's: a folder's
+  revision is recomputed from its files' hashes each time, so an added, removed or edited file
+  always gives another revision.
 - **data** (`data_digest`): `sha256:<hex>` over the content of every prepared item (prompt or
   context, options and answer included, `item.to_dict()`), every fact set (test, train, ...) and
   the relations' metadata (templates). Whatever input decides a result reaches one of these.
@@ -50,6 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import volume_hashes
 from .io import atomic_write_text, sha256_file
 from .paths import cache_root
 
@@ -71,31 +80,48 @@ def _stat_key(path: Path) -> tuple:
     return (str(real), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
+def _read_machine_cache(cached: Path) -> str:
+    try:
+        value = cached.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+    return value if len(value) == 64 else ""
+
+
+def _write_machine_cache(cached: Path, value: str) -> None:
+    try:
+        atomic_write_text(cached, value + "\n")
+    except OSError:
+        pass  # a read-only cache only costs a second read later
+
+
 def file_sha256(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, read once per (real path, size, mtime, ctime, inode, device):
-    remembered in this process and under `<cache root>/file-hashes/` for later ones. A bar shows
-    the progress of a large file's first read."""
+    """sha256 (hex) of a file's bytes. Asked in order: this process's memo and the per-machine cache
+    under `<cache root>/file-hashes/` (both keyed by real path, size, mtime, ctime, inode and device),
+    then the store on the file's volume (`factprobe.volume_hashes`: its folder's name, size, mtime and
+    ctime), and only then the bytes are read (a bar shows a large file's progress). A hash read from the
+    bytes is remembered at every level; one from the per-machine cache is copied onto the volume."""
     global reads
     path = Path(path)
-    key = _stat_key(path)
+    real = path.resolve()
+    st = real.stat()
+    key = (str(real), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
     with _memo_lock:
         if key in _memo:
             return _memo[key]
     token = hashlib.sha256(json.dumps(key).encode()).hexdigest()
     cached = cache_root() / _HASH_DIR / token[:2] / token
-    try:
-        value = cached.read_text(encoding="utf-8").strip()
-    except OSError:
-        value = ""
-    if len(value) != 64:
-        value = sha256_file(path.resolve(), desc=f"hashing {path.name}")
+    value = _read_machine_cache(cached)
+    if value:
+        volume_hashes.record(real, st, value)  # no write when the volume has it already
+    elif value := volume_hashes.lookup(real, st) or "":
+        _write_machine_cache(cached, value)
+    else:
+        value = sha256_file(real, desc=f"hashing {path.name}")
         reads += 1
         if _stat_key(path) == key:  # the file did not change while it was read
-            try:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(cached, value + "\n")
-            except OSError:
-                pass  # a read-only cache only costs a second read later
+            _write_machine_cache(cached, value)
+            volume_hashes.record(real, st, value)
     with _memo_lock:
         _memo[key] = value
     return value

@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "factprobe.seeding",
         "factprobe.threads",
         "factprobe.plugins",  # entry points, the extra of a missing module; the plug-in modules of the registries
+        "factprobe.volume_hashes",  # file hashes kept on the volume next to the files (identity asks it)
     ),
     (
         "factprobe.identity",
