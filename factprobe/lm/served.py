@@ -55,8 +55,17 @@ import numpy as np
 
 from factprobe.errors import ConfigError, ContextTooLongError, ModelError
 
-from .served_answers import BadAnswerError, echo_span_logprob, generated_logprobs, logprob  # noqa: F401
-from .served_client import Client, ServedRequestError, _error_text, _logprobs_of, _Transient, completion  # noqa: F401
+from .served_answers import BadAnswerError, echo_span_logprob, generated_logprobs, logprob, span_logprob  # noqa: F401
+from .served_client import (  # noqa: F401
+    Client,
+    ServedRequestError,
+    _error_text,
+    _logprobs_of,
+    _Transient,
+    accepts_lists,
+    completion,
+    completions,
+)
 from .served_fingerprint import FINGERPRINT_TEXTS, model_entry, models_listing, weights_fingerprint  # noqa: F401
 from .served_http import BASIC_VARIABLE, DeadlineError, public_url, refuse_credentials  # noqa: F401
 
@@ -323,6 +332,7 @@ def connect(
     model = ServedModel(name, spec, client, tok, served_max_length(entry, tok))
     if check:
         model.alignment = check_alignment(client, spec.model)
+    client.lists = accepts_lists(client, spec.model)
     return model
 
 
@@ -399,7 +409,8 @@ class ServedPrefix:
 class ServedScorer(_Engine):
     """`factprobe.lm.scorer.Scorer`'s interface over a server: `score_choices`, `prefix`, `encode_context`,
     `encode_continuation`, `stats`. A request's context is its full text (a shared prefix is only an
-    optimisation in-process); each option is one echo request."""
+    optimisation in-process); each option is one echo prompt (`completions`: several per request where the server
+    takes a list)."""
 
     def __init__(self, model: ServedModel) -> None:
         super().__init__(model)
@@ -440,7 +451,8 @@ class ServedScorer(_Engine):
                     )
                 self.stats.naive_tokens += n
                 jobs.append((ctx, cont, n))
-        sums = self.client.map(lambda j: echo_span_logprob(self.client, self.model_name, j[0], j[1])[0], jobs)
+        choices = completions(self.client, self.model_name, [j[0] + j[1] for j in jobs], max_tokens=1, echo=True, logprobs=1)
+        sums = [span_logprob(_logprobs_of(self.client, c), j[0], j[1], self.client.where)[0] for c, j in zip(choices, jobs)]
         self.stats.forwards += len(jobs)
         self.stats.packed_tokens += sum(j[2] for j in jobs)
         out, k = [], 0
@@ -512,17 +524,15 @@ class ServedGenerator(_Engine):
     def greedy(
         self, prompts: Sequence[str], max_new_tokens: int = 16, stop: str | Sequence[str] = (), shared_prefix: str | None = None
     ) -> list:
-        """Greedy continuation of every prompt, in input order (temperature 0, one request per prompt)."""
+        """Greedy continuation of every prompt, in input order (temperature 0; several prompts per request where the
+        server takes a list, `completions`)."""
         stops = [stop] if isinstance(stop, str) else list(stop)
         sizes = [self._check(p, max_new_tokens) for p in prompts]
         self.stats.naive_prompt_tokens += sum(sizes)
         self.stats.prompt_tokens += sum(sizes)
         self.stats.forwards += len(prompts)
-        choices = self.client.map(
-            lambda p: completion(
-                self.client, self.model_name, p, max_tokens=max_new_tokens, logprobs=1, temperature=0.0, stop=stops
-            ),
-            list(prompts),
+        choices = completions(
+            self.client, self.model_name, list(prompts), max_tokens=max_new_tokens, logprobs=1, temperature=0.0, stop=stops
         )
         return [self._generation(c, stops) for c in choices]
 

@@ -21,6 +21,9 @@ from factprobe.errors import ModelError
 from .served_http import Endpoint, Transport
 from .served_http import Transient as _Transient
 
+#: prompts per completions request to a server that takes a list (`completions`)
+PROMPTS_PER_REQUEST = 16
+
 
 # ------------------------------------------------------------------ transport
 class Client:
@@ -57,6 +60,9 @@ class Client:
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._transport = Transport(self._endpoint, timeout=timeout, max_idle=self.concurrency)
         self.requests = 0  # requests sent, retries included
+        #: the server takes a list of prompts per request (`accepts_lists`); `completions` then sends `batch` at a time
+        self.lists = False
+        self.batch = PROMPTS_PER_REQUEST
 
     @property
     def connections(self) -> int:
@@ -167,10 +173,41 @@ def _error_text(body: bytes) -> str:
 
 
 # ------------------------------------------------------------------ the completions calls
-def completion(
+def completion(client: Client, model: str, prompt: str, *, retries: int | None = None, **kw: Any) -> dict:
+    """One completion choice (`choices[0]`) for `prompt`; ModelError when the answer has none. `kw`: `max_tokens`
+    (required), `echo`, `logprobs` (1; None for none), `temperature` (0), `stop`, `seed`, `top_p`, `top_k`."""
+    return _post(client, model, prompt, retries, **kw)[0]
+
+
+def completions(client: Client, model: str, prompts: Sequence[str], **kw: Any) -> list[dict]:
+    """One choice per prompt, in order (`completion`'s `kw`). A client whose server takes a list of prompts
+    (`Client.lists`, found by `accepts_lists`) sends up to `Client.batch` prompts per request; otherwise one request
+    per prompt. Requests go `Client.concurrency` at a time."""
+    items = list(prompts)
+    if not client.lists or len(items) < 2:
+        return client.map(lambda p: completion(client, model, p, **kw), items)
+    chunks = [items[i : i + client.batch] for i in range(0, len(items), client.batch)]
+    parts = client.map(
+        lambda chunk: _post(client, model, chunk, None, **kw) if len(chunk) > 1 else [completion(client, model, chunk[0], **kw)],
+        chunks,
+    )
+    return [choice for part in parts for choice in part]
+
+
+def accepts_lists(client: Client, model: str) -> bool:
+    """Whether the server answers a list of prompts with one choice per prompt (vLLM and llama.cpp's own server
+    do; llama-cpp-python's answers 500): one small request, not retried; any failure means no."""
+    try:
+        return len(_post(client, model, ["Hello", "One, two"], 0, max_tokens=1, logprobs=None)) == 2
+    except ModelError:
+        return False
+
+
+def _post(
     client: Client,
     model: str,
-    prompt: str,
+    prompt: str | list[str],
+    retries: int | None,
     *,
     max_tokens: int,
     echo: bool = False,
@@ -180,9 +217,9 @@ def completion(
     seed: int | None = None,
     top_p: float = 1.0,
     top_k: int = 0,
-    retries: int | None = None,
-) -> dict:
-    """One completion choice (`choices[0]`) for `prompt`; ModelError when the answer has none."""
+) -> list[dict]:
+    """The choices of one completions request, one per prompt in order (by `index` for a list; ModelError in one
+    line when a choice is missing, doubled or not an object)."""
     payload: dict[str, Any] = {
         "model": model,
         "prompt": prompt,
@@ -202,11 +239,19 @@ def completion(
         payload["top_k"] = top_k
     out = client.post("/completions", payload, retries)
     choices = out.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
         raise ModelError(
             f"server {client.where} answered /completions without choices; is it an OpenAI-compatible completions server?"
         )
-    return choices[0]
+    if isinstance(prompt, str):
+        return choices[:1]
+    indices = [c.get("index") for c in choices]
+    if sorted(i for i in indices if type(i) is int) != list(range(len(prompt))):
+        raise ModelError(
+            f"server {client.where} answered {len(prompt)} prompts with the choice indices {indices[:20]}, not 0 to "
+            f"{len(prompt) - 1} once each: the answer is not whole"
+        )
+    return sorted(choices, key=lambda c: c["index"])
 
 
 def logprob_completion(client: Client, model: str, prompt: str, **kw: Any) -> tuple[dict, dict]:

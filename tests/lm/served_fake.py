@@ -15,7 +15,8 @@ alive. Attributes steer it, as a real server may misbehave:
 - `drop_last_echo`: the echo leaves out the prompt's last token;
 - `trickle`: seconds between the bytes of every answer (for at most `trickle_for` seconds, then it hangs up);
 - `redirect`: `(status, location)` answered to the first request of each path not under `/moved`;
-- `require_basic`: `user:password` that basic auth must carry (else 401).
+- `require_basic`: `user:password` that basic auth must carry (else 401);
+- `idle_timeout`: seconds a kept-alive connection may idle before the server closes it.
 
 Every request is logged in `requests` as `(method, path, Authorization header, client port)`. Test modules make
 their `fake` and `tok` fixtures from `serve` and `tiny_tokenizer`.
@@ -64,6 +65,7 @@ class FakeServer:
         self.trickle_for = 8.0
         self.redirect: tuple[int, str] | None = None
         self.require_basic: str | None = None
+        self.idle_timeout: float | None = None  # seconds a kept-alive connection may idle before the server closes it
         self.completions = 0
         self.prompts = 0  # prompts answered (a list request counts each)
         self.in_flight = 0
@@ -146,6 +148,10 @@ class FakeServer:
 
             def log_message(self, *a):  # quiet
                 pass
+
+            def setup(self):
+                self.timeout = fake.idle_timeout
+                super().setup()
 
             def _send(self, status: int, obj, ctype="application/json", headers=()):
                 data = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()

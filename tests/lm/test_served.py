@@ -210,8 +210,9 @@ def test_a_run_that_loses_its_server_stops_with_one_line_and_resumes(fake, tmp_p
     from factprobe.probes.checkpoint import CHECKPOINT
     from factprobe.probes.runner import run_probe
 
-    # the revision: /completions x 2 (fingerprint); connect: x 6 (fingerprint 2, alignment checks 2 x 2); then the first group (6)
-    fake.die_after = 2 + 6 + 6
+    # the revision: /completions x 2 (fingerprint); connect: x 7 (fingerprint 2, alignment checks 2 x 2, the list
+    # check 1); then the first group (its 6 prompts in one request: the fake takes lists)
+    fake.die_after = 2 + 7 + 1
     out = tmp_path / "run"
     with pytest.raises(ModelError, match="did not answer /completions after .* rerun the same command to resume"):
         run_probe(qa_cfg(fake.spec()), out, progress=False, log=lambda s: None)
