@@ -21,8 +21,9 @@ Facts and items
 - One `CoherencyItem` per (relation, subject) of the test facts: N-M pairs are collapsed. Its
   starting object (round 2 starts there, and the item's `fact_id` names it) is the subject's first
   test fact; `gold_objects` lists every correct object of the pair, by entity id, from ALL loaded
-  facts (test and training). `--max-facts-per-relation` samples items (subjects) per relation,
-  deterministically from the seed and the relation id.
+  facts (test and training). Every subject gets its item: `--max-facts-per-relation` is applied
+  by the framework after `prepare` (`factprobe.datasets.cap`; draw `CAP_DRAW`, the name this builder
+  drew its subjects under before, so capped runs keep the same subjects).
 - Candidate tables (`relation_tables`): the relation's object-side candidates are all distinct
   objects of the relation over test + training facts, by entity id (with their labels); the
   subject-side candidates are all distinct subjects. `subjects_of[object]` and
@@ -40,7 +41,8 @@ LAMA's evidence paragraphs to the inputs). The triples reader ignores the column
 reads it (`read_fact_contexts`). Other sources carry none.
 
 `prepare_coherency(base, templates_path) -> Prepared` (kind "coherency") puts it together; its
-`info` holds the templates used per relation, candidate counts and the items skipped.
+`info` holds the templates used per relation, candidate counts and the items skipped. How many of
+the run's items carry a context is counted by the probe over the capped items (`items_with_context`).
 """
 
 from __future__ import annotations
@@ -56,12 +58,13 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..facts import CARDINALITIES, Fact, FactSet
 from ..io import open_table, read_jsonl
-from ..seeding import stable_rng
 from .prepared import Prepared
 
 log = logging.getLogger(__name__)
 
 TEMPLATES_FILE = ("coherency", "relations_autoregressive.jsonl")
+#: the draw `--max-facts-per-relation` keeps subjects with (`Prepared.cap_draw`, `factprobe.datasets.cap`)
+CAP_DRAW = "coherency_items"
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"
 
 
@@ -321,8 +324,6 @@ def build_items(
     test: FactSet,
     known: FactSet,
     relations: Iterable[str],
-    max_items: int | None = None,
-    seed: int = 0,
     contexts: dict[str, str] | None = None,
     drop_overlapping_labels: bool = False,
 ) -> tuple[dict[str, list[CoherencyItem]], dict[str, int]]:
@@ -347,9 +348,6 @@ def build_items(
             if len(kept) < len(keys):
                 skipped[rel] = len(keys) - len(kept)
             keys = kept
-        if max_items is not None and len(keys) > max_items:
-            chosen = set(stable_rng(seed, "coherency_items", rel).sample(range(len(keys)), max_items))
-            keys = [k for i, k in enumerate(keys) if i in chosen]
         out = []
         for k in keys:
             f = first[k]
@@ -387,7 +385,7 @@ def prepare_coherency(base, templates_path: str | Path | None = None, drop_overl
             usable.append(rel)
         else:
             dropped[rel] = no_template.get(rel) or f"{rel}: no coherency templates in {path}"
-    items, skipped = build_items(test, known, usable, base.max_facts_per_relation, base.seed, contexts, drop_overlapping_labels)
+    items, skipped = build_items(test, known, usable, contexts, drop_overlapping_labels)
     for rel in usable:
         if rel not in items:
             dropped[rel] = f"{rel}: no items" + (
@@ -408,6 +406,7 @@ def prepare_coherency(base, templates_path: str | Path | None = None, drop_overl
         "object_candidates": {rel: len(t.objects) for rel, t in tables.items()},
         "subject_candidates": {rel: len(t.subjects) for rel, t in tables.items()},
         "skipped_overlapping_labels": skipped,
-        "items_with_context": sum(1 for its in items.values() for it in its if it.context),
     }
-    return Prepared(kind="coherency", items=items, facts={"test": test, "train": known}, dropped=dropped, info=info)
+    return Prepared(
+        kind="coherency", items=items, facts={"test": test, "train": known}, dropped=dropped, info=info, cap_draw=CAP_DRAW
+    )

@@ -19,10 +19,11 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..facts import FactSet, MCItem
 from ..sources import load_facts
+from .cap import sample_facts_per_relation
 from .examples import self_example_share, split_train_test
 from .nobel_mc import build_nobel_mc
 from .prepared import Prepared
-from .trex_mc import build_mc, sample_facts_per_relation
+from .trex_mc import build_mc
 
 TRAIN_FRACTION = 0.5  # without --train-data: share of each relation's facts (by subject) used for examples
 

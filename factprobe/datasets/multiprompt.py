@@ -27,6 +27,9 @@ Rows are ordered by relation (first-seen order of the facts), then source priori
 
 `dropped` (`DROPPED_COLUMNS`): every template that was read but not kept, with the reason
 (`duplicate of <template_id>`, `backwards`, `[Y] not last (causal)`).
+
+The set holds every pair; `--max-facts-per-relation` is applied by the framework after `prepare`
+(`factprobe.datasets.cap`, draw `CAP_DRAW`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import pandas as pd
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet
-from ..seeding import stable_rng
 from .multiprompt_templates import (
     DEFAULT_QA_TEMPLATES,
     DROPPED_COLUMNS,
@@ -73,6 +75,9 @@ log = logging.getLogger(__name__)
 
 FACT_COLUMNS = ("fact_id", "relation", "subject", "subject_id", "subject_aliases", "object", "object_id", "gold", "gold_ids")
 DATASET_KIND = "multiprompt"
+#: the draw `--max-facts-per-relation` keeps pairs with (`Prepared.cap_draw`): the name this builder drew
+#: under before the framework applied the cap (`factprobe.datasets.cap`), so capped runs keep their pairs
+CAP_DRAW = "multiprompt"
 
 
 # ------------------------------------------------------------------ facts
@@ -112,17 +117,11 @@ class MultiPromptItem:
 def build_pairs(
     test: FactSet,
     train: FactSet | None = None,
-    max_facts_per_relation: int | None = None,
-    seed: int = 0,
     aliases: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[MultiPromptItem]]:
-    """{relation: items}, one item per (relation, subject key) of the test facts (module docstring).
-
-    `max_facts_per_relation` keeps that many pairs per relation, drawn with
-    `stable_rng(seed, "multiprompt", relation)`, in file order. `aliases` maps a subject id (or
-    label) to extra labels."""
-    if max_facts_per_relation is not None and max_facts_per_relation < 1:
-        raise ConfigError(f"max_facts_per_relation must be >= 1, got {max_facts_per_relation}")
+    """{relation: items}, one item per (relation, subject key) of the test facts (module docstring),
+    in file order; every pair (the cap is the framework's: `CAP_DRAW`). `aliases` maps a subject id
+    (or label) to extra labels."""
     everything = list(test) + (list(train) if train is not None else [])
     objects: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)  # (rel, subject key) -> object key -> labels
     labels_of: dict[str, list[str]] = defaultdict(list)  # subject key -> labels in any file
@@ -140,9 +139,6 @@ def build_pairs(
         by_rel[rel].append(f)
     out: dict[str, list[MultiPromptItem]] = {}
     for rel, facts in by_rel.items():
-        if max_facts_per_relation is not None and len(facts) > max_facts_per_relation:
-            keep = set(stable_rng(seed, "multiprompt", rel).sample(range(len(facts)), max_facts_per_relation))
-            facts = [f for i, f in enumerate(facts) if i in keep]
         items = []
         for f in facts:
             objs = objects[(rel, f.subject_key)]
@@ -215,7 +211,9 @@ class MultiPromptSet:
             multiprompt_dropped=self.dropped.to_dict("records"),
             template_counts=self.template_counts(),
         )
-        return Prepared(kind=DATASET_KIND, items=items, facts=facts, dropped=dict(self.dropped_relations), info=meta)
+        return Prepared(
+            kind=DATASET_KIND, items=items, facts=facts, dropped=dict(self.dropped_relations), info=meta, cap_draw=CAP_DRAW
+        )
 
     @classmethod
     def from_prepared(cls, prepared: Prepared) -> MultiPromptSet:
@@ -235,8 +233,6 @@ def _facts_frame(items: Mapping[str, list[MultiPromptItem]]) -> pd.DataFrame:
 def build_multiprompt(
     data_root: str | Path | None = None,
     relations: Sequence[str] | None = None,
-    max_facts_per_relation: int | None = None,
-    seed: int = 0,
     *,
     test: FactSet | None = None,
     train: FactSet | None = None,
@@ -267,7 +263,7 @@ def build_multiprompt(
             train = FactSet([f for f in full if f.relation in test.relations], dict(test.relations), full.source)
     elif rels:
         test = test.select(rels)
-    items = build_pairs(test, train, max_facts_per_relation, seed, aliases)
+    items = build_pairs(test, train, aliases)
     order = list(items)
     raw = gather_templates(root, order, test, template_sources, qa_templates)
     templates, dropped = collect_templates(raw, root, drop_backwards)
@@ -303,8 +299,6 @@ def prepare_multiprompt(
     mp = build_multiprompt(
         root,
         None,
-        base.max_facts_per_relation,
-        base.seed,
         test=test,
         train=train,
         template_sources=template_sources,

@@ -6,8 +6,8 @@ once for every model. `save(folder)` writes, each file atomically:
 - `items.jsonl`: one item per line (`item.to_dict()`), relations in order;
 - `<name>.jsonl` per fact set (`test.jsonl`, `train.jsonl`, ...);
 - `meta.json`: the dataset kind, the item class (`module:Class`, which has `from_dict`), the
-  relations' metadata, `dropped` {relation: reason}, `info` (e.g. distractor pool sizes) and
-  the test digest.
+  relations' metadata, `dropped` {relation: reason}, `info` (e.g. distractor pool sizes), the
+  cap's draw name (`cap_draw`) and the test digest.
 
 `load(folder)` reads it back; a missing or malformed file raises DataError naming it.
 """
@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import DataError
 from ..facts import Fact, FactSet, Relation
 from ..io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from .cap import DEFAULT_DRAW
 
 
 @dataclass
@@ -30,6 +31,9 @@ class Prepared:
     """Items grouped by relation (in probing order), named fact sets, dropped relations and notes.
 
     `info` holds JSON-able facts about the build that belong in metrics.json (pool sizes, ...).
+    `cap_draw` names the seeded draw that `--max-facts-per-relation` keeps facts with
+    (`factprobe.datasets.cap`); a builder whose capped runs drew under another name before the
+    framework owned the cap keeps that name, so they keep the same facts.
     """
 
     kind: str
@@ -37,6 +41,7 @@ class Prepared:
     facts: dict[str, FactSet]
     dropped: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    cap_draw: str = DEFAULT_DRAW
 
     @property
     def n_items(self) -> int:
@@ -70,6 +75,7 @@ class Prepared:
                 "fact_sets": {n: fs.source for n, fs in self.facts.items()},
                 "dropped": self.dropped,
                 "info": self.info,
+                "cap_draw": self.cap_draw,
                 "relations": rels,
                 "digest": self.digest(),
                 "n_items": self.n_items,
@@ -98,7 +104,14 @@ class Prepared:
         for name, source in sets.items():
             recs = [Fact(**rec) for _, rec in read_jsonl(folder / f"{name}.jsonl", required=("relation", "subject", "object"))]
             facts[name] = FactSet(recs, dict(rels), source)
-        return cls(kind=meta["kind"], items=items, facts=facts, dropped=meta.get("dropped", {}), info=meta.get("info", {}))
+        return cls(
+            kind=meta["kind"],
+            items=items,
+            facts=facts,
+            dropped=meta.get("dropped", {}),
+            info=meta.get("info", {}),
+            cap_draw=meta.get("cap_draw") or DEFAULT_DRAW,
+        )
 
 
 def _import(path: str) -> Any:

@@ -17,12 +17,13 @@ object is kept (an object id written two ways gives two golds); the item's own o
 Splits, per relation: eval items come from the test facts, train items (the exemplar pool for
 in-context learning and fine-tuning) from the training facts. A training fact whose subject is a
 subject of any of the relation's test facts (by key, or by case-insensitive label) is left out,
-so no eval question is ever an exemplar. `max_facts_per_relation` samples the test facts with
-`trex_mc.sample_facts_per_relation` (the same facts the multiple-choice probes sample for the
-same seed, so results join by fact id); their subjects' items are kept, and when duplicates
-(N-M) and give-aways leave fewer than the maximum, other items of the relation, drawn from
-(seed, relation), fill it up. `max_train_per_relation` samples the train items (after the
-exclusion). Every draw is seeded from (seed, relation): one
+so no eval question is ever an exemplar. `max_facts_per_relation` draws the test facts with the
+framework's cap (`cap.sample_facts_per_relation`) before the items are built: the same facts the
+multiple-choice probes draw for the same seed, so results join by fact id; their subjects' items are
+kept, and when duplicates (N-M) and give-aways leave fewer than the maximum, other items of the
+relation, drawn from (seed, relation), fill it up (so the framework's cap, applied after `prepare`,
+finds nothing to remove). `max_train_per_relation` samples the train items (after the exclusion).
+Every draw is seeded from (seed, relation): one
 relation's items never depend on another relation or its limit.
 
 Popularity (the paper's top-25% / bottom-25% buckets): LAMA has none. A triples file may hold a
@@ -51,6 +52,7 @@ from ..facts import Fact, FactSet
 from ..io import open_table
 from ..metrics.qa import ANSWER_TYPES, popularity_bucket
 from ..seeding import stable_rng, stable_seed
+from .cap import sample_facts_per_relation
 from .prepared import Prepared
 from .qa_questions import (
     DEFAULT_TEMPLATES,
@@ -61,7 +63,6 @@ from .qa_questions import (
     load_question_templates,
     make_question,
 )
-from .trex_mc import sample_facts_per_relation
 
 log = logging.getLogger(__name__)
 

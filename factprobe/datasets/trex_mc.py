@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from ..facts import Fact, FactSet, MCItem
 from ..seeding import stable_rng
+from .cap import sample_facts_per_relation
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +61,6 @@ class MCBuild:
     skipped: dict[str, int] = field(default_factory=dict)
     skip_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
     pool_sizes: dict[str, int] = field(default_factory=dict)
-
-
-def sample_facts_per_relation(facts: FactSet, max_facts_per_relation: int | None, seed: int = 0) -> FactSet:
-    """Keep at most `max_facts_per_relation` facts per relation, drawn deterministically from
-    `seed` and the relation id; kept facts stay in their original order. None keeps all."""
-    if max_facts_per_relation is None:
-        return facts
-    if max_facts_per_relation < 1:
-        raise ConfigError(f"max_facts_per_relation must be >= 1, got {max_facts_per_relation}")
-    keep: set[int] = set()
-    positions: dict[str, list[int]] = defaultdict(list)
-    for i, f in enumerate(facts.facts):
-        positions[f.relation].append(i)
-    for rel, idx in positions.items():
-        if len(idx) <= max_facts_per_relation:
-            keep.update(idx)
-        else:
-            keep.update(stable_rng(seed, "sample_facts", rel).sample(idx, max_facts_per_relation))
-    return FactSet(
-        facts=[f for i, f in enumerate(facts.facts) if i in keep], relations=dict(facts.relations), source=facts.source
-    )
 
 
 class _ObjectPool:
@@ -236,8 +216,10 @@ def build_mc(
 
     `facts` are the test facts: only they become items. `known` (e.g. the training facts) adds
     to each relation's distractor pool and to each subject's correct objects, never items; its
-    relations without test facts are ignored. `max_facts_per_relation` samples the test facts
-    (`sample_facts_per_relation`); the pool and the correct objects always come from all facts.
+    relations without test facts are ignored. `max_facts_per_relation` draws the test facts before
+    anything is built, with the framework's cap (`factprobe.datasets.cap.sample_facts_per_relation`):
+    skipped facts and dropped relations are counted among the drawn facts, and options are built only
+    for them; the pool and the correct objects always come from all facts.
     Repeated facts (same `fact_id`) give one item. Raises ConfigError for `n_choices < 2` or
     `min_unique_objects < n_choices`.
     """

@@ -8,6 +8,23 @@ It declares four things:
 3. `prepare(cfg) -> Prepared`: how it builds its items from the facts (through `factprobe.datasets`);
 4. `score_batch(session, state, batch) -> rows`: how it scores a batch of items into result rows.
 
+The data contract (`factprobe.probes.contract`, checked right after `prepare` on every path)
+-------------------------------------------------------------------------------------------
+`prepare` returns a `Prepared` with the run's test facts in `facts["test"]` (a `FactSet`) and its
+items in `items` {relation: [item, ...]}. Each item is a record a pipeline can save and read back:
+a non-empty string `fact_id` (the test fact it asks about; several items may share one, e.g. one per
+template), a `relation` equal to its group's key, `to_dict()` giving a JSON object with that
+`relation`, and a `from_dict` class method that reads it back to the same item; one item class per
+dataset. Plain tuples or dicts are refused. A `Prepared` that breaks a rule is refused in one line
+naming the probe and the rule (`ContractError`) before anything is saved or scored.
+
+Which test facts a run covers is the framework's: after `prepare` it keeps only the items of
+`--relations` and at most `--max-facts-per-relation` facts per relation (a seeded draw over each
+relation's facts in item order, every item of a kept fact kept; `factprobe.datasets.cap`). A probe
+need not apply either itself; one that caps earlier (to build less) uses the same draw. `Probe` wraps
+every subclass's `prepare` with this check and cap, so the CLI, the Python API, the pipeline's
+data-build step and `regress` all see the same items.
+
 Optional hooks have defaults: `open_relation` (per-relation state, e.g. a cached prefix),
 `batches` (how a relation's items are cut), `item_keys` (result keys of an item), `metrics`
 (metrics.json content), `artifacts` (extra files such as a parquet table, written atomically
@@ -27,6 +44,7 @@ table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -50,6 +68,19 @@ if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     from ..config import ConfigBase
     from ..datasets.prepared import Prepared
     from .config import RunConfig
+
+
+def _with_contract(prepare: Callable[[Any, RunConfig], Any]) -> Callable[[Any, RunConfig], Prepared]:
+    """`prepare` followed by the data contract (the raw method stays reachable as `__wrapped__`)."""
+
+    @functools.wraps(prepare)
+    def checked(self: Any, cfg: RunConfig) -> Prepared:
+        from .contract import apply_contract
+
+        return apply_contract(self, cfg, prepare(self, cfg))
+
+    checked._contract_applied = True  # type: ignore[attr-defined]
+    return checked
 
 
 @dataclass
@@ -131,6 +162,14 @@ class Session:
 class Probe:
     """Base class of every probe; see the module docstring for the contract."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap a subclass's own `prepare` so that what it returns goes through the data contract
+        (`factprobe.probes.contract.apply_contract`: checked, then `--relations` and the cap applied)."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("prepare")
+        if own is not None and not getattr(own, "_contract_applied", False):
+            cls.prepare = _with_contract(own)  # type: ignore[method-assign]
+
     name: ClassVar[str]
     config_class: ClassVar[type[ConfigBase]]
     description: ClassVar[str] = ""
@@ -140,7 +179,9 @@ class Probe:
     batch_size: ClassVar[int] = 8
 
     def prepare(self, cfg: RunConfig) -> Prepared:
-        """Build this probe's items from the facts the config names (no model needed)."""
+        """Build this probe's items from the facts the config names (no model needed). What it returns
+        goes through the data contract (module docstring): checked, then `--relations` and
+        `--max-facts-per-relation` applied by the framework."""
         raise NotImplementedError
 
     def item_keys(self, cfg: RunConfig, prepared: Prepared, item: Any) -> list[str]:

@@ -501,10 +501,10 @@ class Coherency(Probe):
             "object_candidates",
             "subject_candidates",
             "skipped_overlapping_labels",
-            "items_with_context",
         ):
             if k in prepared.info:
                 m[k] = prepared.info[k]
+        m["items_with_context"] = sum(1 for its in prepared.items.values() for it in its if it.context)  # the capped items
         return m
 
 

@@ -8,7 +8,9 @@ Contract
    kind of run such as fine-tuning, is refused at once) and refuses a folder that holds another
    configuration (`probes/checkpoint.py`);
 2. prepares the items (`probe.prepare`, or the `prepared` argument from the pipeline's data-build
-   step) and lets the probe validate them (`probe.validate`);
+   step), holds them to the data contract (`factprobe.probes.contract`: a broken rule is refused in
+   one line; `--relations` and `--max-facts-per-relation` applied by the framework, the same for
+   every probe) and lets the probe validate them (`probe.validate`);
 3. loads the model only when something is left to score, checks that its kind (causal, masked)
    is one the probe accepts and lets the probe check it (`probe.check_model`); only then is
    `run_config.json` written and `on_start()` called (the tracking layer opens its MLflow run
@@ -53,6 +55,7 @@ from ..redact import redact_values
 from .base import Session
 from .checkpoint import METRICS, RunFolder
 from .config import RunConfig
+from .contract import apply_contract
 from .registry import get_probe
 
 
@@ -127,7 +130,8 @@ def run_probe(
         log(f"note: {msg}")
 
     with RunFolder(out_dir, cfg.results_key(), cfg.to_dict()) as folder:
-        prepared = prepared or probe.prepare(cfg)
+        # the contract: `prepare` applies it itself (Probe wraps it); a dataset handed over is checked here
+        prepared = probe.prepare(cfg) if prepared is None else apply_contract(probe, cfg, prepared)
         probe.validate(cfg, prepared)
         groups = probe.groups(cfg, prepared)
         keys = {id(it): probe.item_keys(cfg, prepared, it) for its in groups.values() for it in its}

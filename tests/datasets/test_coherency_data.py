@@ -166,10 +166,21 @@ def test_items_collapse_n_m_pairs_and_know_every_gold_by_id(tmp_path):
 
 
 def test_max_facts_samples_subjects_deterministically(tmp_path):
+    """The builder keeps every subject; the framework's cap (issue 42) draws them under the builder's
+    name (`CAP_DRAW`), through the probe's `prepare`."""
+    from factprobe.probes.config import RunConfig
+    from factprobe.probes.registry import get_probe
+
     recs = [triple(f"S{i}", f"O{i % 3}", f"Q{i}", f"R{i % 3}") for i in range(12)]
     templates = write_jsonl(tmp_path / "t.jsonl", [BORN])
-    a = prepare_coherency(toy_base(tmp_path, recs, max_facts_per_relation=4, seed=1), templates)
-    b = prepare_coherency(toy_base(tmp_path, recs, max_facts_per_relation=4, seed=1), templates)
+    assert len(prepare_coherency(toy_base(tmp_path, recs, max_facts_per_relation=4, seed=1), templates).items["born_in"]) == 12
+    data = write_jsonl(tmp_path / "facts.jsonl", recs)
+    flat = {"probe": "coherency", "source": "triples", "data": str(data), "coherency_templates": str(templates)}
+
+    def prepare(**kw):
+        return get_probe("coherency").prepare(RunConfig.from_dict({**flat, **kw}))
+
+    a, b = prepare(max_facts_per_relation=4, seed=1), prepare(max_facts_per_relation=4, seed=1)
     subjects = [it.subject for it in a.items["born_in"]]
     assert len(subjects) == 4 and subjects == [it.subject for it in b.items["born_in"]]
     assert subjects == sorted(subjects, key=lambda s: int(s[1:]))  # original order kept
@@ -211,7 +222,7 @@ def test_context_column_of_triples_files(tmp_path, caplog):
         p = prepare_coherency(toy_base(tmp_path, recs), templates)
     alice, carol = p.items["born_in"]
     assert alice.context == "Alice was born in Paris in 1900." and carol.context is None
-    assert p.info["items_with_context"] == 1
+    assert sum(1 for it in p.items["born_in"] if it.context) == 1  # the probe counts them (items_with_context)
     assert "ignoring unknown field" not in caplog.text  # the column is read here, not ignored
     csv = tmp_path / "facts.csv"
     csv.write_text('subject,relation,object,context\nAlice,born_in,Paris,"She was born there, in Paris."\n', encoding="utf-8")

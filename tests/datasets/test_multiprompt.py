@@ -153,16 +153,20 @@ def test_facts_gold_by_id_and_aliases(tmp_path) -> None:
     assert extra.loc["Zland", "subject_aliases"] == ["Zed"]
 
 
-def test_max_facts_is_seeded(tmp_path) -> None:
+def test_the_set_keeps_every_pair_and_the_framework_cap_draws_them_seeded(tmp_path) -> None:
+    """The builder keeps every pair; `--max-facts-per-relation` is the framework's cap (issue 42), drawn
+    under this builder's own name (`CAP_DRAW`), so capped runs keep the pairs they kept before."""
+    from factprobe.datasets.cap import cap_items
+
     root = toy_root(tmp_path)
-    a = mpb.build_multiprompt(root, max_facts_per_relation=2, seed=1, qa_templates=qa_file(tmp_path))
-    b = mpb.build_multiprompt(root, max_facts_per_relation=2, seed=1, qa_templates=qa_file(tmp_path))
-    assert len(a.facts) == 2 and a.facts["fact_id"].tolist() == b.facts["fact_id"].tolist()
-    seeds = {
-        tuple(mpb.build_multiprompt(root, max_facts_per_relation=1, seed=s, qa_templates=qa_file(tmp_path)).facts["fact_id"])
-        for s in range(8)
-    }
-    assert len(seeds) > 1
+    items = mpb.build_multiprompt(root, qa_templates=qa_file(tmp_path)).items()
+    assert sum(len(v) for v in items.values()) == 3
+
+    def capped(n: int, seed: int) -> tuple[str, ...]:
+        return tuple(it.fact_id for its in cap_items(items, n, seed, mpb.CAP_DRAW).values() for it in its)
+
+    assert len(capped(2, 1)) == 2 and capped(2, 1) == capped(2, 1)
+    assert len({capped(1, s) for s in range(8)}) > 1
 
 
 def test_for_causal_drops_y_inside(tmp_path) -> None:
@@ -243,7 +247,7 @@ def test_shipped_qa_templates() -> None:
 
 def test_real_data(real_data_root) -> None:
     rels = ["P17", "P19", "P36", "P103", "P530"]
-    mp = mpb.build_multiprompt(real_data_root, rels, max_facts_per_relation=20, seed=0)
+    mp = mpb.build_multiprompt(real_data_root, rels)
     counts = mp.template_counts()
     assert set(counts) == set(rels) and min(counts.values()) >= 5
     t = mp.templates
@@ -255,5 +259,5 @@ def test_real_data(real_data_root) -> None:
         path = real_data_root / file if not file.startswith("factprobe") else Path(mpb.__file__).parents[2] / file
         assert path.is_file() and int(line) >= 1, rec
     assert set(t["source"]) == set(mpb.TEMPLATE_SOURCES)
-    assert (mp.facts.groupby("relation").size() == 20).all()
+    assert (mp.facts.groupby("relation").size() > 20).all()  # every pair: the cap is the framework's
     assert mp.facts["gold"].map(len).max() > 1  # N-M pairs keep every correct object (P530)

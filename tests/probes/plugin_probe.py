@@ -27,7 +27,7 @@ class ObjectLogprob(Probe):
     config_class = ObjectLogprobConfig
     dataset = "facts"
 
-    def prepare(self, cfg):
+    def prepare(self, cfg):  # the framework applies --relations and --max-facts-per-relation (issue 42)
         test, train = load_test_and_train(cfg.base)
         items: dict = {}
         for f in test:

@@ -12,6 +12,9 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
     """For each dataset kind the `probes` need (probes sharing a kind share one build), prepare the
     items with the first such probe and save them to `out_dir/<kind>/`; log a child run of
     the pipeline run (`context`: its `RunContext`, or that as JSON) with each dataset as `log_input`.
+    `probe.prepare` holds the items to the framework's data contract before anything is saved
+    (`factprobe.probes.contract`: a broken rule is one line naming the probe and the rule, and
+    `relations` and `max_facts_per_relation` are applied for every probe, plug-ins included).
 
     Returns {"n_items", "n_relations", "digest", "datasets", "dropped"} (counts over all kinds)."""
     from pathlib import Path
