@@ -12,8 +12,16 @@ A request is one prompt (generation) or one option (log-likelihood). Each method
 alternating, and its best round counts (outside load hits both alike). The server and the in-process model
 get one thread each (`--n_threads 1`, `torch.set_num_threads(1)`).
 
-Writes benchmarks/results/served.json and prints the ratios (in-process / served requests per second).
-Run: `.venv/bin/python benchmarks/bench_served.py` (needs `make .venv/.llama-server` and `make models`).
+`--part transport` (issue 38 item 4) compares the served client before and after, side by side on the same
+server: `before` is the client as it was (urllib, a new connection per request, `Connection: close`, one prompt
+per request); `after` is `factprobe.lm.served_client.Client` (kept-alive connections, a list of prompts per
+request where the server takes one: llama-cpp-python's server does not, so here one prompt per request too), each
+with 1 and 4 requests in flight, on three workloads: tiny requests (1 new token, no log-probs: the per-request
+overhead), QA generation (SmolLM2) and echo log-likelihoods (Gemma-3).
+
+Writes benchmarks/results/served.json (the parts run replace theirs, the others are kept) and prints the ratios.
+Run: `.venv/bin/python benchmarks/bench_served.py [--part in-process|transport|all]` (needs
+`make .venv/.llama-server` and `make models`).
 """
 
 from __future__ import annotations
@@ -126,13 +134,108 @@ def best_rate(fn, requests: int, rounds: int) -> tuple[float, object]:
     return best, out
 
 
+class BeforeClient:
+    """The served client's transport as it was before issue 38 item 4, for the side-by-side: `urllib.request` with a
+    new connection per request (urllib sends `Connection: close`), one prompt per request, same JSON."""
+
+    def __new__(cls, url: str, concurrency: int):
+        from factprobe.lm import served
+
+        client = served.Client(url, concurrency=concurrency)
+
+        def send(method: str, path: str, payload: dict | None):
+            data = None if payload is None else json.dumps(payload).encode()
+            req = urllib.request.Request(client.url + path, data=data, method=method)
+            req.add_header("Accept", "application/json")
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                return resp.status, resp.headers, resp.read()
+
+        client._send = send
+        return client
+
+
+def transport(args) -> dict:
+    """Requests per second of the client before and after (module docstring), on the same llama.cpp server."""
+    from factprobe.lm import served
+    from factprobe.lm.served_client import accepts_lists, completions
+    from factprobe.probes.qa import STOP
+
+    prompts = qa_prompts(args.prompts)
+    reqs = choice_requests(max(1, args.choices // 5))
+    out: dict = {"server_takes_lists": None}
+    for alias in ("smollm2-135m-instruct", "gemma-3-270m"):
+        proc, url = start_server(alias)
+        try:
+            m = served.connect(f"openai:{alias}@{url}", check=alias == "gemma-3-270m")
+            out["server_takes_lists"] = accepts_lists(m.client, alias)
+            for concurrency in (1, 4):
+                clients = {"before": BeforeClient(url, concurrency), "after": served.Client(url, concurrency=concurrency)}
+                clients["after"].lists = out["server_takes_lists"]
+                for name, client in clients.items():
+                    m.client = client
+                    if alias == "smollm2-135m-instruct":
+                        tiny = [f"Count: {i}," for i in range(args.prompts * 4)]
+                        work = {
+                            "tiny": (
+                                lambda c=client, a=alias, t=tiny: completions(c, a, t, max_tokens=1, logprobs=None),
+                                len(tiny),
+                            ),
+                            "generation": (
+                                lambda mm=m: mm.make_generator().greedy(prompts, max_new_tokens=16, stop=STOP),
+                                len(prompts),
+                            ),
+                        }
+                    else:
+                        n_opts = sum(len(r.options) for r in reqs)
+                        work = {"log_likelihood": (lambda mm=m: mm.make_scorer().score_choices(reqs), n_opts)}
+                    for part, (fn, n) in work.items():
+                        rate, _ = best_rate(fn, n, args.rounds)
+                        row = out.setdefault(part, {"model": alias, "requests": n})
+                        row[f"{name}_rps_concurrency_{concurrency}"] = round(rate, 2)
+                        if name == "after":  # (before: one connection per request)
+                            row[f"after_connections_concurrency_{concurrency}"] = client.connections
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+    for part in ("tiny", "generation", "log_likelihood"):
+        row = out[part]
+        for c in (1, 4):
+            row[f"after_over_before_concurrency_{c}"] = round(
+                row[f"after_rps_concurrency_{c}"] / row[f"before_rps_concurrency_{c}"], 2
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--choices", type=int, default=10, help="log-likelihood requests (3 options each)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--part", choices=["in-process", "transport", "all"], default="all")
     ap.add_argument("--out", default=str(HERE / "results" / "served.json"))
     args = ap.parse_args()
+    out = Path(args.out)
+    if args.part in ("transport", "all"):
+        moved = transport(args)
+        old = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+        old["transport"] = moved
+        old["transport_machine"] = f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(old, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out)
+        for part in ("tiny", "generation", "log_likelihood"):
+            r = moved[part]
+            print(
+                f"{part} ({r['model']}, {r['requests']} requests): "
+                + ", ".join(
+                    f"concurrency {c}: before {r[f'before_rps_concurrency_{c}']} req/s, after {r[f'after_rps_concurrency_{c}']} "
+                    f"req/s ({r[f'after_over_before_concurrency_{c}']}x)"
+                    for c in (1, 4)
+                )
+            )
+        if args.part == "transport":
+            return
 
     import torch
 
@@ -191,7 +294,8 @@ def main() -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
 
-    out = Path(args.out)
+    prior = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    result.update({k: prior[k] for k in ("transport", "transport_machine") if k in prior})
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -5,7 +5,9 @@ A model name `openai:MODEL@URL` (e.g. `openai:smollm2-135m-instruct@http://127.0
 tokenizer is resolved from (an alias, a local folder or a hub id, like any factprobe model name: the
 probes measure prompts in tokens), `URL` is the server's API root (ending in `/v1`). The API key comes
 from the environment (`FACTPROBE_OPENAI_API_KEY`, else `OPENAI_API_KEY`; none is needed by a local
-server) and is sent as a bearer token, never logged or recorded.
+server) and is sent as a bearer token, never logged or recorded; basic auth from `FACTPROBE_OPENAI_BASIC_AUTH`
+(`user:password`) instead. Either goes only to the URL's origin. A URL written with `user:password@` is refused
+in one line (the URL is part of the model's name, and names are recorded).
 
 Engines, with the interface the probes use (`Session.scorer`, `Session.generator`):
 
@@ -20,9 +22,9 @@ Packed segments (`score_segments`), prefix extension (`extend`) and full next-to
 mc-items, coherency; belief-mlm needs a masked LM) is refused in one line before anything runs
 (`check_probe`).
 
-A served model's revision carries a fingerprint of its answers (`factprobe.lm.served_fingerprint`): a
-different model behind the same name and URL is another revision, so its results are never reused for,
-compared with or gated against the old one's.
+A served model's revision carries a fingerprint of its answers (`factprobe.lm.served_fingerprint`: greedy
+text, tokens and rounded log-prob sums): a different model behind the same name and URL is another revision, so
+its results are never reused for, compared with or gated against the old one's.
 
 A server must prove its log-probs (`ServedModel.connect` -> `check_alignment`): the echo log-prob of a
 known text's last token must equal the log-prob the same server gives that token as the next token
@@ -30,10 +32,14 @@ after the text before it. llama.cpp's server (llama-cpp-python 0.3.36) fails thi
 BOS token: it scores each echoed token with the distribution at its own position, i.e. the one that
 predicts the NEXT token; log-likelihood probes are refused on such a server (generation probes run).
 
-Transport (`Client`, `factprobe.lm.served_client`): plain `urllib`, retries with backoff, a timeout, a cap on
-requests in flight. Every failure a user can cause is ONE `ModelError` line: an unreachable server, a login
-page, a model the server does not serve, no log-probs, a server that stopped mid-run (the runner's checkpoint
-keeps every finished batch: rerunning resumes; no row is written from a failed request).
+Transport (`Client`, `factprobe.lm.served_client` over `factprobe.lm.served_http`): kept-alive connections,
+retries with backoff, a whole-request deadline (`FACTPROBE_SERVED_TIMEOUT`, 120 s), a cap on requests in flight,
+redirects only within the origin, several prompts per request where the server takes a list. Answers are used
+only whole and finite (`factprobe.lm.served_answers`). Every failure a user can cause is ONE `ModelError` line: an
+unreachable server, a login page, a model the server does not serve, no log-probs, a non-finite or null
+log-prob, an echo that does not cover its prompt, a trickling server, a redirect elsewhere, a server that stopped
+mid-run (the runner's checkpoint keeps every finished batch: rerunning resumes; no row is written from a failed
+request).
 
 Over 500 lines: one backend, the served model and its two engines behind the probes' scorer and generator interface;
 the transport is already in served_client, and ruff format's one-argument-per-line calls add the rest.

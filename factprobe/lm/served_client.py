@@ -1,10 +1,12 @@
-"""The transport of a served model: JSON over HTTP to one OpenAI-compatible completions server.
+"""The client of a served model: JSON over HTTP to one OpenAI-compatible completions server.
 
-`Client` posts with retries and exponential backoff on 429, 5xx and connection errors (the server's
-Retry-After honoured), a timeout, and a cap on requests in flight; a login page (HTML), 401/403 and other
-4xx answers become one line (`ServedRequestError` for a 4xx other than 401/403, with the server's own
-message). `completion` makes one completions call and returns its first choice. The engines that use it
-live in `factprobe.lm.served`.
+`Client` posts through `factprobe.lm.served_http` (kept-alive connections, a whole-request deadline, credentials only
+to the URL's origin) with retries and exponential backoff on 429, 5xx, connection errors and a server silent past
+the deadline (the server's Retry-After honoured), and a cap on requests in flight; a login page (HTML), 401/403 and
+other 4xx answers become one line (`ServedRequestError` for a 4xx other than 401/403, with the server's own
+message). `completion` makes one completions call and returns its first choice; `completions` answers many
+prompts, several per request where the server takes a list (`accepts_lists`). The engines that use it live in
+`factprobe.lm.served`; the answers are checked in `factprobe.lm.served_answers`.
 """
 
 from __future__ import annotations

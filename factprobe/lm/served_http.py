@@ -37,6 +37,8 @@ from factprobe.errors import ConfigError, ModelError
 MAX_REDIRECTS = 5
 #: bytes of an answer quoted in a deadline message
 HEAD_BYTES = 60
+#: the largest answer read (16 echoed prompts of 2048 tokens with their log-probs are a few MiB)
+MAX_ANSWER_BYTES = 256 << 20
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -233,7 +235,8 @@ class Transport:
 
     def _new(self, left: float) -> http.client.HTTPConnection:
         ep = self.endpoint
-        self.connections += 1
+        with self._lock:
+            self.connections += 1
         if self._proxy is None:
             return (_HTTPS if ep.scheme == "https" else _HTTP)(ep.host, ep.port, timeout=left)
         host, port, auth = self._proxy
@@ -325,7 +328,7 @@ class Transport:
                     conn.sock.settimeout(left)
                 conn.request(method, target, body=body, headers=headers)
                 resp = conn.getresponse()
-                data = resp.read()
+                data = self._read(resp, method, path)
             except (http.client.HTTPException, OSError) as err:
                 conn.close()
                 if meter.passed or deadline - time.monotonic() <= 0:
@@ -340,6 +343,19 @@ class Transport:
                 self._give(conn)
             return resp.status, resp.headers, data
         raise AssertionError("unreachable")
+
+    def _read(self, resp: http.client.HTTPResponse, method: str, path: str) -> bytes:
+        """The answer's body, at most `MAX_ANSWER_BYTES` (ModelError past that: a server that does not stop)."""
+        parts, size = [], 0
+        while chunk := resp.read(1 << 20):
+            parts.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise ModelError(
+                    f"server {self.endpoint.where} answered {method} {path} with more than {MAX_ANSWER_BYTES} bytes; "
+                    "an answer of factprobe's requests is far smaller: is the URL the OpenAI-compatible API root?"
+                )
+        return b"".join(parts)
 
     def _deadline(self, method: str, path: str, meter: _Meter) -> None:
         if meter.received == 0:

@@ -270,3 +270,12 @@ def test_the_deadline_comes_from_the_environment(fake, monkeypatch):
     with pytest.raises(ConfigError, match="FACTPROBE_SERVED_TIMEOUT='soon'") as e:
         load_model(fake.spec())
     one_line(e.value)
+
+
+def test_an_answer_that_does_not_stop_is_cut_at_the_size_limit(fake, monkeypatch):
+    from factprobe.lm import served_http
+
+    monkeypatch.setattr(served_http, "MAX_ANSWER_BYTES", 64)
+    with pytest.raises(ModelError, match="answered GET /models with more than 64 bytes") as e:
+        served.Client(fake.url, retries=0).get("/models")
+    one_line(e.value)

@@ -1,0 +1,171 @@
+"""Batch-to-batch noise of a real llama.cpp server's log-probs: how far the same prompt's log-probs move between
+requests, which sets the step the served fingerprint rounds them to (factprobe/lm/served_fingerprint.py,
+docs/served-models.md).
+
+llama-cpp-python[server] 0.3.36 on the CPU (`--n_threads 1`) serves each model twice: with its default prompt
+batch (`--n_batch 512`) and with `--n_batch 4`, so that a prompt is evaluated in other matrix shapes (what "in
+another batch" means for this server: it takes one request at a time and no list of prompts). Each prompt (the
+fingerprint's texts and probe-like sentences) is asked as the fingerprint asks it (echo, 8 greedy tokens,
+`logprobs` 1) under these conditions:
+
+- `alone`: after an unrelated prompt (the server's prefix cache holds nothing of it);
+- `repeated`: right after itself (the server reuses the cached prefix);
+- `after_prefix`: after a prompt sharing its first words (the prefix's log-probs come from another evaluation);
+- `concurrent`: 4 requests in flight at once (the server queues them);
+- `n_batch_4`: alone, on the server evaluating prompts 4 tokens at a time.
+
+For each condition against `alone`: the largest |difference| of one token's log-prob, of a text's summed log-prob
+(what the fingerprint rounds), whether any greedy text differed, and whether the fingerprint changed. Writes
+benchmarks/results/served_noise.json. Run: `.venv/bin/python benchmarks/bench_served_noise.py` (needs
+`make .venv/.llama-server` and `make models`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+PROBE_PROMPTS = (
+    "The capital of Germany is Berlin",
+    "Water is made of hydrogen and oxygen",
+    "The Eiffel Tower is in Paris, France",
+    "Q: What is the capital of Italy?\nA:",
+)
+
+
+def start_server(alias: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    """`python -m llama_cpp.server` on a free loopback port serving `alias`'s GGUF; (process, API root)."""
+    from factprobe.lm.aliases import gguf_cache_path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_cache_path(alias)), "--model_alias", alias]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"]
+    proc = subprocess.Popen([*cmd, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(360):
+        try:
+            urllib.request.urlopen(url + "/models", timeout=5).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError("llama_cpp.server did not start")
+
+
+def ask(client, model: str, text: str) -> dict:
+    """The fingerprint's request for `text`: per-token log-probs (prompt after its first token, then generated),
+    their sum, and the greedy continuation."""
+    from factprobe.lm.served_answers import echo_parts
+    from factprobe.lm.served_client import logprob_completion
+    from factprobe.lm.served_fingerprint import FINGERPRINT_TOKENS
+
+    choice, lp = logprob_completion(client, model, text, max_tokens=FINGERPRINT_TOKENS, echo=True, temperature=0.0)
+    prompt, generated = echo_parts(lp, text, client.where)
+    values = [float(v) for _, _, _, v in prompt[1:]] + [float(v) for _, v in generated]
+    return {"values": values, "sum": sum(values), "greedy": str(choice.get("text", ""))[len(text) :]}
+
+
+def compare(base: dict[str, dict], other: dict[str, dict]) -> dict:
+    from factprobe.lm.served_fingerprint import rounded_nats
+
+    token, total, texts_differ, rounding_changed = 0.0, 0.0, 0, 0
+    for text, a in base.items():
+        b = other[text]
+        if a["greedy"] != b["greedy"] or len(a["values"]) != len(b["values"]):
+            texts_differ += 1
+            continue
+        token = max(token, max(abs(x - y) for x, y in zip(a["values"], b["values"])))
+        total = max(total, abs(a["sum"] - b["sum"]))
+        rounding_changed += rounded_nats(a["sum"]) != rounded_nats(b["sum"])
+    return {
+        "max_abs_token_logprob_diff": token,
+        "max_abs_text_sum_diff": total,
+        "greedy_texts_differ": texts_differ,
+        "rounded_sums_changed": rounding_changed,
+    }
+
+
+def measure(alias: str) -> dict:
+    from factprobe.lm import served
+    from factprobe.lm.served_fingerprint import FINGERPRINT_TEXTS
+
+    texts = list(FINGERPRINT_TEXTS) + list(PROBE_PROMPTS)
+    flush = "Zebras graze quietly near the river at dawn"
+    out: dict = {"model": alias, "texts": len(texts)}
+    runs: dict[str, dict[str, dict]] = {}
+    revisions: dict[str, str] = {}
+    proc, url = start_server(alias)
+    try:
+        client = served.Client(url, concurrency=4)
+        alone, repeated, after_prefix = {}, {}, {}
+        for text in texts:
+            ask(client, alias, flush)
+            alone[text] = ask(client, alias, text)
+            repeated[text] = ask(client, alias, text)
+            ask(client, alias, " ".join(text.split()[:3]) + " something else entirely")
+            after_prefix[text] = ask(client, alias, text)
+        with ThreadPoolExecutor(4) as pool:
+            concurrent = dict(zip(texts, pool.map(lambda t: ask(client, alias, t), texts)))
+        runs.update(alone=alone, repeated=repeated, after_prefix=after_prefix, concurrent=concurrent)
+        revisions["n_batch_512"] = served.served_revision(f"openai:{alias}@{url}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc, url = start_server(alias, "--n_batch", "4")
+    try:
+        client = served.Client(url)
+        small = {}
+        for text in texts:
+            ask(client, alias, flush)
+            small[text] = ask(client, alias, text)
+        runs["n_batch_4"] = small
+        revisions["n_batch_4"] = served.served_revision(f"openai:{alias}@{url}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    out["against_alone"] = {name: compare(runs["alone"], run) for name, run in runs.items() if name != "alone"}
+    out["fingerprint_same_across_n_batch"] = revisions["n_batch_512"].split("#")[1] == revisions["n_batch_4"].split("#")[1]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="gemma-3-270m,smollm2-135m-instruct")
+    ap.add_argument("--out", default=str(HERE / "results" / "served_noise.json"))
+    args = ap.parse_args()
+    from factprobe.lm.served_fingerprint import FINGERPRINT_LOGPROB_STEP
+
+    result = {
+        "server": "llama-cpp-python[server] 0.3.36 (CPU, --n_threads 1)",
+        "fingerprint_step_nats": FINGERPRINT_LOGPROB_STEP,
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "models": [measure(m) for m in args.models.split(",")],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    for m in result["models"]:
+        for name, c in m["against_alone"].items():
+            print(
+                f"{m['model']:24s} {name:13s} token {c['max_abs_token_logprob_diff']:.2e}  text sum "
+                f"{c['max_abs_text_sum_diff']:.2e}  greedy differs {c['greedy_texts_differ']}  "
+                f"rounded sums changed {c['rounded_sums_changed']}"
+            )
+        print(f"{m['model']:24s} fingerprint same across n_batch: {m['fingerprint_same_across_n_batch']}")
+
+
+if __name__ == "__main__":
+    main()
