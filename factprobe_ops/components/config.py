@@ -18,6 +18,9 @@
 - `FACTPROBE_HF_SECRET` (default `hf-token`, key `HF_TOKEN`, optional): the Hugging Face token
   for gated hub models. `FACTPROBE_SHM_SIZE` (default `16Gi`): the memory-backed /dev/shm of
   training steps.
+- `FACTPROBE_SERVED_KEY_SECRET` (default `vllm-api-key`, key `VLLM_API_KEY`, optional): the API key of a
+  served model's endpoint (k8s/overlays/vllm-serve), given to the steps that load a model as
+  FACTPROBE_OPENAI_API_KEY.
 """
 
 import os
@@ -42,6 +45,7 @@ class ClusterConfig:
     pvc_mount: str = "/mnt/factprobe"
     hf_secret: str = "hf-token"
     shm_size: str = "16Gi"
+    served_key_secret: str = "vllm-api-key"
 
 
 def _pair(text: str, name: str) -> tuple[str, str]:
@@ -79,6 +83,7 @@ def cluster_config() -> ClusterConfig:
         pvc_mount=_mount(env("FACTPROBE_PVC_MOUNT", "/mnt/factprobe")),
         hf_secret=env("FACTPROBE_HF_SECRET", "hf-token"),
         shm_size=env("FACTPROBE_SHM_SIZE", "16Gi"),
+        served_key_secret=env("FACTPROBE_SERVED_KEY_SECRET", "vllm-api-key"),
     )
 
 

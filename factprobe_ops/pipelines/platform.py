@@ -2,7 +2,8 @@
 
 CPU steps (data build, report, bookkeeping) never request an accelerator. GPU steps request
 `CONFIG.accelerator` x `CONFIG.gpu_count`, select the GPU node pool and tolerate its taint, and
-retry (preemptible nodes). Every step that talks to MLflow or S3 gets its credentials from the
+retry (preemptible nodes); a sweep's unit takes its GPU count and placement from its model
+(`placed_by_outputs`: a served model's unit, `gpus: 0`, runs on any node). Every step that talks to MLflow or S3 gets its credentials from the
 Kubernetes secrets named in `factprobe_ops.components.config` as environment variables, never as parameters.
 """
 
@@ -24,6 +25,9 @@ MLFLOW_SECRET_KEYS = {
 }
 S3_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
 HF_SECRET_KEYS = {"HF_TOKEN": "HF_TOKEN"}
+#: the served model's API key (k8s/secrets/vllm, the key vLLM itself reads) -> the variable the client reads first
+#: (factprobe/lm/served.py KEY_VARIABLES)
+SERVED_KEY_SECRET_KEYS = {"VLLM_API_KEY": "FACTPROBE_OPENAI_API_KEY"}
 #: environment of steps with the PVC: variable -> folder under the mount
 STORAGE_ENV = {"FACTPROBE_CACHE": "cache", "FACTPROBE_WORK": "work", "HF_HOME": "hf", "TORCH_EXTENSIONS_DIR": "torch_extensions"}
 GPU_RETRIES = 2  # on a cluster: preemptible GPU nodes
@@ -123,9 +127,22 @@ def with_hf_token(task: PipelineTask) -> PipelineTask:
     return task
 
 
+def with_served_api_key(task: PipelineTask) -> PipelineTask:
+    """`FACTPROBE_OPENAI_API_KEY` from the Secret `CONFIG.served_key_secret` (key VLLM_API_KEY: the key the
+    vLLM server of k8s/overlays/vllm-serve requires), for probes of a served model (`openai:NAME@URL`).
+    Optional: a cluster without a served model runs without the Secret. An environment variable from a
+    Secret, never a parameter: the key is in no compiled pipeline, run parameter or MLflow record."""
+    CONFIG, _ = _settings()
+    kubernetes.use_secret_as_env(
+        task, secret_name=CONFIG.served_key_secret, secret_key_to_env=SERVED_KEY_SECRET_KEYS, optional=True
+    )
+    return task
+
+
 def model_step(task: PipelineTask) -> PipelineTask:
-    """What every step that loads a model or resumes gets: the PVC and the Hugging Face token."""
-    return with_hf_token(with_storage(task))
+    """What every step that loads a model or resumes gets: the PVC, the Hugging Face token and a
+    served model's API key."""
+    return with_served_api_key(with_hf_token(with_storage(task)))
 
 
 def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> PipelineTask:
@@ -144,6 +161,32 @@ def gpu_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> Pipelin
         task.set_retry(num_retries=GPU_RETRIES, backoff_duration="60s", backoff_factor=2.0)
     task.set_caching_options(False)
     return with_secrets(task, s3=True)
+
+
+def gpu_placement() -> dict:
+    """The GPU pool's node selector and tolerations as data ({"node_selector": {...}, "tolerations": [...]}):
+    what a sweep's `unit-resources` step hands on to a unit that requests GPUs (`placed_by_outputs`)."""
+    CONFIG, _ = _settings()
+    key, value = CONFIG.gpu_node_label
+    tkey, tvalue, effect = CONFIG.gpu_toleration
+    return {"node_selector": {key: value}, "tolerations": [{"key": tkey, "operator": "Equal", "value": tvalue, "effect": effect}]}
+
+
+def placed_by_outputs(task: PipelineTask, node_selector, tolerations) -> PipelineTask:
+    """A `gpu_step` whose node selector and tolerations are read at run time from another step's outputs
+    (`node_selector`: a dict, `tolerations`: a list; kfp-kubernetes `add_node_selector_json` /
+    `add_toleration_json`): a sweep's unit with GPUs gets the GPU pool's, a served model's unit (`gpus: 0`)
+    none, so it runs on CPU nodes. The static GPU label and toleration stay beside the JSON references, in
+    the same entries: a backend that reads the references ignores them, and `--compat` (older backends,
+    factprobe_ops/pipelines/kfp_compat.py) drops the references and keeps them."""
+    kubernetes.add_node_selector_json(task, node_selector)
+    kubernetes.add_toleration_json(task, tolerations)
+    config = task.platform_config["kubernetes"]
+    static = [t for t in config["tolerations"] if "tolerationJson" not in t]
+    (dynamic,) = [t for t in config["tolerations"] if "tolerationJson" in t]
+    # one entry: the static GPU toleration's fields, and the reference that replaces them at run time
+    config["tolerations"] = [{**(static[0] if static else {}), **dynamic}] + static[1:]
+    return task
 
 
 def train_step(task: PipelineTask, cpu: str = "4", memory: str = "32G") -> PipelineTask:

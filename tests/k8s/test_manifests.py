@@ -33,6 +33,7 @@ KUSTOMIZATIONS = {
     "gpu-smoke-test": K8S / "overlays" / "gpu-nodepool" / "smoke-test",
     "pipeline-egress": K8S / "overlays" / "pipeline-egress",
     "pipeline-egress-hub": K8S / "overlays" / "pipeline-egress-hub",
+    "pipeline-egress-vllm": K8S / "overlays" / "pipeline-egress-vllm",
     "vllm-serve": K8S / "overlays" / "vllm-serve",
 }
 STACK = ("base", "local", "production")  # the tracking stack (namespace factprobe)
@@ -99,6 +100,7 @@ def rendered_secrets(tmp_path_factory) -> dict[str, list[dict]]:
     return {
         "factprobe": render(work / "secrets"),
         "kubeflow": render(work / "secrets" / "kubeflow"),
+        "vllm": render(work / "secrets" / "vllm"),
     }
 
 
@@ -268,9 +270,9 @@ def test_mlflow_server_command_and_configuration(rendered):
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             assert env[var]["valueFrom"]["secretKeyRef"] == {"name": "s3-credentials", "key": var}
         assert server["readinessProbe"]["httpGet"]["path"] == "/health"
-        # basic_auth.ini is rendered by the initContainer into an in-memory volume
-        (init,) = spec["initContainers"]
-        assert init["name"] == "render-auth-config"
+        # the secrets are checked first (tests/k8s/test_deployment_defaults.py), then basic_auth.ini is
+        # rendered by the initContainer into an in-memory volume
+        assert [c["name"] for c in spec["initContainers"]] == ["check-secrets", "render-auth-config"]
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert volumes["auth-config"]["emptyDir"]["medium"] == "Memory"
         assert volumes["auth-template"]["configMap"]["name"].startswith("mlflow-auth-config")
@@ -562,13 +564,13 @@ def test_pipeline_namespace_gets_exactly_the_pipeline_secrets(rendered_secrets):
 
 def test_env_examples_hold_only_placeholders_and_env_files_are_gitignored():
     examples = sorted((K8S / "secrets").rglob("*.env.example"))
-    assert len(examples) == 5
+    assert len(examples) == 6
     for example in examples:
         for line in example.read_text().splitlines():
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             key, _, value = line.partition("=")
-            if re.search(r"PASSWORD|SECRET", key):
+            if re.search(r"PASSWORD|SECRET|API_KEY", key):
                 assert value == "CHANGE_ME", f"{example.name}: {key} must be the CHANGE_ME placeholder"
     if shutil.which("git") and (REPO / ".git").exists():
         for example in examples:
@@ -833,7 +835,7 @@ def test_vllm_serve_shards_one_model_over_the_nodes_gpus_from_the_model_cache(re
     claim = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
     assert claim["persistentVolumeClaim"]["claimName"] == "factprobe-cache"
     mount = next(m for m in c["volumeMounts"] if m["name"] == claim["name"])
-    env = {k: e["value"] for k, e in env_of(c).items()}
+    env = {k: e["value"] for k, e in env_of(c).items() if "value" in e}
     from factprobe_ops.pipelines.platform import STORAGE_ENV
 
     assert env["HF_HOME"] == f"{mount['mountPath']}/{STORAGE_ENV['HF_HOME']}" and env["HF_HUB_OFFLINE"] == "1"
