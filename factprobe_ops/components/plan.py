@@ -34,8 +34,17 @@ def plan_units(
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
-def unit_resources(unit: dict, gpus: dsl.OutputPath(str), cpu: dsl.OutputPath(str), memory: dsl.OutputPath(str)):
-    """The GPUs, CPUs and memory the pod of one unit of work requests (its model's own settings, else the defaults)."""
-    from factprobe_ops.components.steps.plan import write_unit_resources
+def unit_resources(
+    unit: dict,
+    placement: dict,
+    gpus: dsl.OutputPath(str),
+    cpu: dsl.OutputPath(str),
+    memory: dsl.OutputPath(str),
+    node_selector: dsl.OutputPath(dict),
+    tolerations: dsl.OutputPath(list),
+):
+    """The GPUs, CPUs and memory the pod of one unit of work requests (its model's own settings, else the defaults), and where it may run: the GPU pool (`placement`) for a unit with GPUs, any node for one without (a served model)."""
+    from factprobe_ops.components.steps.plan import write_unit_placement, write_unit_resources
 
     write_unit_resources(unit, gpus, cpu, memory)
+    write_unit_placement(unit, placement, node_selector, tolerations)

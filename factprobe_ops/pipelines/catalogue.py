@@ -17,11 +17,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import typing
 from typing import Any
 
 from factprobe.errors import ConfigError
 
-from .params import OPTIONS, PER_STEP
+from .params import OPTIONS, PER_STEP, config_values
 
 PIPELINES = (
     "probe",
@@ -76,9 +77,15 @@ def parameter_descriptions(pipe) -> dict[str, str]:
     return out
 
 
-def coerce(name: str, text: str, typ: type) -> Any:
-    """A parameter's text as its Kubeflow type (str, bool, int, float, list or dict); lists also
-    as comma-separated text. ConfigError naming the parameter and the type otherwise."""
+def coerce(name: str, text: str, typ: Any) -> Any:
+    """A parameter's text as its Kubeflow type (str, bool, int, float, list or dict; `Optional[int]`: an
+    int, or None for empty text); lists also as comma-separated text. ConfigError naming the parameter
+    and the type otherwise."""
+    inner = [a for a in typing.get_args(typ) if a is not type(None)]
+    if inner:  # Optional[X]: an optional parameter without a default
+        typ = inner[0]
+        if not text.strip():
+            return None
     if typ is str:
         return text
     if typ is bool:
@@ -203,7 +210,7 @@ def _check_parameter_types(pipe, values: dict[str, Any], probes: list[str]) -> N
     for name in getattr(pipe, "config_param_names", []):
         owners = [c for c in option_classes() if name in c.field_names()]
         if owners and not covered.intersection(owners):
-            owners[0].from_dict({name: values[name]})
+            owners[0].from_dict(config_values(values, [name]))
 
 
 def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
@@ -221,7 +228,7 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     module = importlib.import_module(f"factprobe_ops.pipelines.{key}")
     if hasattr(module, "option_names"):  # a pipeline of a given study (`study`): its options are the study's own
         module.check_studies(
-            values, {**{n: values[n] for n in getattr(pipe, "config_param_names", [])}, OPTIONS: values.get(OPTIONS, "")}
+            values, {**config_values(values, getattr(pipe, "config_param_names", [])), OPTIONS: values.get(OPTIONS, "")}
         )
         return
     probes = pipeline_probes(name, values)
@@ -240,7 +247,7 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         check_gate_settings(values.get("max_drop"), values.get("alpha"), names=("parameter max_drop", "parameter alpha"))
     if "models" in values and isinstance(values["models"], list) and not values["models"]:
         raise ConfigError("parameter models: the models list is empty")
-    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", [])}, OPTIONS: values.get(OPTIONS, "")}
+    config = {**config_values(values, getattr(pipe, "config_param_names", [])), OPTIONS: values.get(OPTIONS, "")}
     extra: tuple = ()
     if key == "finetune_known_unknown":
         from factprobe.finetune import FinetuneConfig
@@ -260,8 +267,15 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
         from .finetune_known_unknown import finetune_dict
 
         ft = finetune_dict(values)
+        ft = config_values(ft, list(ft))  # as the steps read it (an empty relations list: every relation)
         for setting in values.get("settings") or []:  # as factprobe_ops.components.steps.finetune.run_sets_step
             finetune_config(ft, values.get("model") or "-", setting, "-" if setting in NEEDS_TABLE else None, "-")
+
+
+def type_name(typ: Any) -> str:
+    """`int`, `list`, ...; `int?` for `Optional[int]` (an optional parameter without a default)."""
+    inner = [a for a in typing.get_args(typ) if a is not type(None)]
+    return f"{inner[0].__name__}?" if inner else getattr(typ, "__name__", str(typ))
 
 
 def format_params(name: str) -> str:
@@ -270,7 +284,12 @@ def format_params(name: str) -> str:
     pipe = get_pipeline(name)
     docs = parameter_descriptions(pipe)
     rows = [
-        (k, getattr(t, "__name__", str(t)), "(required)" if d is inspect.Parameter.empty else json.dumps(d), docs.get(k, ""))
+        (
+            k,
+            type_name(t),
+            "(required)" if d is inspect.Parameter.empty else "(empty)" if d is None else json.dumps(d),
+            docs.get(k, ""),
+        )
         for k, (t, d) in pipeline_parameters(pipe).items()
     ]
     w0 = max(len("PARAMETER"), *(len(r[0]) for r in rows))

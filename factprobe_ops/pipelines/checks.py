@@ -24,7 +24,7 @@ from typing import Any
 
 from factprobe.errors import ConfigError
 
-from .params import OPTIONS
+from .params import OPTIONS, config_values
 
 #: the device types a step can run on (factprobe.lm.device.resolve_device)
 DEVICE_TYPES = ("cpu", "cuda", "mps")
@@ -54,7 +54,7 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     values.update(params)
     if "device" in values:
         check_device(values["device"])
-    config = {**{n: values[n] for n in getattr(pipe, "config_param_names", []) if n in values}, OPTIONS: values.get(OPTIONS, "")}
+    config = {**config_values(values, getattr(pipe, "config_param_names", [])), OPTIONS: values.get(OPTIONS, "")}
     check_sweep_values(name, values, config)
     options = parse_options(values.get(OPTIONS))
     if "device" in options:

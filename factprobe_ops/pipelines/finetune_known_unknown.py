@@ -51,7 +51,7 @@ from factprobe_ops.components.finetune import (
     finetune_trainjob,
 )
 
-from .params import Param, config_params, dataclass_params, make_pipeline
+from .params import Param, config_params, dataclass_params, make_pipeline, packed
 from .platform import cpu_step, gpu_step, local_build, model_step, train_step
 from .scaffold import tracked
 
@@ -103,10 +103,12 @@ def finetune_dict(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _body(values: dict[str, Any]) -> None:
-    config = {p.name: values[p.name] for p in ft_config_params()}
-    ft = finetune_dict(values)
+    config_values = {p.name: values[p.name] for p in ft_config_params()}
+    ft_values = finetune_dict(values)
+    # the dicts as the steps take them (a cluster build's lists and optional numbers through `pack-config`)
+    config, ft = packed(config_values), packed(ft_values)
     model = values["model"]
-    with tracked(NAME, values, [model], PROBES, {**config, **ft}) as run:
+    with tracked(NAME, values, [model], PROBES, packed({**config_values, **ft_values})) as run:
         work = run.work_root
         build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
         common = run.step_args()

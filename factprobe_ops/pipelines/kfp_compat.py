@@ -11,8 +11,9 @@ as `tag_name` on `GET /apis/v2beta1/healthz` (`{"commit_sha": ..., "tag_name": "
 `compat_platform_spec(platform)` drops the fields that have an older equivalent: the secret's
 `secretNameParameter` (its plain `secretName` stays), `optional: false` (absent means the same:
 the secret must exist; an optional secret such as the Hugging Face token has no older form and is
-left out, `compat_notes` says so) and the container `securityContext` (the images already run as UID 1000;
-enforce non-root for the namespace with Pod Security Admission, see k8s/README.md).
+left out, `compat_notes` says so), the container `securityContext` (the images already run as UID 1000;
+enforce non-root for the namespace with Pod Security Admission, see k8s/README.md) and a sweep unit's
+node selector and tolerations read from a step's output (the static GPU ones written beside them stay).
 """
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ FEATURES: tuple[Feature, ...] = (
         lambda s, p: any("securityContext" in e for e in _executors(p)),
     ),
     Feature(
+        "nodeSelectorJson/tolerationJson (a sweep unit's GPU placement from a step's output)",
+        (2, 14, 0),
+        "assumed: the driver reads nodeSelectorJson/tolerationJson since #11770 (2.5.0) and takes a toleration "
+        "list since #11860 (merged April 2025); the first release with both was not pinned down, 2.14.0 is a "
+        "conservative guess; older backends reject the fields or fail to read the list",
+        "the static GPU node selector and toleration beside them (a served model's unit then waits for the GPU pool)",
+        True,
+        lambda s, p: any(_dynamic_placement(e) for e in _executors(p)),
+    ),
+    Feature(
         "pvcMount",
         (2, 0, 0),
         "assumed: mount_pvc came with the first kfp-kubernetes (1.0, 2023) and 2.0 backends; not checked release by release",
@@ -172,6 +183,13 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
+def _dynamic_placement(executor: dict) -> bool:
+    """Whether an executor reads its node selector or a toleration from a pipeline value (JSON reference)."""
+    return "nodeSelectorJson" in (executor.get("nodeSelector") or {}) or any(
+        "tolerationJson" in t for t in executor.get("tolerations") or []
+    )
+
+
 def _resource_values(container: dict) -> list:
     resources = container.get("resources") or {}
     return [*resources.values(), *(resources.get("accelerator") or {}).values()]
@@ -200,6 +218,14 @@ def compat_platform_spec(platform: dict) -> dict:
     out = copy.deepcopy(platform)
     for executor in _executors(out):
         executor.pop("securityContext", None)
+        # placement from a step's output -> the static GPU selector and toleration kept beside it
+        selector = executor.get("nodeSelector") or {}
+        selector.pop("nodeSelectorJson", None)
+        if "nodeSelector" in executor and not selector.get("labels"):
+            executor.pop("nodeSelector")
+        if "tolerations" in executor:
+            kept = [{k: v for k, v in tol.items() if k != "tolerationJson"} for tol in executor["tolerations"]]
+            executor["tolerations"] = [tol for tol in kept if tol]
         secrets = [x for x in executor.get("secretAsEnv") or [] if x.get("optional") is not True]
         for secret in secrets:
             secret.pop("secretNameParameter", None)
@@ -211,7 +237,8 @@ def compat_platform_spec(platform: dict) -> dict:
 
 def compat_notes(platform: dict) -> list[str]:
     """What `compat_platform_spec` leaves out that a step may miss: optional secrets (`optional:
-    true`, e.g. the Hugging Face token) have no older form, so they are not passed at all."""
+    true`, e.g. the Hugging Face token) have no older form, so they are not passed at all; a sweep
+    unit's placement from a step's output falls back to the static GPU pool."""
     names = sorted(
         {
             f"{x.get('secretName', '?')} ({', '.join(k['envVar'] for k in x.get('keyToEnv', []))})"
@@ -219,11 +246,21 @@ def compat_notes(platform: dict) -> list[str]:
             if x.get("optional") is True
         }
     )
-    return [
+    notes = [
         f"--compat leaves out the optional secret {n}: older backends cannot mark a secret optional "
-        "(a gated hub model then fails to download)"
+        + (
+            "(a served model that needs an API key then refuses the steps)"
+            if "OPENAI_API_KEY" in n
+            else "(a gated hub model then fails to download)"
+        )
         for n in names
     ]
+    if any(_dynamic_placement(e) for e in _executors(platform)):
+        notes.append(
+            "--compat places every sweep unit on the GPU pool: older backends cannot read a node selector or "
+            "tolerations from a step, so a served model's unit (gpus: 0) waits for a GPU node too"
+        )
+    return notes
 
 
 def check_backend(version_text: str, spec: dict, platform: dict, host: str, compat: bool) -> str:

@@ -9,7 +9,8 @@ The sweeps (`probe`, `nightly_sweep`: `sweep_dag`) fan out over units of work (f
 `one_load=true`) and its fact shard (`shards=N` splits each run's facts across N pods). A model is a
 name or a mapping with its own settings (`gpus`, `memory`, `cpu`, `dtype`, `device_map`,
 `endpoint`); each unit's pod requests its model's resources, read by a small `unit-resources` step
-in the loop and set from its outputs (kfp 2.17 compiles them as `resourceCpuLimit`, ... placeholders,
+in the loop and set from its outputs, and a unit with `gpus: 0` (a served model) runs without the GPU
+pool's node selector and toleration (`placed_by_outputs`) (kfp 2.17 compiles them as `resourceCpuLimit`, ... placeholders,
 which KFP backends honour from 2.5.0: factprobe_ops/pipelines/kfp_compat.py; a loop item's fields
 cannot be resource values in kfp 2.17, a task's outputs can). The fan-out runs at most
 `sweep_parallelism()` pods at once (setting FACTPROBE_PARALLELISM). A merge step joins the units'
@@ -38,7 +39,7 @@ from factprobe_ops.components.probe_unit import probe_model as probe_unit
 from factprobe_ops.components.report import report
 
 from .params import DEFAULT_PROBES, Param, config_dict, config_params, make_pipeline, probes_param
-from .platform import cpu_step, gpu_step, local_build, read_cluster_config
+from .platform import cpu_step, gpu_placement, gpu_step, local_build, placed_by_outputs, read_cluster_config
 from .scaffold import tracked
 
 DEFAULT_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
@@ -173,7 +174,7 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
         build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context), memory="8G")
         build.after(plan)  # the plan validates every model, probe and config first
         with dsl.ParallelFor(plan.output, name="units", parallelism=sweep_parallelism()) as unit:
-            size = cpu_step(unit_resources(unit=unit), cpu="0.5", memory="512M", s3=False)
+            size = cpu_step(unit_resources(unit=unit, placement=gpu_placement()), cpu="0.5", memory="512M", s3=False)
             probed = gpu_step(
                 probe_unit(
                     items=build.outputs["items"],
@@ -188,6 +189,8 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
                 memory=size.outputs["memory"],
             )
             probed.set_accelerator_limit(size.outputs["gpus"])
+            # the GPU pool for a unit with GPUs, any node for a served model's (gpus: 0)
+            placed_by_outputs(probed, size.outputs["node_selector"], size.outputs["tolerations"])
             probed.after(size)  # resource values are no dependency by themselves (kfp 2.17 writes no dependentTasks for them)
         merged = cpu_step(
             merge_results(units=dsl.Collected(probed.outputs["results"]), items=build.outputs["items"], context=run.context),

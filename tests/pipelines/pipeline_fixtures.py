@@ -53,6 +53,7 @@ OVERRIDES = {
     "FACTPROBE_MLFLOW_SECRET": "team-mlflow",
     "FACTPROBE_S3_SECRET": "team-s3",
     "FACTPROBE_S3_ENDPOINT": "http://minio.factprobe.svc.cluster.local:9000",
+    "FACTPROBE_SERVED_KEY_SECRET": "team-vllm",
 }
 
 

@@ -80,14 +80,15 @@ def test_values_are_typed(cli):
 
 
 def test_config_parameters_are_the_pipelines_own(cli):
-    """The probe pipeline shows the base essentials and its default probe's (ic-lke) options;
-    optional ints are str ("" = not set); other probes' options are not parameters."""
+    """The probe pipeline shows the base essentials and its default probe's (ic-lke) options; numbers
+    are ints, lists lists (tests/pipelines/test_parameter_types.py), optional text "" = not set; other
+    probes' options are not parameters."""
     spec = cli.pipeline_parameters(cli.get_pipeline("probe"))
-    assert spec["max_facts_per_relation"] == (str, "20") and spec["relations"] == (str, "")
+    assert spec["max_facts_per_relation"] == (int, 20) and spec["relations"] == (list, [])
     assert spec["prompt_format"] == (str, "paper") and spec["skip_small_relations"] == (bool, False)
     assert spec["drop_self_examples"] == (bool, False) and spec["choices"] == (int, 100)
     assert spec["options"] == (str, "")
-    for name in ("data", "train_data", "relations"):
+    for name in ("data", "train_data"):
         assert spec[name][0] is str, name
     for name in ("out", "model", "token_budget", "device", "tuple_separator", "templates", "samples"):
         assert name not in spec, name  # local-only, per step, or another probe's / non-essential option
@@ -100,11 +101,11 @@ def test_any_config_field_still_works_as_a_param_through_options(cli):
 
     got = cli.parse_params(
         cli.get_pipeline("probe"),
-        ['probes=["eic-lke"]', "token_budget=64", "tuple_separator= ", "max_facts_per_relation=", "skip-small-relations=true"],
+        ['probes=["eic-lke"]', "token_budget=64", "tuple_separator= ", "train_data=", "skip-small-relations=true"],
         "probe",
     )
     assert json.loads(got.pop("options")) == {"token_budget": "64", "tuple_separator": " "}
-    assert got == {"probes": ["eic-lke"], "max_facts_per_relation": "", "skip_small_relations": True}
+    assert got == {"probes": ["eic-lke"], "train_data": "", "skip_small_relations": True}
     # explicit options and --param options merge; the same name twice is refused
     got = cli.parse_params(cli.get_pipeline("probe"), ['options={"device": "cpu"}', "token_budget=64"], "probe")
     assert json.loads(got["options"]) == {"device": "cpu", "token_budget": "64"}

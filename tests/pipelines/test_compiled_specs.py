@@ -72,7 +72,13 @@ CPU_STEPS = {
     "plan-units",
     "unit-resources",
     "merge-results",
+    "pack-config",
+    "pack-config-2",  # the fine-tuning pipeline packs its probe config, its fine-tuning dict and their union
+    "pack-config-3",
 }
+#: the `pack-config` steps of each pipeline (factprobe_ops/pipelines/params.py `packed`): they run first, before
+#: the parent MLflow run opens, and log nothing
+PACKS_OF = {"finetune_known_unknown": {"pack-config", "pack-config-2", "pack-config-3"}, "study": set()}
 # read facts from s3://; MLflow artifacts are proxied by the server
 S3_STEPS = {
     "data-build",
@@ -92,6 +98,7 @@ S3_STEPS = {
 STEPS_OF = {
     "probe": {
         "start-run",
+        "pack-config",
         "plan-units",
         "data-build",
         "unit-resources",
@@ -103,6 +110,7 @@ STEPS_OF = {
     "nightly_sweep": {
         "read-models",
         "start-run",
+        "pack-config",
         "plan-units",
         "data-build",
         "unit-resources",
@@ -114,6 +122,7 @@ STEPS_OF = {
     },
     "regression": {
         "start-run",
+        "pack-config",
         "plan-matrix",
         "data-build",
         "probe-model",
@@ -124,6 +133,7 @@ STEPS_OF = {
     },
     "counterfactual_icl": {
         "start-run",
+        "pack-config",
         "plan-matrix",
         "data-build",
         "probe-known-unknown",
@@ -131,9 +141,10 @@ STEPS_OF = {
         "counterfactual-report",
         "finalize-run",
     },
-    "coherency": {"start-run", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
+    "coherency": {"start-run", "pack-config", "plan-matrix", "data-build", "probe-model", "report", "finalize-run"},
     "finetune_known_unknown": {
         "start-run",
+        "pack-config",
         "data-build",
         "finetune-base-table",
         "finetune-evaluate-base",
@@ -143,11 +154,14 @@ STEPS_OF = {
         "finetune-evaluate-adapter",
         "finetune-report",
         "finalize-run",
+        "pack-config-2",
+        "pack-config-3",
     },
-    "belief": {"start-run", "belief-plan", "data-build", "probe-belief", "belief-report", "finalize-run"},
+    "belief": {"start-run", "pack-config", "belief-plan", "data-build", "probe-belief", "belief-report", "finalize-run"},
     # the study steps (issue 20): one component per task, `run-study`, `run-study-2`, ...
     "design_space": {
         "start-run",
+        "pack-config",
         "plan-matrix",
         "data-build",
         "probe-model",
@@ -157,7 +171,7 @@ STEPS_OF = {
         "run-study-2",
         "run-study-3",
     },
-    "findings": {"start-run", "run-study", "finalize-run"},
+    "findings": {"start-run", "pack-config", "run-study", "finalize-run"},
     # the generic study pipeline (issue 31 item 2): any registered study, one loop cell per model
     "study": {"start-run", "plan-study", "run-study", "finalize-run"},
 }
@@ -219,13 +233,18 @@ def _header_bug(name: str):
     )
 
 
+#: secrets a pod may start without (factprobe_ops/pipelines/platform.py with_hf_token, with_served_api_key)
+OPTIONAL_SECRETS = {"hf-token", "vllm-api-key", "team-vllm"}
+
+
 def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     """{secret name: {env var: secret key}} mapped into an executor's container."""
     out = {}
     for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
-        # only the Hugging Face token is optional (pods start without it; factprobe_ops/pipelines/platform.py with_hf_token)
-        assert entry.get("optional") is (entry["secretName"] == "hf-token"), (
+        # only the Hugging Face token and a served model's API key are optional (pods start without them;
+        # factprobe_ops/pipelines/platform.py with_hf_token, with_served_api_key)
+        assert entry.get("optional") is (entry["secretName"] in OPTIONAL_SECRETS), (
             f"{executor}: secret {entry['secretName']} optional={entry.get('optional')}"
         )
     return out
@@ -292,9 +311,11 @@ def test_probe_step_requests_one_gpu_on_the_gpu_pool(compiled, name):
         assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == want[1:], step
         k8s = c.k8s_executors[ex]
         assert k8s["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}, step
-        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in k8s["tolerations"], (
-            step
-        )
+        # a sweep's unit reads its placement from the unit-resources step (tests/pipelines/test_served_key_and_gpu_placement.py);
+        # the static GPU pool stays beside the reference
+        static = [{k: v for k, v in tol.items() if k != "tolerationJson"} for tol in k8s["tolerations"]]
+        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in static, step
+        assert ("nodeSelectorJson" in k8s["nodeSelector"]) == (name in SWEEPS and step == "probe-model"), step
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -446,6 +467,8 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     # Everything after the parent MLflow run opens runs inside the handler; nightly_sweep reads its
     # models list first (no run exists yet, so a bad list leaves nothing to finalize).
     before = {"read-models"} if name == "nightly_sweep" else set()
+    # ... and the config's lists and empty optional numbers are packed first (tests/pipelines/test_parameter_types.py)
+    before |= PACKS_OF.get(name, {"pack-config"})
     assert set(root) == {"exit-handler-1", "finalize-run"} | before
     handler = root["exit-handler-1"]
     assert handler["taskInfo"]["name"] == "track-and-probe"
@@ -484,7 +507,7 @@ def test_one_run_context_crosses_the_steps(compiled, name):
             continue
         params = set(spec.get("inputDefinitions", {}).get("parameters", {}))
         assert not params & LOOSE_TRACKING_INPUTS, f"{name}: {comp} takes {sorted(params & LOOSE_TRACKING_INPUTS)}"
-        if comp not in UNTRACKED:
+        if comp not in UNTRACKED and not comp.startswith("comp-pack-config"):
             assert "context" in params, f"{name}: {comp} takes no run context"
     start = c.spec["components"]["comp-start-run"]["outputDefinitions"]["parameters"]["Output"]
     assert start["parameterType"] == "STRING"
@@ -541,7 +564,7 @@ def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
     tasks = c.tasks()
     assert tasks["read-models"][0] == "root"
     handler = c.spec["root"]["dag"]["tasks"]["exit-handler-1"]
-    assert handler["dependentTasks"] == ["read-models"]
+    assert handler["dependentTasks"] == ["pack-config", "read-models"]
     assert handler["inputs"]["parameters"]["pipelinechannel--read-models-Output"] == {
         "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "read-models"}
     }
@@ -675,6 +698,10 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
         secrets = secrets_of(c, c.executor_of(step))
         assert "team-mlflow" in secrets and "mlflow-credentials" not in secrets, step
         assert ("team-s3" in secrets) == (step in S3_STEPS) and "s3-credentials" not in secrets, step
+        if step in GPU_STEPS:  # a served model's API key (FACTPROBE_SERVED_KEY_SECRET)
+            assert secrets.get("team-vllm") == {"FACTPROBE_OPENAI_API_KEY": "VLLM_API_KEY"} and "vllm-api-key" not in secrets, (
+                step
+            )
         env = {e["name"]: e["value"] for e in c.executors[c.executor_of(step)]["container"].get("env", [])}
         assert env.get("AWS_ENDPOINT_URL") == "http://minio.factprobe.svc.cluster.local:9000", step
     for step in gpu_steps(c):
@@ -687,9 +714,15 @@ def test_environment_overrides_reach_the_compiled_spec(compiled_overridden_all, 
         if name in SWEEPS:  # FACTPROBE_GPU_COUNT is the units' default
             assert c.tasks()["plan-units"][1]["inputs"]["parameters"]["defaults"]["runtimeValue"]["constant"]["gpus"] == 2
         assert c.k8s_executors[ex]["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}, step
-        assert c.k8s_executors[ex]["tolerations"] == [
+        assert [{k: v for k, v in tol.items() if k != "tolerationJson"} for tol in c.k8s_executors[ex]["tolerations"]] == [
             {"key": "gpu-team", "operator": "Equal", "value": "reserved", "effect": "NoExecute"}
         ], step
+        if name in SWEEPS:  # ... and is what the unit-resources step hands to a unit with GPUs
+            placement = c.tasks()["unit-resources"][1]["inputs"]["parameters"]["placement"]["runtimeValue"]["constant"]
+            assert placement == {
+                "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+                "tolerations": [{"key": "gpu-team", "operator": "Equal", "value": "reserved", "effect": "NoExecute"}],
+            }
     # compile always builds the cluster graph, retries included
     assert sorted(t for t, (_, spec) in c.tasks().items() if "retryPolicy" in spec) == gpu_steps(c)
 
@@ -742,8 +775,12 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
     declared, documented = declared_parameters(name), documented_parameters(name)
     assert set(params) == set(declared) == set(documented), "every parameter is declared and documented"
     for p, spec in params.items():
-        assert spec.get("isOptional") is True and "defaultValue" in spec, f"{p} has no default"
-        assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
+        assert spec.get("isOptional") is True, f"{p} is required"
+        if declared[p] is None:  # an optional number left empty (Optional[int] = None): no default in the form
+            assert "defaultValue" not in spec and spec["parameterType"] == "NUMBER_INTEGER", p
+        else:
+            assert "defaultValue" in spec, f"{p} has no default"
+            assert spec["defaultValue"] == declared[p], p  # ints come back as floats: 100.0 == 100
         assert spec.get("description") == documented[p], p
     assert params["options"]["defaultValue"] == "" and params["options"]["parameterType"] == "STRING"
     assert (

@@ -203,3 +203,21 @@ def write_unit_resources(unit: dict, gpus_path: str, cpu_path: str, memory_path:
     for path, value in zip((gpus_path, cpu_path, memory_path), unit_resources(unit)):
         with open(path, "w", encoding="utf-8") as f:
             f.write(value)
+
+
+def unit_placement(unit: dict, placement: dict) -> tuple[dict, list]:
+    """(node selector, tolerations) of a unit's pod: those of the GPU pool (`placement`, {"node_selector": {...},
+    "tolerations": [...]}, the pipeline's cluster settings) for a unit that requests GPUs; none for a unit with
+    `gpus` 0 (a served model: an HTTP client that must not occupy, or make the autoscaler add, a GPU node)."""
+    if int(float(unit["gpus"])) > 0:
+        return dict(placement.get("node_selector") or {}), list(placement.get("tolerations") or [])
+    return {}, []
+
+
+def write_unit_placement(unit: dict, placement: dict, node_selector_path: str, tolerations_path: str) -> None:
+    """Write `unit_placement(unit, placement)` as JSON to the two output files of the `unit_resources` component."""
+    import json
+
+    for path, value in zip((node_selector_path, tolerations_path), unit_placement(unit, placement)):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(value, f)
