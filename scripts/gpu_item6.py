@@ -1,5 +1,7 @@
 """Issue 30 item 6 in one call on a lent GPU: exactness (TF32 ruled in or out), the GPU default dtype's
-evidence, 7B-shaped speed with model FLOPs utilisation, and the split model on GPU + CPU offload.
+evidence, 7B-shaped speed with model FLOPs utilisation, and the split model on GPU + CPU offload. Since
+issue 40 item 6 the speed is what a user gets: the probe's own run, repeated, with utilisation, memory and
+the CPU/GPU split.
 
 Prepared so that a session that is lent a device runs ONE command (the device's budget is 15 minutes,
 starts included):
@@ -22,14 +24,28 @@ Sections, each written to the JSON as soon as it ends (a timeout keeps what ran)
   default does not, the kernels' TF32 is the cause; and in bfloat16 against a naive forward IN bfloat16 (the
   right reference for a bf16 scorer), with float32 as a second reference for the size of bf16's own error.
 - `speed7b`: a Llama-2-7B-shaped model (hidden 4096, 32 layers, 32 heads, MLP 11008; the vocabulary of the
-  first model folder's tokenizer, since requests are text) with random bf16 weights built on the GPU,
-  IC-LKE-shaped work: a shared prefix of `--prefix-examples` examples (50), `--facts` questions with
-  `--options` options (100) each. Timed side by side: factprobe's `Scorer.score_choices`, a naive forward
-  per option (timed on `--naive-facts` facts and reported per fact), and lm-evaluation-harness's `HFLM`
-  (`loglikelihood` on the same (context, option) pairs, `--hflm-batch` batch size, on `--naive-facts` facts).
-  Reported: request tokens scored per second (the tokens of every context + option, as a per-option
-  evaluator would forward them), tokens actually forwarded, and MFU = 2 * parameters * forwarded tokens /
-  seconds / the card's dense bf16 peak (`--peak-tflops`, 989 for H100/H200 SXM).
+  first model folder's tokenizer, since requests are text) with random bf16 weights built on the GPU (float32
+  on the CPU), probed as a user's `factprobe probe ic-lke --source triples --data FILE --max-facts-per-relation
+  F --examples E --choices C` probes it: `factprobe.probes.runner.run_probe` with the model in memory
+  (`scripts/gpu_probe_run.py`), on a synthetic 1-1 relation (`--facts` test facts, 20; `--prefix-examples`
+  in-context examples, 50; `--options` options, 100), so the timed region is the runner's whole run: data
+  preparation, the relation's shared prefix, the probe's own batching (one `score_batch` per batch, the
+  scorer's packed forwards within its token budget), result rows written per batch, metrics and files. One
+  untimed warm-up run, then `--repeats` (at least 3) timed runs into fresh folders; every timing is reported
+  as its median and all its samples. Per run: wall seconds (CUDA-synchronised), GPU utilisation (NVML's
+  `utilization.gpu` sampled every 50 ms on a background thread, through pynvml, else `nvidia-smi -lms`; "n/a
+  on CPU" on the CPU), peak memory (`torch.cuda.max_memory_allocated` since the run began; on the CPU the
+  process's peak RSS), the forwards (calls into the decoder body, which is what the scorer runs: never
+  `model.forward`) and their tokens, each batch's facts and forwards, and the CPU/GPU split: wall and process
+  CPU seconds inside the body's and head's calls (synchronised before and after on CUDA) against the rest
+  of the run, with the outside-forward CPU per fact in ms (`scripts/gpu_measure.py`). Reported: request
+  tokens per second (the tokens of every context + option, as a per-option evaluator would forward them),
+  forwarded tokens per second, and MFU = 2 * parameters * forwarded tokens / the run's median seconds / the
+  card's dense bf16 peak (by its name: H100/H200 989e12, A100 312e12; `--peak-tflops` overrides; "n/a on
+  CPU"), with the same inside the forwards alone. Beside it, on the same (context, option) pairs of the
+  first `--naive-facts` facts of the run's results, `--repeats` times each: a naive forward per option
+  (its log-probs against the run's: `max_abs_diff_factprobe_vs_naive`) and lm-evaluation-harness's `HFLM`
+  (`loglikelihood`, `--hflm-batch` batch size), each per fact. `--work DIR` keeps the data and run folders.
 - `sharded`: the first architecture, random float32 weights saved to a temporary folder and loaded twice
   with factprobe's loader: whole on the GPU, and split by accelerate over the GPU and CPU
   (`device_map="auto"`, `max_memory` of `--gpu-budget` for the GPU: the rest offloaded to CPU). Log-probs
@@ -44,6 +60,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -56,7 +74,9 @@ for p in (REPO, REPO / "scripts"):
         sys.path.insert(0, str(p))
 
 import gpu_check  # scripts/gpu_check.py: the scorer and greedy checks
+import numpy as np
 import torch
+from gpu_measure import NA_CPU, mfu, peak_bf16_flops, samples  # scripts/gpu_measure.py
 
 LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32}
 TINY = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -155,92 +175,154 @@ def random_llama(tok, shape: dict, dtype: torch.dtype):
 
 
 def speed7b(folders: list[Path], args) -> dict:
+    """IC-LKE's run as a user gets it (`gpu_probe_run`), timed `--repeats` times, beside a naive forward
+    per option and lm-eval's HFLM on the same (context, option) pairs (module docstring)."""
+    from gpu_probe_run import probe_runs, random_loaded, user_options, write_user_facts
     from transformers import AutoTokenizer
 
+    from factprobe.api import load_results
     from factprobe.lm.naive import naive_logprob
-    from factprobe.lm.scorer import ChoiceRequest, Scorer
 
     tok = AutoTokenizer.from_pretrained(folders[0])
     shape = TINY if args.tiny else LLAMA2_7B
+    cuda = gpu_check.DEVICE.startswith("cuda")
     t0 = time.perf_counter()
-    model = random_llama(tok, shape, torch.bfloat16 if gpu_check.DEVICE.startswith("cuda") else torch.float32)
+    torch.manual_seed(0)
+    model = random_llama(tok, shape, torch.bfloat16 if cuda else torch.float32)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"speed7b: {n_params / 1e9:.2f} B parameters built in {time.perf_counter() - t0:.1f} s", flush=True)
-    subjects = gpu_check.SUBJECTS * 4
-    cities = (gpu_check.CITIES * 6)[: args.options]
-    options = [" " + c + ("" if i < len(gpu_check.CITIES) else f" {i}") for i, c in enumerate(cities)]
-    prefix = "".join(f"{s} has the capital {c}.\n" for s, c in zip(subjects, gpu_check.CITIES * 5))
-    prefix = "".join(prefix.splitlines(keepends=True)[: args.prefix_examples])
-    reqs = [ChoiceRequest(prefix + f"{s} has the capital", options) for s in subjects[: args.facts]]
-    forwarded: list[int] = []
-
-    def count(_module, args, kwargs):  # on the decoder: the scorer runs it without the LM head (head-only scoring)
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is not None:
-            forwarded.append(int(ids.numel()))
-
-    hook = model.model.register_forward_pre_hook(count, with_kwargs=True)
-    scorer = Scorer(model, tok, device=gpu_check.DEVICE)
-    scorer.score_choices(reqs[:2], shared_prefix=prefix)  # warm-up
-    forwarded.clear()
-    ours_s, ours = gpu_check.sync_time(
-        lambda: Scorer(model, tok, device=gpu_check.DEVICE).score_choices(reqs, shared_prefix=prefix)
-    )
-    ours_tokens = sum(forwarded)
-    hook.remove()
-    request_tokens = sum(len(tok(r.context + o).input_ids) for r in reqs for o in r.options)
-    sub = reqs[: args.naive_facts]
+    loaded = random_loaded(model, tok)
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpu-item6-"))
+    try:
+        data = write_user_facts(work / "facts.jsonl", args.facts, args.prefix_examples, args.options)
+        options = user_options(loaded.name, data, args.facts, args.prefix_examples, args.options)
+        runs = probe_runs(loaded, options, work, args.repeats)
+        rows_of = [load_results(r["folder"]).to_dict("records") for r in runs]  # each run's results.jsonl
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    rows = rows_of[-1]
+    res = probe_summary(runs, rows, tok, n_params, args)
+    res.update(shape=shape, parameters=n_params, dtype=str(next(model.parameters()).dtype), options_cli=options)
+    lps = [np.array([r["logprobs"] for r in rr]) for rr in rows_of]
+    res["max_abs_diff_between_runs"] = float(max(np.abs(a - lps[0]).max() for a in lps))
+    pairs = [[(r["context"], " " + o) for o in r["options"]] for r in rows[: args.naive_facts]]
     with torch.no_grad():
-        naive_s, naive = gpu_check.sync_time(lambda: [[naive_logprob(model, tok, r.context, o) for o in r.options] for r in sub])
-    diff = max(abs(float(a) - b) for ra, rb in zip(ours, naive) for a, b in zip(ra, rb))
-    res = {
-        "shape": shape,
-        "parameters": n_params,
-        "dtype": str(next(model.parameters()).dtype),
-        "facts": len(reqs),
-        "options": len(options),
-        "prefix_examples": args.prefix_examples,
-        "prefix_tokens": len(tok(prefix).input_ids),
-        "request_tokens": request_tokens,
-        "factprobe": {
-            "seconds": ours_s,
-            "seconds_per_fact": ours_s / len(reqs),
-            "forwarded_tokens": ours_tokens,
-            "request_tokens_per_s": request_tokens / ours_s,
-            "mfu": 2 * n_params * ours_tokens / ours_s / (args.peak_tflops * 1e12),
-        },
-        "naive_per_option": {"facts_timed": len(sub), "seconds_per_fact": naive_s / len(sub)},
-        "max_abs_diff_factprobe_vs_naive": diff,
+        naive_s, naive = repeat_timed(
+            lambda: [[naive_logprob(model, tok, c, o) for c, o in fact] for fact in pairs], args.repeats
+        )
+    res["max_abs_diff_factprobe_vs_naive"] = max(abs(a - b) for r, n in zip(rows, naive) for a, b in zip(r["logprobs"], n))
+    per_fact = [s / len(pairs) for s in naive_s]
+    res["naive_per_option"] = {
+        "facts_timed": len(pairs),
+        "seconds_per_fact": statistics.median(per_fact),
+        "samples_per_fact": per_fact,
     }
-    res["naive_per_option"]["mfu"] = 2 * n_params * (request_tokens / len(reqs)) * len(sub) / naive_s / (args.peak_tflops * 1e12)
+    request_tokens_per_fact = res["request_tokens"] / res["facts"]
+    res["naive_per_option"]["mfu"] = mfu(n_params, request_tokens_per_fact, statistics.median(per_fact), res["peak_flops"])
     res["speedup_vs_naive"] = res["naive_per_option"]["seconds_per_fact"] / res["factprobe"]["seconds_per_fact"]
+    fp = res["factprobe"]
     print(
-        f"speed7b: factprobe {res['factprobe']['seconds_per_fact']:.3f} s/fact "
-        f"(MFU {res['factprobe']['mfu']:.1%}, {res['factprobe']['request_tokens_per_s']:.0f} request tok/s), "
-        f"naive {res['naive_per_option']['seconds_per_fact']:.3f} s/fact: {res['speedup_vs_naive']:.1f}x; max |d| {diff:.2e}",
+        f"speed7b: factprobe's run {fp['seconds_per_fact']:.3f} s/fact (median of {args.repeats}; MFU {_pct(fp['mfu'])}, "
+        f"{fp['request_tokens_per_s']:.0f} request tok/s, {res['forwards']} forwards in {len(res['batches'])} batches, "
+        f"outside-forward CPU {fp['cpu_gpu_split']['cpu_outside_forward_ms_per_fact']:.1f} ms/fact), "
+        f"naive {res['naive_per_option']['seconds_per_fact']:.3f} s/fact: {res['speedup_vs_naive']:.1f}x; "
+        f"max |d| {res['max_abs_diff_factprobe_vs_naive']:.2e}",
         flush=True,
     )
     try:
-        res["hflm"] = hflm_speed(model, tok, sub, args)
-        res["speedup_vs_hflm"] = res["hflm"]["seconds_per_fact"] / res["factprobe"]["seconds_per_fact"]
+        res["hflm"] = hflm_speed(model, tok, pairs, args)
+        res["speedup_vs_hflm"] = res["hflm"]["seconds_per_fact"] / fp["seconds_per_fact"]
         print(f"speed7b: HFLM {res['hflm']['seconds_per_fact']:.3f} s/fact: {res['speedup_vs_hflm']:.1f}x", flush=True)
     except Exception as err:  # noqa: BLE001  (lm-eval missing or its API moved: the rest still counts)
         res["hflm"] = {"error": f"{type(err).__name__}: {err}"}
     return res
 
 
-def hflm_speed(model, tok, reqs, args) -> dict:
+def _pct(x) -> str:
+    return f"{x:.1%}" if isinstance(x, float) else str(x)
+
+
+def repeat_timed(fn, repeats: int) -> tuple[list[float], object]:
+    """`fn` timed `repeats` times (synchronised wall seconds each) and its last result."""
+    seconds, out = [], None
+    for _ in range(repeats):
+        s, out = gpu_check.sync_time(fn)
+        seconds.append(s)
+    return seconds, out
+
+
+def probe_summary(runs: list[dict], rows: list[dict], tok, n_params: int, args) -> dict:
+    """speed7b's numbers from `gpu_probe_run.probe_runs`' records: the timed runs' medians and samples
+    (module docstring); the warm-up's seconds are reported apart."""
+    cuda = gpu_check.DEVICE.startswith("cuda")
+    timed = [r for r in runs if not r["warmup"]]
+    last = timed[-1]
+    facts = len(rows)
+    secs = [r["seconds"] for r in timed]
+    med = statistics.median(secs)
+    peak = (args.peak_tflops * 1e12 if args.peak_tflops else peak_bf16_flops(torch.cuda.get_device_name(0))) if cuda else NA_CPU
+    peak = peak or "n/a (unknown GPU: give --peak-tflops)"
+    tokens = last["forwarded_tokens"]
+    request_tokens = sum(len(tok(r["context"] + " " + o).input_ids) for r in rows for o in r["options"])
+    fwd = [r["forward_wall_s"] for r in timed]
+    cpu_out = [r["process_cpu_s"] - r["forward_cpu_s"] for r in timed]
+    return {
+        "path": "factprobe.probes.runner.run_probe (factprobe probe ic-lke's code path) with the model in memory",
+        "repeats": len(timed),
+        "facts": facts,
+        "options": len(rows[0]["options"]),
+        "prefix_examples": args.prefix_examples,
+        "request_tokens": request_tokens,
+        "peak_flops": peak,
+        "batches": last["batches"],
+        "forwards": last["forwards"],
+        "forwards_outside_batches": last["forwards"] - sum(b["forwards"] for b in last["batches"]),
+        "forwards_reported_by_run": last["metrics_forwards"],
+        "tokens_reported_by_run": last["metrics_tokens_forwarded"],
+        "forwards_per_run": [r["forwards"] for r in timed],
+        "warmup_seconds": runs[0]["seconds"],
+        "factprobe": {
+            "seconds": samples(secs),
+            "seconds_per_fact": med / facts,
+            "forwarded_tokens": tokens,
+            "forwarded_tokens_per_s": tokens / med,
+            "request_tokens_per_s": request_tokens / med,
+            "mfu": mfu(n_params, tokens, med, peak),
+            "mfu_inside_forwards": mfu(n_params, tokens, statistics.median(fwd), peak),
+            "gpu_utilisation": [r["gpu_utilisation"] for r in timed] if cuda else NA_CPU,
+            "peak_memory": [r["peak_memory"] for r in timed],
+            "cpu_gpu_split": {
+                "forward": "the decoder body's and LM head's calls, synchronised before and after on CUDA",
+                "forward_wall_s": samples(fwd),
+                "outside_forward_wall_s": samples([s - f for s, f in zip(secs, fwd)]),
+                "outside_forward_share_of_wall": statistics.median([1 - f / s for s, f in zip(secs, fwd)]),
+                "process_cpu_s": samples([r["process_cpu_s"] for r in timed]),
+                "cpu_inside_forward_s": samples([r["forward_cpu_s"] for r in timed]),
+                "cpu_outside_forward_s": samples(cpu_out),
+                "cpu_outside_forward_ms_per_fact": statistics.median(cpu_out) * 1000 / facts,
+            },
+        },
+    }
+
+
+def hflm_speed(model, tok, pairs: list[list[tuple[str, str]]], args) -> dict:
+    """lm-eval's HFLM `loglikelihood` on `pairs` (per fact, its (context, continuation) pairs), timed `--repeats` times."""
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=model, tokenizer=tok, batch_size=args.hflm_batch, device=gpu_check.DEVICE)
     inst = [
-        Instance(request_type="loglikelihood", doc={}, arguments=(r.context, o), idx=i)
-        for r in reqs
-        for i, o in enumerate(r.options)
+        Instance(request_type="loglikelihood", doc={}, arguments=(c, o), idx=i) for fact in pairs for i, (c, o) in enumerate(fact)
     ]
-    seconds, _ = gpu_check.sync_time(lambda: lm.loglikelihood(inst, disable_tqdm=True))
-    return {"batch_size": args.hflm_batch, "facts_timed": len(reqs), "seconds_per_fact": seconds / len(reqs)}
+    seconds, _ = repeat_timed(lambda: lm.loglikelihood(inst, disable_tqdm=True), args.repeats)
+    per_fact = [s / len(pairs) for s in seconds]
+    return {
+        "batch_size": args.hflm_batch,
+        "facts_timed": len(pairs),
+        "seconds_per_fact": statistics.median(per_fact),
+        "samples_per_fact": per_fact,
+    }
 
 
 def sharded(folders: list[Path], args, failed: list[str]) -> dict:
@@ -315,10 +397,21 @@ def main(argv=None) -> int:
     p.add_argument("--prefix-examples", type=int, default=50)
     p.add_argument("--naive-facts", type=int, default=2)
     p.add_argument("--hflm-batch", type=int, default=32)
-    p.add_argument("--peak-tflops", type=float, default=989.0, help="the card's dense bf16 peak (H100/H200 SXM: 989)")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the card's dense bf16 peak (default: by its name, H100/H200 989, A100 312)",
+    )
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each measurement (at least 3; the median is reported)")
+    p.add_argument(
+        "--work", type=Path, default=None, help="keep speed7b's data and run folders here (default: a temporary folder)"
+    )
     # sharded
     p.add_argument("--gpu-budget", default="150MiB", help="max_memory for the GPU in the split load")
     args = p.parse_args(argv)
+    if args.repeats < 3:
+        p.error(f"--repeats {args.repeats}: at least 3 (a median of fewer is no measurement)")
     gpu_check.DEVICE = args.device
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to check", file=sys.stderr)
