@@ -14,11 +14,35 @@ options (`factprobe probe PROBE --help` lists them; flag `--max-facts-per-relati
 per-fact verdicts with `factprobe.metrics.comparison.compare_runs`. Bad input raises a
 `factprobe.errors.FactprobeError` (`ConfigError`, `DataError`) with one line naming the option or
 file. Nothing heavy is imported until a function is called (`import factprobe` stays light).
+
+The caller's process stays the caller's (`caller_state`):
+- `probe` restores what a run changes in the process: torch's thread count, the thread and library
+  variables (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `OMP_WAIT_POLICY`, `TRANSFORMERS_VERBOSITY`,
+  `HF_HUB_DISABLE_PROGRESS_BARS`), the warning filters, the libraries' logger levels (transformers'
+  verbosity) and progress-bar settings (transformers', huggingface_hub's), and an in-memory model's
+  train/eval flags.
+- Its thread count is, in order: `threads=`, the caller's torch count when torch is loaded at the call
+  (a library user's `torch.set_num_threads` is honoured), the user's `OMP_NUM_THREADS` /
+  `MKL_NUM_THREADS`, the thread policy (factprobe/threads.py); never above the CPUs the process may use.
+- Calls from several threads at once run one after another (a process-wide lock around the whole
+  call): model loading patches process-wide state (transformers' lazy imports, accelerate's meta-device
+  initialisation), and two loads at once failed (`cannot import name 'AutoConfig'`, `Cannot copy out of
+  meta tensor`) and left no model loadable in the process.
+- `model` may be a model already in memory (a `transformers` model with `tokenizer=`, or a
+  `(model, tokenizer)` pair): it is probed as it is, identified by its content (`memory-sha256:<hex>`,
+  `factprobe.lm.in_memory`), and checked as a loaded model is (its kind, its causality).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +54,100 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from .probes.runner import ProbeOutcome
 
 RESULTS, METRICS, RUN_CONFIG = "results.jsonl", "metrics.json", "run_config.json"
+#: one `probe` call at a time in this process (module docstring); re-entrant for a call made inside one
+_CALL_LOCK = threading.RLock()
+#: the environment variables a run may set (the thread policy, `factprobe.lm.quiet_libraries`)
+CALLER_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS")
+#: the loggers whose level and filters a run sets (`factprobe.lm.QUIET_LOGGERS`)
+CALLER_LOGGERS = ("transformers", "DeepSpeed", "accelerate", "huggingface_hub")
+#: options that place or load weights: they do not apply to a model given in memory
+_LOADING_OPTIONS = ("device", "dtype", "device_map", "max_memory", "offload_folder", "base_model")
+
+
+def _hub_bars() -> Any:
+    """huggingface_hub's progress-bar module when it is loaded (its switches live there), else None."""
+    return sys.modules.get("huggingface_hub.utils.tqdm")
+
+
+def _env_true(name: str) -> bool | None:
+    """huggingface_hub's reading of a switch variable: None when unset."""
+    raw = os.environ.get(name)
+    return None if raw is None else raw.upper() in ("1", "ON", "YES", "TRUE")
+
+
+@contextmanager
+def caller_state() -> Iterator[None]:
+    """Within the block anything may change the process settings a run changes (module docstring); on leaving,
+    those that existed are put back as they were, and those of a library first loaded inside are set to
+    what the caller's environment gives (transformers' default verbosity, progress bars unless
+    `HF_HUB_DISABLE_PROGRESS_BARS` says otherwise). A torch loaded inside keeps the count it computed with."""
+    env = {k: os.environ.get(k) for k in CALLER_ENV}
+    filters = list(warnings.filters)
+    known = logging.Logger.manager.loggerDict
+    loggers = {n: (known[n].level, list(known[n].filters)) for n in CALLER_LOGGERS if isinstance(known.get(n), logging.Logger)}
+    torch = sys.modules.get("torch")
+    torch_threads = torch.get_num_threads() if torch is not None else None
+    tf_logging = sys.modules.get("transformers.utils.logging")
+    tf_bars = tf_logging.is_progress_bar_enabled() if tf_logging is not None else None
+    hub = _hub_bars()
+    hub_state = (hub.HF_HUB_DISABLE_PROGRESS_BARS, dict(hub.progress_bar_states)) if hub is not None else None
+    try:
+        yield
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            elif os.environ.get(k) != v:
+                os.environ[k] = v
+        warnings.filters[:] = filters
+        getattr(warnings, "_filters_mutated", lambda: None)()  # as warnings.catch_warnings does: drop cached lookups
+        for name in CALLER_LOGGERS:
+            logger = known.get(name)
+            if isinstance(logger, logging.Logger):
+                level, kept = loggers.get(name, (logging.NOTSET, []))
+                logger.setLevel(level)
+                logger.filters[:] = kept
+        if torch is not None and torch.get_num_threads() != torch_threads:
+            torch.set_num_threads(torch_threads)
+        hub = _hub_bars()
+        if hub is not None:  # first its switch: transformers' bar switch calls huggingface_hub's, which reads it
+            hub.HF_HUB_DISABLE_PROGRESS_BARS = hub_state[0] if hub_state else _env_true("HF_HUB_DISABLE_PROGRESS_BARS")
+        tf_logging = sys.modules.get("transformers.utils.logging")
+        if tf_logging is not None:
+            on = tf_bars if tf_bars is not None else not _env_true("HF_HUB_DISABLE_PROGRESS_BARS")
+            if hasattr(tf_logging, "_tqdm_active"):  # transformers' own switch, without huggingface_hub's
+                tf_logging._tqdm_active = on
+            else:  # pragma: no cover - another transformers
+                (tf_logging.enable_progress_bar if on else tf_logging.disable_progress_bar)()
+        if hub is not None:
+            hub.progress_bar_states.clear()
+            hub.progress_bar_states.update(hub_state[1] if hub_state else {})
+
+
+@contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """`model` in eval mode within the block; each module's train/eval flag restored after."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def _caller_torch_threads() -> int | None:
+    """The caller's torch thread count: torch's count when torch is loaded (before the call imports anything), else None."""
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None and hasattr(torch, "get_num_threads") else None
 
 
 def probe(
     name: str,
-    model: str | None = None,
+    model: Any = None,
     out: str | Path | None = None,
     *,
+    tokenizer: Any = None,
     config: str | Path | None = None,
     progress: bool = False,
     verbose: bool = False,
@@ -45,12 +156,34 @@ def probe(
     """Run (or resume) probe `name` on `model` into the folder `out` and return its `ProbeOutcome`
     (`.results` DataFrame, `.metrics` dict, `.out_dir`, `.n_scored_now`, `.n_resumed`, `.notes`).
 
-    `options` are the probe's options by field name (`relations="P36,P19"`, `max_facts_per_relation=5`,
-    `seed=1`, ...); `config` is a YAML or JSON file of options (a run's own run_config.json repeats that
-    run), which `model`, `out` and `options` override (`model` None: the file's, else the default model).
-    `out` defaults to `runs/<probe>-<model>-<source>`, as on the command line. `progress` shows the
-    progress bars; `verbose` prints the identity line and notes. ConfigError (one line) for an unknown
-    probe or option or a bad value."""
+    `model` is a name (alias, folder, adapter folder, hub id, `openai:MODEL@URL`), or a model already in
+    memory: a `transformers` model with its `tokenizer`, or a `(model, tokenizer)` pair (module docstring;
+    recorded as `memory:<name>` with revision `memory-sha256:<hex>`; `device`, `dtype` and the other
+    loading options do not apply to it). `options` are the probe's options by field name
+    (`relations="P36,P19"`, `max_facts_per_relation=5`, `seed=1`, `threads=2`, ...); `config` is a YAML or
+    JSON file of options (a run's own run_config.json repeats that run), which `model`, `out` and `options`
+    override (`model` None: the file's, else the default model). `out` defaults to
+    `runs/<probe>-<model>-<source>`, as on the command line. `progress` shows the progress bars; `verbose`
+    prints the identity line and notes. ConfigError (one line) for an unknown probe or option, a bad
+    value, or a model the probe does not accept. One call at a time per process; the caller's settings
+    are restored afterwards (module docstring)."""
+    with _CALL_LOCK, caller_state():
+        callers = _caller_torch_threads()
+        return _probe(name, model, out, tokenizer, config, progress, verbose, options, callers)
+
+
+def _probe(
+    name: str,
+    model: Any,
+    out: str | Path | None,
+    tokenizer: Any,
+    config: Any,
+    progress: bool,
+    verbose: bool,
+    options: dict,
+    callers_threads: int | None,
+) -> ProbeOutcome:
+    """`probe`'s work, inside its lock and `caller_state`; `callers_threads`: the caller's torch count or None."""
     from .cli import default_out
     from .lm import quiet_libraries
     from .probes.config import RunConfig
@@ -65,8 +198,15 @@ def probe(
         known = [*RunConfig.IGNORED, *BaseConfig.field_names(), *found.config_class.field_names()]
         given = options_from_file(config, "probe", found.name, known)
     given.update(options, probe=found.name)
-    if model is not None:
-        given["model"] = model
+    if given.get("threads") in (None, "") and callers_threads is not None:
+        given["threads"] = callers_threads  # a library user's torch.set_num_threads is honoured
+    loaded = _in_memory(model, tokenizer, options)
+    if loaded is not None:
+        given["model"] = loaded.name
+        for key in _LOADING_OPTIONS:
+            given.pop(key, None)  # a config file's (a run's record): the model in memory is where it is
+    elif model is not None:
+        given["model"] = os.fspath(model)
     if out is not None:
         given["out"] = str(out)
     cfg = RunConfig.from_dict(given)
@@ -74,7 +214,34 @@ def probe(
     quiet_libraries(progress=progress)
     from .probes.runner import run_probe
 
-    return run_probe(cfg, folder, progress=progress, log=print if verbose else (lambda _msg: None))
+    log = print if verbose else (lambda _msg: None)
+    if loaded is None:
+        return run_probe(cfg, folder, progress=progress, log=log)
+    from .lm.models import require_kind
+
+    with _eval_mode(loaded.model):
+        require_kind(loaded, found.model_kinds, found.name)
+        return run_probe(cfg, folder, loaded=loaded, progress=progress, log=log)
+
+
+def _in_memory(model: Any, tokenizer: Any, options: dict) -> Any:
+    """The `LoadedModel` of a model given in memory (`factprobe.lm.in_memory`), None for a name.
+    ConfigError (one line) for a tokenizer without a model object, or a loading option given with one."""
+    if isinstance(model, tuple) and len(model) == 2 and tokenizer is None:
+        model, tokenizer = model
+    if model is None or isinstance(model, (str, os.PathLike)):
+        if tokenizer is not None:
+            raise ConfigError("tokenizer= goes with a model object in memory; a model given by name brings its own")
+        return None
+    given = sorted(k for k in _LOADING_OPTIONS if options.get(k) not in (None, ""))
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} do(es) not apply to a model given in memory (it is probed where and as it is); "
+            "drop them, or give the model by name"
+        )
+    from .lm.in_memory import loaded_from_memory
+
+    return loaded_from_memory(model, tokenizer)
 
 
 def _results_file(run: str | Path) -> Path:

@@ -145,6 +145,7 @@ def _substituted(code: str, model: Path, data: Path) -> str:
 @pytest.mark.slow  # two probes on a tiny model
 def test_the_documented_example_runs(tiny_model_path, real_data_root, tmp_path, monkeypatch, capsys):
     code = _substituted(doc_example(DOC.read_text()), tiny_model_path("llama"), real_data_root)
+    capsys.readouterr()  # what building the tiny model printed (DeepSpeed's import line) is not the example's
     monkeypatch.chdir(tmp_path)  # its runs/... folders land here
     scope: dict = {"__name__": "__doc_example__"}
     exec(compile(code, str(DOC), "exec"), scope)
@@ -162,3 +163,206 @@ def test_the_documented_example_runs(tiny_model_path, real_data_root, tmp_path, 
     # the run repeats from its own run_config.json (item 7): same facts, same verdicts
     again = factprobe.probe("ic-lke", out="runs/again", config="runs/api-ic/run_config.json")
     assert again.results[["fact_id", "correct"]].equals(factprobe.load_results("runs/api-ic")[["fact_id", "correct"]])
+
+
+# ------------------------------------------------------------------ issue 42 item 4: the caller's process is the caller's
+def _items(tmp_path: Path, n: int = 2) -> Path:
+    recs = (ROOT / "examples" / "mc_items" / "cloze.jsonl").read_text().splitlines()[:n]
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(line + "\n" for line in recs))
+    return data
+
+
+def _settings() -> dict:
+    """What a library user of factprobe.probe may have set in their process."""
+    import logging
+    import os
+    import warnings
+
+    import huggingface_hub.utils as hub_utils
+    import torch
+    import transformers
+
+    return {
+        "torch threads": torch.get_num_threads(),
+        "transformers verbosity": transformers.logging.get_verbosity(),
+        "transformers bars": transformers.utils.logging.is_progress_bar_enabled(),
+        "hub bars disabled": hub_utils.are_progress_bars_disabled(),
+        "warning filters": list(warnings.filters),
+        "logger levels": {n: logging.getLogger(n).level for n in ("transformers", "accelerate", "huggingface_hub")},
+        "logger filters": {n: list(logging.getLogger(n).filters) for n in ("transformers", "accelerate", "huggingface_hub")},
+        "env": {
+            k: os.environ.get(k)
+            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS")
+        },
+    }
+
+
+@pytest.fixture
+def caller_settings(monkeypatch):
+    """A library user's own settings, undone after the test whatever it did."""
+    import warnings
+
+    import huggingface_hub.utils as hub_utils
+    import torch
+    import transformers
+
+    saved = (torch.get_num_threads(), transformers.logging.get_verbosity(), list(warnings.filters))
+    for var in (
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "TRANSFORMERS_VERBOSITY",
+        "HF_HUB_DISABLE_PROGRESS_BARS",
+        "OMP_WAIT_POLICY",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_info()
+    transformers.logging.enable_progress_bar()
+    hub_utils.enable_progress_bars()
+    warnings.simplefilter("always", FutureWarning)  # a caller who wants to see every FutureWarning
+    yield
+    torch.set_num_threads(saved[0])
+    transformers.logging.set_verbosity(saved[1])
+    warnings.filters[:] = saved[2]
+
+
+@pytest.mark.slow  # a probe run on a tiny model
+def test_probe_restores_the_callers_settings_and_honours_their_thread_count(tiny_model_path, tmp_path, caller_settings):
+    model = str(tiny_model_path("llama"))  # built (imports and all) before the settings are read
+    before = _settings()
+    out = factprobe.probe("mc-items", model, tmp_path / "run", data=str(_items(tmp_path)), device="cpu")
+    assert out.metrics["threads"] == 1  # the caller's torch.set_num_threads(1)
+    assert _settings() == before
+
+
+@pytest.mark.slow
+def test_probe_with_its_own_count_and_a_users_variable_restores_both(tiny_model_path, tmp_path, caller_settings, monkeypatch):
+    import os
+
+    import torch
+
+    model = str(tiny_model_path("llama"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(2)
+    before = _settings()
+    out = factprobe.probe("mc-items", model, tmp_path / "run", data=str(_items(tmp_path)), device="cpu", threads=1)
+    assert out.metrics["threads"] == 1 and _settings() == before
+    assert os.environ["OMP_NUM_THREADS"] == "1" and "MKL_NUM_THREADS" not in os.environ
+
+
+# ------------------------------------------------------------------ a model already in memory
+@pytest.fixture
+def in_memory(tiny_model_path):
+    """The tiny RANDOM llama loaded by the caller with transformers (model, tokenizer), and its folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_model_path("llama")
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), path
+
+
+@pytest.mark.slow
+def test_a_model_in_memory_is_probed_and_identified_by_its_content(in_memory, tmp_path):
+    import numpy as np
+    import torch
+
+    model, tok, path = in_memory
+    model.train()  # the caller's mode: put back after the call
+    pad = tok.pad_token
+    data = str(_items(tmp_path, 3))
+    mem = factprobe.probe("mc-items", model=model, tokenizer=tok, out=tmp_path / "mem", data=data)
+    by_name = factprobe.probe("mc-items", str(path), tmp_path / "name", data=data, device="cpu")
+    revision = mem.metrics["model_revision"]
+    assert re.fullmatch(r"memory-sha256:[0-9a-f]{64}", revision), revision
+    assert mem.metrics["identity"]["model_revision"] == revision and mem.metrics["model"] == "memory:tiny-random-llama"
+    assert factprobe.load_config(tmp_path / "mem")["model"] == "memory:tiny-random-llama"
+    for a, b in zip(mem.results.to_dict("records"), by_name.results.to_dict("records"), strict=True):
+        assert a["prediction"] == b["prediction"]
+        np.testing.assert_allclose(a["logprobs"], b["logprobs"], atol=1e-5, rtol=0)
+    assert model.training and all(m.training for m in model.modules()) and tok.pad_token == pad  # not changed
+    # the same content (another load, a pair, a tokenizer used in between) is the same run: resumed
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    again_tok = AutoTokenizer.from_pretrained(path)
+    again_tok("some text", truncation=True, max_length=4, padding="max_length")
+    again = factprobe.probe(
+        "mc-items", model=(AutoModelForCausalLM.from_pretrained(path), again_tok), out=tmp_path / "mem", data=data
+    )
+    assert again.n_resumed == 3 and again.n_scored_now == 0 and again.metrics["model_revision"] == revision
+    # one weight changed: another revision, and the folder of the first is refused in one line
+    with torch.no_grad():
+        model.model.norm.weight[0] += 1.0
+    with pytest.raises(ConfigError, match="memory-sha256:"):
+        factprobe.probe("mc-items", model=model, tokenizer=tok, out=tmp_path / "mem", data=data)
+    other = factprobe.probe("mc-items", model=model, tokenizer=tok, out=tmp_path / "mem2", data=data)
+    assert other.metrics["model_revision"] != revision
+
+
+def test_content_revision_covers_weights_config_and_tokenizer(in_memory):
+    import torch
+
+    from factprobe.lm.in_memory import content_revision
+
+    model, tok, path = in_memory
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    first = content_revision(model, tok)
+    assert first == content_revision(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+    changed_tok = AutoTokenizer.from_pretrained(path)
+    changed_tok.add_tokens(["zzqx"])
+    assert content_revision(model, changed_tok) != first
+    model.config.rope_theta = 1234.0
+    assert content_revision(model, tok) != first
+    model = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        model.lm_head.weight[3, 2] = model.lm_head.weight[3, 2] * 1.001
+    assert content_revision(model, tok) != first
+
+
+def test_a_model_in_memory_is_checked_as_a_loaded_one(tiny_model_path, in_memory, tmp_path):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model, tok, _ = in_memory
+    data = str(_items(tmp_path))
+    bert = tiny_model_path("bert")
+    with pytest.raises(ConfigError, match=r"^model memory:tiny-random-bert is a masked LM; probe mc-items accepts causal"):
+        factprobe.probe(
+            "mc-items",
+            model=AutoModelForMaskedLM.from_pretrained(bert),
+            tokenizer=AutoTokenizer.from_pretrained(bert),
+            data=data,
+            out=tmp_path / "b",
+        )
+    with pytest.raises(ConfigError, match=r"needs its tokenizer"):
+        factprobe.probe("mc-items", model=model, data=data, out=tmp_path / "c")
+    with pytest.raises(ConfigError, match=r"^device, dtype do\(es\) not apply to a model given in memory"):
+        factprobe.probe("mc-items", model=model, tokenizer=tok, data=data, device="cpu", dtype="float32", out=tmp_path / "d")
+    with pytest.raises(ConfigError, match=r"tokenizer= goes with a model object"):
+        factprobe.probe("mc-items", str(tiny_model_path("llama")), tokenizer=tok, data=data, out=tmp_path / "e")
+
+
+# ------------------------------------------------------------------ issue 41 item 8: four threads at once
+@pytest.mark.slow  # a fresh process: the first imports of transformers are what raced
+def test_concurrent_probe_calls_all_succeed_and_leave_the_process_working(tiny_model_path, tmp_path):
+    data = _items(tmp_path)
+    code = f"""
+import threading, factprobe
+model, data, root = {str(tiny_model_path("llama"))!r}, {str(data)!r}, {str(tmp_path)!r}
+results = {{}}
+def go(i):
+    try:
+        out = factprobe.probe("mc-items", model, f"{{root}}/t{{i}}", data=data, device="cpu")
+        results[i] = "ok %d" % len(out.results)
+    except Exception as e:
+        results[i] = "FAIL %s: %s" % (type(e).__name__, str(e)[:300])
+threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+go(9)  # the process still loads a model afterwards
+print(sorted(results.items()))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str([(i, "ok 2") for i in (0, 1, 2, 3, 9)]), (done.stdout, done.stderr[-2000:])
