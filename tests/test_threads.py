@@ -41,6 +41,8 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "PROC_SELF_CGROUP", proc)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     monkeypatch.delenv(threads.STEPS_AT_ONCE_ENV, raising=False)
+    for var in threads.THREAD_VARS:  # no user's count (pytest-xdist's conftest sets one; an earlier CLI test wrote one)
+        monkeypatch.delenv(var, raising=False)
 
     def write(rel: str, text: str) -> None:
         path = root / rel
