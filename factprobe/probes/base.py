@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .reporting import (
     DEFAULT_PER_FACT_COLUMNS,
     Headline,
+    MapVerdict,
     ReportPart,
     ReportRun,
     generic_flat_metrics,
@@ -244,6 +245,9 @@ class Probe:
     #: cross-model maps), read with the headline's direction by `factprobe.probes.verdict`; None: the
     #: probe's runs are not compared fact by fact
     fact_verdict: ClassVar[str | None] = None
+    #: how the knowledge map reads one verdict per fact (`reporting.MapVerdict`); None: the
+    #: `fact_verdict` in its headline's direction, several rows of a fact by majority (none without it)
+    map_verdict: ClassVar[MapVerdict | None] = None
     #: probes with the same group share one cross-run report part (default: the probe's name)
     report_group: ClassVar[str] = ""
 

@@ -99,7 +99,7 @@ from .belief_config import (
 )
 from .config import RunConfig
 from .registry import register
-from .reporting import Headline, ReportPart, ReportRun
+from .reporting import Headline, MapVerdict, ReportPart, ReportRun
 
 SETTINGS = ("zero-shot", "4-random", "4-relation", "4-template")
 INSTRUCTIONS = {
@@ -280,6 +280,8 @@ class BeliefICL(Probe):
     batch_size = 2  # pairs per batch (each asked with every template of its relation)
     headline_metric = Headline("acc", "belief_accuracy")
     headline_keys = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate")
+    #: the knowledge map: a fact is known when a majority of its templates' answers match the gold
+    map_verdict = MapVerdict(("correct",), "majority")
 
     def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
         """Calibration plots, summary, per-relation, per-template and knowledge-sharing tables, and

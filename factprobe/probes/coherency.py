@@ -76,7 +76,7 @@ from .base import Probe, Session
 from .coherency_authors import authors_candidate_scores
 from .config import RunConfig
 from .registry import register
-from .reporting import Headline, ReportPart, ReportRun, model_label, top_level_metrics
+from .reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label, top_level_metrics
 
 CANDIDATE_SCORES = ("sum", "mean", "authors")
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"
@@ -251,6 +251,8 @@ class Coherency(Probe):
     batch_size = 4  # items (2 rows each); each item is 4 queries over hundreds of candidates
     headline_metric = Headline("coherency", "coherency")
     headline_keys = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2")
+    #: the knowledge map: a fact is known when both rounds are right at the first step and coherent
+    map_verdict = MapVerdict(("first_correct", "coherent"), "all")
     per_fact_columns = (
         "key",
         "fact_id",

@@ -64,7 +64,7 @@ from .qa import (
     regular_groups,
 )
 from .registry import get_probe, register
-from .reporting import Headline, ReportPart, ReportRun, model_label
+from .reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 
@@ -110,6 +110,8 @@ class CounterfactualProbe(Probe):
     per_fact_columns = ANSWER_COLUMNS
     relation_metric = "em"
     relation_metric_title = "EM"
+    #: the knowledge map: the regular k0-shot answer on the eval split, an exact match (the qa probe's verdict)
+    map_verdict = MapVerdict(("correct",), "majority", (("split", "eval"), ("setting", "regular")))
 
     # ---- reporting (factprobe.probes.qa_reporting)
     def headline(self, metrics):

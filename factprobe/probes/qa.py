@@ -46,7 +46,7 @@ from ..metrics import qa as qam
 from .base import Probe, Session
 from .config import RunConfig
 from .registry import register
-from .reporting import Headline, ReportPart, ReportRun
+from .reporting import Headline, MapVerdict, ReportPart, ReportRun
 
 INSTRUCTION = "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."
 STOP = ("\n", "Question:")
@@ -298,6 +298,8 @@ class QAProbe(Probe):
     per_fact_columns = ANSWER_COLUMNS
     relation_metric = "em"
     relation_metric_title = "EM"
+    #: the knowledge map: a fact is known when its eval-split answers are exact matches (several k: by majority)
+    map_verdict = MapVerdict(("correct",), "majority", (("split", "eval"),))
 
     def headline(self, metrics):
         """The default line plus the k its numbers are at: `em 0.200, ... over 30 items at k=0` (the

@@ -112,6 +112,30 @@ class Headline:
         return {"family": self.family, "metric": self.metric, "value": value, "ci": list(ci) if ci else None, "n": n}
 
 
+#: how the several rows of one fact become one verdict in the knowledge map (`MapVerdict.rule`)
+MAP_RULES = ("majority", "all", "any")
+
+
+@dataclass(frozen=True)
+class MapVerdict:
+    """What the knowledge map (`factprobe.knowledge_maps`) reads as one verdict per fact from a probe's
+    per-fact table, for a probe whose rows are several per fact (templates, rounds, settings) or that
+    declares no gate verdict (`Probe.map_verdict`). The rows kept are those whose column equals the
+    value for every (column, value) of `where`; a kept row is right when every column of `columns` is
+    True; a fact is right under `rule`: "majority" (more than half of its kept rows; a tie is wrong),
+    "all" or "any". Declaring it does not make a probe's runs gated (`fact_verdict` does that)."""
+
+    columns: tuple[str, ...]
+    rule: str = "majority"
+    where: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.columns or self.rule not in MAP_RULES:
+            raise ValueError(
+                f"MapVerdict needs columns and a rule of {', '.join(MAP_RULES)}, got {self.columns!r}, {self.rule!r}"
+            )
+
+
 @dataclass
 class ReportRun:
     """One finished probe run as the cross-run report sees it: `name` (`<probe>:<model>`, unique in a
