@@ -73,11 +73,11 @@ def step_images(pipeline_spec: dict) -> dict[str, str]:
 def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     from factprobe_ops.pipelines import remote
 
-    # max_facts_per_relation is optional (an int or not set), so a str pipeline parameter ("" = all)
+    # max_facts_per_relation is a NUMBER_INTEGER parameter (default 20; tests/pipelines/test_parameter_types.py)
     result = remote.submit(
         "probe",
         kfp_api.host,
-        {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": "5", "prompt_format": "official"},
+        {"models": ["smollm2-135m-instruct", "/mnt/models/my-llama"], "max_facts_per_relation": 5, "prompt_format": "official"},
     )
     assert [(r.method, r.path) for r in kfp_api.requests] == [
         ("GET", HEALTHZ),
@@ -97,7 +97,7 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert run["display_name"].startswith("factprobe-probe ")  # kfp's default: pipeline name + timestamp
     assert run["runtime_config"]["parameters"] == {
         "models": ["smollm2-135m-instruct", "/mnt/models/my-llama"],
-        "max_facts_per_relation": "5",
+        "max_facts_per_relation": 5,
         "prompt_format": "official",
         "trigger": "ui",
     }
@@ -118,7 +118,8 @@ def test_submit_sends_the_compiled_spec_and_runtime_parameters(kfp_api):
     assert images.pop("exec-probe-model") == "registry.example.com/factprobe-gpu:0.1.0-abc1234"
     assert set(images.values()) == {"registry.example.com/factprobe-cpu:0.1.0-abc1234"}
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert k8s["exec-probe-model"]["nodeSelector"] == {"labels": {"factprobe.io/node-pool": "gpu"}}
+    # a sweep unit's placement comes from its unit-resources step (tests/pipelines/test_served_key_and_gpu_placement.py)
+    assert k8s["exec-probe-model"]["nodeSelector"]["labels"] == {"factprobe.io/node-pool": "gpu"}
     assert all(any(s["secretName"] == "mlflow-credentials" for s in e["secretAsEnv"]) for e in k8s.values())
     assert result.run_id == kfp_api.only("POST", RUNS).response["run_id"]
 
@@ -219,7 +220,7 @@ def test_schedule_cli_sends_cron_concurrency_and_nightly_trigger(kfp_api, capsys
     assert kfp_api.only("POST", EXPERIMENTS).body["display_name"] == "factprobe-nightly"
     assert body["runtime_config"]["parameters"] == {
         "models": ["smollm2-135m-instruct", "gemma-3-270m"],
-        "max_facts_per_relation": "50",
+        "max_facts_per_relation": 50,
         "trigger": "nightly",
     }
     assert kfp_api.only("POST", RECURRING).response["recurring_run_id"] in out
