@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 TOOLS_VENV="${TOOLS_VENV:-.venv-tools}"
 KUBERNETES_VERSIONS="${KUBERNETES_VERSIONS:-1.29.0 1.37.0}"
-KUSTOMIZATIONS=(k8s/base k8s/overlays/local k8s/overlays/production k8s/overlays/gpu-nodepool k8s/overlays/gpu-nodepool/smoke-test k8s/overlays/pipeline-egress k8s/overlays/pipeline-egress-hub)
+KUSTOMIZATIONS=(k8s/base k8s/overlays/local k8s/overlays/production k8s/overlays/gpu-nodepool k8s/overlays/gpu-nodepool/smoke-test k8s/overlays/pipeline-egress k8s/overlays/pipeline-egress-hub k8s/overlays/pipeline-egress-vllm k8s/overlays/vllm-serve k8s/overlays/model-cache)
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
@@ -50,7 +50,7 @@ done
 # k8s/secrets renders from gitignored .env files: render a copy built from the examples.
 cp -r k8s "$out/k8s-copy"
 find "$out/k8s-copy/secrets" -name '*.env.example' -exec sh -c 'cp "$1" "${1%.example}"' _ {} \;
-for k in secrets secrets/kubeflow; do
+for k in secrets secrets/kubeflow secrets/vllm; do
   file="$out/$(echo "$k" | tr / _)-from-examples.yaml"
   if "${kustomize[@]}" "$out/k8s-copy/$k" >"$file"; then
     echo "ok   k8s/$k (from *.env.example)"
