@@ -3,6 +3,7 @@
     factprobe probe <probe> [options]      one subcommand per registered probe (factprobe/probes/registry.py)
     factprobe models list | path ALIAS
     factprobe study <study> [options]      one subcommand per study (factprobe/studies/registry.py)
+    factprobe map RUN... --out DIR         the knowledge map of finished runs (factprobe/knowledge_maps/)
     ... plus the commands that other installed packages contribute (entry-point group
     `factprobe.commands`): `pipeline`, `schedule` (factprobe_ops/pipelines/), `compare`, `regress` (factprobe_ops/tracking/).
 
@@ -221,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .studies.cli import register as register_studies
 
     register_studies(sub)
+    from .knowledge_maps.cli import register as register_map
+
+    register_map(sub)  # factprobe map: the knowledge map of finished runs
     for register in _entry_points(COMMAND_GROUP):
         register(sub)
     for name in THREADED_COMMANDS:

@@ -2,8 +2,9 @@
 
 `claim(out, kind, name)` is used by `factprobe probe` (`probes/checkpoint.py::RunFolder`), by
 `factprobe finetune` (`factprobe.finetune.run_finetune`), by `factprobe study`
-(`factprobe.studies.cli.run_study`), by `compare --out` (kind "compare") and `regress --out` (kind
-"regress"), and so by the pipeline steps that run them (`KINDS`). Inside the block:
+(`factprobe.studies.cli.run_study`), by `compare --out` (kind "compare"), `regress --out` (kind
+"regress") and `factprobe map` (kinds "map" and "map-diff", `factprobe.knowledge_maps`), and so
+by the pipeline steps that run them (`KINDS`). Inside the block:
 
 1. `out` is a folder: an existing file is refused (`--out runs/x is a file, not a folder`).
 2. The folder's lock `LOCK` is held (`factprobe.lm.file_lock.lock_file`: an O_EXCL file with a
@@ -38,7 +39,7 @@ from .lm.file_lock import holder, lock_file
 LOCK = ".factprobe.lock"
 MARKER = ".factprobe-run.json"
 #: the kinds of folder a command claims
-KINDS = ("probe", "finetune", "study", "compare", "regress")
+KINDS = ("probe", "finetune", "study", "compare", "regress", "map", "map-diff")
 #: what a run of each kind is called in messages: "<folder> holds a probe run (qa)"
 HOLDS = {
     "probe": "a probe run",
@@ -46,6 +47,8 @@ HOLDS = {
     "study": "a study",
     "compare": "a comparison",
     "regress": "a regression gate",
+    "map": "a knowledge map",
+    "map-diff": "a knowledge map diff",
 }
 #: who is refused: "...; finetune cannot write into it"
 WRITER = {
@@ -54,6 +57,8 @@ WRITER = {
     "study": "a study",
     "compare": "compare --out",
     "regress": "regress --out",
+    "map": "map --out",
+    "map-diff": "map --diff --out",
 }
 #: files (or folders) that only one kind writes: how a folder without a marker (an older version, or
 #: a marker lost) is recognised, and what tells a claimed folder from one whose run wrote nothing
@@ -67,6 +72,8 @@ EVIDENCE = {
         "gate.json",
         "candidate",
     ),  # factprobe_ops/tracking/regress.py --out: the report, the candidate's probe
+    "map": ("map_inputs.json", "knowledge_map.json", "knowledge_map.html"),  # factprobe map --out (factprobe.knowledge_maps)
+    "map-diff": ("diff.json",),  # factprobe map --diff A B --out
 }
 SHARED_OUTPUTS = ("metrics.json",)
 
@@ -154,7 +161,7 @@ def refuse_other_kind(out: str | Path, kind: str) -> None:
 @contextmanager
 def claim(out: str | Path, kind: str, name: str = "") -> Iterator[Path]:
     """Hold `out` for one run of `kind` (one of `KINDS`: "probe", "finetune", "study", "compare",
-    "regress") named `name` (the probe, the training set, the study) inside the block; see the
+    "regress", "map", "map-diff") named `name` (the probe, the training set, the study) inside the block; see the
     module docstring. Yields `out` as a Path. Raises ConfigError (one line) for a file, an
     uncreatable folder, a busy folder (`FolderBusyError`) or a folder of another kind
     (`FolderKindError`). ValueError for a `kind` not in `KINDS` (a programming error).

@@ -60,7 +60,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.probes",),
-    ("factprobe.finetune", "factprobe.studies", "factprobe.lm_eval_model"),  # lm_eval_model: --model factprobe in lm-eval
+    (
+        "factprobe.finetune",
+        "factprobe.studies",
+        "factprobe.lm_eval_model",  # --model factprobe in lm-eval
+        "factprobe.knowledge_maps",  # the knowledge map: finished runs joined fact by fact
+    ),
     ("factprobe.cli", "factprobe.lm_eval_cli"),  # lm_eval_cli: the factprobe-lm-eval console script
     ("factprobe.api",),  # the Python API: the command line's pieces as functions
     ("factprobe",),  # the package root's __init__ only (see ROOT_ONLY): the version and the API, loaded lazily

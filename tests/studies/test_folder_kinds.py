@@ -24,6 +24,8 @@ FILES = {
     "study": {"study_config.json": json.dumps({"study": "echo", "params": {"times": 2}}), "metrics.json": '{"total": 3}'},
     "compare": {"cross_model.json": "{}", "heatmap.png": "png"},
     "regress": {"gate_report.txt": "PASS"},
+    "map": {"map_inputs.json": "{}", "knowledge_map.json": "{}"},
+    "map-diff": {"diff.json": "{}"},
 }
 WHAT = {
     "probe": "qa",
@@ -31,6 +33,8 @@ WHAT = {
     "study": "echo",
     "compare": "cross_model.json",
     "regress": "gate_report.txt",
+    "map": "map_inputs.json",
+    "map-diff": "diff.json",
 }
 
 
