@@ -340,4 +340,15 @@ def compare(run_a: str | Path, run_b: str | Path, *, templates: str = "majority"
     return res
 
 
-__all__ = ["compare", "load_config", "load_metrics", "load_results", "probe"]
+def knowledge_map(runs: str | Path | list, out: str | Path | None = None):
+    """The knowledge map of finished runs (run folders, a folder of runs, MLflow run ids), as `factprobe
+    map RUN... --out DIR` builds it (docs/knowledge-map.md), as DataFrames: `.shares`, `.pairs`,
+    `.disputed`, `.verdicts`, `.sharing`, ... and `.summary` (`factprobe.knowledge_maps.KnowledgeMap`;
+    `.diff(other_map)` for two maps). `out`: the map's folder (reused for the same inputs, refused
+    for others); None: a temporary folder removed when the process exits."""
+    from .knowledge_maps import knowledge_map as build
+
+    return build(runs, out)
+
+
+__all__ = ["compare", "knowledge_map", "load_config", "load_metrics", "load_results", "probe"]
