@@ -82,6 +82,11 @@ def test_the_console_script_applies_the_thread_policy_before_torch_loads():
     done = run_script(prelude, ["--threads", "1", "--help"], env=env)  # lm-eval prints its help and exits 0
     assert "at torch import PASSIVE 1 now 1 1" in done.stdout, (done.stdout[-1500:], done.stderr[-1500:])
     assert "--threads" not in done.stderr  # taken out before lm-eval's parser sees it
+    from factprobe.threads import available_cpus
+
+    n = available_cpus()  # without --threads: the policy's count, set before torch loads too
+    done = run_script(prelude, ["--help"], env=env)
+    assert f"at torch import PASSIVE {n} now {n} {n}" in done.stdout, (done.stdout[-1500:], done.stderr[-1500:])
     done = run_script("", ["--threads", "none", "--help"], env=env)
     assert done.stderr.strip().splitlines() == [
         "error: threads='none': must be a whole number >= 1 (or leave it unset for the CPUs this process may use)"
