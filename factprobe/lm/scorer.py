@@ -14,7 +14,10 @@ How the work is shared
    The continuation's tokens are `encode(c + y)[len(encode(c)):]`. If the joint encoding does not
    start with `encode(c)` (a token merged across the boundary), that candidate is scored by an
    exact full forward of `encode(c + y)` from the longest common prefix on (`split_point`), never
-   by a silently different number. `ScoreStats.fallbacks` counts them.
+   by a silently different number. `ScoreStats.fallbacks` counts them. The same ids are built from
+   pieces tokenized once and cached by text (`factprobe.lm.encoding.ChoiceEncoder`: a relation's
+   shared prefix once per relation, not once per option of every fact), split only where the
+   tokenizer's own definition proves the split exact.
 2. *Context once.* A `PrefixCache` holds the key/value tensors of a prefix (for IC-LKE: the 50
    in-context examples of a relation, shared by all of its facts) and the log-distribution of the
    token after it.
@@ -24,8 +27,10 @@ How the work is shared
    chunk go through the model in ONE packed sequence of batch 1, with a 4D additive attention mask
    in which a token sees the prefix, its ancestors' tokens and its own earlier tokens, and with
    position ids that continue from the parent's end. Sliding-window layers (Gemma-3) get their own
-   mask built from the same positions. Chunks are cut at tree boundaries to stay within
-   `token_budget` query tokens.
+   mask built from the same positions. The masks are built with tensor operations on the model's
+   device (`factprobe.lm.packing`). Chunks are cut at tree boundaries to stay within
+   `token_budget` query tokens; `request_tokens` says how many a request needs, so that callers
+   (the probes' batches) can hand over as many requests as fill the budget.
 4. *Only the needed log-probs.* The model body returns hidden states; the LM head runs only on the
    positions that predict a scored token, `head_chunk` rows at a time, so `[tokens x vocab]` is
    never materialised for a whole batch.
@@ -33,8 +38,8 @@ How the work is shared
 Exactness against a naive full-sequence forward is tested to 1e-4 (fp32) on tiny random GPT-2
 and Llama models and on the real SmolLM2 and Gemma-3 models (tests/lm/test_scorer*.py).
 
-Over 500 lines: one engine; the tokenization rules of step 1, the segment trees and masks of step 3 and
-the head of step 4 hold one exactness invariant together, and the `Scorer` class (about 350 lines) is most of it.
+Over 500 lines: one engine; the option trees of step 3 and the head of step 4 hold one exactness
+invariant together (tokenization and masks live in `encoding` and `packing`), and the `Scorer` class is most of it.
 """
 
 from __future__ import annotations
@@ -45,9 +50,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import ConfigError, ContextTooLongError
+from ..errors import ContextTooLongError
 from .body import decoder_parts
+from .encoding import ChoiceEncoder, _adds_special_tokens, context_token_ids, split_trailing_whitespace
+from .encoding import encode_choices as encode_choices
+from .encoding import split_point as split_point
+from .encoding import stand_in_token_id as stand_in_token_id
 from .engine import ModelEngine
+from .packing import packed_layout, packed_masks
 
 
 @dataclass
@@ -76,12 +86,15 @@ class PrefixCache:
     """Key/value states of a token prefix plus the log-distribution of the next token.
 
     `kv` holds one (keys, values) pair per layer, each `[1, heads, len, head_dim]`. For an empty
-    prefix `kv` is None and `next_logprobs` is None (nothing can predict the first token).
+    prefix `kv` is None and `next_logprobs` is None (nothing can predict the first token). `text` is the
+    context text the ids were encoded from (`Scorer.prefix` of a string; None for ids): requests that
+    start with it reuse its tokenization (`factprobe.lm.encoding.ChoiceEncoder`).
     """
 
     token_ids: tuple[int, ...]
     kv: list[tuple[torch.Tensor, torch.Tensor]] | None
     next_logprobs: torch.Tensor | None  # [vocab], float32
+    text: str | None = None
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -135,99 +148,6 @@ def pack_within_budget(sizes: Sequence[int], budget: int) -> list[list[int]]:
     return groups
 
 
-def split_point(ctx_ids: Sequence[int], whole_ids: Sequence[int]) -> int:
-    """Where the continuation's tokens start in `whole_ids = encode(c + y)`.
-
-    Normally `len(encode(c))` (the harness rule). When joint tokenization rewrites the end of the
-    context (a token merged across the boundary), it is the length of the longest common prefix
-    of the two encodings: the merged token and everything after it are scored.
-    """
-    n = len(ctx_ids)
-    if list(whole_ids[:n]) == list(ctx_ids):
-        return n
-    k = 0
-    while k < min(n, len(whole_ids)) and whole_ids[k] == ctx_ids[k]:
-        k += 1
-    return k
-
-
-def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str]:
-    """Move whitespace at the end of `context` to the start of `continuation` (harness rule)."""
-    stripped = context.rstrip()
-    n = len(context) - len(stripped)
-    if n:
-        return stripped, context[len(stripped) :] + continuation
-    return context, continuation
-
-
-def stand_in_token_id(tokenizer) -> int | None:
-    """The token that stands in for a truly empty context: BOS if the tokenizer has one, else EOS
-    (lm-evaluation-harness's `HFLM.prefix_token_id`); None when it has neither."""
-    if tokenizer.bos_token_id is not None:
-        return int(tokenizer.bos_token_id)
-    return None if tokenizer.eos_token_id is None else int(tokenizer.eos_token_id)
-
-
-def _adds_special_tokens(tokenizer, text: str) -> bool:
-    """Whether encoding `text` adds the tokenizer's special tokens: yes, unless the text already
-    starts with the stand-in token's text (lm-eval's `tok_encode`), so that BOS is never doubled."""
-    sid = stand_in_token_id(tokenizer)
-    return sid is None or not text.startswith(tokenizer.decode([sid]))
-
-
-def _no_stand_in(tokenizer) -> ConfigError:
-    return ConfigError(
-        f"the tokenizer {type(tokenizer).__name__} has neither a BOS nor an EOS token, so an empty context "
-        "(a slot or template that starts the prompt, with no examples) cannot be scored; put text "
-        "before the slot"
-    )
-
-
-def context_token_ids(tokenizer, text: str, stand_in: bool = True) -> list[int]:
-    """The token ids a model sees for the context `text` (the rule every probe shares, docs/probes.md).
-
-    The text is encoded with the tokenizer's own special tokens exactly once: `add_special_tokens=True`
-    (Gemma/Llama: `<bos>` first; SmolLM2/GPT-2: nothing), unless the text itself starts with the BOS
-    (else EOS) text, which is then not added again. Callers never prepend BOS text themselves.
-    A context that encodes to no token at all (empty text, tokenizer that adds nothing) gets the
-    stand-in `[BOS else EOS]` (`stand_in_token_id`, lm-evaluation-harness's empty-context rule),
-    unless `stand_in` is False (the caller's own tokens follow, as in EIC-LKE's packed sequences).
-    ConfigError if a stand-in is needed and the tokenizer has neither token.
-    """
-    ids = list(tokenizer(text, add_special_tokens=_adds_special_tokens(tokenizer, text))["input_ids"])
-    if ids or not stand_in:
-        return ids
-    sid = stand_in_token_id(tokenizer)
-    if sid is None:
-        raise _no_stand_in(tokenizer)
-    return [sid]
-
-
-def encode_choices(tokenizer, context: str, continuations: Sequence[str]) -> tuple[list[int], list[list[int]], list[int]]:
-    """`(context ids, whole ids per continuation, where each continuation starts)`, as lm-evaluation-
-    harness's `loglikelihood` builds a request: the context's trailing whitespace moves into each
-    continuation (`split_trailing_whitespace`), the context is `context_token_ids`, and the whole
-    sequence is the joint encoding of context + continuation with the same special tokens, split at
-    `split_point`. A context that encodes to nothing is the stand-in token followed by the
-    continuation encoded without special tokens (the harness drops a leading stand-in from it).
-    `whole[start:]` are the scored tokens; `start` is 0 only when nothing precedes them (an error for callers)."""
-    pairs = [split_trailing_whitespace(context, c) for c in continuations]
-    ctx = pairs[0][0] if pairs else split_trailing_whitespace(context, "")[0]
-    specials = _adds_special_tokens(tokenizer, ctx)
-    ctx_ids = list(tokenizer(ctx, add_special_tokens=specials)["input_ids"])
-    if not pairs:
-        return ctx_ids or context_token_ids(tokenizer, ctx), [], []
-    if ctx_ids:
-        wholes = [list(w) for w in tokenizer([ctx + c for _, c in pairs], add_special_tokens=specials)["input_ids"]]
-        return ctx_ids, wholes, [split_point(ctx_ids, w) for w in wholes]
-    sid = stand_in_token_id(tokenizer)
-    if sid is None:
-        raise _no_stand_in(tokenizer)
-    conts = [list(c) for c in tokenizer([c for _, c in pairs], add_special_tokens=False)["input_ids"]]
-    wholes = [[sid] + (c[1:] if c[:1] == [sid] else c) for c in conts]
-    return [sid], wholes, [1] * len(wholes)
-
-
 def apply_lm_head(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """Logits for hidden states `[n, d]` -> `[n, vocab]` float32, as the model's own head does it.
 
@@ -272,19 +192,28 @@ class Scorer(ModelEngine):
         super().__init__(model, tokenizer, device=device, token_budget=token_budget, max_length=max_length)
         self.head_chunk = head_chunk
         self.stats = ScoreStats()
+        self._encoder: ChoiceEncoder | None = None
 
     # ------------------------------------------------------------------ tokenization
+    @property
+    def encoder(self) -> ChoiceEncoder:
+        """The tokenization of this scorer: the harness rule from pieces cached by text (`factprobe.lm.encoding`)."""
+        if self._encoder is None:
+            self._encoder = ChoiceEncoder(self.tokenizer)
+        return self._encoder
+
     def encode_context(self, text: str, stand_in: bool = True) -> list[int]:
         """Token ids of a context: `context_token_ids` (the tokenizer's special tokens exactly once;
         the stand-in BOS/EOS for a context that encodes to nothing, unless `stand_in` is False)."""
-        return context_token_ids(self.tokenizer, text, stand_in)
+        ids = list(self.encoder.encode([text], _adds_special_tokens(self.tokenizer, text))[0])
+        return ids if ids or not stand_in else context_token_ids(self.tokenizer, text, stand_in)
 
     def encode_continuation(self, text: str) -> list[int]:
         """Token ids of a text piece on its own, without special tokens."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self.encoder.encode([text], False)[0])
 
-    def _encode_request(self, context: str, options: Sequence[str]) -> _Encoded:
-        ctx_ids, wholes, starts = encode_choices(self.tokenizer, context, options)
+    def _encode_request(self, context: str, options: Sequence[str], head: str | None = None) -> _Encoded:
+        ctx_ids, wholes, starts = self.encoder.choices(context, options, head)
         cont_ids, fallback = [], []
         for option, whole, start in zip(options, wholes, starts):
             if not split_trailing_whitespace(context, option)[1] or start == 0 or len(whole) <= start:
@@ -304,7 +233,8 @@ class Scorer(ModelEngine):
 
         A string is encoded as a context (with default special tokens); a list is used as-is.
         """
-        ids = self.encode_context(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
+        text = text_or_ids if isinstance(text_or_ids, str) else None
+        ids = self.encode_context(text) if text is not None else list(text_or_ids)
         if not ids:
             return PrefixCache(token_ids=(), kv=None, next_logprobs=None)
         self._check_length(len(ids))
@@ -318,7 +248,7 @@ class Scorer(ModelEngine):
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         self.stats.prefix_tokens += len(ids)
         self.stats.forwards += 1
-        return PrefixCache(token_ids=tuple(ids), kv=kv, next_logprobs=next_lp)
+        return PrefixCache(token_ids=tuple(ids), kv=kv, next_logprobs=next_lp, text=text)
 
     def extend(self, prefix: PrefixCache, ids: Sequence[int]) -> PrefixCache:
         """A new prefix = `prefix` + `ids`, computed with `prefix`'s cache (two-level sharing)."""
@@ -330,49 +260,13 @@ class Scorer(ModelEngine):
         return extended
 
     def _masks(self, prefix_len: int, segments: Sequence[Segment]):
-        """Position ids and additive 4D masks for a packed chunk of segments."""
-        total = sum(len(s.token_ids) for s in segments)
-        seg_start, starts, positions, seg_of = [], 0, [], []
-        end_pos = []  # position id of each segment's last token
-        for i, s in enumerate(segments):
-            seg_start.append(starts)
-            first = prefix_len if s.parent < 0 else end_pos[s.parent] + 1
-            positions.extend(range(first, first + len(s.token_ids)))
-            end_pos.append(first + len(s.token_ids) - 1)
-            seg_of.extend([i] * len(s.token_ids))
-            starts += len(s.token_ids)
-        # visible[q, k] for packed keys: k in an ancestor segment of q, or same segment and k <= q
-        seg_of_t = torch.tensor(seg_of)
-        n_seg = len(segments)
-        ancestor = torch.zeros(n_seg, n_seg, dtype=torch.bool)
-        for i, s in enumerate(segments):
-            ancestor[i, i] = True
-            if s.parent >= 0:
-                if s.parent >= i:
-                    raise ValueError("a segment's parent must come before it")
-                ancestor[i] |= ancestor[s.parent]
-        idx = torch.arange(total)
-        vis_packed = ancestor[seg_of_t][:, seg_of_t] & ((seg_of_t[:, None] != seg_of_t[None, :]) | (idx[None, :] <= idx[:, None]))
-        vis = torch.cat([torch.ones(total, prefix_len, dtype=torch.bool), vis_packed], dim=1)
-        pos_q = torch.tensor(positions)
-        pos_k = torch.cat([torch.arange(prefix_len), pos_q])
-        neg = torch.finfo(self.dtype).min
+        """Position ids, the additive 4D mask(s) on the model's device, segment starts and each segment's
+        last position, for a packed chunk of segments (`factprobe.lm.packing`)."""
+        layout = packed_layout(prefix_len, [len(s.token_ids) for s in segments], [s.parent for s in segments])
+        mask = packed_masks(layout, self.dtype, self.device, self.sliding_window, self.layer_types)
+        return layout.positions, mask, layout.seg_start, layout.end_pos
 
-        def additive(v: torch.Tensor) -> torch.Tensor:
-            m = torch.zeros(v.shape, dtype=self.dtype)
-            m.masked_fill_(~v, neg)
-            return m[None, None].to(self.device)
-
-        full = additive(vis)
-        if self.layer_types and "sliding_attention" in self.layer_types and self.sliding_window:
-            window = (pos_q[:, None] - pos_k[None, :]) < self.sliding_window
-            mask = {"full_attention": full, "sliding_attention": additive(vis & window)}
-            for t in self.layer_types:
-                mask.setdefault(t, full)
-        else:
-            mask = full
-        return pos_q, mask, seg_start, end_pos
-
+    @torch.inference_mode()
     def _query_logprobs(
         self, prefix: PrefixCache, hidden: torch.Tensor | None, seg_start: Sequence[int], queries: Sequence[tuple[int, int, int]]
     ) -> torch.Tensor:
@@ -530,6 +424,44 @@ class Scorer(ModelEngine):
                 at += n
         return out  # type: ignore[return-value]
 
+    def _plan_choices(self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | None, pack_contexts: bool):
+        """How `score_choices` scores `requests`: (the shared prefix when it has tokens, each request's
+        `_Encoded`, [(request, its tree)] packed after that prefix (or the empty one), [(request, how its
+        context relates to the shared prefix: "extends" it, "equals" it, or "own": none)] scored alone)."""
+        base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
+        head = base.text if base is not None else None
+        encoded = [self._encode_request(r.context, r.options, head) for r in requests]
+        packs = pack_contexts and base is None  # every request's whole context goes in its tree
+        packed: list[tuple[int, _OptionTree]] = []
+        own: list[tuple[int, str]] = []
+        for ri, enc in enumerate(encoded):
+            starts_with_base = base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
+            shares = starts_with_base and len(enc.ctx_ids) > len(base)
+            if shares or packs:
+                tree = _OptionTree.build(enc.ctx_ids[len(base) :] if shares else enc.ctx_ids, enc.cont_ids, enc.fallback)
+                if tree.n_tokens <= self.token_budget:
+                    packed.append((ri, tree))
+                    continue
+            own.append((ri, "extends" if shares else "equals" if starts_with_base else "own"))
+        return base, encoded, packed, own
+
+    def request_tokens(
+        self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | None = None, pack_contexts: bool = False
+    ) -> list[int]:
+        """Query tokens `score_choices(requests, shared_prefix, pack_contexts)` forwards for each request
+        in packed passes: its tree (its own context tokens after the shared prefix, and its options'
+        trie), plus its context where it runs alone. Exact per-candidate fallbacks are separate forwards
+        and not counted. Tokenization is cached (`encoder`), so scoring the requests next costs no second one."""
+        base, encoded, packed, own = self._plan_choices(requests, shared_prefix, pack_contexts)
+        out = [0] * len(requests)
+        for ri, tree in packed:
+            out[ri] = tree.n_tokens
+        for ri, relation in own:
+            enc = encoded[ri]
+            ctx = len(enc.ctx_ids) - len(base) if relation == "extends" else 0 if relation == "equals" else len(enc.ctx_ids)
+            out[ri] = ctx + _OptionTree.build([], enc.cont_ids, enc.fallback).n_tokens
+        return out
+
     def score_choices(
         self, requests: Sequence[ChoiceRequest], shared_prefix: PrefixCache | str | None = None, pack_contexts: bool = False
     ) -> list[np.ndarray]:
@@ -548,30 +480,17 @@ class Scorer(ModelEngine):
         """
         if isinstance(shared_prefix, str):
             shared_prefix = self.prefix(shared_prefix) if shared_prefix else None
-        results: list[np.ndarray | None] = [None] * len(requests)
-        trees: list[_OptionTree] = []
-        shared_of: list[int] = []  # request of each tree packed after the shared prefix
-        # (request, how its context relates to the shared prefix: "extends" it, "equals" it, or "own": none)
-        own: list[tuple[int, str]] = []
-        encoded = [self._encode_request(r.context, r.options) for r in requests]
+        base, encoded, packed, own = self._plan_choices(requests, shared_prefix, pack_contexts)
         self.stats.naive_tokens += sum(len(w) for enc in encoded for w in enc.whole_ids)
-        base = shared_prefix if shared_prefix is not None and len(shared_prefix) else None
-        packs = pack_contexts and base is None  # every request's whole context goes in its tree
-        for ri, enc in enumerate(encoded):
-            results[ri] = np.full(len(enc.cont_ids), np.nan)
+        results: list[np.ndarray] = []
+        for enc in encoded:
+            results.append(np.full(len(enc.cont_ids), np.nan))
             self._check_length(max(len(w) for w in enc.whole_ids) if enc.whole_ids else len(enc.ctx_ids))
             for oi, fb in enumerate(enc.fallback):
                 if fb:
-                    results[ri][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
-            starts_with_base = base is not None and enc.ctx_ids[: len(base)] == list(base.token_ids)
-            shares = starts_with_base and len(enc.ctx_ids) > len(base)
-            if shares or packs:
-                tree = _OptionTree.build(enc.ctx_ids[len(base) :] if shares else enc.ctx_ids, enc.cont_ids, enc.fallback)
-                if tree.n_tokens <= self.token_budget:
-                    trees.append(tree)
-                    shared_of.append(ri)
-                    continue
-            own.append((ri, "extends" if shares else "equals" if starts_with_base else "own"))
+                    results[-1][oi] = self._full_forward_logprob(enc.whole_ids[oi], enc.starts[oi])
+        shared_of = [ri for ri, _ in packed]
+        trees = [tree for _, tree in packed]
         after = base if base is not None else PrefixCache(token_ids=(), kv=None, next_logprobs=None)
         for ri, tree, lp in zip(shared_of, trees, self._score_option_trees(after, trees) if trees else []):
             tree.sum_into(lp, results[ri])
@@ -695,7 +614,8 @@ class _OptionTree:
     def sum_into(self, logprobs: torch.Tensor, out: np.ndarray) -> None:
         """Add each query's log-prob to its option's entry of `out` (a NaN entry starts at 0, so
         the parts of a split tree add up)."""
-        for oi, v in zip(self.option_of, logprobs.tolist()):
-            if np.isnan(out[oi]):
-                out[oi] = 0.0
-            out[oi] += v
+        if not self.option_of:
+            return
+        of = np.asarray(self.option_of)
+        out[of] = np.nan_to_num(out[of])  # NaN (not yet scored) -> 0.0
+        np.add.at(out, of, logprobs.detach().cpu().numpy())

@@ -26,7 +26,9 @@ every subclass's `prepare` with this check and cap, so the CLI, the Python API, 
 data-build step and `regress` all see the same items.
 
 Optional hooks have defaults: `open_relation` (per-relation state, e.g. a cached prefix),
-`batches` (how a relation's items are cut), `item_keys` (result keys of an item), `metrics`
+`item_tokens` (the tokens an item forwards: the runner then fills the scorer's token budget with items,
+`batches_for`), `batches` (how a relation's items are cut otherwise: `batch_size` at a time, or the
+probe's own grouping), `item_keys` (result keys of an item), `metrics`
 (metrics.json content), `artifacts` (extra files such as a parquet table, written atomically
 with the results) and `model_kinds` ("causal", "masked").
 
@@ -40,6 +42,11 @@ Reporting is the probe's too (`factprobe.probes.reporting` describes each declar
 `report_group`, and the hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`,
 `run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
 table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) calls only these.
+
+`metric_columns` names the row fields `metrics` and `artifacts` read: the runner hands them the
+written rows read back and cut down to those fields (`factprobe.probes.row_stream`), so a run's memory
+does not grow with its rows; reading another field raises `ProjectionError`. None (the default, for
+plug-ins written before it): whole rows, held in memory together.
 """
 
 from __future__ import annotations
@@ -177,6 +184,7 @@ class Probe:
     model_kinds: ClassVar[tuple[str, ...]] = ("causal",)
     #: name of the prepared dataset; probes with the same name and data fields share one build
     dataset: ClassVar[str] = ""
+    #: items per batch of a probe without `item_tokens` (or on a served model): `batches`
     batch_size: ClassVar[int] = 8
 
     def prepare(self, cfg: RunConfig) -> Prepared:
@@ -194,9 +202,40 @@ class Probe:
         return None
 
     def batches(self, cfg: RunConfig, items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-        """Cut a relation's items (those still to score) into batches; one checkpoint each."""
+        """Cut a relation's items (those still to score) into batches; one checkpoint each. Used by
+        `batches_for` for a probe without `item_tokens` (default: `batch_size` items at a time)."""
         for b in range(0, len(items), self.batch_size):
             yield items[b : b + self.batch_size]
+
+    def item_tokens(self, session: Session, state: Any, item: Any) -> int | None:
+        """The query tokens `score_batch` has the scorer forward for `item` in packed passes (after the
+        group's shared prefix; exact per-candidate fallbacks not counted); None (default): this probe's
+        batches are `batches`. The tokenization it needs is cached, so scoring costs no second one."""
+        return None
+
+    def batches_for(self, session: Session, state: Any, items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+        """The batches the runner scores (one checkpoint each), lazily, in item order. A probe with
+        `item_tokens` on an in-process model gets batches that fill the scorer's token budget: items are
+        added while their tokens fit (`session.scorer.token_budget`: 1024 on CPU, 8192 on CUDA, or
+        `--token-budget`); an item over the budget is a batch of its own; an item counts at least 1. Other
+        probes, and served models (which pack nothing), get `batches(cfg, items)`."""
+        if not items:
+            return
+        sized = not getattr(session.loaded, "served", False) and self.item_tokens(session, state, items[0]) is not None
+        if not sized:
+            yield from self.batches(session.cfg, items)
+            return
+        budget = session.scorer.token_budget
+        batch: list[Any] = []
+        used = 0
+        for item in items:
+            n = max(1, int(self.item_tokens(session, state, item) or 0))
+            if batch and used + n > budget:
+                yield batch
+                batch, used = [], 0
+            batch.append(item)
+            used += n
+        yield batch
 
     def score_batch(self, session: Session, state: Any, batch: Sequence[Any]) -> list[dict]:
         """Result rows for a batch; each row has a unique `key` among `item_keys`."""
@@ -250,6 +289,8 @@ class Probe:
     map_verdict: ClassVar[MapVerdict | None] = None
     #: probes with the same group share one cross-run report part (default: the probe's name)
     report_group: ClassVar[str] = ""
+    #: the row fields `metrics` and `artifacts` read (module docstring); None: whole rows
+    metric_columns: ClassVar[tuple[str, ...] | None] = None
 
     def input_name(self, cfg: RunConfig) -> str:
         """Name of the run's test items as a dataset (MLflow input): `<source>-<probe>` by default;

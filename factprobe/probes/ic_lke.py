@@ -14,6 +14,9 @@ the context's trailing whitespace into the continuation, as lm-evaluation-harnes
 relation name or instruction is used (design principle DP2). The n examples come from the
 relation's training facts, never from test subjects (`mc.relation_examples`). The relation prefix
 is shared by all test facts of the relation: the scorer caches it once and extends it per fact.
+The runner hands over as many facts as fill the scorer's token budget (`item_tokens`). Without
+examples (`--examples 0`) each fact's context and options are packed with other facts' into
+forwards of at most that budget, as HGP's rows are.
 """
 
 from __future__ import annotations
@@ -85,13 +88,26 @@ class ICLKE(MCProbe):
         shared = prefix_text.rstrip()
         return _RelationState(prefix_text, session.scorer.prefix(shared) if shared else None)
 
-    def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
+    def _requests(self, session: Session, state: _RelationState, batch: Sequence[MCItem]):
+        """(contexts, one `ChoiceRequest` per item, the scorer's keyword arguments) for `batch`."""
         from ..lm.scorer import ChoiceRequest
 
         p = session.cfg.params
         contexts = [fact_context(state.prefix_text, it.subject, p.separator, p.prompt_format) for it in batch]
         reqs = [ChoiceRequest(c, [option_continuation(o, p.separator) for o in it.options]) for c, it in zip(contexts, batch)]
-        scores = session.scorer.score_choices(reqs, shared_prefix=state.prefix)
+        # no examples (--examples 0): each fact's context and options are packed with other facts', as HGP
+        # does, instead of a context forward and an options forward per fact (a served model packs nothing)
+        packs = state.prefix is None and not getattr(session.loaded, "served", False)
+        return contexts, reqs, ({"pack_contexts": True} if packs else {"shared_prefix": state.prefix})
+
+    def item_tokens(self, session: Session, state: _RelationState, item: MCItem) -> int:
+        """The tokens the fact forwards after the relation's examples: its subject and its options' trie."""
+        _, reqs, how = self._requests(session, state, [item])
+        return session.scorer.request_tokens(reqs, **how)[0]
+
+    def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
+        contexts, reqs, how = self._requests(session, state, batch)
+        scores = session.scorer.score_choices(reqs, **how)
         return [item_row(it, c, s, self.name) for it, c, s in zip(batch, contexts, scores)]
 
 

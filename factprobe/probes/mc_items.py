@@ -129,10 +129,16 @@ def item_request(
 
 def encode_item(scorer, context: str, continuations: Sequence[str]) -> tuple[list[int], list[tuple[list[int], int]]]:
     """The harness split of every option, as the scorer makes it: (context ids, per option
-    (ids of context + continuation, where the continuation starts)). `len(ids) - start` tokens are scored."""
+    (ids of context + continuation, where the continuation starts)). `len(ids) - start` tokens are scored.
+    An in-process scorer's pieces are tokenized once and cached (`Scorer.encoder`: the same ids)."""
     from ..lm.scorer import encode_choices
 
-    ctx_ids, wholes, starts = encode_choices(scorer.tokenizer, context, continuations)
+    encoder = getattr(scorer, "encoder", None)  # a served scorer has none
+    ctx_ids, wholes, starts = (
+        encoder.choices(context, continuations)
+        if encoder is not None
+        else encode_choices(scorer.tokenizer, context, continuations)
+    )
     return ctx_ids, list(zip(wholes, starts))
 
 
@@ -264,6 +270,18 @@ class MCItems(MCProbe):
         text = text_of(examples)
         shared = text.rstrip()
         return _RelationState(text, session.scorer.prefix(shared) if shared else None)
+
+    def item_tokens(self, session: Session, state: _RelationState, item: MCItem) -> int:
+        """The tokens the item forwards: after the examples, its context and options' trie; without
+        examples, its context and every option (`score_packed`)."""
+        from ..lm.scorer import ChoiceRequest
+
+        p = session.cfg.params
+        context, conts = item_request(item.subject, item.options, p.slot, state.examples_text, p.example_separator)
+        if state.prefix is None:
+            ctx_ids, encoded = encode_item(session.scorer, context, conts)
+            return len(ctx_ids) + sum(len(whole) - start for whole, start in encoded)
+        return session.scorer.request_tokens([ChoiceRequest(context, conts)], shared_prefix=state.prefix)[0]
 
     def score_batch(self, session: Session, state: _RelationState, batch: Sequence[MCItem]) -> list[dict]:
         from ..lm.scorer import ChoiceRequest

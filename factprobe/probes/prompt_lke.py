@@ -97,11 +97,9 @@ class PromptProbe(MCProbe):
     def open_relation(self, session: Session, relation: str) -> list[str]:
         return session.prepared.info[f"{self.name}_templates"][relation]
 
-    def score_batch(self, session: Session, templates: list[str], batch: Sequence[MCItem]) -> list[dict]:
-        """One row per (template, item), template by template. Every row's prompt is short and
-        its own (the subject sits in it), so no prefix is shared: the rows of the whole batch go to
-        the scorer at once with `pack_contexts`, which packs several rows' contexts and options into
-        one forward (`token_budget`) instead of two tiny forwards per row."""
+    @staticmethod
+    def _requests(templates: list[str], batch: Sequence[MCItem]):
+        """([(item, template)], one `ChoiceRequest` per (template, item), template by template)."""
         from ..lm.scorer import ChoiceRequest
 
         reqs, owners = [], []
@@ -110,6 +108,18 @@ class PromptProbe(MCProbe):
                 pairs = [fill_template(template, it.subject, o) for o in it.options]
                 reqs.append(ChoiceRequest(pairs[0][0], [cont for _, cont in pairs]))
                 owners.append((it, template))
+        return owners, reqs
+
+    def item_tokens(self, session: Session, templates: list[str], item: MCItem) -> int:
+        """The tokens the fact's rows forward: each template's prompt and its options' trie."""
+        return sum(session.scorer.request_tokens(self._requests(templates, [item])[1], pack_contexts=True))
+
+    def score_batch(self, session: Session, templates: list[str], batch: Sequence[MCItem]) -> list[dict]:
+        """One row per (template, item), template by template. Every row's prompt is short and
+        its own (the subject sits in it), so no prefix is shared: the rows of the whole batch go to
+        the scorer at once with `pack_contexts`, which packs several rows' contexts and options into
+        one forward (`token_budget`) instead of two tiny forwards per row."""
+        owners, reqs = self._requests(templates, batch)
         # a served model's scorer (factprobe.lm.served) sends each option as its own request: nothing to pack
         packing = {} if getattr(session.loaded, "served", False) else {"pack_contexts": True}
         scores = session.scorer.score_choices(reqs, **packing)

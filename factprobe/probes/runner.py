@@ -21,11 +21,19 @@ Contract
    returns False) `on_start()` is not called (the CLI logs no second MLflow run when the first
    was logged; a pipeline step, whose cached work folder a new pipeline run reuses, still starts
    its child run);
-4. per relation: `probe.open_relation`, then `probe.score_batch` per batch, each batch's rows
+4. per relation: `probe.open_relation`, then `probe.score_batch` per batch (`probe.batches_for`: as many
+   items as fill the scorer's token budget where the probe counts its items' tokens), each batch's rows
    appended to the checkpoint (fsynced) before the next;
-5. writes the probe's extra files (`probe.artifacts`), `results.jsonl` (rows in item order) and
-   `metrics.json` (`probe.metrics` plus token counts, resume counts, notes, and the run's
-   measurement identity: model revision, data digest, config key, numerics) atomically, with no bare NaN.
+5. writes `results.jsonl` (rows in item order, copied from where they were written), the probe's extra
+   files (`probe.artifacts`) and `metrics.json` (`probe.metrics` plus token counts, resume counts,
+   notes, and the run's measurement identity: model revision, data digest, config key, numerics)
+   atomically, with no bare NaN. `probe.metrics` and `probe.artifacts` get the written rows read
+   back, cut down to the probe's `metric_columns` (`factprobe.probes.row_stream`).
+
+No row is kept in memory beyond its batch: finished rows are known by where they lie in the folder
+(`RunFolder.done_index`), `Session.done` reads them from disk when asked, and the outcome's
+`results` DataFrame is read from results.jsonl when first used. What a run holds grows only by a
+key, an offset and the few numbers per row its metrics need (issue 40 item 3).
 
 The measurement identity (`run_identity`, `factprobe.identity`) is computed and printed in one line
 before anything is scored; a folder holding results of another identity is refused
@@ -53,16 +61,18 @@ from ..lm.numerics import loaded_numerics, resolved_numerics
 from ..metrics.json_safe import json_safe
 from ..redact import redact_values
 from .base import Session
-from .checkpoint import METRICS, RunFolder
+from .checkpoint import METRICS, RESULTS, RunFolder, read_rows
 from .config import RunConfig
 from .contract import apply_contract
 from .registry import get_probe
+from .row_stream import Projector
 
 
 @dataclass
 class ProbeOutcome:
     out_dir: Path
-    results: pd.DataFrame
+    #: the rows as a DataFrame when the outcome was given them; None: read from results.jsonl (`results`)
+    _results: pd.DataFrame | None
     metrics: dict
     prepared: Prepared
     n_scored_now: int
@@ -71,6 +81,13 @@ class ProbeOutcome:
     #: the folder already held this configuration's finished run (results.jsonl and metrics.json,
     #: every row done): nothing was scored (and `on_start` was not called if `start_when_finished` was False)
     already_finished: bool = False
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """The run's rows (results.jsonl, in item order) as a DataFrame, read when first asked for."""
+        if self._results is None:
+            self._results = pd.DataFrame(read_rows(self.out_dir / RESULTS))
+        return self._results
 
 
 def load_for_probe(cfg: RunConfig):
@@ -141,7 +158,7 @@ def run_probe(
         ident = folder.completed_identity(ident)  # what a reused folder knows that a model's load would tell
         log(ident.line())
         # a row is reused only when its item's content (prompt, options, answer) is the same
-        done = {k: r for k, r in folder.done_rows().items() if content.get(k) == r.get("item_digest")}
+        done = folder.done_index(lambda k, r: content.get(k) == r.get("item_digest"))  # key -> row on disk
         total = sum(len(k) for k in keys.values())
         resumed = sum(1 for ks in keys.values() for k in ks if k in done)
         finished_before = resumed == total and (Path(out_dir) / METRICS).exists()
@@ -170,12 +187,11 @@ def run_probe(
                     if not todo:
                         continue
                     state = probe.open_relation(session, rel)
-                    for batch in probe.batches(cfg, todo):
+                    for batch in probe.batches_for(session, state, todo):
                         fresh = [r for r in score_naming_long_items(probe, session, state, rel, batch) if r["key"] not in done]
                         for r in fresh:
                             r["item_digest"] = content.get(r["key"])
-                        folder.append(fresh)
-                        done.update((r["key"], r) for r in fresh)
+                        folder.append(fresh)  # and recorded in `done`
                         n_new += len(fresh)
                         bar.update(len(fresh))
                         if on_batch:
@@ -184,7 +200,8 @@ def run_probe(
                 bar.close()
             token_stats = session.token_stats()
 
-        ordered = [done[k] for its in groups.values() for it in its for k in keys[id(it)] if k in done]
+        order = (k for its in groups.values() for it in its for k in keys[id(it)] if k in done)
+        ordered = folder.write_results(order, Projector(probe.metric_columns, probe.name))  # the rows' metric fields
         metrics = probe.metrics(ordered, prepared, cfg)
         metrics.update(token_stats)
         metrics.update(
@@ -198,8 +215,8 @@ def run_probe(
             threads=cfg.base.threads,
         )
         metrics = json_safe(metrics)
-        folder.finish(ordered, metrics, probe.artifacts(ordered, prepared, cfg, metrics))
-    return ProbeOutcome(Path(out_dir), pd.DataFrame(ordered), metrics, prepared, n_new, resumed, notes, finished_before)
+        folder.finish(metrics, probe.artifacts(ordered, prepared, cfg, metrics))
+    return ProbeOutcome(Path(out_dir), None, metrics, prepared, n_new, resumed, notes, finished_before)
 
 
 def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity:
