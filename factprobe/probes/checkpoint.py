@@ -12,9 +12,17 @@ Every probe uses this module unchanged. Files in `out/`:
   been validated (`write_config`), so a run that fails on bad input leaves nothing that would
   refuse its corrected rerun. A folder holding another results key is refused.
 - `checkpoint.jsonl`: finished rows, appended, flushed and fsynced per batch. A torn last line
-  (a crash mid-write) is ignored and repaired before the next append.
-- `results.jsonl`, `metrics.json`: written atomically at the end (`finish`); the checkpoint is
-  removed afterwards. Rows already in `results.jsonl` count as done on a rerun.
+  (a crash mid-write) is ignored and cut off before the next append (the rest of the file is not
+  rewritten).
+- `results.jsonl`, `metrics.json`: written atomically at the end; the checkpoint is removed
+  afterwards. Rows already in `results.jsonl` count as done on a rerun.
+
+No row is held in memory beyond its batch (issue 40 item 3, `factprobe.probes.row_stream`): the
+finished rows are known by where they lie (`done_index`, a `RowIndex`: the results of an earlier
+run, then the checkpoint), `append` records where each new row was written, and `write_results`
+copies the rows into a new results file in the order asked for while handing back the few fields
+the metrics read; `finish` then writes the probe's extra files, puts the results file in place,
+writes metrics.json and drops the checkpoint.
 - `model_revision.txt`: the revision of the weights that scored the rows; resuming with other
   weights is refused.
 - The run's measurement identity (`factprobe.identity.RunIdentity`: model revision, data digest,
@@ -27,16 +35,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..identity import RunIdentity
-from ..io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
+from ..io import RESULT_FILE_MODE, atomic_write_json, atomic_write_parquet, atomic_write_text
 from ..redact import redact_values
 from ..run_folder import LOCK, MARKER, FolderBusyError, claim
+from .row_stream import Projector, RowIndex, iter_rows, write_ordered
 
 CHECKPOINT = "checkpoint.jsonl"
 RESULTS = "results.jsonl"
@@ -53,26 +63,52 @@ __all__ = [
     "RUN_CONFIG",
     "FolderBusyError",
     "RunFolder",
+    "cut_torn_tail",
     "read_rows",
 ]
 
 
+#: the numbers of the files a `RowIndex` of a run folder reads rows from
+SOURCES = {0: RESULTS, 1: CHECKPOINT}
+
+
 def read_rows(path: Path) -> list[dict]:
-    """Rows of a jsonl results/checkpoint file; a truncated final line is dropped."""
-    rows: list[dict] = []
-    if not path.exists():
-        return rows
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    """Rows of a jsonl results/checkpoint file; a truncated final line is dropped (all in memory: for
+    tests and small files; a run reads its rows one at a time, `row_stream.iter_rows`)."""
+    return list(iter_rows(path))
+
+
+def cut_torn_tail(path: Path) -> None:
+    """End a jsonl file whose last line lacks its newline (a crash mid-write): a whole JSON object gets
+    its newline, anything else is cut off. Only the tail is read; the rest is not rewritten."""
+    if not path.exists() or not path.stat().st_size:
+        return
+    with path.open("r+b") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        fh.seek(end - 1)
+        if fh.read(1) == b"\n":
+            return
+        start = end
+        while start > 0:  # the start of the last line
+            step = min(start, 1 << 16)
+            fh.seek(start - step)
+            found = fh.read(step).rfind(b"\n")
+            if found >= 0:
+                start = start - step + found + 1
+                break
+            start -= step
+        fh.seek(start)
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break  # torn write at a crash: the item is simply scored again
-            raise ConfigError(f"{path}:{i + 1}: corrupt line in a results file; move it away to start over") from None
-    return rows
+            whole = isinstance(json.loads(fh.read(end - start)), dict)
+        except ValueError:
+            whole = False
+        if whole:
+            fh.seek(end)
+            fh.write(b"\n")
+        else:
+            fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 class RunFolder:
@@ -84,6 +120,9 @@ class RunFolder:
         self.config = config
         self._stack: ExitStack | None = None
         self._ckpt_fh = None
+        #: the finished rows by key (`done_index`); `append` adds the rows it writes
+        self.index: RowIndex | None = None
+        self._pending: Path | None = None  # results written by `write_results`, not yet in place
 
     # ------------------------------------------------------------------ lock
     def __enter__(self) -> RunFolder:
@@ -99,6 +138,11 @@ class RunFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close_checkpoint()
+        if self.index is not None:
+            self.index.close()
+        if self._pending is not None:  # a run stopped between write_results and finish
+            self._pending.unlink(missing_ok=True)
+            self._pending = None
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -178,26 +222,30 @@ class RunFolder:
             atomic_write_json(path, content)
 
     # ------------------------------------------------------------------ rows
-    def done_rows(self) -> dict[str, dict]:
-        """Rows already finished, by key (results first, then the checkpoint)."""
-        done: dict[str, dict] = {}
-        for r in read_rows(self.out / RESULTS) + read_rows(self.out / CHECKPOINT):
-            done.setdefault(r["key"], r)
-        return done
+    def done_index(self, accept: Callable[[str, dict], bool] | None = None) -> RowIndex:
+        """The rows already finished, by key, as a `RowIndex` (kept as `self.index`): the results of an
+        earlier run first, then the checkpoint; of several rows of one key the first that
+        `accept(key, row)` keeps (default: every row). Rows are read one at a time, none is kept."""
+        if self.index is not None:
+            self.index.close()
+        self.index = RowIndex({n: self.out / name for n, name in SOURCES.items()})
+        for n in SOURCES:
+            self.index.scan(n, accept)
+        return self.index
 
     def append(self, rows: Iterable[dict]) -> None:
-        """Append rows to the checkpoint, flushed and fsynced."""
+        """Append rows to the checkpoint, flushed and fsynced; `self.index` (when there is one) records
+        where each row of a new key was written."""
         if self._ckpt_fh is None:
             path = self.out / CHECKPOINT
-            if path.exists() and path.stat().st_size:
-                with path.open("rb") as fh:
-                    fh.seek(-1, os.SEEK_END)
-                    torn = fh.read(1) != b"\n"
-                if torn:  # terminate a torn final line from an earlier crash before appending
-                    atomic_write_jsonl(path, read_rows(path))
-            self._ckpt_fh = path.open("a", encoding="utf-8")
+            cut_torn_tail(path)  # a torn final line from an earlier crash
+            self._ckpt_fh = path.open("ab")
+        source = next(n for n, name in SOURCES.items() if name == CHECKPOINT)
         for r in rows:
-            self._ckpt_fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            offset = self._ckpt_fh.tell()
+            self._ckpt_fh.write((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8"))
+            if self.index is not None:
+                self.index.add(r["key"], source, offset)
         self._ckpt_fh.flush()
         os.fsync(self._ckpt_fh.fileno())
 
@@ -223,11 +271,30 @@ class RunFolder:
             atomic_write_text(self.out / MODEL_REVISION, revision + "\n")
 
     # ------------------------------------------------------------------ finish
-    def finish(self, ordered: Sequence[dict], metrics: dict, extra: dict[str, Any] | None = None) -> None:
-        """Write a probe's extra files, results and metrics atomically, then drop the checkpoint.
+    def write_results(self, keys: Iterable[str], projector: Projector) -> list[dict]:
+        """Copy the finished rows of `keys` (each in `self.index`), in that order, into a new results
+        file beside `results.jsonl` (fsynced; put in place by `finish`) and return their projections
+        (`row_stream.write_ordered`): the rows the metrics are computed from."""
+        if self.index is None:
+            raise RuntimeError("write_results needs the finished rows' index (done_index) first")
+        self.close_checkpoint()
+        fd, tmp = tempfile.mkstemp(prefix=f".{RESULTS}.", suffix=".tmp", dir=self.out)
+        self._pending = Path(tmp)
+        os.fchmod(fd, RESULT_FILE_MODE)  # mkstemp creates 0600
+        with os.fdopen(fd, "wb") as fh:
+            projected = write_ordered(self.index, keys, fh, projector)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return projected
+
+    def finish(self, metrics: dict, extra: dict[str, Any] | None = None) -> None:
+        """Write a probe's extra files, put the results written by `write_results` in place, write
+        metrics.json (each atomically), then drop the checkpoint.
 
         `extra` maps a file name in the folder to its content: a pandas DataFrame (written as
         parquet), a dict or list (JSON) or a str (text)."""
+        if self._pending is None:
+            raise RuntimeError("finish needs the results written first (write_results)")
         self.close_checkpoint()
         for name, content in (extra or {}).items():
             if Path(name).name != name or name in (RESULTS, METRICS, CHECKPOINT, RUN_CONFIG, MODEL_REVISION, LOCK, MARKER):
@@ -238,6 +305,9 @@ class RunFolder:
                 atomic_write_json(self.out / name, content)
             else:
                 atomic_write_parquet(self.out / name, content)
-        atomic_write_jsonl(self.out / RESULTS, ordered)
+        os.replace(self._pending, self.out / RESULTS)
+        self._pending = None
+        if self.index is not None:
+            self.index.close()
         atomic_write_json(self.out / METRICS, metrics)
         (self.out / CHECKPOINT).unlink(missing_ok=True)

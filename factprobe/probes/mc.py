@@ -151,6 +151,7 @@ class MCProbe(Probe):
     headline_metric = Headline("accuracy", "accuracy")
     headline_keys = ("accuracy",)
     per_fact_columns = ("fact_id", "relation", "subject", "gold", "prediction", "correct", "gold_prob", "confidence", "template")
+    metric_columns = ("relation", "correct", "gold_prob", "confidence", "template")  # `metrics`, HGP/MMP's template_summary
     relation_metric = "accuracy"
     fact_verdict = "correct"
     report_group = "multiple-choice"  # the four probes share one heatmap, one set of bars, one summary
