@@ -282,6 +282,8 @@ class BeliefICL(Probe):
     headline_keys = ("acc", "acc_range", "acc_stdev", "consist", "overconf", "one_word_rate")
     #: the knowledge map: a fact is known when a majority of its templates' answers match the gold
     map_verdict = MapVerdict(("correct",), "majority")
+    #: the predictions table of the metrics and the template table (`predictions`)
+    metric_columns = ("fact_id", "relation", "template_id", "correct", "prediction", "confidence", "one_word", "empty")
 
     def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
         """Calibration plots, summary, per-relation, per-template and knowledge-sharing tables, and

@@ -178,6 +178,20 @@ class BeliefMLM(Probe):
     batch_size = 4  # pairs per batch (each asked with every template of its relation)
     headline_metric = Headline("acc@1", "belief_accuracy")
     headline_keys = ("acc@1", "acc@10", "mrr", "acc@1_range", "acc@1_stdev", "consist", "overconf@1", "overconf@10")
+    #: the predictions table (`predictions`: fact rows not skipped) and the content-free rows' prompt bias
+    metric_columns = (
+        "fact_id",
+        "relation",
+        "template_id",
+        "correct",
+        "prediction",
+        "rank",
+        "confidence",
+        f"confidence@{TOP_K}",
+        "row_type",
+        "skipped",
+        "candidate_probs",
+    )
 
     # ---- data
     def prepare(self, cfg: RunConfig) -> Prepared:

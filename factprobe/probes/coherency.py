@@ -253,6 +253,7 @@ class Coherency(Probe):
     headline_keys = ("coherency", "coherency_round1", "coherency_round2", "correct_round1", "correct_round2")
     #: the knowledge map: a fact is known when both rounds are right at the first step and coherent
     map_verdict = MapVerdict(("first_correct", "coherent"), "all")
+    metric_columns = ("key", "fact_id", "relation", "cardinality", "round", "first_correct", "coherent")
     per_fact_columns = (
         "key",
         "fact_id",

@@ -52,6 +52,7 @@ from .config import RunConfig
 from .qa import (
     ANSWER_COLUMNS,
     BATCH,
+    QA_METRIC_COLUMNS,
     BlockState,
     QAConfig,
     QAProbe,
@@ -108,6 +109,7 @@ class CounterfactualProbe(Probe):
     headline_metric = Headline("em", "em")
     headline_keys = ("em", "f1", "contains")
     per_fact_columns = ANSWER_COLUMNS
+    metric_columns = (*QA_METRIC_COLUMNS, "setting", "exemplars")  # a block's exemplars: one list shared by its rows
     relation_metric = "em"
     relation_metric_title = "EM"
     #: the knowledge map: the regular k0-shot answer on the eval split, an exact match (the qa probe's verdict)

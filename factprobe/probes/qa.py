@@ -287,6 +287,25 @@ ANSWER_COLUMNS = (
 )
 
 
+#: the row fields the QA metrics and the known/unknown table read (`Probe.metric_columns`)
+QA_METRIC_COLUMNS = (
+    "fact_id",
+    "relation",
+    "subject",
+    "question",
+    "answer",
+    "answer_type",
+    "split",
+    "shots",
+    "shots_asked",
+    "em",
+    "f1",
+    "contains",
+    "empty",
+    "popularity",
+)
+
+
 class QAProbe(Probe):
     name = "qa"
     description = "closed-book QA recall (yuan2024): instruction + k shared exemplars + question, greedy answer"
@@ -296,6 +315,7 @@ class QAProbe(Probe):
     headline_metric = Headline("em", "em")
     headline_keys = ("em", "f1", "contains")
     per_fact_columns = ANSWER_COLUMNS
+    metric_columns = QA_METRIC_COLUMNS
     relation_metric = "em"
     relation_metric_title = "EM"
     #: the knowledge map: a fact is known when its eval-split answers are exact matches (several k: by majority)

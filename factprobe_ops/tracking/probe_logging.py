@@ -117,9 +117,16 @@ def summary_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def per_fact_table(results: pd.DataFrame, probe: Probe) -> pd.DataFrame:
+def per_fact_table(results: pd.DataFrame | Path, probe: Probe) -> pd.DataFrame:
     """The slim per-fact table (no option lists, prompts or token ids) that runs are joined on:
-    the probe's `per_fact_columns` that the results have."""
+    the probe's `per_fact_columns` that the results have. `results` is the rows as a DataFrame, or a
+    results.jsonl file, read one row at a time with only those fields kept (issue 40 item 3: a run's
+    rows are never all in memory; the table is the same)."""
+    if isinstance(results, Path):
+        from factprobe.probes.row_stream import Projector, iter_rows
+
+        keep = Projector(probe.per_fact_columns, probe.name)
+        results = pd.DataFrame([dict(keep.project(r)) for r in iter_rows(results)])
     cols = [c for c in probe.per_fact_columns if c in results.columns] or list(probe.per_fact_columns)
     return results[cols].copy() if len(results) else pd.DataFrame(columns=cols)
 
@@ -151,7 +158,7 @@ def log_probe_outcome(run: TrackedRun, outcome, cfg) -> None:
     run.log_metrics(metric_dict(m, probe, renamed))
     run.record_renamed_ids(renamed)
     record_headline(run, cfg.probe, m)
-    table = per_fact_table(outcome.results, probe)
+    table = per_fact_table(outcome.out_dir / "results.jsonl", probe)  # streamed from the file, not the rows in memory
     run.log_parquet(table, "tables/per_fact.parquet")
     run.log_table(table, "tables/per_fact.json")
     run.log_table(per_relation_table(m, probe), "tables/per_relation.json")

@@ -49,31 +49,53 @@ def _read_parquet(path, what: str) -> pd.DataFrame:
         ) from None
 
 
+#: columns a results file's table keeps besides its probe's `per_fact_columns`: what the gates join on
+JOIN_COLUMNS = ("key", "probe", "item_digest")
+
+
+def _keeper(probe_name: object):
+    """The projection of a results file's rows (`factprobe.probes.row_stream.Projector`): the probe's
+    per-fact columns and `JOIN_COLUMNS`; every field for a probe not registered here."""
+    from factprobe.probes.registry import load_probes
+    from factprobe.probes.row_stream import Projector
+
+    probe = load_probes().get(str(probe_name))
+    return Projector(None if probe is None else (*probe.per_fact_columns, *JOIN_COLUMNS), str(probe_name))
+
+
 def _read_jsonl(f: Path) -> pd.DataFrame:
-    """The rows of a results.jsonl; DataError (one line, naming the file and line) for a line that
-    is not a whole JSON object (a truncated or damaged file) or a file that is not text."""
+    """The per-fact table of a results.jsonl, read one row at a time, each cut down to its probe's
+    per-fact columns and `JOIN_COLUMNS` (the table its run logs to MLflow, plus the join keys: the option
+    lists, log-probs and prompts are never all in memory; issue 40 item 3). Lines end at `\\n` only.
+    DataError (one line, naming the file and line) for a line that is not a whole JSON object (a
+    truncated or damaged file) or a file that is not text."""
+    rows = []
+    keep = None
     try:
-        text = f.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(
-            f"{f}: not a results.jsonl (not UTF-8 text); give a results folder or the results.jsonl that `factprobe probe` wrote"
-        ) from None
+        with f.open("rb") as fh:
+            for i, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DataError(
+                        f"{f}: not a results.jsonl (not UTF-8 text); give a results folder or the results.jsonl that "
+                        "`factprobe probe` wrote"
+                    ) from None
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    raise DataError(
+                        f"{f} line {i}: not a whole JSON record ({getattr(e, 'msg', e)}); the file is truncated or "
+                        "damaged: copy it again, or probe the run again into a new --out"
+                    ) from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{f} line {i}: a JSON {type(row).__name__}, not a result row (an object per line)")
+                keep = keep or _keeper(row.get("probe"))
+                rows.append(keep.project(row))
     except OSError as e:
         raise DataError(f"{f}: cannot be read ({e.strerror or e})") from None
-    rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise DataError(
-                f"{f} line {i}: not a whole JSON record ({getattr(e, 'msg', e)}); the file is truncated or "
-                "damaged: copy it again, or probe the run again into a new --out"
-            ) from None
-        if not isinstance(row, dict):
-            raise DataError(f"{f} line {i}: a JSON {type(row).__name__}, not a result row (an object per line)")
-        rows.append(row)
     return pd.DataFrame(rows)
 
 
