@@ -210,16 +210,15 @@ def write_map(sources: Sequence[RunSource], readings: dict[str, Reading], inputs
             f"the runs share no fact ({sizes} facts; {len(partial)} facts in some runs only): a map joins runs that "
             "probed the same facts; run the probes on the same relations and facts"
         )
-    rel_all = np.concatenate(index.relation)
-    rel_names = np.array(list(index.relations), dtype=object)
-    ids = index.index.to_numpy(dtype=object)
-    order = np.lexsort((ids[joined].astype(str), rel_names[rel_all[joined]].astype(str)))
-    joined = joined[order]
-    used, rel = np.unique(rel_all[joined], return_inverse=True)
+    rel_names = np.array(list(index.relations), dtype=str)[np.concatenate(index.relation)[joined]]
+    ids = index.index.to_numpy(dtype=object)[joined].astype(str)
+    used, rel = np.unique(rel_names, return_inverse=True)  # relation codes in name order
+    order = np.lexsort((ids, rel))  # facts by relation, then id
+    joined, ids, rel = joined[order], ids[order], rel[order]
     probes, models = _order(sources)
     part = ModelPart(
-        fact_id=ids[joined].astype(str),
-        relations=[str(r) for r in rel_names[used]],
+        fact_id=ids,
+        relations=[str(r) for r in used],
         rel=rel.astype(np.int64),
         probes=probes,
         position=np.full(len(index.index), -1, dtype=np.int64),

@@ -15,6 +15,9 @@ import numpy as np
 
 #: rows drawn at most in a facts x probes heatmap: more facts are shown as evenly spaced rows of the sorted order
 MAX_HEATMAP_ROWS = 2000
+#: a matrix of more rows or columns is drawn without its numbers in the cells (text is most of a figure's
+#: cost: 20 models x 10 probes took 14 s of CPU with them); the numbers are in the tables and on the page
+MAX_ANNOTATED = 8
 
 
 def _matrix(ax, values: np.ndarray, labels: Sequence[str], cols: Sequence[str], title: str, vmin: float, cmap: str) -> None:
@@ -22,10 +25,11 @@ def _matrix(ax, values: np.ndarray, labels: Sequence[str], cols: Sequence[str], 
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
     ax.set_yticks(range(len(labels)), labels)
     ax.set_title(title, fontsize=10)
-    for i in range(values.shape[0]):
-        for j in range(values.shape[1]):
-            v = values[i, j]
-            ax.text(j, i, "—" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=8)
+    if max(values.shape) <= MAX_ANNOTATED:
+        for i in range(values.shape[0]):
+            for j in range(values.shape[1]):
+                v = values[i, j]
+                ax.text(j, i, "—" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=8)
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
 
 
@@ -38,7 +42,7 @@ def agreement_figure(model: str, probes: Sequence[str], kappa: np.ndarray, eta: 
     _matrix(left, kappa, probes, probes, "Cohen's kappa", -1.0, "RdBu")
     _matrix(right, eta, probes, probes, "eta(row | column)", 0.0, "viridis")
     fig.suptitle(f"{model}: agreement between probes over {n_facts:,} facts (relation means)")
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.12, right=0.95, bottom=0.2, top=0.86, wspace=0.4)
     return fig
 
 
@@ -47,14 +51,14 @@ def facts_figure(model: str, probes: Sequence[str], right: np.ndarray, order: np
     right first); at most `MAX_HEATMAP_ROWS` evenly spaced rows are drawn, the title says how many."""
     n = len(order)
     shown = order if n <= MAX_HEATMAP_ROWS else order[np.linspace(0, n - 1, MAX_HEATMAP_ROWS).astype(int)]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(probes) + 2), 6))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.6 * len(probes) + 3), 6))
     ax.imshow(right[shown].astype(float), aspect="auto", interpolation="nearest", cmap="Greens", vmin=0, vmax=1)
     ax.set_xticks(range(len(probes)), probes, rotation=45, ha="right")
     ax.set_yticks([])
-    ax.set_ylabel("facts, by probes agreeing (known under every probe at the top)")
+    ax.set_ylabel("facts: most probes right at the top")
     note = f"{n:,} facts" if n == len(shown) else f"{len(shown):,} of {n:,} facts, evenly spaced"
-    ax.set_title(f"{model}: right (green) per fact and probe; {note}", fontsize=10)
-    fig.tight_layout()
+    ax.set_title(f"{model}: right (green) per fact and probe\n{note}", fontsize=10)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.2, top=0.9)
     return fig
 
 
@@ -66,7 +70,7 @@ def sharing_figure(models: Sequence[str], rate: np.ndarray):
     _matrix(
         ax, rate, models, models, "knowledge sharing rate of robust facts (row's robust facts known by column)", 0.0, "viridis"
     )
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.2, right=0.95, bottom=0.2, top=0.92)
     return fig
 
 

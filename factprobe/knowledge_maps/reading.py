@@ -278,49 +278,58 @@ class FactVerdicts:
     n_rows: np.ndarray
 
 
+def _encoded(column) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values as an object array) of a pyarrow string column, in order of appearance."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_numpy(zero_copy_only=False)
+
+
 def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
     """`src`'s verdict per fact under `reading` (module docstring). DataError (one line naming the run)
     for an empty table, a row without a fact id or relation, a row without a boolean verdict, a fact
     whose rows name two relations, or no row matching the reading's `where`."""
-    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     table = read_columns(src, reading)
     who = f"run {src.ref} ({src.name})"
     if table.num_rows == 0:
         raise DataError(f"{who}: its per-fact table is empty (the run scored nothing)")
-    missing = [c for c in ("fact_id", "relation", *reading.columns) if c not in table.column_names]
+    missing = [
+        c for c in ("fact_id", "relation", *reading.columns, *(c for c, _ in reading.where)) if c not in table.column_names
+    ]
     if missing:
         raise DataError(f"{who} has no {', '.join(map(repr, missing))} column in {src.table}; the map reads {reading.describe()}")
-    keep = np.ones(table.num_rows, dtype=bool)
-    for col, value in reading.where:
-        if col not in table.column_names:
-            raise DataError(f"{who} has no {col!r} column in {src.table}; the map reads {reading.describe()}")
-        keep &= table.column(col).to_pandas().to_numpy() == value
-    if not keep.any():
-        raise DataError(f"{who}: no row of {src.table} matches {reading.describe()}; nothing to read as a verdict")
-    fact = table.column("fact_id").to_pandas().to_numpy()[keep]
-    relation = table.column("relation").to_pandas().to_numpy()[keep]
-    if pd.isna(fact).any() or pd.isna(relation).any():
+    if reading.where:
+        keep = pa.array(np.ones(table.num_rows, dtype=bool))
+        for col, value in reading.where:
+            keep = pc.and_(
+                keep, pc.fill_null(pc.equal(table.column(col), pa.scalar(value, type=table.schema.field(col).type)), False)
+            )
+        table = table.filter(keep)
+        if table.num_rows == 0:
+            raise DataError(f"{who}: no row of {src.table} matches {reading.describe()}; nothing to read as a verdict")
+    if table.column("fact_id").null_count or table.column("relation").null_count:
         raise DataError(f"{who}: rows without a fact_id or relation in {src.table}")
-    right = np.ones(int(keep.sum()), dtype=bool)
+    right = np.ones(table.num_rows, dtype=bool)
     for col in reading.columns:
-        values = table.column(col).to_pandas().to_numpy()[keep]
-        if pd.isna(values).any():
+        values = table.column(col)
+        if values.null_count:
             raise DataError(f"{who} has rows without a boolean `{col}` in {src.table} (not one verdict per row)")
-        right &= values.astype(bool)
+        right &= values.to_numpy().astype(bool)
     if reading.negate:
         right = ~right
-    codes, uniques = pd.factorize(fact, sort=False)
+    codes, uniques = _encoded(table.column("fact_id"))
     n_facts = len(uniques)
     n_rows = np.bincount(codes, minlength=n_facts)
-    n_right = np.bincount(codes, weights=right, minlength=n_facts)
-    if reading.rule == "majority":
-        verdict = 2 * n_right > n_rows
-    elif reading.rule == "all":
-        verdict = n_right == n_rows
+    if n_facts == table.num_rows:  # one row per fact (codes 0, 1, ... in row order): the row is the verdict
+        verdict = right
     else:
-        verdict = n_right > 0
-    rel_codes, rel_names = pd.factorize(relation, sort=False)
+        n_right = np.bincount(codes, weights=right, minlength=n_facts)
+        verdict = {"majority": 2 * n_right > n_rows, "all": n_right == n_rows, "any": n_right > 0}[reading.rule]
+    rel_codes, rel_names = _encoded(table.column("relation"))
     lo = np.full(n_facts, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n_facts, -1, dtype=np.int64)
     np.minimum.at(lo, codes, rel_codes)
@@ -331,15 +340,20 @@ def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
             f"{who}: fact {uniques[bad]} has rows of relations {rel_names[lo[bad]]} and {rel_names[hi[bad]]} in {src.table}"
         )
     prob = np.full(n_facts, np.nan, dtype=np.float32)
-    if GOLD_PROB in table.column_names:
-        p = table.column(GOLD_PROB).to_pandas().to_numpy(dtype=float, na_value=np.nan)[keep]
+    if GOLD_PROB in table.column_names and table.column(GOLD_PROB).null_count < table.num_rows:
+        p = table.column(GOLD_PROB).to_numpy().astype(float)  # nulls are NaN
         ok = ~np.isnan(p)
-        if ok.any():
-            counts = np.bincount(codes[ok], minlength=n_facts)
-            sums = np.bincount(codes[ok], weights=p[ok], minlength=n_facts)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                prob = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
-    return FactVerdicts(np.asarray(uniques, dtype=object), np.asarray(rel_names, dtype=object)[lo], verdict, prob, n_rows)
+        counts = np.bincount(codes[ok], minlength=n_facts)
+        sums = np.bincount(codes[ok], weights=p[ok], minlength=n_facts)
+        prob = ratio_or_nan(sums, counts).astype(np.float32)
+    return FactVerdicts(uniques, rel_names[lo], verdict, prob, n_rows)
+
+
+def ratio_or_nan(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den is 0."""
+    out = np.full(num.shape, np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
 
 
 __all__ = ["FactVerdicts", "Reading", "RunSource", "find_runs", "map_probes", "read_verdicts", "reading_of"]

@@ -8,15 +8,19 @@ Probe pairs (per model): the 2x2 table of two probes' verdicts over the same fac
 (po - pe) / (1 - pe), NaN where pe = 1 (both probes constant and alike); the subsumption rate both
 ways, wu2024 section 4.2.2's eta(theta1 | theta2) = |phi1 ∩ phi2| / |phi1| with a probe in place of a
 model (`eta_a_given_b`: the share of the facts probe a finds known that probe b also finds known), NaN
-where the first knows nothing. The same formula over two models' robust sets is zhao2024 section
-6.4's knowledge sharing rate (`sharing`), cell [a, b] = the share of a's robust facts b knows robustly.
+where the first knows nothing (the formula of `factprobe.metrics.comparison.subsumption_rate`, here
+from counts). The same formula over two models' robust sets is zhao2024 section 6.4's knowledge
+sharing rate (`sharing`), cell [a, b] = the share of a's robust facts b knows robustly.
 
 Intervals: relations are the clusters. Every number is given pooled over facts and as the mean of its
-per-relation values with a Student-t 95% interval over those relation means
-(`factprobe.metrics.findings_rule.t_interval`; a percentile bootstrap under-covers at 11-12
-clusters, issue 37), over the relations where the value is defined, cut to the range the number can
-take ([0, 1], kappa [-1, 1]). All counts are computed with
-`np.bincount` over relation codes: no loop over facts.
+per-relation values with a Student-t 95% interval over those relation means (`intervals`: the
+interval of `factprobe.metrics.findings_rule.t_interval`, for many series at once; a percentile
+bootstrap under-covers at 11-12 clusters, issue 37), over the relations where the value is defined,
+cut to the range the number can take ([0, 1], kappa [-1, 1]).
+
+Cost: the 2x2 tables of every pair and relation come from one matrix product per relation
+(`cooccurrence`: X_r' X_r), so a model of P probes costs a few passes over its facts x probes
+matrix, whatever P; nothing loops over facts.
 """
 
 from __future__ import annotations
@@ -24,8 +28,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from ..metrics.findings_rule import t_interval
 
 CATEGORIES = ("every", "majority", "none", "disputed")
 
@@ -40,23 +42,41 @@ def categories(n_right: np.ndarray, n_probes: int) -> dict[str, np.ndarray]:
     }
 
 
-def interval(per_relation: np.ndarray, bounds: tuple[float, float] = (0.0, 1.0)) -> dict:
-    """{"value": the mean of the defined (finite) relation values, "ci_low", "ci_high" (t-interval, cut
-    to `bounds`, the range the value can take; NaN for fewer than two relations), "n_relations"}."""
-    v = np.asarray(per_relation, dtype=float)
-    v = v[np.isfinite(v)]
-    mean, lo, hi = t_interval(v) if v.size else (math.nan, math.nan, math.nan)
-    if not math.isnan(lo):
-        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
-    return {"value": mean, "ci_low": lo, "ci_high": hi, "n_relations": int(v.size)}
-
-
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num / den elementwise, NaN where den is 0."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     out = np.full(np.broadcast(num, den).shape, np.nan)
     np.divide(num, den, out=out, where=den > 0)
     return out
+
+
+def intervals(values: np.ndarray, bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> dict[str, np.ndarray]:
+    """Per column of `values` (relations x series; NaN = undefined for that relation): {"value": the mean
+    of its defined values, "ci_low", "ci_high": the Student-t interval of that mean cut to `bounds` (NaN
+    for fewer than two values; the mean twice when they are all equal), "n_relations"}: `t_interval` of
+    `factprobe.metrics.findings_rule` for every column at once."""
+    from scipy.special import stdtrit
+
+    v = np.asarray(values, dtype=float)
+    if v.ndim == 1:
+        v = v[:, None]
+    ok = np.isfinite(v)
+    n = ok.sum(axis=0)
+    filled = np.where(ok, v, 0.0)
+    mean = ratio(filled.sum(axis=0), n)
+    dev = np.where(ok, v - mean, 0.0)
+    sd = np.sqrt(ratio((dev**2).sum(axis=0), n - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = stdtrit(np.maximum(n - 1, 1), 1 - alpha / 2) * sd / np.sqrt(np.maximum(n, 1))
+    half = np.where(n >= 2, np.where(sd == 0, 0.0, half), np.nan)
+    lo, hi = np.clip(mean - half, *bounds), np.clip(mean + half, *bounds)
+    return {"value": mean, "ci_low": np.where(n >= 2, lo, np.nan), "ci_high": np.where(n >= 2, hi, np.nan), "n_relations": n}
+
+
+def interval(per_relation: np.ndarray, bounds: tuple[float, float] = (0.0, 1.0)) -> dict:
+    """`intervals` of one series as plain numbers: {"value", "ci_low", "ci_high", "n_relations"}."""
+    out = intervals(np.asarray(per_relation, dtype=float)[:, None], bounds)
+    return {k: (int(v[0]) if k == "n_relations" else float(v[0])) for k, v in out.items()}
 
 
 def share_stats(mask: np.ndarray, rel: np.ndarray, n_rel: int) -> tuple[dict, np.ndarray]:
@@ -68,19 +88,24 @@ def share_stats(mask: np.ndarray, rel: np.ndarray, n_rel: int) -> tuple[dict, np
     return out, per_rel
 
 
-def pair_counts(a: np.ndarray, b: np.ndarray, rel: np.ndarray, n_rel: int) -> np.ndarray:
-    """Per relation, the 2x2 table of boolean verdicts `a` and `b`: array [n_rel, 4] of (both right,
-    a only, b only, neither)."""
-    both = a & b
-    return np.stack(
-        [
-            np.bincount(rel, weights=both, minlength=n_rel),
-            np.bincount(rel, weights=a & ~b, minlength=n_rel),
-            np.bincount(rel, weights=~a & b, minlength=n_rel),
-            np.bincount(rel, weights=~a & ~b, minlength=n_rel),
-        ],
-        axis=1,
-    )
+def cooccurrence(right: np.ndarray, rel: np.ndarray, n_rel: int) -> tuple[np.ndarray, np.ndarray]:
+    """(both [n_rel, P, P]: per relation, the facts right under both column i and column j of `right`
+    (facts x P, bool); n [n_rel]: the facts of each relation). Column i's own count is both[:, i, i]."""
+    order = np.argsort(rel, kind="stable")
+    x = right[order].astype(np.float32)
+    bounds = np.searchsorted(rel[order], np.arange(n_rel + 1))
+    both = np.stack([x[s:e].T @ x[s:e] for s, e in zip(bounds[:-1], bounds[1:])]) if n_rel else np.zeros((0,) * 3)
+    return np.rint(both).astype(np.int64), np.diff(bounds)
+
+
+def tables(both: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The 2x2 tables of every pair from `cooccurrence`: [..., P, P, 4] of (both right, row only,
+    column only, neither)."""
+    own = np.diagonal(both, axis1=-2, axis2=-1)
+    a_only = own[..., :, None] - both
+    b_only = own[..., None, :] - both
+    neither = np.asarray(n)[..., None, None] - both - a_only - b_only
+    return np.stack([both, a_only, b_only, neither], axis=-1)
 
 
 def kappa(counts: np.ndarray) -> np.ndarray:
@@ -93,8 +118,7 @@ def kappa(counts: np.ndarray) -> np.ndarray:
     pa, pb = ratio(n11 + n10, n), ratio(n11 + n01, n)
     pe = pa * pb + (1 - pa) * (1 - pb)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(np.isclose(pe, 1.0) | ~np.isfinite(pe), np.nan, (po - pe) / (1 - pe))
-    return out
+        return np.where(np.isclose(pe, 1.0) | ~np.isfinite(pe), np.nan, (po - pe) / (1 - pe))
 
 
 def eta(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,52 +127,45 @@ def eta(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ratio(c[..., 0], c[..., 0] + c[..., 1]), ratio(c[..., 0], c[..., 0] + c[..., 2])
 
 
-def pair_stats(a: np.ndarray, b: np.ndarray, rel: np.ndarray, n_rel: int) -> tuple[dict, np.ndarray]:
-    """Two probes' agreement on one model: ({"n_facts", "n_both", "n_a_only", "n_b_only", "n_neither",
-    "agreement" (pooled share of facts alike), "kappa", "eta_a_given_b", "eta_b_given_a" (each a relation
-    mean with "<name>_ci_low", "<name>_ci_high", "<name>_pooled", "<name>_relations")}, the per-relation
-    counts [n_rel, 4])."""
-    per_rel = pair_counts(a, b, rel, n_rel)
-    tot = per_rel.sum(axis=0)
-    out: dict = {
-        "n_facts": int(tot.sum()),
-        "n_both": int(tot[0]),
-        "n_a_only": int(tot[1]),
-        "n_b_only": int(tot[2]),
-        "n_neither": int(tot[3]),
-        "agreement": float((tot[0] + tot[3]) / tot.sum()) if tot.sum() else math.nan,
-    }
-    e_ab, e_ba = eta(per_rel)
-    pooled_ab, pooled_ba = eta(tot)
-    for name, values, pooled, bounds in (
-        ("kappa", kappa(per_rel), kappa(tot), (-1.0, 1.0)),
-        ("eta_a_given_b", e_ab, pooled_ab, (0.0, 1.0)),
-        ("eta_b_given_a", e_ba, pooled_ba, (0.0, 1.0)),
+def pair_stats(right: np.ndarray, rel: np.ndarray, n_rel: int) -> dict[str, np.ndarray]:
+    """Every probe pair of one model (`right`: facts x P): P x P arrays, row a and column b, of
+    "kappa", "eta" (eta(a | b)), each with "<name>_ci_low", "<name>_ci_high", "<name>_pooled",
+    "<name>_relations"; "tables" [P, P, 4] pooled 2x2 counts; "agreement" (pooled share alike);
+    "per_relation": [n_rel, P, P, 4] counts."""
+    both, n = cooccurrence(right, rel, n_rel)
+    per_rel = tables(both, n)
+    pooled = per_rel.sum(axis=0)
+    p = right.shape[1]
+    out: dict[str, np.ndarray] = {"tables": pooled, "per_relation": per_rel}
+    out["agreement"] = ratio(pooled[..., 0] + pooled[..., 3], pooled.sum(axis=-1))
+    for name, values, whole, bounds in (
+        ("kappa", kappa(per_rel), kappa(pooled), (-1.0, 1.0)),
+        ("eta", eta(per_rel)[0], eta(pooled)[0], (0.0, 1.0)),
     ):
-        iv = interval(values, bounds)
-        out[name] = iv["value"]
-        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = iv["ci_low"], iv["ci_high"]
-        out[f"{name}_pooled"] = float(pooled)
-        out[f"{name}_relations"] = iv["n_relations"]
-    return out, per_rel
+        iv = intervals(values.reshape(n_rel, p * p), bounds)
+        out[name] = iv["value"].reshape(p, p)
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = iv["ci_low"].reshape(p, p), iv["ci_high"].reshape(p, p)
+        out[f"{name}_relations"] = iv["n_relations"].reshape(p, p)
+        out[f"{name}_pooled"] = whole
+    return out
 
 
 def sharing(robust: np.ndarray, rel: np.ndarray, n_rel: int) -> dict[str, np.ndarray]:
     """zhao2024's knowledge sharing rate over robust sets: `robust` is facts x models (bool). Returns
-    {"rate": pooled [M, M] (row a, column b: |R_a ∩ R_b| / |R_a|), "value", "ci_low", "ci_high":
-    relation mean and t-interval [M, M], "shared": [M, M] counts}."""
-    r = robust.astype(np.float32)
-    shared = (r.T @ r).astype(np.int64)
-    rate = ratio(shared, np.diag(shared)[:, None])
+    M x M arrays, row a and column b: "rate" (pooled |R_a ∩ R_b| / |R_a|), "value", "ci_low", "ci_high"
+    (relation mean and t-interval), "shared" (counts; the diagonal is |R_a|)."""
+    both, _ = cooccurrence(robust, rel, n_rel)
+    shared = both.sum(axis=0)
     m = robust.shape[1]
-    value, lo, hi = (np.full((m, m), np.nan) for _ in range(3))
-    per_model = [np.bincount(rel, weights=robust[:, i], minlength=n_rel) for i in range(m)]
-    for i in range(m):
-        for j in range(m):
-            both = np.bincount(rel, weights=robust[:, i] & robust[:, j], minlength=n_rel)
-            iv = interval(ratio(both, per_model[i]))
-            value[i, j], lo[i, j], hi[i, j] = iv["value"], iv["ci_low"], iv["ci_high"]
-    return {"rate": rate, "value": value, "ci_low": lo, "ci_high": hi, "shared": shared}
+    per_rel = ratio(both, np.diagonal(both, axis1=1, axis2=2)[:, :, None])
+    iv = intervals(per_rel.reshape(n_rel, m * m))
+    return {
+        "rate": ratio(shared, np.diag(shared)[:, None]),
+        "value": iv["value"].reshape(m, m),
+        "ci_low": iv["ci_low"].reshape(m, m),
+        "ci_high": iv["ci_high"].reshape(m, m),
+        "shared": shared,
+    }
 
 
 def disagreement(n_right: np.ndarray, n_probes: int) -> np.ndarray:
@@ -161,13 +178,15 @@ def disagreement(n_right: np.ndarray, n_probes: int) -> np.ndarray:
 __all__ = [
     "CATEGORIES",
     "categories",
+    "cooccurrence",
     "disagreement",
     "eta",
     "interval",
+    "intervals",
     "kappa",
-    "pair_counts",
     "pair_stats",
     "ratio",
     "share_stats",
     "sharing",
+    "tables",
 ]

@@ -1,0 +1,87 @@
+"""Step: the knowledge map of a pipeline's finished probe runs (`factprobe.knowledge_maps`), logged to MLflow.
+
+The map joins every finished run of the given run folders whose probe the map reads (a failed
+probe step's folder and runs of probes without a per-fact verdict are left out and named on the
+page); it is built into `map_dir` (the step's output folder: a later step, e.g. a diff against the
+previous night's map, reads it), logged into a child run `knowledge-map` of the pipeline's parent run
+(`factprobe_ops.tracking.map_logging`), and its page and summary are written to `html_path` and
+`md_path`. A map cannot be drawn from fewer than one readable run, or from runs that share no fact
+or are not like with like: the step then writes a page saying why and returns {"built": False,
+"reason"} instead of failing the pipeline (the report and the comparison stand without it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from factprobe_ops.tracking.context import RunContext
+
+
+def readable_runs(result_dirs: list[str]) -> tuple[list[str], list[str]]:
+    """(the folders of finished runs the map reads, notes on those left out: failed, unfinished, no verdict)."""
+    import json
+
+    from factprobe.knowledge_maps.reading import reading_of
+
+    runs, notes = [], []
+    for d in result_dirs:
+        p = Path(d)
+        if (p / "failed.json").exists():
+            notes.append(f"{d}: a failed probe step, left out")
+            continue
+        try:
+            metrics = json.loads((p / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            notes.append(f"{d}: no finished run (no metrics.json), left out")
+            continue
+        probe = str(metrics.get("probe", ""))
+        if reading_of(probe) is None:
+            notes.append(f"{d}: a {probe or 'unnamed'} run, no verdict per fact the map reads, left out")
+            continue
+        runs.append(d)
+    return runs, notes
+
+
+def run_knowledge_map(result_dirs: list[str], map_dir: str, html_path: str, md_path: str, context: RunContext | str) -> dict:
+    """Build the map of `result_dirs` into `map_dir`, log it into a child run of `context`'s parent run
+    (the pipeline run's `RunContext` or its JSON), write its page to `html_path` and a Markdown summary
+    to `md_path`. Returns {"built": True, "key", "n_facts", "models"} or {"built": False, "reason"}."""
+    import html
+    import shutil
+
+    from factprobe.errors import FactprobeError
+    from factprobe.io import atomic_write_text
+    from factprobe.knowledge_maps import knowledge_map
+    from factprobe.knowledge_maps.page import format_summary
+    from factprobe_ops.tracking.context import RunContext
+    from factprobe_ops.tracking.conventions import tag
+    from factprobe_ops.tracking.map_logging import log_knowledge_map
+    from factprobe_ops.tracking.run import TrackedRun
+
+    ctx = RunContext.from_json(context)
+    runs, notes = readable_runs(result_dirs)
+    try:
+        if not runs:
+            raise FactprobeError("no finished run whose probe the knowledge map reads")
+        km = knowledge_map(runs, map_dir)
+    except FactprobeError as e:
+        reason = str(e).splitlines()[0]
+        text = "\n".join([f"No knowledge map: {reason}", *notes])
+        atomic_write_text(md_path, f"# Knowledge map\n\n{text}\n")
+        atomic_write_text(
+            html_path, f"<!doctype html><html><body><h1>Knowledge map</h1><pre>{html.escape(text)}</pre></body></html>"
+        )
+        return {"built": False, "reason": reason}
+    with TrackedRun.from_context(ctx, run_name="knowledge-map", required=True, tags={tag("step"): "knowledge-map"}) as run:
+        log_knowledge_map(run, km.folder)
+        if notes:
+            run.log_text("\n".join(notes), "knowledge_map/left_out.txt")
+    summary = format_summary(km.summary)
+    atomic_write_text(md_path, "# Knowledge map\n\n```\n" + "\n".join([summary, *notes]) + "\n```\n")
+    shutil.copyfile(km.folder / "knowledge_map.html", html_path)
+    return {"built": True, "key": km.inputs["key"], "n_facts": km.summary["n_facts"], "models": km.models}
+
+
+__all__ = ["readable_runs", "run_knowledge_map"]
