@@ -34,7 +34,9 @@ are each tokenized once:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -167,35 +169,55 @@ class SpliceRule:
 
     @classmethod
     def for_tokenizer(cls, tokenizer) -> SpliceRule | None:
-        """The rule of `tokenizer`, or None where none is proven (then every pair is encoded jointly)."""
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None or getattr(backend, "truncation", None) or getattr(backend, "padding", None):
-            return None
+        """The rule of `tokenizer`, or None where none is proven (then every pair is encoded jointly).
+        Worked out once per tokenizer object (Gemma's vocabulary scan takes a few tenths of a second)."""
         try:
-            spec = json.loads(backend.to_str())
-        except Exception:  # noqa: BLE001 - a backend that cannot describe itself gets no rule, not an error
-            return None
-        model = spec.get("model") or {}
-        if model.get("type") != "BPE" or model.get("dropout") or not _added_tokens_ok(spec.get("added_tokens") or []):
-            return None
-        norm, pre = spec.get("normalizer"), spec.get("pre_tokenizer")
-        if norm is None and _byte_level_regex(pre):
-            rule = cls("byte_level")
-        elif _space_to_meta(norm) and _no_split_after_meta(pre) and not model.get("ignore_merges"):
-            vocab = model.get("vocab") or {}
-            left = {t[i - 1] for t in vocab for i in range(1, len(t)) if t[i] == META and t[i - 1] != META}
-            rule = cls("metaspace", frozenset(left | {META}))
-        else:
-            return None
-        return rule if _specials_only_before(tokenizer) else None
+            return _RULES[tokenizer]
+        except (KeyError, TypeError):
+            pass
+        rule = _rule_of(tokenizer)
+        with contextlib.suppress(TypeError):  # a tokenizer that cannot be weakly referenced is asked again
+            _RULES[tokenizer] = rule
+        return rule
 
 
-def _added_tokens_ok(added: Sequence[dict]) -> bool:
+_RULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _component(obj) -> dict | None:
+    """A tokenizers pipeline component (normalizer, pre-tokenizer) as its JSON definition."""
+    return None if obj is None else json.loads(obj.__getstate__())
+
+
+def _rule_of(tokenizer) -> SpliceRule | None:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(backend, "truncation", None) or getattr(backend, "padding", None):
+        return None
+    try:
+        model = backend.model
+        norm, pre = _component(backend.normalizer), _component(backend.pre_tokenizer)
+        added = list(backend.get_added_tokens_decoder().values())
+    except Exception:  # noqa: BLE001 - a backend that cannot describe itself gets no rule, not an error
+        return None
+    if type(model).__name__ != "BPE" or getattr(model, "dropout", None) or not _added_tokens_ok(added):
+        return None
+    if norm is None and _byte_level_regex(pre):
+        rule = SpliceRule("byte_level")
+    elif _space_to_meta(norm) and _no_split_after_meta(pre) and not getattr(model, "ignore_merges", True):
+        vocab = backend.get_vocab(with_added_tokens=False)
+        left = {t[i - 1] for t in vocab for i in range(1, len(t)) if t[i] == META and t[i - 1] != META}
+        rule = SpliceRule("metaspace", frozenset(left | {META}))
+    else:
+        return None
+    return rule if _specials_only_before(tokenizer) else None
+
+
+def _added_tokens_ok(added) -> bool:
     """No added token strips its neighbours, and each is free of whitespace (and `▁`) or all of it."""
     for a in added:
-        if a.get("lstrip") or a.get("rstrip") or a.get("single_word"):
+        if a.lstrip or a.rstrip or a.single_word:
             return False
-        spaces = [c.isspace() or c == META for c in a.get("content", "")]
+        spaces = [c.isspace() or c == META for c in a.content]
         if any(spaces) and not all(spaces):
             return False
     return True

@@ -99,25 +99,42 @@ def packed_masks(
     layer_types: Sequence[str] | None = None,
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     """The additive `[1, 1, tokens, prefix + tokens]` mask of `layout`, built on `device` (module docstring);
-    a dict by layer type when the model has sliding-window layers."""
+    a dict by layer type when the model has sliding-window layers. Rows are written a block at a time
+    (`torch.where` into the mask), so no `[tokens x tokens]` intermediate is held beside it, and a block's
+    keys after its last query (hidden from all of them) are filled without being compared."""
     total, plen = layout.total, layout.prefix_len
+    sliding = bool(layer_types and "sliding_attention" in layer_types and sliding_window)
     idx = torch.arange(total, device=device)
-    if layout.key_end is not None:
-        seen = (idx[None, :] <= idx[:, None]) & (idx[:, None] < layout.key_end.to(device)[None, :])
-    else:
-        seg_of = layout.seg_of.to(device)
-        same = seg_of[:, None] == seg_of[None, :]
-        seen = layout.ancestor.to(device)[seg_of][:, seg_of] & (~same | (idx[None, :] <= idx[:, None]))
-    neg = torch.finfo(dtype).min
-    full = torch.zeros(1, 1, total, plen + total, dtype=dtype, device=device)
-    full[0, 0, :, plen:].masked_fill_(~seen, neg)
-    if not (layer_types and "sliding_attention" in layer_types and sliding_window):
+    key_end = layout.key_end.to(device) if layout.key_end is not None else None
+    if key_end is None:
+        seg_of, ancestor = layout.seg_of.to(device), layout.ancestor.to(device)
+    if sliding:
+        pos_q = layout.positions.to(device)
+        pos_k = torch.cat([torch.arange(plen, device=device), pos_q])
+    zero = torch.zeros((), dtype=dtype, device=device)
+    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=device)
+    full = torch.empty(1, 1, total, plen + total, dtype=dtype, device=device)
+    full[0, 0, :, :plen] = 0
+    window = torch.empty_like(full) if sliding else None
+    step = max(1, (1 << 22) // max(1, total))  # rows per block: about 4M mask entries
+    for r0 in range(0, total, step):
+        r1 = min(r0 + step, total)  # keys from r1 on come after every query of the block: hidden
+        q, k = idx[r0:r1, None], idx[None, :r1]
+        if key_end is not None:
+            seen = (k <= q) & (q < key_end[None, :r1])
+        else:
+            sq = seg_of[r0:r1, None]
+            seen = ancestor[sq[:, 0]][:, seg_of[:r1]] & ((sq != seg_of[None, :r1]) | (k <= q))
+        torch.where(seen, zero, neg, out=full[0, 0, r0:r1, plen : plen + r1])
+        full[0, 0, r0:r1, plen + r1 :] = neg
+        if window is not None:
+            near = (pos_q[r0:r1, None] - pos_k[None, : plen + r1]) < sliding_window
+            near[:, plen:] &= seen
+            torch.where(near, zero, neg, out=window[0, 0, r0:r1, : plen + r1])
+            window[0, 0, r0:r1, plen + r1 :] = neg
+    if window is None:
         return full
-    pos_q = layout.positions.to(device)
-    pos_k = torch.cat([torch.arange(plen, device=device), pos_q])
-    sliding = full.clone()
-    sliding[0, 0].masked_fill_((pos_q[:, None] - pos_k[None, :]) >= sliding_window, neg)
-    mask = {"full_attention": full, "sliding_attention": sliding}
+    mask = {"full_attention": full, "sliding_attention": window}
     for t in layer_types:
         mask.setdefault(t, full)
     return mask
