@@ -2,7 +2,8 @@
 
 It joins the per-fact verdicts of finished probe runs (probes x models) on `fact_id`; see
 docs/knowledge-map.md. `knowledge_map(runs, out)` builds (or reuses) a map folder and returns it
-as DataFrames (`KnowledgeMap`); `factprobe map` is the command (`cli`).
+as DataFrames (`KnowledgeMap`); `diff_runs(before, after, work)` diffs the maps of two sets of runs;
+`factprobe map` is the command (`cli`).
 
 Modules: `reading` (a run as one verdict per fact), `inputs` (like with like, the map's identity),
 `stats` (shares, kappa, eta, sharing rates, intervals over relations), `model_part` and `build`
@@ -39,4 +40,11 @@ def knowledge_map(runs: Sequence[str | Path], out: str | Path | None = None) -> 
     return km
 
 
-__all__ = ["KnowledgeMap", "knowledge_map"]
+def diff_runs(before: Sequence[str | Path], after: Sequence[str | Path], work: str | Path):
+    """The diff (`diff.MapDiff`) of the maps of two sets of runs of one model each (a model before and
+    after fine-tuning, two nights), the maps built into `work`/before and `work`/after."""
+    a = knowledge_map(before, Path(work) / "before")
+    return a.diff(knowledge_map(after, Path(work) / "after"))
+
+
+__all__ = ["KnowledgeMap", "diff_runs", "knowledge_map"]

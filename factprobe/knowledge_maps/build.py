@@ -27,6 +27,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,57 +67,88 @@ class RunFacts:
 
 @dataclass
 class FactIndex:
-    """Every fact id seen, its relation and the run that first named it."""
+    """Every fact id seen (pyarrow chunks in code order), its relation (codes into `relations`) and the run
+    that first named it. A run whose distinct ids are the very array an earlier run had (the reader's
+    `Encoder` hands the same one back for an equal column) reuses that run's codes."""
 
-    ids: list = field(default_factory=list)
-    index: pd.Index = field(default_factory=lambda: pd.Index([], dtype=object))
+    chunks: list = field(default_factory=list)
     relation: list = field(default_factory=list)
     first_run: list = field(default_factory=list)
     relations: dict = field(default_factory=dict)
+    size: int = 0
+    _ids: Any = None
+    _known: Any = None
+    _by_ids: dict = field(default_factory=dict)
 
-    def add(self, fact_id: np.ndarray, relation: np.ndarray, run: int, runs: Sequence[RunFacts]) -> np.ndarray:
-        """Codes of `fact_id` (new ids appended); DataError when a fact's relation differs from an earlier run's."""
-        local, names = pd.factorize(relation)
-        rel = np.array([self.relations.setdefault(r, len(self.relations)) for r in names], dtype=np.int32)[local]
-        codes = self.index.get_indexer(fact_id)
-        new = codes < 0
-        if new.any():
-            start = len(self.index)
-            self.index = self.index.append(pd.Index(fact_id[new], dtype=object))
-            codes[new] = np.arange(start, start + int(new.sum()))
-            self.relation.append(rel[new])
-            self.first_run.append(np.full(int(new.sum()), run, dtype=np.int32))
-        known = np.concatenate(self.relation) if self.relation else np.zeros(0, dtype=np.int32)
+    def ids(self):
+        """Every fact id, in code order (a pyarrow string array)."""
+        import pyarrow as pa
+
+        if self._ids is None or len(self._ids) != self.size:
+            self._ids = pa.concat_arrays(self.chunks) if self.chunks else pa.array([], pa.string())
+        return self._ids
+
+    def relation_codes(self) -> np.ndarray:
+        if self._known is None or self._known.size != self.size:
+            self._known = np.concatenate(self.relation) if self.relation else np.zeros(0, dtype=np.int32)
+        return self._known
+
+    def add(self, fv, run: int, runs: Sequence[RunFacts]) -> np.ndarray:
+        """Codes of `fv`'s facts (`reading.FactVerdicts`; new ids appended); DataError when a fact's
+        relation differs from an earlier run's."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        to_global = np.array([self.relations.setdefault(str(r), len(self.relations)) for r in fv.rel_names], dtype=np.int32)
+        rel = to_global[fv.rel] if fv.rel.size else np.zeros(0, dtype=np.int32)
+        cached = self._by_ids.get(id(fv.fact_id))
+        if cached is not None and cached[0] is fv.fact_id:
+            codes = cached[1]
+        else:
+            found = pc.index_in(fv.fact_id, value_set=self.ids()) if self.size else pa.nulls(len(fv.fact_id), pa.int32())
+            codes = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            new = codes < 0
+            if new.any():
+                codes[new] = np.arange(self.size, self.size + int(new.sum()))
+                self.chunks.append(fv.fact_id.filter(pa.array(new)))
+                self.relation.append(rel[new])
+                self.first_run.append(np.full(int(new.sum()), run, dtype=np.int32))
+                self.size += int(new.sum())
+            self._by_ids[id(fv.fact_id)] = (fv.fact_id, codes)
+        known = self.relation_codes()
         bad = np.flatnonzero(known[codes] != rel)
         if bad.size:
             i = int(bad[0])
             names = list(self.relations)
             other = runs[int(np.concatenate(self.first_run)[codes[i]])].source
             raise DataError(
-                f"fact {fact_id[i]} is relation {names[known[codes[i]]]} in run {other.ref} and {names[rel[i]]} in "
-                "this run; the runs were made on other facts under the same ids"
+                f"fact {fv.fact_id[i].as_py()} is relation {names[known[codes[i]]]} in run {other.ref} and {names[rel[i]]} "
+                "in this run; the runs were made on other facts under the same ids"
             )
         return codes
 
 
 def _read_all(sources: Sequence[RunSource], readings: dict[str, Reading]) -> tuple[list[RunFacts], FactIndex]:
-    index = FactIndex()
+    from .reading import Encoder
+
+    index, encoder = FactIndex(), Encoder()
     runs: list[RunFacts] = []
     for i, src in enumerate(sources):
-        fv = read_verdicts(src, readings[src.probe])
-        codes = index.add(fv.fact_id, fv.relation, i, runs)
+        fv = read_verdicts(src, readings[src.probe], encoder)
+        codes = index.add(fv, i, runs)
         runs.append(RunFacts(src, codes, fv.right, fv.gold_prob, int(fv.n_rows.sum())))
     return runs, index
 
 
 def _partial(runs: Sequence[RunFacts], index: FactIndex, count: np.ndarray) -> pd.DataFrame:
     """Facts some runs lack: fact_id, relation, n_runs (that have it), missing_from (run names)."""
+    import pyarrow as pa
+
     part = np.flatnonzero(count < len(runs))
     names = list(index.relations)
-    rel = np.concatenate(index.relation) if index.relation else np.zeros(0, dtype=np.int32)
     if not part.size:
         return pd.DataFrame({"fact_id": [], "relation": [], "n_runs": [], "missing_from": []})
-    pos = np.full(len(index.index), -1)
+    pos = np.full(index.size, -1)
     pos[part] = np.arange(part.size)
     have = np.zeros((part.size, len(runs)), dtype=bool)
     for j, r in enumerate(runs):
@@ -129,8 +161,8 @@ def _partial(runs: Sequence[RunFacts], index: FactIndex, count: np.ndarray) -> p
         missing.append(", ".join(lacking[:10]) + (f" and {len(lacking) - 10} more" if len(lacking) > 10 else ""))
     return pd.DataFrame(
         {
-            "fact_id": index.index[part].astype(str),
-            "relation": [names[r] for r in rel[part]],
+            "fact_id": index.ids().take(pa.array(part)).to_pylist(),
+            "relation": [names[r] for r in index.relation_codes()[part]],
             "n_runs": count[part].astype(int),
             "missing_from": missing,
         }
@@ -199,7 +231,7 @@ def write_map(sources: Sequence[RunSource], readings: dict[str, Reading], inputs
     from .page import write_page
 
     runs, index = _read_all(sources, readings)
-    count = np.zeros(len(index.index), dtype=np.int64)
+    count = np.zeros(index.size, dtype=np.int64)
     for r in runs:
         count[r.codes] += 1
     joined = np.flatnonzero(count == len(runs))
@@ -210,18 +242,21 @@ def write_map(sources: Sequence[RunSource], readings: dict[str, Reading], inputs
             f"the runs share no fact ({sizes} facts; {len(partial)} facts in some runs only): a map joins runs that "
             "probed the same facts; run the probes on the same relations and facts"
         )
-    rel_names = np.array(list(index.relations), dtype=str)[np.concatenate(index.relation)[joined]]
-    ids = index.index.to_numpy(dtype=object)[joined].astype(str)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rel_names = np.array(list(index.relations), dtype=str)[index.relation_codes()[joined]]
     used, rel = np.unique(rel_names, return_inverse=True)  # relation codes in name order
-    order = np.lexsort((ids, rel))  # facts by relation, then id
-    joined, ids, rel = joined[order], ids[order], rel[order]
+    ids = index.ids().take(pa.array(joined))
+    order = pc.sort_indices(pa.table({"rel": rel, "id": ids}), sort_keys=[("rel", "ascending"), ("id", "ascending")])
+    joined, ids, rel = joined[order.to_numpy()], ids.take(order), rel[order.to_numpy()]  # facts by relation, then id
     probes, models = _order(sources)
     part = ModelPart(
         fact_id=ids,
         relations=[str(r) for r in used],
         rel=rel.astype(np.int64),
         probes=probes,
-        position=np.full(len(index.index), -1, dtype=np.int64),
+        position=np.full(index.size, -1, dtype=np.int64),
     )
     part.position[joined] = np.arange(joined.size)
     runs_table = pd.DataFrame(

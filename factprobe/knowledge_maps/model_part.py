@@ -32,8 +32,8 @@ TOP_DISPUTED = 20
 
 @dataclass
 class ModelPart:
-    """What every model's part shares: the joined facts (ids, relation codes into `relations`, in
-    relation order), the probes in order, and `position` (a fact's code in the map's index -> its row,
+    """What every model's part shares: the joined facts (ids as a pyarrow string array, relation codes
+    into `relations`, in relation then id order), the probes in order, and `position` (a fact's code in the map's index -> its row,
     -1 when not joined)."""
 
     fact_id: np.ndarray
@@ -46,7 +46,7 @@ class ModelPart:
 def matrix(part: ModelPart, runs: dict) -> tuple[np.ndarray, np.ndarray]:
     """(verdicts facts x probes bool, gold probabilities facts x probes float32) of one model from its
     runs by probe (`build.RunFacts`)."""
-    n, p = part.fact_id.size, len(part.probes)
+    n, p = len(part.fact_id), len(part.probes)
     right = np.zeros((n, p), dtype=bool)
     prob = np.full((n, p), np.nan, dtype=np.float32)
     for j, probe in enumerate(part.probes):
@@ -106,7 +106,7 @@ def _model_tables(model: str, part: ModelPart, columns: dict, right: np.ndarray,
     dis = stats.disagreement(k, n_probes).astype(np.float32)
     spread = _spread(prob)
     rows = np.flatnonzero((k > 0) & (k < n_probes))
-    order = rows[np.lexsort((part.fact_id[rows], part.rel[rows], -np.nan_to_num(spread[rows], nan=-1.0), -dis[rows]))]
+    order = rows[np.lexsort((rows, -np.nan_to_num(spread[rows], nan=-1.0), -dis[rows]))]  # rows are in relation, id order
     idx = pa.array(order)
     disputed = {name: col.take(idx) for name, col in head.items()}
     disputed["disagreement"] = pa.array(dis[order])
@@ -169,10 +169,15 @@ def write_model_parts(part: ModelPart, models: Sequence[str], runs: Sequence, st
 
     tables, figs = stage / "tables", stage / "figures"
     n_rel = len(part.relations)
-    columns = {"fact_id": pa.array(part.fact_id), "relation": pa.array(np.asarray(part.relations, dtype=object)[part.rel])}
+    columns = {
+        "fact_id": part.fact_id,
+        "relation": pa.DictionaryArray.from_arrays(pa.array(part.rel.astype(np.int32)), pa.array(part.relations)).cast(
+            pa.string()
+        ),
+    }
     verdicts, disputed = _Writer(tables / "verdicts.parquet"), _Writer(tables / "disputed.parquet")
     shares, shares_rel, pairs, pairs_rel, summaries = [], [], [], [], []
-    robust = np.zeros((part.fact_id.size, len(models)), dtype=bool)
+    robust = np.zeros((len(part.fact_id), len(models)), dtype=bool)
     counts = np.bincount(part.rel, minlength=n_rel)
     for m, model in enumerate(models):
         mine = {r.source.probe: r for r in runs if r.source.model == model}
@@ -224,9 +229,19 @@ def write_model_parts(part: ModelPart, models: Sequence[str], runs: Sequence, st
 def _cross_model(part: ModelPart, models: Sequence[str], robust: np.ndarray, stage: Path) -> dict:
     n_rel = len(part.relations)
     everywhere = robust.all(axis=1)
-    pd.DataFrame(
-        {"fact_id": part.fact_id[everywhere], "relation": np.asarray(part.relations, dtype=object)[part.rel[everywhere]]}
-    ).to_parquet(stage / "tables" / "known_everywhere.parquet", index=False)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keep = pa.array(everywhere)
+    pq.write_table(
+        pa.table(
+            {
+                "fact_id": part.fact_id.filter(keep),
+                "relation": pa.array(np.asarray(part.relations, dtype=object)[part.rel[everywhere]], pa.string()),
+            }
+        ),
+        stage / "tables" / "known_everywhere.parquet",
+    )
     share, _ = stats.share_stats(everywhere, part.rel, n_rel)
     sh = stats.sharing(robust, part.rel, n_rel)
     i, j = np.nonzero(~np.eye(len(models), dtype=bool))

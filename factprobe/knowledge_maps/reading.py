@@ -268,28 +268,49 @@ def read_columns(src: RunSource, reading: Reading):
 
 @dataclass
 class FactVerdicts:
-    """One run reduced to its facts: `fact_id` and `relation` (object arrays), `right` (bool), `gold_prob`
-    (float32, NaN where the table has none), `n_rows` (the rows of each fact the verdict reads)."""
+    """One run reduced to its facts: `fact_id` (a pyarrow string array, one entry per fact), `rel` (each
+    fact's code into `rel_names`), `right` (bool), `gold_prob` (float32, NaN where the table has none),
+    `n_rows` (the rows of each fact the verdict reads)."""
 
-    fact_id: np.ndarray
-    relation: np.ndarray
+    fact_id: Any
+    rel: np.ndarray
+    rel_names: np.ndarray
     right: np.ndarray
     gold_prob: np.ndarray
     n_rows: np.ndarray
 
 
-def _encoded(column) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, distinct values as an object array) of a pyarrow string column, in order of appearance."""
-    import pyarrow.compute as pc
+class Encoder:
+    """Codes of pyarrow string columns (`encode`: codes in order of first appearance, and the distinct
+    values), remembered by content: the runs of one probe on every model hold one column of fact ids and
+    relations, so a column equal to one seen before is not hashed again, and the same distinct-values
+    object comes back (the map's fact index then skips it too). Keeps the last `KEEP` columns."""
 
-    enc = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_numpy(zero_copy_only=False)
+    KEEP = 32
+
+    def __init__(self) -> None:
+        self._seen: list[tuple[Any, np.ndarray, Any]] = []
+
+    def encode(self, column) -> tuple[np.ndarray, Any]:
+        import pyarrow.compute as pc
+
+        arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+        for i, (seen, codes, uniques) in enumerate(self._seen):
+            if len(seen) == len(arr) and seen.equals(arr):
+                self._seen.insert(0, self._seen.pop(i))
+                return codes, uniques
+        enc = pc.dictionary_encode(arr)
+        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        self._seen.insert(0, (arr, codes, enc.dictionary))
+        del self._seen[self.KEEP :]
+        return codes, enc.dictionary
 
 
-def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
-    """`src`'s verdict per fact under `reading` (module docstring). DataError (one line naming the run)
-    for an empty table, a row without a fact id or relation, a row without a boolean verdict, a fact
-    whose rows name two relations, or no row matching the reading's `where`."""
+def read_verdicts(src: RunSource, reading: Reading, encoder: Encoder | None = None) -> FactVerdicts:
+    """`src`'s verdict per fact under `reading` (module docstring); `encoder` remembers the fact id and
+    relation columns across runs (a new one when None). DataError (one line naming the run) for an empty
+    table, a row without a fact id or relation, a row without a boolean verdict, a fact whose rows name
+    two relations, or no row matching the reading's `where`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -321,7 +342,8 @@ def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
         right &= values.to_numpy().astype(bool)
     if reading.negate:
         right = ~right
-    codes, uniques = _encoded(table.column("fact_id"))
+    encoder = encoder or Encoder()
+    codes, uniques = encoder.encode(table.column("fact_id"))
     n_facts = len(uniques)
     n_rows = np.bincount(codes, minlength=n_facts)
     if n_facts == table.num_rows:  # one row per fact (codes 0, 1, ... in row order): the row is the verdict
@@ -329,7 +351,8 @@ def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
     else:
         n_right = np.bincount(codes, weights=right, minlength=n_facts)
         verdict = {"majority": 2 * n_right > n_rows, "all": n_right == n_rows, "any": n_right > 0}[reading.rule]
-    rel_codes, rel_names = _encoded(table.column("relation"))
+    rel_codes, rel_dict = encoder.encode(table.column("relation"))
+    rel_names = rel_dict.to_numpy(zero_copy_only=False)
     lo = np.full(n_facts, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n_facts, -1, dtype=np.int64)
     np.minimum.at(lo, codes, rel_codes)
@@ -337,7 +360,7 @@ def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
     if (lo != hi).any():
         bad = int(np.flatnonzero(lo != hi)[0])
         raise DataError(
-            f"{who}: fact {uniques[bad]} has rows of relations {rel_names[lo[bad]]} and {rel_names[hi[bad]]} in {src.table}"
+            f"{who}: fact {uniques[bad].as_py()} has rows of relations {rel_names[lo[bad]]} and {rel_names[hi[bad]]} in {src.table}"
         )
     prob = np.full(n_facts, np.nan, dtype=np.float32)
     if GOLD_PROB in table.column_names and table.column(GOLD_PROB).null_count < table.num_rows:
@@ -346,7 +369,7 @@ def read_verdicts(src: RunSource, reading: Reading) -> FactVerdicts:
         counts = np.bincount(codes[ok], minlength=n_facts)
         sums = np.bincount(codes[ok], weights=p[ok], minlength=n_facts)
         prob = ratio_or_nan(sums, counts).astype(np.float32)
-    return FactVerdicts(uniques, rel_names[lo], verdict, prob, n_rows)
+    return FactVerdicts(uniques, lo, rel_names, verdict, prob, n_rows)
 
 
 def ratio_or_nan(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -356,4 +379,4 @@ def ratio_or_nan(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["FactVerdicts", "Reading", "RunSource", "find_runs", "map_probes", "read_verdicts", "reading_of"]
+__all__ = ["Encoder", "FactVerdicts", "Reading", "RunSource", "find_runs", "map_probes", "read_verdicts", "reading_of"]

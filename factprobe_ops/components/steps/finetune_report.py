@@ -4,8 +4,10 @@ Reads the evaluation folders of the base model and of every adapter (each holds 
 `results.jsonl` and `finetune_setting.json`; an adapter's QA folder also the training's
 `finetune_metrics.json` and `finetune_loss_history.json`), builds `factprobe.metrics.finetune_compare.comparison_table` (a
 row for the base and one per setting, paired bootstrap intervals against the base), and writes
-a Markdown and an HTML report. On the MLflow parent run it logs the table (`tables/finetune.json`
-and `.parquet`), the metrics `<metric>/<setting>` and `<metric>_diff/<setting>`, the figures
+a Markdown and an HTML report, with each setting's knowledge-map diff against the base (facts gained
+and lost under every probe, `steps/knowledge_map.finetune_knowledge_diffs`). On the MLflow parent run
+it logs the table (`tables/finetune.json` and `.parquet`; the diffs as `tables/finetune_knowledge_map.json`),
+the metrics `<metric>/<setting>` and `<metric>_diff/<setting>`, the figures
 `figures/finetune_before_after.png` (bars with intervals) and `figures/finetune_loss.png` (loss
 curves), the report, and the tag `factprobe.smoke_test` (true for a run below the paper's budget).
 """
@@ -146,6 +148,14 @@ def run_finetune_report(
     fig = before_after_figure(table, f"zero-shot QA and IC-LKE before and after fine-tuning\n{banner[:110]}")
     lfig = loss_figure(losses, "fine-tuning loss per setting")
     md = f"**{banner}**\n\n" + markdown_table(table)
+    from factprobe.report.html import markdown_table as rows_markdown
+
+    from .knowledge_map import finetune_knowledge_diffs
+
+    knowledge, no_diff = finetune_knowledge_diffs(qa_dirs, mc_dirs)  # facts gained and lost under every probe (issue 39)
+    md += "\n\n" + (
+        no_diff or rows_markdown(knowledge.to_dict("records"), "Knowledge map: facts gained and lost against the base")
+    )
     atomic_write_text(md_path, md)
     imgs = "".join(
         f'<img src="data:image/png;base64,{__import__("base64").b64encode(figure_png(f)).decode()}"/>' for f in (fig, lfig)
@@ -160,6 +170,8 @@ def run_finetune_report(
             run.set_tags(smoke_tags(ft, trigger))
             run.log_table(table, "tables/finetune.json")
             run.log_parquet(table, "tables/finetune.parquet")
+            if len(knowledge):
+                run.log_table(knowledge, "tables/finetune_knowledge_map.json")
             run.log_metrics(flat_metrics(table))
             run.log_figure(fig, "figures/finetune_before_after.png")
             run.log_figure(lfig, "figures/finetune_loss.png")

@@ -84,4 +84,51 @@ def run_knowledge_map(result_dirs: list[str], map_dir: str, html_path: str, md_p
     return {"built": True, "key": km.inputs["key"], "n_facts": km.summary["n_facts"], "models": km.models}
 
 
-__all__ = ["readable_runs", "run_knowledge_map"]
+#: the columns of `finetune_knowledge_diffs`' table, after `setting`
+DIFF_COLUMNS = (
+    "n_facts",
+    "robust gain",
+    "gain",
+    "robust loss",
+    "loss",
+    "mixed",
+    "unchanged",
+    "became_robust",
+    "no_longer_robust",
+)
+
+
+def finetune_knowledge_diffs(qa_dirs: list[str], mc_dirs: list[str]):
+    """For the fine-tuning report: per fine-tuned setting, the diff of its knowledge map (its QA and
+    IC-LKE evaluation runs) against the base model's (`factprobe.knowledge_maps.diff`): a DataFrame with
+    `setting` and `DIFF_COLUMNS`, and a note, "" or the one line saying why there is no diff (e.g. runs
+    without metrics.json, or QA and IC-LKE runs on different facts). Never raises for the runs' content:
+    the report stands without it."""
+    import tempfile
+
+    import pandas as pd
+
+    from factprobe.errors import FactprobeError
+    from factprobe.knowledge_maps import diff_runs
+    from factprobe.metrics.finetune_compare import BASE
+
+    from .finetune_evaluate import evaluation_dirs
+
+    qa, mc = evaluation_dirs(qa_dirs), evaluation_dirs(mc_dirs)
+    runs = {s: [d for d in (qa.get(s), mc.get(s)) if d] for s in dict.fromkeys([*qa, *mc])}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="finetune-map-") as work:
+        try:
+            if BASE not in runs:
+                raise FactprobeError(f"no {BASE} evaluation to compare with")
+            for setting, folders in runs.items():
+                if setting == BASE:
+                    continue
+                d = diff_runs(runs[BASE], folders, Path(work) / setting).summary
+                rows.append({"setting": setting, "n_facts": d["n_facts"], **d["changes"], **{k: d[k] for k in DIFF_COLUMNS[-2:]}})
+        except FactprobeError as e:
+            return pd.DataFrame(rows, columns=["setting", *DIFF_COLUMNS]), f"no knowledge-map diff: {str(e).splitlines()[0]}"
+    return pd.DataFrame(rows, columns=["setting", *DIFF_COLUMNS]), ""
+
+
+__all__ = ["DIFF_COLUMNS", "finetune_knowledge_diffs", "readable_runs", "run_knowledge_map"]
