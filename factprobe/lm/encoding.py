@@ -25,7 +25,7 @@ are each tokenized once:
   free of whitespace or all whitespace (so none spans `b`) and strip nothing, and no truncation. Any
   other tokenizer (a slow one, another normalizer or regex) gets no rule: every pair is encoded
   jointly, as exact as before, only not faster.
-- Pieces are tokenized once and kept by text (`ChoiceEncoder.encode`, at most `max_entries` texts):
+- Pieces are tokenized once and kept by text (`ChoiceEncoder.encode`, at most `max_tokens` token ids):
   a relation's prefix once per relation, an option once per run wherever it recurs.
 - The first request of every shared prefix (and the first without one) is also encoded jointly and
   compared; a difference turns the pieces off for good (`ChoiceEncoder.mismatches`). The rule is the
@@ -262,28 +262,35 @@ class ChoiceEncoder:
     Args:
         tokenizer: a transformers tokenizer; pieces are encoded with `tokenizer(texts, add_special_tokens=...)`,
             the call `encode_choices` makes.
-        max_entries: texts kept; the cache is emptied when it would hold more (a relation's pieces come back
+        max_tokens: token ids kept (with their texts: about 60 MB at the default); the cache is emptied when
+            it would hold more, so it never grows with the run (a relation's pieces come back
             with its next request).
     """
 
-    def __init__(self, tokenizer, max_entries: int = 200_000) -> None:
+    def __init__(self, tokenizer, max_tokens: int = 1_000_000) -> None:
         self.tokenizer = tokenizer
         self.rule = SpliceRule.for_tokenizer(tokenizer)
-        self.max_entries = max_entries
+        self.max_tokens = max_tokens
         self._ids: dict[tuple[str, bool], list[int]] = {}
+        self._held = 0  # what `_ids` holds: its token ids plus a quarter of its texts' characters
         self._checked: set[str | None] = set()
         self.mismatches = 0
 
     def encode(self, texts: Sequence[str], specials: bool) -> list[list[int]]:
         """Token ids of each text (`tokenizer(text, add_special_tokens=specials)`), cached by text; the
         misses are encoded in one call. The lists are the cache's own: callers do not modify them."""
-        missing = list(dict.fromkeys(t for t in texts if (t, specials) not in self._ids))
+        found = {t: self._ids.get((t, specials)) for t in texts}
+        missing = [t for t, ids in found.items() if ids is None]
         if missing:
-            if len(self._ids) + len(missing) > self.max_entries:
+            encoded = [list(ids) for ids in self.tokenizer(missing, add_special_tokens=specials)["input_ids"]]
+            size = sum(len(t) // 4 + len(ids) for t, ids in zip(missing, encoded))
+            if self._held + size > self.max_tokens:
                 self._ids.clear()
-            for t, ids in zip(missing, self.tokenizer(missing, add_special_tokens=specials)["input_ids"]):
-                self._ids[(t, specials)] = list(ids)
-        return [self._ids[(t, specials)] for t in texts]
+                self._held = 0
+            for t, ids in zip(missing, encoded):
+                self._ids[(t, specials)] = found[t] = ids
+            self._held += size
+        return [found[t] for t in texts]  # type: ignore[misc]
 
     def choices(
         self, context: str, continuations: Sequence[str], head: str | None = None

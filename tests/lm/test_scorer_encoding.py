@@ -118,3 +118,14 @@ def test_a_relations_prefix_is_tokenized_once_not_per_option(tiny_model_path):
     want = ref.score_choices([ChoiceRequest(f"{prefix} {s}", options) for s in facts[1:]], shared_prefix=prefix)
     for a, b in zip(got, want):
         assert abs(a - b).max() <= 1e-5
+
+
+def test_the_text_cache_never_grows_past_its_bound(tiny_model_path):
+    """A run of many unique contexts keeps at most `max_tokens` in the cache (item 3: nothing grows with
+    the run), and the ids stay those of the joint encoding across the cache's emptying."""
+    tok = AutoTokenizer.from_pretrained(tiny_model_path("gpt2"))
+    enc = ChoiceEncoder(tok, max_tokens=300)
+    for i in range(120):
+        context, options = f"Fact number {i} is about Paris", [" France", f" Country{i}"]
+        assert enc.choices(context, options, head="Fact number") == encode_choices(tok, context, options)
+        assert 0 < enc._held <= 300 + 40  # one call's misses may land on an emptied cache
