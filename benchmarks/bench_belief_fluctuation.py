@@ -146,9 +146,9 @@ def main(argv=None) -> dict:
     from factprobe.metrics.belief import belief_accuracies, summarize_belief
     from factprobe.paths import data_root
     from factprobe.probes.belief_mlm import BeliefMLM
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import run_probe
 
     root = data_root()
     work = Path(tempfile.mkdtemp(prefix="bench-belief-"))

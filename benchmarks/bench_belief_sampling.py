@@ -65,7 +65,7 @@ def belief_prompts(relations: list[str], n: int, seed: int) -> list[dict]:
     """Real belief-icl prompts (4-template, MP) built by the probe's own code, one relation after another."""
     from factprobe.datasets.multiprompt import prepare_multiprompt
     from factprobe.probes.belief_icl import Demo, DemoPool, choose_templates, demo_block, icl_prompt, render_query
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
 
     base = BaseConfig(source="lama", relations=relations, max_facts_per_relation=3, seed=seed)
     prepared = prepare_multiprompt(base)

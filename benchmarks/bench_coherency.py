@@ -65,10 +65,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_queries(args, loaded) -> list[dict]:
     """The probe's step-1 queries (both rounds) for `--items` subjects of each relation."""
-    from factprobe.probes.base import Session
+    from factprobe.framework.base import Session
     from factprobe.probes.coherency import OBJECT_SLOT, SUBJECT_SLOT
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     cfg = RunConfig.from_dict(
         {

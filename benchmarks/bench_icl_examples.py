@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     from factprobe.lm.models import load_model
     from factprobe.lm.scorer import Scorer
     from factprobe.paths import data_root
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
     from factprobe.probes.ic_lke import relation_prefix
     from factprobe.studies.icl_examples import ICLExamplesConfig, PrefixChain, plan_relation, score_items
 

@@ -41,7 +41,7 @@ RELATIONS = 40
 def register_probes(n: int) -> list[str]:
     """Register `synthetic-<i>` for i < n (multiple-choice probes: verdict `correct`); their names."""
     from factprobe.probes.mc import MCProbe
-    from factprobe.probes.registry import load_probes, register
+    from factprobe.framework.registry import load_probes, register
 
     load_probes()
     names = [f"synthetic-{i}" for i in range(n)]

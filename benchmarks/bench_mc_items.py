@@ -136,8 +136,8 @@ def lama_items(relations: list[str], n_items: int, out_dir: Path, seed: int = 0)
 
 def ours_pass(cfg, loaded, prepared) -> tuple[dict, list[dict]]:
     """One pass of the probe's own loop; (times and token counts, rows)."""
-    from factprobe.probes.base import Session
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.base import Session
+    from factprobe.framework.registry import get_probe
 
     probe = get_probe("mc-items")
     session = Session(cfg, loaded, prepared, note=lambda m: None)
@@ -173,9 +173,9 @@ def setting(
     `examples` examples from `train_data` (default --train-data); check exactness."""
     data, train_data = data or args.data, train_data or args.train_data
     from factprobe.lm.naive import naive_logprob
-    from factprobe.probes.config import RunConfig
+    from factprobe.framework.config import RunConfig
     from factprobe.probes.mc_items import split_prompt
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     cfg = RunConfig.from_dict(
         {

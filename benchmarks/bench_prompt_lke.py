@@ -55,8 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def workload(args):
     """(the probe, its config, [(templates, batch)] in the runner's order) for the probe's own data."""
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     probe = get_probe(args.probe)
     cfg = RunConfig.from_dict(

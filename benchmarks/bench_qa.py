@@ -98,8 +98,8 @@ class Workload:
 
     def __init__(self, args) -> None:
         from factprobe.paths import data_root
-        from factprobe.probes.config import RunConfig
-        from factprobe.probes.registry import get_probe
+        from factprobe.framework.config import RunConfig
+        from factprobe.framework.registry import get_probe
 
         root = data_root()
         rels = [r.strip() for r in args.relations.split(",") if r.strip()]
@@ -146,7 +146,7 @@ class Workload:
         self.notes: list[str] = []  # the probe's notes (e.g. a block cut to fit), over all sessions
 
     def session(self, loaded):
-        from factprobe.probes.base import Session
+        from factprobe.framework.base import Session
 
         def note(msg: str) -> None:
             if msg not in self.notes:
@@ -182,7 +182,7 @@ MEMORY_VARIANTS = ["ours", "hf", "lm_eval"]
 def run_memory_variant(args) -> None:
     """Subprocess body: load, warm up, then one batch of one method; prints its peak-RSS growth."""
     from factprobe.probes.qa import STOP, qa_prompt
-    from factprobe.probes.runner import load_for_probe
+    from factprobe.framework.runner import load_for_probe
 
     w = Workload(args)
     loaded = load_for_probe(w.cfg)
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     from transformers.utils import logging as hf_logging
 
     from factprobe.probes.qa import BATCH, STOP, exemplar_block, qa_prompt, regular_block
-    from factprobe.probes.runner import load_for_probe
+    from factprobe.framework.runner import load_for_probe
 
     hf_logging.set_verbosity_error()
     started = time.strftime("%Y-%m-%d %H:%M:%S")

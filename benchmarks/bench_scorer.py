@@ -237,9 +237,9 @@ def build_workload(args, tokenizer, max_length: int) -> dict:
     from factprobe.lm.scorer import ChoiceRequest
     from factprobe.paths import data_root
     from factprobe.probes import ic_lke
-    from factprobe.probes.base import Session
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.base import Session
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     root = data_root()
     cfg = RunConfig.from_dict(
@@ -514,7 +514,7 @@ def main(argv=None) -> int:
     memory = Memory()
 
     from factprobe.lm.models import load_model, resolve_model_path
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     FACTS_PER_BATCH = get_probe("ic-lke").batch_size  # the runner's batches of IC-LKE facts
 

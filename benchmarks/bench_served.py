@@ -83,9 +83,9 @@ def start_server(alias: str) -> tuple[subprocess.Popen, str]:
 
 
 def qa_prompts(n: int) -> list[str]:
-    from factprobe.probes.config import RunConfig
+    from factprobe.framework.config import RunConfig
     from factprobe.probes.qa import exemplar_block, qa_prompt
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     cfg = RunConfig.from_dict(
         {

@@ -50,7 +50,7 @@ def mark(k):
     marks.setdefault(k, round(time.time() - T0, 3))
 from factprobe.cli import main
 mark("cli_imported")
-import factprobe.probes.runner as runner
+import factprobe.framework.runner as runner
 import factprobe_ops.tracking.cli as tracking_cli
 from contextlib import contextmanager
 tracking_cli.ProbeTracking.background = os.environ["BENCH_MODE"] == "background"

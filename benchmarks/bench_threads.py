@@ -1,7 +1,7 @@
 """Thread policy benchmark (issue 30 item 5): two probe runs at once, as the local pipeline runner runs a
 ParallelFor's steps, with today's threads against the policy's (factprobe/threads.py), side by side.
 
-Workload: the real IC-LKE probe (`factprobe.probes.runner.run_probe`, the code path of `factprobe probe
+Workload: the real IC-LKE probe (`factprobe.framework.runner.run_probe`, the code path of `factprobe probe
 ic-lke` and of a pipeline's probe step) on `countryinfo`, `smollm2-135m-instruct`, fp32 on the CPU,
 `--facts` facts per relation of `--relations` (default P36,P37), each run into a fresh folder.
 
@@ -58,8 +58,8 @@ def run_worker(args: argparse.Namespace) -> None:
     """One probe run in this process (`--worker MODE`); prints one JSON line."""
     import torch  # loads OpenMP with this process's environment, as a command's first torch import does
 
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     default_threads = torch.get_num_threads()
     cfg = RunConfig.from_dict(

@@ -9,7 +9,7 @@
 
 Each function calls the pieces the command line calls: `probe` builds a `RunConfig` from the same
 options (`factprobe probe PROBE --help` lists them; flag `--max-facts-per-relation` is keyword
-`max_facts_per_relation`) and runs `factprobe.probes.runner.run_probe`; `load_results` and
+`max_facts_per_relation`) and runs `factprobe.framework.runner.run_probe`; `load_results` and
 `load_metrics` read the files of README.md "Reading results"; `compare` joins the probes' declared
 per-fact verdicts with `factprobe.metrics.comparison.compare_runs`. Bad input raises a
 `factprobe.errors.FactprobeError` (`ConfigError`, `DataError`) with one line naming the option or
@@ -51,7 +51,7 @@ from .errors import ConfigError, DataError
 if TYPE_CHECKING:  # pragma: no cover - types only
     import pandas as pd
 
-    from .probes.runner import ProbeOutcome
+    from .framework.runner import ProbeOutcome
 
 RESULTS, METRICS, RUN_CONFIG = "results.jsonl", "metrics.json", "run_config.json"
 #: one `probe` call at a time in this process (module docstring); re-entrant for a call made inside one
@@ -186,14 +186,14 @@ def _probe(
     """`probe`'s work, inside its lock and `caller_state`; `callers_threads`: the caller's torch count or None."""
     from .cli import default_out
     from .lm import quiet_libraries
-    from .probes.config import RunConfig
-    from .probes.registry import get_probe
+    from .framework.config import RunConfig
+    from .framework.registry import get_probe
 
     found = get_probe(name)
     given: dict[str, Any] = {}
     if config is not None:
         from .config_files import options_from_file
-        from .probes.config import BaseConfig
+        from .framework.config import BaseConfig
 
         known = [*RunConfig.IGNORED, *BaseConfig.field_names(), *found.config_class.field_names()]
         given = options_from_file(config, "probe", found.name, known)
@@ -212,7 +212,7 @@ def _probe(
     cfg = RunConfig.from_dict(given)
     folder = Path(cfg.base.out) if cfg.base.out else default_out(cfg)
     quiet_libraries(progress=progress)
-    from .probes.runner import run_probe
+    from .framework.runner import run_probe
 
     log = print if verbose else (lambda _msg: None)
     if loaded is None:
@@ -304,10 +304,10 @@ def load_config(run: str | Path) -> dict:
 
 def _verdict_table(run: str | Path, label: str) -> tuple[pd.DataFrame, str]:
     """Run `label`'s rows with its probe's per-fact verdict read as the right series `correct`
-    (`factprobe.probes.verdict.verdict_table`, in the headline's direction), and the compared share's
+    (`factprobe.framework.verdict.verdict_table`, in the headline's direction), and the compared share's
     name (the headline metric; `not_<column>` for a lower-is-better one). ConfigError (one line) for a
     probe with no verdict per fact; DataError for rows without a boolean verdict."""
-    from .probes.verdict import verdict_table
+    from .framework.verdict import verdict_table
 
     df, verdict = verdict_table(
         load_results(run),

@@ -1,6 +1,6 @@
 """`factprobe` command line.
 
-    factprobe probe <probe> [options]      one subcommand per registered probe (factprobe/probes/registry.py)
+    factprobe probe <probe> [options]      one subcommand per registered probe (factprobe/framework/registry.py)
     factprobe models list | path ALIAS
     factprobe study <study> [options]      one subcommand per study (factprobe/studies/registry.py)
     factprobe map RUN... --out DIR         the knowledge map of finished runs (factprobe/knowledge_maps/)
@@ -124,9 +124,9 @@ def default_out(cfg) -> Path:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from .config_files import with_config_file
-    from .probes.config import BaseConfig, RunConfig, namespace_to_dict
-    from .probes.registry import get_probe
-    from .probes.runner import run_probe
+    from .framework.config import BaseConfig, RunConfig, namespace_to_dict
+    from .framework.registry import get_probe
+    from .framework.runner import run_probe
     from .signals import sigterm_as_interrupt
 
     probe = get_probe(args.probe)
@@ -175,8 +175,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def _add_probe_commands(sub: argparse._SubParsersAction, hooks: list[Any]) -> None:
     from .config import add_config_arguments
     from .config_files import add_config_option
-    from .probes.config import BaseConfig
-    from .probes.registry import load_probes
+    from .framework.config import BaseConfig
+    from .framework.registry import load_probes
 
     p = sub.add_parser("probe", help="run a knowledge probe on one model")
     probes = p.add_subparsers(dest="probe", required=True, metavar="PROBE")

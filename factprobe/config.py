@@ -7,7 +7,7 @@ generated from it. Validation follows PEFT's style: in `__post_init__`, raising 
 that names the field and the value. `from_dict` coerces the strings that command lines, Kubeflow (ints in dicts
 come back as "5.0") and MLflow parameters hand over.
 
-This module is the framework; the instances live with what they configure (`factprobe.probes.config`:
+This module is the framework; the instances live with what they configure (`factprobe.framework.config`:
 `BaseConfig`, `RunConfig`; `factprobe.finetune.config`; each study's module). It imports nothing of factprobe
 but `errors`, so every layer may use it.
 """

@@ -1,6 +1,6 @@
 """One writer, and one kind of run, per output folder: the claim every command that writes a folder makes.
 
-`claim(out, kind, name)` is used by `factprobe probe` (`probes/checkpoint.py::RunFolder`), by
+`claim(out, kind, name)` is used by `factprobe probe` (`framework/checkpoint.py::RunFolder`), by
 `factprobe finetune` (`factprobe.finetune.run_finetune`), by `factprobe study`
 (`factprobe.studies.cli.run_study`), by `compare --out` (kind "compare"), `regress --out` (kind
 "regress") and `factprobe map` (kinds "map" and "map-diff", `factprobe.knowledge_maps`), and so

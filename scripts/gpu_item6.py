@@ -26,7 +26,7 @@ Sections, each written to the JSON as soon as it ends (a timeout keeps what ran)
 - `speed7b`: a Llama-2-7B-shaped model (hidden 4096, 32 layers, 32 heads, MLP 11008; the vocabulary of the
   first model folder's tokenizer, since requests are text) with random bf16 weights built on the GPU (float32
   on the CPU), probed as a user's `factprobe probe ic-lke --source triples --data FILE --max-facts-per-relation
-  F --examples E --choices C` probes it: `factprobe.probes.runner.run_probe` with the model in memory
+  F --examples E --choices C` probes it: `factprobe.framework.runner.run_probe` with the model in memory
   (`scripts/gpu_probe_run.py`), on a synthetic 1-1 relation (`--facts` test facts, 20; `--prefix-examples`
   in-context examples, 50; `--options` options, 100), so the timed region is the runner's whole run: data
   preparation, the relation's shared prefix, the probe's own batching (one `score_batch` per batch, the
@@ -268,7 +268,7 @@ def probe_summary(runs: list[dict], rows: list[dict], tok, n_params: int, args) 
     fwd = [r["forward_wall_s"] for r in timed]
     cpu_out = [r["process_cpu_s"] - r["forward_cpu_s"] for r in timed]
     return {
-        "path": "factprobe.probes.runner.run_probe (factprobe probe ic-lke's code path) with the model in memory",
+        "path": "factprobe.framework.runner.run_probe (factprobe probe ic-lke's code path) with the model in memory",
         "repeats": len(timed),
         "facts": facts,
         "options": len(rows[0]["options"]),

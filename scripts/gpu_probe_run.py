@@ -1,7 +1,7 @@
 """The IC-LKE run a user gets, measured (issue 40 item 6): `scripts/gpu_item6.py`'s speed section times this.
 
 A user's `factprobe probe ic-lke --source triples --data FILE --max-facts-per-relation F --examples E
---choices C` is `factprobe.probes.runner.run_probe` on that configuration: data preparation, the data
+--choices C` is `factprobe.framework.runner.run_probe` on that configuration: data preparation, the data
 contract, the identity, the relation's in-context examples and shared prefix (`ICLKE.open_relation`),
 the probe's own batching (`probe.batches`) with one `ICLKE.score_batch` per batch (the scorer's packed
 forwards within its token budget: 8,192 tokens on CUDA by default), each batch's rows appended to the
@@ -102,9 +102,9 @@ def probe_runs(loaded, options: dict[str, Any], work: Path, repeats: int, interv
     `process_cpu_s`, `gpu_utilisation`, `peak_memory`, `forwards`, `head_calls`, `forwarded_tokens`,
     `forward_wall_s`, `forward_cpu_s`, `batches` ([{"facts", "forwards"}] in order), `metrics_forwards`
     and `metrics_tokens_forwarded` (what the run's metrics.json says)."""
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import run_probe
 
     probe = get_probe(options["probe"])
     timer = ForwardTimer(loaded.model, loaded.device)

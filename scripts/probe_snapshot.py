@@ -84,10 +84,10 @@ def configs(models: dict[str, Path], data: Path) -> dict[str, dict]:
 
 
 def _own(probe: str, flat: dict) -> dict:
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     cls = get_probe(probe).config_class
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
 
     names = set(cls.field_names()) | set(BaseConfig.field_names())
     unknown = sorted(set(flat) - names)
@@ -105,8 +105,8 @@ def _strip(obj):
 
 
 def run_all(out: Path, models_root: Path, data: Path, only: list[str] | None = None) -> None:
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     models = _models(models_root)
     for probe, flat in configs(models, data).items():

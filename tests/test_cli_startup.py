@@ -26,7 +26,7 @@ for argv in (["--version"], ["--help"], ["models", "list"]):
         except SystemExit as e:  # argparse's --version and --help
             rc = e.code
     seen[" ".join(argv)] = {"rc": rc, "heavy": [m for m in HEAVY if m in sys.modules], "out": out.getvalue()[:200],
-                            "tree": "factprobe.probes.registry" in sys.modules}
+                            "tree": "factprobe.framework.registry" in sys.modules}
 print(json.dumps(seen))
 """.replace("HEAVY", repr(HEAVY))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-#: the lines a multiple-choice probe prints (factprobe/cli.py cmd_probe, probes/runner.py, probes/reporting.py)
+#: the lines a multiple-choice probe prints (factprobe/cli.py cmd_probe, framework/runner.py, framework/reporting.py)
 PROBE_LINES = (
     r"identity: model \S+, data sha256:\w+, config \w+, .*factprobe \S+",
     r"note: .*",

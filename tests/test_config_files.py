@@ -186,8 +186,8 @@ def test_the_documented_yaml_is_accepted(tmp_path):
     import re
 
     from factprobe.config_files import options_from_file
-    from factprobe.probes.config import BaseConfig, RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import BaseConfig, RunConfig
+    from factprobe.framework.registry import get_probe
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "python-api.md").read_text()
     block = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)

@@ -13,8 +13,9 @@ parsed with `ast` (nothing is imported):
   another unit of the SAME layer is a sideways import (units of one layer are independent). Both fail.
 - No import cycle between modules, function-local imports included (a function-local import only
   postpones a cycle, it does not remove it).
-- Imports under `if TYPE_CHECKING:` never run, so they cannot close a cycle and are left out of the
-  cycle check; they still name a dependency, so the direction check counts them.
+- Imports under `if TYPE_CHECKING:` count as well, in both checks: they never run, but they name a
+  dependency, and a circle of names is a circle of design (issue 42 item 6 removed the last one, the probe
+  framework's base -> config -> registry -> base, by moving the framework apart from the probes).
 
 A module's implicit import of its parent package's `__init__` is not an edge (that is how Python
 loads packages, not a dependency the module chose). `from pkg import name` is an edge to
@@ -59,7 +60,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),  # what a result measured; --config files; the config machinery
     ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
-    ("factprobe.probes",),
+    ("factprobe.framework",),  # the probe framework: contract, config, registry, runner (issue 42 item 6)
+    ("factprobe.probes",),  # the built-in probes, instances of the framework
     (
         "factprobe.finetune",
         "factprobe.studies",
@@ -214,18 +216,17 @@ def direction_violations(imports: list[Import]) -> list[tuple[Import, str]]:
 
 
 def cycles(imports: list[Import]) -> list[list[Import]]:
-    """The import edges inside each circle of modules (a strongly connected component), runtime
-    imports only."""
+    """The import edges inside each circle of modules (a strongly connected component), `TYPE_CHECKING`
+    imports included."""
     graph = nx.DiGraph()
     for imp in imports:
-        if not imp.type_checking:
-            graph.add_edge(imp.importer, imp.imported)
+        graph.add_edge(imp.importer, imp.imported)
     out = []
     for component in nx.strongly_connected_components(graph):
         if len(component) > 1:
             out.append(
                 sorted(
-                    (i for i in imports if not i.type_checking and i.importer in component and i.imported in component),
+                    (i for i in imports if i.importer in component and i.imported in component),
                     key=lambda i: (i.path, i.line),
                 )
             )
@@ -314,7 +315,7 @@ def test_checker_finds_upward_function_local_and_dynamic_imports(fake_repo):
     assert not any(r.startswith("factprobe/datasets/b.py") for r in reasons), reasons
 
 
-def test_checker_finds_cycles_but_not_type_checking_ones(fake_repo):
+def test_checker_finds_cycles_type_checking_ones_included(fake_repo):
     modules = _fake(
         fake_repo,
         {
@@ -326,5 +327,9 @@ def test_checker_finds_cycles_but_not_type_checking_ones(fake_repo):
     )
     imports = [i for mod, p in modules.items() for i in imports_of(mod, p, modules)]
     found = cycles(imports)
-    assert [sorted({i.importer for i in c}) for c in found] == [["factprobe.lm.a", "factprobe.lm.b"]]
+    assert [sorted({i.importer for i in c}) for c in found] == [
+        ["factprobe.lm.a", "factprobe.lm.b"],
+        ["factprobe.lm.c", "factprobe.lm.d"],
+    ]
     assert {i.where() for i in found[0]} == {"factprobe/lm/a.py:1", "factprobe/lm/b.py:2"}
+    assert {i.where() for i in found[1]} == {"factprobe/lm/c.py:3", "factprobe/lm/d.py:1"}

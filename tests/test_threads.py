@@ -13,7 +13,7 @@ import torch
 
 from factprobe import threads
 from factprobe.errors import ConfigError
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -231,8 +231,8 @@ def test_local_runner_tells_each_step_how_many_run_at_once(fake, capsys):
 
 @pytest.mark.slow
 def test_probe_run_records_the_resolved_count(tiny_model_path, tmp_path, fake, torch_threads):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     write, _ = fake
     write("cpu.max", "200000 100000")

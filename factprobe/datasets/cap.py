@@ -9,7 +9,7 @@ stays, in the order the items came. Equal items, seed and cap give equal kept it
 a relation with at most `max_facts` facts is left as it is, so capping twice changes nothing.
 
 `cap_items` is what the framework applies to every probe's items right after `prepare`
-(`factprobe.probes.contract`). `sample_facts_per_relation` is the same draw over a `FactSet`: the
+(`factprobe.framework.contract`). `sample_facts_per_relation` is the same draw over a `FactSet`: the
 builders whose draw decides more than which items stay call it before they build (the
 multiple-choice builds, whose skipped facts and dropped relations are counted among the drawn facts
 and whose 100-option items are built only for them; QA, whose items join the multiple-choice ones by

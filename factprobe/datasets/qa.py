@@ -414,7 +414,7 @@ def read_triples_popularity(path: str | Path) -> dict[str, float]:
 def prepare_qa(base, max_train_per_relation: int | None = None, templates_path: str | None = None) -> Prepared:
     """Load facts (`mc_dataset.load_test_and_train(base)`) and build the QA dataset of a run.
 
-    `base` is a `probes.config.BaseConfig` (source, data, train_data, relations,
+    `base` is a `framework.config.BaseConfig` (source, data, train_data, relations,
     max_facts_per_relation, seed). Returns `Prepared(kind="qa")` with `items` {relation: eval
     QAItems}, `facts` {"test", "train"} (the loaded fact sets), `dropped` {relation: reason} and
     `info`: `qa_train_items` {relation: [QAItem.to_dict()]} (read it with `qa_train_items`),

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..framework.reporting import model_label
 from ..io import atomic_write_json
-from ..probes.reporting import model_label
 from .inputs import INPUTS_FILE, check_alike, map_inputs, reuse_or_refuse
 from .reading import Reading, RunSource, find_runs, map_probes, read_verdicts, reading_of
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -27,8 +27,23 @@ import pandas as pd
 from ..errors import ConfigError, DataError
 from ..metrics.comparison import mcnemar
 
-if TYPE_CHECKING:
-    from .result import KnowledgeMap
+
+class KnowledgeMap(Protocol):
+    """What a diff reads of a map (`factprobe.knowledge_maps.result.KnowledgeMap` is one): named here, not
+    imported, because the map's own `diff` method calls this module (no import circle, tests/test_layers.py)."""
+
+    folder: Path
+    summary: dict
+    inputs: dict
+
+    @property
+    def models(self) -> list[str]: ...
+
+    @property
+    def probes(self) -> list[str]: ...
+
+    def table(self, name: str) -> pd.DataFrame: ...
+
 
 CHANGES = ("robust gain", "gain", "robust loss", "loss", "mixed", "unchanged")
 DIFF_SUMMARY = "diff.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..probes.reporting import model_label
+from ..framework.reporting import model_label
 from ..report.plots import save_png
 from . import figures, stats
 

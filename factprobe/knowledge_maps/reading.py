@@ -11,7 +11,7 @@ A run reference (`find_runs`) is any of:
   results): every finished run in it whose probe the map reads; the others are named in a note.
 
 The verdict of a run (`reading_of`) is the one its probe declares for the map
-(`factprobe.probes.reporting.MapVerdict`), else its gate verdict (`fact_verdict`) in its headline's
+(`factprobe.framework.reporting.MapVerdict`), else its gate verdict (`fact_verdict`) in its headline's
 direction, several rows of one fact by majority. `read_verdicts` streams the table's few columns
 (pyarrow; a results.jsonl's other fields are never materialised) and reduces the rows to facts with
 array group-bys. Bad input is one line naming the run and what is wrong.
@@ -58,8 +58,8 @@ class Reading:
 def reading_of(probe: str) -> Reading | None:
     """The map's reading of runs of the registered probe named `probe` (module docstring); None for a
     probe that declares neither a map verdict nor a gate verdict, or one not registered here."""
-    from ..probes.registry import load_probes
-    from ..probes.verdict import verdict_of
+    from ..framework.registry import load_probes
+    from ..framework.verdict import verdict_of
 
     spec = load_probes().get(probe)
     if spec is None:
@@ -75,7 +75,7 @@ def reading_of(probe: str) -> Reading | None:
 
 def map_probes() -> list[str]:
     """The registered probes whose runs the map reads (registry order)."""
-    from ..probes.registry import load_probes
+    from ..framework.registry import load_probes
 
     return [name for name in load_probes() if reading_of(name) is not None]
 
@@ -97,7 +97,7 @@ class RunSource:
     @property
     def name(self) -> str:
         """`<probe>:<model>` (the model's short name), how messages and tables name the run."""
-        from ..probes.reporting import model_label
+        from ..framework.reporting import model_label
 
         return f"{self.probe}:{model_label(self.model)}"
 
@@ -197,7 +197,7 @@ def find_runs(refs: list[str]) -> tuple[list[RunSource], list[str]]:
             continue
         src = _source(ref, path, table)
         if reading_of(src.probe) is None:
-            from ..probes.verdict import why_no_verdict
+            from ..framework.verdict import why_no_verdict
 
             raise ConfigError(
                 f"run {ref} is a {src.probe} run{why_no_verdict(src.probe)}; the knowledge map joins runs of "

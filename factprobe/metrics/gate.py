@@ -131,7 +131,7 @@ def regression_gate(
 ) -> GateDecision:
     """Decide whether a candidate run regressed against a baseline on the same facts.
 
-    Both tables hold the per-fact "right" column `correct` (`factprobe.probes.verdict.verdict_table`:
+    Both tables hold the per-fact "right" column `correct` (`factprobe.framework.verdict.verdict_table`:
     the probe's verdict, negated under a lower-is-better headline). `metric` names the gated headline
     and `higher_is_better` its direction: the decision is reported in that metric's terms (its value
     is the share of right facts when higher is better, else one minus it; see `GateDecision`).

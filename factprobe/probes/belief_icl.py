@@ -88,7 +88,7 @@ from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact
 from ..seeding import stable_rng, stable_seed
-from .base import Probe, Session
+from ..framework.base import Probe, Session
 from .belief_config import (
     belief_qa_templates_field,
     check_shared_fields,
@@ -97,9 +97,9 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from .config import RunConfig
-from .registry import register
-from .reporting import Headline, MapVerdict, ReportPart, ReportRun
+from ..framework.config import RunConfig
+from ..framework.registry import register
+from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun
 
 SETTINGS = ("zero-shot", "4-random", "4-relation", "4-template")
 INSTRUCTIONS = {

@@ -66,7 +66,7 @@ from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_mlm, 
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError, DataError, ModelError
 from ..seeding import stable_rng
-from .base import Probe, Session
+from ..framework.base import Probe, Session
 from .belief_config import (
     belief_qa_templates_field,
     check_shared_fields,
@@ -75,9 +75,9 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from .config import RunConfig
-from .registry import register
-from .reporting import Headline
+from ..framework.config import RunConfig
+from ..framework.registry import register
+from ..framework.reporting import Headline
 
 VOCABS = ("common", "model")
 COMMON_VOCAB = ("lama", "common_vocab_cased.txt")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
+from ..framework.reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
 
 SUMMARY_KEYS = (
     "acc",

@@ -72,11 +72,11 @@ from ..datasets.coherency import CoherencyItem, RelationTables, prepared_tables
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..seeding import stable_rng
-from .base import Probe, Session
+from ..framework.base import Probe, Session
 from .coherency_authors import authors_candidate_scores
-from .config import RunConfig
-from .registry import register
-from .reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label, top_level_metrics
+from ..framework.config import RunConfig
+from ..framework.registry import register
+from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label, top_level_metrics
 
 CANDIDATE_SCORES = ("sum", "mean", "authors")
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"

@@ -47,8 +47,8 @@ from ..datasets.counterfactual import DRAWS, Exemplar, correct_object_keys, draw
 from ..datasets.prepared import Prepared
 from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
-from .base import Probe, Session
-from .config import RunConfig
+from ..framework.base import Probe, Session
+from ..framework.config import RunConfig
 from .qa import (
     ANSWER_COLUMNS,
     BATCH,
@@ -64,8 +64,8 @@ from .qa import (
     regular_block,
     regular_groups,
 )
-from .registry import get_probe, register
-from .reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label
+from ..framework.registry import get_probe, register
+from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 

@@ -1,6 +1,6 @@
 """The cross-model part of a pipeline's report (Wu et al. 2024 section 4.2), from the runs' per-fact verdicts.
 
-For every registered probe that declares a per-fact verdict (`factprobe.probes.verdict`, plug-ins
+For every registered probe that declares a per-fact verdict (`factprobe.framework.verdict`, plug-ins
 included) and has runs of two or more models, `cross_model_parts` reads each run's results.jsonl with
 that verdict in its headline's direction (a fact is right when the verdict is True under a
 higher-is-better headline, False under a lower-is-better one) and draws the cross-model maps of
@@ -25,14 +25,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .reporting import ReportPart, ReportRun
+from ..framework.reporting import ReportPart, ReportRun
 
 
 def _verdict_runs(runs: Sequence[ReportRun]) -> dict[str, list[ReportRun]]:
     """{probe: its finished runs with a results.jsonl} for the probes declaring a per-fact verdict,
     in registry order (plug-ins after the built-ins)."""
-    from .registry import probe_names
-    from .verdict import verdict_of
+    from ..framework.registry import probe_names
+    from ..framework.verdict import verdict_of
 
     by_probe: dict[str, list[ReportRun]] = {}
     for r in runs:
@@ -135,7 +135,7 @@ def cross_model_parts(runs: Sequence[ReportRun]) -> list[ReportPart]:
     from ..errors import FactprobeError
     from ..report.cross_model_maps import RunFacts, align_runs, build_maps
     from ..report.model_meta import resolve_model_meta
-    from .verdict import verdict_table
+    from ..framework.verdict import verdict_table
 
     parts, notes = [], []
     for name, probe_runs in _verdict_runs(runs).items():

@@ -30,9 +30,9 @@ import numpy as np
 
 from ..config import option
 from ..facts import Fact, MCItem
-from .base import Session
+from ..framework.base import Session
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
-from .registry import register
+from ..framework.registry import register
 
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     from ..lm.scorer import PrefixCache, Scorer, Segment

@@ -27,9 +27,9 @@ from typing import Any
 
 from ..config import option
 from ..facts import Fact, MCItem
-from .base import Session
+from ..framework.base import Session
 from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
-from .registry import register
+from ..framework.registry import register
 
 PROMPT_FORMATS = ("paper", "official")
 

@@ -23,9 +23,9 @@ from ..datasets.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
 from ..metrics import multiple_choice as mc
-from .base import Probe, Session
-from .config import RunConfig
-from .reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
+from ..framework.base import Probe, Session
+from ..framework.config import RunConfig
+from ..framework.reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
 
 ON_TOO_LONG = ("truncate", "refuse")
 

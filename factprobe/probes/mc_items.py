@@ -62,10 +62,10 @@ from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact, MCItem
 from ..seeding import stable_rng
-from .base import Session
-from .config import RunConfig
+from ..framework.base import Session
+from ..framework.config import RunConfig
 from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
-from .registry import register
+from ..framework.registry import register
 
 OPTION_SCORES = ("sum", "mean")
 

@@ -20,9 +20,9 @@ from typing import ClassVar
 from ..config import option
 from ..errors import ConfigError, DataError
 from ..facts import MCItem
-from .base import Session
+from ..framework.base import Session
 from .mc import MCConfig, MCProbe, item_row
-from .registry import register
+from ..framework.registry import register
 
 _TRAILING_PERIOD = re.compile(r"\s*\.\s*$")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
+from ..framework.reporting import ReportPart, ReportRun, metric_key, number, top_level_metrics
 
 
 def zero_shot_em(m: Mapping[str, Any]) -> float | None:

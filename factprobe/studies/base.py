@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..config import ConfigBase
-from ..probes.config import BaseConfig
+from ..framework.config import BaseConfig
 
 
 @dataclass

@@ -34,7 +34,7 @@ from ..config_files import add_config_option, with_config_file
 from ..errors import ConfigError
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
-from ..probes.config import BaseConfig
+from ..framework.config import BaseConfig
 from ..redact import redact_values
 from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt

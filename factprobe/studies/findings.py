@@ -5,7 +5,7 @@ holds / does not hold / inconclusive (issue 20 item 6; the verdict logic is
 Per model of `--models` it runs, into `<out>/<model folder name>/<step>/`:
 
 - the probes `ic-lke`, `hgp`, `mmp` (the same multiple-choice items), `counterfactual`,
-  `coherency` and `belief-icl` through `factprobe.probes.runner.run_probe`: each folder is a
+  `coherency` and `belief-icl` through `factprobe.framework.runner.run_probe`: each folder is a
   normal probe run, so a rerun after a kill resumes each probe from its checkpoint and a finished
   probe is not scored again;
 - the studies `icl-examples` (the n curve) and `icl-sequence` four times (`--kind unknown` and
@@ -42,7 +42,7 @@ from ..config import ConfigBase, option, split_relations
 from ..errors import ConfigError
 from ..io import atomic_write_text, read_jsonl
 from ..metrics import findings as fm
-from ..probes.config import BaseConfig, RunConfig
+from ..framework.config import BaseConfig, RunConfig
 from .base import Study, StudyContext
 from .registry import register
 
@@ -295,7 +295,7 @@ class ModelSteps:
         if step in self.givens:
             given = self.givens[step]
             return _substudy(self.ctx, "icl-sequence" if step in SEQUENCE_STEPS else step, given, self.out / step)
-        from ..probes.runner import load_for_probe, run_probe
+        from ..framework.runner import load_for_probe, run_probe
 
         rc = self.probes[step]
         if self.loaded is None and not self.finished(step):

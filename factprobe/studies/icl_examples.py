@@ -70,7 +70,7 @@ from ..datasets.examples import sample_examples
 from ..errors import ConfigError, ContextTooLongError
 from ..facts import Fact, MCItem
 from ..io import atomic_write_jsonl
-from ..probes.config import BaseConfig
+from ..framework.config import BaseConfig
 from ..probes.ic_lke import ICLKE, PROMPT_FORMATS, fact_context, option_continuation, relation_prefix
 from ..probes.mc import ON_TOO_LONG, MCConfig, item_row, longest
 from ..seeding import stable_seed

@@ -1,5 +1,5 @@
 """The one list of studies: registration, plug-in loading and lookup by name (as the probes'
-`factprobe/probes/registry.py`).
+`factprobe/framework/registry.py`).
 
 A study module defines a `Study` subclass (`factprobe.studies.base`, which states the contract)
 and registers one instance: `register(MyStudy())`. The CLI (`factprobe study NAME`,

@@ -102,7 +102,7 @@ def config_key(config: Mapping[str, Any]) -> str:
     from dataclasses import fields
 
     from ..config import DECIDES_RESULTS
-    from ..probes.config import BaseConfig
+    from ..framework.config import BaseConfig
 
     skip = {f.name for f in fields(BaseConfig) if not f.metadata.get(DECIDES_RESULTS, True)}
     keep = {**config, "base": {k: v for k, v in (config.get("base") or {}).items() if k not in skip}}

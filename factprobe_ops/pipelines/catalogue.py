@@ -121,7 +121,7 @@ def option_fields(name: str) -> set[str]:
     from dataclasses import fields
 
     from factprobe.config import PIPELINE
-    from factprobe.probes.config import option_classes
+    from factprobe.framework.config import option_classes
 
     classes = list(option_classes())
     if pipeline_key(name) == "finetune_known_unknown":
@@ -203,8 +203,8 @@ def _check_parameter_types(pipe, values: dict[str, Any], probes: list[str]) -> N
     """Each config parameter of a probe this run does not run (a `probe` pipeline with
     `probes=["hgp"]` still shows ic-lke's options) is checked against its own config class, so
     `examples=1.5` is refused even when no step would build that config."""
-    from factprobe.probes.config import BaseConfig, option_classes
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import BaseConfig, option_classes
+    from factprobe.framework.registry import get_probe
 
     covered = {BaseConfig, *(get_probe(str(p)).config_class for p in probes)}
     for name in getattr(pipe, "config_param_names", []):
@@ -219,7 +219,7 @@ def validate_params(pipe, name: str, params: dict[str, Any]) -> None:
     probe steps do, `FinetuneConfig` per training set as the fine-tuning step does), so the
     one-line ConfigError is the step's own (`lora_r=-1: must be >= 0 ...`). Unknown probes name
     the parameter."""
-    from factprobe.probes.registry import probe_names
+    from factprobe.framework.registry import probe_names
     from factprobe_ops.components.steps._common import check_options, run_config
 
     values = {k: d for k, (_, d) in pipeline_parameters(pipe).items() if d is not inspect.Parameter.empty}

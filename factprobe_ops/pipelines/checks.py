@@ -44,7 +44,7 @@ def check_run_values(name: str, params: dict[str, Any]) -> None:
     """Refuse a run of pipeline `name` with parameters `params` (those given; the others take their
     defaults) that a later step would refuse for a reason the config classes cannot see (module
     docstring). ConfigError, one line naming the pipeline, the probe or the parameter."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
     from factprobe_ops.components.steps._common import parse_options, run_config
 
     from .catalogue import get_pipeline, pipeline_parameters, pipeline_probes, runs_studies

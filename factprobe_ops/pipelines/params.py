@@ -49,8 +49,8 @@ from typing import Any, Optional
 from kfp import dsl
 
 from factprobe.config import HELP, PIPELINE, field_type
-from factprobe.probes.config import BaseConfig
-from factprobe.probes.registry import get_probe, probe_names
+from factprobe.framework.config import BaseConfig
+from factprobe.framework.registry import get_probe, probe_names
 from factprobe_ops.components.pack_config import pack_config
 from factprobe_ops.components.steps.pack_config import TEXT_LISTS, pack
 

@@ -6,7 +6,7 @@ experiment and probe that carries it, so a tag filter finds exactly one baseline
 
 Only runs that `regress` can gate against are promoted: runs of a probe that declares a per-fact
 verdict (`gateable_probes()`: the multiple-choice ic-lke, eic-lke, hgp, mmp, mc-items and any plug-in
-that declares one; `factprobe.probes.verdict`), which log the probe's headline metric and its boolean
+that declares one; `factprobe.framework.verdict`), which log the probe's headline metric and its boolean
 verdict per fact (or per fact and template) in `tables/per_fact.parquet`. `regress` gates the share
 of right facts fact by fact (paired McNemar test and bootstrap, factprobe.metrics.comparison), in the
 headline's direction (under a lower-is-better headline a fact is right when its verdict is False);
@@ -31,7 +31,7 @@ from .conventions import resolve_tracking_uri
 if TYPE_CHECKING:
     import pandas as pd
 
-    from factprobe.probes.verdict import FactVerdict
+    from factprobe.framework.verdict import FactVerdict
 
 BASELINE_TAG = "factprobe.baseline"
 PROBE_TAG = "factprobe.probe"
@@ -40,8 +40,8 @@ PER_FACT_ARTIFACT = "tables/per_fact.parquet"
 
 def gateable_probes() -> list[str]:
     """Names of the registered probes whose runs `regress` can gate: those declaring a per-fact verdict
-    (`factprobe.probes.verdict`), plug-ins included."""
-    from factprobe.probes.verdict import verdict_probes
+    (`factprobe.framework.verdict`), plug-ins included."""
+    from factprobe.framework.verdict import verdict_probes
 
     return verdict_probes()
 
@@ -99,10 +99,10 @@ def gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> tuple[pd
     description: its `ref`, and its MLflow `tags` when it is a run) as `regress` gates it: its probe's
     verdict (by its `factprobe.probe` tag or the folder's run_config.json; a folder that names no probe
     is judged by its `correct` column) read as the right series `correct`
-    (`factprobe.probes.verdict.verdict_table`), and that verdict. Raises ConfigError (one line naming
+    (`factprobe.framework.verdict.verdict_table`), and that verdict. Raises ConfigError (one line naming
     what `regress` needs) for a probe without a verdict, or a table without `fact_id`, `relation` or a
     boolean verdict on every row."""
-    from factprobe.probes.verdict import verdict_table
+    from factprobe.framework.verdict import verdict_table
 
     return verdict_table(df, run_probe(desc), f"{role} {desc.get('ref', '?')}", gate_needs())
 
@@ -110,7 +110,7 @@ def gate_table(df: pd.DataFrame, desc: dict, role: str = "baseline") -> tuple[pd
 def headline_logged(verdict: FactVerdict, logged: set[str]) -> bool:
     """Whether the MLflow metric names `logged` hold the headline `verdict` is the share of: its name as
     logged (`metric_key`: `acc@1` -> `acc_1`), or `acc` for `accuracy` (runs logged before the rename, issue 22)."""
-    from factprobe.probes.reporting import metric_key
+    from factprobe.framework.reporting import metric_key
 
     return metric_key(verdict.metric) in logged or (verdict.metric == "accuracy" and "acc" in logged)
 
@@ -123,7 +123,7 @@ def promote(run_id: str, tracking_uri: str | None = None, notes: list[str] | Non
     module docstring), or without a measurement identity (a run logged before identities were recorded).
     When `notes` is given, a line is appended to it for each previous baseline whose data or numerics
     differ from the new one's (candidates are then gated on other items or numerics than before)."""
-    from factprobe.probes.verdict import verdict_of, why_no_verdict
+    from factprobe.framework.verdict import verdict_of, why_no_verdict
 
     from .library_client import open_mlflow_client
     from .run import _describe

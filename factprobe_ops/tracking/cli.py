@@ -181,7 +181,7 @@ def step_key(cfg, out: Path) -> str:
 def run_name(cfg) -> str:
     """`<probe>-<model>-<first 6 of the config key>`: runs of different configurations get different
     names (the key is the `factprobe.config_key` tag; the model is its short label)."""
-    from factprobe.probes.reporting import model_label
+    from factprobe.framework.reporting import model_label
 
     return f"{cfg.probe}-{model_label(cfg.base.model)}-{cfg.results_key()[:6]}"
 

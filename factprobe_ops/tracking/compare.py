@@ -11,7 +11,7 @@ or `--model-meta FILE`. Runs on different fact sets are refused naming their dat
 `--intersect`.
 
 Runs are joined on `fact_id` and compared on the boolean per-fact verdict their probe declares,
-read with its headline's direction (`factprobe.probes.verdict`: `correct` for the multiple-choice
+read with its headline's direction (`factprobe.framework.verdict`: `correct` for the multiple-choice
 probes, a plug-in's own column; under a lower-is-better headline a fact is right when its verdict is
 False), named by the probe's headline metric (`accuracy`, ...; `not_<column>` for a lower-is-better
 one). Probes that declare no verdict (generated answers, coherency rounds, belief templates: several
@@ -32,7 +32,7 @@ import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import align_templates, check_same_data, compare_runs
-from factprobe.probes.verdict import FactVerdict, verdict_probes, verdict_table
+from factprobe.framework.verdict import FactVerdict, verdict_probes, verdict_table
 
 from .run_tables import resolve_run, run_provenance
 
@@ -90,7 +90,7 @@ def compare_needs() -> str:
 def compare_table(df: pd.DataFrame, desc: dict, name: str) -> tuple[pd.DataFrame, FactVerdict]:
     """Run `name`'s per-fact table (`resolve_run`'s `df` and description `desc`) as `compare` joins it:
     its probe's verdict (by its `factprobe.probe` tag or the folder's run_config.json; the multiple-choice
-    `correct` when it names no probe) as the right series `correct` (`factprobe.probes.verdict.verdict_table`),
+    `correct` when it names no probe) as the right series `correct` (`factprobe.framework.verdict.verdict_table`),
     and that verdict. Raises ConfigError (one line: what the run is and what `compare` joins) when the
     probe declares no verdict, or the table lacks `fact_id`, `relation` or a boolean verdict on every row."""
     ref = desc.get("ref", "?")
@@ -247,7 +247,7 @@ def check_same_items_kind(probes: dict[str, tuple[str, str | None]]) -> None:
     of one is tested by the other. `probes` maps a run's label to (its reference, its probe or None);
     runs of unknown or unregistered probes are not judged. The line says which runs can be compared
     with each: those of probes preparing the same kind of items."""
-    from factprobe.probes.registry import load_probes
+    from factprobe.framework.registry import load_probes
 
     registry = load_probes()
     known = {lab: (ref, registry[p]) for lab, (ref, p) in probes.items() if p in registry}

@@ -1,6 +1,6 @@
 """What a probe run logs to MLflow, in one place (used by the CLI and by the probe component).
 
-What is logged is what the probe declares (`factprobe.probes.base.Probe`, reporting hooks); this
+What is logged is what the probe declares (`factprobe.framework.base.Probe`, reporting hooks); this
 module never tests a probe's name or the shape of its metrics. Logged per run: every config field
 as a parameter; the probe's flat metrics (`metric_dict`: `Probe.flat_metrics`, names made safe for
 MLflow, None never logged) and its stepped metrics (`Probe.stepped_metrics`, e.g. counterfactual
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from factprobe.probes.base import Probe
-from factprobe.probes.reporting import metric_key, model_label
+from factprobe.framework.base import Probe
+from factprobe.framework.reporting import metric_key, model_label
 
 from .conventions import headline_metric_name, tag
 from .metric_keys import safe_ids
@@ -51,7 +51,7 @@ HEADLINE_TAG = tag("headline")
 def probe_of(name: str | None) -> Probe:
     """The registered probe `name`; for a name that is not registered (an old run, a plug-in not
     loaded here) a bare `Probe` of that name, whose defaults log every number and draw nothing."""
-    from factprobe.probes.registry import load_probes
+    from factprobe.framework.registry import load_probes
 
     known = load_probes().get(str(name))
     return known if known is not None else type("UnregisteredProbe", (Probe,), {"name": str(name or "")})()
@@ -123,7 +123,7 @@ def per_fact_table(results: pd.DataFrame | Path, probe: Probe) -> pd.DataFrame:
     results.jsonl file, read one row at a time with only those fields kept (issue 40 item 3: a run's
     rows are never all in memory; the table is the same)."""
     if isinstance(results, Path):
-        from factprobe.probes.row_stream import Projector, iter_rows
+        from factprobe.framework.row_stream import Projector, iter_rows
 
         keep = Projector(probe.per_fact_columns, probe.name)
         results = pd.DataFrame([dict(keep.project(r)) for r in iter_rows(results)])
@@ -139,7 +139,7 @@ def per_relation_table(metrics: dict, probe: Probe | None = None) -> pd.DataFram
 def run_files(out_dir: Path) -> list[Path]:
     """Every file a finished probe run wrote into its folder (results, metrics, run config, model
     revision and the probe's extra files), not the lock or a leftover checkpoint."""
-    from factprobe.probes.checkpoint import CHECKPOINT, LOCK
+    from factprobe.framework.checkpoint import CHECKPOINT, LOCK
 
     return sorted(
         p for p in Path(out_dir).iterdir() if p.is_file() and p.name not in (LOCK, CHECKPOINT) and not p.name.startswith(".")

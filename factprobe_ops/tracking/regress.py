@@ -1,6 +1,6 @@
 """`factprobe regress`: the CI gate. Probes the candidate (or reads its run), joins it with the
 baseline fact by fact (`factprobe_ops.tracking.run_tables.resolve_run`) and applies `regression_gate`
-to the per-fact verdict the probe declares, in its headline's direction (`factprobe.probes.verdict`:
+to the per-fact verdict the probe declares, in its headline's direction (`factprobe.framework.verdict`:
 any probe with a verdict, a plug-in included; under a lower-is-better headline a rise is the drop).
 
 Like with like (issue 28 item 3): the gate compares only results of the same data and numerics,
@@ -49,7 +49,7 @@ import pandas as pd
 from factprobe.errors import ConfigError, DataError
 from factprobe.metrics.comparison import align_templates
 from factprobe.metrics.gate import GateDecision, regression_gate
-from factprobe.probes.verdict import DEFAULT_VERDICT, FactVerdict
+from factprobe.framework.verdict import DEFAULT_VERDICT, FactVerdict
 
 from .run_tables import _from_results_file, folder_identity, resolve_run, run_provenance
 
@@ -189,9 +189,9 @@ def _probe_candidate(
     only when the prepared items' data digest equals the baseline's (DataError before scoring). A
     failed MLflow logging of the candidate's run (`TrackedRun.failure`) is appended to `failures`."""
     from factprobe.identity import data_digest
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import run_probe
 
     from .context import RunContext
     from .probe_logging import CONFIG_PARAM, log_probe_outcome

@@ -5,7 +5,7 @@ A run reference is any of:
 - a results folder or a `results.jsonl` file written by `factprobe probe` (or a per_fact.parquet file);
 - an MLflow run id (its `tables/per_fact.parquet` artifact is downloaded);
 - a tag filter `key=value` (e.g. `factprobe.trigger=nightly`, or `baseline=true`): the latest
-  FINISHED run of a probe with a per-fact verdict (`factprobe.probes.verdict`) in any factprobe
+  FINISHED run of a probe with a per-fact verdict (`factprobe.framework.verdict`) in any factprobe
   experiment carrying that tag.
 
 Bad input is one line: a truncated or damaged file (DataError naming the file and line), an unknown
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
-from factprobe.probes.verdict import verdict_of
+from factprobe.framework.verdict import verdict_of
 from factprobe.redact import redact
 
 from .baseline import PROBE_TAG
@@ -54,10 +54,10 @@ JOIN_COLUMNS = ("key", "probe", "item_digest")
 
 
 def _keeper(probe_name: object):
-    """The projection of a results file's rows (`factprobe.probes.row_stream.Projector`): the probe's
+    """The projection of a results file's rows (`factprobe.framework.row_stream.Projector`): the probe's
     per-fact columns and `JOIN_COLUMNS`; every field for a probe not registered here."""
-    from factprobe.probes.registry import load_probes
-    from factprobe.probes.row_stream import Projector
+    from factprobe.framework.registry import load_probes
+    from factprobe.framework.row_stream import Projector
 
     probe = load_probes().get(str(probe_name))
     return Projector(None if probe is None else (*probe.per_fact_columns, *JOIN_COLUMNS), str(probe_name))

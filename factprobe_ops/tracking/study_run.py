@@ -84,7 +84,7 @@ def study_params(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_name(study, config: dict[str, Any]) -> str:
     """`<study>[-<model>]-<first 6 of the config key>`."""
-    from factprobe.probes.reporting import model_label
+    from factprobe.framework.reporting import model_label
 
     model = (config.get("base") or {}).get("model")
     return "-".join([study.name, *([model_label(str(model))] if model else []), study_key(config)[:6]])
@@ -160,7 +160,7 @@ def log_study_outcome(run: TrackedRun, study, metrics: dict[str, Any], out: Path
     """Log a finished study's metrics, figures, files and tables (module docstring) to `run`."""
     if not run.active:
         return
-    from factprobe.probes.reporting import metric_key
+    from factprobe.framework.reporting import metric_key
 
     out = Path(out)
     ident = metrics.get("identity")

@@ -1,7 +1,7 @@
 """scripts/gpu_item6.py, the one-call GPU check (issue 30 item 6; issue 40 item 6: it measures what a user
 gets), run small on the CPU so that a session lent a device spends none of its minutes on a broken script:
 the 7B-shaped speed section at a tiny shape on a tiny random model's tokenizer. It times IC-LKE's run through
-the probe's own runner and batching (`factprobe.probes.runner.run_probe`), repeated, with every number it
+the probe's own runner and batching (`factprobe.framework.runner.run_probe`), repeated, with every number it
 reports there (utilisation and MFU are "n/a on CPU"). The split-model section (CPU + disk offload here)
 takes minutes on 2 cores for saving and offloading 0.5 GB: it was run by hand (`--skip exactness`: max |d| 0,
 8/8 greedy identical), and the loader's split path itself is tested in tests/lm."""
@@ -29,8 +29,8 @@ def _repeated(timing: dict) -> bool:
 @pytest.mark.slow
 def test_gpu_item6_times_the_probes_own_run_repeatedly_and_reports_every_number(tiny_model_path, tmp_path):
     from factprobe.api import load_config
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     out, work = tmp_path / "item6.json", tmp_path / "work"
     cmd = [sys.executable, str(REPO / "scripts" / "gpu_item6.py"), "--device", "cpu", "--tiny", "--skip", "exactness,sharded"]

@@ -187,7 +187,7 @@ def test_run_config_travels_as_one_dict():
     """start_run, plan_matrix, data_build and probe_model take the run config as ONE `config: dict`
     (RunConfig.to_dict()); no config field is a loose component parameter (`model` of probe_model is
     the one model of its task, set from the matrix)."""
-    from factprobe.probes.config import option_classes
+    from factprobe.framework.config import option_classes
 
     fields = {n for c in option_classes() for n in c.field_names()}
     takes_config = {"start_run": "start_run", "plan": "plan_matrix", "data_build": "data_build", "probe": "probe_model"}

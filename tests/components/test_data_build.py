@@ -19,7 +19,7 @@ CONFIG = {"source": "triples", "data": str(FX / "test.jsonl"), "seed": 0, "optio
 
 @pytest.fixture
 def plugins():
-    from factprobe.probes import registry
+    from factprobe.framework import registry
     from tests.probes import plugin_probe, tuple_items_probe
 
     registry.load_probes()

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # probes a tiny model once for the module
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory, tiny_model_path):
     """(items folder, the two shard unit folders) of ic-lke, run once."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
     from factprobe_ops.components.steps._common import run_config
 
     root = tmp_path_factory.mktemp("merge-proofs")

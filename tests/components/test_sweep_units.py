@@ -130,7 +130,7 @@ CONFIG = {
 
 @pytest.fixture()
 def items(tmp_path):
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
     from factprobe_ops.components.steps._common import run_config
 
     cfg = run_config(CONFIG, probe="ic-lke", model="-")

@@ -17,7 +17,7 @@ from factprobe.datasets.coherency import (
 from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, DataError
 from factprobe.facts import Fact
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 
 BORN = {
     "relation": "born_in",
@@ -168,8 +168,8 @@ def test_items_collapse_n_m_pairs_and_know_every_gold_by_id(tmp_path):
 def test_max_facts_samples_subjects_deterministically(tmp_path):
     """The builder keeps every subject; the framework's cap (issue 42) draws them under the builder's
     name (`CAP_DRAW`), through the probe's `prepare`."""
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     recs = [triple(f"S{i}", f"O{i % 3}", f"Q{i}", f"R{i % 3}") for i in range(12)]
     templates = write_jsonl(tmp_path / "t.jsonl", [BORN])

@@ -13,7 +13,7 @@ import pytest
 
 from factprobe.datasets import multiprompt as mpb
 from factprobe.errors import DataError
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 
 from .test_multiprompt import qa_file, toy_root, write
 

@@ -32,7 +32,7 @@ from factprobe.datasets.qa import (
 )
 from factprobe.errors import ConfigError, DataError
 from factprobe.facts import Fact, FactSet
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 from factprobe.sources.lama import GOOGLE_RE_RELATIONS, load_lama
 from factprobe.sources.lpaqa import load_lpaqa_train
 from factprobe.sources.nobel import BIRTH_YEAR, load_nobel

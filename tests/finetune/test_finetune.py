@@ -243,7 +243,7 @@ def _table(pool, model: str, path: Path, eval_ids=()) -> Path:
 
 def test_known_unknown_mixed_sets(tmp_path):
     from factprobe.datasets.qa import prepare_qa, qa_train_items
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
 
     prepared = prepare_qa(BaseConfig(), max_train_per_relation=50)
     pool = [it for its in qa_train_items(prepared).values() for it in its]
@@ -288,7 +288,7 @@ def test_known_unknown_mixed_sets(tmp_path):
 # ------------------------------------------------------------------ bad input
 def test_overlap_with_evaluation_facts_is_refused(tmp_path):
     from factprobe.datasets.qa import prepare_qa, qa_train_items
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
 
     prepared = prepare_qa(BaseConfig(), max_train_per_relation=50)
     evals = [it for its in prepared.items.values() for it in its]
@@ -306,7 +306,7 @@ def test_missing_or_foreign_table_names_the_command(tmp_path):
     with pytest.raises(ConfigError, match=r"no known/unknown table at .*factprobe probe qa --split all"):
         build_train_set("unknown", model="m", known_unknown=str(tmp_path / "nope"))
     from factprobe.datasets.qa import prepare_qa, qa_train_items
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
 
     pool = [it for its in qa_train_items(prepare_qa(BaseConfig(), max_train_per_relation=50)).values() for it in its]
     table = _table(pool, "other-model", tmp_path / "ku.parquet")

@@ -160,8 +160,8 @@ def test_finetune_names_the_bytes_of_a_claimed_base(claimed):
 
 @pytest.mark.slow  # two probe runs
 def test_resume_refuses_rows_of_the_weights_a_marker_hid(claimed, tmp_path):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     recs = (Path(__file__).resolve().parents[2] / "examples" / "mc_items" / "cloze.jsonl").read_text().splitlines()[:4]
     data = tmp_path / "items.jsonl"

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from factprobe.errors import ConfigError
-from factprobe.probes.checkpoint import CHECKPOINT, RESULTS, RUN_CONFIG
-from factprobe.probes.config import RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.checkpoint import CHECKPOINT, RESULTS, RUN_CONFIG
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = REPO / "examples" / "mc_items" / "cloze.jsonl"

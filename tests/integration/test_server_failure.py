@@ -1,6 +1,6 @@
 """The tracking server fails: it dies during a probe, rejects the password, or is not there.
 
-Contract (factprobe_ops/tracking/run.py, factprobe/probes/runner.py): results go to disk before anything is
+Contract (factprobe_ops/tracking/run.py, factprobe/framework/runner.py): results go to disk before anything is
 logged, so a dead server never costs scored facts; with --require-tracking the CLI exits non-zero
 with one line naming the URI, without it it warns (naming the URI) and exits 0; a rerun resumes
 and logs a complete run; no run is left RUNNING.
@@ -20,7 +20,7 @@ from .servers import client_env, closed_port
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.real_model]
 
 MODEL = "smollm2-135m-instruct"
-# Three checkpoint batches (factprobe.probes.runner.FACTS_PER_BATCH = 8): the server is killed after
+# Three checkpoint batches (factprobe.framework.runner.FACTS_PER_BATCH = 8): the server is killed after
 # the first one, while the other two are still being scored.
 CRASH_FACTS = 24
 TINY = [

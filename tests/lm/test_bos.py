@@ -32,8 +32,8 @@ import pytest
 
 from factprobe.lm.body import decoder_parts
 from factprobe.lm.scorer import ChoiceRequest, Scorer, context_token_ids, encode_choices, stand_in_token_id
-from factprobe.probes.config import RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 
 TOL = 1e-4
 FX = Path(__file__).resolve().parents[1] / "fixtures" / "mc_snapshot"
@@ -266,7 +266,7 @@ def test_ic_lke_examples_0(lm, tmp_path):
 
 def test_icl_examples_n0(lm):
     from factprobe.datasets.mc_dataset import prepare_mc
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
     from factprobe.studies.icl_examples import ICLExamplesConfig, plan_relation, score_curve
 
     base = BaseConfig.from_dict(

@@ -13,7 +13,7 @@ import torch
 from factprobe.errors import ConfigError
 from factprobe.lm.loading import load_model
 from factprobe.lm.placement import check_placement, parse_max_memory
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 from tests.probes.test_belief_icl import toy_root  # noqa: F401 - a fixture (the BELIEF toy data)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,8 +90,8 @@ def test_split_greedy_tokens_and_samples_match_the_whole_model(pair):
 
 
 def test_a_probe_runs_on_a_split_model(tiny_model_path, tmp_path):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     recs = [json.loads(line) for line in (REPO / "examples" / "mc_items" / "cloze.jsonl").read_text().splitlines()][:3]
     data = tmp_path / "items.jsonl"
@@ -176,7 +176,7 @@ def test_coherency_runs_on_a_split_model(tiny_model_path, tmp_path):
     """Coherency: generation and scoring of both directions on the split model, rows as on the whole one."""
     from types import SimpleNamespace
 
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.runner import run_probe
     from tests.probes.test_coherency import toy_cfg
 
     model = tiny_model_path("llama")
@@ -193,7 +193,7 @@ def test_coherency_runs_on_a_split_model(tiny_model_path, tmp_path):
 @pytest.mark.slow
 def test_belief_icl_runs_on_a_split_model(tiny_model_path, tmp_path_factory, tmp_path, toy_root):  # noqa: F811
     """BELIEF-ICL (scoring over prompts, sampling for the fluctuation) on the split model: rows as on the whole one."""
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.runner import run_probe
     from tests.probes.test_belief_icl import config
     from tests.probes.test_qa import widened_tiny_llama
 

@@ -189,7 +189,7 @@ def test_greedy_and_sample_through_the_server(fake, tok):
 
 # ------------------------------------------------------------------ a run through the runner
 def qa_cfg(model: str, **kw):
-    from factprobe.probes.config import RunConfig
+    from factprobe.framework.config import RunConfig
 
     d = {
         "probe": "qa",
@@ -207,8 +207,8 @@ def qa_cfg(model: str, **kw):
 def test_a_run_that_loses_its_server_stops_with_one_line_and_resumes(fake, tmp_path):
     """QA through the scripted server: the server dies after 2 requests; the run stops with one line and
     writes no row from a failed request; the rerun (server back) resumes and equals a clean run."""
-    from factprobe.probes.checkpoint import CHECKPOINT
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.checkpoint import CHECKPOINT
+    from factprobe.framework.runner import run_probe
 
     # the revision: /completions x 2 (fingerprint); connect: x 7 (fingerprint 2, alignment checks 2 x 2, the list
     # check 1); then the first group (its 6 prompts in one request: the fake takes lists)
@@ -228,8 +228,8 @@ def test_a_run_that_loses_its_server_stops_with_one_line_and_resumes(fake, tmp_p
 
 
 def test_a_log_likelihood_run_on_a_misaligned_server_is_refused_before_anything_is_written(fake, tmp_path):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     fake.misaligned = True
     cfg = RunConfig.from_dict({"probe": "ic-lke", "model": fake.spec(), "relations": "P36", "max_facts_per_relation": 2})

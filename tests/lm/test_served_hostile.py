@@ -120,7 +120,7 @@ def test_a_url_with_credentials_is_refused_in_one_line_that_does_not_show_them(f
 
 @pytest.mark.slow
 def test_a_run_on_a_url_with_credentials_is_refused_and_records_them_nowhere(fake, tmp_path):
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.runner import run_probe
     from tests.lm.test_served import qa_cfg
 
     lines: list[str] = []
@@ -217,8 +217,8 @@ def test_a_non_finite_log_prob_in_the_alignment_check_is_one_line(fake, tok):
 
 
 def test_a_run_whose_server_sends_nan_stops_with_one_line_and_writes_no_nan(fake, tmp_path):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     cfg = RunConfig.from_dict({"probe": "ic-lke", "model": fake.spec(), "relations": "P36", "max_facts_per_relation": 2})
     fake.poison = float("nan")  # in the probe's prompts, not in the fingerprint's or the alignment check's

@@ -28,6 +28,7 @@ import pytest
 
 from factprobe.errors import ModelError
 from factprobe.lm import served
+from factprobe.lm.scorer import ChoiceRequest
 
 pytestmark = [
     pytest.mark.server,
@@ -159,9 +160,20 @@ def test_llama_cpp_echo_log_probs_are_aligned_for_gemma_and_match_in_process(gem
         assert g.argmax() == w.argmax()
 
 
+def test_the_fingerprint_of_a_real_server_holds_through_other_requests(gemma_server):
+    """The fingerprint hashes log-prob sums (issue 41 item 3); on this server they move when a request reuses the
+    prefix of the one before (benchmarks/bench_served_noise.py). Its texts share no first word with other requests,
+    so the revision asked before scoring equals the one asked after, also right after a text that shares words."""
+    first = served.served_revision(gemma_server.spec())
+    m = served.connect(gemma_server.spec())
+    m.make_scorer().score_choices([ChoiceRequest("The capital of France is", [" Paris", " Lyon"])])
+    served.completion(m.client, GEMMA, "Water boils at a temperature of", max_tokens=4)
+    assert m.revision == first == served.served_revision(gemma_server.spec())
+
+
 # ------------------------------------------------------------------ generation probes agree
 def qa_cfg(model: str):
-    from factprobe.probes.config import RunConfig
+    from factprobe.framework.config import RunConfig
 
     return RunConfig.from_dict(
         {
@@ -176,7 +188,7 @@ def qa_cfg(model: str):
 
 
 def test_qa_through_the_server_agrees_with_the_in_process_model(smol_server, tmp_path):
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.runner import run_probe
 
     quiet = {"progress": False, "log": lambda s: None}
     remote = run_probe(qa_cfg(smol_server.spec()), tmp_path / "served", **quiet).results
@@ -219,8 +231,8 @@ def test_the_api_key_comes_from_the_environment(real_model_path, monkeypatch):
 def test_a_server_killed_mid_run_stops_the_run_and_the_rerun_resumes(smol_server, tmp_path):
     """The server is killed after the first checkpointed group; the run stops with one line and keeps that
     group; a new server on the same port and the same command resume; the rows equal an uninterrupted run."""
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.runner import run_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.runner import run_probe
 
     port = free_port()
     server = LlamaServer(SMOL, port=port).start()

@@ -72,7 +72,7 @@ def test_summarize_on_no_items_has_no_coverage():
 
 @pytest.mark.parametrize("probe", ["ic-lke", "eic-lke", "hgp", "mmp"])
 def test_every_multiple_choice_probe_logs_coverage_and_draws_accuracy_at_k(probe):
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     metrics = json_safe(summarize(_table(), n_boot=20))
     p = get_probe(probe)
@@ -85,7 +85,7 @@ def test_every_multiple_choice_probe_logs_coverage_and_draws_accuracy_at_k(probe
 
 
 def test_no_figure_for_a_run_without_items():
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     empty = pd.DataFrame({"relation": [], "correct": [], "gold_prob": [], "confidence": []})
     assert "accuracy_at_k" not in get_probe("ic-lke").run_figures(json_safe(summarize(empty, n_boot=20)), "m")

@@ -14,7 +14,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from factprobe.errors import ConfigError
-from factprobe.probes.runner import run_probe
+from factprobe.framework.runner import run_probe
 from factprobe_ops.components.steps.belief import run_belief_plan, run_belief_report
 from factprobe_ops.tracking.context import RunContext
 from tests.probes.test_belief_icl import config, tiny, toy_root  # noqa: F401 (fixtures)

@@ -14,10 +14,10 @@ from factprobe.lm.body import decoder_parts
 from factprobe.lm.models import load_model
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer, _OptionTree, encode_choices, pack_within_budget
-from factprobe.probes.base import Probe
-from factprobe.probes.config import RunConfig
+from factprobe.framework.base import Probe
+from factprobe.framework.config import RunConfig
 from factprobe.probes.ic_lke import ICLKE
-from factprobe.probes.runner import run_probe
+from factprobe.framework.runner import run_probe
 
 TOL = 1e-5
 

@@ -21,8 +21,8 @@ from factprobe.facts import Fact
 from factprobe.lm.generate import Generation, Generator
 from factprobe.lm.models import load_model
 from factprobe.probes.belief_icl import INSTRUCTIONS, SETTINGS, BeliefICLConfig, DemoPool
-from factprobe.probes.config import BaseConfig, RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.runner import run_probe
 from tests.probes.test_qa import widened_tiny_llama
 
 CAPITALS = [

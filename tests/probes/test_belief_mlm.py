@@ -15,9 +15,9 @@ import torch
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm.models import load_model
 from factprobe.probes.belief_mlm import BeliefMLMConfig, single_token_id
-from factprobe.probes.config import BaseConfig, RunConfig
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 
 CAPITALS = [
     ("France", "Paris"),

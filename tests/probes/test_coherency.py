@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from factprobe.errors import ConfigError
-from factprobe.probes.base import Session
-from factprobe.probes.checkpoint import CHECKPOINT, RESULTS
+from factprobe.framework.base import Session
+from factprobe.framework.checkpoint import CHECKPOINT, RESULTS
 from factprobe.probes.coherency import CoherencyConfig, build_query, split_template
-from factprobe.probes.config import BaseConfig, RunConfig
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 
 BORN = {"relation": "P19", "template_obj": "[X] was born in [Y]", "template_sub": "[Y] is the birth place of [X]"}
 ROW_FIELDS = {

@@ -9,7 +9,7 @@ import pytest
 from factprobe.cli import main
 from factprobe.errors import ConfigError
 from factprobe.finetune.config import FinetuneConfig
-from factprobe.probes.config import BaseConfig, RunConfig
+from factprobe.framework.config import BaseConfig, RunConfig
 
 HUGE = "9" * 40
 

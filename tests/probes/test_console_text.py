@@ -3,7 +3,7 @@ counterfactual prints its Figure-7 table, and the multiple-choice table and the 
 gold option's probability mass `prob_mass`, as metrics.json and MLflow do."""
 
 from factprobe.probes.mc import format_relation_table
-from factprobe.probes.registry import get_probe
+from factprobe.framework.registry import get_probe
 from factprobe.report.html import accuracy_summary_html, accuracy_summary_markdown
 
 QA = {"em": 0.2, "f1": 0.25, "contains": 0.3, "n": 30, "shots": [0]}

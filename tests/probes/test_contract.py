@@ -1,4 +1,4 @@
-"""Issue 42 item 1: the framework owns each probe's data contract (factprobe/probes/contract.py).
+"""Issue 42 item 1: the framework owns each probe's data contract (factprobe/framework/contract.py).
 
 A probe's `prepare` output is checked right after `prepare` (one line naming the probe and the rule)
 and the framework, not the probe, applies `--relations` and `--max-facts-per-relation`: a plug-in
@@ -23,8 +23,8 @@ import pytest
 from factprobe.datasets.cap import cap_items
 from factprobe.datasets.prepared import Prepared
 from factprobe.facts import Fact, FactSet
-from factprobe.probes.config import BaseConfig, RunConfig
-from factprobe.probes.contract import ContractError, apply_contract
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.contract import ContractError, apply_contract
 
 REPO = Path(__file__).resolve().parents[2]
 FX = REPO / "tests" / "fixtures" / "mc_snapshot"
@@ -85,7 +85,7 @@ def refusal(value, **base) -> str:
     with pytest.raises(ContractError) as e:
         apply_contract(FakeProbe(), cfg(**base), value)
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith("probe fake: ") and "factprobe/probes/base.py" in msg, msg
+    assert "\n" not in msg and msg.startswith("probe fake: ") and "factprobe/framework/base.py" in msg, msg
     return msg
 
 
@@ -159,7 +159,7 @@ def test_the_framework_keeps_only_the_requested_relations():
 @pytest.fixture
 def plugins():
     """The guide's plug-in (applies no cap) and the tuple plug-in, registered in this process too."""
-    from factprobe.probes import registry
+    from factprobe.framework import registry
 
     from . import plugin_probe, tuple_items_probe
 

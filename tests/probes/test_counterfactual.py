@@ -22,12 +22,12 @@ from factprobe.datasets.qa import qa_train_items
 from factprobe.errors import ConfigError
 from factprobe.lm.models import load_model
 from factprobe.metrics.qa import exact_match
-from factprobe.probes.checkpoint import RESULTS
-from factprobe.probes.config import RunConfig
+from factprobe.framework.checkpoint import RESULTS
+from factprobe.framework.config import RunConfig
 from factprobe.probes.counterfactual import FIGURE7_SETTINGS, CounterfactualConfig
 from factprobe.probes.qa import BATCH, exemplar_block, pool_items, qa_prompt
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 from tests.probes.test_qa import INSTRUCTION_LINE, read_metrics, read_rows, scripted, widened_tiny_llama
 
 SHOTS = [2, 4, 8]
@@ -201,7 +201,7 @@ def test_counterfactual_answer_option_reaches_the_shuffle(tiny):
     fact's answer by default, uniform over the distinct answers with `--counterfactual-answer label`
     (P37, official languages, 20 train facts: English and French are shared, so the draws differ)."""
     from factprobe.datasets.counterfactual import shuffle_answers
-    from factprobe.probes.base import Session
+    from factprobe.framework.base import Session
     from factprobe.probes.qa import regular_block
 
     probe = get_probe("counterfactual")

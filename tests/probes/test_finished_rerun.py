@@ -5,8 +5,8 @@ work folder is reused by a new pipeline run, whose child run must exist)."""
 
 import pytest
 
-from factprobe.probes.config import RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 
 
 @pytest.mark.slow

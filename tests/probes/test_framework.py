@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from factprobe.errors import ConfigError
-from factprobe.probes.config import RunConfig
-from factprobe.probes.registry import get_probe, probe_names
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import RunConfig
+from factprobe.framework.registry import get_probe, probe_names
+from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 FX = REPO / "tests" / "fixtures" / "mc_snapshot"
@@ -104,7 +104,7 @@ def test_mc_results_match_the_pre_framework_runner(probe, tiny_model_path, tmp_p
 
 
 def test_runner_never_names_a_probe():
-    source = (REPO / "factprobe" / "probes" / "runner.py").read_text()
+    source = (REPO / "factprobe" / "framework" / "runner.py").read_text()
     for name in probe_names():
         assert f'"{name}"' not in source and f"'{name}'" not in source
 

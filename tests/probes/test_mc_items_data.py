@@ -8,7 +8,7 @@ import pytest
 
 from factprobe.datasets.mc_items import load_items, parse_fields, prepare_mc_items
 from factprobe.errors import ConfigError, DataError
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 from factprobe.probes.mc_items import MCItemsConfig
 
 REPO = Path(__file__).resolve().parents[2]

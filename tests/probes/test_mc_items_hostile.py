@@ -12,7 +12,7 @@ import pytest
 from factprobe.cli import main
 from factprobe.datasets.mc_items import load_items, parse_fields, prepare_mc_items
 from factprobe.errors import ConfigError, DataError
-from factprobe.probes.config import BaseConfig, RunConfig
+from factprobe.framework.config import BaseConfig, RunConfig
 
 GOOD = {"id": "q1", "prompt": "The capital of France is [Y]", "options": ["Paris", "Lyon"], "answer": "Paris"}
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from factprobe.facts import Fact
-from factprobe.probes.config import RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 
 TEST = [
     Fact("capital", "The capital of France is [Y]", "Paris", "cap-fr"),

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from factprobe.facts import Fact
-from factprobe.probes.config import RunConfig
+from factprobe.framework.config import RunConfig
 from factprobe.probes.mc_items import fill
-from factprobe.probes.runner import run_probe
+from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "mc_items" / "cloze.jsonl"

@@ -76,7 +76,7 @@ def cli_runs(tmp_path_factory, tiny_model_path):
 @pytest.fixture
 def registered():
     """The plug-in registered in this process too (for the report step called in-process)."""
-    from factprobe.probes import registry
+    from factprobe.framework import registry
 
     from . import novel_metric_probe
 
@@ -200,7 +200,7 @@ def test_the_probe_pipeline_runs_and_reports_the_novel_metric(tmp_path, tiny_mod
 
 def test_a_verdict_missing_from_the_per_fact_table_is_refused_at_registration():
     from factprobe.errors import ConfigError
-    from factprobe.probes.registry import register
+    from factprobe.framework.registry import register
 
     from .novel_metric_probe import HitRate
 

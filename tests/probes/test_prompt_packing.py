@@ -17,9 +17,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factprobe.lm.models import load_model
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
-from factprobe.probes.config import RunConfig
+from factprobe.framework.config import RunConfig
 from factprobe.probes.prompt_lke import fill_template
-from factprobe.probes.runner import run_probe
+from factprobe.framework.runner import run_probe
 
 TOL = 1e-4
 

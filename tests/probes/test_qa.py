@@ -24,11 +24,11 @@ from factprobe.errors import ConfigError, DataError
 from factprobe.lm.generate import Generation, Generator, first_stop
 from factprobe.lm.models import load_model
 from factprobe.metrics import qa as qam
-from factprobe.probes.checkpoint import CHECKPOINT, RESULTS, FolderBusyError, RunFolder
-from factprobe.probes.config import RunConfig
+from factprobe.framework.checkpoint import CHECKPOINT, RESULTS, FolderBusyError, RunFolder
+from factprobe.framework.config import RunConfig
 from factprobe.probes.qa import BATCH, INSTRUCTION, STOP, QAProbeConfig, exemplar_block, pool_items, qa_prompt
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 
 INSTRUCTION_LINE = (
     "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."

@@ -1,4 +1,4 @@
-"""Rows on disk read back one at a time (factprobe.probes.row_stream, issue 40 item 3): the index of a
+"""Rows on disk read back one at a time (factprobe.framework.row_stream, issue 40 item 3): the index of a
 run folder's finished rows, the projection the metrics get, lines split at `\\n` only, a torn checkpoint
 tail cut without rewriting the file, and the per-fact table streamed from results.jsonl."""
 
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from factprobe.errors import ConfigError
-from factprobe.probes.checkpoint import CHECKPOINT, RESULTS, RunFolder, cut_torn_tail, read_rows
-from factprobe.probes.registry import get_probe
-from factprobe.probes.row_stream import ProjectionError, Projector, RowIndex, scan_rows
+from factprobe.framework.checkpoint import CHECKPOINT, RESULTS, RunFolder, cut_torn_tail, read_rows
+from factprobe.framework.registry import get_probe
+from factprobe.framework.row_stream import ProjectionError, Projector, RowIndex, scan_rows
 
 ROWS = [
     {"key": "a", "relation": "P1", "correct": True, "options": ["x", "y"], "item_digest": "1"},
@@ -117,7 +117,7 @@ def test_projection_shares_values_and_refuses_fields_it_does_not_hold():
 
 
 def test_every_built_in_probe_declares_what_its_metrics_read():
-    from factprobe.probes.registry import load_probes
+    from factprobe.framework.registry import load_probes
 
     built_in = {n: p for n, p in load_probes().items() if type(p).__module__.startswith("factprobe.")}
     assert len(built_in) >= 10 and [n for n, p in built_in.items() if p.metric_columns is None] == []

@@ -15,11 +15,11 @@ import pytest
 from factprobe.lm.models import load_model
 from factprobe.metrics.json_safe import json_safe
 from factprobe.probes.belief_mlm import CONTENT_FREE
-from factprobe.probes.checkpoint import METRICS, RESULTS, read_rows
-from factprobe.probes.config import RunConfig
+from factprobe.framework.checkpoint import METRICS, RESULTS, read_rows
+from factprobe.framework.config import RunConfig
 from factprobe.probes.qa import pool_items
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 from tests.probes import test_belief_icl as icl
 from tests.probes import test_belief_mlm as mlm
 from tests.probes import test_coherency as coh

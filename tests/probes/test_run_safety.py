@@ -18,8 +18,8 @@ from factprobe.cli import main
 from factprobe.facts import Fact
 from factprobe.paths import data_root
 from factprobe.probes import ic_lke
-from factprobe.probes.config import RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 LAMA = data_root() / "lama"
@@ -129,7 +129,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, tiny_model
             sys.executable,
             "-c",
             (
-                "import sys, time; from factprobe.probes.checkpoint import RunFolder\n"
+                "import sys, time; from factprobe.framework.checkpoint import RunFolder\n"
                 f"f = RunFolder({str(out)!r}, 'k', {{}}).__enter__(); print('locked', flush=True); time.sleep(60)"
             ),
         ],

@@ -10,12 +10,12 @@ from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.facts import FactSet
 from factprobe.lm.models import load_model
-from factprobe.probes.base import Session
-from factprobe.probes.checkpoint import CHECKPOINT, RESULTS
-from factprobe.probes.config import RunConfig
+from factprobe.framework.base import Session
+from factprobe.framework.checkpoint import CHECKPOINT, RESULTS
+from factprobe.framework.config import RunConfig
 from factprobe.probes.mc import relation_examples
-from factprobe.probes.registry import get_probe
-from factprobe.probes.runner import run_probe
+from factprobe.framework.registry import get_probe
+from factprobe.framework.runner import run_probe
 
 FIELDS = {
     "relation",

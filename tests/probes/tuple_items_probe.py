@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from factprobe.config import ConfigBase
 from factprobe.datasets.mc_dataset import load_test_and_train
 from factprobe.datasets.prepared import Prepared
-from factprobe.probes.base import Probe
-from factprobe.probes.registry import register
+from factprobe.framework.base import Probe
+from factprobe.framework.registry import register
 
 
 @dataclass

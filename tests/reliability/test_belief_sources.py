@@ -18,8 +18,8 @@ from factprobe.errors import ConfigError, DataError
 from factprobe.metrics import belief as mb
 from factprobe.probes.belief_icl import BeliefICLConfig
 from factprobe.probes.belief_mlm import BeliefMLMConfig
-from factprobe.probes.config import BaseConfig, RunConfig
-from factprobe.probes.runner import run_probe
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import pytest
 
 from factprobe.errors import ConfigError
 from factprobe.finetune import FinetuneConfig
-from factprobe.probes.config import BaseConfig
+from factprobe.framework.config import BaseConfig
 
 
 @pytest.mark.parametrize(

@@ -319,8 +319,8 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
     """issue 18 item 2, pipeline path (factprobe_ops/components/steps/probe.py): a probe step whose work folder
     holds another kind of run is refused before its child MLflow run exists."""
     from factprobe.errors import ConfigError
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_identity
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import run_identity
     from factprobe_ops.components.steps._common import run_config
     from factprobe_ops.components.steps.probe import run_probe_step, work_dir, work_key
     from factprobe_ops.tracking.context import RunContext

@@ -26,7 +26,7 @@ NEEDS = "regress gates runs of probes that declare a boolean verdict per fact (i
 def no_verdict(probe: str) -> str:
     """The refusal of a run whose probe declares no verdict, up to what regress needs: `is a qa run
     (closed-book QA ...), with no verdict per fact; `."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     return f"is a {probe} run ({get_probe(probe).description.split(':')[0].strip()}), with no verdict per fact; "
 

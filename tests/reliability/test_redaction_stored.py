@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from factprobe.cli import main
-from factprobe.probes.config import RunConfig
+from factprobe.framework.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "mc_snapshot"

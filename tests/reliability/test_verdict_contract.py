@@ -80,7 +80,7 @@ def folder(path, probe: str, values: list[bool], model: str = "org/m", key: str 
 @pytest.fixture
 def plugins():
     """Both plug-ins registered in this process (as FACTPROBE_PROBE_MODULES would), and removed after."""
-    from factprobe.probes import registry
+    from factprobe.framework import registry
 
     from ..probes import miss_rate_probe, novel_metric_probe
 

@@ -133,7 +133,7 @@ def test_a_rerun_computes_nothing_and_a_killed_run_resumes_from_the_step_folders
     def no_model(*a, **k):
         raise AssertionError("a finished step loaded a model")
 
-    monkeypatch.setattr("factprobe.probes.runner.load_for_probe", no_model)
+    monkeypatch.setattr("factprobe.framework.runner.load_for_probe", no_model)
     monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
     cfg = study_config(fs.STUDY, _given(wide_model))
     again, _, done = run_study(fs.STUDY, cfg, out, progress=False)
@@ -255,7 +255,7 @@ def test_step_workers_fill_the_study_folders_and_the_study_reads_them_back(finis
     def no_model(*a, **k):
         raise AssertionError("the study scored a step a worker had finished")
 
-    monkeypatch.setattr("factprobe.probes.runner.load_for_probe", no_model)
+    monkeypatch.setattr("factprobe.framework.runner.load_for_probe", no_model)
     monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
     metrics, _, done = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), out, progress=False)
     assert not done

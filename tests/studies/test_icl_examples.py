@@ -21,9 +21,9 @@ from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.io import read_jsonl
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
-from factprobe.probes.config import BaseConfig, RunConfig
+from factprobe.framework.config import BaseConfig, RunConfig
 from factprobe.probes.ic_lke import relation_prefix
-from factprobe.probes.runner import run_probe
+from factprobe.framework.runner import run_probe
 from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_examples import (
     STUDY,

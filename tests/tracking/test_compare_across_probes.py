@@ -80,7 +80,7 @@ def test_regress_probes_an_adapter_candidate_on_the_given_base_model(tmp_path, m
     import argparse
     import json as _json
 
-    from factprobe.probes import runner
+    from factprobe.framework import runner
     from factprobe_ops.tracking.probe_logging import CONFIG_PARAM
     from factprobe_ops.tracking.regress import _probe_candidate
 

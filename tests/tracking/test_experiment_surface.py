@@ -133,7 +133,7 @@ def test_parent_run_reads_at_a_glance(uri, tmp_path):
 
 def test_built_in_probes_keep_their_metric_and_figure_names():
     """issue 19 item 1: each probe declares its reporting; the MLflow names stay those runs always had."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
     from factprobe_ops.tracking.probe_logging import metric_dict
 
     mc = {

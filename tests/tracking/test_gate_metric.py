@@ -60,7 +60,7 @@ def folder(path, probe: str, values: list[bool], key: str = "k"):
 
 @pytest.fixture
 def plugins():
-    from factprobe.probes import registry
+    from factprobe.framework import registry
 
     from ..probes import miss_rate_probe, win_rate_probe
 

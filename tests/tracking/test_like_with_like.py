@@ -361,8 +361,8 @@ def _write_items(path: Path, items: list[dict]) -> Path:
 
 
 def _prepared(data: Path):
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
 
     return get_probe("mc-items").prepare(RunConfig.from_dict({**MC_CONFIG, "data": str(data)}))
 
@@ -370,7 +370,7 @@ def _prepared(data: Path):
 @pytest.fixture
 def fake_run_probe(monkeypatch):
     """Stands in for the probe run: records (cfg, prepared) and scores every prepared item right."""
-    from factprobe.probes import runner
+    from factprobe.framework import runner
 
     seen = []
 

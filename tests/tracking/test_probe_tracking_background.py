@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def gate(monkeypatch):
     """The MLflow run's opening waits (up to 20 s) until the probe has started scoring; `seen` says
     whether scoring started while the opening was pending (True only when it is opened in the background)."""
-    from factprobe.probes import runner
+    from factprobe.framework import runner
     from factprobe_ops.tracking.context import RunContext
 
     scoring = threading.Event()
@@ -93,7 +93,7 @@ def test_a_run_that_dies_while_its_mlflow_run_opens_ends_failed_or_killed(gate, 
 
 def test_require_tracking_opens_the_run_before_scoring(tiny_model_path, tmp_path, capsys, monkeypatch):
     """An unreachable store with --require-tracking: exit 1 in one line, and nothing is scored."""
-    from factprobe.probes import runner
+    from factprobe.framework import runner
 
     scored = []
     monkeypatch.setattr(runner, "score_naming_long_items", lambda *a, **k: scored.append(1) or [])

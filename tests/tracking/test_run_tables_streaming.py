@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from factprobe.errors import DataError
-from factprobe.probes.registry import get_probe
+from factprobe.framework.registry import get_probe
 from factprobe_ops.tracking.probe_logging import per_fact_table
 from factprobe_ops.tracking.run_tables import _from_results_file
 

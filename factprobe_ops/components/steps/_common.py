@@ -65,8 +65,8 @@ def check_options(config: dict, probes: list, extra: tuple = ()) -> None:
 
     from factprobe.config import PIPELINE
     from factprobe.errors import ConfigError
-    from factprobe.probes.config import BaseConfig
-    from factprobe.probes.registry import get_probe, load_probes
+    from factprobe.framework.config import BaseConfig
+    from factprobe.framework.registry import get_probe, load_probes
 
     options = parse_options(config.get(OPTIONS))
     expand_options(config)  # repeats of parameters
@@ -90,8 +90,8 @@ def run_config(config: dict, **fields):
     """The `RunConfig` of one step from the pipeline's config dict (its `options` expanded, plus
     per-step fields such as probe and model). The dict may hold other probes' options; those are
     ignored."""
-    from factprobe.probes.config import BaseConfig, RunConfig
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.config import BaseConfig, RunConfig
+    from factprobe.framework.registry import get_probe
 
     merged = {**expand_options(config), **fields}
     own = set(BaseConfig.field_names()) | set(get_probe(merged["probe"]).config_class.field_names()) | {"probe"}

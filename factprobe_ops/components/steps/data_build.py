@@ -13,7 +13,7 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
     items with the first such probe and save them to `out_dir/<kind>/`; log a child run of
     the pipeline run (`context`: its `RunContext`, or that as JSON) with each dataset as `log_input`.
     `probe.prepare` holds the items to the framework's data contract before anything is saved
-    (`factprobe.probes.contract`: a broken rule is one line naming the probe and the rule, and
+    (`factprobe.framework.contract`: a broken rule is one line naming the probe and the rule, and
     `relations` and `max_facts_per_relation` are applied for every probe, plug-ins included).
 
     Returns {"n_items", "n_relations", "digest", "datasets", "dropped"} (counts over all kinds)."""
@@ -22,7 +22,7 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
     import pandas as pd
 
     from factprobe.identity import data_digest
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.run import TrackedRun

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from factprobe_ops.tracking.context import RunContext
 
-#: metrics.json counters that add up over shards (`factprobe.probes.base.Session.token_stats`, resume counts)
+#: metrics.json counters that add up over shards (`factprobe.framework.base.Session.token_stats`, resume counts)
 COST_SUMS = (
     "tokens_forwarded",
     "forwards",
@@ -121,10 +121,10 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
     from factprobe.identity import RunIdentity, data_digest, item_digest
     from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
     from factprobe.metrics.json_safe import json_safe
-    from factprobe.probes.checkpoint import METRICS, MODEL_REVISION, RESULTS, RUN_CONFIG
-    from factprobe.probes.config import RunConfig
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import ProbeOutcome
+    from factprobe.framework.checkpoint import METRICS, MODEL_REVISION, RESULTS, RUN_CONFIG
+    from factprobe.framework.config import RunConfig
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import ProbeOutcome
     from factprobe.redact import redact_values
 
     configs = [json.loads((d / RUN_CONFIG).read_text(encoding="utf-8")) for d in shard_dirs]

@@ -4,7 +4,7 @@ Each (probe, model) is its own key: its probe run's `factprobe.config_key` (the 
 key: probe, model and options, not the model list), so adding a model to the sweep keeps every
 other model's comparison. For each result of tonight the step finds the latest FINISHED probe run
 with the same key from an earlier sweep (experiment `factprobe/nightly_sweep`), joins the two fact by fact on the
-per-fact verdict the probe declares, read in its headline's direction (`factprobe.probes.verdict`: any
+per-fact verdict the probe declares, read in its headline's direction (`factprobe.framework.verdict`: any
 probe with a verdict, a plug-in included; a probe without one is not paired, and the table says so), and
 applies the paired test of `factprobe regress` (`factprobe.metrics.gate.regression_gate`: a change for
 the worse larger than `max_drop`, McNemar p < alpha and a paired-bootstrap interval on the worse side
@@ -34,9 +34,9 @@ ALERT_FAILED = "failed_models"
 
 def compared_metrics(run_name: str) -> tuple[str | None, str | None]:
     """(overall, per-relation) metric names compared for the run `<probe>:<model>`: the probe's
-    declared headline metric and relation metric (factprobe/probes/base.py); None where the probe
+    declared headline metric and relation metric (factprobe/framework/base.py); None where the probe
     declares none (no row is then compared at that level)."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     spec = get_probe(run_name.split(":", 1)[0])
     return (spec.headline_metric.metric if spec.headline_metric else None), spec.relation_metric
@@ -112,7 +112,7 @@ def paired_change(
     probe: str | None = None,
 ) -> dict:
     """The paired comparison of two per-fact tables of the same `probe` and model, on the probe's
-    per-fact verdict in its headline's direction (`factprobe.probes.verdict`; `probe` None: tables
+    per-fact verdict in its headline's direction (`factprobe.framework.verdict`; `probe` None: tables
     with the multiple-choice `correct`): {"n", "metric" (the headline, e.g. `win_rate`), "direction"
     ("higher is better" / "lower is better"), "diff" (tonight - last night, of that metric), "diff_ci",
     "p_value", "drop": bool (the gate FAILed: the metric got worse), "reason", "note"?}; {"note": ...} alone when the probe
@@ -122,7 +122,7 @@ def paired_change(
     from factprobe.errors import DataError
     from factprobe.metrics.comparison import align_templates
     from factprobe.metrics.gate import regression_gate
-    from factprobe.probes.verdict import verdict_of, verdict_table, why_no_verdict
+    from factprobe.framework.verdict import verdict_of, verdict_table, why_no_verdict
 
     if verdict_of(probe) is None:
         return {"note": f"not paired fact by fact: {probe} runs{why_no_verdict(str(probe))}"}

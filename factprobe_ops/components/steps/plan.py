@@ -7,7 +7,7 @@ def run_plan(models: list, probes: list, context: str = "", config: dict | None 
     every pair before any model loads.
     The run context (the start step's JSON) rides along in each cell (see factprobe_ops/pipelines/probe.py for why)."""
     from factprobe.errors import ConfigError
-    from factprobe.probes.registry import probe_names
+    from factprobe.framework.registry import probe_names
 
     from ._common import check_options, run_config
 

@@ -65,7 +65,7 @@ def shard_prepared(cfg, prepared, shard: int, shards: int):
     import hashlib
 
     from factprobe.errors import ConfigError
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     spec = get_probe(cfg.probe)
     items = [(rel, it) for rel, its in prepared.items.items() for it in its]
@@ -125,8 +125,8 @@ def run_probe_step(
     from pathlib import Path
 
     from factprobe.datasets.prepared import Prepared
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import run_identity, run_probe
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import run_identity, run_probe
     from factprobe.signals import sigterm_as_interrupt
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
@@ -253,8 +253,8 @@ def run_unit_step(
     from pathlib import Path
 
     from factprobe.lm.models import require_kind
-    from factprobe.probes.registry import get_probe
-    from factprobe.probes.runner import load_for_probe
+    from factprobe.framework.registry import get_probe
+    from factprobe.framework.runner import load_for_probe
 
     held: dict = {}
 

@@ -1,7 +1,7 @@
 """Progress lines of long steps, for pod logs and `factprobe pipeline run`.
 
 A pod's log is not a terminal: a tqdm bar there is one ever-growing line of carriage returns.
-`ProgressLog` is an `on_batch(done, total)` callback (factprobe.probes.runner.run_probe) that
+`ProgressLog` is an `on_batch(done, total)` callback (factprobe.framework.runner.run_probe) that
 prints one line at most every `every_s` seconds, and always the last one:
 
     progress: ic-lke gemma-3-270m: 120/400 rows (30%), 4.1 rows/s, about 68 s left

@@ -24,7 +24,7 @@ def run_gate(
     (`factprobe.metrics.gate.GateDecision`). Returns {"decision": "PASS"|"FAIL", "metric", "direction",
     "candidate_value", "baseline_value", "diff" (of that metric), "p_value", "n", "report"}. Raises
     ConfigError for a `max_drop` / `alpha` out of range, for runs the gate cannot gate (a probe without
-    a per-fact verdict; the verdict is gated in its headline's direction, `factprobe.probes.verdict`),
+    a per-fact verdict; the verdict is gated in its headline's direction, `factprobe.framework.verdict`),
     for a baseline or candidate without a measurement identity, for other numerics (unless
     `allow_numerics_change`), and DataError for other data or a candidate lacking baseline facts, as
     `factprobe regress` does (factprobe_ops/tracking/regress.py)."""

@@ -1,6 +1,6 @@
 """Step: aggregate all (model, probe) results into figures, tables and an HTML + Markdown report.
 
-Every probe writes its own part (`Probe.report`, factprobe/probes/base.py): the runs are grouped
+Every probe writes its own part (`Probe.report`, factprobe/framework/base.py): the runs are grouped
 by the probe's `report_group` (the four multiple-choice probes share one: the model x relation
 accuracy heatmap, per-relation bars and the summary table shown first), in registry order, and each
 group's probe returns its figures, tables and parent-run metrics; this step only lays them out and
@@ -14,7 +14,7 @@ Folders of failed (tolerant) probe steps are named in a `failed` table and a tag
 
 Cross-model maps (`cross_model_parts`, Wu et al. 2024 section 4.2): built in the science package
 (`factprobe.probes.cross_model`) for every probe that declares a per-fact verdict and has runs of two
-or more models, read in the headline's direction (`factprobe.probes.verdict`); this step lays them out
+or more models, read in the headline's direction (`factprobe.framework.verdict`); this step lays them out
 and logs them like every other part.
 """
 
@@ -47,7 +47,7 @@ def load_runs(dirs: list[str], unique: bool = True) -> list:
     model in several settings)."""
     import json
 
-    from factprobe.probes.reporting import ReportRun, model_label
+    from factprobe.framework.reporting import ReportRun, model_label
 
     runs, seen = [], {}
     for d in dirs:
@@ -83,7 +83,7 @@ def cross_model_parts(runs: list) -> list:
 def metric_safe(run_name: str) -> str:
     """`<probe>:<model>` as part of an MLflow metric name: `<probe>/<model>`, a model path reduced
     to its folder name (MLflow refuses names that resolve like other paths, e.g. with `//`)."""
-    from factprobe.probes.reporting import model_label
+    from factprobe.framework.reporting import model_label
 
     probe, _, model = run_name.partition(":")
     return f"{probe}/{model_label(model)}"
@@ -100,7 +100,7 @@ def report_parts(runs: list) -> list:
         key = probe.report_group or r.probe
         groups.setdefault(key, []).append(r)
         probes.setdefault(key, probe)
-    from factprobe.probes.registry import probe_names
+    from factprobe.framework.registry import probe_names
 
     rank = {n: i for i, n in enumerate(probe_names())}
     order = sorted(groups, key=lambda k: min(rank.get(r.probe, len(rank)) for r in groups[k]))
@@ -141,7 +141,7 @@ def write_report(
     import pandas as pd
 
     from factprobe.io import atomic_write_text
-    from factprobe.probes.reporting import metric_key
+    from factprobe.framework.reporting import metric_key
     from factprobe.report.html import figure_png, html_page, markdown_page
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun

@@ -61,7 +61,7 @@ def fact_bound(config: dict, probes: Iterable[str]) -> tuple[int, str] | None:
     fewest, that probe), or None when no probe's facts can be known here (module docstring).
     ConfigError from the config itself (an unknown relation) passes through."""
     from factprobe.errors import DataError
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     from ._common import run_config
 
@@ -128,7 +128,7 @@ def check_shards(shards: Any, config: dict | None = None, probes: Iterable[str] 
 
 def _described(config: dict, probe: str) -> str:
     """What bounds the facts: `source countryinfo, every relation, max_facts_per_relation=3`, or the items file."""
-    from factprobe.probes.registry import get_probe
+    from factprobe.framework.registry import get_probe
 
     from ._common import run_config
 

@@ -63,7 +63,7 @@ def headline_family(probes: list) -> str:
     """The headline family of a pipeline's experiment (its primary metric in the MLflow UI): that of
     the first of the pipeline's `probes` that declares a headline ('' when none does: the default).
     Unknown names are skipped: the plan step refuses them, with the list of known probes."""
-    from factprobe.probes.registry import get_probe, probe_names
+    from factprobe.framework.registry import get_probe, probe_names
 
     known = set(probe_names())
     for name in (str(p) for p in probes if str(p) in known):
@@ -76,7 +76,7 @@ def headline_family(probes: list) -> str:
 def headline_greater(probes: list) -> bool:
     """Whether greater is better for the headline `headline_family(probes)` names (the probe's declared
     direction, `Headline.higher_is_better`; True when no probe declares a headline)."""
-    from factprobe.probes.registry import get_probe, probe_names
+    from factprobe.framework.registry import get_probe, probe_names
 
     known = set(probe_names())
     for name in (str(p) for p in probes if str(p) in known):

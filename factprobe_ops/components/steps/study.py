@@ -46,7 +46,7 @@ def run_study_step(
     Returns {"scalars" (the flat metrics without '/'), "run_id", "files", "study", "model"}."""
     import shutil
 
-    from factprobe.probes.reporting import metric_key
+    from factprobe.framework.reporting import metric_key
     from factprobe.studies.cli import run_study
     from factprobe.studies.registry import get_study
     from factprobe.studies.study_identity import study_identity
@@ -104,7 +104,7 @@ def study_option_names(name: str) -> list[str]:
     from dataclasses import fields
 
     from factprobe.config import PIPELINE
-    from factprobe.probes.config import BaseConfig
+    from factprobe.framework.config import BaseConfig
     from factprobe.studies.cli import base_fields
     from factprobe.studies.registry import get_study
 

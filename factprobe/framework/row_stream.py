@@ -1,6 +1,6 @@
 """Result rows on disk, read back only as needed: a probe run holds no list of its rows (issue 40 item 3).
 
-A run's rows are written as they are scored (the checkpoint, `factprobe.probes.checkpoint`) and are
+A run's rows are written as they are scored (the checkpoint, `factprobe.framework.checkpoint`) and are
 never all in memory at once; a 100-option row is about 25 KB as Python objects, so 100,000 facts x 10
 templates held whole would need tens of GB. What a run keeps instead:
 

@@ -1,10 +1,11 @@
 """The one list of probes: registration, plug-in loading and lookup by name.
 
-A probe module defines a `Probe` subclass (`factprobe.probes.base`, which states the contract)
-and registers one instance: `register(MyProbe())`. The runner (`probes/runner.py`) and the
+A probe module defines a `Probe` subclass (`factprobe.framework.base`, which states the contract)
+and registers one instance: `register(MyProbe())`. The runner (`framework/runner.py`) and the
 operations layer call the registered probes only and never name one.
 
-Built-in probes are listed in `BUILTIN_MODULES`; more can be added without touching factprobe
+Built-in probes (`factprobe.probes`) are listed in `BUILTIN_MODULES` by name (imported by name, never
+by this module's code: the framework sits below its instances, as lm-eval's `api/` below its `tasks/`); more can be added without touching factprobe
 through the environment variable `FACTPROBE_PROBE_MODULES` (comma-separated module names) or the
 `factprobe.probes` entry-point group: each module registers its probe on import.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .base import Probe
+from .config import use_probes
 
 #: the built-in probes: one line per probe module
 BUILTIN_MODULES = (
@@ -72,3 +74,18 @@ def get_probe(name: str) -> Probe:
     if name not in probes:
         raise ConfigError(f"unknown probe {name!r}; choose one of {', '.join(probes)}")
     return probes[name]
+
+
+class _Lookup:
+    """This registry as `factprobe.framework.config.ProbeLookup` (handed down with `use_probes`)."""
+
+    @staticmethod
+    def get(name: str) -> Probe:
+        return get_probe(name)
+
+    @staticmethod
+    def all() -> dict[str, Probe]:
+        return load_probes()
+
+
+use_probes(_Lookup())

@@ -21,7 +21,7 @@ Then the framework, not the probe, decides which test facts the run covers:
   multiple-choice and QA builds do); the framework's cap then removes nothing.
 
 `apply_contract` does both; `Probe` applies it to whatever a subclass's `prepare` returns
-(`factprobe.probes.base`), so every caller (the runner, the pipeline's data-build step, `regress`)
+(`factprobe.framework.base`), so every caller (the runner, the pipeline's data-build step, `regress`)
 gets checked, capped items, and the runner applies it again to a dataset handed to it (idempotent).
 """
 
@@ -38,7 +38,7 @@ from ..facts import FactSet
 if TYPE_CHECKING:
     from .config import RunConfig
 
-WHERE = "the data contract in factprobe/probes/base.py"
+WHERE = "the data contract in factprobe/framework/base.py"
 
 
 class ContractError(FactprobeError):

@@ -1,6 +1,6 @@
 """The probe interface: the `Probe` base class and the `Session` a probe scores with.
 
-A probe is one module that defines a `Probe` subclass and registers it (`factprobe.probes.registry`).
+A probe is one module that defines a `Probe` subclass and registers it (`factprobe.framework.registry`).
 It declares four things:
 
 1. `name`: the CLI subcommand, the component's and pipelines' `probe` value (`ic-lke`, ...);
@@ -8,7 +8,7 @@ It declares four things:
 3. `prepare(cfg) -> Prepared`: how it builds its items from the facts (through `factprobe.datasets`);
 4. `score_batch(session, state, batch) -> rows`: how it scores a batch of items into result rows.
 
-The data contract (`factprobe.probes.contract`, checked right after `prepare` on every path)
+The data contract (`factprobe.framework.contract`, checked right after `prepare` on every path)
 -------------------------------------------------------------------------------------------
 `prepare` returns a `Prepared` with the run's test facts in `facts["test"]` (a `FactSet`) and its
 items in `items` {relation: [item, ...]}. Each item is a record a pipeline can save and read back:
@@ -37,14 +37,14 @@ order. A probe whose later items depend on earlier results (counterfactual ICL n
 known facts first) returns phases instead; `session.done` holds every row already scored
 (resumed ones included) when a group is opened.
 
-Reporting is the probe's too (`factprobe.probes.reporting` describes each declaration):
+Reporting is the probe's too (`factprobe.framework.reporting` describes each declaration):
 `headline_metric`, `headline_keys`, `per_fact_columns`, `relation_metric`, `fact_verdict`,
 `report_group`, and the hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`,
 `run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
 table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) calls only these.
 
 `metric_columns` names the row fields `metrics` and `artifacts` read: the runner hands them the
-written rows read back and cut down to those fields (`factprobe.probes.row_stream`), so a run's memory
+written rows read back and cut down to those fields (`factprobe.framework.row_stream`), so a run's memory
 does not grow with its rows; reading another field raises `ProjectionError`. None (the default, for
 plug-ins written before it): whole rows, held in memory together.
 """
@@ -172,7 +172,7 @@ class Probe:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap a subclass's own `prepare` so that what it returns goes through the data contract
-        (`factprobe.probes.contract.apply_contract`: checked, then `--relations` and the cap applied)."""
+        (`factprobe.framework.contract.apply_contract`: checked, then `--relations` and the cap applied)."""
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("prepare")
         if own is not None and not getattr(own, "_contract_applied", False):
@@ -268,7 +268,7 @@ class Probe:
         metrics.json content (model revision included). Pure; default: none."""
         return {}
 
-    # ------------------------------------------------------------------ reporting (see factprobe.probes.reporting)
+    # ------------------------------------------------------------------ reporting (see factprobe.framework.reporting)
     #: the run's one number and the family it is logged under (`headline/<family>`); None: no headline
     headline_metric: ClassVar[Headline | None] = None
     #: top-level metrics.json numbers of the terminal line, in this order (default: the headline's metric)
@@ -281,7 +281,7 @@ class Probe:
     relation_metric_title: ClassVar[str] = ""
     #: boolean per-fact column (one of `per_fact_columns`) whose share of True is the headline: the one
     #: contract of every gate (compare, regress, baseline promote, the nightly paired test, the
-    #: cross-model maps), read with the headline's direction by `factprobe.probes.verdict`; None: the
+    #: cross-model maps), read with the headline's direction by `factprobe.framework.verdict`; None: the
     #: probe's runs are not compared fact by fact
     fact_verdict: ClassVar[str | None] = None
     #: how the knowledge map reads one verdict per fact (`reporting.MapVerdict`); None: the

@@ -17,7 +17,7 @@ Every probe uses this module unchanged. Files in `out/`:
 - `results.jsonl`, `metrics.json`: written atomically at the end; the checkpoint is removed
   afterwards. Rows already in `results.jsonl` count as done on a rerun.
 
-No row is held in memory beyond its batch (issue 40 item 3, `factprobe.probes.row_stream`): the
+No row is held in memory beyond its batch (issue 40 item 3, `factprobe.framework.row_stream`): the
 finished rows are known by where they lie (`done_index`, a `RowIndex`: the results of an earlier
 run, then the checkpoint), `append` records where each new row was written, and `write_results`
 copies the rows into a new results file in the order asked for while handing back the few fields

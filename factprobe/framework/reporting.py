@@ -1,6 +1,6 @@
 """What a probe declares about its own reporting, and the defaults every probe gets.
 
-A probe (`factprobe.probes.base.Probe`) says through class attributes and hooks what a person
+A probe (`factprobe.framework.base.Probe`) says through class attributes and hooks what a person
 looks at and what the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) logs and draws; that
 layer never tests a probe's name or the shape of its metrics:
 
@@ -10,7 +10,7 @@ layer never tests a probe's name or the shape of its metrics:
 - `per_fact_columns`: the slim per-fact table runs are joined on (`tables/per_fact.parquet`);
 - `relation_metric`: the per-relation number drawn as bars (per run and across runs);
 - `fact_verdict`: the boolean per-fact column every gate joins runs on (`compare`, `regress`,
-  `baseline promote`, the nightly paired test, the cross-model maps; `factprobe.probes.verdict`),
+  `baseline promote`, the nightly paired test, the cross-model maps; `factprobe.framework.verdict`),
   the headline being the share of facts where it is True (None: not compared fact by fact);
 - hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`, `run_figures` (per
   run) and `report` (across the runs of a pipeline, grouped by `report_group`).
@@ -80,7 +80,7 @@ class Headline:
     family sort by one column (`accuracy`, `em`, `coherency`, `belief_accuracy`); `label`: the
     short name in step outputs (KFP metrics `<label>-<probe>-<model>`; default: `metric`);
     `higher_is_better`: its direction, which every gate reads with the per-fact verdict
-    (`factprobe.probes.verdict`: under a lower-is-better headline a fact is right when its verdict is False)."""
+    (`factprobe.framework.verdict`: under a lower-is-better headline a fact is right when its verdict is False)."""
 
     metric: str
     family: str

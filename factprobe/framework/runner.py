@@ -6,9 +6,9 @@ Contract
 
 1. claims the folder (`factprobe.run_folder.claim`: a second run into it, or a folder of another
    kind of run such as fine-tuning, is refused at once) and refuses a folder that holds another
-   configuration (`probes/checkpoint.py`);
+   configuration (`framework/checkpoint.py`);
 2. prepares the items (`probe.prepare`, or the `prepared` argument from the pipeline's data-build
-   step), holds them to the data contract (`factprobe.probes.contract`: a broken rule is refused in
+   step), holds them to the data contract (`factprobe.framework.contract`: a broken rule is refused in
    one line; `--relations` and `--max-facts-per-relation` applied by the framework, the same for
    every probe) and lets the probe validate them (`probe.validate`);
 3. loads the model only when something is left to score, checks that its kind (causal, masked)
@@ -28,7 +28,7 @@ Contract
    files (`probe.artifacts`) and `metrics.json` (`probe.metrics` plus token counts, resume counts,
    notes, and the run's measurement identity: model revision, data digest, config key, numerics)
    atomically, with no bare NaN. `probe.metrics` and `probe.artifacts` get the written rows read
-   back, cut down to the probe's `metric_columns` (`factprobe.probes.row_stream`).
+   back, cut down to the probe's `metric_columns` (`factprobe.framework.row_stream`).
 
 No row is kept in memory beyond its batch: finished rows are known by where they lie in the folder
 (`RunFolder.done_index`), `Session.done` reads them from disk when asked, and the outcome's

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..config import (
     CHOICES,
@@ -32,7 +32,6 @@ from ..config import (
 )
 from ..errors import ConfigError
 from ..sources import SOURCES
-from .registry import get_probe, load_probes
 
 __all__ = [
     "BaseConfig",
@@ -49,6 +48,33 @@ __all__ = [
     "option",
     "split_relations",
 ]
+
+
+class ProbeLookup(Protocol):
+    """What this module asks of the probe registry (`factprobe.framework.registry`, which installs itself
+    with `use_probes` when it is imported): a probe by name, and every probe by name."""
+
+    def get(self, name: str) -> Any: ...
+
+    def all(self) -> dict[str, Any]: ...
+
+
+_lookup: ProbeLookup | None = None
+
+
+def use_probes(lookup: ProbeLookup) -> None:
+    """Install the probe registry that `RunConfig.from_dict` and `option_classes` read. The registry sits
+    above this module (it holds `Probe`s, whose methods take a `RunConfig`), so it hands itself down here
+    instead of being imported: no import circle (tests/test_layers.py). `factprobe.framework` imports the
+    registry in its `__init__`, so any import of this module has it."""
+    global _lookup
+    _lookup = lookup
+
+
+def _probes() -> ProbeLookup:
+    if _lookup is None:  # only when the package __init__ was bypassed
+        raise ConfigError("no probe registry: import factprobe.framework.registry first")
+    return _lookup
 
 
 @dataclass
@@ -132,7 +158,7 @@ class RunConfig:
         name = d.pop("probe", None)
         if not name:
             raise ConfigError("probe: missing; every run config names its probe")
-        probe = get_probe(str(name))
+        probe = _probes().get(str(name))
         base_names, own_names = set(BaseConfig.field_names()), set(probe.config_class.field_names())
         unknown = sorted(set(d) - base_names - own_names - set(cls.IGNORED))
         if strict and unknown:
@@ -161,7 +187,7 @@ class RunConfig:
 def option_classes() -> list[type]:
     """BaseConfig then every probe's config class (each once): the source of CLI and pipeline options."""
     out: list[type] = [BaseConfig]
-    for p in load_probes().values():
+    for p in _probes().all().values():
         if p.config_class not in out:
             out.append(p.config_class)
     return out
