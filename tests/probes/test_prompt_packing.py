@@ -107,7 +107,7 @@ def test_hgp_packs_a_batch_and_keeps_each_rows_numbers(tiny_model_path, tmp_path
 
 def test_hgp_on_a_served_model_sends_whole_requests(tiny_model_path, tmp_path, real_data_root):
     """A served model's scorer (factprobe.lm.served) has nothing to pack: HGP runs through it as before."""
-    from tests.lm.test_served import FakeServer
+    from tests.lm.served_fake import FakeServer
 
     server = FakeServer(str(tiny_model_path("llama")))
     try:
