@@ -11,11 +11,14 @@ fingerprint's texts and probe-like sentences) is asked as the fingerprint asks i
 - `alone`: after an unrelated prompt (the server's prefix cache holds nothing of it);
 - `repeated`: right after itself (the server reuses the cached prefix);
 - `after_prefix`: after a prompt sharing its first words (the prefix's log-probs come from another evaluation);
+- `after_probe`: after a probe-like prompt that shares none of its words (what happens in a run);
 - `concurrent`: 4 requests in flight at once (the server queues them);
 - `n_batch_4`: alone, on the server evaluating prompts 4 tokens at a time.
 
 For each condition against `alone`: the largest |difference| of one token's log-prob, of a text's summed log-prob
-(what the fingerprint rounds), whether any greedy text differed, and whether the fingerprint changed. Writes
+(what the fingerprint rounds), whether any greedy text differed, and whether the fingerprint changed. For scale,
+`quantization`: how far another quantization moves a text's sum (float32 in-process against the server's Q4_K_M,
+Gemma-3, whose echo log-probs this server gets right). Writes
 benchmarks/results/served_noise.json. Run: `.venv/bin/python benchmarks/bench_served_noise.py` (needs
 `make .venv/.llama-server` and `make models`).
 """
@@ -47,7 +50,7 @@ PROBE_PROMPTS = (
 
 def start_server(alias: str, *extra: str) -> tuple[subprocess.Popen, str]:
     """`python -m llama_cpp.server` on a free loopback port serving `alias`'s GGUF; (process, API root)."""
-    from factprobe.lm.aliases import gguf_cache_path
+    from factprobe.models.aliases import gguf_cache_path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -98,6 +101,35 @@ def compare(base: dict[str, dict], other: dict[str, dict]) -> dict:
     }
 
 
+def quantization_shift(alias: str, served: dict[str, dict]) -> dict:
+    """How far another quantization moves what the fingerprint hashes: the same texts and greedy continuations
+    scored in-process in float32 (weights dequantised from the same GGUF) against the server's quantized weights.
+    Only for a server whose echo log-probs are aligned (the sum then means the same thing on both sides)."""
+    import torch
+
+    from factprobe.models import load_model
+
+    if alias != "gemma-3-270m":
+        return {"skipped": "the server's echo log-probs are misaligned for this model"}
+    loaded = load_model(alias, device="cpu", dtype="float32")
+    tok, model = loaded.tokenizer, loaded.model
+    diffs = {}
+    for text, got in served.items():
+        ids = tok(text + got["greedy"], return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)
+        per = logp.gather(1, ids[0, 1:, None])[:, 0].tolist()  # token i+1 given the ones before (BOS first)
+        local = sum(per[1:])  # as the fingerprint: the text's first token has no log-prob
+        diffs[text] = abs(local - got["sum"]) if len(per) - 1 == len(got["values"]) else None
+    known = [d for d in diffs.values() if d is not None]
+    return {
+        "what": "float32 in-process vs the server's Q4_K_M, same texts and continuations",
+        "abs_text_sum_diff_min": min(known) if known else None,
+        "abs_text_sum_diff_max": max(known) if known else None,
+        "texts_compared": len(known),
+    }
+
+
 def measure(alias: str) -> dict:
     from factprobe.lm import served
     from factprobe.lm.served_fingerprint import FINGERPRINT_TEXTS
@@ -110,16 +142,18 @@ def measure(alias: str) -> dict:
     proc, url = start_server(alias)
     try:
         client = served.Client(url, concurrency=4)
-        alone, repeated, after_prefix = {}, {}, {}
+        alone, repeated, after_prefix, after_probe = {}, {}, {}, {}
         for text in texts:
             ask(client, alias, flush)
             alone[text] = ask(client, alias, text)
             repeated[text] = ask(client, alias, text)
             ask(client, alias, " ".join(text.split()[:3]) + " something else entirely")
             after_prefix[text] = ask(client, alias, text)
+            ask(client, alias, PROBE_PROMPTS[0] if text != PROBE_PROMPTS[0] else PROBE_PROMPTS[1])
+            after_probe[text] = ask(client, alias, text)
         with ThreadPoolExecutor(4) as pool:
             concurrent = dict(zip(texts, pool.map(lambda t: ask(client, alias, t), texts)))
-        runs.update(alone=alone, repeated=repeated, after_prefix=after_prefix, concurrent=concurrent)
+        runs.update(alone=alone, repeated=repeated, after_prefix=after_prefix, after_probe=after_probe, concurrent=concurrent)
         revisions["n_batch_512"] = served.served_revision(f"openai:{alias}@{url}")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -135,6 +169,7 @@ def measure(alias: str) -> dict:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
     out["against_alone"] = {name: compare(runs["alone"], run) for name, run in runs.items() if name != "alone"}
+    out["quantization"] = quantization_shift(alias, runs["alone"])
     out["fingerprint_same_across_n_batch"] = revisions["n_batch_512"].split("#")[1] == revisions["n_batch_4"].split("#")[1]
     return out
 

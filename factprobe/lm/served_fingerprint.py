@@ -18,13 +18,17 @@ from factprobe.errors import ModelError
 from .served_answers import echo_parts, logprob
 from .served_client import Client, ServedRequestError, logprob_completion
 
-#: texts whose greedy continuations, with the model's list entry, fingerprint the served weights
-FINGERPRINT_TEXTS = ("The capital of France is", "Water boils at a temperature of")
+#: texts whose greedy continuations, tokens and log-probs, with the model's list entry, fingerprint the served weights.
+#: Their first words are shared with no probe prompt, check text or each other: llama.cpp's server reuses the prefix
+#: a request shares with the one before it, and log-probs computed that way move (0.13 nats in a text's sum, measured)
+FINGERPRINT_TEXTS = ("Marmalade aside, the capital of France is", "Kettles aside, water boils at a temperature of")
 #: tokens generated per fingerprint text
 FINGERPRINT_TOKENS = 8
-#: the step (nats) each text's summed log-prob is rounded to before it is hashed: 3x the largest batch-to-batch
-#: noise published for vLLM on one token (0.067 nats, vllm#32480) and far above llama.cpp's measured noise
-#: (docs/served-models.md); a changed model moves a sum of ~14 tokens by a step or more
+#: the step (nats) each text's summed log-prob is rounded to before it is hashed: 3.7x the largest batch-to-batch
+#: difference published for vLLM on one token (0.067 nats, vllm#32480), above every difference llama.cpp's server
+#: showed in the conditions a run meets (0; 0.22 in a sum only when it reuses a shared prefix, which these texts
+#: avoid), while Gemma-3-270M's Q4_K_M against its float32 weights moves these texts' sums by 0.29 and 0.65 nats
+#: (benchmarks/bench_served_noise.py, docs/served-models.md)
 FINGERPRINT_LOGPROB_STEP = 0.25
 #: fields of a `GET /models` entry that describe the weights (not `created`: servers stamp it per request)
 FINGERPRINT_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")

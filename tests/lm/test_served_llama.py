@@ -50,7 +50,7 @@ GEMMA_LOGPROB_TOL = 0.5
 
 
 def gguf_of(alias: str) -> Path:
-    from factprobe.lm.aliases import gguf_cache_path
+    from factprobe.models.aliases import gguf_cache_path
 
     return gguf_cache_path(alias)
 
@@ -142,8 +142,8 @@ def test_llama_cpp_echo_log_probs_are_misaligned_for_smollm2_and_refused(smol_se
 
 
 def test_llama_cpp_echo_log_probs_are_aligned_for_gemma_and_match_in_process(gemma_server, real_model_path):
-    from factprobe.lm.models import load_model
     from factprobe.lm.scorer import ChoiceRequest, Scorer
+    from factprobe.models import load_model
 
     m = served.connect(gemma_server.spec())
     assert m.alignment.aligned, m.alignment.line()
