@@ -16,7 +16,7 @@ MODELS := smollm2-135m-instruct gemma-3-270m
 TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 LATEST := .venv-latest
 
-.PHONY: setup constraints try-latest sysdeps models run run-all run-design-space run-findings run-findings-paper gpu-inputs run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
+.PHONY: setup constraints try-latest sysdeps images models run run-all run-design-space run-findings run-findings-paper gpu-inputs run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -67,6 +67,14 @@ $(SYSSTAMP): scripts/install_sysdeps.sh
 	@touch $@
 
 sysdeps: $(SYSSTAMP)
+
+# `make images`: the CPU, GPU and training images built on this machine with podman (runc), as root, from the
+# Dockerfiles in containers/ on a local Debian bookworm base (made once with debootstrap) with the CPU torch wheel;
+# no registry, no push (scripts/build_images.sh --local; times and sizes: containers/README.md, "Local builds").
+# It prints the FACTPROBE_IMAGE_* settings. With nothing changed it builds nothing (a tag is the digest of the image's
+# sources and build arguments); after a source change podman's layer cache keeps the dependency layers.
+images:
+	@scripts/build_images.sh --local
 
 # Linters with pins that clash with the main env: checkov, and kubectl (+ kustomize) when the
 # machine has none.

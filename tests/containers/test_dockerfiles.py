@@ -58,6 +58,21 @@ def instructions(path: Path) -> list[tuple[str, str]]:
     return result
 
 
+def arg_defaults(path: Path) -> dict[str, str]:
+    """The default of every `ARG NAME=value` (the first one of a name, as a build without --build-arg sees it)."""
+    defaults: dict[str, str] = {}
+    for keyword, args in instructions(path):
+        if keyword == "ARG" and "=" in args:
+            name, _, value = args.partition("=")
+            defaults.setdefault(name.strip(), value.strip().strip('"'))
+    return defaults
+
+
+def resolve(text: str, defaults: dict[str, str]) -> str:
+    """`text` with ${NAME} and $NAME replaced by the ARG defaults (what a registry build runs)."""
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: defaults.get(m[1], m[0]), text)
+
+
 def stages(path: Path) -> list[list[tuple[str, str]]]:
     out: list[list[tuple[str, str]]] = []
     for keyword, args in instructions(path):
@@ -146,15 +161,109 @@ def test_no_credentials_in_env_or_arg(dockerfile):
 
 
 def test_base_images_are_pinned(dockerfile):
+    """Every FROM is the pinned public image: written out, or ${BASE_IMAGE} whose default is (a local build passes
+    its own base as a build argument, scripts/build_images.sh --local)."""
+    defaults = arg_defaults(dockerfile)
+    stage_names = set()
     for keyword, args in instructions(dockerfile):
         if keyword != "FROM":
             continue
-        image = args.split()[0]
-        assert "$" not in image, f"{dockerfile.name}: FROM {image}: write the pinned tag out"
+        stage_names.add(args.split()[-1] if " AS " in args.upper() else "")
+        if args.split()[0] in stage_names:
+            continue  # FROM an earlier stage
+        image = resolve(args.split()[0], defaults)
+        assert "$" not in image, f"{dockerfile.name}: FROM {args}: a build argument without a pinned default"
         name, _, tag = image.split("@")[0].rpartition(":")
         assert name and tag and tag != "latest", f"{dockerfile.name}: FROM {image} is not pinned to a tag"
         assert re.search(r"\d", tag), f"{dockerfile.name}: FROM {image}: tag without a version"
     assert "sha256" in dockerfile.read_text(), "document how to pin the digest"
+
+
+PUBLIC_BASES = {
+    "cpu": "python:3.11.13-slim-bookworm",
+    "gpu": "nvidia/cuda:13.0.2-runtime-ubuntu24.04",
+    "train": "nvidia/cuda:13.0.2-devel-ubuntu24.04",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_base_image_python_and_torch_source_are_build_arguments(kind):
+    """Issue 38 item 1: a machine without a registry builds the same files on a local base, with torch from a
+    wheel folder; the defaults are today's public ones, so a registry build is unchanged."""
+    path = DOCKERFILES[kind]
+    parsed = instructions(path)
+    first_from = next(i for i, (k, _) in enumerate(parsed) if k == "FROM")
+    global_args = {a.partition("=")[0]: a.partition("=")[2] for k, a in parsed[:first_from] if k == "ARG"}
+    assert global_args.get("BASE_IMAGE") == PUBLIC_BASES[kind], global_args
+    froms = [a for k, a in parsed if k == "FROM"]
+    assert froms == ["${BASE_IMAGE} AS deps", "deps AS builder", "${BASE_IMAGE}"], froms
+    deps = stages(path)[0]
+    args = {a.partition("=")[0]: a.partition("=")[2] for k, a in deps if k == "ARG"}
+    assert args.get("TORCH_FIND_LINKS") == "", "the wheel folder is off unless given"
+    assert args.get("TORCH_INDEX_URL") == ("https://download.pytorch.org/whl/cpu" if kind == "cpu" else "https://pypi.org/simple")
+    if kind != "cpu":  # the interpreter of the Ubuntu 24.04 base; a Debian bookworm base has python3
+        assert global_args.get("PYTHON") == "python3.12"
+        for stage in (stages(path)[0], stages(path)[-1]):  # the ones FROM ${BASE_IMAGE}
+            assert ("ARG", "PYTHON") in stage, "each stage must declare ARG PYTHON to see the global default"
+            runs = " ".join(a for k, a in stage if k == "RUN")
+            assert "python3.12" not in runs, "the interpreter is ${PYTHON}, not written out"
+
+
+def torch_step(path: Path) -> str:
+    return next(a for k, a in instructions(path) if k == "RUN" and re.search(r"pip install .*\btorch$", a))
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_torch_comes_from_the_wheel_folder_alone_when_one_is_given(kind, tmp_path):
+    """The torch RUN step, run with a stand-in pip that records its arguments: with TORCH_FIND_LINKS torch is
+    installed from that folder with no index (no CUDA wheel can be chosen) before the index is asked for its
+    dependencies (torch is then installed already); without it, one install from TORCH_INDEX_URL."""
+    log = tmp_path / "pip.log"
+    fake = tmp_path / "bin" / "pip"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    step = torch_step(DOCKERFILES[kind])
+    for wheels, want in [
+        (
+            "/opt/torch-wheels",
+            [
+                "install --no-cache-dir --no-index --no-deps --find-links /opt/torch-wheels -c constraints.txt torch",
+                "install --no-cache-dir --index-url https://idx.example/simple -c constraints.txt torch",
+            ],
+        ),
+        ("", ["install --no-cache-dir --index-url https://idx.example/simple -c constraints.txt torch"]),
+    ]:
+        log.unlink(missing_ok=True)
+        env = {
+            "PATH": f"{fake.parent}:/usr/bin:/bin",
+            "TORCH_FIND_LINKS": wheels,
+            "TORCH_INDEX_URL": "https://idx.example/simple",
+        }
+        proc = subprocess.run(["/bin/sh", "-c", step], env=env, capture_output=True, text=True, timeout=30, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert log.read_text().splitlines() == want
+
+
+@pytest.mark.parametrize("kind", sorted(DOCKERFILES))
+def test_dependencies_are_a_layer_that_the_sources_do_not_invalidate(kind):
+    """The dependencies go into /opt/venv in a stage of their own, before any source is copied (only pyproject.toml,
+    LICENSE and constraints.txt decide it); the project is a wheel built in the next stage and installed on top of
+    the venv copied from the deps stage. So a rebuild after a source change redoes only the small layers, and the
+    multi-GB venv layer stays cached (issue 38 item 1: the layer cache works)."""
+    deps, builder, runtime = stages(DOCKERFILES[kind])
+    copied = {f for k, a in deps if k == "COPY" for f in a.split()[:-1]}
+    assert copied <= {"constraints.txt", "pyproject.toml", "LICENSE"}, copied
+    installs = [a for k, a in deps if k == "RUN" and re.search(r'pip install .*"\.\[', a)]
+    assert len(installs) == 1 and "pip uninstall -y factprobe" in installs[0], "the stand-in package must not stay installed"
+    assert builder[0] == ("FROM", "deps AS builder") and any(k == "COPY" and "factprobe" in a for k, a in builder)
+    assert builder[-1] == ("RUN", "pip wheel --no-cache-dir --no-deps --wheel-dir /dist ."), builder[-1]
+    steps = [f"{k} {a}" for k, a in runtime]
+    venv = steps.index("COPY --from=deps /opt/venv /opt/venv")
+    assert steps[venv + 1] == "COPY --from=builder /dist /tmp/dist", steps[venv:]
+    install = steps[venv + 2]
+    assert install.startswith("RUN /opt/venv/bin/pip install --no-cache-dir --no-deps /tmp/dist/*.whl"), install
+    assert "/opt/venv/bin/python -P -c" in install, "the check imports the installed package"
 
 
 def installed_extras(runs: list[str]) -> set[str]:
@@ -164,7 +273,9 @@ def installed_extras(runs: list[str]) -> set[str]:
 
 def test_installs_the_package_with_the_repo_constraints(dockerfile):
     runs = [args for keyword, args in instructions(dockerfile) if keyword == "RUN" and "pip install" in args]
-    assert runs and all("-c constraints.txt" in r for r in runs), runs
+    # the project's own wheel goes in with --no-deps (nothing is resolved there: its dependencies are installed)
+    resolving = [r for r in runs if "--no-deps /tmp/dist/" not in r]
+    assert resolving and all("-c constraints.txt" in r for r in resolving), runs
     assert all("--no-cache-dir" in r for r in runs)
     extras = installed_extras(runs)
     # every image runs KFP components that log to MLflow: `pip install factprobe` alone has neither (issue 31 item 8)
@@ -178,12 +289,23 @@ def test_installs_the_package_with_the_repo_constraints(dockerfile):
 
 
 def test_only_the_training_image_carries_cuda_devel_and_compilers():
-    train_from = [a for k, a in instructions(DOCKERFILES["train"]) if k == "FROM"]
+    """As a registry build sees them: the build arguments at their defaults."""
+
+    def resolved(kind: str, keyword: str) -> list[str]:
+        defaults = arg_defaults(DOCKERFILES[kind])
+        return [resolve(a, defaults) for k, a in instructions(DOCKERFILES[kind]) if k == keyword]
+
+    def bases(kind: str) -> list[str]:
+        return [f for f in resolved(kind, "FROM") if not f.startswith("deps ")]  # FROM deps AS builder: a stage
+
+    train_from = bases("train")
     assert all(a.startswith("nvidia/cuda:") and "-devel-" in a for a in train_from), train_from
-    gpu_from = [a for k, a in instructions(DOCKERFILES["gpu"]) if k == "FROM"]
+    gpu_from = bases("gpu")
     assert all(a.startswith("nvidia/cuda:") and "-runtime-" in a for a in gpu_from), gpu_from
+    train_apt = " ".join(a for a in resolved("train", "RUN") if "apt-get install" in a)
+    assert "python3.12-dev" in train_apt and "g++" in train_apt, train_apt
     for kind in ("cpu", "gpu"):
-        apt = " ".join(a for k, a in instructions(DOCKERFILES[kind]) if k == "RUN" and "apt-get install" in a)
+        apt = " ".join(a for a in resolved(kind, "RUN") if "apt-get install" in a)
         assert not re.search(r"\b(g\+\+|gcc|build-essential|python3[.\d]*-dev|cuda-nvcc)\b", apt), (kind, apt)
     assert "download.pytorch.org/whl/cpu" in DOCKERFILES["cpu"].read_text()
 
