@@ -40,8 +40,8 @@ RELATIONS = 40
 
 def register_probes(n: int) -> list[str]:
     """Register `synthetic-<i>` for i < n (multiple-choice probes: verdict `correct`); their names."""
-    from factprobe.probes.mc import MCProbe
     from factprobe.framework.registry import load_probes, register
+    from factprobe.probes.mc import MCProbe
 
     load_probes()
     names = [f"synthetic-{i}" for i in range(n)]

@@ -169,6 +169,20 @@ def _partial(runs: Sequence[RunFacts], index: FactIndex, count: np.ndarray) -> p
     )
 
 
+def _no_shared_fact(runs: Sequence[RunFacts], n_facts: int) -> str:
+    """The refusal of runs with no fact in common: how many facts each has, and which share none with the first."""
+    first = np.zeros(n_facts, dtype=bool)
+    first[runs[0].codes] = True
+    apart = [r.source.name for r in runs[1:] if not first[r.codes].any()]
+    sizes = ", ".join(f"{r.source.name} {r.codes.size}" for r in runs[:6]) + (", ..." if len(runs) > 6 else "")
+    what = f"; {', '.join(apart[:6])} share{'s' if len(apart) == 1 else ''} none with {runs[0].source.name}" if apart else ""
+    return (
+        f"the runs share no fact (facts: {sizes}{what}): a map joins runs that probed the same facts; run the probes "
+        "on the same relations and facts (runs capped by --max-facts-per-relation of coherency and belief-icl draw "
+        "other facts than the multiple-choice and qa probes: run those uncapped)"
+    )
+
+
 def _stage_dir(out: Path) -> Path:
     for old in out.glob(".building-*"):  # a killed build's staging folder: the claim says nobody else writes here
         shutil.rmtree(old, ignore_errors=True)
@@ -237,11 +251,7 @@ def write_map(sources: Sequence[RunSource], readings: dict[str, Reading], inputs
     joined = np.flatnonzero(count == len(runs))
     partial = _partial(runs, index, count)
     if not joined.size:
-        sizes = ", ".join(f"{r.source.name} {r.codes.size}" for r in runs[:6])
-        raise DataError(
-            f"the runs share no fact ({sizes} facts; {len(partial)} facts in some runs only): a map joins runs that "
-            "probed the same facts; run the probes on the same relations and facts"
-        )
+        raise DataError(_no_shared_fact(runs, index.size))
     import pyarrow as pa
     import pyarrow.compute as pc
 
