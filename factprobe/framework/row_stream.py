@@ -24,6 +24,7 @@ left out, a damaged line before the last is refused (ConfigError naming the file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -62,14 +63,18 @@ class ProjectedRow(dict):
         raise self._refuse(key)
 
     def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
         if key not in type(self).columns:
             raise self._refuse(key)
-        return dict.get(self, key, default)
+        return default
 
     def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
         if key not in type(self).columns:
             raise self._refuse(key)
-        return dict.__contains__(self, key)
+        return False
 
 
 class Projector:
@@ -82,13 +87,15 @@ class Projector:
             if columns is None
             else type("ProjectedRow", (ProjectedRow,), {"__slots__": (), "columns": frozenset(columns), "owner": owner})
         )
-        self._shared: dict[str, Any] = {}
+        self._shared: dict[bytes, Any] = {}  # a list's or dict's JSON digest -> the first such value
 
     def _share(self, value: Any) -> Any:
         if isinstance(value, str):
             return sys.intern(value) if len(value) <= SHARED_STRING_MAX else value
         if isinstance(value, (list, dict)):
-            return self._shared.setdefault(json.dumps(value, ensure_ascii=False), value)
+            digest = hashlib.blake2b(json.dumps(value, ensure_ascii=False).encode("utf-8"), digest_size=16).digest()
+            shared = self._shared.setdefault(digest, value)
+            return shared if shared is value or shared == value else value
         return value
 
     def project(self, row: dict) -> dict:

@@ -112,6 +112,8 @@ def test_projection_shares_values_and_refuses_fields_it_does_not_hold():
         with pytest.raises(ProjectionError, match="probe toy: its metrics read the row field 'key'"):
             read(a)
     assert pd.DataFrame([a, b]).columns.tolist() == ["relation", "correct", "options"]
+    a["all_correct"] = True  # a field the metrics add themselves reads back
+    assert a.get("all_correct") and "all_correct" in a and {**a}["all_correct"]
     whole = dict(ROWS[0])
     assert Projector(None).project(whole) is whole
 
