@@ -141,14 +141,14 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model
-    from factprobe.metrics.belief import belief_accuracies, summarize_belief
-    from factprobe.paths import data_root
-    from factprobe.probes.belief_mlm import BeliefMLM
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
     from factprobe.framework.runner import run_probe
+    from factprobe.io import atomic_write_json
+    from factprobe.metrics.belief import belief_accuracies, summarize_belief
+    from factprobe.models import load_model
+    from factprobe.paths import data_root
+    from factprobe.probes.belief_mlm import BeliefMLM
 
     root = data_root()
     work = Path(tempfile.mkdtemp(prefix="bench-belief-"))

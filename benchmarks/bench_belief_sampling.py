@@ -64,8 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def belief_prompts(relations: list[str], n: int, seed: int) -> list[dict]:
     """Real belief-icl prompts (4-template, MP) built by the probe's own code, one relation after another."""
     from factprobe.datasets.multiprompt import prepare_multiprompt
-    from factprobe.probes.belief_icl import Demo, DemoPool, choose_templates, demo_block, icl_prompt, render_query
     from factprobe.framework.config import BaseConfig
+    from factprobe.probes.belief_icl import Demo, DemoPool, choose_templates, demo_block, icl_prompt, render_query
 
     base = BaseConfig(source="lama", relations=relations, max_facts_per_relation=3, seed=seed)
     prepared = prepare_multiprompt(base)
@@ -127,8 +127,8 @@ def main(argv=None) -> int:
 
     hf_logging.set_verbosity_error()
     from factprobe.lm.generate import Generator
-    from factprobe.lm.models import load_model
     from factprobe.metrics.belief_match import consistency_match
+    from factprobe.models import load_model
     from factprobe.probes.belief_icl import STOP
 
     started = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -66,9 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def build_queries(args, loaded) -> list[dict]:
     """The probe's step-1 queries (both rounds) for `--items` subjects of each relation."""
     from factprobe.framework.base import Session
-    from factprobe.probes.coherency import OBJECT_SLOT, SUBJECT_SLOT
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
+    from factprobe.probes.coherency import OBJECT_SLOT, SUBJECT_SLOT
 
     cfg = RunConfig.from_dict(
         {
@@ -111,9 +111,9 @@ def main(argv=None) -> int:
     from bench_scorer import loadavg, machine_info
 
     from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model
     from factprobe.lm.naive import naive_logprob
     from factprobe.lm.scorer import ChoiceRequest, Scorer, split_point, split_trailing_whitespace
+    from factprobe.models import load_model
 
     load_start = loadavg()
     loaded = load_model(args.model, device="cpu", dtype="float32")

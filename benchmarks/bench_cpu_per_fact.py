@@ -144,14 +144,18 @@ def _mask_job(loaded, tokens: int, prefix_len: int, reps: int = 3) -> dict:
 
 
 def _framework(module: str):
-    """`factprobe.framework.<module>`, or `factprobe.probes.<module>` in a revision from before the framework
-    had its own package (both revisions run the same worker code)."""
+    """`factprobe.framework.<module>`, or `factprobe.probes.<module>` in a checkout from before the framework
+    had its own package. Decided by the checkout's files, not by trying the import: the venv's editable
+    install would find `factprobe.framework` in the other checkout."""
     import importlib
 
-    try:
-        return importlib.import_module(f"factprobe.framework.{module}")
-    except ImportError:
-        return importlib.import_module(f"factprobe.probes.{module}")
+    import factprobe
+
+    package = "framework" if (Path(factprobe.__file__).parent / "framework").is_dir() else "probes"
+    mod = importlib.import_module(f"factprobe.{package}.{module}")
+    if Path(factprobe.__file__).parent not in Path(mod.__file__).resolve().parents:
+        raise SystemExit(f"{mod.__name__} came from {mod.__file__}, outside {Path(factprobe.__file__).parent}")
+    return mod
 
 
 def _pass(loaded, probe, cfg, prepared, buckets: Buckets) -> dict:
@@ -193,7 +197,7 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     import factprobe
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     RunConfig, get_probe = _framework("config").RunConfig, _framework("registry").get_probe
 

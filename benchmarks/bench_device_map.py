@@ -71,7 +71,7 @@ def main() -> None:
     import torch
     from accelerate.utils import compute_module_sizes
 
-    from factprobe.lm.loading import load_model
+    from factprobe.models.loading import load_model
 
     torch.set_num_threads(1)
     whole = load_model(args.model, device="cpu", dtype="float32")

@@ -399,7 +399,7 @@ MEMORY_VARIANTS = [
 
 
 def load(args):
-    from factprobe.lm.models import load_model, prepare_alias
+    from factprobe.models import load_model, prepare_alias
 
     path = prepare_alias(args.model)
     lm = load_model(str(path), device="cpu", dtype="float32")

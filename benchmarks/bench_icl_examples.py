@@ -65,11 +65,11 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from factprobe.datasets.mc_dataset import prepare_mc
-    from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model
-    from factprobe.lm.scorer import Scorer
-    from factprobe.paths import data_root
     from factprobe.framework.config import BaseConfig
+    from factprobe.io import atomic_write_json
+    from factprobe.lm.scorer import Scorer
+    from factprobe.models import load_model
+    from factprobe.paths import data_root
     from factprobe.probes.ic_lke import relation_prefix
     from factprobe.studies.icl_examples import ICLExamplesConfig, PrefixChain, plan_relation, score_items
 

@@ -70,9 +70,9 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model
     from factprobe.lm.naive import naive_logprob
     from factprobe.lm.scorer import Scorer
+    from factprobe.models import load_model
     from factprobe.sources import load_facts
     from factprobe.studies.icl_sequence import score_sequence
     from factprobe.studies.sequence_data import build_sequence, sequence_texts

@@ -300,7 +300,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     from factprobe.io import atomic_write_json
-    from factprobe.lm.models import prepare_alias
+    from factprobe.models import prepare_alias
     from factprobe.paths import data_root
 
     load_start = loadavg()

@@ -172,10 +172,10 @@ def setting(
     """Time ours and lm-eval (alternating rounds) on the items of `data` (default --data) with
     `examples` examples from `train_data` (default --train-data); check exactness."""
     data, train_data = data or args.data, train_data or args.train_data
-    from factprobe.lm.naive import naive_logprob
     from factprobe.framework.config import RunConfig
-    from factprobe.probes.mc_items import split_prompt
     from factprobe.framework.registry import get_probe
+    from factprobe.lm.naive import naive_logprob
+    from factprobe.probes.mc_items import split_prompt
 
     cfg = RunConfig.from_dict(
         {
@@ -293,7 +293,7 @@ def main(argv=None) -> int:
     from lm_eval.models.huggingface import HFLM
 
     from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model, resolve_model_path
+    from factprobe.models import load_model, resolve_model_path
 
     loaded = load_model(args.model, device="cpu", dtype="float32")
     path = resolve_model_path(args.model)

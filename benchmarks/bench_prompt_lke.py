@@ -116,8 +116,8 @@ def timed_pass(fn, scorer, work) -> tuple[float, list[np.ndarray], int, int]:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     from factprobe.io import atomic_write_json
-    from factprobe.lm.models import load_model
     from factprobe.lm.scorer import Scorer
+    from factprobe.models import load_model
 
     _, _, work = workload(args)
     loaded = load_model(args.model, device="cpu", dtype="float32")

@@ -97,9 +97,9 @@ class Workload:
     """The QA probe's config, prepared data (cut to the benchmark's questions), tasks and block."""
 
     def __init__(self, args) -> None:
-        from factprobe.paths import data_root
         from factprobe.framework.config import RunConfig
         from factprobe.framework.registry import get_probe
+        from factprobe.paths import data_root
 
         root = data_root()
         rels = [r.strip() for r in args.relations.split(",") if r.strip()]
@@ -181,8 +181,8 @@ MEMORY_VARIANTS = ["ours", "hf", "lm_eval"]
 
 def run_memory_variant(args) -> None:
     """Subprocess body: load, warm up, then one batch of one method; prints its peak-RSS growth."""
-    from factprobe.probes.qa import STOP, qa_prompt
     from factprobe.framework.runner import load_for_probe
+    from factprobe.probes.qa import STOP, qa_prompt
 
     w = Workload(args)
     loaded = load_for_probe(w.cfg)
@@ -250,8 +250,8 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     from transformers.utils import logging as hf_logging
 
-    from factprobe.probes.qa import BATCH, STOP, exemplar_block, qa_prompt, regular_block
     from factprobe.framework.runner import load_for_probe
+    from factprobe.probes.qa import BATCH, STOP, exemplar_block, qa_prompt, regular_block
 
     hf_logging.set_verbosity_error()
     started = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -234,12 +234,12 @@ class _RecordingScorer:
 
 def build_workload(args, tokenizer, max_length: int) -> dict:
     from factprobe.datasets.examples import sample_examples
-    from factprobe.lm.scorer import ChoiceRequest
-    from factprobe.paths import data_root
-    from factprobe.probes import ic_lke
     from factprobe.framework.base import Session
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
+    from factprobe.lm.scorer import ChoiceRequest
+    from factprobe.paths import data_root
+    from factprobe.probes import ic_lke
 
     root = data_root()
     cfg = RunConfig.from_dict(
@@ -513,8 +513,8 @@ def main(argv=None) -> int:
     load_start = loadavg()
     memory = Memory()
 
-    from factprobe.lm.models import load_model, resolve_model_path
     from factprobe.framework.registry import get_probe
+    from factprobe.models import load_model, resolve_model_path
 
     FACTS_PER_BATCH = get_probe("ic-lke").batch_size  # the runner's batches of IC-LKE facts
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE.parent))
 
 def start_server(alias: str) -> tuple[subprocess.Popen, str]:
     """`python -m llama_cpp.server` on a free loopback port, serving `alias`'s GGUF; (process, API root)."""
-    from factprobe.lm.aliases import gguf_cache_path
+    from factprobe.models.aliases import gguf_cache_path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,8 +84,8 @@ def start_server(alias: str) -> tuple[subprocess.Popen, str]:
 
 def qa_prompts(n: int) -> list[str]:
     from factprobe.framework.config import RunConfig
-    from factprobe.probes.qa import exemplar_block, qa_prompt
     from factprobe.framework.registry import get_probe
+    from factprobe.probes.qa import exemplar_block, qa_prompt
 
     cfg = RunConfig.from_dict(
         {
@@ -241,8 +241,8 @@ def main() -> None:
 
     from factprobe.lm import served
     from factprobe.lm.generate import Generator
-    from factprobe.lm.models import load_model
     from factprobe.lm.scorer import Scorer
+    from factprobe.models import load_model
     from factprobe.probes.qa import STOP
 
     torch.set_num_threads(1)

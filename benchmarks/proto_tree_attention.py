@@ -118,8 +118,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from factprobe.lm.models import load_model
     from factprobe.framework.runner import FACTS_PER_BATCH
+    from factprobe.models import load_model
 
     loaded = load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
     wl = B.build_workload(B.parse_args(["--facts", str(args.facts)]), loaded.tokenizer, loaded.max_length)

@@ -30,7 +30,7 @@ The caller's process stays the caller's (`caller_state`):
   meta tensor`) and left no model loadable in the process.
 - `model` may be a model already in memory (a `transformers` model with `tokenizer=`, or a
   `(model, tokenizer)` pair): it is probed as it is, identified by its content (`memory-sha256:<hex>`,
-  `factprobe.lm.in_memory`), and checked as a loaded model is (its kind, its causality).
+  `factprobe.models.in_memory`), and checked as a loaded model is (its kind, its causality).
 """
 
 from __future__ import annotations
@@ -185,9 +185,9 @@ def _probe(
 ) -> ProbeOutcome:
     """`probe`'s work, inside its lock and `caller_state`; `callers_threads`: the caller's torch count or None."""
     from .cli import default_out
-    from .lm import quiet_libraries
     from .framework.config import RunConfig
     from .framework.registry import get_probe
+    from .lm import quiet_libraries
 
     found = get_probe(name)
     given: dict[str, Any] = {}
@@ -217,7 +217,7 @@ def _probe(
     log = print if verbose else (lambda _msg: None)
     if loaded is None:
         return run_probe(cfg, folder, progress=progress, log=log)
-    from .lm.models import require_kind
+    from .models import require_kind
 
     with _eval_mode(loaded.model):
         require_kind(loaded, found.model_kinds, found.name)
@@ -225,7 +225,7 @@ def _probe(
 
 
 def _in_memory(model: Any, tokenizer: Any, options: dict) -> Any:
-    """The `LoadedModel` of a model given in memory (`factprobe.lm.in_memory`), None for a name.
+    """The `LoadedModel` of a model given in memory (`factprobe.models.in_memory`), None for a name.
     ConfigError (one line) for a tokenizer without a model object, or a loading option given with one."""
     if isinstance(model, tuple) and len(model) == 2 and tokenizer is None:
         model, tokenizer = model
@@ -239,7 +239,7 @@ def _in_memory(model: Any, tokenizer: Any, options: dict) -> Any:
             f"{', '.join(given)} do(es) not apply to a model given in memory (it is probed where and as it is); "
             "drop them, or give the model by name"
         )
-    from .lm.in_memory import loaded_from_memory
+    from .models.in_memory import loaded_from_memory
 
     return loaded_from_memory(model, tokenizer)
 

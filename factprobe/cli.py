@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("models", help="list model aliases or print a cached model folder", add_help=False)
     m.add_argument("rest", nargs=argparse.REMAINDER)
-    m.set_defaults(func=lambda a: __import__("factprobe.lm.models_cli", fromlist=["models_cli"]).models_cli(a.rest))
+    m.set_defaults(func=lambda a: __import__("factprobe.models.cli", fromlist=["models_cli"]).models_cli(a.rest))
     from .finetune.cli import register as register_finetune
 
     register_finetune(sub)
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["--version"]:
             _top_parser().parse_args(argv[:1])  # prints the version and exits 0, as argparse does
         if argv[:1] == ["models"]:  # its own parser takes everything after its name
-            from .lm.models_cli import models_cli
+            from .models.cli import models_cli
 
             return int(models_cli(argv[1:]) or 0)
         parser = build_parser()

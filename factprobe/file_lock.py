@@ -18,6 +18,15 @@ NFS sets the mtime from the server's clock). Usage::
 
     with lock_file(root / ".smollm2.build-lock", on_wait=lambda owner: print("waiting for", owner)):
         ...  # build once
+
+Why not `filelock` (checked 2026-11-29, filelock 4.3.1, issue 42 item 7): its `SoftFileLease` (since 3.30)
+now does what this module does, a marker file created atomically, a heartbeat thread, takeover of an
+expired claim and of a dead holder on the same host, and more: a holder's process start token guards
+against recycled pids, and peers measure expiry on their own monotonic clocks (no cross-host clock
+skew). What it lacks is only this module's `label` (what the holder is doing, shown to a waiter by
+`on_wait`). Moving the model-cache build lock and the run-folder claim onto `SoftFileLease`, with the label
+kept beside its marker, is the next step; until then this module stays, and it moved out of the engine
+room (`factprobe.lm`) because a lock is not an engine.
 """
 
 from __future__ import annotations

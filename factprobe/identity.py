@@ -7,7 +7,7 @@ number of the same identity. `RunIdentity` has four parts, each computed before 
   sizes, and never of what a file in the folder says about it. Local folders: `local-sha256:<hex>`
   over the bytes of every file in the folder (`folder_revision`); aliases: the sha256 of the GGUF
   file they are converted from (`gguf-sha256:<hex>`), given to a folder only while its files are
-  exactly, byte for byte, the files that conversion wrote (`factprobe.lm.gguf_cache.converted_revision`);
+  exactly, byte for byte, the files that conversion wrote (`factprobe.models.gguf_cache.converted_revision`);
   hub ids: the resolved commit (`hub:<id>@<commit>`, pinned with `--model org/name@REV`); an
   adapter: `adapter-sha256:<hex>+<base revision>`. A `factprobe_complete.json` (or any other file)
   claiming a revision claims nothing: it is one more file whose bytes are hashed.

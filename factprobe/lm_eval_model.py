@@ -6,7 +6,7 @@ examples x 4 choices = the examples forwarded 4 times per question; EleutherAI/l
 `FactprobeLM` answers the same requests with `factprobe.lm.scorer.Scorer`'s shared-prefix machinery:
 
 - *Tokens exactly as `--model hf`.* The class is lm-eval's own `HFLM` (the `hf` model) with the
-  model loaded by `factprobe.lm.models.load_model` (aliases, local folders, hub ids, adapters), so
+  model loaded by `factprobe.models.load_model` (aliases, local folders, hub ids, adapters), so
   the request's context and continuation tokens come from HFLM's own `loglikelihood` (trailing
   whitespace moved into the continuation, `add_bos_token`, the empty-context `prefix_token_id`),
   and only the scoring of those tokens (`_loglikelihood_tokens`) is replaced: the numbers equal
@@ -24,7 +24,7 @@ examples x 4 choices = the examples forwarded 4 times per question; EleutherAI/l
 
 The model must be what every probe accepts: a causal LM that behaves causally. A masked LM, or a
 bidirectional model saved under a causal-LM class (a RoBERTa as `RobertaForCausalLM` without
-`is_decoder`), is refused in one line (`factprobe.lm.causality.check_causal`, as `factprobe.lm.models.require_kind`).
+`is_decoder`), is refused in one line (`factprobe.lm.causality.check_causal`, as `factprobe.models.require_kind`).
 
 lm-eval 0.4.13 finds models only in its own registry (no entry-point group), and its CLI imports
 nothing else, so the console script `factprobe-lm-eval` (`factprobe.lm_eval_cli`: the thread policy
@@ -222,7 +222,7 @@ class FactprobeLM(HFLM):
 
     Model args (`--model_args k=v,...`): `pretrained` (required: an alias such as
     `smollm2-135m-instruct`, a local folder, a hub id or a PEFT adapter folder, loaded by
-    `factprobe.lm.models.load_model`), `device` (default "auto": CUDA when available, else CPU),
+    `factprobe.models.load_model`), `device` (default "auto": CUDA when available, else CPU),
     `dtype` ("auto": float32 on CPU, bfloat16 on CUDA; float32/bfloat16/float16), `token_budget`
     (query tokens per packed forward; default 1024 on CPU, 8192 on CUDA), `trust_remote_code`;
     every other argument (`max_length`, `add_bos_token`, `prefix_token_id`, `max_gen_toks`,
@@ -239,7 +239,7 @@ class FactprobeLM(HFLM):
         **kwargs: Any,
     ) -> None:
         from factprobe.lm.generate import Generator
-        from factprobe.lm.models import load_model
+        from factprobe.models import load_model
 
         if not pretrained or not isinstance(pretrained, str):
             raise ConfigError(

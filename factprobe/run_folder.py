@@ -7,7 +7,7 @@
 by the pipeline steps that run them (`KINDS`). Inside the block:
 
 1. `out` is a folder: an existing file is refused (`--out runs/x is a file, not a folder`).
-2. The folder's lock `LOCK` is held (`factprobe.lm.file_lock.lock_file`: an O_EXCL file with a
+2. The folder's lock `LOCK` is held (`factprobe.file_lock.lock_file`: an O_EXCL file with a
    heartbeat, so it excludes processes on different hosts sharing a PersistentVolumeClaim). It
    is taken at once or not at all: a folder another live run writes is refused, naming that
    run's kind, host and pid. A killed run's lock is taken over (at once when it ran on this host
@@ -33,8 +33,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from .errors import ConfigError
+from .file_lock import holder, lock_file
 from .io import atomic_write_json
-from .lm.file_lock import holder, lock_file
 
 LOCK = ".factprobe.lock"
 MARKER = ".factprobe-run.json"

@@ -93,7 +93,7 @@ def random_model(folder: Path, dtype: torch.dtype):
     """The folder's architecture with RANDOM weights (seed 0, std 3/sqrt(n)) on CUDA, and its tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from factprobe.lm.testing import redraw_weights
+    from factprobe.models.testing import redraw_weights
 
     cfg = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)

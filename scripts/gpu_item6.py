@@ -327,8 +327,8 @@ def hflm_speed(model, tok, pairs: list[list[tuple[str, str]]], args) -> dict:
 
 def sharded(folders: list[Path], args, failed: list[str]) -> dict:
     from factprobe.lm.generate import Generator
-    from factprobe.lm.loading import load_model
     from factprobe.lm.scorer import ChoiceRequest, Scorer
+    from factprobe.models.loading import load_model
 
     model, tok = gpu_check.random_model(folders[0], torch.float32)
     prefix = "".join(f"The capital of {s} is {c}.\n" for s, c in zip(gpu_check.SUBJECTS[10:], gpu_check.CITIES[10:]))

@@ -73,7 +73,7 @@ def random_loaded(model: torch.nn.Module, tokenizer: Any):
     import copy
 
     from factprobe.lm.device import input_device
-    from factprobe.lm.loading import LoadedModel, context_window
+    from factprobe.models.loading import LoadedModel, context_window
 
     tok = copy.deepcopy(tokenizer)
     if tok.pad_token is None and tok.eos_token is not None:

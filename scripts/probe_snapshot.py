@@ -3,7 +3,7 @@
     python scripts/probe_snapshot.py --out DIR            # run every probe, write DIR/<probe>/{results.jsonl,metrics.json}
     python scripts/probe_snapshot.py --check --base DIR   # run again and compare byte for byte with DIR
 
-The models are tiny RANDOM models (factprobe/lm/testing.py) built into a fixed folder
+The models are tiny RANDOM models (factprobe/models/testing.py) built into a fixed folder
 (`--models`, default /tmp/factprobe-snapshot-models), so paths and weights are the same on every run;
 their numbers mean nothing and are never results. The facts: tests/fixtures/mc_snapshot (the four
 multiple-choice probes), the built-in countryinfo set (QA, counterfactual ICL) and LAMA T-REx under
@@ -31,7 +31,7 @@ VOLATILE = ("seconds", "elapsed", "wall", "tokens_per_second", "items_per_second
 def _models(root: Path) -> dict[str, Path]:
     """The tiny RANDOM models: gpt2, a llama with a 2048-token window and louder weights (as
     tests/probes/test_qa.py widens it, so k-shot blocks fit), and bert (masked)."""
-    from factprobe.lm.testing import make_tiny_random_model, widen_tiny_llama
+    from factprobe.models.testing import make_tiny_random_model, widen_tiny_llama
 
     root.mkdir(parents=True, exist_ok=True)
     out = {kind: make_tiny_random_model(kind, root) for kind in ("gpt2", "llama", "bert")}

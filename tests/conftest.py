@@ -125,7 +125,7 @@ REAL_CACHE_ROOT = cache_root()
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    from factprobe.lm.testing import make_tiny_random_model
+    from factprobe.models.testing import make_tiny_random_model
 
     root = tmp_path_factory.mktemp("tiny-models")
     built: dict[str, Path] = {}
@@ -140,7 +140,7 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
 
 @pytest.fixture(scope="session")
 def real_model_path() -> Callable[[str], Path]:
-    from factprobe.lm.models import prepare_alias
+    from factprobe.models import prepare_alias
 
     done: dict[str, Path] = {}
 

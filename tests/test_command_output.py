@@ -8,7 +8,7 @@ op-build line, the weights bar, the `is_gradient_checkpointing` FutureWarning, a
 "[RANK 0] Gradient accumulation steps mismatch" line and the Trainer's raw log dict before its one
 `error:` line.
 
-Tiny RANDOM models (factprobe/lm/testing.py): no number here is a result.
+Tiny RANDOM models (factprobe/models/testing.py): no number here is a result.
 """
 
 from __future__ import annotations

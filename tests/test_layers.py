@@ -52,13 +52,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "factprobe.threads",
         "factprobe.plugins",  # entry points, the extra of a missing module; the plug-in modules of the registries
         "factprobe.volume_hashes",  # file hashes kept on the volume next to the files (identity asks it)
+        "factprobe.file_lock",  # a lock file across hosts sharing a volume (was factprobe.lm.file_lock)
     ),
     (
         "factprobe.identity",
         "factprobe.config_files",
         "factprobe.config",
     ),  # what a result measured; --config files; the config machinery
-    ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),
+    ("factprobe.sources", "factprobe.lm", "factprobe.metrics"),  # lm: the engines only (issue 42 item 7)
+    ("factprobe.models",),  # the model store: names, GGUF cache, hub, adapters, placement, loading
     ("factprobe.datasets", "factprobe.run_folder", "factprobe.report"),
     ("factprobe.framework",),  # the probe framework: contract, config, registry, runner (issue 42 item 6)
     ("factprobe.probes",),  # the built-in probes, instances of the framework

@@ -327,7 +327,7 @@ def _local_torch_wheels() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
-    from factprobe.lm.testing import make_tiny_random_model
+    from factprobe.models.testing import make_tiny_random_model
 
     src = _source_copy(tmp_path / "src")  # the wheel, built from a copy of the sources
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # no download when it can

@@ -301,7 +301,7 @@ def test_a_model_in_memory_is_probed_and_identified_by_its_content(in_memory, tm
 def test_content_revision_covers_weights_config_and_tokenizer(in_memory):
     import torch
 
-    from factprobe.lm.in_memory import content_revision
+    from factprobe.models.in_memory import content_revision
 
     model, tok, path = in_memory
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -132,7 +132,7 @@ def test_gate_on_lama_relations_with_adapter_candidates(tmp_path, capsys, real_m
     LoRA adapter folder of the same model passes with identical answers (the model against itself),
     and a LoRA adapter with random weights fails. The adapters name their base by alias (adapter_config.json), as a
     fine-tuning job's output does; the candidate is the adapter folder itself, as in the CI workflow."""
-    from factprobe.lm.testing import make_tiny_lora_adapter
+    from factprobe.models.testing import make_tiny_lora_adapter
 
     src = real_model_path("smollm2-135m-instruct")
     base = tmp_path / "baseline"

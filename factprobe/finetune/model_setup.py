@@ -52,8 +52,8 @@ def base_model(cfg: FinetuneConfig) -> tuple[Path, str]:
     the probes refuse it (ConfigError)."""
     from transformers import AutoConfig
 
-    from ..lm.hub import _resolve, is_adapter_folder
-    from ..lm.loading import _folder_revision, detect_kind
+    from ..models.hub import _resolve, is_adapter_folder
+    from ..models.loading import _folder_revision, detect_kind
 
     res = _resolve(cfg.model)
     if is_adapter_folder(res.path):

@@ -39,8 +39,8 @@ from ..datasets.counterfactual import correct_object_keys, shuffle_answers
 from ..datasets.known_unknown import MAKE_ONE, read_known_unknown
 from ..datasets.qa import QAItem, prepare_qa, qa_train_items
 from ..errors import ConfigError, DataError
-from ..io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from ..framework.config import BaseConfig
+from ..io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from ..probes.qa import exemplar_block, qa_prompt
 from ..seeding import stable_rng
 from .config import NEEDS_TABLE, TRAIN_SETS

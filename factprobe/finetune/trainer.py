@@ -154,7 +154,7 @@ class TrainPlan:
     trainable: int  # trainable parameters
     total: int  # all parameters
     use_cache: bool  # the model's `use_cache` before training, restored in the saved model
-    random_weights: bool  # the base is a tiny RANDOM test model (`factprobe.lm.testing`)
+    random_weights: bool  # the base is a tiny RANDOM test model (`factprobe.models.testing`)
     saved_config: dict[str, Any]  # `finetune_config.json`: what a resume is checked against
 
     @property

@@ -97,7 +97,7 @@ class Session:
     leave notes for metrics.json, and lazily built engines (`scorer`, `generator`)."""
 
     cfg: RunConfig
-    loaded: Any  # factprobe.lm.models.LoadedModel
+    loaded: Any  # a factprobe.lm.interface.LanguageModel: factprobe.models.LoadedModel or a served model
     prepared: Prepared
     note: Callable[[str], None]
     #: rows scored so far in this output folder, by key (resumed rows included); read-only for probes
@@ -106,30 +106,18 @@ class Session:
 
     @property
     def scorer(self):
-        """The shared-prefix log-prob scorer (`factprobe.lm.scorer.Scorer`) for this model."""
-        if "scorer" not in self._engines and getattr(self.loaded, "served", False):  # factprobe.lm.served
-            self._engines["scorer"] = self.loaded.make_scorer(self.cfg.base.token_budget)
+        """The log-prob engine of this model (`factprobe.lm.interface.ScoringEngine`: the local shared-prefix
+        scorer or a served model's), made once by the model (`LanguageModel.make_scorer`)."""
         if "scorer" not in self._engines:
-            from ..lm.scorer import Scorer
-
-            m = self.loaded
-            self._engines["scorer"] = Scorer(
-                m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget, max_length=m.max_length
-            )
+            self._engines["scorer"] = self.loaded.make_scorer(self.cfg.base.token_budget)
         return self._engines["scorer"]
 
     @property
     def generator(self):
-        """The generation engine (`factprobe.lm.generate.Generator`) for this model."""
-        if "generator" not in self._engines and getattr(self.loaded, "served", False):  # factprobe.lm.served
-            self._engines["generator"] = self.loaded.make_generator(self.cfg.base.token_budget)
+        """The generation engine of this model (`factprobe.lm.interface.GenerationEngine`), made once by the
+        model (`LanguageModel.make_generator`)."""
         if "generator" not in self._engines:
-            from ..lm.generate import Generator
-
-            m = self.loaded
-            self._engines["generator"] = Generator(
-                m.model, m.tokenizer, device=m.device, token_budget=self.cfg.base.token_budget, max_length=m.max_length
-            )
+            self._engines["generator"] = self.loaded.make_generator(self.cfg.base.token_budget)
         return self._engines["generator"]
 
     def generator_for_rows(self, rows: int, tokens_per_row: int):

@@ -133,7 +133,7 @@ class BaseConfig(ConfigBase):
         )
         self.check(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1")
         if self.device_map is not None or self.max_memory is not None:
-            from ..lm.placement import check_placement
+            from ..models.placement import check_placement
 
             self.device_map, self.max_memory = check_placement(self.device_map, self.max_memory)
 

@@ -92,8 +92,8 @@ class ProbeOutcome:
 
 def load_for_probe(cfg: RunConfig):
     """Load the run's model and check that the probe accepts its kind (causal or masked)."""
-    from ..lm.models import load_model, require_kind
     from ..lm.served import check_probe, is_served
+    from ..models import load_model, require_kind
 
     if is_served(cfg.base.model):  # a server: its own checks (no weights to test for causality)
         loaded = load_model(
@@ -227,8 +227,8 @@ def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity
     if loaded is not None:
         revision, num = loaded.revision, loaded_numerics(loaded)
     else:
-        from ..lm.loading import model_revision
         from ..lm.served import is_served, served_numerics
+        from ..models.loading import model_revision
 
         revision = model_revision(cfg.base.model, cfg.base.base_model)
         num = (

@@ -10,7 +10,7 @@ same in both rows (each row is computed alone; masked positions contribute exact
 earlier logits move by more than `tolerance(dtype)` of their scale is refused with one line.
 
 It works for plain models and PEFT adapters (the wrapper's forward is called), on any device and
-dtype; the model's train/eval mode is restored. Callers: `factprobe.lm.models.require_kind` (every
+dtype; the model's train/eval mode is restored. Callers: `factprobe.models.require_kind` (every
 probe that accepts causal LMs) and `factprobe.finetune.model_setup.load_base`.
 """
 

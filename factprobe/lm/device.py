@@ -110,7 +110,7 @@ _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2*
 
 
 def size_bytes(size: int | str) -> int:
-    """`20GiB`, `500MB`, `123` -> bytes (the forms `factprobe.lm.placement.parse_max_memory` accepts)."""
+    """`20GiB`, `500MB`, `123` -> bytes (the forms `factprobe.models.placement.parse_max_memory` accepts)."""
     if isinstance(size, int):
         return size
     text = size.strip().lower().replace(" ", "")

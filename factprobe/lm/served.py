@@ -52,7 +52,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -258,7 +258,7 @@ def check_alignment(client: Client, model: str, texts: Sequence[str] = ALIGNMENT
 # ------------------------------------------------------------------ the model
 @dataclass
 class ServedModel:
-    """A model behind a server, in place of `factprobe.lm.loading.LoadedModel` (the same fields the runner,
+    """A model behind a server, in place of `factprobe.models.loading.LoadedModel` (the same fields the runner,
     identity and tracking read). `served` is True; `make_scorer()` / `make_generator()` build its engines."""
 
     name: str
@@ -325,16 +325,21 @@ def connect(
     retries: int = 4,
     concurrency: int = 4,
     tokenizer: Any = None,
+    tokenizer_of: Callable[[str], Any] | None = None,
     environ: dict | None = None,
 ) -> ServedModel:
     """Connect to the server `name` (`openai:MODEL@URL`) names: the server answers, serves MODEL, gives
     log-probs, and (with `check`) its echo log-probs are tested for alignment (`check_alignment`).
-    The tokenizer is MODEL's (`resolve_tokenizer`) unless one is passed."""
+    The tokenizer is `tokenizer`, else `tokenizer_of(MODEL)`, asked once the server answered (the model
+    store's `factprobe.models.loading.served_tokenizer` resolves MODEL like any factprobe model name: an
+    engine does not resolve names); neither: ConfigError."""
     spec = parse_spec(name)
     client = make_client(spec, environ=environ, timeout=timeout, retries=retries, concurrency=concurrency)
     entry = model_entry(client, spec.model)
     spec = dataclasses.replace(spec, fingerprint=weights_fingerprint(client, spec.model, entry))
-    tok = tokenizer if tokenizer is not None else resolve_tokenizer(spec.model)
+    if tokenizer is None and tokenizer_of is None:
+        raise ConfigError(f"served model {name}: no tokenizer given (tokenizer= or tokenizer_of=)")
+    tok = tokenizer if tokenizer is not None else tokenizer_of(spec.model)
     model = ServedModel(name, spec, client, tok, served_max_length(entry, tok))
     if check:
         model.alignment = check_alignment(client, spec.model)
@@ -352,27 +357,6 @@ def served_max_length(entry: dict, tokenizer: Any) -> int:
     if isinstance(tml, int) and 0 < tml < DEFAULT_SERVED_MAX_LENGTH:
         return tml
     return DEFAULT_SERVED_MAX_LENGTH
-
-
-def resolve_tokenizer(model: str) -> Any:
-    """The tokenizer of the model the server names `model`, resolved like any factprobe model name (alias,
-    local folder, hub id); a pad token is set from EOS where missing. ConfigError (one line) when it cannot be."""
-    from factprobe.lm.hub import _resolve
-
-    try:
-        res = _resolve(model)
-    except (ConfigError, ModelError) as err:
-        raise ConfigError(
-            f"served model {model!r}: its tokenizer is needed and the name does not resolve here ({err}); "
-            "serve it under an alias, a local folder or a hub id factprobe can load "
-            "(vLLM: --served-model-name)"
-        ) from None
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(res.path, local_files_only=True)
-    if tok.pad_token is None and tok.eos_token is not None:
-        tok.pad_token = tok.eos_token
-    return tok
 
 
 def check_probe(loaded: Any, probe: str, kinds: Sequence[str]) -> None:
@@ -438,8 +422,10 @@ class ServedScorer(_Engine):
         ids = list(text_or_ids)
         return ServedPrefix(self.tokenizer.decode(ids, skip_special_tokens=True), ids)
 
-    def score_choices(self, requests: Sequence[Any], shared_prefix: Any = None) -> list[np.ndarray]:
-        """Summed log-prob of every option of every request, `[len(options)]` float64 each (see the class)."""
+    def score_choices(self, requests: Sequence[Any], shared_prefix: Any = None, pack_contexts: bool = False) -> list[np.ndarray]:
+        """Summed log-prob of every option of every request, `[len(options)]` float64 each (see the class).
+        `pack_contexts` is the local scorer's packing of whole contexts into one forward; a server has no
+        forward to pack (each option is one whole request), so it changes nothing here."""
         from factprobe.lm.scorer import split_trailing_whitespace
 
         jobs = []

@@ -44,7 +44,6 @@ _WHERE = {
     "MAX_LENGTH_CAP": "factprobe.models.loading",
     "ModelKind": "factprobe.models.loading",
     "ModelSpec": "factprobe.models.aliases",
-    "aliases": "factprobe.models.aliases",
     "check_cache": "factprobe.models.gguf_cache",
     "check_causal": "factprobe.lm.causality",
     "context_window": "factprobe.models.loading",
@@ -64,7 +63,38 @@ _WHERE = {
     "resolve_model_path": "factprobe.models.hub",
     "unwrap_peft": "factprobe.lm.body",
 }
-__all__ = sorted([*_WHERE, "require_kind"])
+__all__ = [
+    "ADAPTER_CONFIG",
+    "CACHE_FORMAT",
+    "DEFAULT_MAX_LENGTH",
+    "DecoderParts",
+    "LOGIT_CHECK_TEXT",
+    "LOGIT_CHECK_TOL",
+    "LoadedModel",
+    "MARKER_NAME",
+    "MAX_LENGTH_CAP",
+    "ModelKind",
+    "ModelSpec",
+    "check_cache",
+    "check_causal",
+    "context_window",
+    "decoder_parts",
+    "detect_kind",
+    "ensure_gguf",
+    "get_spec",
+    "gguf_cache_path",
+    "is_adapter_folder",
+    "is_cached",
+    "list_models",
+    "load_model",
+    "model_cache_dir",
+    "model_revision",
+    "models_root",
+    "prepare_alias",
+    "require_kind",
+    "resolve_model_path",
+    "unwrap_peft",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,7 @@
 
 An adapter folder holds `adapter_config.json` (and `adapter_model.safetensors`), as written by
 `PeftModel.save_pretrained`. Its base model is named by `base_model_name_or_path` in that file
-and is resolved like any model name (alias, local folder, hub id: `factprobe.lm.hub`); the
+and is resolved like any model name (alias, local folder, hub id: `factprobe.models.hub`); the
 caller's `base_model=` (CLI `--base-model`) overrides it. The adapter is attached unmerged, as a
 `peft.PeftModel`, so the adapter and the base stay separately identifiable.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from factprobe.errors import ModelError
 from factprobe.lm._util import first_line
-from factprobe.lm.hub import ADAPTER_CONFIG
+from factprobe.models.hub import ADAPTER_CONFIG
 
 if TYPE_CHECKING:
     import torch

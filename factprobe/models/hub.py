@@ -2,12 +2,12 @@
 
 Names are tried in this order:
 
-1. **Aliases** (`factprobe.lm.aliases`): prepared in the cache (`factprobe.lm.gguf_cache`), whose
+1. **Aliases** (`factprobe.models.aliases`): prepared in the cache (`factprobe.models.gguf_cache`), whose
    folder is proven to hold byte for byte what the conversion wrote (else rebuilt) before it is
    given the alias revision `gguf-sha256:<hex>`. A local folder's revision is computed from its
-   bytes by `factprobe.lm.loading` (`_Resolved.revision` None).
+   bytes by `factprobe.models.loading` (`_Resolved.revision` None).
 2. **Local folders** holding a Hugging Face model (`config.json`) or a PEFT adapter
-   (`adapter_config.json`; its base model is resolved by `factprobe.lm.adapters`).
+   (`adapter_config.json`; its base model is resolved by `factprobe.models.adapters`).
 3. **Hub ids** (`org/name`, or `org/name@REV` pinned to a commit, branch or tag), tried only when the
    name is neither an alias nor an existing path. The revision recorded is the resolved commit.
    The hub is asked with a short timeout (`FACTPROBE_HUB_TIMEOUT`, default 10 s); offline mode
@@ -25,8 +25,8 @@ from typing import Literal
 
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm._util import first_line, say
-from factprobe.lm.aliases import _REGISTRY
-from factprobe.lm.gguf_cache import prepare_alias
+from factprobe.models.aliases import _REGISTRY
+from factprobe.models.gguf_cache import prepare_alias
 
 #: File that marks a folder as a PEFT adapter (written by `PeftModel.save_pretrained`).
 ADAPTER_CONFIG = "adapter_config.json"

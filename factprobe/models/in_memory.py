@@ -15,7 +15,7 @@ disk, so its identity is its content:
   config field or token gives another. Offloaded (meta-device) weights have no bytes to hash and are
   refused in one line.
 - `loaded_from_memory(model, tokenizer)` builds the `LoadedModel` the probes take, from outside
-  (`factprobe.lm.loading` is not changed): named `memory:<folder or class name>`, `source` "memory",
+  (`factprobe.models.loading` is not changed): named `memory:<folder or class name>`, `source` "memory",
   on the device of its input embedding, in its parameters' dtype, its kind read from its class
   (`device_map` "memory" when the caller split it across devices: `hf_device_map`). The
   caller's objects are not changed: the tokenizer is a copy (given a pad token and the context window
@@ -100,7 +100,7 @@ def content_revision(model: Any, tokenizer: Any) -> str:
 def _kind(model: Any) -> str:
     """ "causal" or "masked" from the model's class (a PEFT wrapper's inner model), else its config."""
     from factprobe.lm.body import unwrap_peft
-    from factprobe.lm.loading import detect_kind
+    from factprobe.models.loading import detect_kind
 
     cls = type(unwrap_peft(model)).__name__
     if cls.endswith("ForMaskedLM"):
@@ -121,7 +121,7 @@ def loaded_from_memory(model: Any, tokenizer: Any) -> Any:
     import torch
 
     from factprobe.lm.device import input_device
-    from factprobe.lm.loading import LoadedModel, context_window
+    from factprobe.models.loading import LoadedModel, context_window
 
     if not is_model_object(model):
         raise ConfigError(

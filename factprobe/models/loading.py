@@ -1,12 +1,12 @@
 """Load a language model through one entry point: `load_model`.
 
 `load_model` takes an alias, a local folder, a hub id or a PEFT adapter folder (see
-`factprobe.lm.hub` for how names resolve), loads causal LMs with `AutoModelForCausalLM` and
+`factprobe.models.hub` for how names resolve), loads causal LMs with `AutoModelForCausalLM` and
 masked LMs (BERT-style `[MASK]`) with `AutoModelForMaskedLM`, and says which kind it got in
 `LoadedModel.kind`. Probes that accept only some kinds call `require_kind`.
 
 `trust_remote_code` is never enabled unless the caller passes `trust_remote_code=True`.
-Tiny random models (`factprobe.lm.testing`) exist for unit tests only; `LoadedModel.is_random`
+Tiny random models (`factprobe.models.testing`) exist for unit tests only; `LoadedModel.is_random`
 is True for them and their results must never be reported as real-model results.
 """
 
@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from factprobe.errors import ConfigError, ModelError
 from factprobe.identity import folder_revision
-from factprobe.lm import adapters, gguf_cache, served
+from factprobe.lm import served
 from factprobe.lm._util import first_line
 from factprobe.lm.device import dtype_name, resolve_device, resolve_dtype
-from factprobe.lm.hub import _resolve, _Resolved
+from factprobe.models import adapters, gguf_cache
+from factprobe.models.hub import _resolve, _Resolved
 
 if TYPE_CHECKING:  # heavy imports stay lazy so `factprobe --help` is fast
     import torch
@@ -96,6 +97,20 @@ class LoadedModel:
         """Name of `dtype` without the torch prefix: float32, bfloat16 or float16."""
         return dtype_name(self.dtype)
 
+    def make_scorer(self, token_budget: int | None = None) -> Any:
+        """The shared-prefix scorer on this model (`factprobe.lm.scorer.Scorer`, a
+        `factprobe.lm.interface.ScoringEngine`), as a served model makes its own."""
+        from factprobe.lm.scorer import Scorer
+
+        return Scorer(self.model, self.tokenizer, device=self.device, token_budget=token_budget, max_length=self.max_length)
+
+    def make_generator(self, token_budget: int | None = None) -> Any:
+        """The generation engine on this model (`factprobe.lm.generate.Generator`, a
+        `factprobe.lm.interface.GenerationEngine`)."""
+        from factprobe.lm.generate import Generator
+
+        return Generator(self.model, self.tokenizer, device=self.device, token_budget=token_budget, max_length=self.max_length)
+
 
 def require_kind(loaded: LoadedModel, accepted: Sequence[str], probe: str) -> None:
     """Raise `ConfigError` unless `loaded.kind` is one of `accepted` (kinds a probe can run on).
@@ -144,7 +159,7 @@ def _folder_revision(folder: Path, prefix: str = "local") -> str:
 
     A model folder (`prefix` "local") whose files, its marker left aside, are byte for byte those of
     this machine's cached conversion of an alias is named by that alias's revision (`gguf-sha256:<hex>`,
-    `factprobe.lm.gguf_cache.converted_revision`), so a copy of a converted folder is the alias. A
+    `factprobe.models.gguf_cache.converted_revision`), so a copy of a converted folder is the alias. A
     `factprobe_complete.json` in `folder` is never believed: a marker that claims a revision, in a copy
     with other weights saved into it or added to any folder, is one more file of the folder's bytes.
     An adapter folder is always its bytes."""
@@ -198,7 +213,7 @@ def _placement(
     """The validated `Placement`, None when no `device_map` is asked for. On a CPU device only the CPU
     (and disk) may hold layers: `max_memory` naming a GPU is an error there, and the GPUs accelerate
     would see are left out."""
-    from factprobe.lm.placement import check_placement, parse_max_memory
+    from factprobe.models.placement import check_placement, parse_max_memory
 
     dm, mm = check_placement(
         device_map, max_memory if not isinstance(max_memory, dict) else ",".join(f"{k}={v}" for k, v in max_memory.items())
@@ -324,7 +339,26 @@ def _connect_served(name: str, kind: str, base_model: Any, device_map: str | Non
             )
     if kind == "masked":
         raise ConfigError(f"the served model {name} is a causal LM (completions API); kind='masked' does not apply")
-    return served.connect(name)
+    return served.connect(name, tokenizer_of=served_tokenizer)
+
+
+def served_tokenizer(model: str) -> Any:
+    """The tokenizer of the model the server names `model`, resolved like any factprobe model name (alias,
+    local folder, hub id); a pad token is set from EOS where missing. ConfigError (one line) when it cannot be."""
+    try:
+        res = _resolve(model)
+    except (ConfigError, ModelError) as err:
+        raise ConfigError(
+            f"served model {model!r}: its tokenizer is needed and the name does not resolve here ({err}); "
+            "serve it under an alias, a local folder or a hub id factprobe can load "
+            "(vLLM: --served-model-name)"
+        ) from None
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(res.path, local_files_only=True)
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
 
 
 def load_model(

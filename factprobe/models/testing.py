@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from factprobe.errors import ConfigError
 from factprobe.lm._util import versions
-from factprobe.lm.gguf_cache import CACHE_FORMAT, MARKER_NAME
+from factprobe.models.gguf_cache import CACHE_FORMAT, MARKER_NAME
 
 _TINY_TEXT = [
     "The capital of France is Paris. The capital of Germany is Berlin.",
@@ -213,7 +213,7 @@ def make_tiny_lora_adapter(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    from factprobe.lm.loading import detect_kind
+    from factprobe.models.loading import detect_kind
 
     base_dir = Path(base).expanduser().resolve()
     masked = detect_kind(AutoConfig.from_pretrained(base_dir, local_files_only=True)) == "masked"

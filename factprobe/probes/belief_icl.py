@@ -87,8 +87,11 @@ from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_causa
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact
-from ..seeding import stable_rng, stable_seed
 from ..framework.base import Probe, Session
+from ..framework.config import RunConfig
+from ..framework.registry import register
+from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun
+from ..seeding import stable_rng, stable_seed
 from .belief_config import (
     belief_qa_templates_field,
     check_shared_fields,
@@ -97,9 +100,6 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from ..framework.config import RunConfig
-from ..framework.registry import register
-from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun
 
 SETTINGS = ("zero-shot", "4-random", "4-relation", "4-template")
 INSTRUCTIONS = {

@@ -65,8 +65,11 @@ from ..config import ConfigBase, option
 from ..datasets.multiprompt import MultiPromptItem, MultiPromptSet, render_mlm, template_source_metrics
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError, DataError, ModelError
-from ..seeding import stable_rng
 from ..framework.base import Probe, Session
+from ..framework.config import RunConfig
+from ..framework.registry import register
+from ..framework.reporting import Headline
+from ..seeding import stable_rng
 from .belief_config import (
     belief_qa_templates_field,
     check_shared_fields,
@@ -75,9 +78,6 @@ from .belief_config import (
     template_sources_field,
     templates_root_field,
 )
-from ..framework.config import RunConfig
-from ..framework.registry import register
-from ..framework.reporting import Headline
 
 VOCABS = ("common", "model")
 COMMON_VOCAB = ("lama", "common_vocab_cased.txt")

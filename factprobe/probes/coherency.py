@@ -71,12 +71,12 @@ from ..config import ConfigBase, option
 from ..datasets.coherency import CoherencyItem, RelationTables, prepared_tables
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
-from ..seeding import stable_rng
 from ..framework.base import Probe, Session
-from .coherency_authors import authors_candidate_scores
 from ..framework.config import RunConfig
 from ..framework.registry import register
 from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label, top_level_metrics
+from ..seeding import stable_rng
+from .coherency_authors import authors_candidate_scores
 
 CANDIDATE_SCORES = ("sum", "mean", "authors")
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"

@@ -49,6 +49,8 @@ from ..datasets.qa import qa_info_summary, qa_train_items
 from ..errors import ConfigError
 from ..framework.base import Probe, Session
 from ..framework.config import RunConfig
+from ..framework.registry import get_probe, register
+from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label
 from .qa import (
     ANSWER_COLUMNS,
     BATCH,
@@ -64,8 +66,6 @@ from .qa import (
     regular_block,
     regular_groups,
 )
-from ..framework.registry import get_probe, register
-from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun, model_label
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 

@@ -133,9 +133,9 @@ def cross_model_parts(runs: Sequence[ReportRun]) -> list[ReportPart]:
     import pandas as pd
 
     from ..errors import FactprobeError
+    from ..framework.verdict import verdict_table
     from ..report.cross_model_maps import RunFacts, align_runs, build_maps
     from ..report.model_meta import resolve_model_meta
-    from ..framework.verdict import verdict_table
 
     parts, notes = [], []
     for name, probe_runs in _verdict_runs(runs).items():

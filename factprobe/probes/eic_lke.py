@@ -31,8 +31,8 @@ import numpy as np
 from ..config import option
 from ..facts import Fact, MCItem
 from ..framework.base import Session
-from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from ..framework.registry import register
+from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 
 if TYPE_CHECKING:  # torch stays unimported for callers that only build data
     from ..lm.scorer import PrefixCache, Scorer, Segment

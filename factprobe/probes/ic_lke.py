@@ -28,8 +28,8 @@ from typing import Any
 from ..config import option
 from ..facts import Fact, MCItem
 from ..framework.base import Session
-from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 from ..framework.registry import register
+from .mc import ExamplesConfig, MCProbe, fit_examples, item_row, longest, relation_examples
 
 PROMPT_FORMATS = ("paper", "official")
 

@@ -22,10 +22,10 @@ from ..datasets.examples import sample_examples
 from ..datasets.prepared import Prepared
 from ..errors import ContextTooLongError
 from ..facts import Fact, MCItem
-from ..metrics import multiple_choice as mc
 from ..framework.base import Probe, Session
 from ..framework.config import RunConfig
 from ..framework.reporting import Headline, ReportPart, ReportRun, generic_flat_metrics, model_label, top_level_metrics
+from ..metrics import multiple_choice as mc
 
 ON_TOO_LONG = ("truncate", "refuse")
 

@@ -61,11 +61,11 @@ from ..datasets.mc_items import (
 from ..datasets.prepared import Prepared
 from ..errors import ConfigError
 from ..facts import Fact, MCItem
-from ..seeding import stable_rng
 from ..framework.base import Session
 from ..framework.config import RunConfig
-from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
 from ..framework.registry import register
+from ..seeding import stable_rng
+from .mc import ON_TOO_LONG, MCProbe, fit_examples, item_row
 
 OPTION_SCORES = ("sum", "mean")
 

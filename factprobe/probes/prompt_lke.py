@@ -21,8 +21,8 @@ from ..config import option
 from ..errors import ConfigError, DataError
 from ..facts import MCItem
 from ..framework.base import Session
-from .mc import MCConfig, MCProbe, item_row
 from ..framework.registry import register
+from .mc import MCConfig, MCProbe, item_row
 
 _TRAILING_PERIOD = re.compile(r"\s*\.\s*$")
 

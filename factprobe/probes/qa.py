@@ -42,11 +42,11 @@ from ..datasets.counterfactual import Exemplar, draw_exemplars
 from ..datasets.prepared import Prepared
 from ..datasets.qa import QAItem, qa_info_summary, qa_train_items
 from ..errors import ContextTooLongError
-from ..metrics import qa as qam
 from ..framework.base import Probe, Session
 from ..framework.config import RunConfig
 from ..framework.registry import register
 from ..framework.reporting import Headline, MapVerdict, ReportPart, ReportRun
+from ..metrics import qa as qam
 
 INSTRUCTION = "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."
 STOP = ("\n", "Question:")

@@ -159,7 +159,7 @@ def read_model_meta(path: str | Path) -> dict[str, ModelMeta]:
 # ------------------------------------------------------------------ from the model's own folder
 def _local_folder(name: str) -> Path | None:
     """The model's folder if it is here already (alias cache, local path, local HF cache); no download."""
-    from ..lm.aliases import aliases, model_cache_dir
+    from ..models.aliases import aliases, model_cache_dir
 
     if name in aliases():
         folder = model_cache_dir(name)

@@ -32,9 +32,9 @@ from typing import Any
 from ..config import add_config_arguments, namespace_to_dict
 from ..config_files import add_config_option, with_config_file
 from ..errors import ConfigError
+from ..framework.config import BaseConfig
 from ..io import atomic_write_json
 from ..metrics.json_safe import json_safe
-from ..framework.config import BaseConfig
 from ..redact import redact_values
 from ..run_folder import MARKER, claim, holds
 from ..signals import sigterm_as_interrupt

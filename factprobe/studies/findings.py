@@ -40,9 +40,9 @@ from typing import Any
 
 from ..config import ConfigBase, option, split_relations
 from ..errors import ConfigError
+from ..framework.config import BaseConfig, RunConfig
 from ..io import atomic_write_text, read_jsonl
 from ..metrics import findings as fm
-from ..framework.config import BaseConfig, RunConfig
 from .base import Study, StudyContext
 from .registry import register
 

@@ -69,8 +69,8 @@ from ..config import option
 from ..datasets.examples import sample_examples
 from ..errors import ConfigError, ContextTooLongError
 from ..facts import Fact, MCItem
-from ..io import atomic_write_jsonl
 from ..framework.config import BaseConfig
+from ..io import atomic_write_jsonl
 from ..probes.ic_lke import ICLKE, PROMPT_FORMATS, fact_context, option_continuation, relation_prefix
 from ..probes.mc import ON_TOO_LONG, MCConfig, item_row, longest
 from ..seeding import stable_seed
@@ -451,8 +451,8 @@ def examples_curve(
     `loaded`: an already loaded `LoadedModel` of `base.model` (else loaded here); `prepared`: the
     items `ICLExamplesStudy.prepare` read (else read here)."""
     from ..datasets.mc_dataset import prepare_mc
-    from ..lm.models import load_model, require_kind
     from ..lm.scorer import Scorer
+    from ..models import load_model, require_kind
 
     out = Path(out)
     if prepared is None:

@@ -296,8 +296,8 @@ class ICLSequenceStudy(Study):
     def run(self, ctx: StudyContext) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
-        from ..lm.models import load_model, require_kind
         from ..lm.scorer import Scorer
+        from ..models import load_model, require_kind
         from ..sources import load_facts
 
         base, cfg = ctx.base, ctx.cfg

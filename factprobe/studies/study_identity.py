@@ -124,8 +124,8 @@ def models_of(config: Mapping[str, Any]) -> list[str]:
 def study_identity(config: Mapping[str, Any], key: str | None = None) -> StudyIdentity:
     """The identity of a study configuration (`factprobe.studies.cli.study_config`'s dict) on this
     machine. Local inputs are hashed (once per file); `s3://` inputs are recorded by location."""
-    from ..lm.loading import model_revision
     from ..lm.numerics import resolved_numerics  # imports torch: only when an identity is computed, not for --help
+    from ..models.loading import model_revision
 
     base = dict(config.get("base") or {})
     params = dict(config.get("params") or {})

@@ -93,8 +93,8 @@ def test_cpu_peak_memory_sees_an_allocation_in_its_window():
 
 @pytest.mark.slow
 def test_forward_timer_counts_the_forwards_and_tokens_the_scorer_reports(tiny_model_path):
-    from factprobe.lm.loading import load_model
     from factprobe.lm.scorer import ChoiceRequest, Scorer
+    from factprobe.models.loading import load_model
 
     loaded = load_model(str(tiny_model_path("llama")), device="cpu", dtype="float32")
     scorer = Scorer(loaded.model, loaded.tokenizer, device=loaded.device)

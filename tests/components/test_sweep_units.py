@@ -239,7 +239,7 @@ def test_a_killed_shard_resumes_alone(items, tmp_path, tiny_model_path):
 
 @pytest.mark.slow  # probes a tiny model
 def test_one_load_runs_a_models_probes_in_one_pod_with_one_load(items, tmp_path, tiny_model_path, monkeypatch):
-    from factprobe.lm import models
+    from factprobe import models
 
     items_dir, _ = items
     model = str(tiny_model_path("llama"))

@@ -129,7 +129,7 @@ def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora)
 
 @pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 def test_adapter_loads_as_probe_model_and_changes_logits(tiny, tmp_path):
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     run_finetune(tiny_cfg(tiny, tmp_path, max_steps=2, learning_rate=5e-2), progress=False)
     cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())

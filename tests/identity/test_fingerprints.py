@@ -67,7 +67,7 @@ def test_a_symlinked_model_folder_has_its_targets_revision(tmp_path):
 
 
 def test_a_hub_id_can_be_pinned_to_a_revision(tmp_path, monkeypatch):
-    from factprobe.lm.hub import _resolve
+    from factprobe.models.hub import _resolve
 
     cache = tmp_path / "hub"
     commit = "0123456789abcdef0123456789abcdef01234567"

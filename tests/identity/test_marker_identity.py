@@ -14,9 +14,9 @@ import torch
 
 from factprobe import identity
 from factprobe.errors import ConfigError
-from factprobe.lm.gguf_cache import MARKER_NAME
-from factprobe.lm.loading import load_model, model_revision
-from factprobe.lm.testing import make_tiny_lora_adapter
+from factprobe.models.gguf_cache import MARKER_NAME
+from factprobe.models.loading import load_model, model_revision
+from factprobe.models.testing import make_tiny_lora_adapter
 
 #: the revision of the real SmolLM2 alias: what a copied alias folder's marker names
 CLAIM = "gguf-sha256:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -54,7 +54,7 @@ def redraw(folder: Path, seed: int) -> None:
     """Save other (random) weights into `folder`, as `save_pretrained` into a copy would."""
     from transformers import AutoModelForCausalLM
 
-    from factprobe.lm.testing import redraw_weights
+    from factprobe.models.testing import redraw_weights
 
     m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     redraw_weights(m, seed=seed)

@@ -28,7 +28,7 @@ def model(tiny_model_path, tmp_path):
 def redraw(folder: Path, seed: int) -> None:
     from transformers import AutoModelForCausalLM
 
-    from factprobe.lm.testing import redraw_weights
+    from factprobe.models.testing import redraw_weights
 
     m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     redraw_weights(m, seed=seed)

@@ -126,7 +126,7 @@ def _bidirectional(kind: str, bert: Path, out: Path) -> Path:
 @pytest.mark.parametrize("kind", ["roberta", "bert"])
 def test_a_bidirectional_model_under_a_causal_class_is_refused(tiny_model_path, tmp_path, kind):
     import factprobe.lm_eval_model as lem
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     path = _bidirectional(kind, tiny_model_path("bert"), tmp_path / kind)
     assert load_model(str(path), device="cpu").kind == "causal"  # the premise: its class says causal

@@ -16,13 +16,12 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm import hub
-from factprobe.lm.aliases import get_spec
 from factprobe.lm.body import decoder_parts, unwrap_peft
-from factprobe.lm.models import load_model
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
-from factprobe.lm.testing import make_tiny_lora_adapter
+from factprobe.models import hub, load_model
+from factprobe.models.aliases import get_spec
+from factprobe.models.testing import make_tiny_lora_adapter
 from factprobe.paths import cache_root
 
 REAL_CACHE_ROOT = cache_root()

@@ -30,10 +30,10 @@ from typing import Any
 
 import pytest
 
-from factprobe.lm.body import decoder_parts
-from factprobe.lm.scorer import ChoiceRequest, Scorer, context_token_ids, encode_choices, stand_in_token_id
 from factprobe.framework.config import RunConfig
 from factprobe.framework.runner import run_probe
+from factprobe.lm.body import decoder_parts
+from factprobe.lm.scorer import ChoiceRequest, Scorer, context_token_ids, encode_choices, stand_in_token_id
 
 TOL = 1e-4
 FX = Path(__file__).resolve().parents[1] / "fixtures" / "mc_snapshot"
@@ -52,7 +52,7 @@ class LM:
 
     name: str
     path: Path
-    loaded: Any  # factprobe.lm.models.LoadedModel
+    loaded: Any  # factprobe.models.LoadedModel
     hflm: Any
 
     @property
@@ -67,7 +67,7 @@ class LM:
 
 def _real_path(real_model_path, alias: str) -> Path:
     """The converted real model, or a skip when it is not in the real cache (no download in tests)."""
-    from factprobe.lm.gguf_cache import check_cache
+    from factprobe.models.gguf_cache import check_cache
     from tests.conftest import REAL_CACHE_ROOT
 
     old = os.environ.get("FACTPROBE_CACHE")
@@ -88,7 +88,7 @@ def _real_path(real_model_path, alias: str) -> Path:
 def lm(request, tiny_model_path, real_model_path) -> LM:
     from lm_eval.models.huggingface import HFLM
 
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     name = request.param
     path = tiny_model_path(name) if name in TINY else _real_path(real_model_path, name)

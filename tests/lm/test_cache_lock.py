@@ -1,4 +1,4 @@
-"""The model cache's build lock across processes (factprobe.lm.file_lock, gguf_cache._build_lock):
+"""The model cache's build lock across processes (factprobe.file_lock, gguf_cache._build_lock):
 two processes at once build an alias once and never overlap; a lock left by a dead holder (a
 preempted pod) is broken after `stale_after`; a live one is not."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.lm.file_lock import lock_file
+from factprobe.file_lock import lock_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from factprobe.lm import gguf_cache
+    from factprobe.models import gguf_cache
     log, built = Path(sys.argv[1]), Path(sys.argv[2])
     Path(sys.argv[3]).touch()  # ready
     while not Path(sys.argv[4]).exists():  # start together

@@ -41,7 +41,7 @@ def two_way(tiny_model_path, tmp_path_factory) -> Path:
 
 def test_the_two_way_model_claims_to_be_causal(two_way):
     """The premise: its config names a causal-LM class, so the kind read from it is "causal"."""
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     cfg = json.loads((two_way / "config.json").read_text())
     assert cfg["architectures"] == ["BertLMHeadModel"] and not cfg.get("is_decoder")
@@ -86,8 +86,8 @@ def test_probe_refuses_a_model_that_attends_to_later_tokens(two_way, tmp_path, c
 def test_require_kind_checks_behaviour_for_every_probe_that_takes_causal_models(two_way, tiny_model_path, tmp_path):
     """`require_kind` (the one every probe and study calls) refuses it also when masked models are
     accepted too; a masked LM is not run through the causal check."""
-    from factprobe.lm.models import load_model, require_kind
-    from factprobe.lm.testing import make_tiny_lora_adapter
+    from factprobe.models import load_model, require_kind
+    from factprobe.models.testing import make_tiny_lora_adapter
 
     lm = load_model(str(two_way), device="cpu")
     for accepted in (["causal"], ("causal", "masked")):
@@ -102,8 +102,8 @@ def test_require_kind_checks_behaviour_for_every_probe_that_takes_causal_models(
 @pytest.mark.slow  # builds an adapter
 @pytest.mark.parametrize("kind", ["llama", "gpt2"])
 def test_causal_models_and_their_adapters_pass(tiny_model_path, tmp_path, kind):
-    from factprobe.lm.models import load_model, require_kind
-    from factprobe.lm.testing import make_tiny_lora_adapter
+    from factprobe.models import load_model, require_kind
+    from factprobe.models.testing import make_tiny_lora_adapter
 
     lm = load_model(str(tiny_model_path(kind)), device="cpu")
     lm.model.train()  # the check runs in eval mode and gives the mode back
@@ -147,7 +147,7 @@ def test_a_bfloat16_two_way_model_is_refused_too(two_way):
 @pytest.mark.parametrize("alias", ["smollm2-135m-instruct", "gemma-3-270m"])
 def test_real_models_are_causal(real_model_path, alias):
     """The real aliases pass as they are probed (float32 on the CPU), and so does SmolLM2 in bfloat16."""
-    from factprobe.lm.models import load_model, require_kind
+    from factprobe.models import load_model, require_kind
 
     real_model_path(alias)
     lm = load_model(alias, device="cpu", dtype="float32")

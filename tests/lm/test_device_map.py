@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from factprobe.errors import ConfigError
-from factprobe.lm.loading import load_model
-from factprobe.lm.placement import check_placement, parse_max_memory
 from factprobe.framework.config import BaseConfig
+from factprobe.models.loading import load_model
+from factprobe.models.placement import check_placement, parse_max_memory
 from tests.probes.test_belief_icl import toy_root  # noqa: F401 - a fixture (the BELIEF toy data)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def test_a_probe_runs_on_a_split_model(tiny_model_path, tmp_path):
 
 
 def test_a_model_too_large_for_max_memory_and_disk_is_one_line_before_loading(tiny_model_path, monkeypatch):
-    from factprobe.lm import loading
+    from factprobe.models import loading
 
     def no_load(*a, **k):
         raise AssertionError("weights were read")

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.lm.generate import Generation, Generator, draw, first_stop, warp
 from factprobe.lm.naive import naive_token_logprobs
-from factprobe.lm.testing import redraw_weights
+from factprobe.models.testing import redraw_weights
 
 TOL = 1e-4
 

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from factprobe import identity
-from factprobe.lm import aliases, gguf_cache
-from factprobe.lm.gguf_cache import MARKER_NAME, check_cache, prepare_alias
-from factprobe.lm.loading import load_model, model_revision
+from factprobe.models import aliases, gguf_cache
+from factprobe.models.gguf_cache import MARKER_NAME, check_cache, prepare_alias
+from factprobe.models.loading import load_model, model_revision
 
 FAKE_GGUF = b"GGUF fake weights for the identity tests\n" * 500
 
@@ -56,7 +56,7 @@ def alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
 def redraw(folder: Path, seed: int) -> None:
     from transformers import AutoModelForCausalLM
 
-    from factprobe.lm.testing import redraw_weights
+    from factprobe.models.testing import redraw_weights
 
     m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     redraw_weights(m, seed=seed)

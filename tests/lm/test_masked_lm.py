@@ -14,8 +14,8 @@ from transformers import BertConfig, BertForMaskedLM, GPT2Config, LlamaConfig
 
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm.body import decoder_parts
-from factprobe.lm.models import LoadedModel, detect_kind, load_model, require_kind
-from factprobe.lm.testing import make_tiny_lora_adapter, make_tiny_random_model
+from factprobe.models import LoadedModel, detect_kind, load_model, require_kind
+from factprobe.models.testing import make_tiny_lora_adapter, make_tiny_random_model
 
 
 def test_tiny_random_bert_folder(tiny_model_path, tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""Tests of factprobe.lm.models (facade over aliases, gguf_cache, hub, loading): registry,
+"""Tests of factprobe.models (facade over aliases, gguf_cache, hub, loading): registry,
 resolution, tiny random models, cache robustness.
 
 Unit tests never touch the network or the real cache: they use `tmp_cache`, HF_HUB_OFFLINE or a
@@ -22,21 +22,23 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from factprobe import models
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm import aliases, gguf_cache, models
 from factprobe.lm.device import resolve_device, resolve_dtype
-from factprobe.lm.models import (
+from factprobe.models import (
     MARKER_NAME,
     LoadedModel,
     ModelSpec,
+    aliases,
     check_cache,
+    gguf_cache,
     list_models,
     load_model,
     prepare_alias,
     resolve_model_path,
 )
-from factprobe.lm.models_cli import models_cli
-from factprobe.lm.testing import make_tiny_random_model
+from factprobe.models.cli import models_cli
+from factprobe.models.testing import make_tiny_random_model
 from factprobe.paths import cache_root as _cache_root
 
 REAL_CACHE_ROOT = _cache_root()
@@ -316,7 +318,7 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("factprobe.lm.")]
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("factprobe.lm.", "factprobe.models."))]
 
 
 def test_prepare_builds_once_with_marker(fake_alias, caplog) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from factprobe.errors import ConfigError
 from factprobe.lm.device import size_bytes
-from factprobe.lm.loading import load_model
+from factprobe.models.loading import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 REFUSED = r"^model tiny-random-llama: --max-memory (?P<shown>\S+) \(.*\) holds none of its layers: "

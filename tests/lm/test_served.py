@@ -16,8 +16,8 @@ import pytest
 
 from factprobe.errors import ConfigError, ModelError
 from factprobe.lm import served
-from factprobe.lm.models import load_model, model_revision
 from factprobe.lm.scorer import ChoiceRequest
+from factprobe.models import load_model, model_revision
 from tests.lm.served_fake import free_url, lp_of, serve, tiny_tokenizer
 
 

@@ -258,7 +258,7 @@ def test_a_silent_server_is_retried_and_each_try_holds_the_deadline(fake):
 
 
 def test_the_deadline_comes_from_the_environment(fake, monkeypatch):
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     fake.trickle = 0.2
     monkeypatch.setenv("FACTPROBE_SERVED_TIMEOUT", "1")

@@ -82,7 +82,7 @@ def test_step_logs_split_the_run_by_task():
             [
                 "        [KFP Executor 2026 INFO]: Got executor_input:",
                 "        Traceback (most recent call last):",
-                '          File "/work/main/factprobe/lm/hub.py", line 138, in _resolve_hub',
+                '          File "/work/main/factprobe/models/hub.py", line 138, in _resolve_hub',
                 "        factprobe.errors.ModelError: unknown model 'no-such-model'",
             ],
             "ModelError: unknown model 'no-such-model'",

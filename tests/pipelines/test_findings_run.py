@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 
 def test_findings_runs_locally_and_logs_the_table(tmp_path, tiny_model_path):
-    from factprobe.lm.testing import widen_tiny_llama
+    from factprobe.models.testing import widen_tiny_llama
 
     model = widen_tiny_llama(tiny_model_path("llama"), tmp_path / "wide")  # a window for the tiny budget's sequences
     p, c, (parent, *children) = run_local_pipeline(

@@ -28,7 +28,7 @@ PARAMS = [
 def redraw(folder, seed: int) -> None:
     from transformers import AutoModelForCausalLM
 
-    from factprobe.lm.testing import redraw_weights
+    from factprobe.models.testing import redraw_weights
 
     m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     redraw_weights(m, seed=seed)

@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from factprobe.lm.body import decoder_parts
-from factprobe.lm.models import load_model
-from factprobe.lm.naive import naive_logprob
-from factprobe.lm.scorer import ChoiceRequest, Scorer, _OptionTree, encode_choices, pack_within_budget
 from factprobe.framework.base import Probe
 from factprobe.framework.config import RunConfig
-from factprobe.probes.ic_lke import ICLKE
 from factprobe.framework.runner import run_probe
+from factprobe.lm.body import decoder_parts
+from factprobe.lm.naive import naive_logprob
+from factprobe.lm.scorer import ChoiceRequest, Scorer, _OptionTree, encode_choices, pack_within_budget
+from factprobe.models import load_model
+from factprobe.probes.ic_lke import ICLKE
 
 TOL = 1e-5
 

@@ -18,11 +18,11 @@ import pytest
 from factprobe.datasets.multiprompt import render_causal, render_mlm
 from factprobe.errors import ConfigError
 from factprobe.facts import Fact
-from factprobe.lm.generate import Generation, Generator
-from factprobe.lm.models import load_model
-from factprobe.probes.belief_icl import INSTRUCTIONS, SETTINGS, BeliefICLConfig, DemoPool
 from factprobe.framework.config import BaseConfig, RunConfig
 from factprobe.framework.runner import run_probe
+from factprobe.lm.generate import Generation, Generator
+from factprobe.models import load_model
+from factprobe.probes.belief_icl import INSTRUCTIONS, SETTINGS, BeliefICLConfig, DemoPool
 from tests.probes.test_qa import widened_tiny_llama
 
 CAPITALS = [

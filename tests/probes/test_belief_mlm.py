@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from factprobe.errors import ConfigError, ModelError
-from factprobe.lm.models import load_model
-from factprobe.probes.belief_mlm import BeliefMLMConfig, single_token_id
 from factprobe.framework.config import BaseConfig, RunConfig
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.models import load_model
+from factprobe.probes.belief_mlm import BeliefMLMConfig, single_token_id
 
 CAPITALS = [
     ("France", "Paris"),

@@ -14,10 +14,10 @@ import pytest
 from factprobe.errors import ConfigError
 from factprobe.framework.base import Session
 from factprobe.framework.checkpoint import CHECKPOINT, RESULTS
-from factprobe.probes.coherency import CoherencyConfig, build_query, split_template
 from factprobe.framework.config import BaseConfig, RunConfig
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.probes.coherency import CoherencyConfig, build_query, split_template
 
 BORN = {"relation": "P19", "template_obj": "[X] was born in [Y]", "template_sub": "[Y] is the birth place of [X]"}
 ROW_FIELDS = {
@@ -233,7 +233,7 @@ def test_mid_template_slot_scores_the_rest_of_the_sentence():
 # ------------------------------------------------------------------ runner end to end (tiny RANDOM model)
 @pytest.fixture(scope="module")
 def tiny(tiny_model_path):
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     return load_model(str(tiny_model_path("llama")))
 
@@ -423,8 +423,8 @@ def test_mean_score_divides_by_the_scored_tokens(tiny, tmp_path):
 def test_real_smollm2_two_relations(real_model_path, real_data_root, tmp_path):
     """SmolLM2-135M-Instruct on LAMA P36 and P1376, 3 subjects each, 40 candidates per query
     (a seeded sample plus the answer, to stay well under a minute on 2 CPU cores)."""
-    from factprobe.lm.models import load_model
     from factprobe.lm.naive import naive_logprob
+    from factprobe.models import load_model
 
     path = real_model_path("smollm2-135m-instruct")
     loaded = load_model(str(path), device="cpu", dtype="float32")

@@ -2,8 +2,8 @@
 counterfactual prints its Figure-7 table, and the multiple-choice table and the report call the
 gold option's probability mass `prob_mass`, as metrics.json and MLflow do."""
 
-from factprobe.probes.mc import format_relation_table
 from factprobe.framework.registry import get_probe
+from factprobe.probes.mc import format_relation_table
 from factprobe.report.html import accuracy_summary_html, accuracy_summary_markdown
 
 QA = {"em": 0.2, "f1": 0.25, "contains": 0.3, "n": 30, "shots": [0]}

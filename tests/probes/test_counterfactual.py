@@ -20,14 +20,14 @@ from factprobe.datasets.counterfactual import correct_object_keys, draw_exemplar
 from factprobe.datasets.known_unknown import FILE_NAME
 from factprobe.datasets.qa import qa_train_items
 from factprobe.errors import ConfigError
-from factprobe.lm.models import load_model
-from factprobe.metrics.qa import exact_match
 from factprobe.framework.checkpoint import RESULTS
 from factprobe.framework.config import RunConfig
-from factprobe.probes.counterfactual import FIGURE7_SETTINGS, CounterfactualConfig
-from factprobe.probes.qa import BATCH, exemplar_block, pool_items, qa_prompt
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.metrics.qa import exact_match
+from factprobe.models import load_model
+from factprobe.probes.counterfactual import FIGURE7_SETTINGS, CounterfactualConfig
+from factprobe.probes.qa import BATCH, exemplar_block, pool_items, qa_prompt
 from tests.probes.test_qa import INSTRUCTION_LINE, read_metrics, read_rows, scripted, widened_tiny_llama
 
 SHOTS = [2, 4, 8]

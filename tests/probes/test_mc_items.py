@@ -12,10 +12,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from factprobe.cli import main
 from factprobe.errors import ConfigError
-from factprobe.lm.naive import naive_logprob
 from factprobe.framework.config import RunConfig
-from factprobe.probes.mc_items import split_prompt
 from factprobe.framework.runner import run_probe
+from factprobe.lm.naive import naive_logprob
+from factprobe.probes.mc_items import split_prompt
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "mc_items" / "cloze.jsonl"

@@ -12,8 +12,8 @@ import pytest
 
 from factprobe.facts import Fact
 from factprobe.framework.config import RunConfig
-from factprobe.probes.mc_items import fill
 from factprobe.framework.runner import run_probe
+from factprobe.probes.mc_items import fill
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "mc_items" / "cloze.jsonl"

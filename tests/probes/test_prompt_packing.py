@@ -14,12 +14,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from factprobe.lm.models import load_model
+from factprobe.framework.config import RunConfig
+from factprobe.framework.runner import run_probe
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
-from factprobe.framework.config import RunConfig
+from factprobe.models import load_model
 from factprobe.probes.prompt_lke import fill_template
-from factprobe.framework.runner import run_probe
 
 TOL = 1e-4
 

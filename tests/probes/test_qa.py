@@ -21,14 +21,14 @@ import pytest
 from factprobe.datasets.counterfactual import draw_exemplars
 from factprobe.datasets.known_unknown import COLUMNS as KU_COLUMNS
 from factprobe.errors import ConfigError, DataError
-from factprobe.lm.generate import Generation, Generator, first_stop
-from factprobe.lm.models import load_model
-from factprobe.metrics import qa as qam
 from factprobe.framework.checkpoint import CHECKPOINT, RESULTS, FolderBusyError, RunFolder
 from factprobe.framework.config import RunConfig
-from factprobe.probes.qa import BATCH, INSTRUCTION, STOP, QAProbeConfig, exemplar_block, pool_items, qa_prompt
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.lm.generate import Generation, Generator, first_stop
+from factprobe.metrics import qa as qam
+from factprobe.models import load_model
+from factprobe.probes.qa import BATCH, INSTRUCTION, STOP, QAProbeConfig, exemplar_block, pool_items, qa_prompt
 
 INSTRUCTION_LINE = (
     "Instruction: answer the following question. Don't include explanation. Keep the answer as concise as possible."
@@ -64,8 +64,8 @@ NEWLINE_GAIN = 4.0
 # ------------------------------------------------------------------ helpers
 def widened_tiny_llama(tiny_model_path, root: Path, window: int = 2048) -> Path:
     """The tiny RANDOM llama with a `window`-token context, redrawn louder weights and a louder
-    newline, so answers also end at the stop string, some at once (`factprobe.lm.testing.widen_tiny_llama`)."""
-    from factprobe.lm.testing import widen_tiny_llama
+    newline, so answers also end at the stop string, some at once (`factprobe.models.testing.widen_tiny_llama`)."""
+    from factprobe.models.testing import widen_tiny_llama
 
     return widen_tiny_llama(tiny_model_path("llama"), root, window=window, newline_gain=NEWLINE_GAIN)
 

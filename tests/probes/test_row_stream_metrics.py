@@ -12,14 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from factprobe.lm.models import load_model
-from factprobe.metrics.json_safe import json_safe
-from factprobe.probes.belief_mlm import CONTENT_FREE
 from factprobe.framework.checkpoint import METRICS, RESULTS, read_rows
 from factprobe.framework.config import RunConfig
-from factprobe.probes.qa import pool_items
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.metrics.json_safe import json_safe
+from factprobe.models import load_model
+from factprobe.probes.belief_mlm import CONTENT_FREE
+from factprobe.probes.qa import pool_items
 from tests.probes import test_belief_icl as icl
 from tests.probes import test_belief_mlm as mlm
 from tests.probes import test_coherency as coh

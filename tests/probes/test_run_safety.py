@@ -16,10 +16,10 @@ import pytest
 
 from factprobe.cli import main
 from factprobe.facts import Fact
-from factprobe.paths import data_root
-from factprobe.probes import ic_lke
 from factprobe.framework.config import RunConfig
 from factprobe.framework.runner import run_probe
+from factprobe.paths import data_root
+from factprobe.probes import ic_lke
 
 REPO = Path(__file__).resolve().parents[2]
 LAMA = data_root() / "lama"
@@ -76,8 +76,8 @@ def test_official_format_scores_the_exact_string(tiny_model_path, tmp_path):
     out = run_probe(cfg, tmp_path / "o", progress=False, log=lambda m: None)
     row = out.results.iloc[0]
     assert row["context"].endswith(f"{row['subject']} : ") and row["context"].count(" , ") == 2
-    from factprobe.lm.models import load_model
     from factprobe.lm.scorer import ChoiceRequest, Scorer
+    from factprobe.models import load_model
 
     m = load_model(str(tiny_model_path("llama")), device="cpu", dtype="float32")
     want = Scorer(m.model, m.tokenizer).score_choices([ChoiceRequest(row["context"], [f" : {o}" for o in row["options"]])])[0]

@@ -9,13 +9,13 @@ import pytest
 from factprobe.datasets.prepared import Prepared
 from factprobe.errors import ConfigError, ContextTooLongError
 from factprobe.facts import FactSet
-from factprobe.lm.models import load_model
 from factprobe.framework.base import Session
 from factprobe.framework.checkpoint import CHECKPOINT, RESULTS
 from factprobe.framework.config import RunConfig
-from factprobe.probes.mc import relation_examples
 from factprobe.framework.registry import get_probe
 from factprobe.framework.runner import run_probe
+from factprobe.models import load_model
+from factprobe.probes.mc import relation_examples
 
 FIELDS = {
     "relation",

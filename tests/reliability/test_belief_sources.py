@@ -15,11 +15,11 @@ import pytest
 
 from factprobe.datasets.multiprompt import prepare_multiprompt
 from factprobe.errors import ConfigError, DataError
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.runner import run_probe
 from factprobe.metrics import belief as mb
 from factprobe.probes.belief_icl import BeliefICLConfig
 from factprobe.probes.belief_mlm import BeliefMLMConfig
-from factprobe.framework.config import BaseConfig, RunConfig
-from factprobe.framework.runner import run_probe
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from factprobe.lm.models import load_model
 from factprobe.framework.config import RunConfig
 from factprobe.framework.runner import run_probe
+from factprobe.models import load_model
 from tests.probes.test_qa import widened_tiny_llama
 
 REPO = Path(__file__).resolve().parents[2]

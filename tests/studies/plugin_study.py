@@ -42,8 +42,8 @@ class PrefixGain(Study):
         return list(test)
 
     def run(self, ctx: StudyContext) -> dict[str, Any]:
-        from factprobe.lm.models import load_model
         from factprobe.lm.scorer import ChoiceRequest, Scorer
+        from factprobe.models import load_model
 
         base, facts = ctx.base, ctx.prepared
         loaded = load_model(base.model, device=base.device, dtype=base.dtype)

@@ -45,7 +45,7 @@ def _given(model: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def wide_model(tmp_path_factory) -> Path:
-    from factprobe.lm.testing import make_tiny_random_model, widen_tiny_llama
+    from factprobe.models.testing import make_tiny_random_model, widen_tiny_llama
 
     root = tmp_path_factory.mktemp("findings-models")
     return widen_tiny_llama(make_tiny_random_model("llama", root), root / "wide")
@@ -134,7 +134,7 @@ def test_a_rerun_computes_nothing_and_a_killed_run_resumes_from_the_step_folders
         raise AssertionError("a finished step loaded a model")
 
     monkeypatch.setattr("factprobe.framework.runner.load_for_probe", no_model)
-    monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
+    monkeypatch.setattr("factprobe.models.load_model", no_model)
     cfg = study_config(fs.STUDY, _given(wide_model))
     again, _, done = run_study(fs.STUDY, cfg, out, progress=False)
     assert done and again["findings"] == json.loads(json.dumps(metrics["findings"]))
@@ -256,7 +256,7 @@ def test_step_workers_fill_the_study_folders_and_the_study_reads_them_back(finis
         raise AssertionError("the study scored a step a worker had finished")
 
     monkeypatch.setattr("factprobe.framework.runner.load_for_probe", no_model)
-    monkeypatch.setattr("factprobe.lm.models.load_model", no_model)
+    monkeypatch.setattr("factprobe.models.load_model", no_model)
     metrics, _, done = run_study(fs.STUDY, study_config(fs.STUDY, _given(wide_model)), out, progress=False)
     assert not done
     _, alone = finished
@@ -271,7 +271,7 @@ def test_step_workers_fill_the_study_folders_and_the_study_reads_them_back(finis
 
 @pytest.mark.slow
 def test_a_step_worker_leaves_a_step_another_live_process_writes(wide_model, tmp_path, capsys):
-    from factprobe.lm.file_lock import lock_file
+    from factprobe.file_lock import lock_file
     from factprobe.run_folder import LOCK
 
     workers = _workers_script()

@@ -18,12 +18,12 @@ import pytest
 from factprobe.cli import main
 from factprobe.datasets.mc_dataset import prepare_mc
 from factprobe.errors import ConfigError, ContextTooLongError
+from factprobe.framework.config import BaseConfig, RunConfig
+from factprobe.framework.runner import run_probe
 from factprobe.io import read_jsonl
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import ChoiceRequest, Scorer
-from factprobe.framework.config import BaseConfig, RunConfig
 from factprobe.probes.ic_lke import relation_prefix
-from factprobe.framework.runner import run_probe
 from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_examples import (
     STUDY,
@@ -54,7 +54,7 @@ def _base(model) -> dict:
 @pytest.fixture(scope="module")
 def tiny(tiny_model_path):
     """(base config dict, loaded tiny gpt2, scorer, prepared fixture with 5 choices)."""
-    from factprobe.lm.models import load_model
+    from factprobe.models import load_model
 
     flat = _base(tiny_model_path("gpt2"))
     base = BaseConfig.from_dict(flat)

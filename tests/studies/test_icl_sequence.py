@@ -12,10 +12,10 @@ import pytest
 
 from factprobe.errors import ConfigError, DataError
 from factprobe.facts import Fact
-from factprobe.lm.models import load_model
 from factprobe.lm.naive import naive_logprob
 from factprobe.lm.scorer import Scorer
-from factprobe.lm.testing import widen_tiny_llama
+from factprobe.models import load_model
+from factprobe.models.testing import widen_tiny_llama
 from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_sequence import STUDY, ICLSequenceConfig, score_sequence
 from factprobe.studies.sequence_data import build_sequence, replaced_positions, sequence_texts

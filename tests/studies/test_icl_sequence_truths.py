@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from factprobe.lm.testing import widen_tiny_llama
+from factprobe.models.testing import widen_tiny_llama
 from factprobe.studies.cli import run_study, study_config
 from factprobe.studies.icl_sequence import STUDY
 from factprobe.studies.sequence_data import _splice
