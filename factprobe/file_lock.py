@@ -20,13 +20,15 @@ NFS sets the mtime from the server's clock). Usage::
         ...  # build once
 
 Why not `filelock` (checked 2026-11-29, filelock 4.3.1, issue 42 item 7): its `SoftFileLease` (since 3.30)
-now does what this module does, a marker file created atomically, a heartbeat thread, takeover of an
-expired claim and of a dead holder on the same host, and more: a holder's process start token guards
-against recycled pids, and peers measure expiry on their own monotonic clocks (no cross-host clock
-skew). What it lacks is only this module's `label` (what the holder is doing, shown to a waiter by
-`on_wait`). Moving the model-cache build lock and the run-folder claim onto `SoftFileLease`, with the label
-kept beside its marker, is the next step; until then this module stays, and it moved out of the engine
-room (`factprobe.lm`) because a lock is not an engine.
+now does most of what this module does: a marker file created atomically, a heartbeat thread, takeover of
+an expired claim and of a dead holder on the same host, and two things this module does not: a process
+start token against recycled pids, and expiry measured on each peer's monotonic clock (no cross-host clock
+skew). It does not carry what the holder is doing. Every refusal built on this lock names it (`holder()`:
+"runs/x is in use by host:pid: probe ic-lke on smollm2 ...", the model cache's "waiting for ... building
+gemma-3-270m"), and a second file beside its marker would not be written atomically with the claim, so a
+waiter could name the previous holder's work. That is why this module stays; a filelock release whose marker
+takes an owner label would replace it. It moved out of the engine room (`factprobe.lm`): a lock is not an
+engine.
 """
 
 from __future__ import annotations
