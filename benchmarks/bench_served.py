@@ -160,6 +160,7 @@ def transport(args) -> dict:
     """Requests per second of the client before and after (module docstring), on the same llama.cpp server."""
     from factprobe.lm import served
     from factprobe.lm.served_client import accepts_lists, completions
+    from factprobe.models.loading import served_tokenizer
     from factprobe.probes.qa import STOP
 
     prompts = qa_prompts(args.prompts)
@@ -168,7 +169,7 @@ def transport(args) -> dict:
     for alias in ("smollm2-135m-instruct", "gemma-3-270m"):
         proc, url = start_server(alias)
         try:
-            m = served.connect(f"openai:{alias}@{url}", check=alias == "gemma-3-270m")
+            m = served.connect(f"openai:{alias}@{url}", check=alias == "gemma-3-270m", tokenizer_of=served_tokenizer)
             out["server_takes_lists"] = accepts_lists(m.client, alias)
             for concurrency in (1, 4):
                 clients = {"before": BeforeClient(url, concurrency), "after": served.Client(url, concurrency=concurrency)}
@@ -243,6 +244,7 @@ def main() -> None:
     from factprobe.lm.generate import Generator
     from factprobe.lm.scorer import Scorer
     from factprobe.models import load_model
+    from factprobe.models.loading import served_tokenizer
     from factprobe.probes.qa import STOP
 
     torch.set_num_threads(1)
@@ -255,7 +257,9 @@ def main() -> None:
     prompts = qa_prompts(args.prompts)
     proc, url = start_server("smollm2-135m-instruct")
     try:
-        remote = served.connect(f"openai:smollm2-135m-instruct@{url}", concurrency=1).make_generator()
+        remote = served.connect(
+            f"openai:smollm2-135m-instruct@{url}", concurrency=1, tokenizer_of=served_tokenizer
+        ).make_generator()
         local_model = load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
         local = Generator(local_model.model, local_model.tokenizer)
         rates = {}
@@ -277,7 +281,7 @@ def main() -> None:
     n_opts = sum(len(r.options) for r in reqs)
     proc, url = start_server("gemma-3-270m")
     try:
-        remote_m = served.connect(f"openai:gemma-3-270m@{url}", concurrency=1)
+        remote_m = served.connect(f"openai:gemma-3-270m@{url}", concurrency=1, tokenizer_of=served_tokenizer)
         local_model = load_model("gemma-3-270m", device="cpu", dtype="float32")
         engines = {"in_process": Scorer(local_model.model, local_model.tokenizer), "served": remote_m.make_scorer()}
         rates = {name: best_rate(lambda s=s: s.score_choices(reqs), n_opts, args.rounds) for name, s in engines.items()}

@@ -29,6 +29,7 @@ import pytest
 from factprobe.errors import ModelError
 from factprobe.lm import served
 from factprobe.lm.scorer import ChoiceRequest
+from factprobe.models.loading import served_tokenizer
 
 pytestmark = [
     pytest.mark.server,
@@ -132,7 +133,7 @@ def gemma_server(real_model_path):
 
 # ------------------------------------------------------------------ log-probs must be proven
 def test_llama_cpp_echo_log_probs_are_misaligned_for_smollm2_and_refused(smol_server):
-    m = served.connect(smol_server.spec())
+    m = served.connect(smol_server.spec(), tokenizer_of=served_tokenizer)
     assert not m.alignment.aligned
     worst = max(abs(c["echo"] - c["next"]) for c in m.alignment.checks)
     assert worst > 1.0  # measured 1.5 to 12 nats: the distribution of the NEXT position
@@ -145,7 +146,7 @@ def test_llama_cpp_echo_log_probs_are_aligned_for_gemma_and_match_in_process(gem
     from factprobe.lm.scorer import ChoiceRequest, Scorer
     from factprobe.models import load_model
 
-    m = served.connect(gemma_server.spec())
+    m = served.connect(gemma_server.spec(), tokenizer_of=served_tokenizer)
     assert m.alignment.aligned, m.alignment.line()
     requests = [
         ChoiceRequest("The capital of France is", [" Paris", " Lyon", " Berlin"]),
@@ -165,7 +166,7 @@ def test_the_fingerprint_of_a_real_server_holds_through_other_requests(gemma_ser
     prefix of the one before (benchmarks/bench_served_noise.py). Its texts share no first word with other requests,
     so the revision asked before scoring equals the one asked after, also right after a text that shares words."""
     first = served.served_revision(gemma_server.spec())
-    m = served.connect(gemma_server.spec())
+    m = served.connect(gemma_server.spec(), tokenizer_of=served_tokenizer)
     m.make_scorer().score_choices([ChoiceRequest("The capital of France is", [" Paris", " Lyon"])])
     served.completion(m.client, GEMMA, "Water boils at a temperature of", max_tokens=4)
     assert m.revision == first == served.served_revision(gemma_server.spec())
@@ -203,7 +204,7 @@ def test_a_server_without_log_probs_is_one_line(real_model_path):
     server = LlamaServer(SMOL, "--logits_all", "false").start()
     try:
         with pytest.raises(ModelError, match="gives no log-probs") as e:
-            served.connect(server.spec())
+            served.connect(server.spec(), tokenizer_of=served_tokenizer)
         assert "\n" not in str(e.value)
     finally:
         server.kill()
@@ -211,7 +212,7 @@ def test_a_server_without_log_probs_is_one_line(real_model_path):
 
 def test_a_wrong_model_name_is_one_line(smol_server):
     with pytest.raises(ModelError, match=f"does not serve model 'smollm3'; it serves: {SMOL}"):
-        served.connect(smol_server.spec("smollm3"))
+        served.connect(smol_server.spec("smollm3"), tokenizer_of=served_tokenizer)
 
 
 def test_the_api_key_comes_from_the_environment(real_model_path, monkeypatch):
@@ -220,10 +221,10 @@ def test_the_api_key_comes_from_the_environment(real_model_path, monkeypatch):
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         monkeypatch.delenv("FACTPROBE_OPENAI_API_KEY", raising=False)
         with pytest.raises(ModelError, match="refused the request .*set the API key") as e:
-            served.connect(server.spec(), check=False)
+            served.connect(server.spec(), check=False, tokenizer_of=served_tokenizer)
         assert "sk-test-key" not in str(e.value)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
-        assert served.connect(server.spec(), check=False).spec.model == SMOL
+        assert served.connect(server.spec(), check=False, tokenizer_of=served_tokenizer).spec.model == SMOL
     finally:
         server.kill()
 
