@@ -29,7 +29,9 @@ COMPONENT_MODULES = sorted(
 )
 STEP_MODULES = sorted((REPO / "factprobe_ops" / "components" / "steps").glob("*.py"))
 SCIENCE_MODULES = sorted((REPO / "factprobe").rglob("*.py"))
-ALLOWED_MODULE_IMPORTS = {"__future__", "kfp", "kfp.dsl", ".config", "factprobe_ops.components.config"}
+#: what a component module may import at its top: kfp, its config, and `typing` (kfp 2.17 reads `Optional[X]` for
+#: an optional parameter, not `X | None`: factprobe_ops/components/pack_config.py)
+ALLOWED_MODULE_IMPORTS = {"__future__", "typing", "kfp", "kfp.dsl", ".config", "factprobe_ops.components.config"}
 
 
 def _ids(paths):
