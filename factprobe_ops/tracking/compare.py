@@ -31,8 +31,8 @@ from pathlib import Path
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
-from factprobe.metrics.comparison import align_templates, check_same_data, compare_runs
 from factprobe.framework.verdict import FactVerdict, verdict_probes, verdict_table
+from factprobe.metrics.comparison import align_templates, check_same_data, compare_runs
 
 from .run_tables import resolve_run, run_provenance
 

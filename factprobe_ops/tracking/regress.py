@@ -47,9 +47,9 @@ from pathlib import Path
 import pandas as pd
 
 from factprobe.errors import ConfigError, DataError
+from factprobe.framework.verdict import DEFAULT_VERDICT, FactVerdict
 from factprobe.metrics.comparison import align_templates
 from factprobe.metrics.gate import GateDecision, regression_gate
-from factprobe.framework.verdict import DEFAULT_VERDICT, FactVerdict
 
 from .run_tables import _from_results_file, folder_identity, resolve_run, run_provenance
 
@@ -188,10 +188,10 @@ def _probe_candidate(
     baseline's `identity`, on its inputs' recorded locations and its numerics (`replay_fields`), and
     only when the prepared items' data digest equals the baseline's (DataError before scoring). A
     failed MLflow logging of the candidate's run (`TrackedRun.failure`) is appended to `failures`."""
-    from factprobe.identity import data_digest
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
     from factprobe.framework.runner import run_probe
+    from factprobe.identity import data_digest
 
     from .context import RunContext
     from .probe_logging import CONFIG_PARAM, log_probe_outcome

@@ -318,7 +318,11 @@ def fake_alias(tmp_cache, tiny_model_path, monkeypatch) -> SimpleNamespace:
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("factprobe.lm.", "factprobe.models."))]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith(("factprobe.lm.", "factprobe.models."))
+    ]
 
 
 def test_prepare_builds_once_with_marker(fake_alias, caplog) -> None:

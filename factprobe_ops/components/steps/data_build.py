@@ -21,8 +21,8 @@ def run_data_build(out_dir: str, config: dict, probes: list, context: RunContext
 
     import pandas as pd
 
-    from factprobe.identity import data_digest
     from factprobe.framework.registry import get_probe
+    from factprobe.identity import data_digest
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.conventions import tag
     from factprobe_ops.tracking.run import TrackedRun

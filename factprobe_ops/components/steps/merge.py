@@ -118,13 +118,13 @@ def merge_shards(shard_dirs: list[Path], dest: Path, items_dir: str):
 
     from factprobe.datasets.prepared import Prepared
     from factprobe.errors import DataError
-    from factprobe.identity import RunIdentity, data_digest, item_digest
-    from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
-    from factprobe.metrics.json_safe import json_safe
     from factprobe.framework.checkpoint import METRICS, MODEL_REVISION, RESULTS, RUN_CONFIG
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
     from factprobe.framework.runner import ProbeOutcome
+    from factprobe.identity import RunIdentity, data_digest, item_digest
+    from factprobe.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, atomic_write_text
+    from factprobe.metrics.json_safe import json_safe
     from factprobe.redact import redact_values
 
     configs = [json.loads((d / RUN_CONFIG).read_text(encoding="utf-8")) for d in shard_dirs]

@@ -120,9 +120,9 @@ def paired_change(
     no verdict column, ...), or when `identities` (tonight's, the previous night's) say they measured
     other data (`like_with_like`; its note on numerics or a missing identity is kept as "note")."""
     from factprobe.errors import DataError
+    from factprobe.framework.verdict import verdict_of, verdict_table, why_no_verdict
     from factprobe.metrics.comparison import align_templates
     from factprobe.metrics.gate import regression_gate
-    from factprobe.framework.verdict import verdict_of, verdict_table, why_no_verdict
 
     if verdict_of(probe) is None:
         return {"note": f"not paired fact by fact: {probe} runs{why_no_verdict(str(probe))}"}

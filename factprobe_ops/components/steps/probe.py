@@ -252,9 +252,9 @@ def run_unit_step(
     import json
     from pathlib import Path
 
-    from factprobe.models import require_kind
     from factprobe.framework.registry import get_probe
     from factprobe.framework.runner import load_for_probe
+    from factprobe.models import require_kind
 
     held: dict = {}
 

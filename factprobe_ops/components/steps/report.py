@@ -140,8 +140,8 @@ def write_report(
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from factprobe.io import atomic_write_text
     from factprobe.framework.reporting import metric_key
+    from factprobe.io import atomic_write_text
     from factprobe.report.html import figure_png, html_page, markdown_page
     from factprobe_ops.tracking.context import RunContext
     from factprobe_ops.tracking.run import TrackedRun
