@@ -98,3 +98,12 @@ def test_a_list_answer_with_missing_or_doubled_choices_is_one_line(fake, tok, mo
     with pytest.raises(ModelError, match="choice indices .* not 0 to 4 once each") as e:
         m.make_scorer().score_choices(REQUESTS)
     assert "\n" not in str(e.value)
+
+
+def test_an_http_proxy_from_the_environment_gets_the_request_in_absolute_form(fake, monkeypatch):
+    for var in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{fake.port}")
+    client = served.Client("http://model.invalid:8000/v1", retries=0)
+    assert client.get("/models")["data"][0]["id"] == fake.model
+    assert [r[1] for r in fake.requests] == ["http://model.invalid:8000/v1/models"]
