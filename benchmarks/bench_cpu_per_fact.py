@@ -85,6 +85,7 @@ class Buckets:
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(BUCKETS, 0.0)
         self._stack: list[list] = []
+        self.packed_forwards = 0  # Scorer._forward_hidden calls: the packed forwards (prefix forwards not among them)
 
     def wrap(self, name: str, fn):
         def timed(*a, **kw):
@@ -103,6 +104,14 @@ class Buckets:
 
     def reset(self) -> None:
         self.seconds = dict.fromkeys(BUCKETS, 0.0)
+        self.packed_forwards = 0
+
+    def count(self, fn):
+        def counted(*a, **kw):
+            self.packed_forwards += 1
+            return fn(*a, **kw)
+
+        return counted
 
 
 def _install(loaded, buckets: Buckets) -> None:
@@ -115,6 +124,7 @@ def _install(loaded, buckets: Buckets) -> None:
     body.forward = buckets.wrap("body", body.forward)
     scorer_mod.Scorer._query_logprobs = buckets.wrap("head", scorer_mod.Scorer._query_logprobs)
     scorer_mod.Scorer._masks = buckets.wrap("masks", scorer_mod.Scorer._masks)
+    scorer_mod.Scorer._forward_hidden = buckets.count(scorer_mod.Scorer._forward_hidden)
     tok_cls = type(loaded.tokenizer)
     tok_cls.__call__ = buckets.wrap("tokenize", tok_cls.__call__)
     for mod in (ic_lke, mc_items, prompt_lke):
@@ -143,19 +153,28 @@ def _mask_job(loaded, tokens: int, prefix_len: int, reps: int = 3) -> dict:
     return {"seconds": times, "median_s": statistics.median(times), "tokens": sum(len(s.token_ids) for s in segs)}
 
 
-def _framework(module: str):
-    """`factprobe.framework.<module>`, or `factprobe.probes.<module>` in a checkout from before the framework
-    had its own package. Decided by the checkout's files, not by trying the import: the venv's editable
-    install would find `factprobe.framework` in the other checkout."""
+def _module(*names: str):
+    """The first of `names` (dotted `factprobe.` modules, newest layout first) whose file is in this worker's
+    checkout, imported. Decided by the checkout's files, not by trying the import: the venv's editable install
+    would find a module the checkout lacks in the other checkout (the framework, the model store moved)."""
     import importlib
 
     import factprobe
 
-    package = "framework" if (Path(factprobe.__file__).parent / "framework").is_dir() else "probes"
-    mod = importlib.import_module(f"factprobe.{package}.{module}")
-    if Path(factprobe.__file__).parent not in Path(mod.__file__).resolve().parents:
-        raise SystemExit(f"{mod.__name__} came from {mod.__file__}, outside {Path(factprobe.__file__).parent}")
-    return mod
+    root = Path(factprobe.__file__).parent
+    for name in names:
+        rel = Path(*name.split(".")[1:])
+        if (root / rel).is_dir() or (root / rel).with_suffix(".py").is_file():
+            mod = importlib.import_module(name)
+            if root not in Path(mod.__file__).resolve().parents:
+                raise SystemExit(f"{name} came from {mod.__file__}, outside {root}")
+            return mod
+    raise SystemExit(f"none of {names} in {root}")
+
+
+def _framework(module: str):
+    """`factprobe.framework.<module>`, or `factprobe.probes.<module>` from before the framework's own package."""
+    return _module(f"factprobe.framework.{module}", f"factprobe.probes.{module}")
 
 
 def _pass(loaded, probe, cfg, prepared, buckets: Buckets) -> dict:
@@ -183,6 +202,7 @@ def _pass(loaded, probe, cfg, prepared, buckets: Buckets) -> dict:
         "wall_s": wall,
         "buckets_s": dict(buckets.seconds),
         "forwards": stats.forwards,
+        "packed_forwards": buckets.packed_forwards,
         "prefix_tokens": stats.prefix_tokens,
         "packed_tokens": stats.packed_tokens,
         "fallback_tokens": stats.fallback_tokens,
@@ -197,8 +217,8 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     import factprobe
-    from factprobe.models import load_model
 
+    load_model = _module("factprobe.models", "factprobe.lm.models").load_model  # the model store moved out of lm
     RunConfig, get_probe = _framework("config").RunConfig, _framework("registry").get_probe
 
     if not Path(factprobe.__file__).resolve().is_relative_to(Path(args.worker).resolve()):
@@ -295,7 +315,9 @@ def summarize(passes: list[dict]) -> dict:
         "batches": first["batches"],
         "forwards": forwards,
         "token_budget": first["token_budget"],
-        "packed_tokens_per_forward": round(first["packed_tokens"] / max(1, forwards), 1),
+        "packed_tokens_per_forward": round(first["packed_tokens"] / max(1, forwards), 1),  # prefix forwards counted
+        "packed_forwards": first.get("packed_forwards"),
+        "tokens_per_packed_forward": round(first["packed_tokens"] / max(1, first.get("packed_forwards") or 1), 1),
         "ms_per_fact": {k: round(v, 3) for k, v in per_fact.items()},
         "outside_share_of_pass": round(per_fact["outside"] / per_fact["total"], 4),
         "outside_over_body": round(per_fact["outside"] / per_fact["body"], 4),
