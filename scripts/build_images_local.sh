@@ -113,8 +113,8 @@ sys.exit(0 if torch.__version__ == '$pin+cpu' and torch.version.cuda is None and
     || die "$ref: torch is not the CPU build $pin+cpu, or CUDA wheels are installed (the line above)"
 }
 
-# The other tags of localhost/factprobe-<kind> (images of earlier sources) go; the build cache stays: the
-# stages' intermediate images keep the dependency layers (`podman image prune` would delete those too).
+# The other tags of localhost/factprobe-<kind> (images of earlier sources) go; the build cache stays (the deps
+# stage is tagged localhost/factprobe-cache:<kind>-deps).
 remove_superseded() {
   local kind="$1" ref="$2" old
   for old in $("${podman[@]}" images --noheading --format '{{.Repository}}:{{.Tag}}' "localhost/factprobe-$kind"); do
@@ -159,8 +159,11 @@ build_local() {
       continue
     fi
     pip_config_dir
-    run "${podman[@]}" build "${args[@]}" -v "$LOCAL_PIPCONF:/etc/xdg/pip:ro" -t "$ref" \
-      --label "io.factprobe.source-digest=$digest" "$root"
+    args+=(-v "$LOCAL_PIPCONF:/etc/xdg/pip:ro")
+    # The deps stage first, under a tag of its own: a tagged image is never dangling, so `podman image prune`
+    # keeps the dependency layers (the build cache) and a source change rebuilds only the small layers.
+    run "${podman[@]}" build "${args[@]}" --target deps -t "localhost/factprobe-cache:$kind-deps" "$root"
+    run "${podman[@]}" build "${args[@]}" -t "$ref" --label "io.factprobe.source-digest=$digest" "$root"
     if [[ $dry -eq 0 ]]; then
       check_cpu_torch "$ref" "$pin"
       size="$("${podman[@]}" image inspect --format '{{.Size}}' "$ref")"

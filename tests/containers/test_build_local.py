@@ -35,6 +35,8 @@ def builds(stdout: str) -> dict[str, str]:
     """kind -> the printed `podman ... build` command line."""
     found = {}
     for line in stdout.splitlines():
+        if "--target deps" in line:
+            continue
         if m := re.match(r"\+ podman --runtime runc build .* -f \S+/containers/Dockerfile\.(\w+) ", line):
             found[m[1]] = line
     return found
@@ -48,6 +50,9 @@ def test_local_dry_run_builds_the_three_images_on_the_local_base_with_the_cpu_wh
     cmds = builds(p.stdout)
     assert sorted(cmds) == ["cpu", "gpu", "train"], p.stdout
     for kind, cmd in cmds.items():
+        # the deps stage first, tagged so that `podman image prune` keeps the dependency layers (the build cache)
+        deps = cmd.replace(re.search(r" -t \S+ --label \S+", cmd)[0], f" --target deps -t localhost/factprobe-cache:{kind}-deps")
+        assert p.stdout.index(deps) < p.stdout.index(cmd), p.stdout
         ref = re.search(rf" -t (localhost/factprobe-{kind}:0\.1\.0-([0-9a-f]{{12}})) ", cmd)
         assert ref, cmd
         assert f"--label io.factprobe.source-digest={ref[2]}" in cmd
@@ -227,9 +232,10 @@ def test_the_makefile_images_target_runs_the_local_build():
 
 
 def podman_stand_in(path: Path, *, image_exists: bool) -> Path:
-    """A PATH dir shadowing podman (records its calls; `image exists` answers yes for the base and `image_exists`
-    for the rest; `build` records the pip.conf and whether the CA bundle is in the folder mounted at /etc/xdg/pip),
-    runc, debootstrap and `id -u` (root)."""
+    """A PATH dir shadowing podman, runc, debootstrap and `id -u` (root). The podman stand-in records its calls;
+    `image exists` says yes for the base, for an image it built and as `image_exists` says for the rest; `build`
+    records the pip.conf and whether the CA bundle is in the folder mounted at /etc/xdg/pip; `images` lists the
+    built tag and an older one."""
     path.mkdir()
     log = path / "podman.log"
     (path / "podman").write_text(f"""#!/bin/bash
@@ -280,3 +286,4 @@ def test_a_build_gets_pip_the_hosts_ca_bundle_checks_torch_and_drops_the_superse
     # the image of earlier sources goes, the new one stays
     assert "--runtime runc rmi localhost/factprobe-cpu:0.1.0-0123456789ab\n" in calls
     assert len(re.findall(r" rmi ", calls)) == 1, calls
+    assert re.search(r"^--runtime runc build .* --target deps -t localhost/factprobe-cache:cpu-deps /", calls, re.M), calls
