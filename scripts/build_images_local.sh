@@ -73,7 +73,9 @@ torch_wheels_dir() {
 
 # Debian bookworm (minbase, Python 3.11) imported as LOCAL_BASE, unless it exists already.
 ensure_local_base() {
-  if command -v podman >/dev/null 2>&1 && "${podman[@]}" image exists "$LOCAL_BASE"; then
+  if [[ $dry -eq 1 ]]; then
+    echo "# if $LOCAL_BASE is missing:"  # a dry run asks podman nothing (it may wait for a running build)
+  elif "${podman[@]}" image exists "$LOCAL_BASE"; then
     echo "# $LOCAL_BASE exists (delete it with podman rmi to make it anew)"
     return
   fi

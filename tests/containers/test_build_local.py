@@ -287,3 +287,13 @@ def test_a_build_gets_pip_the_hosts_ca_bundle_checks_torch_and_drops_the_superse
     assert "--runtime runc rmi localhost/factprobe-cpu:0.1.0-0123456789ab\n" in calls
     assert len(re.findall(r" rmi ", calls)) == 1, calls
     assert re.search(r"^--runtime runc build .* --target deps -t localhost/factprobe-cache:cpu-deps /", calls, re.M), calls
+
+
+def test_a_dry_run_asks_podman_nothing(tmp_path):
+    """The rehearsal reads the current tags from a dry run; podman could make it wait for a running build."""
+    log = podman_stand_in(tmp_path / "bin", image_exists=True)
+    (tmp_path / f"torch-{PIN}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    p = run("--local", "--dry-run", env={**pip_env(tmp_path), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    assert p.returncode == 0, p.stderr
+    assert not log.exists(), log.read_text()
+    assert len(re.findall(r"^export FACTPROBE_IMAGE_", p.stdout, re.M)) == 3
