@@ -3,7 +3,7 @@
 A user's `factprobe probe ic-lke --source triples --data FILE --max-facts-per-relation F --examples E
 --choices C` is `factprobe.framework.runner.run_probe` on that configuration: data preparation, the data
 contract, the identity, the relation's in-context examples and shared prefix (`ICLKE.open_relation`),
-the probe's own batching (`probe.batches`) with one `ICLKE.score_batch` per batch (the scorer's packed
+the probe's own batching (the runner's `Probe.batches_for`, which fills the token budget) with one `ICLKE.score_batch` per batch (the scorer's packed
 forwards within its token budget: 8,192 tokens on CUDA by default), each batch's rows appended to the
 checkpoint, then the metrics (bootstrap intervals) and the result files. `probe_runs` runs exactly that,
 with the model already in memory (a `LoadedModel`, as the CLI has once it loaded the weights; loading is

@@ -67,8 +67,11 @@ def test_gpu_item6_times_the_probes_own_run_repeatedly_and_reports_every_number(
     cfg = RunConfig.from_dict(load_config(work / "run1"))
     probe = get_probe("ic-lke")
     prepared = probe.prepare(cfg)
-    expected = [len(b) for items in prepared.items.values() for b in probe.batches(cfg, items)]
-    assert sum(expected) == FACTS and [b["facts"] for b in speed["batches"]] == expected
+    # the runner fills the scorer's token budget (Probe.batches_for, issue 40 item 2): every fact in some batch,
+    # never more batches than fixed groups of `batch_size` would make
+    fixed = [len(b) for items in prepared.items.values() for b in probe.batches(cfg, items)]
+    assert sum(b["facts"] for b in speed["batches"]) == FACTS
+    assert 1 <= len(speed["batches"]) <= len(fixed)
     assert all(b["forwards"] >= 1 for b in speed["batches"])
     assert speed["forwards_outside_batches"] == len(prepared.items)  # each relation's shared prefix, once
     assert (
