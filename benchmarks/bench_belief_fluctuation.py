@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:
@@ -246,7 +248,7 @@ def main(argv=None) -> dict:
             "torch": torch.__version__,
         },
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(
         f"probing {probing:.1f} s ({len(df)} prompts, {result['workload']['pairs']} pairs); "
         f"{args.draws} draws x {len(metrics)} metrics {draws:.3f} s (max of {len(draw_s)}); "

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -233,7 +235,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(result, fh, indent=2)
+        json.dump(portable(result), fh, indent=2)
         fh.write("\n")
     os.replace(fh.name, out)
     extra = "" if args.no_nrs else f", nrs {totals['nrs']:.1f}s (speedup {result['speedup_vs_hf_num_return_sequences']}x)"

@@ -48,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_BEFORE = "4324a0f"  # the last revision before issue 40 items 1-2
@@ -402,7 +404,7 @@ def main(argv=None) -> dict:
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(f"mask of one 8,192-token chunk: {mask_med['before']:.3f} s before, {mask_med['after']:.4f} s after")
     print(f"target outside/body <= {TARGET_OUTSIDE_OVER_BODY}: {targets}; wrote {args.out}")
     return result

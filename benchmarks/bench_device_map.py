@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 REPO = Path(__file__).resolve().parents[1]
 CAPITALS = [
     ("France", "Paris"),
@@ -110,7 +112,7 @@ def main() -> None:
         "max_abs_logprob_diff": diff,
         "loadavg": os.getloadavg(),
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(portable(out), indent=1) + "\n")
     print(json.dumps({k: out[k] for k in ("placement", "median_seconds", "ratio_split_over_whole", "max_abs_logprob_diff")}))
 
 

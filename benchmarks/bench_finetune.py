@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
@@ -198,7 +200,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(
         f"packed/unpacked tokens/s: {packing['tokens_per_second_ratio_packed_over_unpacked']:.2f}x; "
         f"packed non-padding {packing['median']['packed']['non_padding_fraction']:.3f}; wrote {args.out}"

@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 from typing import Self
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -697,7 +699,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(result, fh, indent=2)
+        json.dump(portable(result), fh, indent=2)
         fh.write("\n")
     os.replace(fh.name, out)
     print(f"wrote {out}; targets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in passed.items()))

@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
@@ -167,7 +169,7 @@ def main() -> None:
             "cpus": os.cpu_count(),
         }
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(args.out, result)
+        atomic_write_json(args.out, portable(result))
         gb = total / 1e9
         print(f"folder: {args.files} shards x {size / 1e9:.2f} GB + config.json = {gb:.2f} GB; medians of {args.repeats} rounds")
         for k, m in med.items():

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 for p in (str(REPO), str(HERE)):
@@ -174,7 +176,7 @@ def main(argv=None) -> int:
         "loadavg_start": load_start,
         "loadavg_end": loadavg(),
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(
         f"{'n':>4} {'prefix tok':>10} {'prefix reused':>14} {'recomputed':>11} {'ratio':>6} {'step reused':>12} "
         f"{'recomputed':>11} {'ratio':>6}"

@@ -54,6 +54,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:
@@ -354,7 +356,7 @@ def main(argv=None) -> int:
         },
     }
     res["machine_loaded"] = max((res["loadavg_start"] or [0])[0], (res["loadavg_end"] or [0])[0]) > cpus
-    atomic_write_json(args.out, res)
+    atomic_write_json(args.out, portable(res))
     report(res, args)
     return 0
 

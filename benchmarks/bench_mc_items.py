@@ -39,6 +39,8 @@ import time
 import warnings
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -338,7 +340,7 @@ def main(argv=None) -> int:
         "loadavg_end": loadavg(),
     }
     res["wall_seconds"] = time.perf_counter() - t_start
-    atomic_write_json(args.out, res)
+    atomic_write_json(args.out, portable(res))
     print(
         f"\nmc-items benchmark: {head['items']} items x 4 options, {args.model} fp32 CPU, "
         f"{res['machine']['torch_threads']} threads, load {load_start} -> {res['loadavg_end']}"

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 REPO = Path(__file__).resolve().parent.parent
 PARAMS = {
     "models": ["smollm2-135m-instruct"],
@@ -134,7 +136,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.write_text(json.dumps(portable(result), indent=2) + "\n")
     os.replace(tmp, out)
     print(
         f"direct {d_med:.1f} s, pipeline {p_med:.1f} s -> overhead {result['overhead_per_component_s']:.2f} s "

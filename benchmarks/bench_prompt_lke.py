@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 for p in (str(REPO), str(HERE)):
@@ -168,7 +170,7 @@ def main(argv=None) -> dict:
         "machine": machine_info(),
         "threads": results,
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(f"{n_rows} rows in {len(work)} batches; wrote {args.out}")
     return result
 

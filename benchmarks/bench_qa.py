@@ -56,6 +56,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 for p in (str(REPO), str(HERE)):
@@ -430,7 +432,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(result, fh, indent=2, ensure_ascii=False)
+        json.dump(portable(result), fh, indent=2, ensure_ascii=False)
         fh.write("\n")
     os.replace(fh.name, out)
     print(f"wrote {out}; targets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in passed.items()))

@@ -37,6 +37,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
@@ -302,7 +304,7 @@ def main() -> None:
     result.update({k: prior[k] for k in ("transport", "transport_machine") if k in prior})
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(portable(result), indent=2) + "\n", encoding="utf-8")
     tmp.replace(out)
     for part in ("generation", "log_likelihood"):
         r = result[part]

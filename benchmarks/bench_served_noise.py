@@ -37,6 +37,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
@@ -190,7 +192,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(portable(result), indent=2) + "\n", encoding="utf-8")
     tmp.replace(out)
     for m in result["models"]:
         for name, c in m["against_alone"].items():

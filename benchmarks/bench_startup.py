@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -222,7 +224,7 @@ def main(argv=None) -> dict:
             "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
         },
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, portable(result))
     print(
         json.dumps(
             {k: result[k] for k in ("median_s", "median_spans_s", "first_forward_saved_s", "end_saved_s", "commands")}, indent=1

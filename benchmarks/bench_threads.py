@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULT = HERE / "results" / "threads.json"
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp_out.write_text(json.dumps(portable(doc), indent=2) + "\n")
     tmp_out.replace(args.out)
     print(
         f"today {med['today']:.1f} s, policy {med['policy']:.1f} s per pair: today / policy = "

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
+
 REPO = Path(__file__).resolve().parent.parent
 DECISION_THRESHOLD_S = 0.5  # issue 13: keep the REST client only if skinny costs more than this per step
 
@@ -165,7 +167,7 @@ def main() -> None:
         else (f"switch to mlflow-skinny: it costs only {extra:.2f} s more per step (<= {DECISION_THRESHOLD_S} s)"),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(portable(result), indent=1) + "\n")
     print(
         json.dumps(
             {k: result[k] for k in ("median_s", "tracking_cost_s", "ratio_skinny_over_rest", "extra_s_per_step", "decision")},
