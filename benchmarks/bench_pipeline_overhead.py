@@ -6,7 +6,7 @@ Both sides run in a fresh Python process on the same tiny workload (smollm2-135m
 IC-LKE, relation P36, 3 facts, 10 choices, 10 examples), each with its own empty work folder and
 sqlite MLflow store, so both score every fact and log the same runs:
 
-- direct: one process calls the step adapters in order (factprobe_ops/components/steps: start, data build,
+- direct: one process calls the step adapters in order (components/steps: start, data build,
   plan, probe, report, finalize);
 - pipeline: `factprobe pipeline run probe` (kfp.local.SubprocessRunner: one process per step);
 - for comparison, the same pipeline with FACTPROBE_SERVE_LOCAL_STORE=0 (every step imports
@@ -17,8 +17,8 @@ After one discarded warm-up of each (model files into the page cache), the two a
 alternately, `--repeats` times each, and the medians are compared.
 
 Where the pipeline's per-step cost goes: a fresh interpreter plus kfp's executor (~0.8 s) per
-step. Steps log to MLflow over REST (factprobe_ops/tracking/rest_client.py); the local run serves the sqlite
-store on loopback (factprobe_ops/tracking/local_server.py) so no step process imports mlflow (~1.5 s each).
+step. Steps log to MLflow over REST (tracking/rest_client.py); the local run serves the sqlite
+store on loopback (tracking/local_server.py) so no step process imports mlflow (~1.5 s each).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from factprobe_ops.components.steps.probe import run_probe_step
 from factprobe_ops.components.steps.report import run_report
 from factprobe_ops.components.steps.finalize_run import run_finalize
 p = json.loads(sys.argv[1]); uri = sys.argv[2]; d = sys.argv[3]
-# the same steps with the same one config dict and run context a pipeline passes (factprobe_ops/pipelines/scaffold.py)
+# the same steps with the same one config dict and run context a pipeline passes (pipelines/scaffold.py)
 config = {"source": "countryinfo", "relations": p["relations"], "max_facts_per_relation": p["max_facts_per_relation"],
           "examples": p["examples"], "choices": p["choices"], "seed": 0}
 context = run_start("probe", "direct", "local", uri, json.dumps(p))

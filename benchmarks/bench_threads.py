@@ -12,7 +12,7 @@ the modes alternates round by round, so outside load hits both alike):
           `torch.get_num_threads()`, the node's cores) and OpenMP's default wait policy (spinning for a
           while before sleeping): `OMP_WAIT_POLICY` and `OMP_NUM_THREADS` unset when torch loads;
 - policy: what a local pipeline step gets now: `FACTPROBE_STEPS_AT_ONCE=2` and `OMP_WAIT_POLICY=PASSIVE`
-          in its environment (factprobe_ops/pipelines/local_steps.py), threads left to `factprobe.threads.apply`
+          in its environment (pipelines/local_steps.py), threads left to `factprobe.threads.apply`
           (the CPUs this process may use, divided by 2).
 
 Each worker reports the seconds of its `run_probe` call (model load and scoring; imports excluded); a

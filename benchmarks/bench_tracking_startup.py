@@ -3,9 +3,9 @@
     python benchmarks/bench_tracking_startup.py [--repeats 7] [--skinny-python /path/to/venv/bin/python]
     # writes benchmarks/results/tracking_startup.json
 
-Issue 13 (item 8): keep factprobe_ops/tracking/rest_client.py only if the MLflow client costs more than 0.5 s
+Issue 13 (item 8): keep tracking/rest_client.py only if the MLflow client costs more than 0.5 s
 per step. Each variant is a fresh Python process (as a KFP step is) that does what a step's
-tracking does against the same MLflow server (factprobe_ops/tracking/local_server.py on a sqlite store):
+tracking does against the same MLflow server (tracking/local_server.py on a sqlite store):
 find the experiment, create a run with tags, log 10 params and 20 metrics in one batch, log one
 small artifact and end the run. Measured: the process's wall time from `python -c` to exit.
 

@@ -5,7 +5,7 @@
     factprobe study <study> [options]      one subcommand per study (factprobe/studies/registry.py)
     factprobe map RUN... --out DIR         the knowledge map of finished runs (factprobe/knowledge_maps/)
     ... plus the commands that other installed packages contribute (entry-point group
-    `factprobe.commands`): `pipeline`, `schedule` (factprobe_ops/pipelines/), `compare`, `regress` (factprobe_ops/tracking/).
+    `factprobe.commands`): `pipeline`, `schedule` (pipelines/), `compare`, `regress` (tracking/).
 
 The science package imports neither the pipelines nor the tracking layer. Those layers plug in
 through entry points declared in pyproject.toml:

@@ -66,12 +66,12 @@ EVIDENCE = {
     "finetune": ("finetune_config.json", "adapter", "trainer_state.json", "checkpoints", "loss_history.json"),
     "probe": ("run_config.json", "results.jsonl", "checkpoint.jsonl", "model_revision.txt"),
     "study": ("study_config.json",),  # written first by factprobe.studies.cli.run_study, then its tables and metrics.json
-    "compare": ("cross_model.json", "heatmap.png", "pearson.png"),  # factprobe_ops/tracking/compare.py --out
+    "compare": ("cross_model.json", "heatmap.png", "pearson.png"),  # tracking/compare.py --out
     "regress": (
         "gate_report.txt",
         "gate.json",
         "candidate",
-    ),  # factprobe_ops/tracking/regress.py --out: the report, the candidate's probe
+    ),  # tracking/regress.py --out: the report, the candidate's probe
     "map": ("map_inputs.json", "knowledge_map.json", "knowledge_map.html"),  # factprobe map --out (factprobe.knowledge_maps)
     "map-diff": ("diff.json",),  # factprobe map --diff A B --out
 }

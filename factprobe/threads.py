@@ -6,7 +6,7 @@ Contract:
   `cpu.cfs_period_us`, of its own cgroup and every ancestor, rounded up), never the node's core
   count (a pod limited to 2 CPUs on a 64-core node gets 2).
 - `steps_at_once()` is how many steps the local pipeline runner runs beside this one, itself
-  included: the environment variable `STEPS_AT_ONCE_ENV` that `factprobe_ops/pipelines/local_steps.py` sets in
+  included: the environment variable `STEPS_AT_ONCE_ENV` that `pipelines/local_steps.py` sets in
   each step's environment; 1 when unset (a command run by hand, a pod on a cluster).
 - `resolve(threads)` is `threads` when given (>= 1), else the user's own `OMP_NUM_THREADS` (or
   `MKL_NUM_THREADS`) when the environment sets one that factprobe did not write, else

@@ -1,4 +1,5 @@
-"""factprobe's operations layer: Kubeflow components (`factprobe_ops.components`), pipelines
+"""factprobe's operations layer, from the repository's top-level `components/`, `pipelines/` and `tracking/`
+(pyproject.toml `package-dir` installs them here, so nothing generic lands at the top of site-packages): Kubeflow components (`factprobe_ops.components`), pipelines
 (`factprobe_ops.pipelines`) and MLflow tracking (`factprobe_ops.tracking`).
 
 One namespace beside the science package `factprobe`, which imports none of it (nor kfp, nor mlflow).

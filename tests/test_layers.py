@@ -3,7 +3,7 @@
 `LAYERS` below is the one place the layering is written down; docs/design.md ("Layers") shows the
 same table and `test_design_doc_shows_the_layer_table` keeps the two equal.
 
-Rules, checked over every module of `factprobe/`, `factprobe_ops/tracking/`, `factprobe_ops/components/` and `factprobe_ops/pipelines/`,
+Rules, checked over every module of `factprobe/`, `tracking/`, `components/` and `pipelines/`,
 parsed with `ast` (nothing is imported):
 
 - Every first-party import counts: module level, inside functions and classes, and
@@ -29,8 +29,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import networkx as nx  # a dependency of torch, always installed with factprobe
+import networkx as nx
 import pytest
+
+from tests.package_map import module_files as package_files  # a dependency of torch, always installed with factprobe
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("factprobe", "factprobe_ops")
@@ -102,15 +104,9 @@ class Import:
 
 
 def module_files() -> dict[str, Path]:
-    """Dotted module name -> file, for every .py file of PACKAGES (packages as their __init__)."""
-    out = {}
-    for pkg in PACKAGES:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            out[".".join(parts)] = path
-    return out
+    """Dotted module name -> file, for every .py file of PACKAGES and of the top-level folders pyproject.toml
+    maps into `factprobe_ops` (tests/package_map.py; packages as their __init__)."""
+    return package_files(REPO)
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:

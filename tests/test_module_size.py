@@ -1,6 +1,7 @@
 """Modules with one job (issue 31 item 4): no non-test module over `MAX_LINES` lines without a reason.
 
-Every `.py` file under `factprobe/` and `factprobe_ops/` longer than `MAX_LINES` lines must say at its
+Every `.py` file under `factprobe/`, `factprobe_ops/` and the top-level folders mapped into it (`components/`,
+`pipelines/`, `tracking/`: tests/package_map.py) longer than `MAX_LINES` lines must say at its
 top why it is one module: its module docstring holds a line that starts with `MARKER` followed by the
 reason (at least `MIN_REASON_WORDS` words), e.g.
 
@@ -16,6 +17,8 @@ import ast
 from pathlib import Path
 
 import pytest
+
+from tests.package_map import module_files
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("factprobe", "factprobe_ops")
@@ -44,11 +47,10 @@ def size_reason(text: str) -> str | None:
 def unexplained_long_modules(root: Path = REPO) -> list[str]:
     """`path: N lines` for every module of `PACKAGES` under `root` over `MAX_LINES` lines without a reason."""
     out = []
-    for pkg in PACKAGES:
-        for path in sorted((root / pkg).rglob("*.py")):
-            n = line_count(path)
-            if n > MAX_LINES and size_reason(path.read_text(encoding="utf-8")) is None:
-                out.append(f"{path.relative_to(root)}: {n} lines")
+    for path in sorted(module_files(root).values()):
+        n = line_count(path)
+        if n > MAX_LINES and size_reason(path.read_text(encoding="utf-8")) is None:
+            out.append(f"{path.relative_to(root)}: {n} lines")
     return out
 
 

@@ -222,8 +222,8 @@ def test_deepspeed_configs_are_package_data(monkeypatch, tmp_path):
     assert sorted(p.name for p in folder.glob("zero*.json")) == [f"zero{n}.json" for n in range(4)]
     assert deepspeed_config.config_path(3) == folder / "zero3.json"
     assert not (REPO / "configs" / "deepspeed").exists(), "one copy of the configs: the package's"
-    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["factprobe.finetune"]
-    assert "deepspeed_configs/*.json" in patterns
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["factprobe.finetune.deepspeed_configs"]
+    assert "*.json" in patterns
     monkeypatch.setenv(deepspeed_config.ENV, str(tmp_path))  # a variable naming a folder without them is an error
     with pytest.raises(ConfigError, match=deepspeed_config.ENV):
         deepspeed_config.config_dir()
@@ -272,7 +272,7 @@ def _source_copy(dest: Path) -> Path:
     dest.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, dest / name)
-    for pkg in ("factprobe", "factprobe_ops"):
+    for pkg in ("factprobe", "factprobe_ops", "components", "pipelines", "tracking"):  # the wheel's folders (package-dir)
         shutil.copytree(REPO / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
@@ -343,7 +343,11 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert {f"factprobe/finetune/deepspeed_configs/zero{n}.json" for n in range(4)} <= names
-    assert "factprobe/datasets/data/" in " ".join(names) and "factprobe_ops/tracking/hooks.py" in names
+    assert (
+        "factprobe/datasets/data/" in " ".join(names)
+        and "factprobe_ops/tracking/hooks.py" in names
+        and not any(n.startswith(("tracking/", "components/", "pipelines/")) for n in names)
+    )
     assert not {n.split("/")[0] for n in names} & {"components", "pipelines", "tracking", "configs"}
     base = [
         line.split(":", 1)[1].strip()
@@ -420,3 +424,25 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     r = run("pipeline", "--help")
     assert r.returncode == 2 and r.stdout == "", r.stderr[-2000:]
     assert r.stderr.strip() == "error: factprobe pipeline needs kfp, which is not installed: pip install 'factprobe[kubeflow]'"
+
+
+def test_the_wheel_lists_every_package_and_maps_the_top_level_folders():
+    """pyproject.toml lists every package folder (a new subpackage must be added), and the user's top-level
+    components/, pipelines/ and tracking/ install as factprobe_ops.components/.pipelines/.tracking (issue 38 item 6)."""
+    from tests.package_map import package_roots
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {
+        "factprobe_ops.components": "components",
+        "factprobe_ops.pipelines": "pipelines",
+        "factprobe_ops.tracking": "tracking",
+    }
+    folders = {
+        ".".join([name, *init.parent.relative_to(root).parts])
+        for name, root in package_roots().items()
+        for init in root.rglob("__init__.py")
+    }
+    data_only = {"factprobe.datasets.data", "factprobe.finetune.deepspeed_configs"}  # package data, no __init__
+    assert set(config["packages"]) == folders | data_only, set(config["packages"]) ^ (folders | data_only)
+    for name in ("components", "pipelines", "tracking"):
+        assert (REPO / name / "__init__.py").exists() and not (REPO / "factprobe_ops" / name).exists()

@@ -41,7 +41,7 @@ Reporting is the probe's too (`factprobe.framework.reporting` describes each dec
 `headline_metric`, `headline_keys`, `per_fact_columns`, `relation_metric`, `fact_verdict`,
 `report_group`, and the hooks `flat_metrics`, `stepped_metrics`, `relation_table`, `relation_text`,
 `run_figures` and `report`. The defaults fit a probe with top-level numbers and a `per_relation`
-table; the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) calls only these.
+table; the operations layer (tracking/, components/, the CLI) calls only these.
 
 `metric_columns` names the row fields `metrics` and `artifacts` read: the runner hands them the
 written rows read back and cut down to those fields (`factprobe.framework.row_stream`), so a run's memory

@@ -1,7 +1,7 @@
 """What a probe declares about its own reporting, and the defaults every probe gets.
 
 A probe (`factprobe.framework.base.Probe`) says through class attributes and hooks what a person
-looks at and what the operations layer (factprobe_ops/tracking/, factprobe_ops/components/, the CLI) logs and draws; that
+looks at and what the operations layer (tracking/, components/, the CLI) logs and draws; that
 layer never tests a probe's name or the shape of its metrics:
 
 - `headline_metric` (`Headline`): the one number of a run, its metrics.json key, the probe family
@@ -17,7 +17,7 @@ layer never tests a probe's name or the shape of its metrics:
 
 This module holds the data types of those declarations and the default implementations. Nothing
 here imports mlflow or kfp: figures are matplotlib Figures, tables pandas DataFrames or lists of
-dicts, metrics plain {name: number} dicts; factprobe_ops/tracking/ logs them.
+dicts, metrics plain {name: number} dicts; tracking/ logs them.
 """
 
 from __future__ import annotations

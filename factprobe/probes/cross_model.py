@@ -16,7 +16,7 @@ they share, and the table says so. What cannot be mapped (a model run in several
 ask the facts differently, a table without the verdict) becomes a row of the `cross_model_notes`
 table instead of failing the report.
 
-The operations layer's report step (factprobe_ops/components/steps/report.py) only lays these parts
+The operations layer's report step (components/steps/report.py) only lays these parts
 out and logs them. Pure: reads the run folders, imports no mlflow or kfp.
 """
 

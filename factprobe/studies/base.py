@@ -13,7 +13,7 @@ which also loads plug-in study modules; docs/extending.md walks through one):
 - `loads_model`: whether it loads `base.model` (default True). A study that uses the base flags for
   its data only sets it False: its configuration then names no model (`factprobe.studies.cli.study_config`
   drops `model` and `base_model`), so its identity hashes no weights, its folder and MLflow run are not
-  named after a model and its run is not tagged with one (factprobe_ops/tracking/study_run.py);
+  named after a model and its run is not tagged with one (tracking/study_run.py);
 - `headline_metric` (`StudyHeadline` or None): the run's one number, a key of its `flat_metrics`, and
   whether higher or lower is better; logged as `headline/<study name>` with the tag `factprobe.headline`
   (metric, value, direction), the primary metric of the study's MLflow experiment. None: the study has
@@ -28,7 +28,7 @@ which also loads plug-in study modules; docs/extending.md walks through one):
   written as null). It must not write `metrics.json` itself;
 - `summary(metrics)` gives the console lines (what was measured, in words and numbers);
 - `flat_metrics(metrics)` gives the scalars for MLflow (`name -> float`, names as in
-  `factprobe_ops/tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
+  `tracking/conventions.py`: `a-z0-9_/.`), default: every top-level number;
 - `figures(out)`: the PNG files of the run (default: every `*.png` in `out`).
 """
 

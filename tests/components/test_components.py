@@ -1,12 +1,12 @@
 """Components stay thin, documented and typed; the science package stays free of kfp and mlflow.
 
 Read with `ast` (no imports) where the rule is about source code:
-- factprobe_ops/components/<step>.py: a module docstring; module-level imports only from kfp and `.config`
+- components/<step>.py: a module docstring; module-level imports only from kfp and `.config`
   (the component function's source is shipped into the container on its own, so anything
   imported at module level would not exist there anyway); every `@dsl.component` has a
   docstring, annotated parameters and, when it returns a value, a return annotation; its body
   imports the logic from `factprobe_ops.components.steps.<module>` and calls it with matching arguments.
-- factprobe_ops/components/steps/*.py: never import kfp (inside a container KFP exposes only its runtime part).
+- components/steps/*.py: never import kfp (inside a container KFP exposes only its runtime part).
 - factprobe/**: never imports kfp or mlflow, at any depth.
 Imported where the rule is about what KFP builds: the ComponentSpec description is the docstring.
 """
@@ -24,13 +24,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-COMPONENT_MODULES = sorted(
-    p for p in (REPO / "factprobe_ops" / "components").glob("*.py") if p.name not in ("__init__.py", "config.py")
-)
-STEP_MODULES = sorted((REPO / "factprobe_ops" / "components" / "steps").glob("*.py"))
+COMPONENT_MODULES = sorted(p for p in (REPO / "components").glob("*.py") if p.name not in ("__init__.py", "config.py"))
+STEP_MODULES = sorted((REPO / "components" / "steps").glob("*.py"))
 SCIENCE_MODULES = sorted((REPO / "factprobe").rglob("*.py"))
 #: what a component module may import at its top: kfp, its config, and `typing` (kfp 2.17 reads `Optional[X]` for
-#: an optional parameter, not `X | None`: factprobe_ops/components/pack_config.py)
+#: an optional parameter, not `X | None`: components/pack_config.py)
 ALLOWED_MODULE_IMPORTS = {"__future__", "typing", "kfp", "kfp.dsl", ".config", "factprobe_ops.components.config"}
 
 
@@ -194,7 +192,7 @@ def test_run_config_travels_as_one_dict():
     fields = {n for c in option_classes() for n in c.field_names()}
     takes_config = {"start_run": "start_run", "plan": "plan_matrix", "data_build": "data_build", "probe": "probe_model"}
     for module, name in takes_config.items():
-        (fn,) = [f for f in component_functions(REPO / "factprobe_ops" / "components" / f"{module}.py") if f.name == name]
+        (fn,) = [f for f in component_functions(REPO / "components" / f"{module}.py") if f.name == name]
         args = {a.arg: ast.unparse(a.annotation) for a in fn.args.args + fn.args.kwonlyargs}
         assert args.get("config") == "dict", f"{name} has no `config: dict` parameter"
         loose = (set(args) & fields) - ({"model"} if name == "probe_model" else set())
@@ -234,7 +232,7 @@ def test_no_step_enters_a_run_by_hand():
     a bare `run.__enter__()` has no matching exit. The start step, whose run the finalize step ends, says so with
     `TrackedRun.open()`."""
     bad = []
-    for path in sorted((REPO / "factprobe_ops" / "components").rglob("*.py")):
+    for path in sorted((REPO / "components").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__enter__":
                 bad.append(f"{path.relative_to(REPO)}:{node.lineno}")

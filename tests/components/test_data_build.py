@@ -1,4 +1,4 @@
-"""Issue 42 item 1 in a pipeline's data-build step (factprobe_ops/components/steps/data_build.py):
+"""Issue 42 item 1 in a pipeline's data-build step (components/steps/data_build.py):
 the framework's data contract holds there as on the CLI. A plug-in that applies no cap (the guide's,
 tests/probes/plugin_probe.py) is capped to the form's `max_facts_per_relation`, and one with tuple
 items is refused in one line instead of failing with `'tuple' object has no attribute 'to_dict'`."""

@@ -1,7 +1,7 @@
 """The fine-tuning pipeline's steps are one module each (issue 31 item 4).
 
-Each component of `factprobe_ops/components/finetune.py` calls its step (`run_*`) from a module of
-`factprobe_ops/components/steps/` of that step's own: two different steps never share a module, and
+Each component of `components/finetune.py` calls its step (`run_*`) from a module of
+`components/steps/` of that step's own: two different steps never share a module, and
 `steps/finetune.py` holds only what the steps share (no `run_*` step). Read with `ast` where the rule is
 about source code.
 """
@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-COMPONENTS = REPO / "factprobe_ops" / "components" / "finetune.py"
+COMPONENTS = REPO / "components" / "finetune.py"
 SHARED = "factprobe_ops.components.steps.finetune"
 
 

@@ -1,5 +1,5 @@
-"""Progress lines of GPU steps (factprobe_ops/components/steps/progress.py) and how `factprobe pipeline run`
-shows them under the step (factprobe_ops/pipelines/local_run.py `_RunLog`)."""
+"""Progress lines of GPU steps (components/steps/progress.py) and how `factprobe pipeline run`
+shows them under the step (pipelines/local_run.py `_RunLog`)."""
 
 import io
 

@@ -1,5 +1,5 @@
 """Issue 30 items 3 and 4 at the step level: models-file entries with per-model settings, the sweep's
-units of work (one load per model, fact shards) and the merge step (factprobe_ops/components/steps/plan.py,
+units of work (one load per model, fact shards) and the merge step (components/steps/plan.py,
 probe.py, merge.py), run locally on a tiny random model with tracking off."""
 
 from __future__ import annotations

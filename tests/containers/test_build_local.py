@@ -107,7 +107,7 @@ def copy_of_the_build_inputs(dest: Path) -> Path:
     ):
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, dest / name)
-    for pkg in ("factprobe", "factprobe_ops"):
+    for pkg in ("factprobe", "factprobe_ops", "components", "pipelines", "tracking"):  # the wheel's folders (package-dir)
         (dest / pkg).mkdir()
         (dest / pkg / "__init__.py").write_text("")
         (dest / pkg / "a.py").write_text("A = 1\n")

@@ -39,7 +39,7 @@ def test_no_push_and_one_image():
 
 
 def test_train_image_alone_prints_the_training_setting():
-    """FACTPROBE_IMAGE_TRAIN is the setting the fine-tuning steps read (factprobe_ops/components/config.py)."""
+    """FACTPROBE_IMAGE_TRAIN is the setting the fine-tuning steps read (components/config.py)."""
     p = run("--registry", "r.example.com", "--images", "train", "--dry-run")
     assert p.returncode == 0, p.stderr
     assert re.search(r"docker build -f \S+/containers/Dockerfile\.train -t r\.example\.com/factprobe-train:0\.1\.0-", p.stdout)

@@ -253,10 +253,13 @@ def test_dependencies_are_a_layer_that_the_sources_do_not_invalidate(kind):
     multi-GB venv layer stays cached (issue 38 item 1: the layer cache works)."""
     deps, builder, runtime = stages(DOCKERFILES[kind])
     copied = {f for k, a in deps if k == "COPY" for f in a.split()[:-1]}
-    assert copied <= {"constraints.txt", "pyproject.toml", "LICENSE"}, copied
+    # containers/stand_in_packages.py: the empty packages, at the folders pyproject.toml maps them to
+    assert copied <= {"constraints.txt", "pyproject.toml", "LICENSE", "containers/stand_in_packages.py"}, copied
     installs = [a for k, a in deps if k == "RUN" and re.search(r'pip install .*"\.\[', a)]
     assert len(installs) == 1 and "pip uninstall -y factprobe" in installs[0], "the stand-in package must not stay installed"
     assert builder[0] == ("FROM", "deps AS builder") and any(k == "COPY" and "factprobe" in a for k, a in builder)
+    # the user's top-level folders that install as factprobe_ops.components/.pipelines/.tracking
+    assert {a for k, a in builder if k == "COPY"} >= {f"{d} ./{d}" for d in ("components", "pipelines", "tracking")}
     assert builder[-1] == ("RUN", "pip wheel --no-cache-dir --no-deps --wheel-dir /dist ."), builder[-1]
     steps = [f"{k} {a}" for k, a in runtime]
     venv = steps.index("COPY --from=deps /opt/venv /opt/venv")

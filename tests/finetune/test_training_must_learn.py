@@ -266,7 +266,7 @@ def test_plain_trainer_reads_the_norm_and_refuses_a_run_that_did_not_learn(tiny,
 # ------------------------------------------------------------------ the pipeline's MLflow run
 @pytest.mark.slow
 def test_pipeline_training_step_that_did_not_learn_is_a_failed_mlflow_run(tmp_path, tiny):
-    """factprobe_ops/components/steps/finetune_train.py: the child run of a training step that did not learn is FAILED
+    """components/steps/finetune_train.py: the child run of a training step that did not learn is FAILED
     (never FINISHED), carries the reason as `factprobe.error`, and has no model artifact; no adapter
     is left where the evaluation step would take it."""
     from mlflow.tracking import MlflowClient

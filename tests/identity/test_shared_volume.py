@@ -1,5 +1,5 @@
 """Two pipelines of one identity on one volume: the second probe step waits for the first's work
-folder and then reuses it instead of failing as busy (factprobe_ops/components/steps/probe.py::when_free)."""
+folder and then reuses it instead of failing as busy (components/steps/probe.py::when_free)."""
 
 import subprocess
 import sys

@@ -99,7 +99,7 @@ def two_model_runs(servers, factprobe_env, tmp_path) -> dict[str, str]:
             cwd=tmp_path,
         )
         assert proc.returncode == 0, explain(proc)
-        # the CLI ends with the run's page on the server (factprobe_ops/tracking/cli.py open_lines)
+        # the CLI ends with the run's page on the server (tracking/cli.py open_lines)
         found = re.search(r"MLflow run ([0-9a-f]{32}): open " + re.escape(uri.rstrip("/")) + r"/#/experiments/", proc.stdout)
         assert found, explain(proc)
         runs[model] = found.group(1)
@@ -114,7 +114,7 @@ def test_compare_view_shows_both_models(servers, mlflow_client, two_model_runs, 
     assert len({r.info.experiment_id for r in runs.values()}) == 1
     exp_id = next(iter(runs.values())).info.experiment_id
     names = [r.info.run_name for r in runs.values()]
-    # CLI runs are named <probe>-<model>-<6 of the config key> (factprobe_ops/tracking/cli.py run_name)
+    # CLI runs are named <probe>-<model>-<6 of the config key> (tracking/cli.py run_name)
     assert [n.rsplit("-", 1)[0] for n in names] == [f"ic-lke-{m}" for m in MODELS]
     assert all(len(n.rsplit("-", 1)[1]) == 6 for n in names)
     assert all("accuracy" in r.data.metrics for r in runs.values())

@@ -1,6 +1,6 @@
 """The tracking server fails: it dies during a probe, rejects the password, or is not there.
 
-Contract (factprobe_ops/tracking/run.py, factprobe/framework/runner.py): results go to disk before anything is
+Contract (tracking/run.py, factprobe/framework/runner.py): results go to disk before anything is
 logged, so a dead server never costs scored facts; with --require-tracking the CLI exits non-zero
 with one line naming the URI, without it it warns (naming the URI) and exits 0; a rerun resumes
 and logs a complete run; no run is left RUNNING.

@@ -42,7 +42,7 @@ K8S_VERSIONS = ("1.29.0", kubernetes_validate.utils.latest_version())
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", "ReplicaSet"}
 LONG_RUNNING_KINDS = {"Deployment", "StatefulSet", "DaemonSet"}
 
-# The secrets the stack and the pipelines use: name -> keys (k8s/README.md, factprobe_ops/components/config.py).
+# The secrets the stack and the pipelines use: name -> keys (k8s/README.md, components/config.py).
 EXPECTED_SECRETS = {
     "postgres-credentials": {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"},
     "minio-root-credentials": {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"},
@@ -804,11 +804,11 @@ def test_gpu_smoke_test_uses_the_pipeline_scheduling_contract(rendered):
 
 
 def test_gpu_contract_matches_the_pipeline_defaults_and_docs():
-    """The node label/taint here are the compile-time defaults of factprobe_ops/components/config.py."""
+    """The node label/taint here are the compile-time defaults of components/config.py."""
     readme = (K8S / "README.md").read_text()
     assert f"{GPU_NODE_LABEL[0]}={GPU_NODE_LABEL[1]}" in readme
     assert f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}" in readme
-    config = REPO / "factprobe_ops" / "components" / "config.py"
+    config = REPO / "components" / "config.py"
     if config.exists():
         text = config.read_text()
         assert f"{GPU_NODE_LABEL[0]}={GPU_NODE_LABEL[1]}" in text

@@ -30,7 +30,7 @@ def test_overlay_renders_one_valid_claim(docs):
 
 
 def test_claim_is_the_one_the_pipelines_mount(docs, monkeypatch):
-    """factprobe_ops/components/config.py's default FACTPROBE_PVC names this claim."""
+    """components/config.py's default FACTPROBE_PVC names this claim."""
     from factprobe_ops.components.config import cluster_config
 
     monkeypatch.delenv("FACTPROBE_PVC", raising=False)

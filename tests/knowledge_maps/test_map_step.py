@@ -1,8 +1,8 @@
 """Issue 39 item 4: the map step of a pipeline and what it logs to MLflow (a real embedded sqlite store).
 
-The step (factprobe_ops/components/steps/knowledge_map.py) builds the map of a sweep's merged run
+The step (components/steps/knowledge_map.py) builds the map of a sweep's merged run
 folders, leaving out failed steps and probes the map cannot read, logs it into a child run of the
-pipeline's parent run (factprobe_ops/tracking/map_logging.py: metrics, UI tables, figures, the page)
+pipeline's parent run (tracking/map_logging.py: metrics, UI tables, figures, the page)
 and writes its page and summary; a sweep with nothing to map writes why instead of failing."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: compiled with every FACTPROBE_* knob set: one pipeline per way of placing GPU steps
 OVERRIDDEN = ("probe", "counterfactual_icl", "coherency")
 
-# Everything factprobe_ops/pipelines/platform.py and factprobe_ops/components/config.py read; the overridden compile sets all
+# Everything pipelines/platform.py and components/config.py read; the overridden compile sets all
 # (test_compiled_specs.test_environment_overrides_reach_the_compiled_spec checks each one).
 OVERRIDES = {
     "FACTPROBE_IMAGE_CPU": "registry.example.com/team/fp-cpu:test-1",

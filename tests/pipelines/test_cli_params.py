@@ -255,7 +255,7 @@ def test_empty_or_not_a_list_is_refused(read_models, doc):
         read_models(doc)
 
 
-# Known bug (see the report for the patch to factprobe_ops/components/steps/plan.py): a one-line value is
+# Known bug (see the report for the patch to components/steps/plan.py): a one-line value is
 # taken as a path when `Path(value).exists()`, and Path("") is ".", so "" or any folder reaches
 # read_text() -> IsADirectoryError; a mistyped *.yaml path is parsed as inline YAML (a string)
 # and the error blames "inline YAML". strict: once fixed these pass; then drop the marks.

@@ -76,7 +76,7 @@ CPU_STEPS = {
     "pack-config-2",  # the fine-tuning pipeline packs its probe config, its fine-tuning dict and their union
     "pack-config-3",
 }
-#: the `pack-config` steps of each pipeline (factprobe_ops/pipelines/params.py `packed`): they run first, before
+#: the `pack-config` steps of each pipeline (pipelines/params.py `packed`): they run first, before
 #: the parent MLflow run opens, and log nothing
 PACKS_OF = {"finetune_known_unknown": {"pack-config", "pack-config-2", "pack-config-3"}, "study": set()}
 # read facts from s3://; MLflow artifacts are proxied by the server
@@ -175,7 +175,7 @@ STEPS_OF = {
     # the generic study pipeline (issue 31 item 2): any registered study, one loop cell per model
     "study": {"start-run", "plan-study", "run-study", "finalize-run"},
 }
-#: the pipelines built on `probe_dag` (factprobe_ops/pipelines/probe.py): a models x probes loop of `probe-model`
+#: the pipelines built on `probe_dag` (pipelines/probe.py): a models x probes loop of `probe-model`
 PROBE_DAG = ("regression", "coherency")
 #: the sweeps (`sweep_dag`): units of work with per-model resources, merged (tests/pipelines/test_sweep_specs.py)
 SWEEPS = ("probe", "nightly_sweep")
@@ -196,7 +196,7 @@ def built(name: str):
 
 
 def declared_parameters(name: str) -> dict[str, object]:
-    """{parameter: default} of the built pipeline function (generated from the registry, factprobe_ops/pipelines/params.py)."""
+    """{parameter: default} of the built pipeline function (generated from the registry, pipelines/params.py)."""
     return {n: p.default for n, p in inspect.signature(built(name).pipeline_func).parameters.items()}
 
 
@@ -228,12 +228,12 @@ def _header_bug(name: str):
         bool(bad),
         strict=True,
         raises=yaml.YAMLError,
-        reason=f"multi-line string default(s) {bad} in factprobe_ops/pipelines/{name}.py "
+        reason=f"multi-line string default(s) {bad} in pipelines/{name}.py "
         "break kfp's YAML comment header (see the report: use a one-line default)",
     )
 
 
-#: secrets a pod may start without (factprobe_ops/pipelines/platform.py with_hf_token, with_served_api_key)
+#: secrets a pod may start without (pipelines/platform.py with_hf_token, with_served_api_key)
 OPTIONAL_SECRETS = {"hf-token", "vllm-api-key", "team-vllm"}
 
 
@@ -243,7 +243,7 @@ def secrets_of(c, executor: str) -> dict[str, dict[str, str]]:
     for entry in c.k8s_executors.get(executor, {}).get("secretAsEnv", []):
         out[entry["secretName"]] = {k["envVar"]: k["secretKey"] for k in entry["keyToEnv"]}
         # only the Hugging Face token and a served model's API key are optional (pods start without them;
-        # factprobe_ops/pipelines/platform.py with_hf_token, with_served_api_key)
+        # pipelines/platform.py with_hf_token, with_served_api_key)
         assert entry.get("optional") is (entry["secretName"] in OPTIONAL_SECRETS), (
             f"{executor}: secret {entry['secretName']} optional={entry.get('optional')}"
         )
@@ -488,7 +488,7 @@ def test_exit_handler_finalizes_the_mlflow_run(compiled, name):
     assert inside["start-run"]["inputs"]["parameters"]["kfp_run_id"] == final["inputs"]["parameters"]["kfp_run_id"]
 
 
-#: the run context's parts (factprobe_ops/tracking/context.py): no step takes them one by one
+#: the run context's parts (tracking/context.py): no step takes them one by one
 LOOSE_TRACKING_INPUTS = {"tracking_uri", "parent_run_id", "kfp_run_id", "trigger", "pipeline"}
 #: the steps that may: start-run builds the context; finalize-run (the exit task) runs even when
 #: start-run failed, so it takes the tracking URI parameter and the KFP run id itself
@@ -818,7 +818,7 @@ PARAM_COUNTS = {
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_pipeline_shows_more_than_25_parameters(compiled, name):
-    """The Kubeflow UI form of each pipeline holds only its own options (factprobe_ops/pipelines/params.py)."""
+    """The Kubeflow UI form of each pipeline holds only its own options (pipelines/params.py)."""
     from factprobe_ops.pipelines.params import MAX_PARAMS
 
     params = compiled[name].spec["root"]["inputDefinitions"]["parameters"]

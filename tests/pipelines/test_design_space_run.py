@@ -1,4 +1,4 @@
-"""One real local KFP run of the `design_space` pipeline (factprobe_ops/pipelines/design_space.py) on a tiny RANDOM
+"""One real local KFP run of the `design_space` pipeline (pipelines/design_space.py) on a tiny RANDOM
 llama with tiny settings (plumbing: plan, data build, the IC-LKE probe and the three study steps in
 the per-model loop, the cross-model report, MLflow; its numbers are no result)."""
 

@@ -1,4 +1,4 @@
-"""The compiled `design_space` and `findings` pipelines (factprobe_ops/pipelines/design_space.py, factprobe_ops/pipelines/findings.py):
+"""The compiled `design_space` and `findings` pipelines (pipelines/design_space.py, pipelines/findings.py):
 what is their own: the per-model loop of the probe and three study steps, the cross-model report, the
 studies' options among their parameters, and bad study options refused up front. The checks every
 compiled pipeline gets (steps, platform spec, GPU placement, secrets, parameter counts, snapshots) run

@@ -1,4 +1,4 @@
-"""The study step of the design_space / findings pipelines (factprobe_ops/components/steps/study.py): one study run
+"""The study step of the design_space / findings pipelines (components/steps/study.py): one study run
 with the pipeline's run context, into a stable work folder, logged as a child of the parent run with
 the study's metrics, figures and tables; a new pipeline run reusing the finished folder computes
 nothing and still gets its child run; the step's own params win over the pipeline's config. Uses

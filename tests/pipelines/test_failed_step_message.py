@@ -1,5 +1,5 @@
 """A failed local pipeline run ends with one plain line: the failed step, the first line of its
-error and the path of its own log (factprobe_ops/pipelines/local_run.py `run_local`)."""
+error and the path of its own log (pipelines/local_run.py `run_local`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One real local KFP run of the `findings` pipeline (factprobe_ops/pipelines/findings.py) on a tiny RANDOM llama
+"""One real local KFP run of the `findings` pipeline (pipelines/findings.py) on a tiny RANDOM llama
 with the `tiny` budget (plumbing: the list parameter `models` reaching the study step, the study's
 probes and studies, the findings table logged to MLflow; its numbers are no result)."""
 

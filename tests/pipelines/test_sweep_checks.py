@@ -1,6 +1,6 @@
 """Issue 30, Bad input of the sweeps (`probe`, `nightly_sweep`): a models file with an unknown key, a
 negative GPU count or `endpoint` with `device_map`, and `shards` larger than the facts, refused in one
-line before anything runs or is sent (factprobe_ops/pipelines/checks.py `check_sweep_values`)."""
+line before anything runs or is sent (pipelines/checks.py `check_sweep_values`)."""
 
 from __future__ import annotations
 

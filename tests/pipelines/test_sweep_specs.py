@@ -1,4 +1,4 @@
-"""Issue 30 items 3 and 4 in the compiled sweeps (`probe`, `nightly_sweep`; factprobe_ops/pipelines/probe.py
+"""Issue 30 items 3 and 4 in the compiled sweeps (`probe`, `nightly_sweep`; pipelines/probe.py
 `sweep_dag`): each unit's pod requests its model's resources (the unit-resources step's outputs, as
 resource placeholders), the fan-out has a parallelism cap, the units' folders are merged before the
 report, and shards / one_load are pipeline parameters.

@@ -234,7 +234,7 @@ def test_cli_full_with_lora_options_is_refused(flags, words, capsys):
 
 @pytest.mark.slow
 def test_item4_diverged_pipeline_training_step_marks_its_mlflow_run_failed(tmp_path, tiny_model_path):
-    """issue 18 item 4, pipeline path (factprobe_ops/components/steps/finetune_train.py): a training step whose loss
+    """issue 18 item 4, pipeline path (components/steps/finetune_train.py): a training step whose loss
     turns non-finite (learning rate 1e30) raises TrainingDivergedError, its child MLflow run is
     FAILED (never FINISHED), and no adapter is left where the evaluation step would take it."""
     import json as _json

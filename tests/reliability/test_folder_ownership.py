@@ -316,7 +316,7 @@ def test_item21b_out_that_is_a_file_is_one_sentence(tmp_path, tiny_model_path, c
 
 
 def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_model_path):
-    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/probe.py): a probe step whose work folder
+    """issue 18 item 2, pipeline path (components/steps/probe.py): a probe step whose work folder
     holds another kind of run is refused before its child MLflow run exists."""
     from factprobe.errors import ConfigError
     from factprobe.framework.registry import get_probe
@@ -352,7 +352,7 @@ def test_item2_a_refused_pipeline_probe_step_leaves_no_child_run(tmp_path, tiny_
 
 @pytest.mark.slow
 def test_item2_a_refused_pipeline_finetune_step_leaves_no_child_run(tmp_path, tiny_model_path):
-    """issue 18 item 2, pipeline path (factprobe_ops/components/steps/finetune_train.py): a training step whose work
+    """issue 18 item 2, pipeline path (components/steps/finetune_train.py): a training step whose work
     folder holds a probe's results is refused before its child MLflow run exists."""
     from factprobe.errors import ConfigError
     from factprobe_ops.components.steps.finetune import finetune_config, train_out_dir

@@ -108,7 +108,7 @@ def test_item17_probe_stores_no_credentials(tmp_path, tiny_model_path, capsys):
 
 
 def test_item17_tracked_run_params_are_redacted(tmp_path):
-    """issue 18 item 17: every parameter a pipeline step logs (factprobe_ops/components/steps/*.py log_params)
+    """issue 18 item 17: every parameter a pipeline step logs (components/steps/*.py log_params)
     is stored masked, and a dataset input's source too."""
     import pandas as pd
     from mlflow.tracking import MlflowClient

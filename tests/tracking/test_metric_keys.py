@@ -1,6 +1,6 @@
 """Hostile ids never cost a run its metrics (issue 41 item 8): a relation or item id that MLflow cannot
 take in a metric name (`../../etc`, `a/b`, `rel:colon?*`) made MLflow refuse the WHOLE metrics batch; the
-run stayed RUNNING and the CLI exited 0. Names are sanitised (factprobe_ops/tracking/metric_keys.py), two
+run stayed RUNNING and the CLI exited 0. Names are sanitised (tracking/metric_keys.py), two
 ids never share a name, the mapping is logged as `tables/metric_keys.json`, and a logging failure after
 the run began ends the run FAILED and the CLI with exit 1."""
 

@@ -1,7 +1,7 @@
 """`factprobe probe` opens its MLflow run on a background thread while the probe scores (issue 31
 item 10: importing mlflow and opening the store cost 4-6 s before the first forward), and the run
 still ends FINISHED, FAILED or KILLED as it did when it was opened first; `--require-tracking` still
-opens it before anything is scored (factprobe_ops/tracking/cli.py, `ProbeTracking`)."""
+opens it before anything is scored (tracking/cli.py, `ProbeTracking`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MLflow tracking of `factprobe study NAME` (factprobe_ops/tracking/study_run.py, entry point `factprobe.study_hooks`):
+"""MLflow tracking of `factprobe study NAME` (tracking/study_run.py, entry point `factprobe.study_hooks`):
 a tiny study defined here (no model) logged into a sqlite MLflow store: parameters, metrics, figures,
 files and tables; FAILED when the study raises; KILLED on SIGTERM (a subprocess); an unreachable
 server is one warning line and the results stay on disk; a finished-folder rerun logs no second run."""

@@ -1,6 +1,6 @@
 """TrackedRun against a real embedded sqlite MLflow store, opened two ways: directly with the
 MLflow library (`sqlite:///...`), and over REST through the loopback server a local pipeline run
-starts (`http://127.0.0.1:<port>`, factprobe_ops/tracking/local_server.py + factprobe_ops/tracking/rest_client.py)."""
+starts (`http://127.0.0.1:<port>`, tracking/local_server.py + tracking/rest_client.py)."""
 
 import json
 import subprocess
@@ -299,7 +299,7 @@ def test_runs_record_mlflow_user_and_git_commit(uri, monkeypatch):
     assert tags["mlflow.source.git.commit"] == sha
 
 
-# --- the one run context (factprobe_ops/tracking/context.py, issue 19 item 3) -----------------------------------
+# --- the one run context (tracking/context.py, issue 19 item 3) -----------------------------------
 
 
 def test_run_context_crosses_a_step_boundary_as_one_json_string():

@@ -1,4 +1,4 @@
-"""One place decides where MLflow is (issue 42 item 3): `resolve_tracking_uri` (factprobe_ops/tracking/conventions.py),
+"""One place decides where MLflow is (issue 42 item 3): `resolve_tracking_uri` (tracking/conventions.py),
 and `factprobe pipeline run` prints the store its steps logged to, not another one."""
 
 from __future__ import annotations
