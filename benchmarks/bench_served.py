@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 
-def start_server(alias: str) -> tuple[subprocess.Popen, str]:
+def start_server(alias: str, *extra: str) -> tuple[subprocess.Popen, str]:
     """`python -m llama_cpp.server` on a free loopback port, serving `alias`'s GGUF; (process, API root)."""
     from factprobe.models.aliases import gguf_cache_path
 
@@ -69,6 +69,7 @@ def start_server(alias: str) -> tuple[subprocess.Popen, str]:
             "1",
             "--verbose",
             "false",
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

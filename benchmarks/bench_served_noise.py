@@ -29,14 +29,11 @@ import argparse
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench_served import start_server  # one way to start llama.cpp's server (benchmarks/ is sys.path[0])
 from portable_paths import portable  # benchmarks/ is sys.path[0] when a bench runs
 
 HERE = Path(__file__).resolve().parent
@@ -48,26 +45,6 @@ PROBE_PROMPTS = (
     "The Eiffel Tower is in Paris, France",
     "Q: What is the capital of Italy?\nA:",
 )
-
-
-def start_server(alias: str, *extra: str) -> tuple[subprocess.Popen, str]:
-    """`python -m llama_cpp.server` on a free loopback port serving `alias`'s GGUF; (process, API root)."""
-    from factprobe.models.aliases import gguf_cache_path
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_cache_path(alias)), "--model_alias", alias]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"]
-    proc = subprocess.Popen([*cmd, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(360):
-        try:
-            urllib.request.urlopen(url + "/models", timeout=5).read()
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError("llama_cpp.server did not start")
 
 
 def ask(client, model: str, text: str) -> dict:
