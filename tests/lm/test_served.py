@@ -18,17 +18,7 @@ from factprobe.errors import ConfigError, ModelError
 from factprobe.lm import served
 from factprobe.lm.scorer import ChoiceRequest
 from factprobe.models import load_model, model_revision
-from tests.lm.served_fake import free_url, lp_of, serve, tiny_tokenizer
-
-
-@pytest.fixture
-def fake(tiny_model_path):
-    yield from serve(tiny_model_path)
-
-
-@pytest.fixture
-def tok(tiny_model_path):
-    return tiny_tokenizer(tiny_model_path)
+from tests.lm.served_fake import free_url, lp_of
 
 
 # ------------------------------------------------------------------ names

@@ -12,17 +12,6 @@ from factprobe.errors import FactprobeError
 from factprobe.lm import served
 from factprobe.lm.served_fingerprint import FINGERPRINT_LOGPROB_STEP, rounded_nats
 from factprobe.models import model_revision
-from tests.lm.served_fake import serve, tiny_tokenizer
-
-
-@pytest.fixture
-def fake(tiny_model_path):
-    yield from serve(tiny_model_path)
-
-
-@pytest.fixture
-def tok(tiny_model_path):
-    return tiny_tokenizer(tiny_model_path)
 
 
 def test_log_probs_that_drift_under_the_same_greedy_text_change_the_revision(fake):

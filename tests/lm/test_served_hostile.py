@@ -13,18 +13,7 @@ import pytest
 from factprobe.errors import ConfigError, FactprobeError, ModelError
 from factprobe.lm import served
 from factprobe.lm.scorer import ChoiceRequest
-from tests.lm.served_fake import FakeServer, serve, tiny_tokenizer
-
-
-@pytest.fixture
-def fake(tiny_model_path):
-    yield from serve(tiny_model_path)
-
-
-@pytest.fixture
-def tok(tiny_model_path):
-    return tiny_tokenizer(tiny_model_path)
-
+from tests.lm.served_fake import FakeServer
 
 KEY = "sk-hostile-key-123"
 

@@ -12,17 +12,7 @@ import pytest
 from factprobe.errors import ModelError
 from factprobe.lm import served
 from factprobe.lm.scorer import ChoiceRequest
-from tests.lm.served_fake import lp_of, serve, tiny_tokenizer
-
-
-@pytest.fixture
-def fake(tiny_model_path):
-    yield from serve(tiny_model_path)
-
-
-@pytest.fixture
-def tok(tiny_model_path):
-    return tiny_tokenizer(tiny_model_path)
+from tests.lm.served_fake import lp_of
 
 
 def ports(fake) -> set[int]:
