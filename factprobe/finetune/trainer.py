@@ -90,7 +90,7 @@ from .config import FinetuneConfig
 from .guards import disk_full_names, diverged, guarded_trainer, weights_finite
 from .loss_history import finite_or_none, loss_history, plot_loss
 from .model_setup import base_model, count_params, load_base, wrap_lora
-from .process_group import setup_distributed, training_device, training_precision
+from .process_group import restore_launcher_env, setup_distributed, training_device, training_precision
 
 
 def default_out(cfg: FinetuneConfig) -> Path:
@@ -268,6 +268,14 @@ def run_finetune(
     weight becomes non-finite, `TrainingDidNotLearnError` when no trainable weight moved, and `DiskFullError` naming the path when the disk fills up. Whenever
     it raises, no `adapter/`, `model/` or `metrics.json` of this run is left in `cfg.out`, and every
     checkpoint it leaves is complete and holds finite weights."""
+    try:
+        return _plan_and_train(cfg, progress=progress, callbacks=callbacks, train_set=train_set)
+    finally:
+        restore_launcher_env()  # a later subprocess of this process must not join its process group
+
+
+def _plan_and_train(cfg: FinetuneConfig, *, progress: bool, callbacks: Sequence[Any], train_set: Any) -> dict[str, Any]:
+    """`run_finetune` without the launcher-variable restore: plan, write the run's files, train."""
     plan = plan_training(cfg, train_set)
     out, target = plan.out, plan.target
     try:

@@ -129,9 +129,16 @@ def test_zero3_with_optimizer_and_parameter_offload_trains(tiny, tmp_path, lora)
 
 @pytest.mark.slow  # DeepSpeed training (the first JIT build of its CPU ops in a fresh venv takes 119-191 s CPU)
 def test_adapter_loads_as_probe_model_and_changes_logits(tiny, tmp_path):
+    import os
+
     from factprobe.models import load_model
 
+    launcher = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "DS_ACCELERATOR")
+    before = {k: os.environ.get(k) for k in launcher}
     run_finetune(tiny_cfg(tiny, tmp_path, max_steps=2, learning_rate=5e-2), progress=False)
+    # the one-process group's variables are taken back: a subprocess started next (lm-eval, a served model)
+    # must not join this process's gloo store (it failed with EADDRINUSE on the port this process holds)
+    assert {k: os.environ.get(k) for k in launcher} == before
     cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert cfg["base_model_name_or_path"] == str(tiny.resolve())
     tuned, base = load_model(str(tmp_path / "adapter"), device="cpu"), load_model(str(tiny), device="cpu")

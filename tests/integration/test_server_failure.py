@@ -20,9 +20,11 @@ from .servers import client_env, closed_port
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600), pytest.mark.real_model]
 
 MODEL = "smollm2-135m-instruct"
-# Three checkpoint batches (factprobe.framework.runner.FACTS_PER_BATCH = 8): the server is killed after
-# the first one, while the other two are still being scored.
+# Many checkpoint batches: IC-LKE's batches fill the scorer's token budget (Probe.batches_for), and at the
+# default 1024 tokens all 24 facts are one batch, so the crash run sets a budget that holds a few facts.
+# The server is killed after the first checkpoint, while later batches are still being scored.
 CRASH_FACTS = 24
+CRASH_TOKEN_BUDGET = "64"
 TINY = [
     "--model",
     MODEL,
@@ -68,6 +70,8 @@ def test_server_killed_during_probe_then_rerun_resumes(mlflow_server, mlflow_cli
         "10",
         "--choices",
         "10",
+        "--token-budget",
+        CRASH_TOKEN_BUDGET,
         "--out",
         str(out),
         "--tracking-uri",
