@@ -87,7 +87,13 @@ MULTIPLICITY_NOTE = (
 @dataclass
 class Finding:
     """One claim on one model: the measured number, its 95% interval, n, the verdict and a detail dict
-    (the numbers the value is made of, the rule applied, caveats)."""
+    (the numbers the value is made of, the rule applied, caveats).
+
+    What every verdict line shows (issue 37 item 5): `unit` (what the interval treats as independent:
+    "relations", "questions", "pairs"; default `detail["unit"]`), `n_units` (n in that unit; default `n`),
+    `method` (how the interval or null was made, e.g. "t-interval over relation means"; default
+    `detail["method"]`) and `signs` (the per-relation sign count, e.g. "9 of 12 relations the claimed
+    way"; None where the unit is not relations)."""
 
     claim: str
     model: str
@@ -96,8 +102,18 @@ class Finding:
     ci: tuple[float | None, float | None]
     n: int
     detail: dict[str, Any] = field(default_factory=dict)
+    unit: str | None = None
+    n_units: int | None = None
+    method: str | None = None
+    signs: str | None = None
 
     def __post_init__(self) -> None:
+        if self.unit is None:
+            self.unit = self.detail.get("unit")
+        if self.n_units is None:
+            self.n_units = int(self.n)
+        if self.method is None:
+            self.method = self.detail.get("method")
         if self.claim not in CLAIMS:
             raise ValueError(f"unknown claim {self.claim!r}; known: {', '.join(CLAIMS)}")
         if self.verdict not in VERDICTS:
@@ -117,6 +133,10 @@ class Finding:
             "value": num_or_none(self.value),
             "ci": [num_or_none(self.ci[0]), num_or_none(self.ci[1])],
             "n": int(self.n),
+            "unit": self.unit,
+            "n_units": int(self.n_units) if self.n_units is not None else None,
+            "method": self.method,
+            "signs": self.signs,
             "detail": {
                 **self.detail,
                 **({"shares_data_with": list(SHARED_DATA[self.claim])} if self.claim in SHARED_DATA else {}),
@@ -255,22 +275,38 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{float(v):+.3f}"
 
 
+def _n_in_unit(f: Mapping[str, Any]) -> str:
+    """ "12 relations": n in the record's unit (older records: `detail["unit"]` and `n`)."""
+    unit = f.get("unit") or (f.get("detail") or {}).get("unit")
+    n = f.get("n_units") if f.get("n_units") is not None else f["n"]
+    return f"{n} {unit}" if unit else f"{n}"
+
+
 def verdict_text(f: Mapping[str, Any]) -> str:
-    """The verdict with its note, if any (e.g. the paper reports no effect at this scale)."""
+    """The verdict with what it rests on: "holds (note; 12 relations; t-interval over relation means;
+    9 of 12 relations the claimed way)", each part only where the record has it (note: e.g. the paper
+    reports no effect at this scale)."""
     note = (f.get("detail") or {}).get("verdict_note")
-    return f"{f['verdict']} ({note})" if note else f["verdict"]
+    parts = [p for p in (note, _n_in_unit(f), f.get("method"), f.get("signs")) if p]
+    return f"{f['verdict']} ({'; '.join(parts)})"
 
 
 def markdown_table(findings: Sequence[Mapping[str, Any]]) -> str:
     """A markdown table of `Finding.to_dict()` records: claim, source, model, verdict, value, 95% CI, n
-    (n in the resampled unit), then `MULTIPLICITY_NOTE`."""
-    lines = ["| claim | source | model | verdict | value | 95% CI | n |", "|---|---|---|---|---|---|---|"]
+    (n in its unit), method, the per-relation sign count (n/a where the unit is not relations), then
+    `MULTIPLICITY_NOTE`."""
+    lines = [
+        "| claim | source | model | verdict | value | 95% CI | n | method | relations the claimed way |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for f in findings:
         lo, hi = f["ci"]
         ci = "n/a" if lo is None and hi is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
         note = (f.get("detail") or {}).get("verdict_note")
         v = f"**{f['verdict']}**" + (f" ({note})" if note else "")
-        unit = (f.get("detail") or {}).get("unit")
-        n = f"{f['n']} {unit}" if unit else f"{f['n']}"
-        lines.append(f"| {f['statement']} | {f['source']} | {f['model']} | {v} | {_fmt(f['value'])} | {ci} | {n} |")
+        method, signs = f.get("method") or "n/a", f.get("signs") or "n/a"
+        lines.append(
+            f"| {f['statement']} | {f['source']} | {f['model']} | {v} | {_fmt(f['value'])} | {ci} | {_n_in_unit(f)} "
+            f"| {method} | {signs} |"
+        )
     return "\n".join(lines) + "\n\n" + MULTIPLICITY_NOTE + "\n"
