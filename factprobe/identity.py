@@ -32,9 +32,10 @@ number of the same identity. `RunIdentity` has four parts, each computed before 
   transformers, peft and factprobe (`numerics`).
 - **config** (`config_key`): `RunConfig.results_key()`, as before.
 
-`inputs` records every config value that names an existing local path as an absolute location, so
-a run can be repeated from another working folder (`regress` replays it) and its data digest
-checked against the original.
+`inputs` records every config value that names an existing local path as an absolute location, with
+the digest of that input's own content (`path_digest`; `data` and `train_data` differ when their
+files do), so a run can be repeated from another working folder (`regress` replays it) and its data
+digest checked against the original.
 
 The attention implementation is known only once a model is loaded; it is a function of the
 transformers version, the weights' config and the device, which the identity holds, so a folder
@@ -410,9 +411,15 @@ def identity_of(d: Mapping[str, Any] | None) -> dict | None:
     return None
 
 
-def with_inputs(ident: RunIdentity, config: Mapping[str, Any], digest: str | None = None) -> RunIdentity:
-    """`ident` with `inputs` set from `config` (`input_locations`), each carrying the data digest."""
-    ident.inputs = [{**i, "digest": digest or ident.data_digest} for i in input_locations(config)]
+def with_inputs(ident: RunIdentity, config: Mapping[str, Any]) -> RunIdentity:
+    """`ident` with `inputs` set from `config` (`input_locations`): each local input carries the
+    digest of its own content (`path_digest`: a file's bytes, or a folder's files), so two inputs
+    (`data`, `train_data`) have the same digest only when they hold the same bytes; an `s3://` or
+    other URL input, whose content is not read here, carries no digest (the prepared items'
+    `data_digest` covers what was read from it)."""
+    ident.inputs = [
+        i if _URL.match(i["location"]) else {**i, "digest": path_digest(i["location"])} for i in input_locations(config)
+    ]
     return ident
 
 
