@@ -30,7 +30,12 @@ What is computed
   `template_id`: the same seed gives the same template choices to every model probed on the same
   templates (`DEFAULT_DRAW_SEED` is shared), and a relation's draws never depend on the others.
   The mean of the N values is the reported accuracy; `range` = max - min and `stdev` = the
-  population standard deviation (ddof=0) are the fluctuation (formulas 3-4).
+  population standard deviation (ddof=0) are the fluctuation (formulas 3-4). This is the paper's
+  range (zhao2024 section 2.2: "the difference between the maximum and minimum accuracy values in
+  V_Acc@1", N = 50,000 in section 5; factprobe's default N is 10,000), and the only one: the
+  findings' fluctuation claim takes the same draws (`relation_template_draws`), so the probe's
+  `acc_range` and the claim's `acc_range` are one number for one set of rows, draw count and seed.
+  The range is a maximum over draws: it grows with N, so ranges compare only at equal N.
 - Consist (formula 5): per pair, the share of its template pairs (i < j) whose predictions agree;
   mean over pairs. A pair with one template has no template pair: it is left out, and a relation
   whose pairs all have one template is reported as undefined with the reason, never NaN. Missing
@@ -196,6 +201,14 @@ def _relation_rng(seed: int, relation: str) -> np.random.Generator:
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed("belief-draws", relation) & 0xFFFFFFFF])
 
 
+def relation_template_draws(relation: str, n_templates: int, n_draws: int, seed: int) -> np.ndarray:
+    """The template index (into `relation`'s templates sorted by `template_id`) of each of `n_draws`
+    draws: THE draws of BELIEF's accuracy, range and stdev. Every range over template draws (the
+    probes' `acc_range`, the findings' fluctuation claim) takes them from here, so one set of rows
+    and one seed give one range."""
+    return _relation_rng(seed, relation).integers(0, n_templates, size=n_draws)
+
+
 def draw_template_indices(cache: DrawCache, n_draws: int = DEFAULT_DRAWS, seed: int = DEFAULT_DRAW_SEED) -> list[np.ndarray]:
     """Per relation of `cache`, the template index of each of `n_draws` draws (module docstring)."""
     _check_draws(n_draws)
@@ -210,7 +223,7 @@ def _check_draws(n_draws: int) -> None:
 def _iter_template_indices(cache: DrawCache, n_draws: int, seed: int):
     """`draw_template_indices` one relation at a time (memory O(n_draws), not O(n_draws x relations))."""
     for rel, t in zip(cache.relations, cache.template_ids):
-        yield _relation_rng(seed, rel).integers(0, len(t), size=n_draws)
+        yield relation_template_draws(rel, len(t), n_draws, seed)
 
 
 def draw_values(

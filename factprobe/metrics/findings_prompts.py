@@ -116,13 +116,16 @@ def _pair_tables(rows: Sequence[Mapping[str, Any]]):
 
 
 def _draw_ranges(tables, weights: list[np.ndarray], n_draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(range, mean) of the draw accuracies for each row of the pair weights ([B, pairs] per relation)."""
-    rng = np.random.default_rng(seed)
+    """(range, mean) of the draw accuracies for each row of the pair weights ([B, pairs] per relation).
+    The template draws are BELIEF's own (`belief.relation_template_draws`), so the observed range is
+    the probe's `acc_range` for the same rows, draws and seed (one range, zhao2024 section 2.2)."""
+    from .belief import relation_template_draws
+
     b = weights[0].shape[0]
     num = np.zeros((b, n_draws))
     den = np.zeros((b, n_draws))
-    for (_, tids, s, c), w in zip(tables, weights):
-        idx = rng.integers(0, len(tids), size=n_draws)
+    for (rel, tids, s, c), w in zip(tables, weights):
+        idx = relation_template_draws(rel, len(tids), n_draws, seed)
         num += (w @ s)[:, idx]
         den += (w @ c)[:, idx]
     with np.errstate(invalid="ignore", divide="ignore"):
