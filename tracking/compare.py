@@ -37,6 +37,19 @@ from factprobe.metrics.comparison import align_templates, check_same_data, compa
 from .run_tables import resolve_run, run_provenance
 
 
+def _eta(res: dict, way: str) -> str:
+    """`0.625 mean over 12 relations (wu2024 Table 1), 0.400 pooled over facts`: the relation mean the
+    paper reports first, then the pooled rate; the pooled one alone for a result without the mean."""
+    pooled = f"{res[f'subsumption_{way}']:.3f} pooled over facts"
+    mean = res.get(f"eta_relation_mean_{way}")
+    if mean is None:
+        return pooled
+    n = res.get(f"eta_relations_{way}")
+    shown = "n/a" if math.isnan(mean) else f"{mean:.3f}"
+    over = f" over {n} relations" if n is not None else " over relations"
+    return f"{shown} mean{over} (wu2024 Table 1), {pooled}"
+
+
 def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accuracy", metric_b: str | None = None) -> str:
     """The comparison as text. `metric` names run a's compared proportion (its probe's headline
     metric) and `metric_b` run b's (default: the same); the result's keys are `<metric>_a` and
@@ -58,8 +71,8 @@ def format_comparison(res: dict, name_a: str, name_b: str, metric: str = "accura
         f"facts joined: {res['n_joined']} (only in A: {res['n_only_a']}, only in B: {res['n_only_b']})",
         f"{title} A {res[ka]:.4f}   B {res[kb]:.4f}   B - A = {res['diff']:+.4f}  95% paired bootstrap CI [{lo:+.4f}, {hi:+.4f}]",
         f"McNemar ({mc['method']}): A-wrong/B-right {mc['b01']}, A-right/B-wrong {mc['b10']}, p = {mc['p_value']:.4g}",
-        f"subsumption eta(A|B) = {res['subsumption_a_given_b']:.3f}  (share of A's known facts B also knows)",
-        f"subsumption eta(B|A) = {res['subsumption_b_given_a']:.3f}",
+        f"subsumption eta(A|B) = {_eta(res, 'a_given_b')}  (share of A's known facts B also knows)",
+        f"subsumption eta(B|A) = {_eta(res, 'b_given_a')}",
         f"Pearson r of per-relation {title}: "
         + (
             f"{pearson:.3f}"

@@ -265,6 +265,7 @@ def compare_runs(
          "eta_pooled_a_given_b", "eta_pooled_b_given_a" (the same two values, named as in the paper),
          "eta_relation_mean_a_given_b", "eta_relation_mean_b_given_a" (eta per relation, averaged
          over the relations where it is defined: the paper's Table 1),
+         "eta_relations_a_given_b", "eta_relations_b_given_a" (how many relations that mean is over),
          "pearson_per_relation", "n_joined", "n_only_a", "n_only_b",
          "per_relation": {rel: {"acc_a", "acc_b", "diff", "n", "eta_a_given_b", "eta_b_given_a"}}}
     """
@@ -299,6 +300,8 @@ def compare_runs(
         "eta_pooled_b_given_a": b_given_a["eta_pooled"],
         "eta_relation_mean_a_given_b": a_given_b["eta_relation_mean"],
         "eta_relation_mean_b_given_a": b_given_a["eta_relation_mean"],
+        "eta_relations_a_given_b": a_given_b["n_relations"],
+        "eta_relations_b_given_a": b_given_a["n_relations"],
         "pearson_per_relation": pearson_per_relation(
             {r: v[ka] for r, v in per_relation.items()}, {r: v[kb] for r, v in per_relation.items()}
         ),
