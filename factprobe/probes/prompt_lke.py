@@ -51,7 +51,8 @@ class PromptConfig(MCConfig):
     templates: str = option(
         "3",
         "how many templates per relation, sampled with the seed from the LPAQA file, "
-        "or 'paper' for exactly wu2024's appendix G, Table 5",
+        "or 'paper' for wu2024's appendix G, Table 5 less its backwards templates (Native language HGP 1, "
+        "Official language MMP 2-3: subject and object swapped; metrics.json lists them as <probe>_paper_left_out)",
     )
     prompts_root: str | None = option(None, "LPAQA prompts folder (default: <data root>/lpaqa/prompts)")
 
@@ -90,6 +91,10 @@ class PromptProbe(MCProbe):
             if not ts:
                 raise ConfigError(f"no {self.kind.upper()} prompts for relation {rel} under the LPAQA prompts folder")
         prepared.info[f"{self.name}_templates"] = chosen
+        if cfg.params.templates == "paper":  # what of Table 5 the set leaves out, and why
+            from ..sources import lpaqa
+
+            prepared.info[f"{self.name}_paper_left_out"] = [e for rel in chosen for e in lpaqa.paper_left_out(self.kind, rel)]
 
     def item_keys(self, cfg, prepared, item) -> list[str]:
         return [f"{item.fact_id}#{t}" for t in prepared.info[f"{self.name}_templates"][item.relation]]

@@ -26,7 +26,9 @@ Which templates the HGP / MMP baselines use (Wu et al. 2024, section 4.1 and app
   Usable means causal (`[X]` before `[Y]`), unique after normalisation, and not backwards. The
   draw depends on the set of usable templates, not on file order or weights.
 - `paper_templates(kind, relation)`: the templates printed in the paper's Table 5 for its 12
-  relations (`factprobe/datasets/data/wu2024_table5_templates.tsv`).
+  relations (`factprobe/datasets/data/wu2024_table5_templates.tsv`), less the three backwards ones
+  (Native language HGP 1, Official language MMP 2-3), which `paper_left_out` lists with the reason
+  (a `--templates paper` run records them in metrics.json as `<probe>_paper_left_out`).
 
 Backwards templates (`is_backwards`, `backwards_templates`): a template that states the relation
 with subject and object swapped, e.g. `[X] is the capital of [Y]` for P36 (capital: [X] is the
@@ -62,6 +64,7 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..facts import FactSet, Relation
@@ -343,6 +346,42 @@ def _paper_table() -> dict[tuple[str, str], list[tuple[str, bool]]]:
     return table
 
 
+#: why `paper_templates` leaves a Table 5 template out (its `backwards` column, `is_backwards`)
+PAPER_LEFT_OUT_WHY = (
+    "backwards: with [X] the subject it states the relation with subject and object swapped (by the rule of "
+    "is_backwards against the relation's LAMA, ParaRel and coherency patterns), so scoring it would test the "
+    "inverse fact; wu2024 prints it in Table 5"
+)
+
+
+def _paper_rows() -> list[dict[str, str]]:
+    """Every data row of `PAPER_TABLE` as printed (relation, relation_name, kind, index, paper_text,
+    template, backwards), in the paper's order."""
+    with PAPER_TABLE.open(encoding="utf-8") as fh:
+        return list(csv.DictReader((line for line in fh if not line.startswith("#")), delimiter="\t"))
+
+
+def paper_left_out(kind: str, relation: str) -> list[dict[str, Any]]:
+    """The `kind` templates of `relation` in Wu et al. 2024, Table 5, that `paper_templates` leaves
+    out, each as {relation, relation_name, kind, index (as printed), paper_text, template, why}; []
+    when it keeps them all. Only the backwards ones are left out: Native language HGP 1 and Official
+    language MMP 2-3."""
+    _check_kind(kind)
+    return [
+        {
+            "relation": row["relation"],
+            "relation_name": row["relation_name"],
+            "kind": row["kind"],
+            "index": int(row["index"]),
+            "paper_text": row["paper_text"],
+            "template": row["template"],
+            "why": PAPER_LEFT_OUT_WHY,
+        }
+        for row in _paper_rows()
+        if row["kind"] == kind and row["relation"] == relation and row["backwards"] == "yes"
+    ]
+
+
 def paper_relations() -> list[str]:
     """The 12 relations of Wu et al. 2024, Table 5, in the paper's order."""
     return list(dict.fromkeys(rel for _, rel in _paper_table()))
@@ -351,8 +390,8 @@ def paper_relations() -> list[str]:
 def paper_templates(kind: str, relation: str, keep_backwards: bool = False) -> list[str]:
     """The `kind` ("hgp" | "mmp") templates of `relation` in Wu et al. 2024, appendix G, Table 5,
     with `[X]`/`[Y]` slots, in the paper's order. Backwards ones (Native language HGP 1, Official
-    language MMP 2-3) are left out unless `keep_backwards`. Raises ConfigError for a relation the
-    table lacks, naming the 12 it has."""
+    language MMP 2-3) are left out unless `keep_backwards` (`paper_left_out` lists them with the
+    reason). Raises ConfigError for a relation the table lacks, naming the 12 it has."""
     _check_kind(kind)
     rows = _paper_table().get((kind, relation))
     if rows is None:
