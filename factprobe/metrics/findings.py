@@ -20,9 +20,10 @@ module holds the claims about in-context examples and is the one place to import
 
 The claims (one function each, taking plain rows or arrays, returning a `Finding`):
 
-- `mc_vs_baseline` (wu2024 Figure 3, per relation Figure 12: IC-LKE >= HGP / MMP): per fact,
-  IC-LKE correctness (0/1) minus the baseline's correctness averaged over its templates; paired
-  bootstrap of the mean over facts.
+- `mc_vs_baseline` (wu2024 Figure 3, "mean accuracy across ... 12 relations", per relation Figure 12:
+  IC-LKE >= HGP / MMP): per relation, IC-LKE accuracy minus the baseline's (per fact: its share of
+  correct templates) over the facts both scored; the mean over relations with a t-interval over the
+  relation means (`cluster_interval`: the facts of a relation share its examples and templates).
 - `saturation` (wu2024 Figure 1): n95 = the smallest n of the grid whose mean accuracy reaches 95%
   of the mean accuracy at the largest n (the paper's dashed lines); its interval resamples the
   example draws. Holds when the interval lies below half the largest n (the second half of the
@@ -31,9 +32,12 @@ The claims (one function each, taking plain rows or arrays, returning a `Finding
 - `incorrect_vs_unknown` (wu2024 Figures 2b-2e; one placement per call): the object's probability
   at the surrounding positions (the non-replaced ones after the first replaced one: every position
   whose context holds a replaced example) in the *unknown* sequence minus that in the *incorrect*
-  sequence, i.e. the incorrect sequence's drop against the clean one minus the unknown's. The unit
-  is the relation's sequence: a cluster bootstrap (`cluster_bootstrap_diff`) resamples relations,
-  never positions. Holds when > 0.
+  sequence, i.e. the incorrect sequence's drop against the clean one minus the unknown's, per
+  relation. The unit is the relation's sequence: the mean over relations with a t-interval over the
+  relation means (`cluster_interval`; a percentile bootstrap over 11-12 relations under-covers).
+  Holds when > 0.
+- Every verdict over relations carries the per-relation sign count (`Finding.signs`, "7 of 12
+  relations the claimed way") and its method (`Finding.method`).
 - `block_vs_random` (wu2024 section 3's summary, "particularly when they appear in a continuous
   sequence", Figures 2d/2e): the incorrect examples' drop (clean - variant) at the surrounding
   positions with block placement minus with random placement; cluster bootstrap over relations.
@@ -69,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from .bootstrap import paired_bootstrap_diff
+from .cluster_interval import METHOD, RelationDiff, relation_mean_diff
 from .findings_prompts import (
     FLUCTUATION_MIN_CORRECT,
     FLUCTUATION_THRESHOLD,
@@ -91,7 +96,6 @@ from .findings_rule import (
     markdown_table,
     not_measured,
     num_or_none,
-    paired_finding,
     t_interval,
     two_sample_diff,
     verdict,
@@ -119,6 +123,11 @@ def per_fact_correct(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {f: float(np.mean(v)) for f, v in acc.items()}
 
 
+def relation_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """{fact_id: relation} of probe rows (a row without `relation` belongs to the relation "")."""
+    return {str(r["fact_id"]): str(r.get("relation", "")) for r in rows}
+
+
 def mc_vs_baseline(
     model: str,
     baseline: str,
@@ -128,21 +137,58 @@ def mc_vs_baseline(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Finding:
-    """IC-LKE >= `baseline` ("hgp" or "mmp"): value = IC-LKE accuracy - baseline accuracy over the
-    facts both scored (the baseline's per-fact value is its share of correct templates)."""
+    """IC-LKE >= `baseline` ("hgp" or "mmp") over relations (issue 37 item 2): per relation, IC-LKE accuracy
+    minus the baseline's accuracy over the facts both scored (the baseline's per-fact value is its share of
+    correct templates); value = the mean of those relation differences, 95% t-interval over the relation
+    means, n = relations (the facts of a relation share its examples and templates). `n_boot` and `seed`
+    are unused (the interval is analytic); kept so every claim takes the same arguments."""
+    del n_boot, seed
     claim = f"ic-lke>={baseline}"
+    icl_rows, baseline_rows = list(icl_rows), list(baseline_rows)
     icl, base = per_fact_correct(icl_rows), per_fact_correct(baseline_rows)
+    rel_of = relation_of(icl_rows)
     shared = sorted(set(icl) & set(base))
-    detail = {
-        "rule": f"paired bootstrap of acc(ic-lke) - acc({baseline}) per fact; holds when the 95% interval > 0",
-        "unit": "facts",
+    detail: dict[str, Any] = {
+        "rule": f"per relation acc(ic-lke) - acc({baseline}) over the facts both scored; mean over relations with a "
+        "95% t-interval over the relation means; holds when the interval > 0",
+        "unit": "relations",
+        "unit_note": "the facts of a relation share its in-context examples and its templates",
+        "facts": len(shared),
         "facts_only_in_one": len(set(icl) ^ set(base)),
         "baseline": baseline,
     }
-    f = paired_finding(claim, model, [icl[x] for x in shared], [base[x] for x in shared], "above", detail, n_boot, seed)
-    f.detail["acc_ic_lke"] = f.detail.pop("mean_a", None)
-    f.detail[f"acc_{baseline}"] = f.detail.pop("mean_b", None)
-    return f
+    if not shared:
+        return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {**detail, "not_measured": "no facts in both"})
+    a: dict[str, list[float]] = defaultdict(list)
+    b: dict[str, list[float]] = defaultdict(list)
+    for x in shared:
+        a[rel_of[x]].append(icl[x])
+        b[rel_of[x]].append(base[x])
+    r = relation_mean_diff(a, b, direction="above")
+    detail.update(
+        acc_ic_lke=float(np.mean([icl[x] for x in shared])),
+        **{f"acc_{baseline}": float(np.mean([base[x] for x in shared]))},
+        pooled_over_facts=float(np.mean([icl[x] - base[x] for x in shared])),
+        per_relation=r.per_relation,
+    )
+    return relation_finding(claim, model, r, detail)
+
+
+def relation_finding(claim: str, model: str, r: RelationDiff, detail: dict[str, Any]) -> Finding:
+    """The `Finding` of a claim "the per-relation difference is above 0" from its `RelationDiff`."""
+    return Finding(
+        claim,
+        model,
+        verdict(r.lo, r.hi, r.n, direction="above"),
+        num_or_none(r.value),
+        (num_or_none(r.lo), num_or_none(r.hi)),
+        r.n,
+        detail,
+        unit="relations",
+        n_units=r.n,
+        method=METHOD,
+        signs=r.signs,
+    )
 
 
 # ------------------------------------------------------------------ saturation with n
@@ -272,6 +318,11 @@ def _drop(r: Mapping[str, Any]) -> float:
     return float(r["prob_clean"]) - float(r["prob"])
 
 
+def _pooled(values: Mapping[str, Sequence[float]], keys: Iterable[str]) -> float:
+    """The mean of every value of the relations `keys` (the pre-issue-37 pooled statistic, kept in the detail)."""
+    return float(np.mean([v for k in keys for v in values[k]]))
+
+
 def incorrect_vs_unknown(
     model: str,
     unknown_rows: Sequence[Mapping[str, Any]],
@@ -281,24 +332,28 @@ def incorrect_vs_unknown(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Finding:
-    """Incorrect examples hurt more than unknown ones (module docstring): value = mean object
-    probability at the surrounding positions in the unknown sequence - the same in the incorrect
-    sequence (pooled over relations); cluster bootstrap over relations; n = relations. Rows: the
+    """Incorrect examples hurt more than unknown ones (module docstring), over relations (issue 37 item 2):
+    per relation, the mean object probability at the surrounding positions of its unknown sequence minus
+    the same in its incorrect sequence; value = the mean of those relation differences, 95% t-interval over
+    the relation means, n = relations (the positions of one sequence share one context). Rows: the
     icl-sequence study's positions.jsonl (`relation`, `position`, `replaced`, `prob`, optionally
-    `prob_clean`) of one placement."""
+    `prob_clean`) of one placement. `n_boot`, `seed`: unused (the interval is analytic), kept so every
+    claim takes the same arguments."""
+    del n_boot, seed
     claim = "incorrect>unknown" if placement == "random" else "incorrect>unknown-block"
     unk, inc = surrounding(unknown_rows), surrounding(incorrect_rows)
     detail: dict[str, Any] = {
         "rule": "object probability at the surrounding positions (non-replaced, after the first replaced one): unknown "
-        "sequence minus incorrect sequence; 95% cluster bootstrap over relations; holds when > 0",
+        "sequence minus incorrect sequence per relation; mean over relations with a 95% t-interval over the relation "
+        "means; holds when the interval > 0",
         "placement": placement,
         "unit": "relations",
         "unit_note": "one sequence per relation; positions are not resampled",
     }
     a = {rel: [float(r["prob"]) for r in rs] for rel, rs in unk.items()}
     b = {rel: [float(r["prob"]) for r in rs] for rel, rs in inc.items()}
-    value, lo, hi, n = cluster_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
-    if n == 0:
+    r = relation_mean_diff(a, b, direction="above")
+    if r.n == 0:
         return Finding(
             claim,
             model,
@@ -313,20 +368,51 @@ def incorrect_vs_unknown(
         positions_incorrect=sum(len(b[k]) for k in b),
         prob_unknown=float(np.mean([v for vs in a.values() for v in vs])),
         prob_incorrect=float(np.mean([v for vs in b.values() for v in vs])),
+        pooled_over_positions=_pooled(a, r.per_relation) - _pooled(b, r.per_relation),
+        per_relation=r.per_relation,
     )
     if all("prob_clean" in r for rs in (*unk.values(), *inc.values()) for r in rs):
         detail["drop_unknown"] = float(np.mean([_drop(r) for rs in unk.values() for r in rs]))
         detail["drop_incorrect"] = float(np.mean([_drop(r) for rs in inc.values() for r in rs]))
     after_a, after_b = _by_rel(after_replaced(unknown_rows)), _by_rel(after_replaced(incorrect_rows))
-    av, alo, ahi, an = cluster_bootstrap_diff(after_a, after_b, n_boot=n_boot, seed=seed)
+    after = relation_mean_diff(after_a, after_b, direction="above")
     detail["right_after_replaced"] = {
-        "value": num_or_none(av),
-        "ci": [num_or_none(alo), num_or_none(ahi)],
-        "relations": an,
+        "value": num_or_none(after.value),
+        "ci": [num_or_none(after.lo), num_or_none(after.hi)],
+        "relations": after.n,
         "positions": sum(len(v) for v in after_a.values()),
+        "signs": after.signs,
     }
-    detail["positive_relations"] = sum(float(np.mean(a[k])) > float(np.mean(b[k])) for k in a if k in b and a[k] and b[k])
-    return Finding(claim, model, verdict(lo, hi, n, direction="above"), value, (lo, hi), n, detail)
+    return relation_finding(claim, model, r, detail)
+
+
+def replaced_before(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[Mapping[str, Any], int]]]:
+    """{relation: [(row, number of replaced examples before its position)]} in sequence order: the
+    exposure of each position (how many replaced examples its context holds)."""
+    out: dict[str, list[tuple[Mapping[str, Any], int]]] = {}
+    for rel, ordered in sequences(rows).items():
+        seen, pairs = 0, []
+        for r in ordered:
+            pairs.append((r, seen))
+            seen += bool(r["replaced"])
+        out[rel] = pairs
+    return out
+
+
+def exposed(rows: Sequence[Mapping[str, Any]], min_exposure: int) -> dict[str, list[tuple[Mapping[str, Any], int]]]:
+    """{relation: [(row, exposure)]} of the non-replaced positions whose context holds at least
+    `min_exposure` replaced examples (relations with none are left out)."""
+    out = {}
+    for rel, pairs in replaced_before(rows).items():
+        kept = [(r, e) for r, e in pairs if not r["replaced"] and e >= min_exposure]
+        if kept:
+            out[rel] = kept
+    return out
+
+
+#: block vs random compares positions whose context holds at least this share of the replaced examples
+#: (wu2024 Figures 2d/2e hold the number fixed, 40 in both; 35 of 40 on the random side)
+MATCHED_SHARE = 0.875
 
 
 def block_vs_random(

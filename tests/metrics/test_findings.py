@@ -43,13 +43,19 @@ def test_verdict_refuses_a_reversed_interval_and_a_bad_direction():
 
 # ------------------------------------------------------------------ IC-LKE vs HGP / MMP
 def _mc(correct: list[bool], templates: int = 1) -> list[dict]:
-    return [{"fact_id": f"f{i}", "correct": c, "template": f"t{t}"} for i, c in enumerate(correct) for t in range(templates)]
+    """Fact i in relation P(i mod 12): 12 relations, the unit of the IC-LKE claims (issue 37 item 2)."""
+    return [
+        {"fact_id": f"f{i}", "relation": f"P{i % 12}", "correct": c, "template": f"t{t}"}
+        for i, c in enumerate(correct)
+        for t in range(templates)
+    ]
 
 
 def test_ic_lke_beats_a_baseline_that_is_always_wrong():
     f = fm.mc_vs_baseline("m", "hgp", _mc([True] * 15 + [False] * 5), _mc([False] * 20, templates=2), n_boot=500)
-    assert f.verdict == fm.HOLDS and f.n == 20 and f.value == pytest.approx(0.75)
-    assert f.detail["acc_ic_lke"] == pytest.approx(0.75) and f.detail["acc_hgp"] == 0.0
+    # relations P0-P2 and P8-P11 all right (1.0), P3-P7 one of two facts (0.5): mean over relations 9.5 / 12
+    assert f.verdict == fm.HOLDS and f.n == 12 and f.value == pytest.approx(9.5 / 12)
+    assert f.detail["acc_ic_lke"] == pytest.approx(0.75) and f.detail["acc_hgp"] == 0.0 and f.detail["facts"] == 20
     assert f.ci[0] > 0
 
 
@@ -58,19 +64,19 @@ def test_baseline_per_fact_value_is_its_share_of_correct_templates():
     base = [{"fact_id": f"f{i}", "correct": t == 0, "template": f"t{t}"} for i in range(20) for t in range(4)]
     f = fm.mc_vs_baseline("m", "mmp", icl, base, n_boot=200)
     assert f.detail["acc_mmp"] == pytest.approx(0.25) and f.value == pytest.approx(0.75)
-    assert f.verdict == fm.HOLDS and f.ci == (pytest.approx(0.75), pytest.approx(0.75))  # every fact differs by 0.75
+    assert f.verdict == fm.HOLDS and f.ci == (pytest.approx(0.75), pytest.approx(0.75))  # every relation differs by 0.75
 
 
 def test_ic_lke_worse_than_the_baseline_does_not_hold_and_a_tie_is_inconclusive():
     assert fm.mc_vs_baseline("m", "hgp", _mc([False] * 20), _mc([True] * 20), n_boot=200).verdict == fm.NOT_HOLDS
     mixed = fm.mc_vs_baseline("m", "hgp", _mc([True, False] * 10), _mc([False, True] * 10), n_boot=500)
-    assert mixed.value == 0.0 and mixed.verdict == fm.INCONCLUSIVE
+    assert mixed.value == 0.0 and mixed.verdict == fm.INCONCLUSIVE  # +1 in the 6 even relations, -1 in the odd
 
 
 def test_only_shared_facts_are_compared():
     icl = _mc([True] * 12) + [{"fact_id": "extra", "correct": False}]
     f = fm.mc_vs_baseline("m", "hgp", icl, _mc([False] * 12), n_boot=200)
-    assert f.n == 12 and f.detail["facts_only_in_one"] == 1 and f.value == 1.0
+    assert f.n == 12 and f.detail["facts_only_in_one"] == 1 and f.value == 1.0 and f.detail["facts"] == 12
 
 
 # ------------------------------------------------------------------ saturation
@@ -172,14 +178,14 @@ def _relations_with_effects(effects: list[float], clean: float | None = None) ->
     return unk, inc
 
 
-def test_the_cluster_bootstrap_resamples_relations_not_positions():
+def test_relations_not_positions_are_the_unit():
     # 5 relations where incorrect examples lower the next probabilities by 0.10, 5 where they raise them by 0.06:
     # mean +0.02 over 360 positions. Positions resampled alone: a tight interval above 0 (36 copies of each
-    # relation's effect look like 36 independent units); relations resampled: 10 units, the interval holds 0.
+    # relation's effect look like 36 independent units); over the 10 relation means the interval holds 0.
     unk, inc = _relations_with_effects([0.1] * 5 + [-0.06] * 5)
     f = fm.incorrect_vs_unknown("m", unk, inc, n_boot=2000)
     assert f.value == pytest.approx(0.02) and f.n == 10 and f.verdict == fm.INCONCLUSIVE
-    assert f.ci[0] < 0 < f.ci[1] and f.detail["positive_relations"] == 5
+    assert f.ci[0] < 0 < f.ci[1] and f.signs == "5 of 10 relations the claimed way"
     pos_u = [r["prob"] for rs in fm.surrounding(unk).values() for r in rs]
     pos_i = [r["prob"] for rs in fm.surrounding(inc).values() for r in rs]
     value, lo, _ = paired_bootstrap_diff(pos_i, pos_u, n_boot=2000, seed=0)

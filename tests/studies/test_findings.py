@@ -72,8 +72,14 @@ def test_every_step_runs_into_its_folder_and_every_claim_is_reported(finished, w
     claims = [f["claim"] for f in metrics["findings"]]
     assert claims == list(fm.CLAIMS)
     for f in metrics["findings"]:
-        assert set(f) == {"claim", "statement", "source", "model", "verdict", "value", "ci", "n", "detail"}
+        assert set(f) == {"claim", "statement", "source", "model", "verdict", "value", "ci", "n", "detail"} | {
+            "unit",
+            "n_units",
+            "method",
+            "signs",
+        }  # issue 37 item 5: every verdict line shows its unit, n in it, the method and the sign count
         assert f["verdict"] in fm.VERDICTS and f["model"] == str(wide_model) and len(f["ci"]) == 2
+        assert f["value"] is None or f["unit"], f["claim"]
     assert metrics["settings"]["budget"] == "tiny" and metrics["settings"]["choices"] == fs.BUDGETS["tiny"]["choices"]
     assert any("RANDOM weights" in n for n in metrics["notes"])
     on_disk = json.loads((out / "metrics.json").read_text())
