@@ -9,6 +9,12 @@ One broken model does not cost the others: its probe step records the failure in
 comparison step (components/steps/nightly_compare.py) compares each model with its own previous
 nightly run (paired bootstrap + McNemar), tags the parent run `factprobe.alert` on a significant
 drop or a failed model, and then exits non-zero unless `fail_on_alert=false`.
+
+Before the comparison, the sweep's knowledge map (issue 39; pipelines/probe.py `DagConfig.knowledge_map`):
+which facts each model knows under every probe, and each model's map diffed against its map of the
+previous night (components/steps/map_previous.py: facts gained and lost under every probe, on the
+parent run as `report/nightly_knowledge_map.md` and `tables/nightly_knowledge_map.json`). A sweep of
+one probe skips the map and says why.
 """
 
 from __future__ import annotations
@@ -37,11 +43,18 @@ def _body(values: dict[str, Any]) -> None:
             ),
             s3=False,
         )
-        cmp.after(rep)  # the report logs this run's summary first
+        cmp.after(rep)  # the report and the knowledge map first: a comparison that fails on an alert costs neither
 
     sweep_dag(
         DagConfig.from_values(
-            "nightly_sweep", values, models.output, values["probes"], probe_config_params(), inside=compare_with_previous
+            "nightly_sweep",
+            values,
+            models.output,
+            values["probes"],
+            probe_config_params(),
+            inside=compare_with_previous,
+            knowledge_map=True,
+            map_previous=True,
         ),
         tolerant=True,
     )

@@ -17,6 +17,13 @@ cannot be resource values in kfp 2.17, a task's outputs can). The fan-out runs a
 folders into one run folder per (model, probe) (components/steps/merge.py), which the
 report reads.
 
+Both DAGs can end with a knowledge map (issue 39, `DagConfig.knowledge_map`): a sweep maps the merged
+run folders (`knowledge_map`), a `probe_dag` the loop's collected ones (`knowledge_map_runs`), after the
+report. `probe` switches it with its `knowledge_map` parameter (default false), `nightly_sweep` always
+maps and diffs the map against the previous night's (`DagConfig.map_previous`). A DAG whose probe list
+is one fixed probe gets no map step (a map compares two or more probes on the same facts); with a
+probe-list parameter, a run of one probe skips the map inside the step and says why.
+
 Compile: `factprobe pipeline compile` (writes build/pipelines/probe.yaml for the Kubeflow UI).
 Run locally: `factprobe pipeline run probe --param models='["smollm2-135m-instruct"]'`.
 """
@@ -31,6 +38,7 @@ from kfp import dsl
 
 from factprobe.errors import ConfigError
 from factprobe_ops.components.data_build import data_build
+from factprobe_ops.components.knowledge_map import knowledge_map, knowledge_map_runs
 from factprobe_ops.components.merge import merge_results
 from factprobe_ops.components.merge import report as merged_report
 from factprobe_ops.components.plan import plan_matrix, plan_units, unit_resources
@@ -104,7 +112,13 @@ class DagConfig:
     trigger, work_root).
 
     `inside(scope, probe_task, report_task)` may add more steps within the ExitHandler (so the
-    parent run is finalized after them)."""
+    parent run is finalized after them); `report_task` is the last reporting step (the map step when
+    the DAG always has one).
+
+    `knowledge_map`: end with a knowledge-map step (issue 39): False (none), True (always), or a
+    pipeline's bool parameter (the step under an If on it; nothing can then wait for the step).
+    Never for a probe list of one fixed probe (`maps_probes`). `map_previous`: the map step also
+    diffs the map against the previous run's of this pipeline (the nightly sweep's previous night)."""
 
     pipeline: str
     models: Any
@@ -112,12 +126,52 @@ class DagConfig:
     config: dict[str, Any]
     values: dict[str, Any]
     inside: Callable[[Any, Any, Any], None] | None = None
+    knowledge_map: Any = False
+    map_previous: bool = False
 
     @classmethod
     def from_values(
-        cls, pipeline: str, values: dict[str, Any], models: Any, probes: Any, params: list[Param], inside=None
+        cls,
+        pipeline: str,
+        values: dict[str, Any],
+        models: Any,
+        probes: Any,
+        params: list[Param],
+        inside=None,
+        knowledge_map: Any = False,
+        map_previous: bool = False,
     ) -> DagConfig:
-        return cls(pipeline, models, probes, config_dict(values, params), values, inside)
+        return cls(pipeline, models, probes, config_dict(values, params), values, inside, knowledge_map, map_previous)
+
+
+def maps_probes(probes: Any) -> bool:
+    """Whether a map step can have two probes to compare: False for a fixed list of fewer than two
+    probes; True for two or more, or for a probe-list parameter (known at run time: the step skips a
+    run of one probe and says why)."""
+    return not isinstance(probes, (list, tuple)) or len(set(probes)) > 1
+
+
+def end_with_map(dag: DagConfig, make_step: Callable[[], Any], report_task):
+    """Add the map step `make_step()` builds after `report_task` as `dag.knowledge_map` asks
+    (`DagConfig`). Returns the last reporting step: the map step when it always runs, else `report_task`."""
+    if dag.knowledge_map is False or not maps_probes(dag.probes):
+        return report_task
+    if dag.knowledge_map is True:
+        return cpu_step(make_step(), s3=False).after(report_task)
+    with dsl.If(dag.knowledge_map == True, name="knowledge-map-asked"):  # noqa: E712 - a pipeline channel, compiled to a condition
+        cpu_step(make_step(), s3=False).after(report_task)
+    return report_task
+
+
+def knowledge_map_param() -> Param:
+    """The `probe` pipeline's switch of its map step (`DagConfig.knowledge_map`)."""
+    return Param(
+        "knowledge_map",
+        bool,
+        False,
+        "End with a knowledge map of the runs: which facts each model knows under every probe (needs two or more "
+        "probes on the same facts; a run of one probe skips it and says why).",
+    )
 
 
 def probe_dag(dag: DagConfig):
@@ -146,8 +200,11 @@ def probe_dag(dag: DagConfig):
                 )
             )
         rep = cpu_step(report(results=dsl.Collected(probed.outputs["results"]), context=run.context), s3=False)
+        last = end_with_map(
+            dag, lambda: knowledge_map_runs(results=dsl.Collected(probed.outputs["results"]), context=run.context), rep
+        )
         if dag.inside is not None:
-            dag.inside(run, probed, rep)
+            dag.inside(run, probed, last)
     return run, probed, rep
 
 
@@ -155,7 +212,8 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
     """The DAG of a sweep (module docstring) inside the tracked scaffold: plan the units, build the
     data, fan out over the units (each with its own resources; `tolerant`: a probe's failure is
     recorded, not raised), merge, report. `dag.values` holds `shards` and `one_load`;
-    `dag.inside(scope, merge_task, report_task)` may add steps that read the merged folder.
+    `dag.inside(scope, merge_task, report_task)` may add steps that read the merged folder (after
+    `report_task`, the last reporting step: the map step when the DAG always has one).
     Returns (scope, merge task, report task)."""
     with tracked(dag.pipeline, dag.values, dag.models, dag.probes, dag.config) as run:
         plan = cpu_step(
@@ -198,13 +256,22 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
             s3=False,
         )
         rep = cpu_step(merged_report(results=merged.outputs["results"], context=run.context), s3=False)
+        last = end_with_map(
+            dag,
+            lambda: knowledge_map(results=merged.outputs["results"], context=run.context, against_previous=dag.map_previous),
+            rep,
+        )
         if dag.inside is not None:
-            dag.inside(run, merged, rep)
+            dag.inside(run, merged, last)
     return run, merged, rep
 
 
 def _body(values: dict[str, Any]) -> None:
-    sweep_dag(DagConfig.from_values("probe", values, values["models"], values["probes"], probe_config_params()))
+    sweep_dag(
+        DagConfig.from_values(
+            "probe", values, values["models"], values["probes"], probe_config_params(), knowledge_map=values["knowledge_map"]
+        )
+    )
 
 
 def build():
@@ -214,7 +281,7 @@ def build():
         "factprobe-probe",
         "Estimate the factual knowledge of language models with the registered probes, logged to MLflow.",
         "Probe several models with several knowledge probes.",
-        [models_param(), probes_param(), *sweep_params()],
+        [models_param(), probes_param(), *sweep_params(), knowledge_map_param()],
         "ui",
         _body,
         probe_config_params(),

@@ -10,9 +10,14 @@
   first `TOP_ROWS` disputed and partial facts; every table of the folder as parquet under `tables/`;
 - figures: each model's probe-agreement matrix and facts x probes heatmap ordered by agreement, the
   sharing matrix (`figures/`);
-- the page a person reads (`knowledge_map.html`) and the summary (`knowledge_map.json`);
-- tags `factprobe.knowledge_map_key` (the map's input identity) and `factprobe.knowledge_map_models`.
+- the page a person reads (`knowledge_map.html`), the summary (`knowledge_map.json`) and the inputs'
+  identities (`map_inputs.json`), so a later run can open the map again (`download_map`);
+- tags `factprobe.knowledge_map_key` (the map's input identity), `factprobe.knowledge_map_models` (the
+  models' labels) and `factprobe.knowledge_map_probes` (its probes, in the map's order).
 Metric names are made safe by `TrackedRun.log_metrics` (a model path or a relation id with `/`).
+
+`previous_maps` finds the maps an earlier run of the same pipeline logged (the nightly sweep's previous
+night) and `download_map` fetches one as a map folder `KnowledgeMap.open` reads (what a diff needs).
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ from .conventions import tag
 
 if TYPE_CHECKING:
     from .run import TrackedRun
+
+#: what a diff reads of a logged map (`download_map`), under its prefix
+MAP_FILES = ("knowledge_map.json", "map_inputs.json", "tables/verdicts.parquet")
+#: how many earlier map runs `previous_maps` looks through
+LOOK_BACK = 50
 
 #: rows of the disputed and partial facts logged as UI tables (all of them are in the parquet files)
 TOP_ROWS = 1000
@@ -68,6 +78,7 @@ def log_knowledge_map(run: TrackedRun, folder: str | Path, prefix: str = "knowle
         {
             tag("knowledge_map_key"): km.inputs["key"],
             tag("knowledge_map_models"): ",".join(m["label"] for m in km.summary.get("models", []))[:5000],
+            tag("knowledge_map_probes"): ",".join(km.probes)[:5000],
         }
     )
     run.log_metrics(map_metrics(km.summary, prefix))
@@ -81,6 +92,50 @@ def log_knowledge_map(run: TrackedRun, folder: str | Path, prefix: str = "knowle
     run.log_artifacts(folder / "figures", f"{prefix}/figures")
     run.log_artifact(folder / "knowledge_map.html", prefix)
     run.log_artifact(folder / "knowledge_map.json", prefix)
+    run.log_artifact(folder / "map_inputs.json", prefix)
 
 
-__all__ = ["log_knowledge_map", "map_metrics"]
+def map_models(run) -> list[str]:
+    """The model labels an MLflow map run (`mlflow.entities.Run`) maps, from its tag."""
+    text = run.data.tags.get(tag("knowledge_map_models"), "")
+    return [m for m in text.split(",") if m]
+
+
+def previous_maps(client, experiment_id: str, parent_run_id: str, before_ms: int, probes: list[str]) -> list:
+    """The FINISHED map runs (`factprobe.step=knowledge-map`) of experiment `experiment_id` that map
+    exactly `probes` (in the map's order), of another parent run than `parent_run_id` and started no later
+    than `before_ms` (ms since the epoch), newest first (at most `LOOK_BACK`). `client`: an MLflow client."""
+    from .clients import tag_filter, tags_match
+
+    wanted = {tag("step"): "knowledge-map", tag("knowledge_map_probes"): ",".join(probes)}
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=tag_filter(wanted, "FINISHED"),
+        order_by=["attributes.start_time DESC"],
+        max_results=LOOK_BACK,
+    )
+    return [
+        r
+        for r in found
+        if tags_match(r.data.tags, wanted)
+        and r.data.tags.get("mlflow.parentRunId") != parent_run_id
+        and r.info.start_time <= before_ms
+    ]
+
+
+def download_map(client, run_id: str, dest: str | Path, prefix: str = "knowledge_map") -> Path:
+    """Download what a diff reads of the map logged in run `run_id` under `prefix` (`MAP_FILES`) into the
+    map folder `dest`/map, which `KnowledgeMap.open` reads, and return it. Raises what the MLflow client
+    raises (a run logged before `map_inputs.json` was logged has none)."""
+    import shutil
+
+    fetched, folder = Path(dest) / "fetched", Path(dest) / "map"
+    fetched.mkdir(parents=True, exist_ok=True)  # the client wants an existing folder
+    for name in MAP_FILES:
+        got = client.download_artifacts(run_id, f"{prefix}/{name}", str(fetched))
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(got, folder / name)  # where the client puts it differs by artifact store
+    return folder
+
+
+__all__ = ["MAP_FILES", "download_map", "log_knowledge_map", "map_metrics", "map_models", "previous_maps"]

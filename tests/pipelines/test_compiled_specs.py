@@ -72,6 +72,7 @@ CPU_STEPS = {
     "plan-units",
     "unit-resources",
     "merge-results",
+    "knowledge-map",  # issue 39: the sweeps' map step (tests/pipelines/test_map_step_specs.py)
     "pack-config",
     "pack-config-2",  # the fine-tuning pipeline packs its probe config, its fine-tuning dict and their union
     "pack-config-3",
@@ -105,6 +106,7 @@ STEPS_OF = {
         "probe-model",
         "merge-results",
         "report",
+        "knowledge-map",
         "finalize-run",
     },
     "nightly_sweep": {
@@ -117,6 +119,7 @@ STEPS_OF = {
         "probe-model",
         "merge-results",
         "report",
+        "knowledge-map",
         "nightly-compare",
         "finalize-run",
     },
@@ -559,7 +562,7 @@ def test_parallel_for_over_the_plan_and_collected_results(compiled, name):
         assert c.spec["components"][f"comp-{step}"]["inputDefinitions"]["artifacts"][arg]["isArtifactList"] is True
 
 
-def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
+def test_nightly_sweep_reads_models_and_compares_after_the_report_and_the_map(compiled):
     c = compiled["nightly_sweep"]
     tasks = c.tasks()
     assert tasks["read-models"][0] == "root"
@@ -572,7 +575,9 @@ def test_nightly_sweep_reads_models_and_compares_after_the_report(compiled):
         assert tasks[step][1]["inputs"]["parameters"]["models"] == {
             "componentInputParameter": "pipelinechannel--read-models-Output"
         }
-    assert "report" in tasks["nightly-compare"][1]["dependentTasks"]
+    # the report, then the knowledge map, then the comparison (which may fail the run on an alert)
+    assert "report" in tasks["knowledge-map"][1]["dependentTasks"]
+    assert "knowledge-map" in tasks["nightly-compare"][1]["dependentTasks"]
 
 
 def test_regression_fails_the_run_when_the_gate_says_fail(compiled):
@@ -803,7 +808,7 @@ def test_parameters_have_defaults_and_descriptions(compiled, name):
 
 #: parameters per compiled pipeline (issue 19 item 2: 50-79 before, every config field of every probe)
 PARAM_COUNTS = {
-    "probe": 21,
+    "probe": 22,  # + knowledge_map (issue 39)
     "nightly_sweep": 24,
     "regression": 22,
     "counterfactual_icl": 18,
