@@ -345,7 +345,19 @@ def _group_summary(df: pd.DataFrame) -> dict:
     }
 
 
-def summarize_qa(rows: pd.DataFrame) -> dict:
+def score_intervals(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
+    """`{"em_ci", "f1_ci", "contains_ci"}`: the 95% percentile bootstrap interval `[lo, hi]` of each
+    mean score over the items of `df` (`bootstrap.bootstrap_ci`, the intervals the multiple-choice
+    probes give their accuracy); None where there is no item. The items (rows) are the only source
+    of chance it covers, not the draw of the exemplars they were asked with."""
+    from .bootstrap import bootstrap_ci
+
+    if not len(df):
+        return {f"{c}_ci": None for c in SCORE_COLUMNS}
+    return {f"{c}_ci": list(bootstrap_ci(df[c].to_numpy(dtype=float), n_boot=n_boot, seed=seed)) for c in SCORE_COLUMNS}
+
+
+def summarize_qa(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
     """All QA scalars of one run, from a per-item table.
 
     `rows` has one row per item with columns `relation` (str), `answer_type` (str), `em`,
@@ -353,6 +365,7 @@ def summarize_qa(rows: pd.DataFrame) -> dict:
     `popularity_bucket` (str). Returns plain Python numbers::
 
         {"n", "n_empty", "em", "f1", "contains",            # micro: over all items
+         "em_ci", "f1_ci", "contains_ci",                   # their 95% intervals (`score_intervals`)
          "macro_em", "macro_f1", "macro_contains",          # mean of the per-relation means
          "per_relation":    {relation: {"n", "n_empty", "em", "f1", "contains"}},
          "per_answer_type": {answer_type: {...the same keys}},
@@ -371,7 +384,7 @@ def summarize_qa(rows: pd.DataFrame) -> dict:
     for c in SCORE_COLUMNS:
         df[c] = df[c].astype(float)
     per_relation = {rel: _group_summary(g) for rel, g in sorted(df.groupby("relation", sort=False), key=lambda kv: kv[0])}
-    out: dict = _group_summary(df)
+    out: dict = {**_group_summary(df), **score_intervals(df, n_boot, seed)}
     for c in SCORE_COLUMNS:
         vals = [r[c] for r in per_relation.values() if r[c] is not None]
         out[f"macro_{c}"] = float(np.mean(vals)) if vals else None

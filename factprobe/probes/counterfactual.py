@@ -129,10 +129,11 @@ class CounterfactualProbe(Probe):
         return figure7_text(metrics)
 
     def flat_metrics(self, metrics):
-        """The default flat metrics plus `em/<setting>/k<k>` (also f1, contains) of every setting."""
-        from .qa_reporting import settings_metrics
+        """The default flat metrics plus `em/<setting>/k<k>` (also f1, contains) of every setting, and
+        the 95% intervals (`em_ci_low`, `em_ci_low/<setting>/k<k>`, ...)."""
+        from .qa_reporting import ci_flat, settings_metrics
 
-        return {**super().flat_metrics(metrics), **settings_metrics(metrics)}
+        return {**super().flat_metrics(metrics), **ci_flat(metrics), **settings_metrics(metrics)}
 
     def stepped_metrics(self, metrics):
         """EM against k per setting (`em_by_k/<setting>`): the MLflow UI's Figure 7 of one run."""
@@ -292,6 +293,7 @@ class CounterfactualProbe(Probe):
                 "em": summary.get(f"{s}@{k}", {}).get("em"),
                 "f1": summary.get(f"{s}@{k}", {}).get("f1"),
                 "contains": summary.get(f"{s}@{k}", {}).get("contains"),
+                **{f"{c}_ci": summary.get(f"{s}@{k}", {}).get(f"{c}_ci") for c in ("em", "f1", "contains")},
                 "n": summary.get(f"{s}@{k}", {}).get("n"),
             }
             for s in FIGURE7_SETTINGS
@@ -319,6 +321,9 @@ class CounterfactualProbe(Probe):
             em=reg.get("em"),
             f1=reg.get("f1"),
             contains=reg.get("contains"),
+            em_ci=reg.get("em_ci"),
+            f1_ci=reg.get("f1_ci"),
+            contains_ci=reg.get("contains_ci"),
             n=reg.get("n", 0),
             per_relation=reg.get("per_relation", {}),
         )

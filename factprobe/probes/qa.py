@@ -328,6 +328,18 @@ class QAProbe(Probe):
 
         return headline_k(super().headline(metrics), metrics)
 
+    def relation_text(self, metrics):
+        """EM, F1 and Contains at every k the run asked, each with its 95% interval (`qa_reporting.shots_text`)."""
+        from .qa_reporting import shots_text
+
+        return shots_text(metrics)
+
+    def flat_metrics(self, metrics):
+        """The default flat metrics plus the intervals (`em_ci_low`, `em_ci_high/shots/<k>`, ...: `qa_reporting.ci_flat`)."""
+        from .qa_reporting import ci_flat
+
+        return {**super().flat_metrics(metrics), **ci_flat(metrics)}
+
     def report(self, runs: Sequence[ReportRun], everything: Sequence[ReportRun]) -> ReportPart:
         """EM per relation across models and the `qa` table (`factprobe.probes.qa_reporting`)."""
         from .qa_reporting import qa_report

@@ -3,12 +3,18 @@ metrics, per-run figures and cross-run report parts. The probe classes (`qa.QAPr
 `counterfactual.CounterfactualProbe`) point their hooks here.
 
 - QA: EM per relation across models (`figures/qa_em_per_relation.png`) and the `qa` table (per run,
-  its scores over the eval split for its first k and per k asked).
+  its scores over the eval split for its first k and per k asked). After a run the screen shows
+  EM, F1 and Contains at every k with their 95% intervals (`shots_text`); MLflow gets the intervals
+  as `em_ci_low` / `em_ci_high` and `em_ci_low/shots/<k>` (also f1, contains; `ci_flat`).
+- Both: every score summary (`metrics.qa.summarize_qa`) carries `em_ci`, `f1_ci`, `contains_ci`, the
+  95% percentile bootstrap over the questions, as the multiple-choice probes' `accuracy_ci`.
 - Counterfactual ICL: Figure 7 across models (EM against k, one line per setting, one panel per
   model, with the zero-shot EM of a QA run of the same model and the regular k0-shot EM as lines),
   the regular vs counterfactual bars (Figure 6), the `counterfactual_icl` table, and
-  `em/<probe>/<model>/<setting>/k<k>` metrics; per run `em/<setting>/k<k>` (also f1, contains) and
-  EM against k as metric steps of `em_by_k/<setting>` (the MLflow UI's chart of one run's Figure 7).
+  `em/<probe>/<model>/<setting>/k<k>` metrics; per run `em/<setting>/k<k>` (also f1, contains) with
+  `em_ci_low/<setting>/k<k>` and `em_ci_high/...`, and EM against k as metric steps of
+  `em_by_k/<setting>` (the MLflow UI's chart of one run's Figure 7). The screen shows Figure 7 and
+  every setting and k with its three scores and their intervals (`figure7_text`, `intervals_text`).
 """
 
 from __future__ import annotations
@@ -34,8 +40,77 @@ def headline_k(head: str, m: Mapping[str, Any]) -> str:
     shots = m.get("shots") or []
     if not head or not shots:
         return head
-    rest = f" (k={', '.join(map(str, shots[1:]))}: per_shots in metrics.json)" if len(shots) > 1 else ""
+    rest = f" (k={', '.join(map(str, shots[1:]))}: in the table above)" if len(shots) > 1 else ""
     return f"{head} at k={shots[0]}{rest}"
+
+
+SCORES = (("em", "EM"), ("f1", "F1"), ("contains", "Contains"))
+
+
+def with_ci(value: Any, ci: Any) -> str:
+    """`0.500 [0.250, 0.750]`: a score and its 95% interval (`-` for none, the score alone without one)."""
+    if not number(value):
+        return "-"
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(number(v) for v in ci):
+        return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"{value:.3f}"
+
+
+def _scores_line(lead: str, entry: Mapping[str, Any]) -> str:
+    return lead + "".join(f"{with_ci(entry.get(k), entry.get(f'{k}_ci')):>24}" for k, _ in SCORES)
+
+
+def _scores_header(lead: str) -> str:
+    return lead + "".join(f"{f'{title} [95% CI]':>24}" for _, title in SCORES)
+
+
+def shots_text(m: Mapping[str, Any]) -> str | None:
+    """A QA run's scores at EVERY k it ran, each with its 95% interval over the questions: one line
+    per k (the k used; `per_shots` when several k ran, the top-level scores for one k); None
+    without scores."""
+    shots = m.get("shots") or []
+    per = m.get("per_shots") or ({str(shots[0]): m} if shots and number(m.get("em")) else {})
+    if not per:
+        return None
+    split = "every asked split" if m.get("per_split") else "evaluation split"
+    lines = [
+        f"QA scores per k ({split}; 95% bootstrap intervals over the questions)",
+        _scores_header(f"{'k':<8}{'n':>6}"),
+    ]
+    lines += [_scores_line(f"{k:<8}{e.get('n', ''):>6}", e) for k, e in per.items() if isinstance(e, Mapping)]
+    if m.get("shots_note"):
+        lines.append(m["shots_note"])
+    return "\n".join(lines)
+
+
+def ci_flat(m: Mapping[str, Any]) -> dict[str, float]:
+    """`<score>_ci_low` / `<score>_ci_high` of the top-level scores and `<score>_ci_low/shots/<k>` (and
+    high) of every `per_shots` entry: the intervals as MLflow metrics (lists are not metrics)."""
+    out: dict[str, float] = {}
+    for suffix, entry in (("", m), *((f"/shots/{metric_key(k)}", e) for k, e in (m.get("per_shots") or {}).items())):
+        for name, _ in SCORES:
+            ci = entry.get(f"{name}_ci") if isinstance(entry, Mapping) else None
+            if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(number(v) for v in ci):
+                out[f"{name}_ci_low{suffix}"], out[f"{name}_ci_high{suffix}"] = ci
+    return out
+
+
+def intervals_text(m: Mapping[str, Any]) -> str | None:
+    """A counterfactual run's EM, F1 and Contains with their 95% intervals per setting and k (the
+    regular and counterfactual k0 settings, then Figure 7's); None without `settings`."""
+    settings = m.get("settings") or {}
+    if not settings:
+        return None
+    width = max(len("setting"), *(len(str(g).rpartition("@")[0]) for g in settings)) + 2
+    lines = [
+        "95% bootstrap intervals over the questions (not over exemplar draws), per setting and k",
+        _scores_header(f"{'setting':<{width}}{'k':>4}{'n':>6}"),
+    ]
+    for group, e in settings.items():
+        setting, _, k = str(group).rpartition("@")
+        if isinstance(e, Mapping):
+            lines.append(_scores_line(f"{setting:<{width}}{k:>4}{e.get('n', ''):>6}", e))
+    return "\n".join(lines)
 
 
 def figure7_text(m: Mapping[str, Any]) -> str | None:
@@ -65,7 +140,8 @@ def figure7_text(m: Mapping[str, Any]) -> str | None:
     lines += [f"{s:<{width}}" + "".join(f"{show(cell.get((s, k))):>9}" for k in ks) for s in settings]
     if m.get("shots_note"):
         lines.append(f"* {m['shots_note']}")
-    return "\n".join(lines)
+    ci = intervals_text(m)
+    return "\n".join(lines + (["", ci] if ci else []))
 
 
 def _has_em(m: Mapping[str, Any]) -> bool:
@@ -122,7 +198,8 @@ def qa_report(runs: Sequence[ReportRun]) -> ReportPart:
 
 
 def settings_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """`em/<setting>/k<k>` (also `f1/`, `contains/`) for every counterfactual `settings` entry."""
+    """`em/<setting>/k<k>` (also `f1/`, `contains/`) for every counterfactual `settings` entry, and its
+    95% interval as `em_ci_low/<setting>/k<k>` and `em_ci_high/...` (also f1, contains)."""
     out = {}
     for group, entry in (metrics.get("settings") or {}).items():
         setting, _, k = str(group).rpartition("@")
@@ -131,6 +208,10 @@ def settings_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
         for name in ("em", "f1", "contains"):
             if number(entry.get(name)):
                 out[f"{name}/{metric_key(setting)}/k{metric_key(k)}"] = entry[name]
+            ci = entry.get(f"{name}_ci")
+            if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(number(v) for v in ci):
+                out[f"{name}_ci_low/{metric_key(setting)}/k{metric_key(k)}"] = ci[0]
+                out[f"{name}_ci_high/{metric_key(setting)}/k{metric_key(k)}"] = ci[1]
     return out
 
 

@@ -12,7 +12,7 @@ QA = {"em": 0.2, "f1": 0.25, "contains": 0.3, "n": 30, "shots": [0]}
 def test_qa_headline_names_its_k():
     assert get_probe("qa").headline(QA) == "em 0.200, f1 0.250, contains 0.300 over 30 items at k=0"
     two = get_probe("qa").headline({**QA, "shots": [3, 10]})
-    assert two.endswith("over 30 items at k=3 (k=10: per_shots in metrics.json)")
+    assert two.endswith("over 30 items at k=3 (k=10: in the table above)")  # every k is on screen (issue 37 item 6)
 
 
 def _figure7_metrics() -> dict:
