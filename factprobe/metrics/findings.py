@@ -51,10 +51,13 @@ The claims (one function each, taking plain rows or arrays, returning a `Finding
 - `c1_above_c2` (youssef2024 appendix A, Table 4): per item first-step correctness of round 1 (c1)
   minus that of round 2 (c2); paired bootstrap; holds when > 0.
 - `prompt_fluctuation` (zhao2024 Table 3): the range of Acc@1 over draws of one template per
-  relation, relative to the mean Acc@1 of the draws; the interval is a bootstrap over
-  subject-relation pairs resampled within each relation. Holds when the relative range exceeds
-  `FLUCTUATION_THRESHOLD`; inconclusive near the floor (fewer than `FLUCTUATION_MIN_CORRECT`
-  correct answers per draw), where one answer moves the accuracy by more than the threshold.
+  relation, relative to the mean Acc@1 of the draws: a point, as in the paper (no interval). Judged
+  twice (issue 37 item 4): against `FLUCTUATION_THRESHOLD` and against a permutation null from the
+  run itself (template labels permuted within each pair: the range this run's size gives with no
+  prompt effect). Holds when the relative range exceeds the threshold and p < 0.05; does not hold
+  at or below the threshold; inconclusive otherwise, and near the floor (fewer than
+  `FLUCTUATION_MIN_CORRECT` correct answers per draw), where one answer moves the accuracy by more
+  than the threshold.
 
 `Finding.to_dict()` is one record of `metrics.json`'s `findings`; `markdown_table` renders them.
 NaN never reaches a verdict other than inconclusive.
