@@ -16,7 +16,7 @@ MODELS := smollm2-135m-instruct gemma-3-270m
 TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 LATEST := .venv-latest
 
-.PHONY: setup constraints try-latest sysdeps images models run run-all run-design-space run-findings run-findings-paper gpu-inputs run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
+.PHONY: setup constraints try-latest sysdeps images rehearse models run run-all run-design-space run-findings run-findings-paper gpu-inputs run-finetune run-finetune-pipeline run-belief test test-fast bench compile lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -75,6 +75,16 @@ sysdeps: $(SYSSTAMP)
 # sources and build arguments); after a source change podman's layer cache keeps the dependency layers.
 images:
 	@scripts/build_images.sh --local
+
+# `make rehearse`: a pipeline run as the cluster runs it, every step in the image `make images` built from the current
+# sources (it builds nothing: a missing or stale image is one line naming it and `make images`), through kfp's
+# DockerRunner over podman's Docker API, with MLflow in server mode on PostgreSQL and moto's S3, the model cache at
+# the claim's path (/mnt/factprobe) and the credentials as environment; then every MLflow run FINISHED and each
+# accuracy equal to a laptop run's (scripts/rehearse.py; what it covers and its times: k8s/README.md, "Rehearsal on
+# one machine"). REHEARSE_ARGS: e.g. --models smollm2-135m-instruct,gemma-3-270m --pipeline nightly_sweep.
+REHEARSE_ARGS ?=
+rehearse: $(STAMP) sysdeps models
+	$(PY) scripts/rehearse.py $(REHEARSE_ARGS)
 
 # Linters with pins that clash with the main env: checkov, and kubectl (+ kustomize) when the
 # machine has none.

@@ -1,0 +1,122 @@
+"""`make rehearse` (scripts/rehearse.py, scripts/rehearse_env.py; issue 38 item 2): the one-line refusals and the
+reading of a run's log, without podman. The rehearsal itself runs real images (minutes): k8s/README.md, "Rehearsal
+on one machine", has its command and times."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load(name: str):
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPO / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def kfp_log(*steps: tuple[str, str, str, list[str]]) -> str:
+    """A local run's log as kfp's DockerRunner writes it: (step, status, image, output lines)."""
+    out = []
+    for name, status, image, lines in steps:
+        out.append(f"07:32:01.269 - INFO - Executing task \x1b[96m'{name}'\x1b[0m")
+        out.append("07:32:01.270 - INFO - Streamed logs:")
+        out.append("")
+        if image:
+            out.append(f"    Found image '{image}'")
+        out += [f"    {line}" for line in lines]
+        out.append(f"07:32:14.809 - INFO - Task \x1b[96m'{name}'\x1b[0m finished with status \x1b[92m{status}\x1b[0m")
+    return "\n".join(out) + "\n"
+
+
+CPU, GPU = "localhost/factprobe-cpu:0.1.0-aaa", "localhost/factprobe-gpu:0.1.0-bbb"
+
+
+@pytest.mark.slow  # imports the pipeline layer (~2 s)
+def test_a_missing_module_names_the_step_the_image_and_the_module():
+    rehearse = load("rehearse")
+    log = kfp_log(
+        ("data-build", "SUCCESS", CPU, ["built 4 items"]),
+        (
+            "probe-model",
+            "FAILURE",
+            GPU,
+            [
+                "Traceback (most recent call last):",
+                '  File "<string>", line 3',
+                "ModuleNotFoundError: No module named 'peft.tuners'",
+            ],
+        ),
+    )
+    assert rehearse.missing_module_line(log) == f"step 'probe-model' (image {GPU}) lacks module 'peft.tuners'"
+    assert rehearse.missing_module_line(kfp_log(("report", "FAILURE", CPU, ["ValueError: bad"]))) is None
+
+
+def test_every_step_must_run_in_an_image_and_probe_steps_in_the_gpu_image():
+    rehearse = load("rehearse")
+    log = kfp_log(("start-run", "SUCCESS", CPU, []), ("probe-model", "SUCCESS", CPU, []), ("report", "SUCCESS", "", []))
+    ran = rehearse.step_images(log)
+    assert ran == {"start-run": CPU, "probe-model": CPU, "report": ""}
+    failures = rehearse.image_failures(ran, {"cpu": CPU, "gpu": GPU})
+    assert failures == ["step 'report' ran in no image", f"step 'probe-model' ran in {CPU}, not the GPU image {GPU}"]
+    assert rehearse.image_failures({"start-run": CPU, "probe-model": GPU}, {"cpu": CPU, "gpu": GPU}) == []
+
+
+@pytest.mark.parametrize(
+    ("others", "expected"),
+    [
+        ([], "image localhost/factprobe-gpu:0.1.0-new is missing: run `make images`"),
+        (
+            ["localhost/factprobe-gpu:0.1.0-old"],
+            "image localhost/factprobe-gpu:0.1.0-new is stale (localhost/factprobe-gpu:0.1.0-old was built from older "
+            "sources): run `make images`",
+        ),
+    ],
+)
+def test_a_missing_or_stale_image_is_one_line_naming_it_and_make_images(monkeypatch, others, expected):
+    env = load("rehearse_env")
+    monkeypatch.setattr(
+        env, "wanted_tags", lambda kinds: {"cpu": "localhost/factprobe-cpu:0.1.0-new", "gpu": "localhost/factprobe-gpu:0.1.0-new"}
+    )
+    present = {"localhost/factprobe-cpu:0.1.0-new"}
+
+    class Done:
+        def __init__(self, rc):
+            self.returncode = rc
+
+    monkeypatch.setattr(env, "podman", lambda *a, **k: Done(0 if a[-1] in present else 1))
+    monkeypatch.setattr(env, "existing_tags", lambda kind: others if kind == "gpu" else [])
+    with pytest.raises(env.ImageError) as e:
+        env.current_images(["cpu", "gpu"])
+    assert str(e.value) == expected
+    if others:  # --allow-stale runs the newest older image, with a warning
+        assert env.current_images(["cpu", "gpu"], allow_stale=True)["gpu"] == others[0]
+
+
+@pytest.mark.slow  # hashes the build context (seconds; more on a busy machine)
+def test_the_current_tags_come_from_the_build_scripts_dry_run():
+    """The tags the rehearsal asks for are the ones `make images` gives the current sources (one source of truth)."""
+    env = load("rehearse_env")
+    tags = env.wanted_tags(["cpu", "gpu"])
+    assert set(tags) == {"cpu", "gpu"}
+    assert tags["cpu"].startswith("localhost/factprobe-cpu:") and tags["gpu"].startswith("localhost/factprobe-gpu:")
+
+
+def test_without_podman_or_root_one_line_says_what_to_do(monkeypatch):
+    env = load("rehearse_env")
+    monkeypatch.setattr(env.shutil, "which", lambda tool: None if tool == "runc" else f"/usr/bin/{tool}")
+    with pytest.raises(
+        env.RehearsalError, match=r"^runc not installed: `apt-get install -y --no-install-recommends podman runc`"
+    ):
+        env.preflight()
+    monkeypatch.setattr(env.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(env.os, "geteuid", lambda: 1000)
+    with pytest.raises(env.RehearsalError, match=r"run `sudo make rehearse`"):
+        env.preflight()
