@@ -515,10 +515,12 @@ class FindingsStudy(Study):
             ci = "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]"
             val = "n/a" if f["value"] is None else f"{f['value']:+.3f}"
             note = (f.get("detail") or {}).get("verdict_note")
-            unit = (f.get("detail") or {}).get("unit", "")
+            unit = f.get("unit") or (f.get("detail") or {}).get("unit", "")
+            n = f["n_units"] if f.get("n_units") is not None else f["n"]
+            how = "; ".join(x for x in (f.get("method"), f.get("signs")) if x)  # issue 37 item 5
             lines.append(
-                f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{f['n']:>6} "
-                f"{unit}" + (f"  ({note})" if note else "")
+                f"{Path(f['model']).name:<24}{f['claim']:<24}{f['verdict']:<15}{val:>8}  {ci:<20}{n:>6} "
+                f"{unit}" + (f"  {how}" if how else "") + (f"  ({note})" if note else "")
             )
         lines.append(fm.MULTIPLICITY_NOTE)
         return lines

@@ -173,6 +173,10 @@ def test_summary_and_flat_metrics():
     none = fm.not_measured("saturation", "smollm2-135m-instruct", "x").to_dict()
     lines = fs.STUDY.summary({"findings": [rec, none]})
     assert "holds" in lines[1] and "[+0.100, +0.300]" in lines[1] and "n/a" in lines[2]
+    rel = fm.Finding(
+        "ic-lke>=mmp", "m", fm.INCONCLUSIVE, 0.07, (-0.07, 0.22), 12, {}, unit="relations", method="t", signs="9 of 12"
+    ).to_dict()
+    assert fs.STUDY.summary({"findings": [rel]})[1].endswith("    12 relations  t; 9 of 12")  # issue 37 item 5
     assert lines[-1] == fm.MULTIPLICITY_NOTE  # each verdict is at 95% alone, said on screen
     flat = fs.STUDY.flat_metrics({"findings": [rec, none]})
     assert flat["findings/smollm2_135m_instruct/ic_lke_hgp/verdict"] == 1.0
