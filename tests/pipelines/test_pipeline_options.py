@@ -2,7 +2,8 @@
 not a parameter of the pipeline (`--param token_budget=64`, into `options`) reaches each probe
 step's RunConfig, the parent run's parameters and the data-build run, through the KFP local
 runner's placeholder substitution of a JSON string inside the config dict; and the one run context
-(start-run's output) reaches the data-build and probe steps, whose runs nest under the parent.
+(start-run's output) reaches the data-build and probe steps, whose runs nest under the parent; the
+`knowledge_map` switch runs the map step (under its If), which skips a run of one probe saying why.
 
 A tiny RANDOM model (plumbing only: its numbers are no result)."""
 
@@ -45,6 +46,8 @@ def test_options_reach_every_step_of_a_local_run(tmp_path, tiny_model_path):
             "token_budget=64",
             "--param",
             'options={"device": "cpu"}',
+            "--param",
+            "knowledge_map=true",
         ],
         check=False,
         cwd=tmp_path,
@@ -72,3 +75,8 @@ def test_options_reach_every_step_of_a_local_run(tmp_path, tiny_model_path):
         assert step.data.tags["mlflow.parentRunId"] == parent.info.run_id
         for key in ("factprobe.kfp_run_id", "factprobe.trigger", "factprobe.git_sha"):
             assert step.data.tags[key] == tags[key], key
+    # the pipeline's own switch reaches its If (issue 39): the map step runs, and with one probe it
+    # skips the map and says why on the parent run instead of failing the pipeline
+    (tmp_path / "dl").mkdir()
+    skipped = c.download_artifacts(parent.info.run_id, "report/knowledge_map.md", str(tmp_path / "dl"))
+    assert "No knowledge map: the finished runs hold one probe (ic-lke)" in open(skipped, encoding="utf-8").read()
