@@ -39,13 +39,16 @@ The claims (one function each, taking plain rows or arrays, returning a `Finding
 - Every verdict over relations carries the per-relation sign count (`Finding.signs`, "7 of 12
   relations the claimed way") and its method (`Finding.method`).
 - `block_vs_random` (wu2024 section 3's summary, "particularly when they appear in a continuous
-  sequence", Figures 2d/2e): the incorrect examples' drop (clean - variant) at the surrounding
-  positions with block placement minus with random placement; cluster bootstrap over relations.
-- `counterfactual_known_vs_unknown` (yuan2024 Figure 7): per evaluation question at one k,
-  (EM known-unshuffle - EM known-shuffle) - (EM unknown-unshuffle - EM unknown-shuffle); paired
-  bootstrap. `counterfactual_over_k` judges the largest k of the paper's 10, 15, 20, 32 that was
-  run (the paper's gap grows with k) and lists every k; below `PAPER_NO_EFFECT_PARAMS` the detail
-  and the table say that the paper reports no effect at that scale.
+  sequence", Figures 2d/2e, 40 incorrect examples in both): the incorrect examples' drop (clean -
+  variant) at positions with the same exposure on both sides (at least `MATCHED_SHARE` of the
+  replaced examples in context, 35 of 40: after the block, late in the random sequence), block minus
+  random per relation; t-interval over the relation means.
+- `counterfactual_known_vs_unknown` (yuan2024 4.2, Figure 7; `findings_counterfactual`): EM
+  unknown-shuffle - EM known-shuffle at one k, the paper's comparison, with known-unshuffle -
+  unknown-unshuffle beside it (the paper's premise: comparable); the interval covers the questions
+  and the exemplar draws (a crossed t-interval). `counterfactual_over_k` judges the largest k of the
+  paper's 10, 15, 20, 32 that was run (the paper's gap grows with k) and lists every k; below
+  `PAPER_NO_EFFECT_PARAMS` the detail and the table say that the paper reports no effect at that scale.
 - `coherency_poor` (youssef2024 section 4, "PLMs show poor coherency"): per item the mean of
   `coherent` over its two rounds; holds when the interval lies below `POOR_COHERENCY`.
 - `c1_above_c2` (youssef2024 appendix A, Table 4): per item first-step correctness of round 1 (c1)
@@ -69,14 +72,23 @@ prompt parts are already in findings_rule and findings_prompts.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .bootstrap import paired_bootstrap_diff
 from .cluster_interval import METHOD, RelationDiff, relation_mean_diff
+from .findings_counterfactual import (
+    FIGURE7,
+    PAPER_NO_EFFECT_PARAMS,
+    PAPER_SHOTS,
+    counterfactual_known_vs_unknown,
+    counterfactual_over_k,
+    crossed_t_interval,
+    paper_scale_note,
+)
 from .findings_prompts import (
     FLUCTUATION_MIN_CORRECT,
     FLUCTUATION_THRESHOLD,
@@ -109,11 +121,6 @@ from .findings_rule import (
 SATURATION_SHARE = 0.95
 #: saturation holds when that n lies below this fraction of the largest n (the grid's second half adds < 5%)
 SATURATION_BY = 0.5
-#: yuan2024 Figure 7's k (shots)
-PAPER_SHOTS = (10, 15, 20, 32)
-#: yuan2024: for LLaMA-7B "its performances stay flat across different settings" (Figure 7); "the performance of
-#: smaller models remains flat and unaffected" (Figure 6). At most this many parameters: the paper reports no effect.
-PAPER_NO_EFFECT_PARAMS = 7.5e9
 
 
 # ------------------------------------------------------------------ IC-LKE vs HGP / MMP
@@ -423,22 +430,67 @@ def block_vs_random(
     block_rows: Sequence[Mapping[str, Any]],
     random_rows: Sequence[Mapping[str, Any]],
     *,
+    min_exposure: int | None = None,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Finding:
-    """Incorrect examples hurt more in one block than at random positions: value = the drop (clean -
-    variant) at the surrounding positions of the incorrect block sequence minus that of the incorrect
-    random one, pooled; cluster bootstrap over relations; n = relations. Needs `prob_clean`."""
+    """Incorrect examples hurt more in one block than at random positions, at the same number of
+    incorrect examples in context (wu2024 Figures 2d/2e: 40 in both; issue 37 item 3). Only the
+    non-replaced positions whose context holds at least `min_exposure` replaced examples count, on both
+    sides (default: `MATCHED_SHARE` of the replaced examples, rounded up: 35 of 40); on the block side
+    these are the positions after the block. Per relation, the mean drop (clean - variant) at those
+    positions of the block sequence minus that of the random sequence; value = the mean over the
+    relations with such positions on both sides, 95% t-interval over the relation means, n = relations.
+    `detail["unmatched"]` keeps the statistic before issue 37 (every position after the first replaced
+    one), for comparison. Needs `prob_clean`. `n_boot`, `seed`: unused (the interval is analytic)."""
+    del n_boot, seed
     claim = "incorrect-block>random"
-    blk, rnd = surrounding(block_rows), surrounding(random_rows)
+    replaced = max((sum(bool(r["replaced"]) for r in rs) for rs in sequences(block_rows).values()), default=0)
+    m = int(min_exposure) if min_exposure is not None else math.ceil(MATCHED_SHARE * replaced)
+    blk, rnd = exposed(block_rows, max(m, 1)), exposed(random_rows, max(m, 1))
     detail: dict[str, Any] = {
-        "rule": "incorrect examples' drop (clean - variant) at the surrounding positions: block placement minus random "
-        "placement; 95% cluster bootstrap over relations; holds when > 0",
+        "rule": f"incorrect examples' drop (clean - variant) at the non-replaced positions with at least {m} of the "
+        f"{replaced} incorrect examples in context: block minus random per relation; mean over relations with a 95% "
+        "t-interval over the relation means; holds when the interval > 0",
         "unit": "relations",
         "unit_note": "one sequence per relation; positions are not resampled",
+        "min_exposure": m,
+        "replaced": replaced,
     }
-    rows = [r for rs in (*blk.values(), *rnd.values()) for r in rs]
+    rows = [r for side in (blk, rnd) for pairs in side.values() for r, _ in pairs]
     if not rows or not all("prob_clean" in r for r in rows):
+        why = f"no positions with at least {m} incorrect examples in context and the clean sequence's probability"
+        return Finding(claim, model, INCONCLUSIVE, None, (None, None), 0, {**detail, "not_measured": why})
+    a = {rel: [_drop(r) for r, _ in pairs] for rel, pairs in blk.items()}
+    b = {rel: [_drop(r) for r, _ in pairs] for rel, pairs in rnd.items()}
+    res = relation_mean_diff(a, b, direction="above")
+    both = sorted(res.per_relation)
+    detail.update(
+        drop_block=_pooled(a, both) if both else None,
+        drop_random=_pooled(b, both) if both else None,
+        exposure_block=float(np.mean([e for k in both for _, e in blk[k]])) if both else None,
+        exposure_random=float(np.mean([e for k in both for _, e in rnd[k]])) if both else None,
+        mean_position_block=float(np.mean([int(r["position"]) for k in both for r, _ in blk[k]])) if both else None,
+        mean_position_random=float(np.mean([int(r["position"]) for k in both for r, _ in rnd[k]])) if both else None,
+        positions_block=sum(len(blk[k]) for k in both),
+        positions_random=sum(len(rnd[k]) for k in both),
+        relations_without_matched_positions=sorted(set(sequences(block_rows)) - set(both)),
+        per_relation=res.per_relation,
+    )
+    old = {side: surrounding(rs) for side, rs in (("block", block_rows), ("random", random_rows))}
+    if all("prob_clean" in r for rs in (*old["block"].values(), *old["random"].values()) for r in rs):
+        un = relation_mean_diff(
+            {k: [_drop(r) for r in v] for k, v in old["block"].items()},
+            {k: [_drop(r) for r in v] for k, v in old["random"].items()},
+            direction="above",
+        )
+        detail["unmatched"] = {
+            "rule": "every surrounding position (after the first replaced one) on both sides: exposure not matched",
+            "value": num_or_none(un.value),
+            "ci": [num_or_none(un.lo), num_or_none(un.hi)],
+            "relations": un.n,
+        }
+    if res.n == 0:
         return Finding(
             claim,
             model,
@@ -446,141 +498,20 @@ def block_vs_random(
             None,
             (None, None),
             0,
-            {**detail, "not_measured": "no surrounding positions with the clean sequence's probability"},
+            {
+                **detail,
+                "not_measured": f"no relation has positions with at least {m} incorrect examples in context in both sequences",
+            },
         )
-    a = {rel: [_drop(r) for r in rs] for rel, rs in blk.items()}
-    b = {rel: [_drop(r) for r in rs] for rel, rs in rnd.items()}
-    value, lo, hi, n = cluster_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
-    detail.update(
-        drop_block=float(np.mean([v for vs in a.values() for v in vs])) if a else None,
-        drop_random=float(np.mean([v for vs in b.values() for v in vs])) if b else None,
-        positions_block=sum(len(v) for v in a.values()),
-        positions_random=sum(len(v) for v in b.values()),
-    )
-    return Finding(claim, model, verdict(lo, hi, n, direction="above"), value, (lo, hi), n, detail)
-
-
-# ------------------------------------------------------------------ counterfactual (yuan2024 Figure 7)
-FIGURE7 = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
-
-
-def counterfactual_known_vs_unknown(
-    model: str,
-    rows: Iterable[Mapping[str, Any]],
-    k: int,
-    *,
-    shots_used: Mapping[str, int] | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Finding:
-    """Shuffled exemplars lower EM more when known, at one k (module docstring). `rows`: the
-    counterfactual probe's result rows (`split`, `setting`, `shots_asked`, `fact_id`, `em`)."""
-    em: dict[str, dict[str, float]] = {s: {} for s in FIGURE7}
-    for r in rows:
-        if r.get("split", "eval") == "eval" and r["setting"] in em and int(r["shots_asked"]) == k:
-            em[r["setting"]][str(r["fact_id"])] = float(r["em"])
-    facts = sorted(set.intersection(*(set(v) for v in em.values())))
-    d = [
-        (em["known-unshuffle"][f] - em["known-shuffle"][f]) - (em["unknown-unshuffle"][f] - em["unknown-shuffle"][f])
-        for f in facts
-    ]
-    detail: dict[str, Any] = {
-        "rule": "per question (EM known-unshuffle - known-shuffle) - (EM unknown-unshuffle - unknown-shuffle); holds "
-        "when the 95% interval > 0",
-        "k": k,
-        "unit": "questions",
-        **{f"em_{s}": (float(np.mean([em[s][f] for f in facts])) if facts else None) for s in FIGURE7},
-    }
-    if shots_used:
-        detail["shots_used"] = dict(shots_used)
-        if len({int(v or 0) for v in shots_used.values()}) > 1:
-            detail["caveat"] = "the settings used different k (too few known or unknown train facts)"
-        empty = sorted(s for s, v in shots_used.items() if not v)
-        if empty:
-            return Finding(
-                "counterfactual-known",
-                model,
-                INCONCLUSIVE,
-                None,
-                (None, None),
-                0,
-                {
-                    **detail,
-                    "not_measured": f"no exemplar in {', '.join(empty)} (the model knows too few or too many of the train facts)",
-                },
-            )
-    if not facts:
-        return Finding(
-            "counterfactual-known",
-            model,
-            INCONCLUSIVE,
-            None,
-            (None, None),
-            0,
-            {**detail, "not_measured": f"no question has all four Figure-7 settings at k={k}"},
-        )
-    value, lo, hi = paired_bootstrap_diff(np.zeros(len(d)), d, n_boot=n_boot, seed=seed)
-    return Finding("counterfactual-known", model, verdict(lo, hi, len(d), direction="above"), value, (lo, hi), len(d), detail)
-
-
-def paper_scale_note(n_params: float | None) -> str | None:
-    """The note a counterfactual verdict carries for a model at a scale where yuan2024 reports no
-    effect (at most `PAPER_NO_EFFECT_PARAMS` parameters); None for a larger or unknown size."""
-    if n_params is None or not n_params <= PAPER_NO_EFFECT_PARAMS:
-        return None
-    return (
-        f'the paper reports no effect at this scale ({n_params / 1e9:.2g}B parameters): for LLaMA-7B "its '
-        'performances stay flat across different settings" (yuan2024 Figure 7); with 10 counterfactual shots "the '
-        'performance of smaller models remains flat and unaffected" (Figure 6)'
-    )
-
-
-def counterfactual_over_k(
-    model: str,
-    rows: Iterable[Mapping[str, Any]],
-    ks: Sequence[int],
-    *,
-    shots_used: Mapping[int, Mapping[str, int]] | None = None,
-    n_params: float | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Finding:
-    """yuan2024 Figure 7 over the k values run (`ks`, the paper's are `PAPER_SHOTS`): the finding at
-    the largest k with a measured value (the paper's gap grows with k), with every k's value,
-    interval, n and verdict in `detail["per_k"]`; `detail["verdict_note"]` says when the paper reports
-    no effect at the model's scale (`paper_scale_note`)."""
-    rows = list(rows)
-    per = [
-        counterfactual_known_vs_unknown(model, rows, int(k), shots_used=(shots_used or {}).get(int(k)), n_boot=n_boot, seed=seed)
-        for k in sorted({int(k) for k in ks})
-    ]
-    if not per:
-        return not_measured("counterfactual-known", model, "no k was run")
-    measured = [f for f in per if f.value is not None]
-    main = measured[-1] if measured else per[-1]
-    main.detail["per_k"] = [
-        {
-            "k": f.detail["k"],
-            "value": num_or_none(f.value),
-            "ci": [num_or_none(f.ci[0]), num_or_none(f.ci[1])],
-            "n": f.n,
-            "verdict": f.verdict,
-        }
-        for f in per
-    ]
-    main.detail["judged_at"] = "the largest k measured (the paper's gap grows with k)"
-    missing = sorted(set(PAPER_SHOTS) - {int(k) for k in ks})
-    if missing:
-        main.detail["paper_k_not_run"] = missing
-    note = paper_scale_note(n_params)
-    if n_params is not None:
-        main.detail["n_params"] = float(n_params)
-    if note:
-        main.detail["verdict_note"] = note
-    return main
+    return relation_finding(claim, model, res, detail)
 
 
 __all__ = [
+    "FIGURE7",
+    "PAPER_NO_EFFECT_PARAMS",
+    "crossed_t_interval",
+    "exposed",
+    "replaced_before",
     "HOLDS",
     "INCONCLUSIVE",
     "NOT_HOLDS",

@@ -14,7 +14,11 @@ Phases, scored in this order (each a group of the generic runner, so a run resum
    `unknown-unshuffle`, `unknown-shuffle` (Figure 7), over the evaluation split. The exemplars are
    drawn from the model's own known / unknown train facts; the k-blocks of one setting are
    prefixes of one draw. When fewer known (unknown) facts exist than k, k is capped and a note
-   says so; `--strict` refuses instead.
+   says so; `--strict` refuses instead. `--exemplar-draws N` (default 1) asks every question with N
+   independent draws of each setting's exemplars (and of their shuffled answers): groups
+   `<setting>@<k>` (draw 0, the draw of earlier versions) and `<setting>@<k>:draw<j>`, rows tagged
+   `draw`. The findings' counterfactual interval covers the draw (`factprobe.metrics.findings_counterfactual`);
+   N decides results, so it is part of the run's config key.
 
 Shuffling (`factprobe.datasets.counterfactual.shuffle_answers`): an exemplar's answer becomes the
 answer of another training fact of the same relation, never its own and never another correct
@@ -30,7 +34,8 @@ A row carries `setting`, `shots` (exemplars actually used) and `shots_asked`. A 
 known/unknown pool (or the model's window) is labelled with the k USED: `settings` is keyed
 `<setting>@<k used>` (each entry keeps `shots_asked`; MLflow logs `em/<setting>/k<k used>`),
 `figure7` rows carry both `shots` (asked) and `shots_used`, and `shots_capped` / `shots_note` list
-the capped groups. `metrics.json` holds EM/F1/Contains
+the capped groups. A setting's EM pools its draws; `draws` and, with more than one, `em_by_draw`
+(and `shots_used_by_draw` when the draws' blocks fit differently) say what was pooled. `metrics.json` holds EM/F1/Contains
 per setting and k (`settings`), the Figure-7 table (`figure7`: EM by setting and k) and
 `regular`/`counterfactual` 10-shot summaries. `known_unknown.parquet` is written (or, on reuse,
 copied through) for the fine-tuning pipeline.
@@ -68,6 +73,30 @@ from .qa import (
 )
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
+DRAW_SEP = ":draw"
+
+
+@dataclass(frozen=True)
+class DrawTask(QATask):
+    """A Figure-7 question asked with exemplar draw `draw` (draw 0 keeps the key of earlier versions)."""
+
+    draw: int = 0
+
+    @property
+    def key(self) -> str:
+        return super().key + (f"#d{self.draw}" if self.draw else "")
+
+
+def figure7_group(setting: str, k: int, draw: int) -> str:
+    """The group name of one Figure-7 setting, k and exemplar draw."""
+    return f"{setting}@{k}" + (f"{DRAW_SEP}{draw}" if draw else "")
+
+
+def parse_group(group: str) -> tuple[str, int, int]:
+    """(setting, k, draw) of a group name (`figure7_group`, or `<setting>@<k>` of the other phases)."""
+    head, _, draw = group.partition(DRAW_SEP)
+    setting, _, k = head.partition("@")
+    return setting, int(k), int(draw or 0)
 
 
 @dataclass
@@ -92,12 +121,24 @@ class CounterfactualConfig(QAConfig):
         choices=DRAWS,
     )
 
+    exemplar_draws: int = option(
+        1,
+        "independent draws of each Figure-7 setting's exemplars (and shuffled answers); every question is asked "
+        "with each, rows carry `draw` (the findings' interval covers the draw: use >= 2 there)",
+    )
+
     DEFAULT_SHOTS = (10, 15, 20, 32)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check(self.known_shots >= 1, "known_shots", self.known_shots, "must be >= 1")
         self.check(all(k >= 1 for k in self.shots), "shots", self.shots, "counterfactual settings need k >= 1")
+        self.check(
+            isinstance(self.exemplar_draws, int) and self.exemplar_draws >= 1,
+            "exemplar_draws",
+            self.exemplar_draws,
+            "must be >= 1",
+        )
 
 
 class CounterfactualProbe(Probe):
@@ -109,7 +150,7 @@ class CounterfactualProbe(Probe):
     headline_metric = Headline("em", "em")
     headline_keys = ("em", "f1", "contains")
     per_fact_columns = ANSWER_COLUMNS
-    metric_columns = (*QA_METRIC_COLUMNS, "setting", "exemplars")  # a block's exemplars: one list shared by its rows
+    metric_columns = (*QA_METRIC_COLUMNS, "setting", "exemplars", "draw")  # a block's exemplars: one list shared by its rows
     relation_metric = "em"
     relation_metric_title = "EM"
     #: the knowledge map: the regular k0-shot answer on the eval split, an exact match (the qa probe's verdict)
@@ -175,9 +216,10 @@ class CounterfactualProbe(Probe):
             out.update(regular_groups(prepared, pool_items(prepared), p.known_shots, cfg.base.seed, name="pool"))
         out[f"regular@{p.known_shots}"] = [QATask(it, "regular", p.known_shots) for it in evals]
         out[f"counterfactual@{p.known_shots}"] = [QATask(it, "counterfactual", p.known_shots) for it in evals]
-        for k in p.shots:
-            for s in FIGURE7_SETTINGS:
-                out[f"{s}@{k}"] = [QATask(it, s, k) for it in evals]
+        for draw in range(p.exemplar_draws):
+            for k in p.shots:
+                for s in FIGURE7_SETTINGS:
+                    out[figure7_group(s, k, draw)] = [DrawTask(it, s, k, draw) for it in evals]
         return out
 
     def item_keys(self, cfg, prepared, item: QATask) -> list[str]:
@@ -235,7 +277,8 @@ class CounterfactualProbe(Probe):
     # ------------------------------------------------------------------ blocks
     def open_relation(self, session: Session, group: str) -> BlockState:
         cfg, p = session.cfg, session.cfg.params
-        setting, k = group.split("@")[0], int(group.split("@")[1])
+        setting, k, draw = parse_group(group)
+        tag = f"#draw{draw}" if draw else ""  # draw 0: the draw (and shuffle) of earlier versions
         pool = pool_items(session.prepared)
         by_rel = qa_train_items(session.prepared)
         questions = [t.item.question for t in self.groups(cfg, session.prepared)[group]]
@@ -257,9 +300,11 @@ class CounterfactualProbe(Probe):
                 if p.strict:
                     raise ConfigError(msg + "; --strict refuses (lower --shots or raise --qa-train-per-relation)")
                 session.note(msg + f"; k capped at {len(candidates)}")
-            drawn = draw_exemplars(candidates, k, cfg.base.seed, kind)
+            drawn = draw_exemplars(candidates, k, cfg.base.seed, kind + tag)
             ex = (
-                shuffle_answers(drawn, by_rel, cfg.base.seed, correct_objects=correct, draw=cfg.params.counterfactual_answer)
+                shuffle_answers(
+                    drawn, by_rel, cfg.base.seed, "shuffle" + tag, correct_objects=correct, draw=cfg.params.counterfactual_answer
+                )
                 if setting.endswith("-shuffle")
                 else [Exemplar.of(it) for it in drawn]
             )
@@ -272,7 +317,10 @@ class CounterfactualProbe(Probe):
         return fit_block(session, group, ex, questions)
 
     def score_batch(self, session: Session, state: BlockState, batch: Sequence[QATask]) -> list[dict]:
-        return generate_rows(session, state, batch, self.name)
+        rows = generate_rows(session, state, batch, self.name)
+        for r, t in zip(rows, batch):
+            r["draw"] = getattr(t, "draw", 0)
+        return rows
 
     # ------------------------------------------------------------------ outputs
     def metrics(self, rows, prepared: Prepared, cfg: RunConfig) -> dict:
@@ -285,6 +333,7 @@ class CounterfactualProbe(Probe):
         for g, rs in settings.items():
             summary[g]["shots_used"] = rs[0]["shots"]
             summary[g]["shuffled_exemplars"] = sum(e["shuffled"] for e in rs[0]["exemplars"])
+            summary[g].update(self._draws(rs))
         figure7 = [
             {
                 "setting": s,
@@ -295,6 +344,7 @@ class CounterfactualProbe(Probe):
                 "contains": summary.get(f"{s}@{k}", {}).get("contains"),
                 **{f"{c}_ci": summary.get(f"{s}@{k}", {}).get(f"{c}_ci") for c in ("em", "f1", "contains")},
                 "n": summary.get(f"{s}@{k}", {}).get("n"),
+                **{x: summary.get(f"{s}@{k}", {}).get(x) for x in ("draws", "em_by_draw") if x in summary.get(f"{s}@{k}", {})},
             }
             for s in FIGURE7_SETTINGS
             for k in p.shots
@@ -332,6 +382,21 @@ class CounterfactualProbe(Probe):
             m["shots_capped"] = capped
             m["shots_note"] = "; ".join(f"{g}: only {k} exemplar(s) used, labelled {k}" for g, k in capped.items())
         return m
+
+    @staticmethod
+    def _draws(rows: Sequence[dict]) -> dict[str, Any]:
+        """`draws` (exemplar draws pooled in a setting's rows) and, with more than one, `em_by_draw`
+        and (when their blocks fit differently) `shots_used_by_draw`."""
+        by: dict[int, list[dict]] = {}
+        for r in rows:
+            by.setdefault(int(r.get("draw") or 0), []).append(r)
+        out: dict[str, Any] = {"draws": len(by)}
+        if len(by) > 1:
+            out["em_by_draw"] = [sum(float(r["em"]) for r in by[d]) / len(by[d]) for d in sorted(by)]
+            used = [by[d][0]["shots"] for d in sorted(by)]
+            if len(set(used)) > 1:
+                out["shots_used_by_draw"] = used
+        return out
 
     @staticmethod
     def _labelled(summary: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:

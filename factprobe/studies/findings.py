@@ -16,7 +16,8 @@ Per model of `--models` it runs, into `<out>/<model folder name>/<step>/`:
 
 Sizes: `--relations` (LAMA relation ids), `--max-facts-per-relation` (the fact cap of every probe)
 and `--budget` (`BUDGETS`: options per item, templates, the n grid and draws, the sequence length,
-the counterfactual k values, candidates, templates of BELIEF-ICL). `small` is the measured run's size (3 relations
+the counterfactual k values and exemplar draws (2 tiny, 3 small, 5 paper: the counterfactual interval
+covers the draw), candidates, templates of BELIEF-ICL). `small` is the measured run's size (3 relations
 x 8 facts; its time is in docs/findings.md); `paper` uses the papers' settings.
 The resolved settings are written to `metrics.json` (`settings`).
 
@@ -57,6 +58,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "templates": "1",
         "n": [0, 1, 2, 4],
         "draws": 2,
+        "exemplar_draws": 2,
         "length": 16,
         "replace": 4,
         "shots": [2, 3],
@@ -76,6 +78,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "templates": "1",
         "n": [0, 2, 10, 20],
         "draws": 3,
+        "exemplar_draws": 3,
         "length": 200,
         "replace": 40,
         "shots": list(fm.PAPER_SHOTS),
@@ -95,6 +98,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "templates": "paper",
         "n": [0, 1, 2, 5, 10, 20, 30, 50],
         "draws": 5,
+        "exemplar_draws": 5,
         "length": 200,
         "replace": 40,
         "shots": list(fm.PAPER_SHOTS),
@@ -206,6 +210,7 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
             **base,
             "shots": list(b["shots"]),
             "known_shots": b["known_shots"],
+            "exemplar_draws": b["exemplar_draws"],
             "qa_train_per_relation": b["qa_train_per_relation"],
             "max_new_tokens": b["max_new_tokens"],
         },

@@ -26,6 +26,7 @@ Outputs in `<out>`:
 - `positions.jsonl`: one row per (relation, position): `relation`, `position`, `subject`, `object`,
   `replaced`, `kind` (`unknown`/`incorrect` on replaced rows, else null), `fictitious_subject`,
   `group` (`replaced`, `after_replaced` = right after a replaced one, or `correct` = the rest),
+  `replaced_before` (replaced examples before the position: how many its context holds),
   `prob`, `logprob`, `prefix`, and for variants `prob_clean`, `original_subject`/`original_object`
   (the clean example at a replaced position);
 - `metrics.json` (returned): pooled over relations, `mean_prob_correct` (the `correct` group:
@@ -156,6 +157,7 @@ def position_rows(
 ) -> list[dict[str, Any]]:
     """The `positions.jsonl` rows of one relation (module docstring)."""
     rows = []
+    before = 0  # replaced examples in the context of position i (block vs random compares equal counts)
     for i, (ex, prefix, lp) in enumerate(zip(examples, prefixes, logprobs)):
         after = not ex.replaced and i > 0 and examples[i - 1].replaced
         row: dict[str, Any] = {
@@ -167,6 +169,7 @@ def position_rows(
             "kind": ex.kind,
             "fictitious_subject": ex.fictitious_subject,
             "group": "replaced" if ex.replaced else "after_replaced" if after else "correct",
+            "replaced_before": before,
             "prob": math.exp(lp),
             "logprob": lp,
             "prefix": prefix,
@@ -175,6 +178,7 @@ def position_rows(
             row["prob_clean"] = math.exp(clean_logprobs[i])
             row["original_subject"], row["original_object"] = ex.original_subject, ex.original_object
         rows.append(row)
+        before += bool(ex.replaced)
     return rows
 
 

@@ -109,7 +109,15 @@ def test_cli_help_lists_the_counterfactual_options(capsys):
     with pytest.raises(SystemExit):
         main(["probe", "counterfactual", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag in ("--shots", "--known-shots", "--known-unknown", "--strict", "--no-strict", "--max-new-tokens"):
+    for flag in (
+        "--shots",
+        "--known-shots",
+        "--known-unknown",
+        "--strict",
+        "--no-strict",
+        "--max-new-tokens",
+        "--exemplar-draws",
+    ):
         assert flag in text
 
 
@@ -283,6 +291,51 @@ def test_strict_refuses_a_k_larger_than_the_known_facts(tiny, world, tmp_path, m
         run_scripted(monkeypatch, tiny, world, tmp_path, cf_cfg(tiny, strict=True))
     msg = str(e.value)
     assert msg.startswith("known-unshuffle@8: the model has 6 known train facts for k=8") and "--strict refuses" in msg
+
+
+# ------------------------------------------------------------------ exemplar draws (issue 37 item 1)
+def test_exemplar_draws_must_be_positive_and_decide_the_results_key(tiny):
+    with pytest.raises(ConfigError, match="exemplar_draws"):
+        CounterfactualConfig(exemplar_draws=0)
+    assert CounterfactualConfig().exemplar_draws == 1
+    assert cf_cfg(tiny).results_key() != cf_cfg(tiny, exemplar_draws=2).results_key()
+
+
+def test_every_question_is_asked_with_every_exemplar_draw(tiny, world, cf_run, tmp_path, monkeypatch):
+    out = tmp_path / "draws"
+    outcome = run_scripted(monkeypatch, tiny, world, out, cf_cfg(tiny, exemplar_draws=2))
+    rows = [r for r in read_rows(out) if r["split"] == "eval"]
+    assert len({r["key"] for r in read_rows(out)}) == len(read_rows(out))
+    blocks: dict[tuple[str, int, int], list] = {}
+    for r in rows:
+        blocks.setdefault((r["setting"], r["shots_asked"], r["draw"]), []).append(r)
+    fig7 = {key: rs for key, rs in blocks.items() if key[0] in FIGURE7_SETTINGS}
+    assert {key[2] for key in fig7} == {0, 1} and len(fig7) == 2 * len(FIGURE7_SETTINGS) * len(SHOTS)
+    for key, rs in fig7.items():
+        assert sorted(r["fact_id"] for r in rs) == sorted(it.fact_id for it in world.evals), key
+        assert all(r["exemplars"] == rs[0]["exemplars"] for r in rs), "one block per setting, k and draw"
+    assert all(r["draw"] == 0 for (s, _, _), rs in blocks.items() if s not in FIGURE7_SETTINGS for r in rs)
+    ids = {key: [e["fact_id"] for e in rs[0]["exemplars"]] for key, rs in fig7.items()}
+    one = by_setting(read_rows(cf_run[0]))  # the exemplar_draws = 1 run: draw 0 is its draw
+    for s in FIGURE7_SETTINGS:
+        for k in SHOTS:
+            assert fig7[(s, k, 0)][0]["exemplars"] == one[(s, k)][0]["exemplars"], (s, k)
+            assert ids[(s, k, 1)] == ids[(s.split("-")[0] + "-unshuffle", k, 1)]  # shuffle and unshuffle: one draw
+        assert all(ids[(s, a, 1)] == ids[(s, b, 1)][: len(ids[(s, a, 1)])] for a, b in pairwise(SHOTS))  # prefixes
+    assert ids[("unknown-unshuffle", 4, 1)] != ids[("unknown-unshuffle", 4, 0)]  # 12 unknown facts: another draw
+    fig = {(e["setting"], e["shots"]): e for e in outcome.metrics["figure7"]}
+    for s, k, _ in fig7:
+        both = fig7[(s, k, 0)] + fig7[(s, k, 1)]
+        assert fig[(s, k)]["draws"] == 2 and fig[(s, k)]["n"] == len(both)
+        assert fig[(s, k)]["em"] == pytest.approx(sum(r["em"] for r in both) / len(both))
+        assert fig[(s, k)]["em_by_draw"] == pytest.approx(
+            [sum(r["em"] for r in fig7[(s, k, d)]) / len(fig7[(s, k, d)]) for d in (0, 1)]
+        )
+    before = read_rows(out)
+    again = run_scripted(monkeypatch, tiny, world, out, cf_cfg(tiny, exemplar_draws=2))  # the same config: resumed
+    assert again.n_scored_now == 0 and again.already_finished and read_rows(out) == before
+    with pytest.raises(ConfigError):  # other draws are another configuration: the folder is refused
+        run_scripted(monkeypatch, tiny, world, out, cf_cfg(tiny, exemplar_draws=3))
 
 
 # ------------------------------------------------------------------ resume

@@ -214,6 +214,10 @@ def test_the_sequence_steps_cover_both_placements_and_see_the_training_facts(tmp
     assert all(givens[s]["train_data"] == str(tmp_path / "train") for s in seq)
     assert fs.probe_configs(cfg, str(tmp_path / "m"))["counterfactual"].params.shots == fs.BUDGETS["tiny"]["shots"]
     assert fs.BUDGETS["paper"]["shots"] == fs.BUDGETS["small"]["shots"] == [10, 15, 20, 32]  # yuan2024 Figure 7's k
+    # issue 37 item 1: the counterfactual probe draws its exemplars several times, as many as the budget's draws
+    for budget in ("tiny", "small", "paper"):
+        cf = fs.probe_configs(fs.FindingsConfig(budget=budget), str(tmp_path / "m"))["counterfactual"]
+        assert cf.params.exemplar_draws == fs.BUDGETS[budget]["draws"] == {"tiny": 2, "small": 3, "paper": 5}[budget]
 
 
 def test_choices_overrides_the_budgets_options_per_item():

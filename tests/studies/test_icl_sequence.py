@@ -208,6 +208,17 @@ def test_groups_and_metrics_follow_the_rows(tmp_path, wide_llama, triples):
     assert (tmp_path / "out" / "positions.png").stat().st_size > 0 and (tmp_path / "out" / "groups.png").exists()
 
 
+@pytest.mark.slow
+def test_each_position_records_how_many_replaced_examples_its_context_holds(tmp_path, wide_llama, triples):
+    """issue 37 item 3: block vs random compares positions with the same count (wu2024 Figures 2d/2e)."""
+    from factprobe.metrics.findings import replaced_before
+
+    _, rows = _run(tmp_path, wide_llama, triples, relations="capital", length=12, replace=4, kind="incorrect")
+    rep = {r["position"] for r in rows if r["replaced"]}
+    assert [r["replaced_before"] for r in rows] == [sum(p < r["position"] for p in rep) for r in rows]
+    assert [e for _, e in next(iter(replaced_before(rows).values()))] == [r["replaced_before"] for r in rows]
+
+
 # ------------------------------------------------------------------ bad input: one line each
 def test_fewer_facts_than_length_names_relation_available_and_requested(tmp_path, wide_llama, triples):
     with pytest.raises(
