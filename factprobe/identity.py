@@ -310,6 +310,10 @@ class RunIdentity:
     config_key: str
     numerics: dict[str, Any] = field(default_factory=dict)
     inputs: list[dict] = field(default_factory=list)
+    #: what the weights are beyond their revision (`factprobe.models.quantisation.weights_of`: a built-in
+    #: alias's GGUF quantisation, "GGUF Q4_K_M, dequantised to float32"); {} for other weights. Told by the
+    #: revision, so not part of `key()` or `changes_from`
+    weights: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -322,6 +326,7 @@ class RunIdentity:
             str(d.get("config_key") or ""),
             dict(d.get("numerics") or {}),
             list(d.get("inputs") or []),
+            dict(d.get("weights") or {}),
         )
 
     def key(self) -> str:
@@ -358,8 +363,9 @@ class RunIdentity:
         n = self.numerics
         where = n.get("device_name") or n.get("device")
         attn = f", attn {n['attn_implementation']}" if n.get("attn_implementation") else ""
+        weights = f" ({self.weights['description']})" if self.weights.get("description") else ""
         return (
-            f"identity: model {short(self.model_revision)}, data {short(self.data_digest)}, config {self.config_key}, "
+            f"identity: model {short(self.model_revision)}{weights}, data {short(self.data_digest)}, config {self.config_key}, "
             f"{n.get('dtype')} on {n.get('device')} ({where}{attn}), torch {n.get('torch')}, "
             f"transformers {n.get('transformers')}, factprobe {n.get('factprobe')}"
         )
@@ -380,8 +386,11 @@ class RunIdentity:
         }
 
     def params(self) -> dict[str, str]:
-        """MLflow params `identity.<name>`: the model revision, data digest, each numerics field and the inputs."""
+        """MLflow params `identity.<name>`: the model revision, data digest, each numerics field, the inputs
+        and `identity.weights` (what the weights are, e.g. "GGUF Q4_1, dequantised to float32") when known."""
         out = {"identity.model_revision": self.model_revision, "identity.data_digest": self.data_digest}
+        if self.weights.get("description"):
+            out["identity.weights"] = str(self.weights["description"])
         out.update({f"identity.{k}": str(v) for k, v in self.numerics.items()})
         for inp in self.inputs:
             out[f"identity.input.{inp.get('name')}"] = str(inp.get("location"))

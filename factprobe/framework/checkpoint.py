@@ -33,6 +33,7 @@ writes metrics.json and drops the checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -198,13 +199,7 @@ class RunFolder:
         old = self.stored_identity()
         attn = old.numerics.get("attn_implementation") if old is not None and self.holds_results() else None
         if attn and not ident.numerics.get("attn_implementation"):
-            return RunIdentity(
-                ident.model_revision,
-                ident.data_digest,
-                ident.config_key,
-                {**ident.numerics, "attn_implementation": attn},
-                ident.inputs,
-            )
+            return dataclasses.replace(ident, numerics={**ident.numerics, "attn_implementation": attn})
         return ident
 
     def write_config(self, identity: RunIdentity | None = None) -> None:

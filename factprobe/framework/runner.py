@@ -236,7 +236,9 @@ def run_identity(cfg: RunConfig, prepared: Prepared, loaded=None) -> RunIdentity
             if is_served(cfg.base.model)
             else resolved_numerics(cfg.base.device, cfg.base.dtype, cfg.base.device_map)
         )
-    ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num)
+    from ..models.quantisation import weights_of
+
+    ident = RunIdentity(revision or "", data_digest(prepared), cfg.results_key(), num, weights=weights_of(revision or ""))
     return with_inputs(ident, cfg.to_dict())
 
 
@@ -248,9 +250,10 @@ def loaded_identity(ident: RunIdentity, loaded) -> RunIdentity:
             f"the weights of {loaded.name} changed while the run started (revision {ident.model_revision} "
             f"when checked, {loaded.revision} when loaded); run again once they are stable"
         )
-    return RunIdentity(
-        loaded.revision or ident.model_revision, ident.data_digest, ident.config_key, loaded_numerics(loaded), ident.inputs
-    )
+    from ..models.quantisation import weights_of
+
+    revision = loaded.revision or ident.model_revision
+    return RunIdentity(revision, ident.data_digest, ident.config_key, loaded_numerics(loaded), ident.inputs, weights_of(revision))
 
 
 def score_naming_long_items(probe, session: Session, state, relation: str, batch) -> list[dict]:

