@@ -811,7 +811,7 @@ PARAM_COUNTS = {
     "probe": 22,  # + knowledge_map (issue 39)
     "nightly_sweep": 24,
     "regression": 22,
-    "counterfactual_icl": 18,
+    "counterfactual_icl": 19,  # + exemplar_draws (issue 37 item 1)
     "coherency": 15,
     "finetune_known_unknown": 24,
     "belief": 20,
