@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.real_model]
 
+PROBES = 'probes=["ic-lke","hgp"]'
 SMALL = ["--param", "relations=P36", "--param", "max_facts_per_relation=2", "--param", "choices=10", "--param", "examples=10"]
 
 
@@ -113,14 +114,31 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
       folder); the broken one gets no child run (refused before start, issue 18 item 2);
     - a models.yaml that does not parse fails the run;
     - night 3, the broken model dropped: the good model is compared with its run of night 2 (each
-      model is its own key), and no alert is raised."""
+      model is its own key), and no alert is raised.
+
+    Two probes (ic-lke, hgp), so each night ends with a knowledge map (issue 39), before the comparison:
+    night 1 has no previous night's map, nights 2 and 3 diff the good model's map against the night before
+    (no fact changed: the facts resumed), also on night 2, whose comparison fails the run."""
     good = tiny_model_path("gpt2")
     name, broken = good.name, "/nonexistent/broken-model"
     models = tmp_path / "models.yaml"
 
     def night(*entries: str) -> tuple[int, str]:
         models.write_text("models:\n" + "".join(f"  - {e}\n" for e in entries))
-        return pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", *SMALL)
+        return pipeline(tmp_path, "nightly_sweep", "--param", f"models_yaml={models}", "--param", PROBES, *SMALL)
+
+    def map_run(parent):
+        (found,) = [
+            r
+            for r in runs(c, "factprobe/nightly_sweep")
+            if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+            and r.data.tags.get("factprobe.step") == "knowledge-map"
+        ]
+        assert found.info.status == "FINISHED" and found.data.tags["factprobe.knowledge_map_probes"] == "ic-lke,hgp"
+        return found
+
+    def night_diff(parent) -> str:
+        return Path(c.download_artifacts(parent.info.run_id, "report/nightly_knowledge_map.md", str(tmp_path))).read_text()
 
     def parents() -> list:
         return sorted(
@@ -130,7 +148,7 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
 
     def probe_children(parent) -> dict:
         return {
-            r.data.tags.get("factprobe.model"): r
+            (r.data.tags.get("factprobe.probe"), r.data.tags.get("factprobe.model")): r
             for r in runs(c, "factprobe/nightly_sweep")
             if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id and r.data.tags.get("factprobe.step") == "probe"
         }
@@ -140,6 +158,9 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     assert rc == 0, log[-3000:]
     (first,) = parents()
     assert first.data.tags["factprobe.previous_run"] == "none"
+    first_map = map_run(first)
+    assert first.data.tags["factprobe.previous_knowledge_map"] == "none"
+    assert "no previous night's map of ic-lke, hgp: tonight's is the reference" in night_diff(first)
 
     rc, log = night(str(good), broken)
     assert rc == 1, log[-3000:]
@@ -147,20 +168,27 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     first, second = parents()
     assert second.data.tags["factprobe.alert"] == "failed_models"
     assert f"ic-lke:{broken} failed" in second.data.tags["factprobe.alert_detail"]
-    assert second.data.tags["factprobe.failed_models"] == f"ic-lke:{broken}"
-    previous_probe = c.get_run(second.data.tags["factprobe.previous_run"])
-    assert previous_probe.data.tags["mlflow.parentRunId"] == first.info.run_id
+    assert second.data.tags["factprobe.failed_models"] == f"hgp:{broken}, ic-lke:{broken}"
+    # the map leaves the failed steps out and is diffed against night 1's, before the failing comparison
+    second_map = map_run(second)
+    assert second_map.data.tags["factprobe.knowledge_map_models"] == name
+    assert second.data.tags["factprobe.previous_knowledge_map"] == first_map.info.run_id
+    assert second.data.metrics[f"knowledge_map_diff/{name}/unchanged"] == 2.0  # both facts, resumed
+    assert second.data.metrics[f"knowledge_map_diff/{name}/robust_gain"] == 0.0
+    assert f"| {name} | {first_map.info.run_id} |" in night_diff(second)
+    previous_probes = [c.get_run(r) for r in second.data.tags["factprobe.previous_run"].split(",")]
+    assert len(previous_probes) == 2 and {r.data.tags["mlflow.parentRunId"] for r in previous_probes} == {first.info.run_id}
     assert second.data.tags["factprobe.previous_sweep"] == first.info.run_id
     assert second.data.metrics[f"delta/ic-lke/{name}"] == 0.0 and f"accuracy/ic-lke/{name}" in second.data.metrics
     summary = json.loads(Path(c.download_artifacts(second.info.run_id, "summary/summary.json", str(tmp_path))).read_text())
-    (key,) = summary  # the good model only
-    assert key.startswith("ic-lke:") and name in key
+    assert sorted(k.split(":", 1)[0] for k in summary) == ["hgp", "ic-lke"]  # the good model only
+    assert all(name in k for k in summary)
     changes = Path(c.download_artifacts(second.info.run_id, "report/nightly_changes.md", str(tmp_path))).read_text()
     assert f"FAILED: ic-lke on {broken}" in changes
     children = probe_children(second)
-    assert [m for m in children if name in (m or "")] and all(r.info.status == "FINISHED" for r in children.values())
-    assert broken not in children
-    (good_child,) = children.values()
+    assert sorted(p for p, m in children if name in (m or "")) == ["hgp", "ic-lke"]
+    assert all(r.info.status == "FINISHED" for r in children.values())
+    assert broken not in {m for _, m in children}
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [smollm2\n")
@@ -170,7 +198,8 @@ def test_nightly_sweep_compares_each_model_with_its_own_previous_night(tmp_path,
     rc, log = night(str(good))
     assert rc == 0, log[-3000:]
     third = parents()[-1]
-    assert third.data.tags["factprobe.previous_run"] == good_child.info.run_id
+    assert set(third.data.tags["factprobe.previous_run"].split(",")) == {r.info.run_id for r in children.values()}
+    assert third.data.tags["factprobe.previous_knowledge_map"] == second_map.info.run_id
     assert third.data.tags["factprobe.previous_sweep"] == second.info.run_id
     assert third.data.metrics[f"delta/ic-lke/{name}"] == 0.0
     assert third.data.metrics[f"nightly_drop/ic-lke/{name}"] == 0.0
