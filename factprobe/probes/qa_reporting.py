@@ -83,6 +83,17 @@ def shots_text(m: Mapping[str, Any]) -> str | None:
     return "\n".join(lines)
 
 
+def ci_columns(entry: Mapping[str, Any]) -> dict[str, float | None]:
+    """`em_ci_low`, `em_ci_high` (also f1, contains) of a score summary, for the report tables (None
+    where it has no interval)."""
+    out: dict[str, float | None] = {}
+    for name, _ in SCORES:
+        ci = entry.get(f"{name}_ci")
+        ok = isinstance(ci, (list, tuple)) and len(ci) == 2
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = (ci[0], ci[1]) if ok else (None, None)
+    return out
+
+
 def ci_flat(m: Mapping[str, Any]) -> dict[str, float]:
     """`<score>_ci_low` / `<score>_ci_high` of the top-level scores and `<score>_ci_low/shots/<k>` (and
     high) of every `per_shots` entry: the intervals as MLflow metrics (lists are not metrics)."""
@@ -150,7 +161,7 @@ def _has_em(m: Mapping[str, Any]) -> bool:
 
 def qa_rows(runs: Sequence[ReportRun]) -> list[dict]:
     """The QA table: per QA run, its scores over the eval split for its first k, then per k asked
-    (`per_shots`, all asked splits)."""
+    (`per_shots`, all asked splits), each with its 95% intervals (`ci_columns`)."""
     rows = []
     for r in runs:
         m = r.metrics
@@ -166,6 +177,7 @@ def qa_rows(runs: Sequence[ReportRun]) -> list[dict]:
                 "f1": m.get("f1"),
                 "contains": m.get("contains"),
                 "n": m.get("n"),
+                **ci_columns(m),
             }
         )
         for k, summary in (m.get("per_shots") or {}).items():
@@ -178,6 +190,7 @@ def qa_rows(runs: Sequence[ReportRun]) -> list[dict]:
                     "f1": summary.get("f1"),
                     "contains": summary.get("contains"),
                     "n": summary.get("n"),
+                    **ci_columns(summary),
                 }
             )
     return rows
@@ -227,7 +240,7 @@ def em_by_k(metrics: Mapping[str, Any]) -> dict[int, dict[str, float]]:
 def counterfactual_rows(runs: Sequence[ReportRun], zero: Mapping[str, Mapping[str, Any]]) -> list[dict]:
     """The counterfactual ICL table: per model, zero-shot (from a QA run of the model, `zero` by
     model label), regular and counterfactual k0-shot, then every Figure-7 setting and k; columns
-    model, setting, shots, shots_used, em, f1, contains, n."""
+    model, setting, shots, shots_used, em, f1, contains, n and the intervals (`ci_columns`)."""
     rows = []
     for r in runs:
         m = r.metrics
@@ -246,6 +259,7 @@ def counterfactual_rows(runs: Sequence[ReportRun], zero: Mapping[str, Mapping[st
                     "f1": z.get("f1"),
                     "contains": z.get("contains"),
                     "n": z.get("n"),
+                    **ci_columns(z),
                 }
             )
         for group, summary in (m.get("settings") or {}).items():
@@ -261,6 +275,7 @@ def counterfactual_rows(runs: Sequence[ReportRun], zero: Mapping[str, Mapping[st
                         "f1": summary.get("f1"),
                         "contains": summary.get("contains"),
                         "n": summary.get("n"),
+                        **ci_columns(summary),
                     }
                 )
         for x in m["figure7"]:
@@ -275,6 +290,7 @@ def counterfactual_rows(runs: Sequence[ReportRun], zero: Mapping[str, Mapping[st
                     "f1": x.get("f1"),
                     "contains": x.get("contains"),
                     "n": n,
+                    **ci_columns(x),
                 }
             )
     return rows

@@ -113,3 +113,15 @@ def test_counterfactual_records_and_prints_an_interval_per_setting_and_k():
     line = next(x for x in text.splitlines() if x.split()[:2] == ["unknown-shuffle", "15"])
     assert f"{f['em']:.3f} [{f['em_ci'][0]:.3f}, {f['em_ci'][1]:.3f}]" in line
     assert f"{f['contains']:.3f} [{f['contains_ci'][0]:.3f}, {f['contains_ci'][1]:.3f}]" in line
+
+
+def test_report_tables_carry_the_intervals():
+    from factprobe.framework.reporting import ReportRun
+    from factprobe.probes.qa_reporting import qa_rows
+
+    m = _qa_metrics()
+    run = ReportRun(name="qa:m", probe="qa", model="m", label="m", metrics=m)
+    rows = qa_rows([run])
+    assert [(r["shots"], r["split"]) for r in rows] == [(0, "eval"), (0, "asked"), (2, "asked")]
+    assert (rows[2]["em_ci_low"], rows[2]["em_ci_high"]) == tuple(m["per_shots"]["2"]["em_ci"])
+    assert rows[0]["contains_ci_high"] == m["contains_ci"][1]
