@@ -349,7 +349,8 @@ def score_intervals(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict
     """`{"em_ci", "f1_ci", "contains_ci"}`: the 95% percentile bootstrap interval `[lo, hi]` of each
     mean score over the items of `df` (`bootstrap.bootstrap_ci`, the intervals the multiple-choice
     probes give their accuracy); None where there is no item. The items (rows) are the only source
-    of chance it covers, not the draw of the exemplars they were asked with."""
+    of chance it covers, not the draw of the exemplars they were asked with (the counterfactual probe
+    replaces them by a crossed t-interval when a setting has several exemplar draws)."""
     from .bootstrap import bootstrap_ci
 
     if not len(df):

@@ -43,7 +43,8 @@ copied through) for the fine-tuning pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -393,9 +394,28 @@ class CounterfactualProbe(Probe):
         out: dict[str, Any] = {"draws": len(by)}
         if len(by) > 1:
             out["em_by_draw"] = [sum(float(r["em"]) for r in by[d]) / len(by[d]) for d in sorted(by)]
+            out.update(CounterfactualProbe._crossed_intervals(by))
             used = [by[d][0]["shots"] for d in sorted(by)]
             if len(set(used)) > 1:
                 out["shots_used_by_draw"] = used
+        return out
+
+    @staticmethod
+    def _crossed_intervals(by: Mapping[int, Sequence[dict]]) -> dict[str, Any]:
+        """With several exemplar draws a setting's rows are questions x draws, not independent items: the
+        95% intervals of EM, F1 and Contains (replacing `summarize_qa`'s bootstrap over rows, which treats
+        them as independent and is too narrow) are the crossed t-interval of the findings
+        (`findings_counterfactual.crossed_t_interval`: draws and questions both sources of chance), over the
+        questions asked in every draw, clipped to [0, 1]; `ci_method` says so."""
+        from ..metrics.findings_counterfactual import crossed_t_interval
+
+        facts = sorted(set.intersection(*({str(r["fact_id"]) for r in rs} for rs in by.values())))
+        out: dict[str, Any] = {"ci_method": "crossed t-interval over exemplar draws x questions"}
+        for c in ("em", "f1", "contains"):
+            cell = {d: {str(r["fact_id"]): float(r[c]) for r in rs} for d, rs in by.items()}
+            table = [[cell[d][f] for f in facts] for d in sorted(by)]
+            _, lo, hi, _ = crossed_t_interval(table)
+            out[f"{c}_ci"] = None if math.isnan(lo) else [max(0.0, lo), min(1.0, hi)]
         return out
 
     @staticmethod

@@ -114,7 +114,8 @@ def intervals_text(m: Mapping[str, Any]) -> str | None:
         return None
     width = max(len("setting"), *(len(str(g).rpartition("@")[0]) for g in settings)) + 2
     lines = [
-        "95% bootstrap intervals over the questions (not over exemplar draws), per setting and k",
+        "95% intervals per setting and k: bootstrap over the questions; a setting asked with several exemplar "
+        "draws: crossed t-interval over draws x questions",
         _scores_header(f"{'setting':<{width}}{'k':>4}{'n':>6}"),
     ]
     for group, e in settings.items():

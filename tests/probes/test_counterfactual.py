@@ -9,6 +9,7 @@ Numbers from these models are never results.
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
@@ -463,3 +464,26 @@ def test_tiny_model_runs_every_phase(tiny_model_path, tmp_path):
 class _Shown:
     def __init__(self, d: dict):
         self.question, self.shown_answer = d["question"], d["shown_answer"]
+
+
+def test_intervals_over_several_draws_cover_the_draw_not_rows_as_independent():
+    """Two draws x four questions, EM by hand: draw means 0.75 and 0.25, question means 1, 0.5, 0.5, 0;
+    var(draw means)/2 = 0.125/2, var(question means)/4 = (1/6)/4: half-width t(1) * sqrt(0.0625 + 0.041667)
+    = 12.706 * 0.32275, clipped to [0, 1]. A bootstrap over the 8 rows as independent items is narrower."""
+    from factprobe.metrics.qa import score_intervals
+    from factprobe.probes.counterfactual import CounterfactualProbe
+
+    em = {0: [1, 1, 1, 0], 1: [1, 0, 0, 0]}
+    by = {d: [{"fact_id": f"q{i}", "em": v, "f1": v, "contains": v} for i, v in enumerate(vals)] for d, vals in em.items()}
+    out = CounterfactualProbe._crossed_intervals(by)
+    assert out["ci_method"].startswith("crossed t-interval")
+    assert out["em_ci"] == [0.0, 1.0]  # 0.5 -/+ 4.10: the two draws disagree, and the interval says so
+    rows = pd.DataFrame([r for rs in by.values() for r in rs])
+    naive = score_intervals(rows)["em_ci"]
+    assert naive[1] - naive[0] < 0.8  # what the rows-as-independent bootstrap claimed
+
+    vals = [1] * 20 + [0] * 20  # three draws that agree: the question term alone, t at 2 degrees of freedom
+    same = {d: [{"fact_id": f"q{i}", "em": v, "f1": v, "contains": v} for i, v in enumerate(vals)] for d in (0, 1, 2)}
+    lo, hi = CounterfactualProbe._crossed_intervals(same)["em_ci"]
+    half = 4.30265 * math.sqrt((10 / 39) / 40)  # var of 20 ones and 20 zeros (ddof 1) = 10/39
+    assert (lo, hi) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-4)
