@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rehearse_env import REPO, PodmanService, RehearsalError, current_images, preflight, prepare_volume
+from rehearse_env import REPO, STALE_USED, PodmanService, RehearsalError, current_images, preflight, prepare_volume
 
 #: the smallest run that still probes a real model end to end (`make rehearse` extends it with --models, --param)
 COMMON_PARAMS = {
@@ -114,17 +114,20 @@ def step_environment(stack, mount: str) -> dict[str, str]:
     return env
 
 
-def missing_module_line(log_text: str) -> str | None:
-    """'step S (image I) lacks module M' for the first failed step whose output says a module is missing."""
-    from factprobe_ops.pipelines.local_run import step_logs
+def failed_step_line(log_text: str) -> str | None:
+    """The first failed step in one line: 'step S (image I) lacks module M' when its output says a module is
+    missing, else 'step S (image I) failed: <its first error line>' (pipelines/local_run.py first_error_line)."""
+    from factprobe_ops.pipelines.local_run import first_error_line, step_logs
 
     for name, status, lines in step_logs(log_text):
         if status == "SUCCESS":
             continue
         text = "\n".join(lines)
+        found = FOUND_IMAGE.search(text)
+        image = found.group(1) if found else "unknown"
         if m := MISSING_MODULE.search(text):
-            image = FOUND_IMAGE.search(text)
-            return f"step {name!r} (image {image.group(1) if image else 'unknown'}) lacks module {m.group(1)!r}"
+            return f"step {name!r} (image {image}) lacks module {m.group(1)!r}"
+        return f"step {name!r} (image {image}) failed: {first_error_line(lines)}"
     return None
 
 
@@ -146,6 +149,29 @@ def image_failures(ran: dict[str, str], images: dict[str, str]) -> list[str]:
         if step.startswith("probe-") and image and image != images["gpu"]:
             bad.append(f"step {step!r} ran in {image}, not the GPU image {images['gpu']}")
     return bad
+
+
+def run_container(client, image: str, command: list[str], volumes: dict, **run_args) -> int:
+    """kfp's `docker_task_handler.run_docker_container` without `auto_remove`: podman's Docker API answers 500
+    ("no such container"), not docker's 404, when a container that auto_remove already took is inspected, which
+    kfp then reports as a failed step. The container is removed once its exit code is read. It never pulls: the
+    images are this machine's (`make images`)."""
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise RehearsalError(f"image {image} is not in podman's storage: run `make images`") from None
+    print(f"Found image {image!r}\n")
+    container = client.containers.run(
+        image=image, command=command, detach=True, stdout=True, stderr=True, volumes=volumes, **run_args
+    )
+    try:
+        for line in container.logs(stream=True, follow=True):
+            print(line.decode(errors="replace"), end="")
+        return container.wait()["StatusCode"]
+    finally:
+        container.remove(force=True)
 
 
 def run_in_images(name: str, pairs: list[str], images: dict[str, str], root: Path, env: dict[str, str], volume: Path, mount: str):
@@ -174,6 +200,9 @@ def run_in_images(name: str, pairs: list[str], images: dict[str, str], root: Pat
         environment=env,
     )
     local.init(runner=runner, pipeline_root=str(pipeline_root), raise_on_error=True)
+    from kfp.local import docker_task_handler
+
+    docker_task_handler.run_docker_container = run_container
     import warnings
 
     # kfp's notes that cluster settings (requests, limits, display names) do nothing in a local run
@@ -258,8 +287,9 @@ def rehearse_pipeline(name: str, args, images, root: Path, stack, env, mount: st
     print(f"{name} in images: {'succeeded' if ok else 'FAILED'} in {seconds:.1f} s; log {log_path}", flush=True)
     TIMES[name] = seconds
     if not ok:
-        line = missing_module_line(log_path.read_text(errors="replace"))
-        return [f"{name}: {line or 'a step failed; see the log'}"]
+        line = failed_step_line(log_path.read_text(errors="replace")) or "a step failed"
+        stale = f" (stale images run: {', '.join(STALE_USED)}; `make images` builds the current sources)" if STALE_USED else ""
+        return [f"{name}: {line}{stale}; log {log_path}"]
     ran = step_images(log_path.read_text(errors="replace"))
     print("  steps: " + ", ".join(f"{s} {i.split('/')[-1]}" for s, i in ran.items()), flush=True)
     stored = stack.s3.client().list_objects_v2(Bucket=BUCKET).get("KeyCount", 0)

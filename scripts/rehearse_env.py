@@ -27,6 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CONTAINERS_CONF = REPO / "containers" / "podman" / "containers.conf"
 STEP_UID = 1000  # the images' user (containers/README.md, "Runtime conventions")
+#: the stale images `current_images(allow_stale=True)` chose (a failed step then says so)
+STALE_USED: list[str] = []
 
 
 class RehearsalError(RuntimeError):
@@ -87,6 +89,7 @@ def current_images(kinds: list[str], allow_stale: bool = False) -> dict[str, str
         if allow_stale and others:
             print(f"warning: {ref} is not built; using {others[0]}, built from older sources (--allow-stale)", flush=True)
             chosen[kind] = others[0]
+            STALE_USED.append(others[0])
             continue
         state = f"stale ({others[0]} was built from older sources)" if others else "missing"
         raise ImageError(f"image {ref} is {state}: run `make images`")

@@ -55,8 +55,12 @@ def test_a_missing_module_names_the_step_the_image_and_the_module():
             ],
         ),
     )
-    assert rehearse.missing_module_line(log) == f"step 'probe-model' (image {GPU}) lacks module 'peft.tuners'"
-    assert rehearse.missing_module_line(kfp_log(("report", "FAILURE", CPU, ["ValueError: bad"]))) is None
+    assert rehearse.failed_step_line(log) == f"step 'probe-model' (image {GPU}) lacks module 'peft.tuners'"
+    other = kfp_log(
+        ("report", "FAILURE", CPU, ["Traceback (most recent call last):", "TypeError: f() got an unexpected keyword"])
+    )
+    assert rehearse.failed_step_line(other) == f"step 'report' (image {CPU}) failed: TypeError: f() got an unexpected keyword"
+    assert rehearse.failed_step_line(kfp_log(("report", "SUCCESS", CPU, []))) is None
 
 
 def test_every_step_must_run_in_an_image_and_probe_steps_in_the_gpu_image():
