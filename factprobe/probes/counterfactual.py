@@ -75,6 +75,8 @@ from .qa import (
 
 FIGURE7_SETTINGS = ("known-unshuffle", "known-shuffle", "unknown-unshuffle", "unknown-shuffle")
 DRAW_SEP = ":draw"
+#: the most exemplar draws a run may ask for (the findings' paper budget uses 5; every draw asks every question)
+MAX_EXEMPLAR_DRAWS = 100
 
 
 @dataclass(frozen=True)
@@ -135,10 +137,12 @@ class CounterfactualConfig(QAConfig):
         self.check(self.known_shots >= 1, "known_shots", self.known_shots, "must be >= 1")
         self.check(all(k >= 1 for k in self.shots), "shots", self.shots, "counterfactual settings need k >= 1")
         self.check(
-            isinstance(self.exemplar_draws, int) and self.exemplar_draws >= 1,
+            isinstance(self.exemplar_draws, int)
+            and not isinstance(self.exemplar_draws, bool)
+            and 1 <= self.exemplar_draws <= MAX_EXEMPLAR_DRAWS,
             "exemplar_draws",
             self.exemplar_draws,
-            "must be >= 1",
+            f"must be an integer from 1 to {MAX_EXEMPLAR_DRAWS} (each draw asks every question again)",
         )
 
 

@@ -296,8 +296,10 @@ def test_strict_refuses_a_k_larger_than_the_known_facts(tiny, world, tmp_path, m
 
 # ------------------------------------------------------------------ exemplar draws (issue 37 item 1)
 def test_exemplar_draws_must_be_positive_and_decide_the_results_key(tiny):
-    with pytest.raises(ConfigError, match="exemplar_draws"):
-        CounterfactualConfig(exemplar_draws=0)
+    for bad in (0, 101, 10**9, True, 2.0):  # a huge count would build every question's task 10**9 times
+        with pytest.raises(ConfigError, match="exemplar_draws"):
+            CounterfactualConfig(exemplar_draws=bad)
+    assert CounterfactualConfig(exemplar_draws=100).exemplar_draws == 100
     assert CounterfactualConfig().exemplar_draws == 1
     assert cf_cfg(tiny).results_key() != cf_cfg(tiny, exemplar_draws=2).results_key()
 
