@@ -210,12 +210,18 @@ def run_in_images(name: str, pairs: list[str], images: dict[str, str], root: Pat
     log = _RunLog(sys.stdout, root / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log", verbose=False)
     start = time.perf_counter()
     ok = True
+    import builtins
+
+    # kfp's indented_print swaps builtins.print per task; parallel tasks (ParallelFor) restore each other's
+    # indented version, so it is put back here after the run
+    plain_print = builtins.print
     sys.stdout = log
     try:
         pipe(**params)
     except RuntimeError:
         ok = False
     finally:
+        builtins.print = plain_print
         sys.stdout = log._stream
         log.close_log()
     return ok, time.perf_counter() - start, log.path
