@@ -29,7 +29,7 @@ from factprobe_ops.components.belief import belief_plan, belief_report, probe_be
 from factprobe_ops.components.data_build import data_build
 
 from .params import Param, config_dict, config_params, make_pipeline
-from .platform import cpu_step, gpu_step
+from .platform import cpu_step, data_step, gpu_step
 from .probe import models_param
 from .scaffold import tracked
 
@@ -60,7 +60,7 @@ def _body(values: dict[str, Any]) -> None:
             ),
             s3=False,
         )
-        build = cpu_step(data_build(config=config, options=run.options, probes=[PROBE], context=run.context), memory="8G")
+        build = data_step(data_build(config=config, options=run.options, probes=[PROBE], context=run.context))
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models-x-settings") as cell:
             probed = gpu_step(

@@ -33,7 +33,7 @@ from factprobe_ops.components.known_unknown import probe_known_unknown, probe_wi
 from factprobe_ops.components.plan import plan_matrix
 
 from .params import Param, config_dict, config_params, make_pipeline
-from .platform import cpu_step, gpu_step
+from .platform import cpu_step, data_step, gpu_step
 from .probe import models_param
 from .scaffold import tracked
 
@@ -70,7 +70,7 @@ def _body(values: dict[str, Any]) -> None:
             ),
             s3=False,
         )
-        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
+        build = data_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context))
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
             common = {

@@ -38,7 +38,7 @@ from factprobe_ops.components.report import report
 from factprobe_ops.components.study import run_study
 
 from .params import Param, config_dict, config_params, dataclass_params, make_pipeline
-from .platform import cpu_step, gpu_step
+from .platform import cpu_step, data_step, gpu_step
 from .probe import models_param
 from .scaffold import tracked
 
@@ -83,7 +83,7 @@ def _body(values: dict[str, Any]) -> None:
         plan = cpu_step(
             plan_matrix(models=values["models"], probes=PROBES, config=config, options=run.options, context=run.context), s3=False
         )
-        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
+        build = data_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context))
         build.after(plan)
         with dsl.ParallelFor(plan.output, name="models") as cell:
             common = {

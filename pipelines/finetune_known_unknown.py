@@ -52,7 +52,7 @@ from factprobe_ops.components.finetune import (
 )
 
 from .params import Param, config_params, dataclass_params, make_pipeline, packed
-from .platform import cpu_step, gpu_step, local_build, model_step, train_step
+from .platform import cpu_step, data_step, gpu_step, local_build, model_step, train_step
 from .scaffold import tracked
 
 NAME = "finetune_known_unknown"
@@ -110,7 +110,7 @@ def _body(values: dict[str, Any]) -> None:
     model = values["model"]
     with tracked(NAME, values, [model], PROBES, packed({**config_values, **ft_values})) as run:
         work = run.work_root
-        build = cpu_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context), memory="8G")
+        build = data_step(data_build(config=config, options=run.options, probes=PROBES, context=run.context))
         common = run.step_args()
         table = gpu_step(
             finetune_base_table(

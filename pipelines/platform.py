@@ -28,8 +28,15 @@ HF_SECRET_KEYS = {"HF_TOKEN": "HF_TOKEN"}
 #: the served model's API key (k8s/secrets/vllm, the key vLLM itself reads) -> the variable the client reads first
 #: (factprobe/lm/served.py KEY_VARIABLES)
 SERVED_KEY_SECRET_KEYS = {"VLLM_API_KEY": "FACTPROBE_OPENAI_API_KEY"}
-#: environment of steps with the PVC: variable -> folder under the mount
-STORAGE_ENV = {"FACTPROBE_CACHE": "cache", "FACTPROBE_WORK": "work", "HF_HOME": "hf", "TORCH_EXTENSIONS_DIR": "torch_extensions"}
+#: environment of steps with the PVC: variable -> folder under the mount (FACTPROBE_DATA: the research data root,
+#: `lama/`, `lpaqa/`, `coherency/`, ... as in ../shared/data, put there once: k8s/README.md, "5. Research data")
+STORAGE_ENV = {
+    "FACTPROBE_CACHE": "cache",
+    "FACTPROBE_WORK": "work",
+    "HF_HOME": "hf",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+    "FACTPROBE_DATA": "data",
+}
 GPU_RETRIES = 2  # on a cluster: preemptible GPU nodes
 # Set while a pipeline is built: the cluster settings, and whether it is for the local runner (no
 # retries there: a local run fails fast instead of backing off for minutes).
@@ -99,8 +106,9 @@ def cpu_step(task: PipelineTask, cpu: str = "1", memory: str = "4G", s3: bool = 
 def with_storage(task: PipelineTask) -> PipelineTask:
     """The PersistentVolumeClaim `CONFIG.pvc_name` (k8s/components/model-cache-pvc) mounted at
     `CONFIG.pvc_mount` with `kubernetes.mount_pvc`, and the environment that puts the model cache,
-    the probes' resumable working folders, the Hugging Face cache and compiled DeepSpeed ops on it
-    (`STORAGE_ENV`), so a rescheduled pod finds the converted model and resumes its checkpoint.
+    the probes' resumable working folders, the Hugging Face cache, compiled DeepSpeed ops and the
+    research data root on it (`STORAGE_ENV`), so a rescheduled pod finds the converted model and
+    resumes its checkpoint, and `train_data`, templates and relations files are read from the claim.
     Nothing in local builds (the local runner has no volumes) or with FACTPROBE_PVC=''."""
     CONFIG, local = _settings()
     if local or not CONFIG.pvc_name:
@@ -109,6 +117,13 @@ def with_storage(task: PipelineTask) -> PipelineTask:
     for name, sub in STORAGE_ENV.items():
         task.set_env_variable(name, f"{CONFIG.pvc_mount}/{sub}")
     return task
+
+
+def data_step(task: PipelineTask, memory: str = "8G") -> PipelineTask:
+    """The data-build step: a `cpu_step` that mounts the claim (`with_storage`), so it reads the data root
+    (FACTPROBE_DATA=<mount>/data: `train_data`, the coherency relations, the BELIEF templates) where the
+    probing steps read it."""
+    return with_storage(cpu_step(task, memory=memory))
 
 
 def with_shm(task: PipelineTask) -> PipelineTask:

@@ -47,7 +47,7 @@ from factprobe_ops.components.probe_unit import probe_model as probe_unit
 from factprobe_ops.components.report import report
 
 from .params import DEFAULT_PROBES, Param, config_dict, config_params, make_pipeline, probes_param
-from .platform import cpu_step, gpu_placement, gpu_step, local_build, placed_by_outputs, read_cluster_config
+from .platform import cpu_step, data_step, gpu_placement, gpu_step, local_build, placed_by_outputs, read_cluster_config
 from .scaffold import tracked
 
 DEFAULT_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
@@ -185,7 +185,7 @@ def probe_dag(dag: DagConfig):
             plan_matrix(models=dag.models, probes=dag.probes, config=dag.config, options=run.options, context=run.context),
             s3=False,
         )
-        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context), memory="8G")
+        build = data_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context))
         build.after(plan)  # the plan validates every (model, probe) config first
         with dsl.ParallelFor(plan.output, name="models-x-probes") as cell:
             probed = gpu_step(
@@ -229,7 +229,7 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
             ),
             s3=False,
         )
-        build = cpu_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context), memory="8G")
+        build = data_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context))
         build.after(plan)  # the plan validates every model, probe and config first
         with dsl.ParallelFor(plan.output, name="units", parallelism=sweep_parallelism()) as unit:
             size = cpu_step(unit_resources(unit=unit, placement=gpu_placement()), cpu="0.5", memory="512M", s3=False)

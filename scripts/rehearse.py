@@ -51,6 +51,8 @@ COMMON_PARAMS = {
     "examples": "10",
 }
 PIPELINES = ("probe", "nightly_sweep", "regression")
+#: `train_data` under a data root (`--train-data`)
+TRAIN_DATA = "lpaqa/trex_train"
 IMAGE_KINDS = ("cpu", "gpu")
 MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
 FOUND_IMAGE = re.compile(r"(?:Found|Pulling) image '([^']+)'")
@@ -64,6 +66,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--root", type=Path, default=Path("/var/tmp/factprobe-rehearse"))
     p.add_argument("--allow-stale", action="store_true", help="run the newest image of each kind even if stale")
     p.add_argument("--no-laptop", action="store_true", help="skip the laptop runs and the accuracy comparison")
+    p.add_argument(
+        "--train-data",
+        action="store_true",
+        help="in-context examples from LPAQA's T-REx training facts: the steps read them from the data on the claim "
+        f"({TRAIN_DATA}), the laptop run from ../shared/data; their data digests must be equal",
+    )
     args = p.parse_args(argv)
     args.pipelines = [n.strip() for n in args.pipelines.split(",") if n.strip()]
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -89,6 +97,12 @@ def run_pairs(pipeline: str, models: list[str], given: list[str]) -> list[str]:
         key, _, value = pair.partition("=")
         values[key] = value
     return [f"{k}={v}" for k, v in values.items()]
+
+
+def train_pairs(on: bool, root: str) -> list[str]:
+    """`train_data=<root>/lpaqa/trex_train` when `on` (`--train-data`): the steps' root is the data on the claim
+    (`<mount>/data`, their FACTPROBE_DATA), the laptop's ../shared/data; [] when off."""
+    return [f"train_data={root}/{TRAIN_DATA}"] if on else []
 
 
 def step_environment(stack, mount: str) -> dict[str, str]:
@@ -241,6 +255,9 @@ def mlflow_results(client, experiment: str) -> tuple[dict[tuple[str, str], float
         if "accuracy" in metrics and "factprobe.model" in tags:
             key = (tags["factprobe.model"], tags.get("factprobe.probe", ""))
             accuracy[key], ids[key] = metrics["accuracy"], r.info.run_id
+            DIGESTS[(experiment, client.tracking_uri, key)] = tags.get("factprobe.data_digest") or tags.get(
+                "factprobe.dataset_digest"
+            )
     if not runs:
         unfinished.append(f"no run in {experiment}")
     return accuracy, unfinished, ids
@@ -278,9 +295,12 @@ def rehearse_pipeline(name: str, args, images, root: Path, stack, env, mount: st
     from integration.servers import BUCKET
     from mlflow.tracking import MlflowClient
 
+    from factprobe.paths import data_root
+    from factprobe_ops.pipelines.platform import STORAGE_ENV
     from factprobe_ops.tracking.conventions import experiment_name
 
-    pairs = run_pairs(name, args.models, args.param)
+    pairs = run_pairs(name, args.models, args.param + train_pairs(args.train_data, f"{mount}/{STORAGE_ENV['FACTPROBE_DATA']}"))
+    laptop_pairs = run_pairs(name, args.models, args.param + train_pairs(args.train_data, str(data_root())))
     if name == "regression":  # the CI gate: the probe run of the candidate is the baseline
         promote_baseline(
             found["probe"][(args.models[0], "ic-lke")][1],
@@ -316,20 +336,33 @@ def rehearse_pipeline(name: str, args, images, root: Path, stack, env, mount: st
         if accuracy != want:
             failures.append(f"regression: candidate accuracy {accuracy} differs from its probe run's {want}")
     elif not args.no_laptop:
-        lap_ok, TIMES[f"{name} laptop"], store = laptop_run(name, pairs, root)
+        lap_ok, TIMES[f"{name} laptop"], store = laptop_run(name, laptop_pairs, root)
         lap_acc, _, _ = mlflow_results(MlflowClient(store), experiment_name(name))
+        digests = {
+            "images": digests_of(stack.mlflow.uri, experiment_name(name)),
+            "laptop": digests_of(store, experiment_name(name)),
+        }
         print(
-            f"  laptop run: {'succeeded' if lap_ok else 'FAILED'} in {TIMES[f'{name} laptop']:.1f} s; accuracy {lap_acc}",
+            f"  laptop run: {'succeeded' if lap_ok else 'FAILED'} in {TIMES[f'{name} laptop']:.1f} s; accuracy {lap_acc}; "
+            f"data digests equal: {digests['images'] == digests['laptop']} ({sorted(set(digests['images'].values()))})",
             flush=True,
         )
         if not lap_ok or lap_acc != accuracy:
             failures.append(
                 f"{name}: accuracies differ: images {accuracy}, laptop {lap_acc} (log {root / f'laptop-{name}' / 'run.log'})"
             )
+        if digests["images"] != digests["laptop"] or None in digests["images"].values():
+            failures.append(f"{name}: data digests differ: images {digests['images']}, laptop {digests['laptop']}")
     return failures
 
 
 TIMES: dict[str, float] = {}
+#: (experiment, tracking URI, (model, probe)) -> the run's data digest tag, filled by `mlflow_results`
+DIGESTS: dict[tuple, str | None] = {}
+
+
+def digests_of(uri: str, experiment: str) -> dict[tuple[str, str], str | None]:
+    return {k[2]: v for k, v in DIGESTS.items() if k[0] == experiment and k[1] == uri}
 
 
 def main(argv: list[str]) -> int:
@@ -353,9 +386,11 @@ def main(argv: list[str]) -> int:
         (root / "logs").mkdir(parents=True, exist_ok=True)
         mount = cluster_config().pvc_mount
         t = time.perf_counter()
-        copied = prepare_volume(root / "volume", args.models)
+        from factprobe.paths import data_root
+
+        copied = prepare_volume(root / "volume", args.models, data_root())
         TIMES["volume"] = time.perf_counter() - t
-        print(f"claim: {root / 'volume'} at {mount}; models {', '.join(f'{m} {s:.0f} s' for m, s in copied.items())}", flush=True)
+        print(f"claim: {root / 'volume'} at {mount}; copied {', '.join(f'{m} {s:.0f} s' for m, s in copied.items())}", flush=True)
         t = time.perf_counter()
         service = PodmanService(root / "podman.sock", root / "logs" / "podman-service.log").start()
         os.environ["DOCKER_HOST"] = service.docker_host

@@ -9,7 +9,8 @@
   talks to (`DOCKER_HOST`); stopped with its process group.
 - `prepare_volume(root, models, mount)`: the folder that plays the cluster's PVC (`factprobe-cache`, mounted at
   `FACTPROBE_PVC_MOUNT`, /mnt/factprobe): the converted models copied once into `cache/models/<alias>` (the
-  runbook's `kubectl cp` step), a fresh `work/`, everything owned by UID 1000, the steps' user.
+  runbook's `kubectl cp` step), the research data at `data/` (the steps' FACTPROBE_DATA; the runbook's
+  scripts/put_data_on_claim.sh), a fresh `work/`, everything owned by UID 1000, the steps' user.
 """
 
 from __future__ import annotations
@@ -160,16 +161,28 @@ def host_model_folder(alias: str) -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def prepare_volume(volume: Path, models: list[str]) -> dict[str, float]:
+def prepare_volume(volume: Path, models: list[str], data: Path | None = None, fresh_work: bool = True) -> dict[str, float]:
     """The claim's folders under `volume` (see the module docstring); returns alias -> seconds its copy took
-    (0 when it was there already)."""
+    (0 when it was there already), and "data" -> seconds the research data took: `data` (a data root,
+    ../shared/data) copied to `volume/data`, the FACTPROBE_DATA of the steps, as scripts/put_data_on_claim.sh
+    puts it on a cluster's claim. `fresh_work=False` keeps `work/` (a rerun that must resume)."""
     from factprobe_ops.pipelines.platform import STORAGE_ENV
 
     copied = {}
     for sub in STORAGE_ENV.values():
         (volume / sub).mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(volume / "work")  # every rehearsal computes its results: nothing resumes from the last one
-    (volume / "work").mkdir()
+    if fresh_work:  # every rehearsal computes its results: nothing resumes from the last one
+        shutil.rmtree(volume / "work")
+        (volume / "work").mkdir()
+    if data is not None:
+        t = time.monotonic()
+        target = volume / STORAGE_ENV["FACTPROBE_DATA"]
+        partial = target.with_name("data.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(data, partial)
+        shutil.rmtree(target)
+        partial.rename(target)
+        copied["data"] = time.monotonic() - t
     for alias in models:
         target = volume / "cache" / "models" / alias
         t = time.monotonic()

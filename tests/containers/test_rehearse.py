@@ -124,3 +124,31 @@ def test_without_podman_or_root_one_line_says_what_to_do(monkeypatch):
     monkeypatch.setattr(env.os, "geteuid", lambda: 1000)
     with pytest.raises(env.RehearsalError, match=r"run `sudo make rehearse`"):
         env.preflight()
+
+
+def test_train_data_is_the_same_folder_under_each_data_root():
+    rehearse = load("rehearse")
+    steps, laptop = rehearse.train_pairs(True, "/mnt/factprobe/data"), rehearse.train_pairs(True, "/work/shared/data")
+    assert steps == ["train_data=/mnt/factprobe/data/lpaqa/trex_train"]
+    assert laptop == ["train_data=/work/shared/data/lpaqa/trex_train"] and rehearse.train_pairs(False, "/x") == []
+    pairs = rehearse.run_pairs("probe", ["smollm2-135m-instruct"], steps)
+    assert pairs[-1] == steps[0] and rehearse.parse_args(["--train-data"]).train_data
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="hands the claim to UID 1000 (chown): root only")
+def test_the_volume_holds_the_data_root_where_the_steps_read_it(tmp_path):
+    from factprobe_ops.pipelines.platform import STORAGE_ENV
+
+    env = load("rehearse_env")
+    data = tmp_path / "shared-data"
+    (data / "lpaqa" / "trex_train").mkdir(parents=True)
+    (data / "lpaqa" / "trex_train" / "P36.jsonl").write_text("{}\n")
+    volume = tmp_path / "volume"
+    (volume / "work" / "old").mkdir(parents=True)
+    copied = env.prepare_volume(volume, [], data, fresh_work=False)
+    target = volume / STORAGE_ENV["FACTPROBE_DATA"]
+    assert (target / "lpaqa" / "trex_train" / "P36.jsonl").read_text() == "{}\n" and "data" in copied
+    assert (volume / "work" / "old").is_dir() and target.stat().st_uid == env.STEP_UID  # kept for a resume
+    (data / "lpaqa" / "trex_train" / "P36.jsonl").unlink()
+    env.prepare_volume(volume, [], data)  # a second copy replaces the first; a fresh work folder
+    assert not (target / "lpaqa" / "trex_train" / "P36.jsonl").exists() and not (volume / "work" / "old").exists()

@@ -38,6 +38,7 @@ STORAGE_ENV = {
     "FACTPROBE_WORK": "/mnt/factprobe/work",
     "HF_HOME": "/mnt/factprobe/hf",
     "TORCH_EXTENSIONS_DIR": "/mnt/factprobe/torch_extensions",
+    "FACTPROBE_DATA": "/mnt/factprobe/data",
 }
 
 
@@ -55,7 +56,7 @@ def model_steps(c) -> set[str]:
     return gpu | (c.step_names() & CPU_MODEL_STEPS)
 
 
-def test_every_step_that_loads_a_model_mounts_the_pvc_and_no_other_does(compiled):
+def test_every_step_that_loads_a_model_or_builds_data_mounts_the_pvc_and_no_other_does(compiled):
     for name, c in compiled.items():
         assert model_steps(c), name
         for step in c.step_names():
@@ -66,6 +67,9 @@ def test_every_step_that_loads_a_model_mounts_the_pvc_and_no_other_does(compiled
                 hf = [s for s in k8s["secretAsEnv"] if s["secretName"] == "hf-token"]
                 assert len(hf) == 1 and hf[0]["optional"] is True, (name, step)
                 assert hf[0]["keyToEnv"] == [{"secretKey": "HF_TOKEN", "envVar": "HF_TOKEN"}], (name, step)
+            elif step.startswith("data-build"):  # reads the data root on the claim (tests/pipelines/test_data_on_claim.py)
+                assert k8s.get("pvcMount") == [PVC], (name, step)
+                assert {k: v for k, v in _env(c, step).items() if k in STORAGE_ENV} == STORAGE_ENV, (name, step)
             else:
                 assert "pvcMount" not in k8s and not set(_env(c, step)) & set(STORAGE_ENV), (name, step)
 
