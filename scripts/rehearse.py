@@ -3,7 +3,7 @@
     .venv/bin/python scripts/rehearse.py [--pipelines probe,nightly_sweep,regression]
                                          [--models smollm2-135m-instruct,gemma-3-270m]
                                          [--param K=V ...] [--root /var/tmp/factprobe-rehearse] [--allow-stale]
-                                         [--no-laptop]
+                                         [--no-laptop] [--train-data] [--kill-check]
 
 What it does, in order (each part prints one line with its seconds):
 1. The images: the CPU and GPU images `make images` builds from the current sources must exist (it builds nothing;
@@ -14,7 +14,8 @@ What it does, in order (each part prints one line with its seconds):
    (basic-auth app, artifacts proxied to S3), reached over the network (tests/integration/servers.py, `Stack`).
 4. The claim: ROOT/volume with the converted models copied in once (`cache/models/<alias>`), bind-mounted at
    the cluster's mount path (FACTPROBE_PVC_MOUNT, /mnt/factprobe) with the environment `with_storage` gives a
-   cluster step (FACTPROBE_CACHE, FACTPROBE_WORK, HF_HOME, TORCH_EXTENSIONS_DIR).
+   cluster step (FACTPROBE_CACHE, FACTPROBE_WORK, HF_HOME, TORCH_EXTENSIONS_DIR, FACTPROBE_DATA), and the research
+   data (../shared/data) copied to `data/`, where scripts/put_data_on_claim.sh puts it on a cluster's claim.
 5. The run: the pipeline built for the local runner with the images of step 1, run by `kfp.local.DockerRunner`
    (network host, the claim mounted, the MLflow and S3 credentials as environment under the keys the k8s secrets
    give them, `pipelines/platform.py`; the KFP pipeline root under ROOT; nothing of the checkout or its virtualenv
@@ -24,6 +25,12 @@ What it does, in order (each part prints one line with its seconds):
    parameters (`factprobe pipeline run`, in .venv, its own sqlite store; skipped with --no-laptop). `regression`
    (the CI gate) runs after `probe`: `factprobe baseline promote` makes the first model's probe run the baseline,
    the gate must pass and the candidate's accuracy equal that run's.
+
+`--train-data`: the runs take `train_data` from LPAQA's T-REx training facts, the steps from the claim
+(/mnt/factprobe/data/lpaqa/trex_train), the laptop run from ../shared/data; the data digests the runs record
+(MLflow tag factprobe.data_digest) must be equal. `--kill-check`, instead of the pipelines: the probe pipeline's
+probe step SIGTERMed at its first checkpoint as Argo's emissary signals a step, then the rerun
+(scripts/rehearse_kill.py).
 
 Exit 0 when every check holds, 1 when one fails, 2 on bad input (one `error:` line).
 """
@@ -41,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rehearse_env import REPO, STALE_USED, PodmanService, RehearsalError, current_images, preflight, prepare_volume
+from rehearse_kill import EXIT_CODES, KILL_PARAMS, kill_check
 
 #: the smallest run that still probes a real model end to end (`make rehearse` extends it with --models, --param)
 COMMON_PARAMS = {
@@ -66,6 +74,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--root", type=Path, default=Path("/var/tmp/factprobe-rehearse"))
     p.add_argument("--allow-stale", action="store_true", help="run the newest image of each kind even if stale")
     p.add_argument("--no-laptop", action="store_true", help="skip the laptop runs and the accuracy comparison")
+    p.add_argument(
+        "--kill-check",
+        action="store_true",
+        help="instead of --pipelines: the probe pipeline on the first model, its probe step SIGTERMed at its first "
+        "checkpoint (scripts/rehearse_kill.py), then rerun: run KILLED, rerun resumed and FINISHED, accuracy as a laptop run's",
+    )
     p.add_argument(
         "--train-data",
         action="store_true",
@@ -183,7 +197,9 @@ def run_container(client, image: str, command: list[str], volumes: dict, **run_a
     try:
         for line in container.logs(stream=True, follow=True):
             print(line.decode(errors="replace"), end="")
-        return container.wait()["StatusCode"]
+        code = container.wait()["StatusCode"]
+        EXIT_CODES.append((image, code))
+        return code
     finally:
         container.remove(force=True)
 
@@ -356,6 +372,46 @@ def rehearse_pipeline(name: str, args, images, root: Path, stack, env, mount: st
     return failures
 
 
+def rehearse_kill(args, images: dict[str, str], root: Path, stack, env: dict[str, str], mount: str) -> list[str]:
+    """`--kill-check` (scripts/rehearse_kill.py) on the first model, then the accuracy of its resumed run against
+    a laptop run of the same parameters; returns the failures."""
+    import docker
+    from mlflow.tracking import MlflowClient
+
+    from factprobe.paths import data_root
+    from factprobe_ops.pipelines.platform import STORAGE_ENV
+    from factprobe_ops.tracking.conventions import experiment_name
+
+    given = [f"{k}={v}" for k, v in KILL_PARAMS.items()] + args.param
+    pairs = run_pairs("probe", args.models[:1], given + train_pairs(args.train_data, f"{mount}/{STORAGE_ENV['FACTPROBE_DATA']}"))
+    laptop_pairs = run_pairs("probe", args.models[:1], given + train_pairs(args.train_data, str(data_root())))
+
+    def run_pipeline():
+        return run_in_images("probe", pairs + [f"tracking_uri={stack.mlflow.uri}"], images, root, env, root / "volume", mount)
+
+    os.environ.update({k: v for k, v in env.items() if k.startswith("MLFLOW_")})
+    failures, measured = kill_check(
+        run_pipeline,
+        MlflowClient(stack.mlflow.uri),
+        docker.DockerClient(base_url=os.environ["DOCKER_HOST"]),
+        images["gpu"],
+        root / "volume" / STORAGE_ENV["FACTPROBE_WORK"],
+        experiment_name("probe"),
+        TIMES,
+    )
+    if "accuracy" in measured and not args.no_laptop:
+        lap_ok, TIMES["kill: laptop"], store = laptop_run("probe", laptop_pairs, root)
+        lap_acc, _, _ = mlflow_results(MlflowClient(store), experiment_name("probe"))
+        want = lap_acc.get((args.models[0], "ic-lke"))
+        print(
+            f"  kill check: laptop run {'succeeded' if lap_ok else 'FAILED'}; accuracy {want} (rerun {measured['accuracy']})",
+            flush=True,
+        )
+        if not lap_ok or want != measured["accuracy"]:
+            failures.append(f"kill check: the resumed run's accuracy {measured['accuracy']} differs from the laptop run's {want}")
+    return failures
+
+
 TIMES: dict[str, float] = {}
 #: (experiment, tracking URI, (model, probe)) -> the run's data digest tag, filled by `mlflow_results`
 DIGESTS: dict[tuple, str | None] = {}
@@ -402,10 +458,12 @@ def main(argv: list[str]) -> int:
         env = step_environment(stack, mount)
         failures: list[str] = []
         found: dict = {}
-        for name in args.pipelines:
+        for name in [] if args.kill_check else args.pipelines:
             failures += rehearse_pipeline(name, args, images, root, stack, env, mount, found)
             if failures:
                 break
+        if args.kill_check:
+            failures += rehearse_kill(args, images, root, stack, env, mount)
         print("times: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMES.items()), flush=True)
         for f in failures:
             print(f"error: {f}", file=sys.stderr)

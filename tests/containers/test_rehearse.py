@@ -152,3 +152,73 @@ def test_the_volume_holds_the_data_root_where_the_steps_read_it(tmp_path):
     (data / "lpaqa" / "trex_train" / "P36.jsonl").unlink()
     env.prepare_volume(volume, [], data)  # a second copy replaces the first; a fresh work folder
     assert not (target / "lpaqa" / "trex_train" / "P36.jsonl").exists() and not (volume / "work" / "old").exists()
+
+
+class _Run:
+    def __init__(self, status: str, metrics: dict | None = None):
+        from types import SimpleNamespace
+
+        self.info = SimpleNamespace(status=status, start_time=int(__import__("time").time() * 1000), run_id=status)
+        self.data = SimpleNamespace(tags={"factprobe.step": "probe"}, metrics=metrics or {})
+
+
+class _Mlflow:
+    def __init__(self):
+        self.runs: list[_Run] = []
+
+    def get_experiment_by_name(self, name):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(experiment_id="1")
+
+    def search_runs(self, ids, max_results):
+        return list(self.runs)
+
+
+class _Container:
+    name = "probe-step"
+
+    def __init__(self, killed):
+        self.killed = killed
+
+    def exec_run(self, cmd):
+        from types import SimpleNamespace
+
+        if "kill -TERM -1" in cmd[-1]:
+            self.killed.set()
+        return SimpleNamespace(exit_code=0, output=b"1 sh -ec ...\n6 python3 -m kfp.dsl.executor_main\n")
+
+
+@pytest.mark.parametrize("exit_code", [143, 137])
+def test_kill_check_signals_at_the_first_checkpoint_then_checks_killed_and_resumed(tmp_path, exit_code):
+    import threading
+    from types import SimpleNamespace
+
+    kill = load("rehearse_kill")
+    killed, mlflow = threading.Event(), _Mlflow()
+    calls = []
+
+    def run_pipeline():
+        calls.append(1)
+        if len(calls) == 1:  # the first run: a checkpoint row, then the step waits for its signal
+            folder = tmp_path / "work" / "probe" / "key"
+            folder.mkdir(parents=True)
+            (folder / "checkpoint.jsonl").write_text('{"row": 1}\n')
+            assert killed.wait(30)
+            kill.EXIT_CODES.append((GPU, exit_code))
+            mlflow.runs.append(_Run("KILLED"))
+            return False, 1.0, tmp_path / "first.log"
+        mlflow.runs.append(_Run("FINISHED", {"n_resumed": 3.0, "accuracy": 0.5}))
+        return True, 2.0, tmp_path / "rerun.log"
+
+    container = _Container(killed)
+    container.image, container.attrs = SimpleNamespace(tags=[GPU]), {}
+    docker = SimpleNamespace(containers=SimpleNamespace(list=lambda: [container]))
+    failures, measured = kill.kill_check(run_pipeline, mlflow, docker, GPU, tmp_path / "work", "factprobe/probe", {})
+    assert killed.is_set() and len(calls) == 2, failures
+    assert measured["killed_status"] == ["KILLED"], failures
+    assert measured["n_resumed"] == 3.0 and measured["accuracy"] == 0.5
+    if exit_code == 143:
+        assert failures == []
+    else:  # the container was SIGKILLed: no Python step saw the signal
+        assert failures == ["kill check: the probe container exited [137], not 143 (SIGTERM reached no Python step)"]
