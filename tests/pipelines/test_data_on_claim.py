@@ -14,6 +14,8 @@ import pytest
 
 from tests.pipelines.pipeline_fixtures import load_compiled
 
+pytestmark = pytest.mark.slow  # compiles six pipelines: seconds
+
 #: the pipelines with a data-build step
 DATA_PIPELINES = ("probe", "nightly_sweep", "regression", "coherency", "belief", "counterfactual_icl")
 MOUNT = "/mnt/factprobe"
