@@ -47,7 +47,16 @@ from factprobe_ops.components.probe_unit import probe_model as probe_unit
 from factprobe_ops.components.report import report
 
 from .params import DEFAULT_PROBES, Param, config_dict, config_params, make_pipeline, probes_param
-from .platform import cpu_step, data_step, gpu_placement, gpu_step, local_build, placed_by_outputs, read_cluster_config
+from .platform import (
+    cpu_step,
+    data_step,
+    gpu_placement,
+    gpu_step,
+    local_build,
+    placed_by_outputs,
+    read_cluster_config,
+    with_storage,
+)
 from .scaffold import tracked
 
 DEFAULT_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
@@ -216,18 +225,22 @@ def sweep_dag(dag: DagConfig, tolerant: bool = False):
     `report_task`, the last reporting step: the map step when the DAG always has one).
     Returns (scope, merge task, report task)."""
     with tracked(dag.pipeline, dag.values, dag.models, dag.probes, dag.config) as run:
-        plan = cpu_step(
-            plan_units(
-                models=dag.models,
-                probes=dag.probes,
-                config=dag.config,
-                options=run.options,
-                context=run.context,
-                shards=dag.values["shards"],
-                one_load=dag.values["one_load"],
-                defaults=resource_defaults(),
-            ),
-            s3=False,
+        # the plan mounts the claim too: with shards > 1 it counts each probe's facts in the data root
+        # (components/steps/shards.py), which lies on the claim (FACTPROBE_DATA)
+        plan = with_storage(
+            cpu_step(
+                plan_units(
+                    models=dag.models,
+                    probes=dag.probes,
+                    config=dag.config,
+                    options=run.options,
+                    context=run.context,
+                    shards=dag.values["shards"],
+                    one_load=dag.values["one_load"],
+                    defaults=resource_defaults(),
+                ),
+                s3=False,
+            )
         )
         build = data_step(data_build(config=dag.config, options=run.options, probes=dag.probes, context=run.context))
         build.after(plan)  # the plan validates every model, probe and config first

@@ -46,9 +46,9 @@ def _env(c, step: str) -> dict[str, str]:
 
 
 def data_steps(c) -> set[str]:
-    """The data-build step and every GPU (probing) step."""
+    """The data-build step, every GPU (probing) step, and a sweep's plan (with shards > 1 it counts the facts)."""
     gpu = {s for s in c.step_names() if "accelerator" in c.executors[c.executor_of(s)]["container"].get("resources", {})}
-    return gpu | {s for s in c.step_names() if s.startswith("data-build")}
+    return gpu | {s for s in c.step_names() if s.startswith(("data-build", "plan-units"))}
 
 
 @pytest.mark.parametrize("name", DATA_PIPELINES)

@@ -67,7 +67,7 @@ def test_every_step_that_loads_a_model_or_builds_data_mounts_the_pvc_and_no_othe
                 hf = [s for s in k8s["secretAsEnv"] if s["secretName"] == "hf-token"]
                 assert len(hf) == 1 and hf[0]["optional"] is True, (name, step)
                 assert hf[0]["keyToEnv"] == [{"secretKey": "HF_TOKEN", "envVar": "HF_TOKEN"}], (name, step)
-            elif step.startswith("data-build"):  # reads the data root on the claim (tests/pipelines/test_data_on_claim.py)
+            elif step.startswith(("data-build", "plan-units")):  # read the data root on the claim (test_data_on_claim.py)
                 assert k8s.get("pvcMount") == [PVC], (name, step)
                 assert {k: v for k, v in _env(c, step).items() if k in STORAGE_ENV} == STORAGE_ENV, (name, step)
             else:
