@@ -73,6 +73,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="over the small defaults, every pipeline")
     p.add_argument("--root", type=Path, default=Path("/var/tmp/factprobe-rehearse"))
     p.add_argument("--allow-stale", action="store_true", help="run the newest image of each kind even if stale")
+    p.add_argument(
+        "--if-ready",
+        action="store_true",
+        help="CI: when podman, root or a current image is missing, say so in one line and exit 0 (skip) instead of 2",
+    )
     p.add_argument("--no-laptop", action="store_true", help="skip the laptop runs and the accuracy comparison")
     p.add_argument(
         "--kill-check",
@@ -434,9 +439,15 @@ def main(argv: list[str]) -> int:
     root = args.root.resolve()
     stack = service = None
     try:
-        preflight()
-        t = time.perf_counter()
-        images = current_images(list(IMAGE_KINDS), args.allow_stale)
+        try:
+            preflight()
+            t = time.perf_counter()
+            images = current_images(list(IMAGE_KINDS), args.allow_stale)
+        except RehearsalError as e:
+            if not args.if_ready:
+                raise
+            print(f"rehearsal skipped (--if-ready): {e}", flush=True)
+            return 0
         TIMES["images"] = time.perf_counter() - t
         print(f"images: {', '.join(images.values())} ({TIMES['images']:.1f} s)", flush=True)
         (root / "logs").mkdir(parents=True, exist_ok=True)

@@ -227,3 +227,21 @@ def test_kill_check_signals_at_the_first_checkpoint_then_checks_killed_and_resum
         assert failures == [
             f"kill check: no step says 'received signal SIGTERM': SIGTERM reached no Python step (log {tmp_path / 'first.log'})"
         ]
+
+
+@pytest.mark.slow  # imports the pipeline layer and the integration stack (~3 s)
+def test_if_ready_skips_in_one_line_where_the_rehearsal_cannot_run(monkeypatch, capsys, tmp_path):
+    """.ci/run calls `rehearse.py --if-ready` after `make test`: without podman, root or a current image it says
+    why and exits 0; without --if-ready the same is the one-line error, exit 2."""
+    rehearse = load("rehearse")
+
+    def no_podman():
+        raise rehearse.RehearsalError("podman not installed: `apt-get install -y --no-install-recommends podman runc`")
+
+    monkeypatch.setattr(rehearse, "preflight", no_podman)
+    assert rehearse.main(["--if-ready", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "rehearsal skipped (--if-ready): podman not installed: `apt-get install -y --no-install-recommends podman runc`"
+    )
+    assert rehearse.main(["--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: podman not installed")
