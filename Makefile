@@ -81,7 +81,7 @@ images:
 # DockerRunner over podman's Docker API, with MLflow in server mode on PostgreSQL and moto's S3, the model cache at
 # the claim's path (/mnt/factprobe) and the credentials as environment; then every MLflow run FINISHED and each
 # accuracy equal to a laptop run's (scripts/rehearse.py; what it covers and its times: k8s/README.md, "Rehearsal on
-# one machine"). REHEARSE_ARGS: e.g. --models smollm2-135m-instruct,gemma-3-270m --pipeline nightly_sweep.
+# one machine"). REHEARSE_ARGS: e.g. --models smollm2-135m-instruct (default: both real models) --pipelines nightly_sweep.
 REHEARSE_ARGS ?=
 rehearse: $(STAMP) sysdeps models
 	$(PY) scripts/rehearse.py $(REHEARSE_ARGS)

@@ -69,7 +69,11 @@ FOUND_IMAGE = re.compile(r"(?:Found|Pulling) image '([^']+)'")
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/rehearse.py", description=__doc__.split("\n")[0])
     p.add_argument("--pipelines", default="probe", help=f"comma-separated, in this order: {', '.join(PIPELINES)}")
-    p.add_argument("--models", default="smollm2-135m-instruct", help="comma-separated aliases")
+    p.add_argument(
+        "--models",
+        default="smollm2-135m-instruct,gemma-3-270m",
+        help="comma-separated aliases (default: both real models, the work of make run)",
+    )
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="over the small defaults, every pipeline")
     p.add_argument("--root", type=Path, default=Path("/var/tmp/factprobe-rehearse"))
     p.add_argument("--allow-stale", action="store_true", help="run the newest image of each kind even if stale")
