@@ -14,6 +14,15 @@ builders whose draw decides more than which items stay call it before they build
 multiple-choice builds, whose skipped facts and dropped relations are counted among the drawn facts
 and whose 100-option items are built only for them; QA, whose items join the multiple-choice ones by
 fact id). The framework's cap then finds nothing left to remove.
+
+A dataset whose items are not the test facts one to one (coherency asks one item per subject,
+BELIEF one per subject-relation pair with templates) names `SOURCE_DRAW` as its `cap_draw`: the cap
+then draws over the **test facts** (`Prepared.facts["cap"]` where the dataset gives it, the facts the
+multiple-choice probes test, `mc_dataset.cap_facts`; else `Prepared.facts["test"]`), exactly as
+`sample_facts_per_relation` does, and keeps the items of the drawn facts (`cap_to_drawn_facts`). Every probe that reads the same
+source with the same relations, seed and cap therefore covers the same facts (less those it has no
+item for), which is what a knowledge map joins on; a draw over each probe's own candidates would give
+each probe other facts (issue 39 item 6).
 """
 
 from __future__ import annotations
@@ -28,6 +37,11 @@ from ..seeding import stable_rng
 
 #: the draw every cap uses unless a dataset keeps an older name (`Prepared.cap_draw`)
 DEFAULT_DRAW = "sample_facts"
+#: `Prepared.cap_draw` of the datasets whose cap draws over the test facts, not over their items
+#: (`cap_to_drawn_facts`): their capped runs cover the facts the multiple-choice and QA builds cover
+SOURCE_DRAW = "source_facts"
+#: the name of the fact set (`Prepared.facts`) `SOURCE_DRAW` draws over, where it is not the test facts
+CAP_FACTS = "cap"
 
 
 def check_cap(max_facts: int | None) -> None:
@@ -86,3 +100,35 @@ def sample_facts_per_relation(facts: FactSet, max_facts_per_relation: int | None
     return FactSet(
         facts=[f for i, f in enumerate(facts.facts) if i in keep], relations=dict(facts.relations), source=facts.source
     )
+
+
+def cap_to_drawn_facts(
+    items: Mapping[str, Sequence[Any]], test: FactSet, max_facts: int | None, seed: int = 0
+) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """`SOURCE_DRAW`'s cap: the facts `sample_facts_per_relation(test, max_facts, seed)` keeps, and of
+    `items` those whose `fact_id` is among them, in order. Returns ({relation: kept items}, {relation:
+    why it was left out}) where a relation keeps no item (none of its drawn facts has one). None keeps
+    everything. Capping twice changes nothing: the draw does not depend on the items."""
+    if max_facts is None:
+        return {rel: list(its) for rel, its in items.items()}, {}
+    drawn = {f.fact_id for f in sample_facts_per_relation(test, max_facts, seed).facts}
+    out: dict[str, list[Any]] = {}
+    emptied: dict[str, str] = {}
+    for rel, its in items.items():
+        kept = [it for it in its if it.fact_id in drawn]
+        if kept:
+            out[rel] = kept
+        elif its:
+            emptied[rel] = f"{rel}: none of the {max_facts} test facts the cap drew (seed {seed}) has an item"
+    return out, emptied
+
+
+def cap_prepared_items(
+    items: Mapping[str, Sequence[Any]], facts: Mapping[str, FactSet], max_facts: int | None, seed: int, draw: str
+) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """The framework's cap under `draw` (a `Prepared.cap_draw`): `cap_to_drawn_facts` over
+    `facts["cap"]` (else `facts["test"]`) for `SOURCE_DRAW`, else `cap_items` over the items' own
+    facts. Returns (items, relations left out with why)."""
+    if draw == SOURCE_DRAW:
+        return cap_to_drawn_facts(items, facts[CAP_FACTS] if CAP_FACTS in facts else facts["test"], max_facts, seed)
+    return cap_items(items, max_facts, seed, draw), {}

@@ -22,8 +22,9 @@ Facts and items
   starting object (round 2 starts there, and the item's `fact_id` names it) is the subject's first
   test fact; `gold_objects` lists every correct object of the pair, by entity id, from ALL loaded
   facts (test and training). Every subject gets its item: `--max-facts-per-relation` is applied
-  by the framework after `prepare` (`factprobe.datasets.cap`; draw `CAP_DRAW`, the name this builder
-  drew its subjects under before, so capped runs keep the same subjects).
+  by the framework after `prepare` (`factprobe.datasets.cap`; draw `CAP_DRAW` = `SOURCE_DRAW`: the
+  test facts `sample_facts_per_relation` keeps, so a capped run asks about the facts IC-LKE, HGP, MMP
+  and QA ask about, less the few that are not a subject's first fact).
 - Candidate tables (`relation_tables`): the relation's object-side candidates are all distinct
   objects of the relation over test + training facts, by entity id (with their labels); the
   subject-side candidates are all distinct subjects. `subjects_of[object]` and
@@ -58,13 +59,16 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..facts import CARDINALITIES, Fact, FactSet
 from ..io import open_table, read_jsonl
+from .cap import CAP_FACTS, SOURCE_DRAW
 from .prepared import Prepared
 
 log = logging.getLogger(__name__)
 
 TEMPLATES_FILE = ("coherency", "relations_autoregressive.jsonl")
-#: the draw `--max-facts-per-relation` keeps subjects with (`Prepared.cap_draw`, `factprobe.datasets.cap`)
-CAP_DRAW = "coherency_items"
+#: the draw `--max-facts-per-relation` keeps facts with (`Prepared.cap_draw`, `factprobe.datasets.cap`): over
+#: the test facts, so a capped run asks about the facts the other probes of the same source and cap ask about
+#: (until issue 39 it drew over the subjects under its own name, "coherency_items", and shared almost none)
+CAP_DRAW = SOURCE_DRAW
 SUBJECT_SLOT, OBJECT_SLOT = "[X]", "[Y]"
 
 
@@ -407,6 +411,9 @@ def prepare_coherency(base, templates_path: str | Path | None = None, drop_overl
         "subject_candidates": {rel: len(t.subjects) for rel, t in tables.items()},
         "skipped_overlapping_labels": skipped,
     }
-    return Prepared(
-        kind="coherency", items=items, facts={"test": test, "train": known}, dropped=dropped, info=info, cap_draw=CAP_DRAW
-    )
+    facts = {"test": test, "train": known}
+    if not base.train_data:  # capped, ask about the facts the multiple-choice and QA probes ask about
+        from .mc_dataset import cap_facts
+
+        facts[CAP_FACTS] = cap_facts(base, test)
+    return Prepared(kind="coherency", items=items, facts=facts, dropped=dropped, info=info, cap_draw=CAP_DRAW)

@@ -41,6 +41,17 @@ def load_test_and_train(base) -> tuple[FactSet, FactSet]:
     return test, train
 
 
+def cap_facts(base, test: FactSet) -> FactSet:
+    """The test facts the multiple-choice and QA probes of `base` draw `--max-facts-per-relation` from,
+    given the source's `test` facts (already selected to `base.relations`): `test` itself with
+    `--train-data`, else the test side of their training split (`load_test_and_train`). A dataset that
+    probes every test fact (coherency, BELIEF) stores it as `Prepared.facts["cap"]`, so its capped run
+    covers their facts (`factprobe.datasets.cap.SOURCE_DRAW`)."""
+    if base.train_data:
+        return test
+    return split_train_test(test, train_fraction=TRAIN_FRACTION, seed=base.seed)[1]
+
+
 def prepare_mc(base, choices: int, skip_small_relations: bool = False) -> Prepared:
     """Load facts and build the multiple-choice items (see the module docstring)."""
     test, train = load_test_and_train(base)

@@ -29,7 +29,8 @@ Rows are ordered by relation (first-seen order of the facts), then source priori
 (`duplicate of <template_id>`, `backwards`, `[Y] not last (causal)`).
 
 The set holds every pair; `--max-facts-per-relation` is applied by the framework after `prepare`
-(`factprobe.datasets.cap`, draw `CAP_DRAW`).
+(`factprobe.datasets.cap`, draw `CAP_DRAW` = `SOURCE_DRAW`: the test facts `sample_facts_per_relation`
+keeps, so a capped BELIEF run probes the facts the multiple-choice and QA probes of that source probe).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import pandas as pd
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet
+from .cap import CAP_FACTS, SOURCE_DRAW
 from .multiprompt_templates import (
     DEFAULT_QA_TEMPLATES,
     DROPPED_COLUMNS,
@@ -75,9 +77,10 @@ log = logging.getLogger(__name__)
 
 FACT_COLUMNS = ("fact_id", "relation", "subject", "subject_id", "subject_aliases", "object", "object_id", "gold", "gold_ids")
 DATASET_KIND = "multiprompt"
-#: the draw `--max-facts-per-relation` keeps pairs with (`Prepared.cap_draw`): the name this builder drew
-#: under before the framework applied the cap (`factprobe.datasets.cap`), so capped runs keep their pairs
-CAP_DRAW = "multiprompt"
+#: the draw `--max-facts-per-relation` keeps pairs with (`Prepared.cap_draw`, `factprobe.datasets.cap`): over
+#: the test facts, so a capped run probes the facts the other probes of the same source and cap probe (until
+#: issue 39 it drew over the pairs under its own name, "multiprompt", and shared almost none)
+CAP_DRAW = SOURCE_DRAW
 
 
 # ------------------------------------------------------------------ facts
@@ -313,7 +316,12 @@ def prepare_multiprompt(
         "template_sources": list(template_sources),
         "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES),
     }
-    return mp.to_prepared(test, train, info)
+    prepared = mp.to_prepared(test, train, info)
+    if not base.train_data:  # capped, probe the facts the multiple-choice and QA probes probe
+        from .mc_dataset import cap_facts
+
+        prepared.facts[CAP_FACTS] = cap_facts(base, test)
+    return prepared
 
 
 __all__ = [

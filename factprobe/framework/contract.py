@@ -17,8 +17,10 @@ Then the framework, not the probe, decides which test facts the run covers:
 - `--relations`: items of other relations are left out;
 - `--max-facts-per-relation`: at most that many facts per relation are kept, every item of a kept
   fact (`factprobe.datasets.cap.cap_items`: a seeded draw over the relation's facts in item order,
-  under `Prepared.cap_draw`). A probe may cap earlier itself with the same draw (the built-in
-  multiple-choice and QA builds do); the framework's cap then removes nothing.
+  under `Prepared.cap_draw`; with `cap_draw = SOURCE_DRAW` the draw is over the test facts, so the
+  run covers the facts every other probe of that source covers, `cap_to_drawn_facts`). A probe may cap
+  earlier itself with the same draw (the built-in multiple-choice and QA builds do); the framework's
+  cap then removes nothing.
 
 `apply_contract` does both; `Probe` applies it to whatever a subclass's `prepare` returns
 (`factprobe.framework.base`), so every caller (the runner, the pipeline's data-build step, `regress`)
@@ -30,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..datasets.cap import cap_items
+from ..datasets.cap import cap_prepared_items
 from ..datasets.prepared import Prepared
 from ..errors import FactprobeError
 from ..facts import FactSet
@@ -56,7 +58,11 @@ def apply_contract(probe: Any, cfg: RunConfig, prepared: Any) -> Prepared:
     wanted = cfg.base.relations
     if wanted:
         items = {rel: its for rel, its in items.items() if rel in set(wanted)}
-    prepared.items = cap_items(items, cfg.base.max_facts_per_relation, cfg.base.seed, prepared.cap_draw)
+    prepared.items, emptied = cap_prepared_items(
+        items, prepared.facts, cfg.base.max_facts_per_relation, cfg.base.seed, prepared.cap_draw
+    )
+    if emptied:
+        prepared.dropped = {**prepared.dropped, **emptied}
     return prepared
 
 

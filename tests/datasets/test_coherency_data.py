@@ -166,8 +166,10 @@ def test_items_collapse_n_m_pairs_and_know_every_gold_by_id(tmp_path):
 
 
 def test_max_facts_samples_subjects_deterministically(tmp_path):
-    """The builder keeps every subject; the framework's cap (issue 42) draws them under the builder's
-    name (`CAP_DRAW`), through the probe's `prepare`."""
+    """The builder keeps every subject; the framework's cap draws over the test facts (`CAP_DRAW` =
+    `SOURCE_DRAW`), through the probe's `prepare`: the kept subjects are the facts
+    `sample_facts_per_relation` keeps, the multiple-choice and QA probes' facts."""
+    from factprobe.datasets.cap import sample_facts_per_relation
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
 
@@ -184,6 +186,10 @@ def test_max_facts_samples_subjects_deterministically(tmp_path):
     subjects = [it.subject for it in a.items["born_in"]]
     assert len(subjects) == 4 and subjects == [it.subject for it in b.items["born_in"]]
     assert subjects == sorted(subjects, key=lambda s: int(s[1:]))  # original order kept
+    # without --train-data the draw is over the test side of the multiple-choice probes' split
+    assert len(a.facts["cap"].facts) == 6 and {f.fact_id for f in a.facts["cap"]} < {f.fact_id for f in a.facts["test"]}
+    drawn = sample_facts_per_relation(a.facts["cap"], 4, seed=1)
+    assert {it.fact_id for it in a.items["born_in"]} == {f.fact_id for f in drawn}
     # candidates still come from all facts, not the sample
     assert a.info["subject_candidates"]["born_in"] == 12
 

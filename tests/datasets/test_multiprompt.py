@@ -154,18 +154,24 @@ def test_facts_gold_by_id_and_aliases(tmp_path) -> None:
 
 
 def test_the_set_keeps_every_pair_and_the_framework_cap_draws_them_seeded(tmp_path) -> None:
-    """The builder keeps every pair; `--max-facts-per-relation` is the framework's cap (issue 42), drawn
-    under this builder's own name (`CAP_DRAW`), so capped runs keep the pairs they kept before."""
-    from factprobe.datasets.cap import cap_items
+    """The builder keeps every pair; `--max-facts-per-relation` is the framework's cap, drawn over the
+    test facts (`CAP_DRAW` = `SOURCE_DRAW`), so a capped BELIEF run probes the facts
+    `sample_facts_per_relation` keeps, those of the multiple-choice and QA probes."""
+    from factprobe.datasets.cap import SOURCE_DRAW, cap_prepared_items, sample_facts_per_relation
+    from factprobe.sources import load_facts
 
     root = toy_root(tmp_path)
     items = mpb.build_multiprompt(root, qa_templates=qa_file(tmp_path)).items()
-    assert sum(len(v) for v in items.values()) == 3
+    test = load_facts("lama", str(tmp_path / "data" / "lama"), None)
+    assert sum(len(v) for v in items.values()) == 3 and mpb.CAP_DRAW == SOURCE_DRAW
 
     def capped(n: int, seed: int) -> tuple[str, ...]:
-        return tuple(it.fact_id for its in cap_items(items, n, seed, mpb.CAP_DRAW).values() for it in its)
+        kept, _ = cap_prepared_items(items, {"test": test}, n, seed, mpb.CAP_DRAW)
+        got = tuple(it.fact_id for its in kept.values() for it in its)
+        assert set(got) <= {f.fact_id for f in sample_facts_per_relation(test, n, seed)}
+        return got
 
-    assert len(capped(2, 1)) == 2 and capped(2, 1) == capped(2, 1)
+    assert 1 <= len(capped(2, 1)) <= 2 and capped(2, 1) == capped(2, 1) and len(capped(100, 1)) == 3
     assert len({capped(1, s) for s in range(8)}) > 1
 
 

@@ -150,6 +150,49 @@ def test_the_cap_draws_as_the_multiple_choice_builds_do():
     ]
 
 
+@dataclass(frozen=True)
+class FactItem(Item):
+    """An item about the test fact (relation, s<i>, o<i>): its fact_id is that fact's."""
+
+    @property
+    def fact_id(self) -> str:
+        return Fact(self.relation, self.subject, "o" + self.subject[1:]).fact_id
+
+
+def test_a_source_draw_caps_over_the_test_facts_so_probes_with_other_items_share_facts():
+    """`SOURCE_DRAW` (coherency, BELIEF): the cap keeps the items of the facts `sample_facts_per_relation`
+    draws from the test facts, whatever the dataset's own candidates are. Hand case: two datasets over the
+    same 12 facts per relation, one with an item for every fact, one with items only for the even
+    subjects and two items per fact; both keep the drawn facts they have items for, so they share them
+    all; a relation none of whose drawn facts has an item is left out with why; capping twice keeps."""
+    from factprobe.datasets.cap import SOURCE_DRAW, sample_facts_per_relation
+
+    facts = FactSet([Fact(rel, f"s{i}", f"o{i}") for rel in ("P1", "P2") for i in range(12)])
+    drawn = {f.fact_id for f in sample_facts_per_relation(facts, 4, seed=3)}
+    every = {rel: [FactItem(rel, f"s{i}") for i in range(12)] for rel in ("P1", "P2")}
+    evens = {FactItem(rel, f"s{i}").fact_id for rel in ("P1", "P2") for i in range(0, 12, 2)}
+    even = {
+        "P1": [FactItem("P1", f"s{i}", t) for i in range(0, 12, 2) for t in (0, 1)],
+        "P2": [FactItem("P2", f"s{i}") for i in range(12) if FactItem("P2", f"s{i}").fact_id not in drawn],
+    }
+
+    def capped(items: dict) -> Prepared:
+        p = Prepared(kind="k", items=items, facts={"test": facts}, cap_draw=SOURCE_DRAW)
+        return apply_contract(FakeProbe(), cfg(max_facts_per_relation=4, seed=3), p)
+
+    a, b = capped(dict(every)), capped(dict(even))
+    a_ids = {it.fact_id for its in a.items.values() for it in its}
+    b_ids = {it.fact_id for its in b.items.values() for it in its}
+    assert len(drawn) == 8 and a_ids == drawn
+    assert b_ids == {f for f in drawn if f.startswith("P1|")} & evens and b_ids <= a_ids
+    assert all(len([it for it in b.items["P1"] if it.fact_id == f]) == 2 for f in b_ids)  # every item of a kept fact
+    assert "P2" not in b.items and "none of the 4 test facts the cap drew (seed 3) has an item" in b.dropped["P2"]
+    assert capped(dict(a.items)).items == a.items  # capping twice changes nothing
+    # the default draw over the items' own candidates gives the even dataset other facts
+    own = {it.fact_id for its in cap_items(even, 4, seed=3).values() for it in its}
+    assert not own <= a_ids
+
+
 def test_the_framework_keeps_only_the_requested_relations():
     items = {"P1": [Item("P1", "a")], "P2": [Item("P2", "b")]}
     assert list(apply_contract(FakeProbe(), cfg(relations="P2"), prepared(items)).items) == ["P2"]
