@@ -215,9 +215,11 @@ def probe_configs(cfg: FindingsConfig, model: str) -> dict[str, RunConfig]:
             "max_new_tokens": b["max_new_tokens"],
         },
         "coherency": {**base, "max_candidates": cfg.coherency_candidates()},
+        # BELIEF-ICL reads --train-data as the other probes do: zero-shot it needs no examples, the training facts
+        # only add correct objects (as for coherency), and its capped facts are then the multiple-choice probes'
+        # (factprobe.datasets.cap.SOURCE_DRAW draws over their test facts), which the knowledge map joins on
         "belief-icl": {
             **base,
-            "train_data": None,
             "setting": b["belief_setting"],
             "samples": 0,
             "max_templates": b["belief_templates"],

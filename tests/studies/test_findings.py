@@ -212,6 +212,9 @@ def test_the_sequence_steps_cover_both_placements_and_see_the_training_facts(tmp
     }
     # issue 29 item 6: an incorrect example must be wrong against the training facts too
     assert all(givens[s]["train_data"] == str(tmp_path / "train") for s in seq)
+    # every probe step reads the same training facts, so the capped facts are the same in every step (the map joins them)
+    probes = fs.probe_configs(cfg, str(tmp_path / "m"))
+    assert {p: c.base.train_data for p, c in probes.items()} == {p: str(tmp_path / "train") for p in fs.PROBES}
     assert fs.probe_configs(cfg, str(tmp_path / "m"))["counterfactual"].params.shots == fs.BUDGETS["tiny"]["shots"]
     assert fs.BUDGETS["paper"]["shots"] == fs.BUDGETS["small"]["shots"] == [10, 15, 20, 32]  # yuan2024 Figure 7's k
     # issue 37 item 1: the counterfactual probe draws its exemplars several times, as many as the budget's draws
