@@ -163,9 +163,10 @@ run-findings: $(STAMP) models
 # fits, i.e. the 12 relations that wu2024's Table 5 gives HGP/MMP templates for (every one has >= 10 objects), 20 test
 # facts each, `--budget paper` (the papers' templates, 5 draws, n up to 50) with 10 options per item and 20 coherency
 # candidates per query (all of them, the paper's, cost 35-40 s per fact for SmolLM2 on 2 busy cores).
-# Measured on this 2-core machine with nothing else running: 64 min for both models with two step workers, then 70 s
-# for the study (docs/findings.md). It resumes: run it again after a stop (same --out). The README's findings table
-# is this run.
+# Measured on this 2-core machine: 64 min for both models with two step workers on an idle machine with one
+# counterfactual exemplar draw (2026-11-28); with the budget's 5 draws (2026-11-29) 2 h 6 min of step wall time
+# on a busy machine, then 53 s for the study (docs/findings.md). It resumes: run it again after a stop (same --out).
+# The README's findings table is this run.
 FINDINGS_PAPER_RELATIONS ?= P31,P136,P413,P364,P36,P103,P138,P37,P178,P449,P264,P176
 FINDINGS_PAPER_OUT ?= runs/findings-paper
 
