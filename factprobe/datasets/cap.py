@@ -17,8 +17,8 @@ fact id). The framework's cap then finds nothing left to remove.
 
 A dataset whose items are not the test facts one to one (coherency asks one item per subject,
 BELIEF one per subject-relation pair with templates) names `SOURCE_DRAW` as its `cap_draw`: the cap
-then draws over the **test facts** (`Prepared.facts["cap"]` where the dataset gives it, the facts the
-multiple-choice probes test, `mc_dataset.cap_facts`; else `Prepared.facts["test"]`), exactly as
+then draws over the facts the multiple-choice probes of the same options test (`cap_facts`: the test
+facts, or without `--train-data` the test side of their training split), exactly as
 `sample_facts_per_relation` does, and keeps the items of the drawn facts (`cap_to_drawn_facts`). Every probe that reads the same
 source with the same relations, seed and cap therefore covers the same facts (less those it has no
 item for), which is what a knowledge map joins on; a draw over each probe's own candidates would give
@@ -40,8 +40,6 @@ DEFAULT_DRAW = "sample_facts"
 #: `Prepared.cap_draw` of the datasets whose cap draws over the test facts, not over their items
 #: (`cap_to_drawn_facts`): their capped runs cover the facts the multiple-choice and QA builds cover
 SOURCE_DRAW = "source_facts"
-#: the name of the fact set (`Prepared.facts`) `SOURCE_DRAW` draws over, where it is not the test facts
-CAP_FACTS = "cap"
 
 
 def check_cap(max_facts: int | None) -> None:
@@ -123,12 +121,25 @@ def cap_to_drawn_facts(
     return out, emptied
 
 
+def cap_facts(test: FactSet, train_data: str | None, seed: int) -> FactSet:
+    """The facts the multiple-choice and QA probes draw `--max-facts-per-relation` from, given a run's
+    `test` facts (already selected to its relations): `test` itself with `--train-data`, else the test
+    side of their training split (`mc_dataset.load_test_and_train`). Derived, never stored: the same
+    test facts, option and seed give the same facts, so capping a saved dataset again changes nothing."""
+    if train_data:
+        return test
+    from .examples import TRAIN_FRACTION, split_train_test
+
+    return split_train_test(test, train_fraction=TRAIN_FRACTION, seed=seed)[1]
+
+
 def cap_prepared_items(
-    items: Mapping[str, Sequence[Any]], facts: Mapping[str, FactSet], max_facts: int | None, seed: int, draw: str
+    items: Mapping[str, Sequence[Any]], test: FactSet, base: Any, draw: str
 ) -> tuple[dict[str, list[Any]], dict[str, str]]:
-    """The framework's cap under `draw` (a `Prepared.cap_draw`): `cap_to_drawn_facts` over
-    `facts["cap"]` (else `facts["test"]`) for `SOURCE_DRAW`, else `cap_items` over the items' own
-    facts. Returns (items, relations left out with why)."""
+    """The framework's cap of `base` (a `BaseConfig`: max_facts_per_relation, seed, train_data) under
+    `draw` (a `Prepared.cap_draw`): `cap_to_drawn_facts` over `cap_facts(test, ...)` for `SOURCE_DRAW`,
+    else `cap_items` over the items' own facts. Returns (items, relations left out with why)."""
     if draw == SOURCE_DRAW:
-        return cap_to_drawn_facts(items, facts[CAP_FACTS] if CAP_FACTS in facts else facts["test"], max_facts, seed)
-    return cap_items(items, max_facts, seed, draw), {}
+        universe = test if base.max_facts_per_relation is None else cap_facts(test, base.train_data, base.seed)
+        return cap_to_drawn_facts(items, universe, base.max_facts_per_relation, base.seed)
+    return cap_items(items, base.max_facts_per_relation, base.seed, draw), {}

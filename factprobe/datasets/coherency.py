@@ -59,7 +59,7 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..facts import CARDINALITIES, Fact, FactSet
 from ..io import open_table, read_jsonl
-from .cap import CAP_FACTS, SOURCE_DRAW
+from .cap import SOURCE_DRAW
 from .prepared import Prepared
 
 log = logging.getLogger(__name__)
@@ -412,8 +412,4 @@ def prepare_coherency(base, templates_path: str | Path | None = None, drop_overl
         "skipped_overlapping_labels": skipped,
     }
     facts = {"test": test, "train": known}
-    if not base.train_data:  # capped, ask about the facts the multiple-choice and QA probes ask about
-        from .mc_dataset import cap_facts
-
-        facts[CAP_FACTS] = cap_facts(base, test)
     return Prepared(kind="coherency", items=items, facts=facts, dropped=dropped, info=info, cap_draw=CAP_DRAW)

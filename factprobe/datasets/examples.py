@@ -25,6 +25,8 @@ from ..errors import ConfigError
 from ..facts import Fact, FactSet
 from ..seeding import stable_rng
 
+TRAIN_FRACTION = 0.5  # without --train-data: share of each relation's facts (by subject) used for examples
+
 
 def split_train_test(
     facts: FactSet, train_fraction: float | None = None, n_train: int | None = None, seed: int = 0

@@ -20,12 +20,10 @@ from ..errors import ConfigError
 from ..facts import FactSet, MCItem
 from ..sources import load_facts
 from .cap import sample_facts_per_relation
-from .examples import self_example_share, split_train_test
+from .examples import TRAIN_FRACTION, self_example_share, split_train_test
 from .nobel_mc import build_nobel_mc
 from .prepared import Prepared
 from .trex_mc import build_mc
-
-TRAIN_FRACTION = 0.5  # without --train-data: share of each relation's facts (by subject) used for examples
 
 
 def load_test_and_train(base) -> tuple[FactSet, FactSet]:
@@ -39,17 +37,6 @@ def load_test_and_train(base) -> tuple[FactSet, FactSet]:
     else:
         train, test = split_train_test(test, train_fraction=TRAIN_FRACTION, seed=base.seed)
     return test, train
-
-
-def cap_facts(base, test: FactSet) -> FactSet:
-    """The test facts the multiple-choice and QA probes of `base` draw `--max-facts-per-relation` from,
-    given the source's `test` facts (already selected to `base.relations`): `test` itself with
-    `--train-data`, else the test side of their training split (`load_test_and_train`). A dataset that
-    probes every test fact (coherency, BELIEF) stores it as `Prepared.facts["cap"]`, so its capped run
-    covers their facts (`factprobe.datasets.cap.SOURCE_DRAW`)."""
-    if base.train_data:
-        return test
-    return split_train_test(test, train_fraction=TRAIN_FRACTION, seed=base.seed)[1]
 
 
 def prepare_mc(base, choices: int, skip_small_relations: bool = False) -> Prepared:

@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..errors import ConfigError, DataError
 from ..facts import Fact, FactSet
-from .cap import CAP_FACTS, SOURCE_DRAW
+from .cap import SOURCE_DRAW
 from .multiprompt_templates import (
     DEFAULT_QA_TEMPLATES,
     DROPPED_COLUMNS,
@@ -316,12 +316,7 @@ def prepare_multiprompt(
         "template_sources": list(template_sources),
         "qa_templates": str(Path(qa_templates) if qa_templates else DEFAULT_QA_TEMPLATES),
     }
-    prepared = mp.to_prepared(test, train, info)
-    if not base.train_data:  # capped, probe the facts the multiple-choice and QA probes probe
-        from .mc_dataset import cap_facts
-
-        prepared.facts[CAP_FACTS] = cap_facts(base, test)
-    return prepared
+    return mp.to_prepared(test, train, info)
 
 
 __all__ = [

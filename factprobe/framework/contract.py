@@ -58,9 +58,7 @@ def apply_contract(probe: Any, cfg: RunConfig, prepared: Any) -> Prepared:
     wanted = cfg.base.relations
     if wanted:
         items = {rel: its for rel, its in items.items() if rel in set(wanted)}
-    prepared.items, emptied = cap_prepared_items(
-        items, prepared.facts, cfg.base.max_facts_per_relation, cfg.base.seed, prepared.cap_draw
-    )
+    prepared.items, emptied = cap_prepared_items(items, prepared.facts["test"], cfg.base, prepared.cap_draw)
     if emptied:
         prepared.dropped = {**prepared.dropped, **emptied}
     return prepared

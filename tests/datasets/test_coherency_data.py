@@ -169,7 +169,7 @@ def test_max_facts_samples_subjects_deterministically(tmp_path):
     """The builder keeps every subject; the framework's cap draws over the test facts (`CAP_DRAW` =
     `SOURCE_DRAW`), through the probe's `prepare`: the kept subjects are the facts
     `sample_facts_per_relation` keeps, the multiple-choice and QA probes' facts."""
-    from factprobe.datasets.cap import sample_facts_per_relation
+    from factprobe.datasets.cap import cap_facts, sample_facts_per_relation
     from factprobe.framework.config import RunConfig
     from factprobe.framework.registry import get_probe
 
@@ -187,8 +187,9 @@ def test_max_facts_samples_subjects_deterministically(tmp_path):
     assert len(subjects) == 4 and subjects == [it.subject for it in b.items["born_in"]]
     assert subjects == sorted(subjects, key=lambda s: int(s[1:]))  # original order kept
     # without --train-data the draw is over the test side of the multiple-choice probes' split
-    assert len(a.facts["cap"].facts) == 6 and {f.fact_id for f in a.facts["cap"]} < {f.fact_id for f in a.facts["test"]}
-    drawn = sample_facts_per_relation(a.facts["cap"], 4, seed=1)
+    universe = cap_facts(a.facts["test"], None, 1)
+    assert len(universe.facts) == 6 and {f.fact_id for f in universe} < {f.fact_id for f in a.facts["test"]}
+    drawn = sample_facts_per_relation(universe, 4, seed=1)
     assert {it.fact_id for it in a.items["born_in"]} == {f.fact_id for f in drawn}
     # candidates still come from all facts, not the sample
     assert a.info["subject_candidates"]["born_in"] == 12

@@ -157,6 +157,8 @@ def test_the_set_keeps_every_pair_and_the_framework_cap_draws_them_seeded(tmp_pa
     """The builder keeps every pair; `--max-facts-per-relation` is the framework's cap, drawn over the
     test facts (`CAP_DRAW` = `SOURCE_DRAW`), so a capped BELIEF run probes the facts
     `sample_facts_per_relation` keeps, those of the multiple-choice and QA probes."""
+    from types import SimpleNamespace
+
     from factprobe.datasets.cap import SOURCE_DRAW, cap_prepared_items, sample_facts_per_relation
     from factprobe.sources import load_facts
 
@@ -166,7 +168,8 @@ def test_the_set_keeps_every_pair_and_the_framework_cap_draws_them_seeded(tmp_pa
     assert sum(len(v) for v in items.values()) == 3 and mpb.CAP_DRAW == SOURCE_DRAW
 
     def capped(n: int, seed: int) -> tuple[str, ...]:
-        kept, _ = cap_prepared_items(items, {"test": test}, n, seed, mpb.CAP_DRAW)
+        base = SimpleNamespace(max_facts_per_relation=n, seed=seed, train_data="given")  # no split: all test facts
+        kept, _ = cap_prepared_items(items, test, base, mpb.CAP_DRAW)
         got = tuple(it.fact_id for its in kept.values() for it in its)
         assert set(got) <= {f.fact_id for f in sample_facts_per_relation(test, n, seed)}
         return got

@@ -161,14 +161,17 @@ class FactItem(Item):
 
 def test_a_source_draw_caps_over_the_test_facts_so_probes_with_other_items_share_facts():
     """`SOURCE_DRAW` (coherency, BELIEF): the cap keeps the items of the facts `sample_facts_per_relation`
-    draws from the test facts, whatever the dataset's own candidates are. Hand case: two datasets over the
+    draws from the multiple-choice probes' test facts (`cap_facts`), whatever the dataset's own candidates are. Hand case: two datasets over the
     same 12 facts per relation, one with an item for every fact, one with items only for the even
     subjects and two items per fact; both keep the drawn facts they have items for, so they share them
     all; a relation none of whose drawn facts has an item is left out with why; capping twice keeps."""
-    from factprobe.datasets.cap import SOURCE_DRAW, sample_facts_per_relation
+    from factprobe.datasets.cap import SOURCE_DRAW, cap_facts, sample_facts_per_relation
 
     facts = FactSet([Fact(rel, f"s{i}", f"o{i}") for rel in ("P1", "P2") for i in range(12)])
-    drawn = {f.fact_id for f in sample_facts_per_relation(facts, 4, seed=3)}
+    # no --train-data: the multiple-choice probes draw from the test side of their split (6 of 12 per relation)
+    universe = cap_facts(facts, None, 3)
+    assert all(n == 6 for n in {r: len(v) for r, v in universe.by_relation().items()}.values())
+    drawn = {f.fact_id for f in sample_facts_per_relation(universe, 4, seed=3)}
     every = {rel: [FactItem(rel, f"s{i}") for i in range(12)] for rel in ("P1", "P2")}
     evens = {FactItem(rel, f"s{i}").fact_id for rel in ("P1", "P2") for i in range(0, 12, 2)}
     even = {
